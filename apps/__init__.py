@@ -1,0 +1,1 @@
+"""Django apps, one per domain (tenancy, catalog, clusters, serving, telemetry, autoscaling, web)."""

@@ -1,0 +1,1 @@
+"""Shared pieces every domain app uses: encrypted fields, audit, base models."""

@@ -1,0 +1,73 @@
+"""The contract between the kubelet (what runs a pod) and what a pod's container serves.
+
+The kubelet asks `kubesim.engines.workload_for(ctx)` for a workload; engine and router images get a
+simulated vLLM/SGLang engine or router, anything else the generic workload that answers `/health`.
+A workload listens on a real loopback port so the pod and service proxies forward plain HTTP to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One ready pod behind a selector: its name, labels and the base URL its workload listens on."""
+
+    pod_name: str
+    base_url: str
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+class ClusterView(Protocol):
+    """What a workload may ask of the cluster (routers discover their backends through it)."""
+
+    def ready_endpoints(self, namespace: str, label_selector: str, port: int | None = None) -> list[Endpoint]:
+        """Ready pods in `namespace` matching `label_selector` (Kubernetes selector syntax)."""
+        ...
+
+
+@dataclass
+class PodContext:
+    """Everything a workload needs to know about the pod container it runs."""
+
+    namespace: str
+    pod_name: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    container: dict  # the container spec as in the Pod (image, command, args, env, ports, resources)
+    env: dict[str, str]  # resolved environment of the container
+    gpu_key: str | None  # GPU key of the node (gpus-and-models.md), e.g. "h100-sxm-80gb"; None for CPU nodes
+    gpu_count: int  # nvidia.com/gpu (or amd.com/gpu) limit of the container
+    seed: int
+    fast_start: bool
+    cluster: ClusterView | None = None
+
+
+class WorkloadExit(Exception):
+    """The container exited (bad flags, crash). The kubelet records the logs and restarts with back-off."""
+
+    def __init__(self, message: str, exit_code: int = 1, logs: list[str] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+        self.logs = logs or [message]
+
+
+class Workload(Protocol):
+    """A running container's behaviour."""
+
+    def startup_seconds(self) -> float:
+        """Seconds from container start until it should report Ready (model load time for engines)."""
+        ...
+
+    async def start(self) -> int:
+        """Listen on 127.0.0.1 on a free port and return it; raise WorkloadExit on a bad configuration."""
+        ...
+
+    async def stop(self) -> None: ...
+
+    def logs(self) -> list[str]:
+        """Lines the container printed so far (what `kubectl logs` returns)."""
+        ...

@@ -1,0 +1,9 @@
+"""Small housekeeping tasks, also used to prove a worker is alive."""
+
+from celery import shared_task
+
+
+@shared_task(name="workers.tasks.system.ping")
+def ping(value: str) -> str:
+    """Echo `value` back; the integration tests use it to check a real worker and broker."""
+    return f"pong:{value}"
