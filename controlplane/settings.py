@@ -75,6 +75,13 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "django_htmx",
     "apps.core",
+    "apps.tenancy",
+    "apps.catalog",
+    "apps.clusters",
+    "apps.serving",
+    "apps.telemetry",
+    "apps.autoscaling",
+    "apps.web",
 ]
 
 MIDDLEWARE = [
