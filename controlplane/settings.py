@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import unquote
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -121,6 +122,8 @@ if "DATABASE_URL" not in os.environ and "DATABASE_URL_FILE" not in os.environ:
         "otherwise point it at PostgreSQL, e.g. postgres://postgres@127.0.0.1:5432/controlplane."
     )
 DATABASES = {"default": env.db_url_config(secret("DATABASE_URL"))}
+# A percent-encoded host is a Unix socket directory (postgres://user@%2Fpath%2Fto%2Fsocket/db).
+DATABASES["default"]["HOST"] = unquote(DATABASES["default"].get("HOST") or "")
 if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
     raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL (postgres://...).")
 DATABASES["default"]["CONN_MAX_AGE"] = strict_int("DB_CONN_MAX_AGE", 60)
@@ -179,8 +182,28 @@ SPECTACULAR_SETTINGS = {
 }
 
 # Celery: JSON only, late acks, one queue per kind of work. Task modules live in `workers/`.
-CELERY_BROKER_URL = secret("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
-CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or None
+# Without CELERY_BROKER_URL the broker is a folder (kombu's filesystem transport): no server to run,
+# fine for one machine. Production sets redis:// or amqp://.
+CELERY_BROKER_URL = secret("CELERY_BROKER_URL", "filesystem://")
+DATA_DIR = Path(env.str("DATA_DIR", default=str(BASE_DIR / ".data")))
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    _broker_dir = DATA_DIR / "broker"
+    for _sub in ("queue", "processed"):
+        (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "store_processed": False,
+    }
+    _default_results = f"file://{DATA_DIR / 'results'}"
+    (DATA_DIR / "results").mkdir(parents=True, exist_ok=True)
+elif CELERY_BROKER_URL.startswith("redis"):
+    _default_results = CELERY_BROKER_URL
+else:
+    _default_results = "rpc://"
+CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or _default_results
+CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]

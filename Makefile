@@ -1,0 +1,36 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Both create .venv when needed and fill
+# in embedded defaults (PostgreSQL under .data/, a folder broker) for anything the environment leaves unset.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+DEVENV := $(PY) -m controlplane.devenv
+
+.PHONY: demo test lint check venv clean-data
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(DEVENV) demo sh -c 'python manage.py migrate --noinput && python manage.py seed_demo && \
+	  echo "Control plane: http://127.0.0.1:8000/  (admin: /admin/, API docs: /api/docs/)" && \
+	  exec honcho -f Procfile start'
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+check: $(STAMP)
+	$(DEVENV) test python manage.py makemigrations --check --dry-run
+	$(DEVENV) test python manage.py spectacular --validate --fail-on-warn --file /dev/null
+
+test: lint check
+	$(DEVENV) test python -m pytest $(PYTEST_ARGS)
+
+clean-data:
+	-$(PY) -m controlplane.devdb stop
+	rm -rf .data

@@ -1,0 +1,50 @@
+"""Run a command with the embedded defaults a fresh machine needs (used by `make demo` and `make test`).
+
+Fills in, only where unset: DATABASE_URL (embedded PostgreSQL under `.data/pg`), a Fernet key for
+secrets at rest (generated once into `.data/field.key`), DEBUG for local runs, and the Celery broker
+(a folder, see settings). Variables already set, as in CI, are left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / ".data"
+
+
+def apply_defaults(dbname: str) -> None:
+    """Set the embedded defaults in os.environ for every variable the caller left unset."""
+    DATA.mkdir(exist_ok=True)
+    if "DATABASE_URL" not in os.environ and "DATABASE_URL_FILE" not in os.environ:
+        from controlplane import devdb
+
+        os.environ["DATABASE_URL"] = devdb.url(dbname)
+    if "FIELD_ENCRYPTION_KEY" not in os.environ and "FIELD_ENCRYPTION_KEY_FILE" not in os.environ:
+        key_file = DATA / "field.key"
+        if not key_file.exists():
+            from cryptography.fernet import Fernet
+
+            key_file.write_text(Fernet.generate_key().decode())
+            key_file.chmod(0o600)
+        os.environ["FIELD_ENCRYPTION_KEY_FILE"] = str(key_file)
+    if "SECRET_KEY" not in os.environ and "SECRET_KEY_FILE" not in os.environ:
+        os.environ.setdefault("DEBUG", "true")
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2 or argv[0] not in {"demo", "test"}:
+        print("usage: python -m controlplane.devenv demo|test COMMAND [ARGS...]", file=sys.stderr)
+        return 2
+    apply_defaults("controlplane" if argv[0] == "demo" else "controlplane_test")
+    bin_dir = Path(sys.executable).parent
+    os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    os.chdir(ROOT)
+    os.execvp(argv[1], argv[1:])
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
