@@ -188,12 +188,13 @@ CELERY_BROKER_URL = secret("CELERY_BROKER_URL", "filesystem://")
 DATA_DIR = Path(env.str("DATA_DIR", default=str(BASE_DIR / ".data")))
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = DATA_DIR / "broker"
-    for _sub in ("queue", "processed"):
+    for _sub in ("queue", "processed", "control"):
         (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
         "processed_folder": str(_broker_dir / "processed"),
+        "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
     }
     _default_results = f"file://{DATA_DIR / 'results'}"
