@@ -1,0 +1,114 @@
+"""What a pod's container runs: the engines' simulated workloads when they claim the image, else generic.
+
+`resolve(ctx)` asks `kubesim.engines.workload_for(ctx)` (the vLLM/SGLang engine and router simulator)
+when that module is importable and falls back to `GenericWorkload`, which serves `/health` (and echoes
+other requests, streaming `/stream` as server-sent events) on a real loopback port, so the kubelet
+and the API server's proxies treat every pod alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import logging
+import time
+
+from aiohttp import web
+
+from kubesim.workload import PodContext, Workload
+
+log = logging.getLogger(__name__)
+
+GENERIC_STARTUP_SECONDS = 1.5
+
+
+def _engines_resolver():
+    """`kubesim.engines.workload_for`, or None while the engines package is absent or lacks it."""
+    try:
+        engines = importlib.import_module("kubesim.engines")
+    except ImportError:
+        return None
+    return getattr(engines, "workload_for", None)
+
+
+def resolve(ctx: PodContext) -> Workload:
+    """The workload for a container: the engines' choice when they make one, else generic."""
+    workload_for = _engines_resolver()
+    if workload_for is not None:
+        workload = workload_for(ctx)
+        if workload is not None:
+            return workload
+    return GenericWorkload(ctx)
+
+
+class GenericWorkload:
+    """Any image kubesim does not simulate: ready quickly, answers `/health`, echoes everything else."""
+
+    def __init__(self, ctx: PodContext):
+        self.ctx = ctx
+        self._lines: list[str] = []
+        self._runner: web.AppRunner | None = None
+
+    def startup_seconds(self) -> float:
+        return GENERIC_STARTUP_SECONDS
+
+    def logs(self) -> list[str]:
+        return list(self._lines)
+
+    def _log(self, line: str) -> None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self._lines.append(f"{stamp} {line}")
+        del self._lines[:-1000]
+
+    async def start(self) -> int:
+        app = web.Application()
+        app.router.add_route("*", "/stream", self._stream)
+        app.router.add_route("*", "/{path:.*}", self._echo)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        image = self.ctx.container.get("image", "")
+        self._log(f"starting {image} in pod {self.ctx.namespace}/{self.ctx.pod_name}")
+        self._log(f"listening on 127.0.0.1:{port}")
+        return port
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            self._log("received SIGTERM, shutting down")
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _echo(self, request: web.Request) -> web.Response:
+        path = "/" + request.match_info["path"]
+        self._log(f'"{request.method} {request.path_qs}" 200')
+        if path in ("/health", "/healthz", "/ready", "/readyz", "/livez"):
+            return web.Response(text="ok")
+        body = await request.read()
+        return web.json_response({
+            "pod": self.ctx.pod_name,
+            "namespace": self.ctx.namespace,
+            "method": request.method,
+            "path": path,
+            "query": dict(request.query),
+            "body": body.decode("utf-8", "replace"),
+            "headers": {k: v for k, v in request.headers.items() if k.lower().startswith("x-")},
+        })
+
+    async def _stream(self, request: web.Request) -> web.StreamResponse:
+        """Server-sent events, one every `interval` seconds, `n` of them: to observe streaming proxies."""
+        count = int(request.query.get("n", "5"))
+        interval = float(request.query.get("interval", "0.2"))
+        self._log(f'"{request.method} {request.path_qs}" 200 (stream)')
+        headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        response = web.StreamResponse(headers=headers)
+        await response.prepare(request)
+        for index in range(count):
+            payload = {"index": index, "time": time.time(), "pod": self.ctx.pod_name}
+            await response.write(f"data: {json.dumps(payload)}\n\n".encode())
+            await asyncio.sleep(interval)
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response

@@ -1,0 +1,156 @@
+"""Node specs, resource arithmetic and the scheduler's filters, as pure functions over plain dicts."""
+
+import pytest
+
+from kubesim.nodes import build_nodes, parse_nodes
+from kubesim.quantities import format_units, pod_requests, to_units
+from kubesim.scheduler import (
+    FitError,
+    NodeUsage,
+    extended_resource_tolerations,
+    place,
+    place_gang,
+    usage_by_node,
+)
+
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def pod(name="p", gpus=0, cpu=None, memory=None, selector=None, tolerations=None, affinity=None):
+    limits = {}
+    requests = {}
+    if gpus:
+        limits["nvidia.com/gpu"] = str(gpus)
+    if cpu:
+        requests["cpu"] = cpu
+    if memory:
+        requests["memory"] = memory
+    resources = {"limits": limits, "requests": requests}
+    spec = {"containers": [{"name": "c", "image": "x", "resources": resources}]}
+    if selector:
+        spec["nodeSelector"] = selector
+    if tolerations is not None:
+        spec["tolerations"] = tolerations
+    if affinity:
+        spec["affinity"] = affinity
+    return {"metadata": {"name": name, "namespace": "default"}, "spec": spec}
+
+
+def test_node_spec_builds_labelled_tainted_gpu_nodes_and_a_cpu_node():
+    nodes = build_nodes("h100-sxm-80gb:2x8,l4-24gb:4x1")
+    names = [n["metadata"]["name"] for n in nodes]
+    assert names[:6] == [
+        "gpu-h100-sxm-80gb-0", "gpu-h100-sxm-80gb-1",
+        "gpu-l4-24gb-0", "gpu-l4-24gb-1", "gpu-l4-24gb-2", "gpu-l4-24gb-3",
+    ]
+    assert names[6] == "cpu-0"
+    h100 = nodes[0]
+    assert h100["status"]["capacity"]["nvidia.com/gpu"] == "8"
+    assert h100["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    labels = h100["metadata"]["labels"]
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+    assert labels["nvidia.com/gpu.count"] == "8"
+    assert int(labels["nvidia.com/gpu.memory"]) > 80_000
+    assert h100["spec"]["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    assert nodes[2]["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-L4"
+    # CPU and memory grow with the GPU count.
+    l4 = nodes[2]
+    cpus = [to_units("cpu", node["status"]["capacity"]["cpu"]) for node in (h100, l4)]
+    assert cpus[0] > cpus[1]
+    assert "taints" not in nodes[6]["spec"]
+
+
+def test_amd_nodes_use_the_amd_resource_and_an_explicit_cpu_entry_replaces_the_default():
+    nodes = build_nodes("mi300x-192gb:1x8,cpu:2")
+    assert [n["metadata"]["name"] for n in nodes] == ["gpu-mi300x-192gb-0", "cpu-0", "cpu-1"]
+    assert nodes[0]["status"]["allocatable"]["amd.com/gpu"] == "8"
+    assert "nvidia.com/gpu" not in nodes[0]["status"]["allocatable"]
+
+
+@pytest.mark.parametrize("spec", ["h100:1x8", "h100-sxm-80gb:1", "h100-sxm-80gb:x8", "l4-24gb:1x0"])
+def test_bad_node_specs_are_refused(spec):
+    with pytest.raises(ValueError):
+        parse_nodes(spec)
+
+
+def test_quantities_round_trip_and_limits_default_requests():
+    assert to_units("cpu", "500m") == 500
+    assert to_units("cpu", "2") == 2000
+    assert to_units("memory", "16Gi") == 16 * 1024**3
+    assert to_units("memory", "1G") == 10**9
+    assert format_units("cpu", 1500) == "1500m"
+    assert format_units("memory", 3 * 1024**3) == "3Gi"
+    assert pod_requests(pod(gpus=2, cpu="1")) == {"nvidia.com/gpu": 2, "cpu": 1000}
+
+
+def test_gpu_pod_lands_on_the_only_node_with_enough_gpus():
+    nodes = build_nodes("h100-sxm-80gb:1x8,l4-24gb:2x1")
+    assert place(pod(gpus=2, tolerations=[GPU_TOLERATION]), nodes, {}) == "gpu-h100-sxm-80gb-0"
+
+
+def test_no_fit_message_counts_each_reason_like_kube_scheduler():
+    nodes = build_nodes("h100-sxm-80gb:2x8,l4-24gb:4x1,cpu:0")
+    wants_l4 = pod(gpus=2, selector={"nvidia.com/gpu.product": "NVIDIA-L4"}, tolerations=[GPU_TOLERATION])
+    with pytest.raises(FitError) as caught:
+        place(wants_l4, nodes, {})
+    assert caught.value.message == (
+        "0/6 nodes are available: 2 node(s) didn't match Pod's node affinity/selector, "
+        "4 Insufficient nvidia.com/gpu. preemption: 0/6 nodes are available: "
+        "2 Preemption is not helpful for scheduling, 4 No preemption victims found for incoming pod."
+    )
+
+
+def test_untolerated_gpu_taint_keeps_cpu_pods_off_gpu_nodes():
+    nodes = build_nodes("h100-sxm-80gb:1x8,cpu:1")
+    assert place(pod(cpu="1"), nodes, {}) == "cpu-0"
+    with pytest.raises(FitError) as caught:
+        place(pod(cpu="100"), nodes, {})
+    assert caught.value.message.startswith(
+        "0/2 nodes are available: 1 Insufficient cpu, "
+        "1 node(s) had untolerated taint {nvidia.com/gpu: present}."
+    )
+
+
+def test_free_capacity_accounts_for_pods_already_bound():
+    nodes = build_nodes("h100-sxm-80gb:1x8,cpu:0")
+    bound = [{**pod(name=f"b{i}", gpus=2), "spec": {**pod(gpus=2)["spec"], "nodeName": "gpu-h100-sxm-80gb-0"}}
+             for i in range(4)]
+    usage = usage_by_node(bound)
+    assert usage["gpu-h100-sxm-80gb-0"].requested["nvidia.com/gpu"] == 8
+    with pytest.raises(FitError) as caught:
+        place(pod(gpus=1, tolerations=[GPU_TOLERATION]), nodes, usage)
+    assert "1 Insufficient nvidia.com/gpu" in caught.value.message
+
+
+def test_required_node_affinity_expressions_choose_the_node():
+    nodes = build_nodes("h100-sxm-80gb:1x8,l4-24gb:1x1,cpu:0")
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-L4"]}]},
+    ]}}}
+    assert place(pod(gpus=1, tolerations=[GPU_TOLERATION], affinity=affinity), nodes, {}) == "gpu-l4-24gb-0"
+    more = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "nvidia.com/gpu.count", "operator": "Gt", "values": ["4"]}]},
+    ]}}}
+    assert place(pod(gpus=1, tolerations=[GPU_TOLERATION], affinity=more), nodes, {}) == "gpu-h100-sxm-80gb-0"
+
+
+def test_gpu_pods_pack_onto_the_fullest_node_that_fits():
+    nodes = build_nodes("h100-sxm-80gb:2x8,cpu:0")
+    usage = {"gpu-h100-sxm-80gb-1": NodeUsage({"nvidia.com/gpu": 6}, 3)}
+    assert place(pod(gpus=2, tolerations=[GPU_TOLERATION]), nodes, usage) == "gpu-h100-sxm-80gb-1"
+
+
+def test_gang_is_placed_whole_or_not_at_all():
+    nodes = build_nodes("h100-sxm-80gb:2x8,cpu:0")
+    group = [pod(name=f"g-{i}", gpus=8, tolerations=[GPU_TOLERATION]) for i in range(2)]
+    placement = place_gang(group, nodes, {})
+    assert sorted(placement.values()) == ["gpu-h100-sxm-80gb-0", "gpu-h100-sxm-80gb-1"]
+    too_big = [pod(name=f"g-{i}", gpus=8, tolerations=[GPU_TOLERATION]) for i in range(3)]
+    with pytest.raises(FitError):
+        place_gang(too_big, nodes, {})
+
+
+def test_extended_resource_toleration_admission_adds_the_gpu_toleration_once():
+    assert extended_resource_tolerations(pod(gpus=1)) == [GPU_TOLERATION]
+    assert extended_resource_tolerations(pod(gpus=1, tolerations=[GPU_TOLERATION])) == []
+    assert extended_resource_tolerations(pod(cpu="1")) == []
