@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEVENV := $(PY) -m controlplane.devenv
 
-.PHONY: demo test lint check venv clean-data
+.PHONY: demo test lint check venv clean-data compose-secrets
 
 venv: $(STAMP)
 
@@ -34,3 +34,9 @@ test: lint check
 clean-data:
 	-$(PY) -m controlplane.devdb stop
 	rm -rf .data
+
+# Secrets for docker-compose.yml, generated once.
+compose-secrets:
+	mkdir -p .data/compose
+	test -s .data/compose/django_secret_key || $(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(50))' > .data/compose/django_secret_key
+	test -s .data/compose/field_encryption_key || $(PYTHON) -c 'import base64, os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())' > .data/compose/field_encryption_key
