@@ -1,0 +1,448 @@
+"""Engine settings and one adapter per inference engine (vLLM, SGLang).
+
+A service stores its engine settings as structured JSON (`EngineSettings`). The adapters know each
+engine's exact flag names (reference/engines.md: vLLM 0.33, SGLang 0.5.23), which values the engine
+accepts, which flags a structured setting owns, and which HTTP endpoints answer health and readiness.
+Model validation (`clean()`) calls `validate`; the manifest renderer calls `flags`. Pure: no Django.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+
+class EngineSettingsError(ValueError):
+    """Engine settings that cannot be read; `errors` maps a field name to the reason."""
+
+    def __init__(self, errors: dict[str, str]):
+        super().__init__("; ".join(f"{name}: {reason}" for name, reason in errors.items()))
+        self.errors = errors
+
+
+# Field name -> (accepted Python types, a word for the error message).
+_FIELD_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "max_model_len": ((int,), "an integer"),
+    "kv_cache_dtype": ((str,), "a string"),
+    "enable_prefix_caching": ((bool,), "true or false"),
+    "enable_chunked_prefill": ((bool,), "true or false"),
+    "gpu_memory_utilization": ((int, float), "a number"),
+    "max_num_seqs": ((int,), "an integer"),
+    "tensor_parallel_size": ((int,), "an integer"),
+    "pipeline_parallel_size": ((int,), "an integer"),
+    "quantization": ((str,), "a string"),
+    "speculative_model": ((str,), "a string"),
+    "num_speculative_tokens": ((int,), "an integer"),
+    "extra_args": ((list,), "a list of strings"),
+}
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """The engine knobs a service may set; None means "the engine's default"."""
+
+    max_model_len: int | None = None
+    kv_cache_dtype: str | None = None
+    enable_prefix_caching: bool | None = None
+    enable_chunked_prefill: bool | None = None
+    gpu_memory_utilization: float | None = None
+    max_num_seqs: int | None = None
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    quantization: str | None = None
+    speculative_model: str | None = None
+    num_speculative_tokens: int | None = None
+    extra_args: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self):
+        # Accept a list from callers but keep the frozen value hashable and comparable.
+        object.__setattr__(self, "extra_args", tuple(self.extra_args))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> EngineSettings:
+        """Read stored settings; unknown keys and wrong types raise EngineSettingsError per field."""
+        if data is None:
+            return cls()
+        if not isinstance(data, dict):
+            raise EngineSettingsError({"__all__": "engine settings must be an object"})
+        errors: dict[str, str] = {}
+        values: dict[str, Any] = {}
+        for key, value in data.items():
+            if key not in _FIELD_TYPES:
+                errors[key] = f"unknown engine setting {key!r}"
+                continue
+            if value is None:
+                if key in ("tensor_parallel_size", "pipeline_parallel_size"):
+                    errors[key] = "must be an integer"
+                elif key != "extra_args":
+                    values[key] = None
+                continue
+            types, word = _FIELD_TYPES[key]
+            # bool is an int subclass in Python; a JSON true is not a sequence count.
+            if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+                errors[key] = f"must be {word}"
+                continue
+            if key == "extra_args":
+                if not all(isinstance(item, str) for item in value):
+                    errors[key] = "must be a list of strings"
+                    continue
+                value = tuple(value)
+            if key == "gpu_memory_utilization":
+                value = float(value)
+            values[key] = value
+        if errors:
+            raise EngineSettingsError(errors)
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form; settings left to the engine default are omitted."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "extra_args":
+                if value:
+                    out[f.name] = list(value)
+            elif value is not None:
+                out[f.name] = value
+        return out
+
+
+@dataclass(frozen=True)
+class LoraAdapter:
+    """A LoRA adapter as the engine sees it: the name clients request and its path in the pod."""
+
+    name: str
+    path: str
+    rank: int | None = None
+
+
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+# Flags the control plane renders itself (not engine settings): a service may not override them.
+_CONTROL_PLANE = "__control_plane__"
+
+
+class EngineAdapter:
+    """What the control plane needs to know about one engine. Subclasses fill the tables."""
+
+    kind: ClassVar[str]
+    port: ClassVar[int]
+    health_path: ClassVar[str]  # liveness
+    readiness_path: ClassVar[str]
+    startup_path: ClassVar[str]
+    metrics_path: ClassVar[str] = "/metrics"
+    command: ClassVar[tuple[str, ...]]
+    kv_cache_dtypes: ClassVar[tuple[str, ...]]
+    # Flag spelling -> owning EngineSettings field (or _CONTROL_PLANE), aliases included.
+    _owned: ClassVar[dict[str, str]]
+
+    def owned_flags(self) -> dict[str, str]:
+        """Every flag spelling a structured setting or the control plane owns -> the owner's name."""
+        return dict(self._owned)
+
+    def normalize_flag(self, token: str) -> str | None:
+        """The flag name of an argument (`--x=1` -> `--x`), or None for a value."""
+        if not token.startswith("-") or token == "-" or _looks_numeric(token):
+            return None
+        return token.split("=", 1)[0]
+
+    def validate(self, settings: EngineSettings, *, max_context: int | None = None) -> dict[str, str]:
+        """Field errors for settings this engine would reject (or that would fight the control plane)."""
+        errors: dict[str, str] = {}
+        s = settings
+        if s.max_model_len is not None:
+            if s.max_model_len < 1:
+                errors["max_model_len"] = "must be at least 1"
+            elif max_context is not None and s.max_model_len > max_context:
+                errors["max_model_len"] = f"exceeds the model's maximum context of {max_context} tokens"
+        if s.kv_cache_dtype is not None and s.kv_cache_dtype not in self.kv_cache_dtypes:
+            errors["kv_cache_dtype"] = (
+                f"{s.kv_cache_dtype!r} is not a KV-cache dtype {self.kind} accepts "
+                f"({', '.join(self.kv_cache_dtypes)})"
+            )
+        gmu = s.gpu_memory_utilization
+        if gmu is not None and (math.isnan(gmu) or not 0 < gmu <= 1):
+            errors["gpu_memory_utilization"] = "must be greater than 0 and at most 1"
+        if s.max_num_seqs is not None and s.max_num_seqs < 1:
+            errors["max_num_seqs"] = "must be at least 1"
+        for name in ("tensor_parallel_size", "pipeline_parallel_size"):
+            if getattr(s, name) < 1:
+                errors[name] = "must be at least 1"
+        if s.quantization is not None and not _NAME_RE.match(s.quantization):
+            errors["quantization"] = "must be a quantization method name such as awq, gptq or fp8"
+        if s.num_speculative_tokens is not None:
+            if not 1 <= s.num_speculative_tokens <= 16:
+                errors["num_speculative_tokens"] = "must be between 1 and 16"
+            elif s.speculative_model is None:
+                errors["speculative_model"] = "is required when num_speculative_tokens is set"
+        if s.speculative_model is not None:
+            if not s.speculative_model.strip():
+                errors["speculative_model"] = "must not be blank"
+            elif s.num_speculative_tokens is None:
+                errors["num_speculative_tokens"] = "is required when speculative_model is set"
+        extra = self._validate_extra_args(s.extra_args)
+        if extra:
+            errors["extra_args"] = extra
+        return errors
+
+    def _validate_extra_args(self, args: tuple[str, ...]) -> str | None:
+        problems: list[str] = []
+        for token in args:
+            if not token.strip():
+                problems.append("empty arguments are not allowed")
+                continue
+            flag = self.normalize_flag(token)
+            if flag is None:
+                continue
+            owner = self._owned.get(flag)
+            if owner == _CONTROL_PLANE:
+                problems.append(f"{flag} is set by the control plane")
+            elif owner is not None:
+                problems.append(f"{flag} repeats the {owner} setting; set {owner} instead")
+        return "; ".join(dict.fromkeys(problems)) or None
+
+    def flags(
+        self,
+        settings: EngineSettings,
+        *,
+        model_path: str,
+        served_name: str,
+        port: int | None = None,
+        adapters: list[LoraAdapter] | tuple[LoraAdapter, ...] = (),
+        role: str | None = None,
+        default_args: list[str] | tuple[str, ...] = (),
+        multi_node: MultiNode | None = None,
+    ) -> list[str]:
+        """The engine's command-line arguments (after `command`), in a stable order.
+
+        `role` is None, "prefill" or "decode"; `default_args` are the runtime's defaults, placed before
+        the service's own extra args so the service wins where the engine takes the last value.
+        """
+        raise NotImplementedError
+
+    def host_args(self) -> list[str]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class MultiNode:
+    """One pod's place in a multi-node group (LeaderWorkerSet): group size and this pod's rank.
+
+    Values may be `$(VAR)` references that Kubernetes expands from the pod's environment.
+    """
+
+    nnodes: str
+    node_rank: str
+    leader_address: str
+    leader_port: int
+    is_leader: bool
+
+
+def _looks_numeric(token: str) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
+
+
+def _owned(table: dict[str, tuple[str, ...]]) -> dict[str, str]:
+    return {flag: owner for owner, flags in table.items() for flag in flags}
+
+
+# vLLM's --max-lora-rank only accepts these values (engines.md §3).
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+class VllmAdapter(EngineAdapter):
+    """vLLM 0.33 (`vllm serve`): boolean flags come in --x / --no-x pairs."""
+
+    kind = "vllm"
+    port = 8000
+    health_path = "/health"
+    readiness_path = "/health"  # the API server has no separate readiness endpoint
+    startup_path = "/health"
+    command = ("vllm", "serve")
+    # vLLM's cache dtype choices (engines.md lists auto, fp8, fp8_e5m2, nvfp4 among them).
+    kv_cache_dtypes = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4")
+    _owned = _owned({
+        "max_model_len": ("--max-model-len",),
+        "kv_cache_dtype": ("--kv-cache-dtype",),
+        "enable_prefix_caching": ("--enable-prefix-caching", "--no-enable-prefix-caching"),
+        "enable_chunked_prefill": ("--enable-chunked-prefill", "--no-enable-chunked-prefill"),
+        "gpu_memory_utilization": ("--gpu-memory-utilization",),
+        "max_num_seqs": ("--max-num-seqs",),
+        "tensor_parallel_size": ("--tensor-parallel-size", "-tp"),
+        "pipeline_parallel_size": ("--pipeline-parallel-size", "-pp"),
+        "quantization": ("--quantization", "-q"),
+        "speculative_model": (
+            "--speculative-config", "-sc", "--spec-method", "--spec-model", "--spec-tokens",
+        ),
+        _CONTROL_PLANE: (
+            "--model", "--served-model-name", "--host", "--port", "--enable-lora", "--no-enable-lora",
+            "--lora-modules", "--max-lora-rank", "--max-loras", "--kv-transfer-config", "--download-dir",
+            "--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless",
+        ),
+    })
+
+    def normalize_flag(self, token: str) -> str | None:
+        flag = super().normalize_flag(token)
+        # vLLM's argument parser treats --max_model_len as --max-model-len.
+        if flag is not None and flag.startswith("--"):
+            flag = "--" + flag[2:].replace("_", "-")
+        return flag
+
+    def host_args(self) -> list[str]:
+        return ["--host", "0.0.0.0"]
+
+    def flags(self, settings, *, model_path, served_name, port=None, adapters=(), role=None,
+              default_args=(), multi_node=None):
+        s = settings
+        args = ["--model", model_path, "--served-model-name", served_name,
+                *self.host_args(), "--port", str(port or self.port)]
+        if s.tensor_parallel_size != 1:
+            args += ["--tensor-parallel-size", str(s.tensor_parallel_size)]
+        if s.pipeline_parallel_size != 1:
+            args += ["--pipeline-parallel-size", str(s.pipeline_parallel_size)]
+        if s.max_model_len is not None:
+            args += ["--max-model-len", str(s.max_model_len)]
+        if s.kv_cache_dtype is not None:
+            args += ["--kv-cache-dtype", s.kv_cache_dtype]
+        if s.enable_prefix_caching is not None:
+            args.append("--enable-prefix-caching" if s.enable_prefix_caching
+                        else "--no-enable-prefix-caching")
+        if s.enable_chunked_prefill is not None:
+            args.append("--enable-chunked-prefill" if s.enable_chunked_prefill
+                        else "--no-enable-chunked-prefill")
+        if s.gpu_memory_utilization is not None:
+            args += ["--gpu-memory-utilization", _num(s.gpu_memory_utilization)]
+        if s.max_num_seqs is not None:
+            args += ["--max-num-seqs", str(s.max_num_seqs)]
+        if s.quantization is not None:
+            args += ["--quantization", s.quantization]
+        if s.speculative_model is not None:
+            spec = {"method": "draft_model", "model": s.speculative_model,
+                    "num_speculative_tokens": s.num_speculative_tokens}
+            args += ["--speculative-config", _json(spec)]
+        if adapters:
+            rank = max((a.rank or 16) for a in adapters)
+            args += ["--enable-lora", "--lora-modules", *(f"{a.name}={a.path}" for a in adapters),
+                     "--max-lora-rank", str(next(r for r in VLLM_LORA_RANKS if r >= rank)
+                                            if rank <= VLLM_LORA_RANKS[-1] else rank),
+                     "--max-loras", str(len(adapters))]
+        if role is not None:
+            if role not in ("prefill", "decode"):
+                raise ValueError(f"unknown disaggregation role {role!r}")
+            kv_role = "kv_producer" if role == "prefill" else "kv_consumer"
+            args += ["--kv-transfer-config", _json({"kv_connector": "NixlConnector", "kv_role": kv_role})]
+        if multi_node is not None:
+            args += ["--nnodes", multi_node.nnodes, "--node-rank", multi_node.node_rank,
+                     "--master-addr", multi_node.leader_address,
+                     "--master-port", str(multi_node.leader_port)]
+            if not multi_node.is_leader:
+                args.append("--headless")
+        return [*args, *default_args, *s.extra_args]
+
+
+class SglangAdapter(EngineAdapter):
+    """SGLang 0.5.23 (`python3 -m sglang.launch_server`): boolean flags are plain switches."""
+
+    kind = "sglang"
+    port = 30000
+    bootstrap_port = 8998
+    health_path = "/health"
+    readiness_path = "/ready"
+    startup_path = "/health"  # 503 while the model loads
+    command = ("python3", "-m", "sglang.launch_server")
+    kv_cache_dtypes = ("auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1", "nvfp4")
+    _owned = _owned({
+        "max_model_len": ("--context-length",),
+        "kv_cache_dtype": ("--kv-cache-dtype",),
+        "enable_prefix_caching": ("--disable-radix-cache",),
+        "enable_chunked_prefill": ("--chunked-prefill-size",),
+        "gpu_memory_utilization": ("--mem-fraction-static",),
+        "max_num_seqs": ("--max-running-requests",),
+        "tensor_parallel_size": ("--tp-size", "--tensor-parallel-size"),
+        "pipeline_parallel_size": ("--pp-size", "--pipeline-parallel-size"),
+        "quantization": ("--quantization",),
+        "speculative_model": (
+            "--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps",
+            "--speculative-eagle-topk", "--speculative-num-draft-tokens",
+        ),
+        _CONTROL_PLANE: (
+            "--model-path", "--model", "--served-model-name", "--host", "--port", "--enable-metrics",
+            "--enable-lora", "--lora-paths", "--disaggregation-mode", "--disaggregation-bootstrap-port",
+            "--disaggregation-transfer-backend", "--download-dir", "--dist-init-addr", "--nnodes",
+            "--node-rank",
+        ),
+    })
+
+    def host_args(self) -> list[str]:
+        # SGLang listens on 127.0.0.1 by default, unreachable from other pods.
+        return ["--host", "0.0.0.0"]
+
+    def flags(self, settings, *, model_path, served_name, port=None, adapters=(), role=None,
+              default_args=(), multi_node=None):
+        s = settings
+        args = ["--model-path", model_path, "--served-model-name", served_name,
+                *self.host_args(), "--port", str(port or self.port), "--enable-metrics"]
+        if s.tensor_parallel_size != 1:
+            args += ["--tp-size", str(s.tensor_parallel_size)]
+        if s.pipeline_parallel_size != 1:
+            args += ["--pp-size", str(s.pipeline_parallel_size)]
+        if s.max_model_len is not None:
+            args += ["--context-length", str(s.max_model_len)]
+        if s.kv_cache_dtype is not None:
+            args += ["--kv-cache-dtype", s.kv_cache_dtype]
+        if s.enable_prefix_caching is False:
+            args.append("--disable-radix-cache")
+        if s.enable_chunked_prefill is False:
+            args += ["--chunked-prefill-size", "-1"]
+        if s.gpu_memory_utilization is not None:
+            args += ["--mem-fraction-static", _num(s.gpu_memory_utilization)]
+        if s.max_num_seqs is not None:
+            args += ["--max-running-requests", str(s.max_num_seqs)]
+        if s.quantization is not None:
+            args += ["--quantization", s.quantization]
+        if s.speculative_model is not None:
+            steps = s.num_speculative_tokens or 1
+            # A draft model with top-k 1 proposes a chain: steps draft tokens plus the verified root.
+            args += ["--speculative-algorithm", "STANDALONE",
+                     "--speculative-draft-model-path", s.speculative_model,
+                     "--speculative-num-steps", str(steps), "--speculative-eagle-topk", "1",
+                     "--speculative-num-draft-tokens", str(steps + 1)]
+        if adapters:
+            args += ["--enable-lora", "--lora-paths", *(f"{a.name}={a.path}" for a in adapters)]
+        if role is not None:
+            if role not in ("prefill", "decode"):
+                raise ValueError(f"unknown disaggregation role {role!r}")
+            args += ["--disaggregation-mode", role]
+            if role == "prefill":
+                args += ["--disaggregation-bootstrap-port", str(self.bootstrap_port)]
+        if multi_node is not None:
+            args += ["--dist-init-addr", f"{multi_node.leader_address}:{multi_node.leader_port}",
+                     "--nnodes", multi_node.nnodes, "--node-rank", multi_node.node_rank]
+        return [*args, *default_args, *s.extra_args]
+
+
+def _num(value: float) -> str:
+    return repr(float(value)) if value != int(value) else f"{value:.1f}"
+
+
+def _json(value: dict) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+_ADAPTERS: dict[str, EngineAdapter] = {"vllm": VllmAdapter(), "sglang": SglangAdapter()}
+ENGINE_KINDS = tuple(_ADAPTERS)
+
+
+def get_adapter(engine_kind: str) -> EngineAdapter:
+    """The adapter for an engine kind ("vllm" or "sglang"); an unknown kind raises ValueError."""
+    try:
+        return _ADAPTERS[engine_kind]
+    except KeyError:
+        expected = ", ".join(ENGINE_KINDS)
+        raise ValueError(f"unknown engine {engine_kind!r}; expected one of {expected}") from None
