@@ -144,6 +144,11 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "apps.web.finders.VendorFinder",  # vendor/plotly.min.js from the plotly package
+]
 STATIC_ROOT = Path(env.str("STATIC_ROOT", default=str(BASE_DIR / ".data" / "staticfiles")))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

@@ -1,0 +1,281 @@
+"""Talking to one Kubernetes cluster: clients from credentials, server-side apply, drift-aware sync, pruning.
+
+This is the only module that builds Kubernetes clients. It reads no Django models: callers pass a
+`ClusterCredentials` (from `Cluster.credentials()`) and plain object dicts (rendered manifests), so the
+same code runs against a real cluster and kubesim. Errors leave here classified:
+`TransientClusterError` (retry with backoff) or `PermanentClusterError` (a Failed condition).
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import urllib3
+import yaml
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes import dynamic
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
+
+if TYPE_CHECKING:
+    from apps.clusters.models import ClusterCredentials
+
+log = logging.getLogger(__name__)
+REQUEST_TIMEOUT_SECONDS = 10.0
+
+FIELD_MANAGER = "controlplane"
+TRANSIENT_STATUS = {408, 409, 429, 500, 502, 503, 504}
+
+
+class ClusterError(Exception):
+    """A failed call to a cluster, with the HTTP status when there was one."""
+
+    def __init__(self, message: str, status: int | None = None, retry_after: float | None = None):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.retry_after = retry_after
+
+
+class TransientClusterError(ClusterError):
+    """Unreachable API, conflicts, throttling, server errors: worth retrying."""
+
+
+class PermanentClusterError(ClusterError):
+    """Invalid objects, forbidden (quota), unknown kinds: retrying will not help."""
+
+
+def classify(exc: BaseException) -> ClusterError:
+    """Turn a client exception into a transient or permanent ClusterError with a readable message."""
+    if isinstance(exc, ClusterError):
+        return exc
+    status = getattr(exc, "status", None)
+    if isinstance(exc, (ApiException, DynamicApiError)) and status:
+        message = _status_message(exc)
+        retry_after = None
+        headers = getattr(exc, "headers", None) or {}
+        if headers.get("Retry-After"):
+            try:
+                retry_after = float(headers["Retry-After"])
+            except ValueError:
+                retry_after = None
+        cls = TransientClusterError if status in TRANSIENT_STATUS else PermanentClusterError
+        return cls(message, status=status, retry_after=retry_after)
+    if isinstance(exc, ResourceNotFoundError):
+        return PermanentClusterError(f"the cluster does not serve this kind: {exc}")
+    if isinstance(exc, (urllib3.exceptions.HTTPError, OSError, TimeoutError)):
+        return TransientClusterError(f"cluster API unreachable: {exc.__class__.__name__}: {exc}")
+    return PermanentClusterError(f"{exc.__class__.__name__}: {exc}")
+
+
+def _status_message(exc: BaseException) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, (bytes, str)):
+        try:
+            parsed = yaml.safe_load(body)
+            if isinstance(parsed, dict) and parsed.get("message"):
+                return f"{parsed.get('reason') or exc.status}: {parsed['message']}"
+        except yaml.YAMLError:
+            pass
+    summary = getattr(exc, "summary", None)
+    if callable(summary):
+        return summary()
+    return f"HTTP {getattr(exc, 'status', '?')}: {getattr(exc, 'reason', exc)}"
+
+
+def api_client(creds: ClusterCredentials) -> k8s.ApiClient:
+    """An ApiClient for the cluster: from a kubeconfig when given, else URL + bearer token + CA bundle."""
+    if creds.kubeconfig:
+        return k8s_config.new_client_from_config_dict(yaml.safe_load(creds.kubeconfig))
+    configuration = k8s.Configuration()
+    configuration.host = creds.api_url.rstrip("/")
+    if creds.bearer_token:
+        configuration.api_key = {"authorization": creds.bearer_token}
+        configuration.api_key_prefix = {"authorization": "Bearer"}
+    if creds.ca_bundle:
+        # The client wants a file path; the bundle lives encrypted in the database.
+        handle = tempfile.NamedTemporaryFile("w", suffix=".crt", delete=False)  # noqa: SIM115
+        handle.write(creds.ca_bundle)
+        handle.close()
+        configuration.ssl_ca_cert = handle.name
+    configuration.verify_ssl = creds.verify_tls
+    configuration.retries = False
+    return k8s.ApiClient(configuration)
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """Identity of one object: apiVersion, kind, namespace ('' for cluster-scoped), name."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+
+    @classmethod
+    def of(cls, obj: dict) -> ObjectRef:
+        meta = obj.get("metadata", {})
+        return cls(obj["apiVersion"], obj["kind"], meta.get("namespace", ""), meta["name"])
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind} {where}{self.name}"
+
+
+@dataclass
+class SyncResult:
+    """What one sync pass did: objects applied (created or corrected), left alone, and pruned."""
+
+    applied: list[ObjectRef] = field(default_factory=list)
+    unchanged: list[ObjectRef] = field(default_factory=list)
+    pruned: list[ObjectRef] = field(default_factory=list)
+    live: dict[ObjectRef, dict] = field(default_factory=dict)
+
+    @property
+    def writes(self) -> int:
+        return len(self.applied) + len(self.pruned)
+
+
+def is_subset(desired, live) -> bool:
+    """True when every field of `desired` has the same value in `live` (server defaults may add more).
+
+    This is how drift is told from no change without writing: what we own must match exactly, what the
+    API server or other managers add is ignored.
+    """
+    if isinstance(desired, dict):
+        if not isinstance(live, dict):
+            return False
+        return all(k in live and is_subset(v, live[k]) for k, v in desired.items())
+    if isinstance(desired, list):
+        if not isinstance(live, list) or len(desired) != len(live):
+            return False
+        return all(is_subset(d, lv) for d, lv in zip(desired, live, strict=True))
+    scalars = (int, float, str)
+    if isinstance(desired, scalars) and isinstance(live, scalars) and type(desired) is not type(live):
+        # Quantities and int-or-string fields may come back in the other spelling ("1" vs 1).
+        return str(desired) == str(live)
+    return desired == live
+
+
+class Kube:
+    """One cluster's API: a DynamicClient with discovery cached for the life of the object."""
+
+    def __init__(self, creds: ClusterCredentials, timeout_seconds: float = REQUEST_TIMEOUT_SECONDS):
+        self.creds = creds
+        self.timeout_seconds = timeout_seconds
+        self._api = api_client(creds)
+        self._dyn: dynamic.DynamicClient | None = None
+        self._resources: dict[tuple[str, str], object] = {}
+
+    def close(self) -> None:
+        self._api.close()
+
+    def __enter__(self) -> Kube:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def core(self) -> k8s.CoreV1Api:
+        return k8s.CoreV1Api(self._api)
+
+    def _call(self, fn, *args, **kwargs):
+        try:
+            return fn(*args, _request_timeout=self.timeout_seconds, **kwargs)
+        except Exception as exc:
+            raise classify(exc) from exc
+
+    def resource(self, api_version: str, kind: str):
+        key = (api_version, kind)
+        if key not in self._resources:
+            try:
+                if self._dyn is None:
+                    self._dyn = dynamic.DynamicClient(self._api)
+                self._resources[key] = self._dyn.resources.get(api_version=api_version, kind=kind)
+            except Exception as exc:
+                raise classify(exc) from exc
+        return self._resources[key]
+
+    def apply(self, obj: dict, *, force: bool = True) -> dict:
+        """Server-side apply `obj` as our field manager, taking ownership of our fields when forced."""
+        ref = ObjectRef.of(obj)
+        res = self.resource(ref.api_version, ref.kind)
+        out = self._call(
+            self._dyn.server_side_apply, res, body=obj, name=ref.name, namespace=ref.namespace or None,
+            field_manager=FIELD_MANAGER, force_conflicts=force,
+        )
+        return out.to_dict()
+
+    def get(self, ref: ObjectRef) -> dict | None:
+        res = self.resource(ref.api_version, ref.kind)
+        try:
+            return self._call(self._dyn.get, res, name=ref.name, namespace=ref.namespace or None).to_dict()
+        except ClusterError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list(self, api_version: str, kind: str, *, namespace: str | None = None,
+             label_selector: str | None = None) -> list[dict]:
+        res = self.resource(api_version, kind)
+        out = self._call(self._dyn.get, res, namespace=namespace, label_selector=label_selector)
+        return list(out.to_dict().get("items", []))
+
+    def delete(self, ref: ObjectRef, *, propagation: str = "Background") -> bool:
+        """Delete one object; False when it was already gone."""
+        res = self.resource(ref.api_version, ref.kind)
+        try:
+            self._call(self._dyn.delete, res, name=ref.name, namespace=ref.namespace or None,
+                       body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation})
+        except ClusterError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def sync(self, desired: Iterable[dict], *, selector: str, managed_kinds: Iterable[tuple[str, str]],
+             namespace: str | None = None, unlabelled: Iterable[dict] = ()) -> SyncResult:
+        """Converge the cluster on `desired` with as few writes as possible.
+
+        Objects carrying `selector` are read with one list per kind; each desired object is applied only
+        when missing or drifted (`is_subset`), and labelled objects no longer desired are pruned.
+        `unlabelled` objects (shared ones such as the tenant Namespace) are read by name and applied when
+        missing or drifted, never pruned. A steady-state pass therefore makes reads only.
+        """
+        result = SyncResult()
+        wanted = {ObjectRef.of(obj): obj for obj in desired}
+        kinds = set(managed_kinds) | {(r.api_version, r.kind) for r in wanted}
+        live: dict[ObjectRef, dict] = {}
+        for api_version, kind in sorted(kinds):
+            for item in self.list(api_version, kind, namespace=namespace, label_selector=selector):
+                meta = item["metadata"]
+                ref = ObjectRef(api_version, kind, meta.get("namespace") or "", meta["name"])
+                live[ref] = item
+        for obj in unlabelled:
+            ref = ObjectRef.of(obj)
+            current = self.get(ref)
+            if current is None or not is_subset(obj, current):
+                result.live[ref] = self.apply(obj)
+                result.applied.append(ref)
+            else:
+                result.unchanged.append(ref)
+        for ref, obj in wanted.items():
+            current = live.get(ref)
+            if current is None or not is_subset(obj, current):
+                result.live[ref] = self.apply(obj)
+                result.applied.append(ref)
+            else:
+                result.live[ref] = current
+                result.unchanged.append(ref)
+        for ref in sorted(set(live) - set(wanted), key=str):
+            if live[ref]["metadata"].get("deletionTimestamp"):
+                continue
+            if self.delete(ref):
+                result.pruned.append(ref)
+        return result
