@@ -155,7 +155,8 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "web:login"
+LOGIN_REDIRECT_URL = "web:home"
 
 # Production hardening; `manage.py check --deploy` is clean when DEBUG is off.
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from controlplane.views import healthz
 
 urlpatterns = [
+    path("", include("apps.web.urls")),
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

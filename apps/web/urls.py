@@ -1,0 +1,12 @@
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from apps.web import views
+
+app_name = "web"
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("login/", auth_views.LoginView.as_view(template_name="web/login.html"), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(next_page="web:login"), name="logout"),
+]
