@@ -1,0 +1,216 @@
+"""The catalog: base models, LoRA adapters and engine runtimes, platform-wide or tenant-private."""
+
+from __future__ import annotations
+
+from django.contrib.postgres.fields import ArrayField
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+from apps.catalog.choices import DeploymentMode, EngineKind, ModelDtype
+from apps.catalog.validators import validate_source_uri
+from apps.core.models import TimestampedModel
+from apps.core.validators import dns1123_label
+from apps.tenancy.access import can_write_tenant, is_platform_staff, member_tenant_ids
+
+
+class CatalogQuerySet(models.QuerySet):
+    def for_user(self, user) -> CatalogQuerySet:
+        """Everyone signed in sees the platform-wide entries plus their tenants' private ones."""
+        if is_platform_staff(user):
+            return self
+        if not user.is_authenticated:
+            return self.none()
+        return self.filter(Q(tenant__isnull=True) | Q(tenant_id__in=member_tenant_ids(user)))
+
+    def usable_by_tenant(self, tenant_id: int | None) -> CatalogQuerySet:
+        return self.filter(Q(tenant__isnull=True) | Q(tenant_id=tenant_id))
+
+
+class CatalogEntry(TimestampedModel):
+    """Abstract: a named entry that is platform-wide (tenant empty) or private to one tenant."""
+
+    tenant = models.ForeignKey(
+        "tenancy.Tenant",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        help_text="Empty for a platform-wide entry.",
+    )
+    name = models.CharField(max_length=63, validators=[dns1123_label])
+
+    objects = CatalogQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.tenant}/{self.name}" if self.tenant_id else self.name
+
+    @property
+    def is_platform_wide(self) -> bool:
+        return self.tenant_id is None
+
+    def clean(self) -> None:
+        if self.name:
+            clash = type(self).objects.filter(tenant_id=self.tenant_id, name=self.name).exclude(pk=self.pk)
+            if clash.exists():
+                scope = f"tenant {self.tenant}" if self.tenant_id else "the platform catalog"
+                raise ValidationError(
+                    {
+                        "name": ValidationError(
+                            f"The name {self.name!r} is already used in {scope}.", code="unique"
+                        )
+                    }
+                )
+
+    def user_can_write(self, user) -> bool:
+        return can_write_tenant(user, self.tenant_id)
+
+    @classmethod
+    def unique_name_constraint(cls, label: str) -> models.UniqueConstraint:
+        return models.UniqueConstraint(
+            fields=["tenant", "name"], nulls_distinct=False, name=f"{label}_unique_name"
+        )
+
+
+class Model(CatalogEntry):
+    """A base model with the architecture facts that drive capacity planning."""
+
+    tenant = models.ForeignKey(
+        "tenancy.Tenant",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="models",
+        help_text="Empty for a platform-wide model.",
+    )
+    display_name = models.CharField(max_length=200, blank=True)
+    source_uri = models.CharField(max_length=500, validators=[validate_source_uri])
+    license = models.CharField(max_length=100, blank=True)
+    parameters_billions = models.FloatField(validators=[MinValueValidator(0.001)])
+    active_parameters_billions = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.001)],
+        help_text="For mixture-of-experts models: parameters used per token.",
+    )
+    layers = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    hidden_size = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    attention_heads = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    kv_heads = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    head_dim = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    max_context = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    dtype = models.CharField(max_length=16, choices=ModelDtype.choices, default=ModelDtype.BFLOAT16)
+
+    class Meta(CatalogEntry.Meta):
+        constraints = [CatalogEntry.unique_name_constraint("catalog_model")]
+
+    def clean(self) -> None:
+        errors = {}
+        try:
+            super().clean()
+        except ValidationError as exc:
+            errors.update(exc.message_dict)
+        if self.attention_heads and self.kv_heads and self.attention_heads % self.kv_heads:
+            errors["kv_heads"] = [
+                f"KV heads ({self.kv_heads}) must divide attention heads ({self.attention_heads})."
+            ]
+        if (
+            self.active_parameters_billions
+            and self.parameters_billions
+            and self.active_parameters_billions > self.parameters_billions
+        ):
+            errors["active_parameters_billions"] = ["Active parameters cannot exceed total parameters."]
+        if errors:
+            raise ValidationError(errors)
+
+
+class Adapter(CatalogEntry):
+    """A LoRA adapter on a base model; served by services of that model."""
+
+    tenant = models.ForeignKey(
+        "tenancy.Tenant",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="adapters",
+        help_text="Empty for a platform-wide adapter.",
+    )
+    base_model = models.ForeignKey(Model, on_delete=models.PROTECT, related_name="adapters")
+    source_uri = models.CharField(max_length=500, validators=[validate_source_uri])
+    rank = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+
+    class Meta(CatalogEntry.Meta):
+        constraints = [CatalogEntry.unique_name_constraint("catalog_adapter")]
+
+    def clean(self) -> None:
+        errors = {}
+        try:
+            super().clean()
+        except ValidationError as exc:
+            errors.update(exc.message_dict)
+        if self.base_model_id and self.base_model.tenant_id not in (None, self.tenant_id):
+            errors["base_model"] = ["The base model must be platform-wide or belong to the adapter's tenant."]
+        if errors:
+            raise ValidationError(errors)
+
+
+def default_modes() -> list[str]:
+    return [DeploymentMode.STANDARD]
+
+
+class Runtime(CatalogEntry):
+    """An engine build: engine kind, container image and tag, default args, supported modes."""
+
+    tenant = models.ForeignKey(
+        "tenancy.Tenant",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="runtimes",
+        help_text="Empty for a platform-wide runtime.",
+    )
+    engine = models.CharField(max_length=16, choices=EngineKind.choices)
+    image = models.CharField(max_length=300, help_text="Repository without tag, e.g. vllm/vllm-openai.")
+    tag = models.CharField(max_length=128)
+    default_args = models.JSONField(
+        default=list, blank=True, help_text="Extra engine arguments, a list of strings."
+    )
+    supported_modes = ArrayField(
+        models.CharField(max_length=32, choices=DeploymentMode.choices), default=default_modes
+    )
+
+    class Meta(CatalogEntry.Meta):
+        constraints = [CatalogEntry.unique_name_constraint("catalog_runtime")]
+
+    @property
+    def image_ref(self) -> str:
+        return f"{self.image}:{self.tag}"
+
+    def clean(self) -> None:
+        errors = {}
+        try:
+            super().clean()
+        except ValidationError as exc:
+            errors.update(exc.message_dict)
+        if not isinstance(self.default_args, list) or not all(isinstance(a, str) for a in self.default_args):
+            errors["default_args"] = ["Default args must be a list of strings."]
+        elif self.engine and self.default_args:
+            # Default args may not repeat a flag that a structured engine setting owns.
+            from apps.serving.engines import EngineSettings, get_adapter
+
+            clash = get_adapter(self.engine).validate(EngineSettings(extra_args=tuple(self.default_args)))
+            if clash.get("extra_args"):
+                errors["default_args"] = [clash["extra_args"]]
+        if not self.supported_modes:
+            errors["supported_modes"] = ["List at least one deployment mode."]
+        elif len(set(self.supported_modes)) != len(self.supported_modes):
+            errors["supported_modes"] = ["Deployment modes are listed more than once."]
+        if ":" in self.image.rsplit("/", 1)[-1] or "@" in self.image:
+            errors["image"] = ["Give the image without a tag or digest; the tag has its own field."]
+        if errors:
+            raise ValidationError(errors)

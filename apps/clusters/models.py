@@ -1,0 +1,118 @@
+"""Clusters (Kubernetes API endpoints with credentials encrypted at rest) and their observed GPU nodes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from apps.core.fields import EncryptedTextField
+from apps.core.models import TimestampedModel
+from apps.core.validators import dns1123_label
+from apps.tenancy.access import is_platform_staff
+
+
+@dataclass(frozen=True)
+class ClusterCredentials:
+    """What a worker needs to build a Kubernetes client. Never log or serialize it."""
+
+    api_url: str
+    bearer_token: str
+    kubeconfig: str
+    ca_bundle: str
+    verify_tls: bool
+
+    def __repr__(self) -> str:  # keeps the secrets out of tracebacks and logs
+        return (
+            f"ClusterCredentials(api_url={self.api_url!r}, verify_tls={self.verify_tls}, secrets=<redacted>)"
+        )
+
+
+class ClusterQuerySet(models.QuerySet):
+    def for_user(self, user) -> ClusterQuerySet:
+        """Clusters are platform infrastructure: staff only."""
+        return self if is_platform_staff(user) else self.none()
+
+
+class Cluster(TimestampedModel):
+    """A Kubernetes API endpoint. Credentials are write-only outside `credentials()`."""
+
+    name = models.CharField(max_length=63, unique=True, validators=[dns1123_label])
+    description = models.TextField(blank=True)
+    api_url = models.URLField(max_length=500, help_text="Kubernetes API server URL.")
+    bearer_token = EncryptedTextField(blank=True)
+    kubeconfig = EncryptedTextField(blank=True, help_text="A kubeconfig document (YAML), used when set.")
+    ca_bundle = EncryptedTextField(blank=True, help_text="PEM CA bundle for the API server certificate.")
+    insecure_simulator = models.BooleanField(
+        default=False,
+        help_text="The local kubesim: TLS is not verified and no credentials are required. "
+        "Never for real clusters.",
+    )
+    has_gateway = models.BooleanField(
+        default=False, help_text="Gateway API inference extension is installed."
+    )
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ClusterQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        errors = {}
+        if not (self.insecure_simulator or self.bearer_token or self.kubeconfig):
+            errors["bearer_token"] = [
+                "Give a bearer token or a kubeconfig (or mark the cluster as the local simulator)."
+            ]
+        if self.ca_bundle and "BEGIN CERTIFICATE" not in self.ca_bundle:
+            errors["ca_bundle"] = ["The CA bundle must be PEM (-----BEGIN CERTIFICATE-----)."]
+        if self.api_url and self.api_url.startswith("http://") and not self.insecure_simulator:
+            errors["api_url"] = [
+                "Use https:// for real clusters; plain http is only for the local simulator."
+            ]
+        if errors:
+            raise ValidationError(errors)
+
+    def credentials(self) -> ClusterCredentials:
+        """Decrypted credentials for the workers that talk to this cluster."""
+        return ClusterCredentials(
+            api_url=self.api_url,
+            bearer_token=self.bearer_token or "",
+            kubeconfig=self.kubeconfig or "",
+            ca_bundle=self.ca_bundle or "",
+            verify_tls=not self.insecure_simulator,
+        )
+
+    def user_can_write(self, user) -> bool:
+        return is_platform_staff(user)
+
+
+class GpuNode(models.Model):
+    """A GPU node as last observed in a cluster (written by the inventory worker, not by people)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="gpu_nodes")
+    name = models.CharField(max_length=253)
+    gpu_product = models.CharField(max_length=100, blank=True, help_text="nvidia.com/gpu.product label.")
+    gpu_count = models.PositiveIntegerField(default=0)
+    allocatable = models.PositiveIntegerField(default=0)
+    allocated = models.PositiveIntegerField(default=0)
+    labels = models.JSONField(default=dict, blank=True)
+    ready = models.BooleanField(default=True)
+    observed_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ClusterQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="clusters_gpunode_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}/{self.name}"
+
+    @property
+    def free(self) -> int:
+        return max(self.allocatable - self.allocated, 0)

@@ -1,0 +1,153 @@
+"""Domain operations on services, shared by the API, the admin, the portal and management commands.
+
+Each validates the whole service atomically (pools and adapters included), holds the tenant row
+lock while checking the GPU quota so two concurrent writes cannot both squeeze under it, bumps
+`generation` on spec changes and `version` on every write, records an AuditEntry and enqueues a
+reconcile after commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from apps.core.audit import record_change, snapshot
+from apps.core.choices import AuditAction, AuditVia
+from apps.serving.choices import Phase
+from apps.serving.dispatch import enqueue_reconcile
+from apps.serving.models import POOL_SPEC_FIELDS, InferenceService, Pool
+from apps.tenancy.models import Tenant
+
+
+class StaleVersion(Exception):
+    """The caller edited an older version of the service than the one stored."""
+
+    def __init__(self, current: int):
+        super().__init__(f"The service changed since it was read (current version {current}).")
+        self.current = current
+
+
+class ServiceDeleting(Exception):
+    """The service is being deleted; its spec can no longer change."""
+
+
+@dataclass
+class PoolSpec:
+    """Desired values for one pool, keyed by role."""
+
+    role: str
+    replicas: int = 1
+    min_replicas: int = 1
+    max_replicas: int = 1
+    gpus_per_replica: int = 1
+    gpu_type: str = "h100-sxm-80gb"
+    nodes_per_replica: int = 1
+
+
+def _lock_for_write(service: InferenceService, expected_version: int | None) -> InferenceService | None:
+    Tenant.objects.select_for_update().filter(pk=service.tenant_id).first()
+    if not service.pk:
+        return None
+    current = InferenceService.objects.select_for_update().get(pk=service.pk)
+    if current.is_deleting:
+        raise ServiceDeleting(f"Service {current} is being deleted.")
+    if expected_version is not None and expected_version != current.version:
+        raise StaleVersion(current.version)
+    return current
+
+
+def save_service(
+    service: InferenceService,
+    *,
+    pools: list[PoolSpec],
+    adapters: list,
+    actor,
+    via: AuditVia | str,
+    expected_version: int | None = None,
+) -> InferenceService:
+    """Create or update a service with exactly these pools and adapters, or raise ValidationError."""
+    with transaction.atomic():
+        current = _lock_for_write(service, expected_version)
+        before = snapshot(current) if current else None
+        existing = {p.role: p for p in current.pools.all()} if current else {}
+        staged = []
+        for spec in pools:
+            pool = existing.get(spec.role) or Pool(service=service if service.pk else None, role=spec.role)
+            for field in POOL_SPEC_FIELDS:
+                setattr(pool, field, getattr(spec, field))
+            staged.append(pool)
+        service.stage_spec(pools=staged, adapters=list(adapters))
+        service.full_clean()
+        if current is not None:
+            if service.spec_snapshot() != current.spec_snapshot():
+                service.generation = current.generation + 1
+            service.version = current.version + 1
+        service.save()
+        for pool in staged:
+            pool.service = service
+            pool.save()
+        stale_roles = set(existing) - {p.role for p in staged}
+        if stale_roles:
+            Pool.objects.filter(service=service, role__in=stale_roles).delete()
+        service.adapters.set(adapters)
+        service.stage_spec(pools=staged, adapters=list(adapters))
+        record_change(
+            actor=actor,
+            obj=service,
+            action=AuditAction.UPDATE if current else AuditAction.CREATE,
+            via=via,
+            before=before,
+        )
+        enqueue_reconcile(service.pk)
+    return service
+
+
+def scale_pool(
+    service: InferenceService, *, role: str, replicas: int, actor, via, expected_version: int | None = None
+) -> InferenceService:
+    """Set one pool's replicas within its min and max; a spec change like any other."""
+    with transaction.atomic():
+        current = _lock_for_write(service, expected_version)
+        pool = current.pools.filter(role=role).first()
+        if pool is None:
+            roles = ", ".join(current.pools.values_list("role", flat=True))
+            raise ValidationError({"pool": f"This service has no {role!r} pool (it has: {roles})."})
+        if not pool.min_replicas <= replicas <= pool.max_replicas:
+            raise ValidationError(
+                {
+                    "replicas": f"replicas must be between min_replicas {pool.min_replicas} and "
+                    f"max_replicas {pool.max_replicas}; got {replicas}."
+                }
+            )
+        before = snapshot(current)
+        if pool.replicas != replicas:
+            pool.replicas = replicas
+            pool.save(update_fields=["replicas"])
+            current.generation += 1
+        current.version += 1
+        current.save(update_fields=["generation", "version", "updated"])
+        record_change(actor=actor, obj=current, action=AuditAction.UPDATE, via=via, before=before)
+        enqueue_reconcile(current.pk)
+    return current
+
+
+def request_deletion(service: InferenceService, *, actor, via, expected_version: int | None = None) -> None:
+    """Mark the service for deletion; the reconciler removes its Kubernetes objects, then the row."""
+    with transaction.atomic():
+        current = _lock_for_write(service, expected_version)
+        before = snapshot(current)
+        current.deletion_requested_at = timezone.now()
+        current.phase = Phase.DELETING
+        current.generation += 1
+        current.version += 1
+        current.save(update_fields=["deletion_requested_at", "phase", "generation", "version", "updated"])
+        record_change(actor=actor, obj=current, action=AuditAction.DELETE, via=via, before=before, after=None)
+        enqueue_reconcile(current.pk)
+
+
+def finalize_deletion(service: InferenceService) -> None:
+    """Called by the reconciler once the cluster holds nothing of the service: the row goes."""
+    service.delete()

@@ -1,0 +1,239 @@
+"""Inference services (desired spec plus observed status) and their pools of replicas.
+
+Spec changes go through `apps.serving.actions`, which validates the whole service (pools and
+adapters included) with `full_clean()`, bumps `generation`, writes the audit entry and enqueues a
+reconcile. Workers write only the status fields (`observed_generation`, `phase`, `conditions`, ...).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from apps.catalog.choices import DeploymentMode
+from apps.core.models import TimestampedModel
+from apps.core.validators import dns1123_label
+from apps.serving.choices import GpuType, Phase, PoolRole, RoutingPolicy
+from apps.tenancy.access import can_write_tenant, is_platform_staff, member_tenant_ids
+
+# Fields whose change is a spec change (bumps generation); pools and adapters are compared too.
+SPEC_FIELDS = (
+    "cluster_id",
+    "model_id",
+    "runtime_id",
+    "deployment_mode",
+    "engine_settings",
+    "routing_policy",
+    "autoscaling",
+)
+POOL_SPEC_FIELDS = (
+    "replicas",
+    "min_replicas",
+    "max_replicas",
+    "gpus_per_replica",
+    "gpu_type",
+    "nodes_per_replica",
+)
+
+
+def default_autoscaling() -> dict:
+    return {"autoscaler": "none"}
+
+
+class InferenceServiceQuerySet(models.QuerySet):
+    def for_user(self, user) -> InferenceServiceQuerySet:
+        """Staff see every service; tenant members see their tenants' services."""
+        if is_platform_staff(user):
+            return self
+        if not user.is_authenticated:
+            return self.none()
+        return self.filter(tenant_id__in=member_tenant_ids(user))
+
+    def with_related(self) -> InferenceServiceQuerySet:
+        """Everything a list page renders, in a fixed number of queries."""
+        return self.select_related("tenant", "cluster", "model", "runtime").prefetch_related(
+            "pools", "adapters"
+        )
+
+    def gpus_at_max(self) -> int:
+        """Sum over these services' pools of max replicas x GPUs per replica x nodes per replica."""
+        total = Pool.objects.filter(service__in=self).aggregate(
+            gpus=models.Sum(
+                models.F("max_replicas") * models.F("gpus_per_replica") * models.F("nodes_per_replica")
+            )
+        )["gpus"]
+        return int(total or 0)
+
+
+class InferenceService(TimestampedModel):
+    """A model served on a runtime in one cluster for one tenant: desired spec and observed status."""
+
+    uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.PROTECT, related_name="services")
+    name = models.CharField(
+        max_length=40,
+        validators=[dns1123_label],
+        help_text="A DNS-1123 label, unique in the tenant; at most 40 characters so role suffixes fit.",
+    )
+    cluster = models.ForeignKey("clusters.Cluster", on_delete=models.PROTECT, related_name="services")
+    model = models.ForeignKey("catalog.Model", on_delete=models.PROTECT, related_name="services")
+    runtime = models.ForeignKey("catalog.Runtime", on_delete=models.PROTECT, related_name="services")
+    adapters = models.ManyToManyField("catalog.Adapter", blank=True, related_name="services")
+    deployment_mode = models.CharField(
+        max_length=32, choices=DeploymentMode.choices, default=DeploymentMode.STANDARD
+    )
+    engine_settings = models.JSONField(
+        default=dict, blank=True, help_text="Keys of apps.serving.engines.EngineSettings."
+    )
+    routing_policy = models.CharField(
+        max_length=32, choices=RoutingPolicy.choices, default=RoutingPolicy.ROUND_ROBIN
+    )
+    autoscaling = models.JSONField(
+        default=default_autoscaling,
+        blank=True,
+        help_text='{"autoscaler": "builtin|hpa|keda|none", "targets": {...}, ...}; '
+        "see serving/autoscaling_spec.py.",
+    )
+
+    # Bookkeeping: generation counts spec changes, version counts every write (optimistic concurrency).
+    generation = models.PositiveBigIntegerField(default=1, editable=False)
+    version = models.PositiveBigIntegerField(default=1, editable=False)
+
+    # Observed status, written by the reconciler.
+    observed_generation = models.PositiveBigIntegerField(default=0, editable=False)
+    phase = models.CharField(max_length=16, choices=Phase.choices, default=Phase.PENDING, editable=False)
+    conditions = models.JSONField(default=list, blank=True, editable=False)
+    ready_replicas = models.PositiveIntegerField(default=0, editable=False)
+    endpoint = models.CharField(max_length=500, blank=True, editable=False)
+    deletion_requested_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_reconciled_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    objects = InferenceServiceQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["tenant__slug", "name"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="serving_service_unique_name")]
+        indexes = [models.Index(fields=["observed_generation", "generation"], name="serving_behind_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant}/{self.name}" if self.tenant_id else self.name
+
+    # -- the spec under validation -------------------------------------------------------------
+    # The API and admin validate a service together with pools and adapters that are not saved
+    # yet; they attach them with `stage_spec()` so that `clean()` judges the whole thing at once.
+
+    def stage_spec(self, *, pools: list[Pool] | None = None, adapters: list | None = None) -> None:
+        if pools is not None:
+            self._staged_pools = pools
+        if adapters is not None:
+            self._staged_adapters = adapters
+
+    def spec_pools(self) -> list[Pool]:
+        staged = getattr(self, "_staged_pools", None)
+        if staged is not None:
+            return staged
+        return list(self.pools.all()) if self.pk else []
+
+    def spec_adapters(self) -> list:
+        staged = getattr(self, "_staged_adapters", None)
+        if staged is not None:
+            return staged
+        return list(self.adapters.all()) if self.pk else []
+
+    def clean(self) -> None:
+        from apps.serving.validation import service_errors
+
+        errors = service_errors(self, self.spec_pools(), self.spec_adapters())
+        if errors:
+            raise ValidationError(errors)
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    @property
+    def is_deleting(self) -> bool:
+        return self.deletion_requested_at is not None
+
+    @property
+    def etag(self) -> str:
+        return f'"{self.version}"'
+
+    def spec_snapshot(self, pools: list[Pool] | None = None, adapters: list | None = None) -> dict:
+        """The spec as comparable data: a difference means a new generation."""
+        pools = self.spec_pools() if pools is None else pools
+        adapters = self.spec_adapters() if adapters is None else adapters
+        return {
+            **{name: getattr(self, name) for name in SPEC_FIELDS},
+            "pools": sorted(
+                [{"role": p.role, **{f: getattr(p, f) for f in POOL_SPEC_FIELDS}} for p in pools],
+                key=lambda p: p["role"],
+            ),
+            "adapters": sorted(a.pk for a in adapters),
+        }
+
+    def audit_extra(self) -> dict:
+        snap = self.spec_snapshot()
+        return {"pools": snap["pools"], "adapters": snap["adapters"]}
+
+    def user_can_write(self, user) -> bool:
+        return can_write_tenant(user, self.tenant_id)
+
+    def engine_settings_obj(self):
+        """The stored engine settings as `EngineSettings` (raises EngineSettingsError when invalid)."""
+        from apps.serving.engines import EngineSettings
+
+        return EngineSettings.from_dict(self.engine_settings)
+
+    def gpus_at_max(self, pools: list[Pool] | None = None) -> int:
+        return sum(p.gpus_at_max for p in (self.spec_pools() if pools is None else pools))
+
+
+class Pool(models.Model):
+    """The replicas of one role of a service (engine, prefill, decode, or a multi-node leader group)."""
+
+    service = models.ForeignKey(InferenceService, on_delete=models.CASCADE, related_name="pools")
+    role = models.CharField(max_length=16, choices=PoolRole.choices, default=PoolRole.ENGINE)
+    replicas = models.PositiveIntegerField(default=1)
+    min_replicas = models.PositiveIntegerField(default=1)
+    max_replicas = models.PositiveIntegerField(default=1)
+    gpus_per_replica = models.PositiveIntegerField(
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(64)],
+        help_text="GPUs per pod (per node for multi-node replicas).",
+    )
+    gpu_type = models.CharField(max_length=32, choices=GpuType.choices, default=GpuType.H100_SXM_80GB)
+    nodes_per_replica = models.PositiveIntegerField(
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(64)],
+        help_text="Nodes per replica; above 1 only for multi-node services.",
+    )
+    # Observed by the reconciler.
+    ready_replicas = models.PositiveIntegerField(default=0, editable=False)
+
+    class Meta:
+        ordering = ["service_id", "role"]
+        constraints = [models.UniqueConstraint(fields=["service", "role"], name="serving_pool_unique_role")]
+
+    def __str__(self) -> str:
+        return f"{self.role} x{self.replicas}"
+
+    @property
+    def gpus_at_max(self) -> int:
+        return (self.max_replicas or 0) * (self.gpus_per_replica or 0) * (self.nodes_per_replica or 0)
+
+    def clean(self) -> None:
+        if None in (self.min_replicas, self.replicas, self.max_replicas):
+            return
+        errors = {}
+        if self.min_replicas > self.replicas:
+            errors["min_replicas"] = [
+                f"min_replicas ({self.min_replicas}) must not exceed replicas ({self.replicas})."
+            ]
+        if self.replicas > self.max_replicas:
+            errors["replicas"] = [
+                f"replicas ({self.replicas}) must not exceed max_replicas ({self.max_replicas})."
+            ]
+        if errors:
+            raise ValidationError(errors)

@@ -1,0 +1,144 @@
+"""The rules of a whole service (spec, pools, adapters, quota), run by `InferenceService.clean()`.
+
+Admin, API and portal all end up here, so every door rejects the same things with the same field
+names: `name`, `model`, `runtime`, `adapters`, `deployment_mode`, `routing_policy`,
+`engine_settings`, `autoscaling`, `pools`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from django.core.exceptions import ValidationError
+
+from apps.catalog.choices import DeploymentMode
+from apps.serving.autoscaling_spec import autoscaling_errors
+from apps.serving.choices import ENGINE_ONLY_ROUTING, MODE_POOL_ROLES, Phase
+
+
+def service_errors(service, pools: list, adapters: list) -> dict[str, list[str]]:
+    """Field name → messages for everything wrong with this service; empty when it is valid."""
+    errors: dict[str, list[str]] = defaultdict(list)
+    tenant_id = service.tenant_id
+    model = service.model if service.model_id else None
+    runtime = service.runtime if service.runtime_id else None
+
+    if service.name and tenant_id:
+        clash = type(service).objects.filter(tenant_id=tenant_id, name=service.name).exclude(pk=service.pk)
+        if clash.exists():
+            errors["name"].append(
+                ValidationError(
+                    f"A service named {service.name!r} already exists in this tenant.", code="unique"
+                )
+            )
+
+    # Catalog entries: platform-wide or the service's own tenant.
+    for field, entry in (("model", model), ("runtime", runtime)):
+        if entry is not None and entry.tenant_id not in (None, tenant_id):
+            errors[field].append(
+                f"This {field} belongs to another tenant; use a platform-wide one or your own."
+            )
+    for adapter in adapters:
+        if adapter.tenant_id not in (None, tenant_id):
+            errors["adapters"].append(f"Adapter {adapter.name!r} belongs to another tenant.")
+        if model is not None and adapter.base_model_id != model.pk:
+            errors["adapters"].append(
+                f"Adapter {adapter.name!r} is for model {adapter.base_model.name!r}, not {model.name!r}."
+            )
+
+    if runtime is not None:
+        if service.deployment_mode and service.deployment_mode not in runtime.supported_modes:
+            errors["deployment_mode"].append(
+                f"Runtime {runtime.name!r} does not support {service.deployment_mode}; "
+                f"it supports {', '.join(runtime.supported_modes)}."
+            )
+        needed_engine = ENGINE_ONLY_ROUTING.get(service.routing_policy)
+        if needed_engine and runtime.engine != needed_engine:
+            errors["routing_policy"].append(
+                f"{service.routing_policy} routing needs a {needed_engine} runtime, not {runtime.engine}."
+            )
+
+    settings = _engine_settings(service, runtime, model, errors)
+    errors["autoscaling"].extend(
+        autoscaling_errors(
+            service.autoscaling, serverless=service.deployment_mode == DeploymentMode.SERVERLESS
+        )
+    )
+    _pool_errors(service, pools, settings, errors)
+    if not errors.get("pools"):
+        _quota_errors(service, pools, errors)
+    return {field: messages for field, messages in errors.items() if messages}
+
+
+def _engine_settings(service, runtime, model, errors):
+    """Parse and validate engine settings with the engine's adapter; returns them or None."""
+    from apps.serving.engines import EngineSettings, EngineSettingsError, get_adapter
+
+    try:
+        settings = EngineSettings.from_dict(service.engine_settings)
+    except EngineSettingsError as exc:
+        errors["engine_settings"].extend(f"{name}: {reason}" for name, reason in exc.errors.items())
+        return None
+    if runtime is not None:
+        problems = get_adapter(runtime.engine).validate(
+            settings, max_context=model.max_context if model else None
+        )
+        errors["engine_settings"].extend(f"{name}: {reason}" for name, reason in problems.items())
+    return settings
+
+
+def _pool_errors(service, pools, settings, errors) -> None:
+    roles = [p.role for p in pools]
+    wanted = MODE_POOL_ROLES.get(service.deployment_mode)
+    if wanted is not None and set(roles) != wanted:
+        errors["pools"].append(
+            f"A {service.deployment_mode} service needs exactly the pools {', '.join(sorted(wanted))}; "
+            f"got {', '.join(sorted(roles)) or 'none'}."
+        )
+    if len(roles) != len(set(roles)):
+        errors["pools"].append("Each pool role may appear once.")
+    per_replica = settings.tensor_parallel_size * settings.pipeline_parallel_size if settings else 1
+    for pool in pools:
+        try:
+            pool.clean_fields(exclude={"service"})
+            pool.clean()
+        except ValidationError as exc:
+            for field, messages in exc.message_dict.items():
+                errors["pools"].extend(f"{pool.role}.{field}: {m}" for m in messages)
+            continue
+        multi_node = service.deployment_mode == DeploymentMode.MULTI_NODE
+        if multi_node and pool.nodes_per_replica < 2:
+            errors["pools"].append(
+                f"{pool.role}.nodes_per_replica: a multi-node replica spans at least 2 nodes."
+            )
+        if not multi_node and pool.nodes_per_replica != 1:
+            errors["pools"].append(
+                f"{pool.role}.nodes_per_replica: only multi-node services span several nodes."
+            )
+        gpus = pool.gpus_per_replica * pool.nodes_per_replica
+        if gpus % per_replica:
+            errors["pools"].append(
+                f"{pool.role}.gpus_per_replica: {gpus} GPU(s) per replica is not a multiple of "
+                f"tensor_parallel_size x pipeline_parallel_size = {per_replica}."
+            )
+        if pool.min_replicas == 0 and service.deployment_mode != DeploymentMode.SERVERLESS:
+            errors["pools"].append(f"{pool.role}.min_replicas: only serverless services scale to zero.")
+
+
+def _quota_errors(service, pools, errors) -> None:
+    """The tenant's services at their maximum replicas must fit in its GPU quota."""
+    if not service.tenant_id:
+        return
+    from apps.serving.models import InferenceService
+
+    others = InferenceService.objects.filter(tenant_id=service.tenant_id).exclude(phase=Phase.DELETING)
+    if service.pk:
+        others = others.exclude(pk=service.pk)
+    used = others.gpus_at_max()
+    requested = sum(p.gpus_at_max for p in pools)
+    allowed = service.tenant.gpu_quota
+    if used + requested > allowed:
+        errors["pools"].append(
+            f"GPU quota exceeded for tenant {service.tenant.slug}: requested {requested} GPUs at maximum "
+            f"replicas, {used} already used by other services, {allowed} allowed."
+        )

@@ -1,0 +1,180 @@
+"""Tenants (teams), their members with roles, and API tokens for automation."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from apps.core.models import TimestampedModel
+from apps.core.validators import dns1123_label
+from apps.tenancy.access import can_own_tenant, is_platform_staff, member_tenant_ids
+from apps.tenancy.choices import Role
+
+TOKEN_PREFIX_LENGTH = 8
+
+
+class TenantQuerySet(models.QuerySet):
+    def for_user(self, user) -> TenantQuerySet:
+        """Staff see every tenant; members see the tenants they belong to."""
+        if is_platform_staff(user):
+            return self
+        if not user.is_authenticated:
+            return self.none()
+        return self.filter(pk__in=member_tenant_ids(user))
+
+
+class Tenant(TimestampedModel):
+    """A team: owns a namespace per cluster, a GPU quota, members and tokens."""
+
+    slug = models.CharField(max_length=63, unique=True, validators=[dns1123_label])
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    gpu_quota = models.PositiveIntegerField(
+        default=0, help_text="Maximum GPUs the tenant's services may use at their maximum replicas."
+    )
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    def user_can_write(self, user) -> bool:
+        return can_own_tenant(user, self.pk)
+
+
+class MembershipQuerySet(models.QuerySet):
+    def for_user(self, user) -> MembershipQuerySet:
+        if is_platform_staff(user):
+            return self
+        if not user.is_authenticated:
+            return self.none()
+        return self.filter(tenant_id__in=member_tenant_ids(user))
+
+
+class Membership(TimestampedModel):
+    """A user's role in one tenant."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+
+    objects = MembershipQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["tenant__slug", "user__username"]
+        constraints = [models.UniqueConstraint(fields=["user", "tenant"], name="tenancy_membership_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.tenant} as {self.role}"
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        if self.user_id and self.tenant_id:
+            clash = Membership.objects.filter(user_id=self.user_id, tenant_id=self.tenant_id).exclude(
+                pk=self.pk
+            )
+            if clash.exists():
+                raise ValidationError(
+                    {"user": ValidationError("This user is already a member.", code="unique")}
+                )
+
+    def user_can_write(self, user) -> bool:
+        return can_own_tenant(user, self.tenant_id)
+
+
+def hash_token(plaintext: str) -> str:
+    """Tokens carry 256 bits of randomness, so one SHA-256 is enough (no slow KDF needed)."""
+    return hashlib.sha256(plaintext.encode()).hexdigest()
+
+
+class ApiTokenQuerySet(models.QuerySet):
+    def for_user(self, user) -> ApiTokenQuerySet:
+        """Staff see every token; others see their own and those bound to their tenants."""
+        if is_platform_staff(user):
+            return self
+        if not user.is_authenticated:
+            return self.none()
+        return self.filter(Q(user_id=user.pk) | Q(tenant_id__in=member_tenant_ids(user)))
+
+
+class ApiToken(TimestampedModel):
+    """A bearer token for automation. Only its SHA-256 is stored; the plaintext is shown once."""
+
+    AUDIT_REDACTED_FIELDS = ("key_hash",)
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    tenant = models.ForeignKey(
+        Tenant,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="api_tokens",
+        help_text="When set, the token acts only within this tenant.",
+    )
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=TOKEN_PREFIX_LENGTH, editable=False)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name or self.user})"
+
+    @classmethod
+    def generate(cls, *, user, tenant: Tenant | None = None, name: str = "", expires_days: int | None = None):
+        """Build (unsaved) a token and return it with its plaintext, which is never stored."""
+        plaintext = secrets.token_urlsafe(32)
+        token = cls(
+            user=user,
+            tenant=tenant,
+            name=name,
+            prefix=plaintext[:TOKEN_PREFIX_LENGTH],
+            key_hash=hash_token(plaintext),
+            expires_at=timezone.now() + timedelta(days=expires_days) if expires_days else None,
+        )
+        return token, plaintext
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        if (
+            self.tenant_id
+            and self.user_id
+            and not Membership.objects.filter(user_id=self.user_id, tenant_id=self.tenant_id).exists()
+        ):
+            raise ValidationError({"tenant": "The token's user is not a member of this tenant."})
+
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
+
+    @property
+    def is_active(self) -> bool:
+        return not (self.is_revoked or self.is_expired)
+
+    def user_can_write(self, user) -> bool:
+        from apps.tenancy.access import can_write_tenant
+
+        if is_platform_staff(user) or self.user_id == user.pk:
+            return True
+        return can_write_tenant(user, self.tenant_id)
