@@ -1,0 +1,315 @@
+"""Resolve an engine's parsed flags plus the pod (GPU kind and count) into the core's configuration.
+
+The defaults and failure messages are the engines' own: vLLM picks its batch budget and sequence cap
+by GPU memory, sizes the block pool from `--gpu-memory-utilization`, and refuses to start when the
+longest request does not fit; SGLang sizes a static token pool from `--mem-fraction-static`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, field
+
+from kubesim.engines import hardware as hw
+from kubesim.engines.core import CoreConfig, Physics
+from kubesim.workload import PodContext, WorkloadExit
+
+VLLM_VERSION = "0.33.0"
+SGLANG_VERSION = "0.5.23"
+
+TIME_SCALE_ANNOTATION = "kubesim.io/time-scale"
+
+
+@dataclass
+class EngineSpec:
+    """Everything the HTTP layer and the metrics need beside the core config."""
+
+    kind: str  # "vllm" | "sglang"
+    served_names: list[str]
+    model: str
+    port: int
+    core: CoreConfig
+    startup_s: float
+    time_scale: float
+    enable_lora: bool = False
+    runtime_lora: bool = False
+    lora_modules: dict[str, str] = field(default_factory=dict)
+    max_loras: int = 1
+    enable_metrics: bool = True
+    log_stats: bool = True
+    pd_role: str | None = None  # "prefill" | "decode" | None
+    kv_cache_dtype: str = "auto"
+    max_total_tokens: int = 0  # SGLang
+    page_size: int = 1  # SGLang page size as reported
+    mem_fraction: float = 0.0
+    custom_buckets: dict | None = None
+    sglang_buckets: dict | None = None
+    cache_info: dict[str, str] = field(default_factory=dict)
+    logs: list[str] = field(default_factory=list)
+    health_generation: bool = True
+
+
+def _float_setting(ctx: PodContext, name: str, default: float) -> float:
+    raw = ctx.annotations.get(f"kubesim.io/{name}") or ctx.env.get("KUBESIM_" + name.upper().replace("-", "_"))
+    if raw is None:
+        raw = os.environ.get("KUBESIM_" + name.upper().replace("-", "_"))
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise WorkloadExit(f"kubesim: invalid {name}: {raw!r}") from None
+    if value <= 0:
+        raise WorkloadExit(f"kubesim: {name} must be positive, got {raw!r}")
+    return value
+
+
+def physics_for(ctx: PodContext, warmup_s: float) -> Physics:
+    """Physical constants, each overridable by a `kubesim.io/<name>` annotation."""
+    return Physics(
+        prefill_flops_fraction=_float_setting(ctx, "prefill-flops-fraction", 0.5),
+        decode_bandwidth_fraction=_float_setting(ctx, "decode-bandwidth-fraction", 0.7),
+        step_overhead_s=_float_setting(ctx, "step-overhead-ms", 2.0) / 1000,
+        kv_link_bandwidth=_float_setting(ctx, "kv-link-gbps", 400.0) * 1e9 / 8,
+        storage_bandwidth=_float_setting(ctx, "storage-gbps", 16.0) * 1e9 / 8,
+        warmup_s=_float_setting(ctx, "warmup-seconds", warmup_s),
+    )
+
+
+def _gpu(ctx: PodContext, logs: list[str]) -> hw.GPU:
+    if ctx.gpu_key in hw.GPUS:
+        return hw.GPUS[ctx.gpu_key]
+    logs.append(f"WARNING kubesim: no known GPU on this node ({ctx.gpu_key!r}); simulating {hw.DEFAULT_GPU}")
+    return hw.GPUS[hw.DEFAULT_GPU]
+
+
+def _check_gpus(ctx: PodContext, needed: int) -> None:
+    if ctx.gpu_count and needed > ctx.gpu_count:
+        raise WorkloadExit(
+            f"ValueError: The number of required GPUs ({needed}) exceeds the total number of available GPUs "
+            f"({ctx.gpu_count}) in the placement group."
+        )
+
+
+def _startup(weights_total: float, phys: Physics, ctx: PodContext, scale: float) -> float:
+    if ctx.fast_start:
+        return 0.5
+    return (weights_total / phys.storage_bandwidth + phys.warmup_s) / scale
+
+
+def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
+    """The simulated vLLM instance a `vllm serve` command line describes on this pod's GPUs."""
+    logs: list[str] = []
+    gpu = _gpu(ctx, logs)
+    arch = hw.resolve_model(ns.model, ctx.annotations.get(hw.ARCH_ANNOTATION))
+    tp, pp = ns.tensor_parallel_size, ns.pipeline_parallel_size
+    if tp < 1 or pp < 1:
+        raise WorkloadExit("ValueError: tensor_parallel_size and pipeline_parallel_size must be >= 1")
+    if arch.heads % tp:
+        raise WorkloadExit(
+            f"ValueError: Total number of attention heads ({arch.heads}) must be divisible by tensor parallel "
+            f"size ({tp})."
+        )
+    _check_gpus(ctx, tp * pp * (ns.data_parallel_size_local or ns.data_parallel_size))
+    if not 0 < ns.gpu_memory_utilization <= 1:
+        raise WorkloadExit(
+            f"ValueError: GPU memory utilization must be within (0, 1]. Got {ns.gpu_memory_utilization}."
+        )
+    big = gpu.memory_gib >= 70 and not gpu.key.startswith("a100")
+    batched = ns.max_num_batched_tokens or (16384 if gpu.memory_gib >= 160 else 8192 if big else 2048)
+    max_seqs = ns.max_num_seqs or (1024 if big else 256)
+    block_size = ns.block_size or 16
+    if block_size not in (1, 8, 16, 32, 64, 128, 256):
+        raise WorkloadExit(f"argument --block-size: invalid choice: {block_size}")
+    kv_bytes = hw.kv_dtype_bytes(ns.kv_cache_dtype, arch)
+    wbytes = hw.weight_bytes_per_param(ns.quantization)
+    blocks, budget = hw.vllm_num_gpu_blocks(
+        gpu, arch, gpu_memory_utilization=ns.gpu_memory_utilization, tp=tp, pp=pp, block_size=block_size,
+        kv_bytes=kv_bytes, weight_bytes=wbytes, max_num_batched_tokens=batched,
+        kv_cache_memory_bytes=ns.kv_cache_memory_bytes,
+    )
+    if ns.num_gpu_blocks_override:
+        blocks = ns.num_gpu_blocks_override
+    if blocks <= 0:
+        raise WorkloadExit(
+            "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+            "when initializing the engine."
+        )
+    per_token = arch.kv_bytes_per_token(kv_bytes, tp) / pp
+    capacity = blocks * block_size
+    max_len = ns.max_model_len if ns.max_model_len not in (None, -1) else arch.max_context
+    if ns.max_model_len == -1:
+        max_len = min(arch.max_context, capacity)
+    if max_len > arch.max_context:
+        raise WorkloadExit(
+            f"ValueError: User-specified max_model_len ({max_len}) is greater than the derived max_model_len "
+            f"(max_position_embeddings={arch.max_context} in model's config.json). To allow overriding this "
+            "maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."
+        )
+    if max_len > capacity:
+        need_gib = max_len * per_token / hw.GIB
+        have_gib = blocks * block_size * per_token / hw.GIB
+        raise WorkloadExit(
+            f"ValueError: To serve at least one request with the models's max seq len ({max_len}), "
+            f"({need_gib:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
+            f"({have_gib:.2f} GiB). Based on the available memory, the estimated maximum model length is "
+            f"{capacity}. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+            "initializing the engine."
+        )
+    chunked = ns.enable_chunked_prefill is not False
+    if not chunked and ns.max_num_batched_tokens is None:
+        batched = max(max_len, 2048)
+    kv_cfg = ns.kv_transfer_config if isinstance(ns.kv_transfer_config, dict) else None
+    if ns.kv_transfer_config is not None and kv_cfg is None:
+        raise WorkloadExit("argument --kv-transfer-config: expected a JSON object")
+    role = {"kv_producer": "producer", "kv_consumer": "consumer", "kv_both": "both"}.get((kv_cfg or {}).get("kv_role", ""))
+    if kv_cfg is not None and role is None:
+        raise WorkloadExit(
+            f"ValueError: Unsupported kv_role: {kv_cfg.get('kv_role')}. Supported roles are "
+            "['kv_producer', 'kv_consumer', 'kv_both']"
+        )
+    phys = physics_for(ctx, 20.0)
+    scale = _float_setting(ctx, "time-scale", 1.0)
+    weights_total = arch.params_b * 1e9 * wbytes
+    core = CoreConfig(
+        model=arch, gpu=gpu, tp=tp, num_blocks=blocks, block_size=block_size, max_num_seqs=max_seqs,
+        max_num_batched_tokens=batched, max_model_len=max_len, kv_bytes_per_token_rank=per_token,
+        weight_bytes_rank=weights_total / (tp * pp), prefix_caching=ns.enable_prefix_caching is not False,
+        chunked_prefill=chunked, kv_role=role, reserve_null_block=True, physics=phys, seed=ns.seed or ctx.seed,
+    )
+    enable_lora = bool(ns.enable_lora)
+    lora_modules = _lora_modules(ns.lora_modules or [])
+    runtime = ctx.env.get("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "").lower() in ("1", "true")
+    names = ns.served_model_name or [ns.model]
+    cache_info = {
+        "block_size": str(block_size),
+        "cache_dtype": ns.kv_cache_dtype,
+        "calculate_kv_scales": str(bool(ns.calculate_kv_scales)),
+        "cpu_kvcache_space_bytes": "None",
+        "cpu_offload_gb": str(ns.cpu_offload_gb),
+        "enable_prefix_caching": str(core.prefix_caching),
+        "gpu_memory_utilization": str(ns.gpu_memory_utilization),
+        "is_attention_free": "False",
+        "kv_cache_max_concurrency": f"{capacity / max_len:.2f}",
+        "kv_cache_memory_bytes": str(ns.kv_cache_memory_bytes),
+        "kv_cache_size_tokens": str(capacity),
+        "kv_offloading_backend": str(ns.kv_offloading_backend),
+        "kv_offloading_size": str(ns.kv_offloading_size),
+        "kv_sharing_fast_prefill": str(bool(ns.kv_sharing_fast_prefill)),
+        "mamba_cache_dtype": ns.mamba_cache_dtype,
+        "mamba_page_size_padded": "None",
+        "mamba_ssm_cache_dtype": ns.mamba_ssm_cache_dtype,
+        "num_cpu_blocks": "None",
+        "num_gpu_blocks": str(blocks),
+        "num_gpu_blocks_override": str(ns.num_gpu_blocks_override),
+        "prefix_caching_hash_algo": ns.prefix_caching_hash_algo,
+        "sliding_window": "None",
+        "swap_space": str(ns.swap_space),
+    }
+    logs += [
+        f"INFO [api_server.py] vLLM API server version {VLLM_VERSION}",
+        f"INFO [api_server.py] args: model={ns.model} served_model_name={names} tensor_parallel_size={tp}",
+        f"INFO [gpu_model_runner.py] Model loading took {weights_total / tp / pp / hw.GIB:.4f} GiB",
+        f"INFO [kv_cache_utils.py] GPU KV cache size: {capacity:,} tokens",
+        f"INFO [kv_cache_utils.py] Maximum concurrency for {max_len:,} tokens per request: {capacity / max_len:.2f}x",
+        f"INFO [api_server.py] Starting vLLM API server 0 on http://0.0.0.0:{ns.port}",
+    ]
+    return EngineSpec(
+        kind="vllm", served_names=names, model=ns.model, port=ns.port, core=core,
+        startup_s=_startup(weights_total / (tp * pp), phys, ctx, scale), time_scale=scale,
+        enable_lora=enable_lora, runtime_lora=runtime and enable_lora, lora_modules=lora_modules,
+        max_loras=ns.max_loras, log_stats=not ns.disable_log_stats, pd_role=_pd(role),
+        kv_cache_dtype=ns.kv_cache_dtype, custom_buckets=ns.custom_histogram_buckets, cache_info=cache_info,
+        logs=logs,
+    )
+
+
+def _pd(role: str | None) -> str | None:
+    return {"producer": "prefill", "consumer": "decode"}.get(role or "")
+
+
+def _lora_modules(items: list[str]) -> dict[str, str]:
+    import json
+
+    out = {}
+    for item in items:
+        if item.startswith("{"):
+            d = json.loads(item)
+            out[d["name"]] = d["path"]
+        elif "=" in item:
+            name, path = item.split("=", 1)
+            out[name] = path
+        else:
+            out[item] = item
+    return out
+
+
+def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
+    """The simulated SGLang server a `sglang.launch_server` command line describes on this pod's GPUs."""
+    logs: list[str] = []
+    gpu = _gpu(ctx, logs)
+    arch = hw.resolve_model(ns.model_path, ctx.annotations.get(hw.ARCH_ANNOTATION))
+    tp = ns.tp_size
+    if tp < 1 or arch.heads % tp:
+        raise WorkloadExit(f"AssertionError: Number of attention heads ({arch.heads}) must be divisible by tp ({tp})")
+    _check_gpus(ctx, tp * ns.pp_size * ns.dp_size)
+    chunk = ns.chunked_prefill_size
+    if chunk is None:
+        g = gpu.memory_gib
+        chunk = 2048 if g < 35 else 4096 if g < 60 else 8192 if g < 90 else 16384
+    mem_fraction = ns.mem_fraction_static or hw.sglang_default_mem_fraction(gpu, chunk)
+    page = ns.page_size or 1
+    kv_bytes = hw.kv_dtype_bytes(ns.kv_cache_dtype, arch)
+    wbytes = hw.weight_bytes_per_param(ns.quantization)
+    tokens = hw.sglang_max_total_tokens(gpu, arch, mem_fraction_static=mem_fraction, tp=tp, page_size=page,
+                                        kv_bytes=kv_bytes, weight_bytes=wbytes)
+    if ns.max_total_tokens:
+        tokens = min(tokens, ns.max_total_tokens)
+    if tokens <= 0:
+        raise WorkloadExit(
+            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+            f"Current value: mem_fraction_static={mem_fraction}"
+        )
+    ctx_len = ns.context_length or arch.max_context
+    max_running = ns.max_running_requests or min(
+        min(max(int(tokens / ctx_len * 512), 2048), 4096), tokens // 2)
+    # The pool is simulated in 16-token units; hit and usage figures are reported in tokens.
+    unit = 16
+    blocks = tokens // unit
+    per_token = arch.kv_bytes_per_token(kv_bytes, tp)
+    phys = physics_for(ctx, 15.0)
+    scale = _float_setting(ctx, "time-scale", 1.0)
+    weights_total = arch.params_b * 1e9 * wbytes
+    role = {"prefill": "producer", "decode": "consumer"}.get(ns.disaggregation_mode)
+    core = CoreConfig(
+        model=arch, gpu=gpu, tp=tp, num_blocks=blocks, block_size=unit, max_num_seqs=max_running,
+        max_num_batched_tokens=chunk if chunk > 0 else ns.max_prefill_tokens, max_model_len=ctx_len,
+        kv_bytes_per_token_rank=per_token, weight_bytes_rank=weights_total / tp,
+        prefix_caching=not ns.disable_radix_cache, chunked_prefill=chunk > 0, kv_role=role,
+        reserve_null_block=False, physics=phys, seed=ns.random_seed if ns.random_seed is not None else ctx.seed,
+    )
+    lora_modules = _lora_modules(ns.lora_paths or [])
+    names = [ns.served_model_name or ns.model_path]
+    buckets = {k: v for k, v in (("ttft", ns.bucket_time_to_first_token), ("itl", ns.bucket_inter_token_latency),
+                                 ("e2e", ns.bucket_e2e_request_latency)) if v}
+    logs += [
+        f"[INFO] server_args=ServerArgs(model_path='{ns.model_path}', tp_size={tp}, "
+        f"mem_fraction_static={mem_fraction}, chunked_prefill_size={chunk}, port={ns.port})",
+        f"[INFO] Load weight end. mem usage={weights_total / tp / hw.GIB:.2f} GB.",
+        f"[INFO] KV Cache is allocated. #tokens: {tokens}, K size: {tokens * per_token / 2 / hw.GIB:.2f} GB, "
+        f"V size: {tokens * per_token / 2 / hw.GIB:.2f} GB",
+        f"[INFO] max_total_num_tokens={tokens}, chunked_prefill_size={chunk}, max_prefill_tokens="
+        f"{ns.max_prefill_tokens}, max_running_requests={max_running}, context_len={ctx_len}",
+        f"[INFO] Uvicorn running on http://{ns.host}:{ns.port} (Press CTRL+C to quit)",
+        "[INFO] The server is fired up and ready to roll!",
+    ]
+    health_gen = ctx.env.get("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", "true").lower() not in ("0", "false")
+    return EngineSpec(
+        kind="sglang", served_names=names, model=ns.model_path, port=ns.port, core=core,
+        startup_s=_startup(weights_total / tp, phys, ctx, scale), time_scale=scale,
+        enable_lora=bool(ns.enable_lora or ns.lora_paths), runtime_lora=True, lora_modules=lora_modules,
+        max_loras=ns.max_loras_per_batch, enable_metrics=ns.enable_metrics, pd_role=_pd(role),
+        kv_cache_dtype=ns.kv_cache_dtype, max_total_tokens=tokens, page_size=page, mem_fraction=mem_fraction,
+        sglang_buckets=buckets, logs=logs, health_generation=health_gen,
+    )

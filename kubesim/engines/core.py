@@ -1,0 +1,543 @@
+"""The simulated engine core shared by vLLM and SGLang: block pool, prefix cache, scheduler, step loop.
+
+One asyncio task per engine steps the running batch the way vLLM v1's scheduler does: every request
+has `num_tokens` (prompt plus generated) and `num_computed`; a step gives each running request the
+tokens it still needs within the batched-token budget (decodes 1, prefills a chunk), then admits
+waiting requests while sequences and blocks allow. A step lasts the roofline of its FLOPs (prefill)
+and the bytes it reads (weights plus KV, decode), so latency follows the GPU. Blocks run out →
+the newest running request is preempted and recomputed later. Times are simulated seconds on a
+clock that can run faster than the wall clock (`time_scale`) for tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from kubesim.engines.hardware import GPU, ModelArch
+
+
+class Clock:
+    """Simulated seconds: wall-clock seconds × `scale` since creation (scale 1 = real time)."""
+
+    def __init__(self, scale: float = 1.0):
+        self.scale = scale
+        self._t0 = time.monotonic()
+
+    def now(self) -> float:
+        return (time.monotonic() - self._t0) * self.scale
+
+    async def sleep_until(self, t: float) -> None:
+        delay = (t - self.now()) / self.scale
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+
+@dataclass
+class Physics:
+    """Achieved fractions of the nominal GPU figures and the other physical constants of the model."""
+
+    prefill_flops_fraction: float = 0.5
+    decode_bandwidth_fraction: float = 0.7
+    step_overhead_s: float = 0.002  # scheduler, sampling and kernel launches per step
+    kv_link_bandwidth: float = 50e9  # bytes/s between prefill and decode engines (400 Gb/s RDMA)
+    kv_link_latency_s: float = 0.001
+    storage_bandwidth: float = 2e9  # bytes/s reading weights at start-up
+    warmup_s: float = 20.0  # CUDA graphs, compilation, profiling run
+
+
+@dataclass
+class CoreConfig:
+    """What the step loop needs, already resolved from the engine's flags."""
+
+    model: ModelArch
+    gpu: GPU
+    tp: int
+    num_blocks: int
+    block_size: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    max_model_len: int
+    kv_bytes_per_token_rank: float
+    weight_bytes_rank: float
+    prefix_caching: bool = True
+    chunked_prefill: bool = True
+    kv_role: str | None = None  # "producer", "consumer", "both" or None
+    reserve_null_block: bool = True
+    physics: Physics = field(default_factory=Physics)
+    seed: int = 0
+
+
+class Block:
+    __slots__ = ("bid", "block_hash", "ref")
+
+    def __init__(self, bid: int):
+        self.bid = bid
+        self.ref = 0
+        self.block_hash: int | None = None
+
+
+class BlockPool:
+    """Fixed blocks with reference counts; free blocks keep their hash (evictable cache) in LRU order."""
+
+    def __init__(self, num_blocks: int, reserve_null: bool):
+        usable = num_blocks - 1 if reserve_null and num_blocks > 0 else num_blocks
+        self.capacity = max(usable, 0)
+        self.free: dict[int, Block] = {i: Block(i) for i in range(self.capacity)}
+        self.cached: dict[int, Block] = {}
+
+    @property
+    def num_free(self) -> int:
+        return len(self.free)
+
+    def usage(self) -> float:
+        return 1.0 - len(self.free) / self.capacity if self.capacity else 0.0
+
+    def allocate(self, n: int) -> list[Block] | None:
+        if n > len(self.free):
+            return None
+        out = []
+        free, cached = self.free, self.cached
+        for _ in range(n):
+            blk = free.pop(next(iter(free)))
+            if blk.block_hash is not None:
+                if cached.get(blk.block_hash) is blk:
+                    del cached[blk.block_hash]
+                blk.block_hash = None
+            blk.ref = 1
+            out.append(blk)
+        return out
+
+    def touch(self, blk: Block) -> None:
+        if blk.ref == 0:
+            del self.free[blk.bid]
+        blk.ref += 1
+
+    def release(self, blocks: list[Block]) -> None:
+        free = self.free
+        for blk in reversed(blocks):
+            blk.ref -= 1
+            if blk.ref == 0:
+                free[blk.bid] = blk
+
+    def lookup(self, hashes: list[int], limit: int) -> list[Block]:
+        hits = []
+        cached = self.cached
+        for h in hashes[:limit]:
+            blk = cached.get(h)
+            if blk is None:
+                break
+            hits.append(blk)
+        return hits
+
+    def register(self, blk: Block, block_hash: int) -> None:
+        if block_hash not in self.cached and blk.block_hash is None:
+            blk.block_hash = block_hash
+            self.cached[block_hash] = blk
+
+    def reset_cache(self) -> None:
+        for blk in self.cached.values():
+            blk.block_hash = None
+        self.cached.clear()
+
+
+def block_hashes(tokens: list[int], block_size: int) -> list[int]:
+    """Chained hashes of the full blocks: each depends on its parent, so equal hashes mean equal prefixes."""
+    out = []
+    parent = 0
+    for i in range(0, len(tokens) - block_size + 1, block_size):
+        parent = hash((parent, *tokens[i : i + block_size]))
+        out.append(parent)
+    return out
+
+
+class Request:
+    """One request inside the engine; times are simulated seconds."""
+
+    __slots__ = (
+        "arrival",
+        "block_hashes",
+        "blocks",
+        "cached_tokens",
+        "done",
+        "finish_reason",
+        "first_scheduled",
+        "first_token",
+        "generated",
+        "kv_ready_at",
+        "last_token",
+        "lora",
+        "max_tokens",
+        "num_computed",
+        "num_registered",
+        "output_len",
+        "preemptions",
+        "prefill_done",
+        "prompt_len",
+        "prompt_tokens",
+        "queue",
+        "remote_kv",
+        "request_id",
+        "stream",
+        "token_times",
+    )
+
+    def __init__(
+        self,
+        request_id: str,
+        prompt_tokens: list[int],
+        output_len: int,
+        max_tokens: int,
+        *,
+        stream: bool = False,
+        remote_kv: bool = False,
+        lora: str | None = None,
+    ):
+        self.request_id = request_id
+        self.prompt_tokens = prompt_tokens
+        self.prompt_len = len(prompt_tokens)
+        self.output_len = output_len
+        self.max_tokens = max_tokens
+        self.stream = stream
+        self.remote_kv = remote_kv
+        self.lora = lora
+        self.block_hashes: list[int] = []
+        self.blocks: list[Block] = []
+        self.num_computed = 0
+        self.num_registered = 0
+        self.generated = 0
+        self.cached_tokens = -1  # set at first admission
+        self.preemptions = 0
+        self.arrival = 0.0
+        self.first_scheduled: float | None = None
+        self.prefill_done: float | None = None
+        self.first_token: float | None = None
+        self.last_token = 0.0
+        self.kv_ready_at = 0.0
+        self.finish_reason: str | None = None
+        self.token_times: list[float] | None = None
+        self.done: asyncio.Future | None = None
+        self.queue: asyncio.Queue | None = None
+
+    @property
+    def num_tokens(self) -> int:
+        return self.prompt_len + self.generated
+
+
+class EngineObserver:
+    """Hooks the metrics layer implements; the defaults do nothing."""
+
+    def on_admit(self, req: Request, hit_tokens: int, now: float) -> None: ...
+
+    def on_step(self, req_tokens: int, prefill_tokens: int, hit_tokens: int, duration: float) -> None: ...
+
+    def on_tokens(self, itl: float, count: int) -> None: ...
+
+    def on_first_token(self, req: Request) -> None: ...
+
+    def on_finish(self, req: Request) -> None: ...
+
+    def on_preempt(self, req: Request) -> None: ...
+
+
+class EngineCore:
+    """The continuous-batching loop of one engine instance (one data-parallel rank)."""
+
+    def __init__(self, cfg: CoreConfig, clock: Clock, observer: EngineObserver | None = None):
+        self.cfg = cfg
+        self.clock = clock
+        self.observer = observer or EngineObserver()
+        self.pool = BlockPool(cfg.num_blocks, cfg.reserve_null_block)
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.transferring: list[Request] = []
+        self.rng = random.Random(cfg.seed)
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self.steps = 0
+        self.busy_model_s = 0.0  # sum of modelled step durations
+        self.busy_actual_s = 0.0  # sum of the durations the steps actually took
+        self.last_prefill_hit_rate = 0.0
+        self.gen_tokens_window: deque[tuple[float, int]] = deque()
+        self._dense_flops = 2 * cfg.model.active / cfg.tp
+        self._attn_flops = 4 * cfg.model.layers * cfg.model.hidden / cfg.tp
+        phys = cfg.physics
+        self._flops_rate = cfg.gpu.flops * phys.prefill_flops_fraction
+        self._bw_rate = cfg.gpu.bandwidth * phys.decode_bandwidth_fraction
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+        for req in [*self.running, *self.waiting, *self.transferring]:
+            self._finish(req, "abort", self.clock.now())
+
+    # -- requests ----------------------------------------------------------------------------------------
+    def add(self, req: Request) -> Request:
+        """Queue a request; await `req.done` (and read `req.queue` when streaming)."""
+        req.arrival = self.clock.now()
+        req.last_token = req.arrival
+        req.done = asyncio.get_running_loop().create_future()
+        if req.stream:
+            req.queue = asyncio.Queue()
+        if self.cfg.prefix_caching:
+            req.block_hashes = block_hashes(req.prompt_tokens, self.cfg.block_size)
+        self.waiting.append(req)
+        self._wake.set()
+        return req
+
+    def abort(self, req: Request) -> None:
+        if req.finish_reason is None:
+            if req in self.waiting:
+                self.waiting.remove(req)
+            self._finish(req, "abort", self.clock.now())
+
+    # -- model -------------------------------------------------------------------------------------------
+    def step_time(self, prefill: list[tuple[int, int]], decode_ctx: list[int]) -> float:
+        """Roofline of one step: prefill chunks (start, length) and decode contexts, on this engine's GPU."""
+        cfg = self.cfg
+        tokens = len(decode_ctx)
+        attn = 0.0
+        for start, n in prefill:
+            tokens += n
+            attn += n * (start + n / 2)
+        kv_ctx = sum(decode_ctx)
+        attn += kv_ctx
+        flops = self._dense_flops * tokens + self._attn_flops * attn
+        compute = flops / self._flops_rate
+        kv_read = kv_ctx + sum(start + n for start, n in prefill)
+        memory = (cfg.weight_bytes_rank + kv_read * cfg.kv_bytes_per_token_rank) / self._bw_rate
+        return max(compute, memory) + cfg.physics.step_overhead_s
+
+    def prefill_seconds(self, prompt_len: int) -> float:
+        """Modelled time of one prompt's prefill alone, chunked by the batched-token budget."""
+        budget = self.cfg.max_num_batched_tokens if self.cfg.chunked_prefill else max(prompt_len, 1)
+        t, start = 0.0, 0
+        while start < prompt_len:
+            n = min(budget, prompt_len - start)
+            t += self.step_time([(start, n)], [])
+            start += n
+        return t
+
+    def kv_transfer_seconds(self, tokens: int) -> float:
+        cfg = self.cfg
+        return cfg.physics.kv_link_latency_s + tokens * cfg.kv_bytes_per_token_rank * cfg.tp / (
+            cfg.physics.kv_link_bandwidth
+        )
+
+    def kv_usage(self) -> float:
+        return self.pool.usage()
+
+    def gen_throughput(self, window: float = 5.0) -> float:
+        now = self.clock.now()
+        q = self.gen_tokens_window
+        while q and q[0][0] < now - window:
+            q.popleft()
+        return sum(n for _, n in q) / window
+
+    # -- scheduler ---------------------------------------------------------------------------------------
+    def _blocks_needed(self, req: Request, upto: int) -> int:
+        return max(0, -(-upto // self.cfg.block_size) - len(req.blocks))
+
+    def _preempt(self, now: float) -> Request:
+        victim = self.running.pop()
+        self.pool.release(victim.blocks)
+        victim.blocks = []
+        victim.num_computed = 0
+        victim.num_registered = 0
+        victim.preemptions += 1
+        self.waiting.appendleft(victim)
+        self.observer.on_preempt(victim)
+        return victim
+
+    def _schedule(self, now: float) -> list[tuple[Request, int]]:
+        cfg = self.cfg
+        budget = cfg.max_num_batched_tokens
+        if not cfg.chunked_prefill:
+            budget = max(budget, cfg.max_model_len)
+        batch: list[tuple[Request, int]] = []
+        preempted: set[int] = set()
+        i = 0
+        while i < len(self.running) and budget > 0:
+            req = self.running[i]
+            n = min(req.num_tokens - req.num_computed, budget)
+            if n <= 0:
+                i += 1
+                continue
+            need = self._blocks_needed(req, req.num_computed + n)
+            while need > self.pool.num_free:
+                victim = self._preempt(now)
+                preempted.add(id(victim))
+                if victim is req:
+                    break
+            if id(req) in preempted:
+                break
+            if need:
+                req.blocks.extend(self.pool.allocate(need))
+            batch.append((req, n))
+            budget -= n
+            i += 1
+        if preempted:
+            return batch
+        while self.waiting and budget > 0 and len(self.running) < cfg.max_num_seqs:
+            req = self.waiting[0]
+            if req.remote_kv and req.num_computed == 0 and not req.blocks:
+                need = self._blocks_needed(req, req.prompt_len)
+                if need > self.pool.num_free:
+                    break
+                self.waiting.popleft()
+                req.blocks = self.pool.allocate(need)
+                req.first_scheduled = now
+                req.kv_ready_at = now + self.kv_transfer_seconds(req.prompt_len)
+                req.cached_tokens = 0
+                self.observer.on_admit(req, 0, now)
+                self.transferring.append(req)
+                continue
+            hits: list[Block] = []
+            if req.num_computed == 0 and cfg.prefix_caching and req.block_hashes:
+                # At least one token is always computed, so a full hit leaves the last block out.
+                hits = self.pool.lookup(req.block_hashes, (req.num_tokens - 1) // cfg.block_size)
+            hit_tokens = len(hits) * cfg.block_size
+            n = req.num_tokens - hit_tokens
+            if not cfg.chunked_prefill and n > budget:
+                break
+            n = min(n, budget)
+            for blk in hits:
+                self.pool.touch(blk)
+            need = -(-(hit_tokens + n) // cfg.block_size) - len(hits)
+            new = self.pool.allocate(need)
+            if new is None:
+                self.pool.release(hits)
+                break
+            self.waiting.popleft()
+            req.blocks = hits + new
+            req.num_computed = hit_tokens
+            req.num_registered = len(hits)
+            if req.first_scheduled is None:
+                req.first_scheduled = now
+                req.cached_tokens = hit_tokens
+            self.observer.on_admit(req, hit_tokens, now)
+            self.running.append(req)
+            batch.append((req, n))
+            budget -= n
+        return batch
+
+    def _advance(self, batch: list[tuple[Request, int]], now: float, step_s: float) -> None:
+        bs = self.cfg.block_size
+        finished = []
+        gen = 0
+        itl_count = 0
+        for req, n in batch:
+            req.num_computed += n
+            if self.cfg.prefix_caching and req.num_registered < len(req.block_hashes):
+                full = min(req.num_computed // bs, len(req.block_hashes))
+                for j in range(req.num_registered, full):
+                    self.pool.register(req.blocks[j], req.block_hashes[j])
+                req.num_registered = max(req.num_registered, full)
+            if req.num_computed < req.num_tokens:
+                continue
+            req.generated += 1
+            gen += 1
+            if req.first_token is None:
+                req.first_token = now
+                req.prefill_done = now
+                self.observer.on_first_token(req)
+            else:
+                itl_count += 1
+            if req.queue is not None:
+                req.queue.put_nowait(req.generated)
+            if req.token_times is not None:
+                req.token_times.append(now)
+            req.last_token = now
+            if req.generated >= req.output_len or req.num_tokens >= self.cfg.max_model_len:
+                finished.append(req)
+        if itl_count:
+            self.observer.on_tokens(step_s, itl_count)
+        if gen:
+            self.gen_tokens_window.append((now, gen))
+        for req in finished:
+            self.running.remove(req)
+            self.pool.release(req.blocks)
+            req.blocks = []
+            reason = "length" if req.generated >= req.max_tokens or req.num_tokens >= self.cfg.max_model_len else "stop"
+            self._finish(req, reason, now)
+
+    def _finish(self, req: Request, reason: str, now: float) -> None:
+        req.finish_reason = reason
+        if req.blocks:
+            self.pool.release(req.blocks)
+            req.blocks = []
+        if req in self.running:
+            self.running.remove(req)
+        if req in self.transferring:
+            self.transferring.remove(req)
+        req.last_token = now if req.generated == 0 else req.last_token
+        self.observer.on_finish(req)
+        if req.queue is not None:
+            req.queue.put_nowait(None)
+        if req.done is not None and not req.done.done():
+            req.done.set_result(req)
+
+    async def _loop(self) -> None:
+        clock = self.clock
+        while True:
+            now = clock.now()
+            if self.transferring:
+                ready = [r for r in self.transferring if r.kv_ready_at <= now]
+                for req in ready:
+                    self.transferring.remove(req)
+                    # The prompt's KV arrived; the last prompt token is run to sample the first token.
+                    req.num_computed = req.prompt_len - 1
+                    self.running.append(req)
+            batch = self._schedule(now) if (self.running or self.waiting) else []
+            if not batch:
+                self._wake.clear()
+                timeout = None
+                if self.transferring:
+                    timeout = max(0.0, min(r.kv_ready_at for r in self.transferring) - now) / clock.scale
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+                except TimeoutError:
+                    pass
+                continue
+            prefill = []
+            decode_ctx = []
+            prefill_tokens = 0
+            for req, n in batch:
+                if n == 1 and req.num_computed == req.num_tokens - 1 and req.generated:
+                    decode_ctx.append(req.num_computed)
+                else:
+                    prefill.append((req.num_computed, n))
+                    prefill_tokens += n
+            dt = self.step_time(prefill, decode_ctx)
+            wall0 = time.monotonic()
+            await clock.sleep_until(now + dt)
+            end = clock.now()
+            self.steps += 1
+            self.busy_model_s += dt
+            self.busy_actual_s += (time.monotonic() - wall0) * clock.scale
+            total = prefill_tokens + len(decode_ctx)
+            self.observer.on_step(total, prefill_tokens, 0, end - now)
+            self._advance(batch, end, end - now)
+
+
+def output_length(seed: int, request_id: str, max_tokens: int, ignore_eos: bool, rng_cap: int = 512) -> int:
+    """Deterministic 'natural' length: max_tokens when EOS is ignored, else a seeded draw capped by it."""
+    if ignore_eos:
+        return max_tokens
+    r = random.Random(hash((seed, request_id)))
+    natural = int(math.exp(r.gauss(math.log(128), 0.6)))
+    return max(1, min(max_tokens, natural, rng_cap))

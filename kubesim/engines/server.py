@@ -1,0 +1,405 @@
+"""The HTTP face of a simulated engine: OpenAI endpoints, health, LoRA and /metrics on a loopback port.
+
+`EngineWorkload` implements kubesim's Workload protocol; vLLM and SGLang differ in their paths, error
+shapes, metrics and start-up behaviour, which `spec.kind` selects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+import uuid
+
+from aiohttp import web
+
+from kubesim.engines.config import SGLANG_VERSION, VLLM_VERSION, EngineSpec
+from kubesim.engines.core import Clock, EngineCore, Request, output_length
+from kubesim.engines.metrics import SglangMetrics, VllmMetrics
+from kubesim.engines.tokenizer import chat_prompt, generated_words, tokenize
+
+# Engines running in this process by base URL, so an in-process router can read their load directly.
+LOCAL_ENGINES: dict[str, EngineWorkload] = {}
+
+_ids = itertools.count(1)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, kind: str = "BadRequestError", param: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.kind, self.param = status, message, kind, param
+
+
+class EngineWorkload:
+    """One simulated vLLM or SGLang server (Workload protocol)."""
+
+    def __init__(self, spec: EngineSpec, *, seed: int = 0):
+        self.spec = spec
+        self.seed = seed
+        self.clock = Clock(spec.time_scale)
+        self.core: EngineCore | None = None
+        self.metrics: VllmMetrics | SglangMetrics | None = None
+        self._runner: web.AppRunner | None = None
+        self._ready_at = 0.0
+        self._logs = list(spec.logs)
+        self.loras: dict[str, str] = dict(spec.lora_modules)
+        self.base_url = ""
+        self.port = 0
+
+    # -- Workload protocol ---------------------------------------------------------------------------------
+    def startup_seconds(self) -> float:
+        return self.spec.startup_s
+
+    def logs(self) -> list[str]:
+        return list(self._logs)
+
+    async def start(self) -> int:
+        spec = self.spec
+        if spec.kind == "vllm":
+            cfg = spec.core
+            self.metrics = VllmMetrics(
+                spec.served_names[0], "0", cfg.max_model_len, spec.cache_info, spec.enable_lora, spec.max_loras,
+                cfg.kv_role == "consumer", spec.log_stats, spec.custom_buckets,
+            )
+        else:
+            engine_type = {"prefill": "prefill", "decode": "decode"}.get(spec.pd_role or "", "unified")
+            consts = {
+                "max_total_num_tokens": spec.max_total_tokens,
+                "page_size": spec.page_size,
+                "num_pages": spec.max_total_tokens // spec.page_size,
+                "context_len": spec.core.max_model_len,
+                "kv_cache_memory_usage_gb": spec.max_total_tokens * spec.core.kv_bytes_per_token_rank / 1024**3,
+            }
+            self.metrics = SglangMetrics(spec.served_names[0], engine_type, consts, spec.sglang_buckets)
+        self.core = EngineCore(spec.core, self.clock, self.metrics)
+        self.core.start()
+        app = web.Application(client_max_size=64 * 1024**2)
+        self._routes(app)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self._ready_at = time.monotonic() + spec.startup_s
+        LOCAL_ENGINES[self.base_url] = self
+        return self.port
+
+    async def stop(self) -> None:
+        LOCAL_ENGINES.pop(self.base_url, None)
+        if self.core is not None:
+            await self.core.stop()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    def ready(self) -> bool:
+        return time.monotonic() >= self._ready_at
+
+    # -- direct submission (routers in-process and the benchmark) ---------------------------------------------
+    def new_request(self, prompt_tokens: list[int], max_tokens: int, *, ignore_eos: bool = True,
+                    stream: bool = False, remote_kv: bool = False) -> Request:
+        rid = f"req-{next(_ids)}"
+        out = output_length(self.seed, rid, max_tokens, ignore_eos)
+        return Request(rid, prompt_tokens, out, max_tokens, stream=stream, remote_kv=remote_kv)
+
+    # -- HTTP ------------------------------------------------------------------------------------------------
+    def _routes(self, app: web.Application) -> None:
+        kind = self.spec.kind
+        r = app.router
+        r.add_get("/health", self._health)
+        r.add_get("/v1/models", self._models)
+        r.add_post("/v1/completions", self._completions)
+        r.add_post("/v1/chat/completions", self._chat)
+        r.add_get("/metrics", self._metrics)
+        if kind == "vllm":
+            r.add_get("/ping", self._health)
+            r.add_post("/ping", self._health)
+            r.add_get("/version", self._version)
+            if self.spec.runtime_lora:
+                r.add_post("/v1/load_lora_adapter", self._load_lora)
+                r.add_post("/v1/unload_lora_adapter", self._unload_lora)
+        else:
+            r.add_get("/ready", self._ready)
+            r.add_get("/health_generate", self._health_generate)
+            r.add_get("/v1/models/{model:.+}", self._model_one)
+            r.add_get("/model_info", self._model_info)
+            r.add_get("/get_model_info", self._model_info)
+            r.add_get("/server_info", self._server_info)
+            r.add_get("/v1/loads", self._loads)
+            r.add_post("/load_lora_adapter", self._load_lora)
+            r.add_post("/unload_lora_adapter", self._unload_lora)
+
+    def _error(self, status: int, message: str, kind: str = "BadRequestError", param: str | None = None):
+        if self.spec.kind == "vllm":
+            body = {"error": {"message": message, "type": kind, "param": param, "code": status}}
+        else:
+            body = {"object": "error", "message": message, "type": kind, "param": param, "code": status}
+        return web.json_response(body, status=status)
+
+    def _starting(self) -> web.Response | None:
+        if not self.ready():
+            return web.Response(status=503, text="Service Unavailable: model is loading")
+        return None
+
+    async def _health(self, request: web.Request) -> web.Response:
+        if not self.ready():
+            return web.Response(status=503)
+        return web.Response(status=200)
+
+    async def _ready(self, request: web.Request) -> web.Response:
+        if not self.ready():
+            return web.json_response({"status": "loading"}, status=503)
+        return web.json_response({"status": "ready"})
+
+    async def _health_generate(self, request: web.Request) -> web.Response:
+        if not self.ready():
+            return web.Response(status=503)
+        req = self.core.add(self.new_request(tokenize("health"), 1))
+        await req.done
+        return web.Response(status=200)
+
+    async def _version(self, request: web.Request) -> web.Response:
+        return web.json_response({"version": VLLM_VERSION})
+
+    def _model_cards(self) -> list[dict]:
+        created = int(time.time())
+        owner = "vllm" if self.spec.kind == "vllm" else "sglang"
+        cards = [
+            {"id": name, "object": "model", "created": created, "owned_by": owner, "root": self.spec.model,
+             "parent": None, "max_model_len": self.spec.core.max_model_len}
+            for name in self.spec.served_names
+        ]
+        for name, path in self.loras.items():
+            cards.append({"id": name, "object": "model", "created": created, "owned_by": owner, "root": path,
+                          "parent": self.spec.served_names[0], "max_model_len": self.spec.core.max_model_len})
+        return cards
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": self._model_cards()})
+
+    async def _model_one(self, request: web.Request) -> web.Response:
+        name = request.match_info["model"]
+        for card in self._model_cards():
+            if card["id"] == name:
+                return web.json_response(card)
+        return self._error(404, f"The model `{name}` does not exist.", "NotFoundError", "model")
+
+    async def _model_info(self, request: web.Request) -> web.Response:
+        return web.json_response({"model_path": self.spec.model, "tokenizer_path": self.spec.model,
+                                  "is_generation": True})
+
+    async def _server_info(self, request: web.Request) -> web.Response:
+        s = self.spec
+        return web.json_response({
+            "version": SGLANG_VERSION, "model_path": s.model, "served_model_name": s.served_names[0],
+            "tp_size": s.core.tp, "max_total_num_tokens": s.max_total_tokens,
+            "mem_fraction_static": s.mem_fraction, "context_length": s.core.max_model_len,
+            "max_running_requests": s.core.max_num_seqs, "chunked_prefill_size": s.core.max_num_batched_tokens,
+            "disaggregation_mode": s.pd_role or "null",
+        })
+
+    async def _loads(self, request: web.Request) -> web.Response:
+        core = self.core
+        return web.json_response({"loads": [{"dp_rank": 0, "num_reqs": len(core.running) + len(core.waiting),
+                                             "num_waiting_reqs": len(core.waiting),
+                                             "num_tokens": sum(r.num_tokens for r in core.running)}]})
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        if self.spec.kind == "sglang":
+            if not self.spec.enable_metrics:
+                return web.Response(status=404, text="Not Found")
+            body = self.metrics.exposition(self.core, self.spec.core.block_size, self.spec.max_total_tokens)
+        else:
+            body = self.metrics.exposition(self.core, list(self.loras))
+        return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+    async def _load_lora(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        name, path = body.get("lora_name"), body.get("lora_path")
+        if not self.spec.enable_lora:
+            msg = ("LoRA is not enabled. Please set --enable-lora." if self.spec.kind == "sglang"
+                   else "LoRA is not enabled in this engine.")
+            return self._error(400, msg)
+        if not name or not path:
+            return self._error(400, "Both 'lora_name' and 'lora_path' must be provided.")
+        if name in self.loras and not body.get("load_inplace"):
+            return self._error(400, f"The lora adapter '{name}' has already been loaded.", param="lora_name")
+        self.loras[name] = path
+        self._logs.append(f"INFO Loaded new LoRA adapter: name '{name}', path '{path}'")
+        if self.spec.kind == "sglang":
+            return web.json_response({"success": True, "error_message": "", "loaded_adapters": dict(self.loras)})
+        return web.Response(text=f"Success: LoRA adapter '{name}' added successfully.")
+
+    async def _unload_lora(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        name = body.get("lora_name")
+        if name not in self.loras:
+            return self._error(404, f"The lora adapter '{name}' cannot be found.", "NotFoundError", "lora_name")
+        del self.loras[name]
+        if self.spec.kind == "sglang":
+            return web.json_response({"success": True, "error_message": "", "loaded_adapters": dict(self.loras)})
+        return web.Response(text=f"Success: LoRA adapter '{name}' removed successfully.")
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, chat=False)
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, chat=True)
+
+    def _parse(self, body: dict, chat: bool) -> tuple[list[int], int, bool]:
+        """(prompt tokens, max_tokens, ignore_eos) from an OpenAI request, with the engines' validation."""
+        spec = self.spec
+        model = body.get("model")
+        if model is not None and model not in spec.served_names and model not in self.loras:
+            raise ApiError(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
+        if chat:
+            messages = body.get("messages")
+            if not isinstance(messages, list) or not messages:
+                raise ApiError(400, "messages: Field required" if messages is None else "messages must be a list")
+            tokens = tokenize(chat_prompt(messages))
+        else:
+            prompt = body.get("prompt")
+            if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+                tokens = list(prompt)
+            elif isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+                tokens = tokenize(prompt[0])
+            elif isinstance(prompt, str):
+                tokens = tokenize(prompt)
+            else:
+                raise ApiError(400, "prompt: Field required" if prompt is None else "Only one prompt is supported")
+        if not tokens:
+            raise ApiError(400, "The prompt cannot be empty.")
+        if body.get("n", 1) != 1:
+            raise ApiError(400, "Only n=1 is supported by this simulated engine.", param="n")
+        limit = spec.core.max_model_len
+        raw = body.get("max_completion_tokens") if chat else None
+        raw = raw if raw is not None else body.get("max_tokens")
+        if raw is None and spec.kind == "sglang":
+            raw = body.get("max_new_tokens")
+        if raw is None:
+            max_tokens = limit - len(tokens) if chat else 16
+        elif not isinstance(raw, int) or raw < 1:
+            raise ApiError(400, f"max_tokens must be at least 1, got {raw}.", param="max_tokens")
+        else:
+            max_tokens = raw
+        if len(tokens) + max_tokens > limit:
+            if spec.kind == "vllm":
+                raise ApiError(
+                    400,
+                    f"This model's maximum context length is {limit} tokens. However, you requested "
+                    f"{len(tokens) + max_tokens} tokens ({len(tokens)} in the messages, {max_tokens} in the "
+                    "completion). Please reduce the length of the messages or completion.",
+                    param="max_tokens",
+                )
+            raise ApiError(
+                400,
+                f"Requested token count exceeds the model's maximum context length of {limit} tokens. You "
+                f"requested a total of {len(tokens) + max_tokens} tokens: {len(tokens)} tokens from the input "
+                f"messages and {max_tokens} tokens for the completion. Please reduce the number of tokens in the "
+                "input messages or the completion to fit within the limit.",
+            )
+        if max_tokens < 1:
+            raise ApiError(400, f"The prompt ({len(tokens)} tokens) leaves no room for a completion.")
+        return tokens, max_tokens, bool(body.get("ignore_eos", False))
+
+    async def _serve(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        starting = self._starting()
+        if starting is not None:
+            return starting
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return self._error(400, "Invalid JSON body")
+        if not isinstance(body, dict):
+            return self._error(400, "The request body must be a JSON object")
+        try:
+            tokens, max_tokens, ignore_eos = self._parse(body, chat)
+        except ApiError as e:
+            return self._error(e.status, e.message, e.kind, e.param)
+        spec = self.spec
+        kv_params = body.get("kv_transfer_params") or {}
+        remote_kv = False
+        if spec.pd_role == "decode":
+            remote_kv = bool(kv_params.get("do_remote_prefill") or body.get("bootstrap_room") is not None)
+            if spec.kind == "sglang" and not remote_kv:
+                return self._error(400, "Disaggregated decode requires bootstrap_host and bootstrap_room.")
+        if spec.pd_role == "prefill" and spec.kind == "sglang":
+            max_tokens = 1
+        stream = bool(body.get("stream", False))
+        req = self.new_request(tokens, max_tokens, ignore_eos=ignore_eos, stream=stream, remote_kv=remote_kv)
+        req.lora = body.get("model") if body.get("model") in self.loras else None
+        self.core.add(req)
+        model = body.get("model") or spec.served_names[0]
+        rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
+        created = int(time.time())
+        if stream:
+            return await self._stream(request, req, rid, model, created, chat, body)
+        try:
+            await req.done
+        except asyncio.CancelledError:
+            self.core.abort(req)
+            raise
+        text = "".join(generated_words(self.seed, req.request_id, req.generated))
+        usage = {"prompt_tokens": req.prompt_len, "completion_tokens": req.generated,
+                 "total_tokens": req.prompt_len + req.generated}
+        if req.cached_tokens > 0:
+            usage["prompt_tokens_details"] = {"cached_tokens": req.cached_tokens}
+        if chat:
+            choice = {"index": 0, "message": {"role": "assistant", "content": text},
+                      "logprobs": None, "finish_reason": req.finish_reason}
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": req.finish_reason}
+        out = {"id": rid, "object": "chat.completion" if chat else "text_completion", "created": created,
+               "model": model, "choices": [choice], "usage": usage}
+        if spec.pd_role == "prefill" and spec.kind == "vllm":
+            out["kv_transfer_params"] = {"do_remote_prefill": True, "do_remote_decode": False,
+                                         "remote_engine_id": f"sim-{self.port}", "remote_host": "127.0.0.1",
+                                         "remote_port": self.port, "remote_block_ids": [],
+                                         "num_prompt_tokens": req.prompt_len}
+        return web.json_response(out)
+
+    async def _stream(self, request, req: Request, rid: str, model: str, created: int, chat: bool,
+                      body: dict) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        obj = "chat.completion.chunk" if chat else "text_completion"
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        words = generated_words(self.seed, req.request_id, req.output_len)
+
+        def chunk(delta: str | None, finish: str | None, first: bool = False) -> bytes:
+            if chat:
+                d = {"role": "assistant", "content": ""} if first else ({"content": delta} if delta else {})
+                choice = {"index": 0, "delta": d, "logprobs": None, "finish_reason": finish}
+            else:
+                choice = {"index": 0, "text": delta or "", "logprobs": None, "finish_reason": finish}
+            payload = {"id": rid, "object": obj, "created": created, "model": model, "choices": [choice]}
+            if include_usage:
+                payload["usage"] = None
+            return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+        try:
+            if chat:
+                await resp.write(chunk(None, None, first=True))
+            sent = 0
+            while True:
+                n = await req.queue.get()
+                if n is None:
+                    break
+                pieces = "".join(words[sent:n])
+                sent = n
+                await resp.write(chunk(pieces, None))
+            await resp.write(chunk(None, req.finish_reason))
+            if include_usage:
+                usage = {"prompt_tokens": req.prompt_len, "completion_tokens": req.generated,
+                         "total_tokens": req.prompt_len + req.generated}
+                payload = {"id": rid, "object": obj, "created": created, "model": model, "choices": [],
+                           "usage": usage}
+                await resp.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+            await resp.write(b"data: [DONE]\n\n")
+        except (ConnectionResetError, asyncio.CancelledError):
+            self.core.abort(req)
+            raise
+        await resp.write_eof()
+        return resp
