@@ -83,6 +83,7 @@ INSTALLED_APPS = [
     "apps.telemetry",
     "apps.autoscaling",
     "apps.web",
+    "workers",
 ]
 
 MIDDLEWARE = [
@@ -224,7 +225,10 @@ CELERY_TASK_ROUTES = {
     "workers.tasks.autoscale.*": {"queue": "autoscale"},
 }
 CELERY_TIMEZONE = "UTC"
-CELERY_BEAT_SCHEDULE: dict = {}
+RECONCILE_RESYNC_SECONDS = strict_int("RECONCILE_RESYNC_SECONDS", 30)
+CELERY_BEAT_SCHEDULE: dict = {
+    "resync-services": {"task": "workers.tasks.reconcile.resync", "schedule": strict_int("RESYNC_TICK_SECONDS", 10)},
+}
 
 LOGGING = {
     "version": 1,

@@ -1,0 +1,240 @@
+"""One reconcile pass of one service: claim, render, apply, prune, read back, write status.
+
+Level-based and idempotent: it computes the desired objects from the database, converges the cluster
+on them with the fewest writes (`Kube.sync`), and writes what it observed. Doing it twice changes
+nothing. Slow cluster I/O never runs inside a database transaction; the claim is a PostgreSQL
+advisory lock held on the worker's own connection, so a dead worker releases it with its connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from django.db import connection
+from django.utils import timezone
+
+from apps.serving.choices import Phase
+from apps.serving.models import InferenceService, Pool
+from apps.serving.rendering import render_service
+from apps.serving.rendering.gpus import gpu_kind
+from apps.serving.rendering.spec import spec_from_service
+from workers import status as st
+from workers.kube import ClusterError, Kube, PermanentClusterError
+
+log = logging.getLogger(__name__)
+
+SERVICE_UID_LABEL = "controlplane.io/service-uid"
+LOCK_NAMESPACE = 0x5EC0  # first key of the two-int advisory lock; the second is the service id
+MANAGED_KINDS = (
+    ("apps/v1", "Deployment"),
+    ("v1", "Service"),
+    ("policy/v1", "PodDisruptionBudget"),
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
+    ("autoscaling/v2", "HorizontalPodAutoscaler"),
+    ("keda.sh/v1alpha1", "ScaledObject"),
+    ("inference.networking.k8s.io/v1", "InferencePool"),
+    ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+)
+WORKLOAD_KINDS = {"Deployment", "LeaderWorkerSet"}
+REQUEUE_WHILE_DEPLOYING = 3.0
+REQUEUE_WHILE_FAILING = 15.0
+
+_clients: dict[tuple[int, str], Kube] = {}
+
+
+def kube_for(cluster) -> Kube:
+    """A cached client per cluster row version (a credentials change builds a new one)."""
+    key = (cluster.pk, cluster.updated.isoformat() if getattr(cluster, "updated", None) else "")
+    client = _clients.get(key)
+    if client is None:
+        for stale in [k for k in _clients if k[0] == cluster.pk]:
+            _clients.pop(stale).close()
+        client = _clients[key] = Kube(cluster.credentials())
+    return client
+
+
+@dataclass
+class Outcome:
+    """What a pass did and whether the service wants another look soon."""
+
+    service_id: int
+    result: str  # converged | progressing | failed | deleted | busy | gone | error
+    applied: int = 0
+    pruned: int = 0
+    requeue_after: float | None = None
+    message: str = ""
+    duration_s: float = 0.0
+
+
+@contextmanager
+def claim(service_id: int):
+    """Yield True when this worker holds the service's reconcile lock, False when another one does."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_NAMESPACE, service_id])
+        held = cursor.fetchone()[0]
+    try:
+        yield held
+    finally:
+        if held:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, service_id])
+
+
+def reconcile(service_id: int) -> Outcome:
+    """Run one pass for the service; raise TransientClusterError for the caller to retry."""
+    started = time.monotonic()
+    with claim(service_id) as held:
+        if not held:
+            return Outcome(service_id, "busy", requeue_after=2.0)
+        try:
+            service = InferenceService.objects.select_related("cluster", "tenant").get(pk=service_id)
+        except InferenceService.DoesNotExist:
+            return Outcome(service_id, "gone")
+        outcome = _delete(service) if service.is_deleting else _converge(service)
+    outcome.duration_s = time.monotonic() - started
+    return outcome
+
+
+def _selector(service) -> str:
+    return f"{SERVICE_UID_LABEL}={service.uid}"
+
+
+def _delete(service) -> Outcome:
+    """Remove the service's objects from the cluster, then the row."""
+    from apps.serving.actions import finalize_deletion
+
+    kube = kube_for(service.cluster)
+    namespace = f"tenant-{service.tenant.slug}"
+    result = kube.sync([], selector=_selector(service), managed_kinds=MANAGED_KINDS, namespace=namespace)
+    remaining = kube.list("v1", "Pod", namespace=namespace, label_selector=_selector(service))
+    if remaining and result.pruned:
+        # Pods go with their owners; look again shortly rather than wait here.
+        return Outcome(service.pk, "progressing", pruned=len(result.pruned), requeue_after=REQUEUE_WHILE_DEPLOYING)
+    finalize_deletion(service)
+    return Outcome(service.pk, "deleted", pruned=len(result.pruned))
+
+
+def _converge(service) -> Outcome:
+    generation = service.generation
+    try:
+        spec = spec_from_service(service)
+        objects = render_service(spec)
+    except (ValueError, KeyError) as exc:
+        return _write_failure(service, generation, "RenderFailed", str(exc))
+    uid = str(service.uid)
+    labelled = [o for o in objects if (o["metadata"].get("labels") or {}).get(SERVICE_UID_LABEL) == uid]
+    shared = [o for o in objects if o not in labelled]
+    kube = kube_for(service.cluster)
+    try:
+        result = kube.sync(labelled, selector=_selector(service), managed_kinds=MANAGED_KINDS,
+                           namespace=spec.namespace, unlabelled=shared)
+    except PermanentClusterError as exc:
+        return _write_failure(service, generation, "ApplyFailed", exc.message)
+    workloads = [obj for ref, obj in result.live.items() if ref.kind in WORKLOAD_KINDS]
+    pods = kube.list("v1", "Pod", namespace=spec.namespace, label_selector=_selector(service))
+    events = kube.list("v1", "Event", namespace=spec.namespace)
+    desired = {p.role: p.replicas for p in spec.pools}
+    view = st.service_view(desired, workloads, pods, events)
+    advice = _advice(kube, spec, view) if view.unschedulable else ""
+    phase, conditions, requeue = _judge(service, view, advice)
+    endpoint = _endpoint(labelled)
+    _write_status(service, generation, phase, conditions, view, endpoint, pods=view.pods)
+    return Outcome(service.pk, "converged" if phase == Phase.READY else
+                   ("failed" if phase == Phase.FAILED else "progressing"),
+                   applied=len(result.applied), pruned=len(result.pruned), requeue_after=requeue,
+                   message="; ".join(view.unschedulable + view.crashing))
+
+
+def _advice(kube: Kube, spec, view: st.ServiceView) -> str:
+    nodes = []
+    for node in kube.list("v1", "Node"):
+        labels = node["metadata"].get("labels") or {}
+        alloc = (node.get("status") or {}).get("allocatable") or {}
+        nodes.append({"name": node["metadata"]["name"], "gpu_product": labels.get("nvidia.com/gpu.product", ""),
+                      "allocatable": int(str(alloc.get("nvidia.com/gpu", 0))), "allocated": 0})
+    for pod in kube.list("v1", "Pod"):
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if node_name and (pod.get("status") or {}).get("phase") not in {"Succeeded", "Failed"}:
+            used = st.pod_view(pod).gpus
+            for node in nodes:
+                if node["name"] == node_name:
+                    node["allocated"] += used
+    stuck_roles = {p.role for p in view.pods if p.phase == "Pending" and not p.node}
+    parts = []
+    for pool in spec.pools:
+        if pool.role in stuck_roles or len(spec.pools) == 1:
+            parts.append(st.gpu_advice(pool.gpus_per_replica, gpu_kind(pool.gpu_type).product, nodes))
+    return "; ".join(parts)
+
+
+def _judge(service, view: st.ServiceView, advice: str) -> tuple[str, list[dict], float | None]:
+    previous = service.conditions or []
+    conds = [st.condition("Reconciled", True, "Applied", "Desired objects applied.", previous)]
+    if view.unschedulable:
+        scheduler_says = view.unschedulable[0]
+        msg = f"{advice} (scheduler: {scheduler_says})" if advice else scheduler_says
+        conds.append(st.condition("Schedulable", False, "Unschedulable", msg, previous))
+    else:
+        conds.append(st.condition("Schedulable", True, "Scheduled", "", previous))
+    if view.crashing:
+        conds.append(st.condition("Healthy", False, "CrashLoop", view.crashing[0], previous))
+    else:
+        conds.append(st.condition("Healthy", True, "Running", "", previous))
+    ready = view.all_ready
+    summary = ", ".join(f"{p.role} {p.ready}/{p.desired}" for p in view.pools.values())
+    conds.append(st.condition("Available", ready, "AllReplicasReady" if ready else "ReplicasNotReady",
+                              summary, previous))
+    if ready:
+        return Phase.READY, conds, None
+    stuck = bool(view.unschedulable or view.crashing)
+    if stuck:
+        return (Phase.DEGRADED if view.ready_replicas else Phase.FAILED), conds, REQUEUE_WHILE_FAILING
+    return Phase.DEPLOYING, conds, REQUEUE_WHILE_DEPLOYING
+
+
+def _endpoint(objects: list[dict]) -> str:
+    services = [o for o in objects if o["kind"] == "Service"]
+    router = [s for s in services if (s["metadata"].get("labels") or {}).get(st.COMPONENT) == "router"]
+    front = (router or services or [None])[0]
+    if front is None:
+        return ""
+    port = (front.get("spec", {}).get("ports") or [{}])[0].get("port", 80)
+    return f"http://{front['metadata']['name']}.{front['metadata']['namespace']}.svc.cluster.local:{port}"
+
+
+def _write_failure(service, generation: int, reason: str, message: str) -> Outcome:
+    conds = [st.condition("Reconciled", False, reason, message, service.conditions)]
+    _write_status(service, generation, Phase.FAILED, conds, None, service.endpoint)
+    return Outcome(service.pk, "failed", message=message, requeue_after=None)
+
+
+def _write_status(service, generation: int, phase: str, conditions: list[dict], view, endpoint: str,
+                  pods: list | None = None) -> None:
+    """Write observed status only when it changed, without touching the spec (no lost updates)."""
+    ready = view.ready_replicas if view else 0
+    changed = {
+        "observed_generation": generation, "phase": phase, "conditions": conditions,
+        "ready_replicas": ready, "endpoint": endpoint,
+    }
+    if any(getattr(service, k) != v for k, v in changed.items()):
+        InferenceService.objects.filter(pk=service.pk, deletion_requested_at__isnull=True).update(
+            **changed, last_reconciled_at=timezone.now())
+    else:
+        InferenceService.objects.filter(pk=service.pk).update(last_reconciled_at=timezone.now())
+    if view:
+        for role, pool in view.pools.items():
+            Pool.objects.filter(service_id=service.pk, role=role).exclude(ready_replicas=pool.ready).update(
+                ready_replicas=pool.ready)
+
+
+def record_transient(service_id: int, exc: ClusterError) -> None:
+    """Note a retriable failure on the service without changing its phase."""
+    service = InferenceService.objects.filter(pk=service_id).first()
+    if service is None:
+        return
+    others = [c for c in service.conditions or [] if c.get("type") != "Reconciled"]
+    cond = st.condition("Reconciled", False, "TransientError", exc.message, service.conditions)
+    InferenceService.objects.filter(pk=service_id).update(conditions=[cond, *others])
