@@ -180,12 +180,22 @@ REST_FRAMEWORK = {
         "rest_framework.filters.SearchFilter",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Bearer first so an anonymous request gets 401 with `WWW-Authenticate: Bearer`.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "apps.tenancy.authentication.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Inference control plane API",
     "DESCRIPTION": "Models, runtimes, clusters and inference services for LLM serving on Kubernetes.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "ENUM_NAME_OVERRIDES": {
+        "MembershipRoleEnum": "apps.tenancy.choices.Role",
+        "PoolRoleEnum": "apps.serving.choices.PoolRole",
+        "DeploymentModeEnum": "apps.catalog.choices.DeploymentMode",
+    },
 }
 
 # Celery: JSON only, late acks, one queue per kind of work. Task modules live in `workers/`.
@@ -228,6 +238,8 @@ CELERY_TIMEZONE = "UTC"
 RECONCILE_RESYNC_SECONDS = strict_int("RECONCILE_RESYNC_SECONDS", 30)
 CELERY_BEAT_SCHEDULE: dict = {
     "resync-services": {"task": "workers.tasks.reconcile.resync", "schedule": strict_int("RESYNC_TICK_SECONDS", 10)},
+    "gpu-inventory": {"task": "workers.tasks.reconcile.sync_inventories",
+                      "schedule": strict_int("INVENTORY_SECONDS", 30)},
 }
 
 LOGGING = {

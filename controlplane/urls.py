@@ -10,6 +10,10 @@ urlpatterns = [
     path("", include("apps.web.urls")),
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
+    path("api/v1/", include("apps.tenancy.api.urls")),
+    path("api/v1/", include("apps.catalog.api.urls")),
+    path("api/v1/", include("apps.clusters.api.urls")),
+    path("api/v1/", include("apps.serving.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
 ]

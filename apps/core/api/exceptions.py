@@ -1,0 +1,40 @@
+"""API errors beyond DRF's own, and the translation of Django validation errors into API errors."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import status
+from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.fields import get_error_detail
+
+UNIQUE_CODES = frozenset({"unique", "unique_together"})
+
+
+class Conflict(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The request conflicts with the current state of the resource."
+    default_code = "conflict"
+
+
+class PreconditionFailed(APIException):
+    status_code = status.HTTP_412_PRECONDITION_FAILED
+    default_detail = "The resource changed since you read it (If-Match does not match its ETag)."
+    default_code = "precondition_failed"
+
+
+def _codes(error: DjangoValidationError) -> set[str]:
+    return (
+        {e.code for e in error.error_list}
+        if not hasattr(error, "error_dict")
+        else {e.code for errors in error.error_dict.values() for e in errors}
+    )
+
+
+def api_error(error: DjangoValidationError) -> APIException:
+    """A 409 when the only problem is a name clash, otherwise a 400 with the same field errors."""
+    detail = get_error_detail(error)
+    if _codes(error) <= UNIQUE_CODES:
+        conflict = Conflict(detail)
+        conflict.detail = detail
+        return conflict
+    return ValidationError(detail)

@@ -1,0 +1,79 @@
+"""The base serializer: model validation (`full_clean()`) and write permission on the final state.
+
+Uniqueness is left to the model (its `clean()` names the field) so a clash becomes a 409, and
+related-object choices are narrowed to what the requesting user may see, so a reference to another
+tenant's object is rejected exactly like one that does not exist.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import serializers
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.validators import UniqueTogetherValidator, UniqueValidator
+
+from apps.core.api.exceptions import api_error
+
+
+class ValidatedModelSerializer(serializers.ModelSerializer):
+    # Related fields whose choices are not narrowed to the user (e.g. clusters, chosen by name).
+    unscoped_related_fields: tuple[str, ...] = ()
+    # Fields that may be set on create but not changed afterwards.
+    create_only_fields: tuple[str, ...] = ()
+
+    def build_standard_field(self, field_name, model_field):
+        field_class, kwargs = super().build_standard_field(field_name, model_field)
+        if "validators" in kwargs:
+            kwargs["validators"] = [v for v in kwargs["validators"] if not isinstance(v, UniqueValidator)]
+        return field_class, kwargs
+
+    def get_validators(self):
+        return [v for v in super().get_validators() if not isinstance(v, UniqueTogetherValidator)]
+
+    def get_fields(self):
+        fields = super().get_fields()
+        request = self.context.get("request")
+        user = getattr(request, "user", None)
+        for name, field in fields.items():
+            relation = getattr(field, "child_relation", field)
+            queryset = getattr(relation, "queryset", None)
+            if name in self.unscoped_related_fields or queryset is None or user is None:
+                continue
+            if hasattr(queryset, "for_user"):
+                relation.queryset = queryset.for_user(user)
+        return fields
+
+    def validate(self, attrs):
+        attrs = super().validate(attrs)
+        if self.instance is not None:
+            for name in self.create_only_fields:
+                if name in attrs and attrs[name] != getattr(self.instance, name):
+                    raise serializers.ValidationError({name: "This field cannot change after creation."})
+        instance = self.build_instance(attrs)
+        self.check_write_permission(instance)
+        self.full_clean(instance)
+        return attrs
+
+    def build_instance(self, attrs):
+        """The object as it would be saved (not saved): a copy of the stored one with attrs applied."""
+        model = self.Meta.model
+        instance = model.objects.get(pk=self.instance.pk) if self.instance is not None else model()
+        for name, value in attrs.items():
+            if not model._meta.get_field(name).many_to_many:
+                setattr(instance, name, value)
+        self.prepare_instance(instance)
+        return instance
+
+    def prepare_instance(self, instance) -> None:
+        """Hook: set fields the request does not carry (e.g. the owner) before checks run."""
+
+    def check_write_permission(self, instance) -> None:
+        request = self.context.get("request")
+        if request is not None and not instance.user_can_write(request.user):
+            raise PermissionDenied("Your role does not allow this change.")
+
+    def full_clean(self, instance) -> None:
+        try:
+            instance.full_clean()
+        except DjangoValidationError as exc:
+            raise api_error(exc) from exc

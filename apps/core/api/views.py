@@ -1,0 +1,51 @@
+"""The base viewset: queryset scoped by `for_user()`, object write permission, audit on every write."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import ProtectedError
+from rest_framework import viewsets
+from rest_framework.permissions import IsAuthenticated
+
+from apps.core.api.exceptions import Conflict
+from apps.core.api.permissions import ObjectWritePermission
+from apps.core.audit import record_change, snapshot
+from apps.core.choices import AuditAction, AuditVia
+
+
+class ScopedModelViewSet(viewsets.ModelViewSet):
+    """Subclasses set `queryset`; every request sees only `queryset.for_user(request.user)`."""
+
+    permission_classes = [IsAuthenticated, ObjectWritePermission]
+
+    def get_queryset(self):
+        return self.queryset.for_user(self.request.user)
+
+    def perform_create(self, serializer):
+        with transaction.atomic():
+            instance = serializer.save()
+            record_change(actor=self.request.user, obj=instance, action=AuditAction.CREATE, via=AuditVia.API)
+
+    def perform_update(self, serializer):
+        with transaction.atomic():
+            before = snapshot(type(serializer.instance).objects.get(pk=serializer.instance.pk))
+            instance = serializer.save()
+            record_change(
+                actor=self.request.user, obj=instance, action=AuditAction.UPDATE, via=AuditVia.API, before=before
+            )
+
+    def perform_destroy(self, instance):
+        try:
+            with transaction.atomic():
+                record_change(
+                    actor=self.request.user,
+                    obj=instance,
+                    action=AuditAction.DELETE,
+                    via=AuditVia.API,
+                    before=snapshot(instance),
+                )
+                instance.delete()
+        except ProtectedError as exc:
+            # A count, not names: the users may belong to tenants the caller cannot see.
+            count = len(exc.protected_objects)
+            raise Conflict(f"{instance} is still used by {count} other object(s); remove those first.") from exc

@@ -1,0 +1,125 @@
+"""Serializers of services: the whole spec (pools and adapters nested) is validated and saved at once."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import serializers
+
+from apps.catalog.models import Adapter, Model, Runtime
+from apps.clusters.models import Cluster
+from apps.core.api.exceptions import api_error
+from apps.core.api.serializers import ValidatedModelSerializer
+from apps.core.choices import AuditVia
+from apps.serving.actions import PoolSpec, save_service
+from apps.serving.choices import PoolRole
+from apps.serving.models import POOL_SPEC_FIELDS, InferenceService, Pool
+from apps.tenancy.models import Tenant
+
+
+class PoolSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Pool
+        fields = ["role", *POOL_SPEC_FIELDS, "ready_replicas"]
+        read_only_fields = ["ready_replicas"]
+
+
+class InferenceServiceSerializer(ValidatedModelSerializer):
+    """A service with its pools. Send `version` (or an If-Match header) to guard against lost updates."""
+
+    tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.all())
+    cluster = serializers.SlugRelatedField(slug_field="name", queryset=Cluster.objects.all())
+    model = serializers.PrimaryKeyRelatedField(queryset=Model.objects.all())
+    runtime = serializers.PrimaryKeyRelatedField(queryset=Runtime.objects.all())
+    adapters = serializers.PrimaryKeyRelatedField(queryset=Adapter.objects.all(), many=True, required=False)
+    pools = PoolSerializer(many=True)
+    version = serializers.IntegerField(
+        required=False, min_value=1, help_text="The version you read; a stale one gets 409."
+    )
+    unscoped_related_fields = ("cluster",)
+    create_only_fields = ("tenant", "name")
+
+    class Meta:
+        model = InferenceService
+        fields = [
+            "id",
+            "uid",
+            "tenant",
+            "name",
+            "cluster",
+            "model",
+            "runtime",
+            "adapters",
+            "deployment_mode",
+            "engine_settings",
+            "routing_policy",
+            "autoscaling",
+            "pools",
+            "version",
+            "generation",
+            "observed_generation",
+            "phase",
+            "conditions",
+            "ready_replicas",
+            "endpoint",
+            "deletion_requested_at",
+            "created",
+            "updated",
+        ]
+        read_only_fields = [
+            "uid",
+            "generation",
+            "observed_generation",
+            "phase",
+            "conditions",
+            "ready_replicas",
+            "endpoint",
+            "deletion_requested_at",
+            "created",
+            "updated",
+        ]
+
+    def build_instance(self, attrs):
+        spec = {k: v for k, v in attrs.items() if k not in ("pools", "adapters", "version")}
+        return super().build_instance(spec)
+
+    def full_clean(self, instance) -> None:
+        """Deferred: `save_service` validates the whole spec under the tenant lock."""
+
+    def _save(self, instance: InferenceService, validated_data: dict) -> InferenceService:
+        pools = validated_data.get("pools")
+        if pools is None:
+            pool_specs = [
+                PoolSpec(role=p.role, **{f: getattr(p, f) for f in POOL_SPEC_FIELDS}) for p in instance.pools.all()
+            ]
+        else:
+            pool_specs = [PoolSpec(**p) for p in pools]
+        adapters = validated_data.get("adapters")
+        if adapters is None:
+            adapters = list(instance.adapters.all()) if instance.pk else []
+        for name, value in validated_data.items():
+            if name not in ("pools", "adapters", "version"):
+                setattr(instance, name, value)
+        expected = self.context.get("expected_version", validated_data.get("version"))
+        try:
+            return save_service(
+                instance,
+                pools=pool_specs,
+                adapters=adapters,
+                actor=self.context["request"].user,
+                via=AuditVia.API,
+                expected_version=expected,
+            )
+        except DjangoValidationError as exc:
+            raise api_error(exc) from exc
+
+    def create(self, validated_data):
+        return self._save(InferenceService(), validated_data)
+
+    def update(self, instance, validated_data):
+        return self._save(instance, validated_data)
+
+
+class ScaleSerializer(serializers.Serializer):
+    pool = serializers.ChoiceField(choices=PoolRole.choices, default=PoolRole.ENGINE)
+    replicas = serializers.IntegerField(min_value=0)
+    version = serializers.IntegerField(required=False, min_value=1, help_text="The version you read.")

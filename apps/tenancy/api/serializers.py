@@ -1,0 +1,124 @@
+"""Serializers of tenancy: tenants, memberships and API tokens (the token plaintext appears once)."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from rest_framework import serializers
+from rest_framework.exceptions import PermissionDenied
+
+from apps.core.api.serializers import ValidatedModelSerializer
+from apps.tenancy.access import is_platform_staff, token_tenant_id
+from apps.tenancy.models import ApiToken, Membership, Tenant
+
+
+class TenantSerializer(ValidatedModelSerializer):
+    create_only_fields = ("slug",)
+
+    class Meta:
+        model = Tenant
+        fields = ["id", "slug", "name", "description", "gpu_quota", "created", "updated"]
+        read_only_fields = ["created", "updated"]
+
+    def check_write_permission(self, instance) -> None:
+        super().check_write_permission(instance)
+        user = self.context["request"].user
+        quota_changed = self.instance is None or instance.gpu_quota != self.instance.gpu_quota
+        if quota_changed and not is_platform_staff(user):
+            raise PermissionDenied("Only platform staff set GPU quotas.")
+
+
+class MembershipSerializer(ValidatedModelSerializer):
+    tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.all())
+    user = serializers.SlugRelatedField(slug_field="username", queryset=get_user_model().objects.all())
+    unscoped_related_fields = ("user",)
+    create_only_fields = ("tenant", "user")
+
+    class Meta:
+        model = Membership
+        fields = ["id", "tenant", "user", "role", "created"]
+        read_only_fields = ["created"]
+
+
+class ApiTokenSerializer(ValidatedModelSerializer):
+    """Tokens belong to the requesting user; `revoked: true` revokes (irreversibly)."""
+
+    tenant = serializers.SlugRelatedField(
+        slug_field="slug", queryset=Tenant.objects.all(), required=False, allow_null=True
+    )
+    user = serializers.CharField(source="user.username", read_only=True)
+    revoked = serializers.BooleanField(required=False, help_text="Set true to revoke; revocation is final.")
+    create_only_fields = ("tenant",)
+
+    class Meta:
+        model = ApiToken
+        fields = [
+            "id",
+            "name",
+            "prefix",
+            "user",
+            "tenant",
+            "expires_at",
+            "revoked",
+            "revoked_at",
+            "last_used_at",
+            "created",
+        ]
+        read_only_fields = ["prefix", "revoked_at", "last_used_at", "created"]
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        data["revoked"] = instance.is_revoked
+        return data
+
+    def validate_revoked(self, value: bool) -> bool:
+        if not value and self.instance is not None and self.instance.is_revoked:
+            raise serializers.ValidationError("A revoked token cannot be restored; issue a new one.")
+        return value
+
+    def validate_expires_at(self, value):
+        if value is not None and value <= timezone.now():
+            raise serializers.ValidationError("The expiry must be in the future.")
+        return value
+
+    def build_instance(self, attrs):
+        revoked = attrs.pop("revoked", None)
+        instance = super().build_instance(attrs)
+        if revoked is not None:
+            attrs["revoked"] = revoked
+        return instance
+
+    def check_write_permission(self, instance) -> None:
+        super().check_write_permission(instance)
+        bound = token_tenant_id(self.context["request"].user)
+        if bound is not None and instance.tenant_id != bound:
+            # A tenant-bound token may not mint a token that reaches beyond its tenant.
+            raise PermissionDenied("A tenant-bound token can only manage tokens of the same tenant.")
+
+    def prepare_instance(self, instance) -> None:
+        if instance.user_id is None:
+            instance.user = self.context["request"].user
+
+    def create(self, validated_data):
+        validated_data.pop("revoked", None)
+        token, plaintext = ApiToken.generate(
+            user=self.context["request"].user, tenant=validated_data.get("tenant"), name=validated_data.get("name", "")
+        )
+        token.expires_at = validated_data.get("expires_at")
+        token.save()
+        token.plaintext = plaintext
+        return token
+
+    def update(self, instance, validated_data):
+        if validated_data.pop("revoked", False) and not instance.is_revoked:
+            instance.revoked_at = timezone.now()
+        return super().update(instance, validated_data)
+
+
+class IssuedApiTokenSerializer(ApiTokenSerializer):
+    """The create response: the only time the plaintext token is returned."""
+
+    token = serializers.CharField(source="plaintext", read_only=True, help_text="Shown once; store it now.")
+
+    class Meta(ApiTokenSerializer.Meta):
+        fields = [*ApiTokenSerializer.Meta.fields, "token"]
