@@ -149,19 +149,9 @@ def _converge(service) -> Outcome:
 
 
 def _advice(kube: Kube, spec, view: st.ServiceView) -> str:
-    nodes = []
-    for node in kube.list("v1", "Node"):
-        labels = node["metadata"].get("labels") or {}
-        alloc = (node.get("status") or {}).get("allocatable") or {}
-        nodes.append({"name": node["metadata"]["name"], "gpu_product": labels.get("nvidia.com/gpu.product", ""),
-                      "allocatable": int(str(alloc.get("nvidia.com/gpu", 0))), "allocated": 0})
-    for pod in kube.list("v1", "Pod"):
-        node_name = (pod.get("spec") or {}).get("nodeName")
-        if node_name and (pod.get("status") or {}).get("phase") not in {"Succeeded", "Failed"}:
-            used = st.pod_view(pod).gpus
-            for node in nodes:
-                if node["name"] == node_name:
-                    node["allocated"] += used
+    from workers.inventory import observe_nodes
+
+    nodes = observe_nodes(kube)
     stuck_roles = {p.role for p in view.pods if p.phase == "Pending" and not p.node}
     parts = []
     for pool in spec.pools:

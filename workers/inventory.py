@@ -1,0 +1,51 @@
+"""GPU inventory: each cluster's nodes, GPU product, capacity and GPUs allocated to running pods."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps.clusters.models import Cluster, GpuNode
+from workers import status as st
+from workers.kube import Kube
+
+GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
+
+
+def observe_nodes(kube: Kube) -> list[dict]:
+    """Nodes with their GPU product, allocatable GPUs, GPUs requested by live pods, and readiness."""
+    nodes = {}
+    for node in kube.list("v1", "Node"):
+        meta, status = node["metadata"], node.get("status") or {}
+        labels = meta.get("labels") or {}
+        alloc = status.get("allocatable") or {}
+        gpus = sum(int(str(alloc.get(r, 0))) for r in GPU_RESOURCES)
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        nodes[meta["name"]] = {
+            "name": meta["name"], "gpu_product": labels.get("nvidia.com/gpu.product")
+            or labels.get("amd.com/gpu.product-name", ""), "gpu_count": gpus, "allocatable": gpus,
+            "allocated": 0, "labels": labels, "ready": ready,
+        }
+    for pod in kube.list("v1", "Pod"):
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if node_name in nodes and (pod.get("status") or {}).get("phase") not in {"Succeeded", "Failed"}:
+            nodes[node_name]["allocated"] += st.pod_view(pod).gpus
+    return sorted(nodes.values(), key=lambda n: n["name"])
+
+
+def sync_inventory(cluster: Cluster, kube: Kube) -> int:
+    """Replace the cluster's GpuNode rows with what the cluster reports now; returns the node count."""
+    observed = observe_nodes(kube)  # cluster I/O first, outside the transaction
+    now = timezone.now()
+    with transaction.atomic():
+        names = []
+        for node in observed:
+            names.append(node["name"])
+            GpuNode.objects.update_or_create(
+                cluster=cluster, name=node["name"],
+                defaults={k: node[k] for k in ("gpu_product", "gpu_count", "allocatable", "allocated", "labels",
+                                               "ready")} | {"observed_at": now},
+            )
+        GpuNode.objects.filter(cluster=cluster).exclude(name__in=names).delete()
+        Cluster.objects.filter(pk=cluster.pk).update(last_seen_at=now)
+    return len(observed)

@@ -1,0 +1,76 @@
+"""Celery tasks that keep services converged: one reconcile per service, and the periodic resync."""
+
+from __future__ import annotations
+
+import logging
+import random
+from datetime import timedelta
+
+from celery import shared_task
+from django.conf import settings
+from django.db.models import F, Q
+from django.utils import timezone
+
+from apps.serving.models import InferenceService
+from workers import reconcile as rec
+from workers.kube import TransientClusterError
+
+log = logging.getLogger(__name__)
+
+
+def backoff(retries: int, base: float = 1.0, cap: float = 60.0) -> float:
+    """Exponential backoff with full jitter: a random delay in [0, min(cap, base·2^retries)]."""
+    return random.uniform(0, min(cap, base * 2**retries))
+
+
+@shared_task(bind=True, name="workers.tasks.reconcile.reconcile_service", max_retries=20, acks_late=True)
+def reconcile_service(self, service_id: int) -> dict:
+    """Reconcile one service; retry transient cluster errors with backoff and jitter, re-enqueue while
+    the service is still deploying (never sleep waiting for readiness)."""
+    try:
+        outcome = rec.reconcile(service_id)
+    except TransientClusterError as exc:
+        rec.record_transient(service_id, exc)
+        delay = max(exc.retry_after or 0.0, backoff(self.request.retries))
+        log.info("reconcile %s: transient error (%s); retry in %.1fs", service_id, exc.message, delay)
+        raise self.retry(exc=exc, countdown=delay) from exc
+    if outcome.requeue_after is not None:
+        reconcile_service.apply_async(args=[service_id], countdown=outcome.requeue_after)
+    log.info("reconcile %s: %s applied=%d pruned=%d in %.2fs %s", service_id, outcome.result, outcome.applied,
+             outcome.pruned, outcome.duration_s, outcome.message)
+    return {"service": service_id, "result": outcome.result, "applied": outcome.applied, "pruned": outcome.pruned}
+
+
+@shared_task(name="workers.tasks.reconcile.resync")
+def resync() -> int:
+    """Enqueue every service that is behind its spec, being deleted, or not checked for one interval
+    (drift: a manual `kubectl edit` is undone within one interval)."""
+    interval = timedelta(seconds=settings.RECONCILE_RESYNC_SECONDS)
+    due = InferenceService.objects.filter(
+        Q(observed_generation__lt=F("generation"))
+        | Q(deletion_requested_at__isnull=False)
+        | Q(last_reconciled_at__isnull=True)
+        | Q(last_reconciled_at__lt=timezone.now() - interval)
+    ).values_list("pk", flat=True)
+    count = 0
+    for pk in due.iterator():
+        reconcile_service.delay(pk)
+        count += 1
+    return count
+
+
+@shared_task(name="workers.tasks.reconcile.sync_inventories")
+def sync_inventories() -> dict:
+    """Refresh the GPU inventory of every cluster; an unreachable cluster is reported, not fatal."""
+    from apps.clusters.models import Cluster
+    from workers.inventory import sync_inventory
+    from workers.kube import ClusterError
+
+    counts = {}
+    for cluster in Cluster.objects.all():
+        try:
+            counts[cluster.name] = sync_inventory(cluster, rec.kube_for(cluster))
+        except ClusterError as exc:
+            log.warning("inventory of cluster %s failed: %s", cluster.name, exc.message)
+            counts[cluster.name] = None
+    return counts
