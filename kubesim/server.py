@@ -1,0 +1,532 @@
+"""kubesim's HTTP API server: aiohttp handlers translating Kubernetes REST calls into Store calls.
+
+Extension points for the simulated cluster built on top (scheduler, controllers, kubelet, proxies):
+
+    server = Server(port=0, token=None, seed=1, state_file=None)
+    server.store                                # the in-process Store (see kubesim.store)
+    server.add_admission_hook(fn)               # fn(AdmissionRequest) -> None; raise ApiError to reject
+    server.add_route("GET", "/api/v1/namespaces/{namespace}/pods/{name}/log", handler)
+    server.add_middleware(mw)                   # aiohttp @web.middleware; runs inside auth, outside the API
+    server.add_background_task(fn)              # fn(server) -> coroutine, started with the server, cancelled
+                                                #   at shutdown (controllers)
+    await server.start(); server.url; await server.stop()      # on a running loop
+    server.start_in_thread(); server.stop_in_thread()           # tests: own loop in a thread
+    app = server.build_app()                    # the aiohttp Application, if you run it yourself
+
+Routes added with add_route are matched before the generic API router, so paths like
+`/api/v1/namespaces/{ns}/pods/{name}:{port}/proxy/{path:.*}` or `.../pods/{name}/log` reach their own
+handlers; an unknown subresource otherwise gets 404. All registration must happen before start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Awaitable, Callable
+
+import yaml
+from aiohttp import web
+
+from . import discovery
+from .errors import ApiError
+from .resources import ResourceType
+from .store import PATCH_TYPES, AdmissionHook, Store, Subscription
+
+try:  # the C loader is much faster for apply bodies
+    _YamlLoader = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - depends on how PyYAML was built
+    _YamlLoader = yaml.SafeLoader
+
+JSON = "application/json"
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+# Kinds whose immediate deletion answers with the object rather than a Status (apiserver behaviour).
+_DELETE_RETURNS_OBJECT = {("", "pods")}
+
+
+def json_response(body, status: int = 200, content_type: str = JSON) -> web.Response:
+    return web.Response(body=_dumps(body).encode(), status=status, headers={"Content-Type": content_type})
+
+
+def status_response(err: ApiError) -> web.Response:
+    return json_response(err.status(), err.code)
+
+
+def _field_manager_from(request: web.Request) -> str:
+    fm = request.query.get("fieldManager")
+    if fm:
+        return fm
+    ua = request.headers.get("User-Agent", "")
+    return ua.split("/", 1)[0] or "unknown"
+
+
+def _dry_run(request: web.Request, body: dict | None = None) -> bool:
+    values = request.query.getall("dryRun", [])
+    if body and isinstance(body.get("dryRun"), list):
+        values = [*values, *body["dryRun"]]
+    for v in values:
+        if v != "All":
+            raise ApiError.bad_request(f'Invalid value: "{v}": supported values: "All"')
+    return bool(values)
+
+
+def _truthy(v: str | None) -> bool:
+    return v is not None and v.lower() in ("true", "1")
+
+
+class Server:
+    """The kubesim API server: a Store behind aiohttp, plus the registered extensions."""
+
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, token: str | None = None,
+                 seed: int | None = None, state_file: str | None = None, history_size: int = 10000,
+                 bookmark_interval: float = 30.0, store: Store | None = None):
+        self.host = host
+        self.port = port
+        self.token = token
+        self.state_file = state_file
+        self.bookmark_interval = bookmark_interval
+        self.store = store or Store(seed=seed, history_size=history_size)
+        if state_file:
+            self.store.load(state_file)
+        self._dirty = False
+        self.store.on_change.append(self._mark_dirty)
+        self._routes: list[tuple[str, str, Callable]] = []
+        self._middlewares: list = []
+        self._tasks_fns: list[Callable[[Server], Awaitable]] = []
+        self._tasks: list[asyncio.Task] = []
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    # ------------------------------------------------------------------ registration
+
+    def add_admission_hook(self, hook: AdmissionHook) -> None:
+        self.store.add_admission_hook(hook)
+
+    def add_route(self, method: str, path: str, handler: Callable) -> None:
+        """An extra aiohttp route, matched before the Kubernetes API router."""
+        self._routes.append((method, path, handler))
+
+    def add_middleware(self, middleware) -> None:
+        """An aiohttp middleware (e.g. fault injection) run after auth, before any handler."""
+        self._middlewares.append(middleware)
+
+    def add_background_task(self, fn: Callable[[Server], Awaitable]) -> None:
+        """`fn(server)` returns a coroutine run as a task while the server runs (controllers)."""
+        self._tasks_fns.append(fn)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def _mark_dirty(self) -> None:
+        self._dirty = True
+
+    # ------------------------------------------------------------------ app
+
+    def build_app(self) -> web.Application:
+        app = web.Application(middlewares=[self._error_middleware, self._auth_middleware, *self._middlewares],
+                              client_max_size=64 * 1024 * 1024)
+        app["kubesim"] = self
+        for method, path, handler in self._routes:
+            app.router.add_route(method, path, handler)
+        api = ApiHandlers(self)
+        r = app.router
+        r.add_get("/version", api.version)
+        r.add_get("/version/", api.version)
+        for probe in ("/healthz", "/livez", "/readyz"):
+            r.add_get(probe, api.ok)
+        r.add_get("/api", api.core_versions)
+        r.add_get("/api/", api.core_versions)
+        r.add_get("/apis", api.groups)
+        r.add_get("/apis/", api.groups)
+        r.add_get("/openapi/v2", api.openapi_v2)
+        r.add_get("/swagger-2.0.0.pb-v1", api.openapi_v2)
+        r.add_get("/openapi/v3", api.openapi_v3_index)
+        r.add_get("/openapi/v3/{path:.*}", api.openapi_v3)
+        r.add_route("*", "/api/{tail:.*}", api.dispatch)
+        r.add_route("*", "/apis/{tail:.*}", api.dispatch)
+        app.on_startup.append(self._on_startup)
+        app.on_cleanup.append(self._on_cleanup)
+        return app
+
+    @web.middleware
+    async def _error_middleware(self, request: web.Request, handler):
+        try:
+            return await handler(request)
+        except ApiError as e:
+            return status_response(e)
+        except web.HTTPNotFound:
+            return status_response(ApiError.path_not_found())
+        except web.HTTPMethodNotAllowed:
+            return status_response(ApiError.method_not_allowed())
+
+    @web.middleware
+    async def _auth_middleware(self, request: web.Request, handler):
+        if self.token and request.headers.get("Authorization") != f"Bearer {self.token}":
+            raise ApiError.unauthorized()
+        return await handler(request)
+
+    async def _on_startup(self, app: web.Application) -> None:
+        for fn in self._tasks_fns:
+            self._tasks.append(asyncio.ensure_future(fn(self)))
+        if self.state_file:
+            self._tasks.append(asyncio.ensure_future(self._persist_loop()))
+
+    async def _on_cleanup(self, app: web.Application) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._tasks.clear()
+        if self.state_file:
+            self.store.save(self.state_file)
+
+    async def _persist_loop(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            if self._dirty:
+                self._dirty = False
+                self.store.save(self.state_file)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Listen on host:port (port 0 picks a free one; `self.port` is set)."""
+        self.loop = asyncio.get_running_loop()
+        self._runner = web.AppRunner(self.build_app(), access_log=None, handle_signals=False,
+                                     shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    def start_in_thread(self) -> Server:
+        """Run the server on its own event loop in a daemon thread; returns once it listens."""
+        ready = threading.Event()
+        errors: list[BaseException] = []
+
+        def run():
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self.start())
+            except BaseException as e:  # surfaced to the caller below
+                errors.append(e)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self.stop())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="kubesim", daemon=True)
+        self._thread.start()
+        ready.wait(30)
+        if errors:
+            raise errors[0]
+        return self
+
+    def stop_in_thread(self) -> None:
+        if self.loop is not None and self._thread is not None:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10)
+            self._thread = None
+
+    def call(self, fn: Callable, *args, **kwargs):
+        """Run `fn(*args, **kwargs)` on the server's loop from another thread and return its result."""
+        async def run():
+            return fn(*args, **kwargs)
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
+
+
+class ApiHandlers:
+    """Handlers for discovery, OpenAPI and the resource REST API."""
+
+    def __init__(self, server: Server):
+        self.server = server
+        self.store = server.store
+
+    # ------------------------------------------------------------------ discovery
+
+    async def version(self, request: web.Request) -> web.Response:
+        return json_response(discovery.VERSION_INFO)
+
+    async def ok(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def core_versions(self, request: web.Request) -> web.Response:
+        if discovery.wants_aggregated(request.headers.get("Accept")):
+            return json_response(discovery.aggregated(self.store.registry, core=True),
+                                 content_type=discovery.AGGREGATED_V2)
+        return json_response(discovery.api_versions(f"{self.server.host}:{self.server.port}"))
+
+    async def groups(self, request: web.Request) -> web.Response:
+        if discovery.wants_aggregated(request.headers.get("Accept")):
+            return json_response(discovery.aggregated(self.store.registry, core=False),
+                                 content_type=discovery.AGGREGATED_V2)
+        return json_response(discovery.api_group_list(self.store.registry))
+
+    async def openapi_v2(self, request: web.Request) -> web.Response:
+        return web.Response(body=discovery.OPENAPI_V2_BYTES,
+                            headers={"Content-Type": discovery.OPENAPI_V2_PROTOBUF})
+
+    async def openapi_v3_index(self, request: web.Request) -> web.Response:
+        return json_response(discovery.openapi_v3_index(self.store.registry))
+
+    async def openapi_v3(self, request: web.Request) -> web.Response:
+        parts = request.match_info["path"].strip("/").split("/")
+        if len(parts) == 2 and parts[0] == "api":
+            doc = discovery.openapi_v3_document(self.store.registry, "", parts[1])
+        elif len(parts) == 3 and parts[0] == "apis":
+            doc = discovery.openapi_v3_document(self.store.registry, parts[1], parts[2])
+        else:
+            doc = None
+        if doc is None:
+            raise ApiError.path_not_found()
+        return json_response(doc)
+
+    # ------------------------------------------------------------------ routing
+
+    def _route(self, request: web.Request):
+        """Split a resource path into (group, version, rest-of-path segments)."""
+        parts = [p for p in request.path.split("/") if p]
+        if parts[0] == "api":
+            if len(parts) < 2 or parts[1] != "v1":
+                raise ApiError.path_not_found()
+            return "", "v1", parts[2:]
+        if len(parts) < 3:
+            if len(parts) == 2:
+                return parts[1], None, []
+            raise ApiError.path_not_found()
+        return parts[1], parts[2], parts[3:]
+
+    async def dispatch(self, request: web.Request) -> web.StreamResponse:
+        group, version, rest = self._route(request)
+        watch_path = False
+        if rest and rest[0] == "watch":  # legacy /watch/ paths
+            watch_path, rest = True, rest[1:]
+        if version is None:
+            doc = discovery.api_group(self.store.registry, group)
+            if doc is None or request.method != "GET":
+                raise ApiError.path_not_found()
+            return json_response(doc)
+        if not rest:
+            doc = discovery.api_resource_list(self.store.registry, group, version)
+            if doc is None or request.method != "GET":
+                raise ApiError.path_not_found()
+            return json_response(doc)
+        reg = self.store.registry
+        namespace = None
+        if rest[0] == "namespaces" and len(rest) >= 3:
+            candidate = reg.get(group, version, rest[2])
+            if candidate is not None and candidate.namespaced:
+                namespace, rest = rest[1], rest[2:]
+        rt = reg.get(group, version, rest[0])
+        if rt is None or len(rest) > 3:
+            raise ApiError.path_not_found()
+        if rt.namespaced is False and namespace is not None:
+            raise ApiError.path_not_found()
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        if sub is not None and not ((sub == "status" and rt.status) or (sub == "scale" and rt.scale)):
+            raise ApiError.path_not_found()
+        method = request.method
+        if name is None:
+            if method == "GET":
+                if watch_path or _truthy(request.query.get("watch")):
+                    return await self._watch(request, rt, namespace)
+                return self._list(request, rt, namespace)
+            if method == "POST":
+                return await self._create(request, rt, namespace)
+            if method == "DELETE":
+                return await self._delete_collection(request, rt, namespace)
+            raise ApiError.method_not_allowed()
+        if method == "GET":
+            if watch_path:
+                return await self._watch(request, rt, namespace, name=name)
+            return json_response(self.store.get(rt, namespace, name, subresource=sub))
+        if method == "PUT":
+            body = await self._json_body(request)
+            obj = self.store.update(rt, namespace, name, body, subresource=sub,
+                                    field_manager=_field_manager_from(request), dry_run=_dry_run(request))
+            return json_response(obj)
+        if method == "PATCH":
+            return await self._patch(request, rt, namespace, name, sub)
+        if method == "DELETE" and sub is None:
+            return await self._delete(request, rt, namespace, name)
+        raise ApiError.method_not_allowed()
+
+    # ------------------------------------------------------------------ verbs
+
+    async def _json_body(self, request: web.Request):
+        raw = await request.read()
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            try:  # the apiserver accepts YAML bodies too
+                return yaml.load(raw, Loader=_YamlLoader)
+            except yaml.YAMLError as e:
+                raise ApiError.bad_request(f"the body of the request could not be decoded: {e}") from None
+
+    def _list(self, request: web.Request, rt: ResourceType, namespace: str | None) -> web.Response:
+        items, rv = self.store.list(rt, namespace, request.query.get("labelSelector"),
+                                    request.query.get("fieldSelector"))
+        return json_response({"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
+                              "metadata": {"resourceVersion": rv}, "items": items})
+
+    async def _create(self, request: web.Request, rt: ResourceType, namespace: str | None) -> web.Response:
+        body = await self._json_body(request)
+        if not isinstance(body, dict):
+            raise ApiError.bad_request("the body of the request must be a JSON object")
+        obj = self.store.create(rt, namespace, body, field_manager=_field_manager_from(request),
+                                dry_run=_dry_run(request))
+        return json_response(obj, 201)
+
+    async def _patch(self, request: web.Request, rt: ResourceType, namespace, name: str, sub) -> web.Response:
+        ctype = (request.headers.get("Content-Type") or "").split(";")[0].strip()
+        patch_type = PATCH_TYPES.get(ctype)
+        if patch_type is None:
+            raise ApiError.unsupported_media_type(ctype)
+        raw = await request.read()
+        try:
+            patch = yaml.load(raw, Loader=_YamlLoader) if patch_type == "apply" else json.loads(raw or b"null")
+        except (ValueError, yaml.YAMLError) as e:
+            raise ApiError.bad_request(f"error decoding patch: {e}") from None
+        fm = request.query.get("fieldManager")
+        if patch_type != "apply":
+            fm = fm or _field_manager_from(request)
+        existed = True
+        if patch_type == "apply":
+            try:
+                self.store.get(rt, namespace, name)
+            except ApiError:
+                existed = False
+        obj = self.store.patch(rt, namespace, name, patch, patch_type, field_manager=fm,
+                               force=_truthy(request.query.get("force")), subresource=sub,
+                               dry_run=_dry_run(request))
+        return json_response(obj, 200 if existed else 201)
+
+    async def _delete_options(self, request: web.Request) -> dict:
+        body = await self._json_body(request) if request.can_read_body else None
+        opts = body if isinstance(body, dict) else {}
+        policy = request.query.get("propagationPolicy") or opts.get("propagationPolicy")
+        orphan = request.query.get("orphanDependents")
+        if orphan is None and opts.get("orphanDependents") is not None:
+            orphan = str(opts["orphanDependents"])
+        if not policy and orphan is not None:
+            policy = "Orphan" if _truthy(orphan) else "Background"
+        return {"policy": policy, "preconditions": opts.get("preconditions"), "dry_run": _dry_run(request, opts)}
+
+    async def _delete(self, request: web.Request, rt: ResourceType, namespace, name: str) -> web.Response:
+        opts = await self._delete_options(request)
+        obj, removed = self.store.delete(rt, namespace, name, propagation_policy=opts["policy"],
+                                         preconditions=opts["preconditions"], dry_run=opts["dry_run"])
+        if removed and not rt.custom and (rt.group, rt.plural) not in _DELETE_RETURNS_OBJECT:
+            return json_response({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "details": {"name": name, "group": rt.group, "kind": rt.plural,
+                            "uid": obj["metadata"].get("uid")}})
+        return json_response(obj)
+
+    async def _delete_collection(self, request: web.Request, rt: ResourceType, namespace) -> web.Response:
+        opts = await self._delete_options(request)
+        items, _ = self.store.list(rt, namespace, request.query.get("labelSelector"),
+                                   request.query.get("fieldSelector"))
+        deleted = []
+        for item in items:
+            meta = item["metadata"]
+            with contextlib.suppress(ApiError):
+                obj, _ = self.store.delete(rt, meta.get("namespace"), meta["name"],
+                                           propagation_policy=opts["policy"], dry_run=opts["dry_run"])
+                deleted.append(obj)
+        return json_response({"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
+                              "metadata": {"resourceVersion": str(self.store.resource_version)},
+                              "items": deleted})
+
+    # ------------------------------------------------------------------ watch
+
+    async def _watch(self, request: web.Request, rt: ResourceType, namespace, name: str | None = None):
+        q = request.query
+        field_selector = q.get("fieldSelector")
+        if name:
+            field_selector = f"metadata.name={name}" + (f",{field_selector}" if field_selector else "")
+        sub = Subscription(self.store, rt, namespace if rt.namespaced else None, q.get("labelSelector"),
+                           field_selector)
+        send_initial = q.get("sendInitialEvents")
+        send_initial_flag = None if send_initial is None else _truthy(send_initial)
+        bookmarks = _truthy(q.get("allowWatchBookmarks"))
+        timeout = q.get("timeoutSeconds")
+        deadline = time.monotonic() + float(timeout) if timeout else None
+        response = web.StreamResponse(status=200, headers={"Content-Type": JSON,
+                                                           "Cache-Control": "no-cache, private"})
+        response.enable_chunked_encoding()
+        try:
+            initial = self.store.initial_events(sub, q.get("resourceVersion"), send_initial_flag)
+        except ApiError as e:
+            await response.prepare(request)
+            await response.write(_dumps({"type": "ERROR", "object": e.status()}).encode() + b"\n")
+            await response.write_eof()
+            return response
+        start_rv = self.store.resource_version
+        self.store.subscribe_raw(sub)
+        try:
+            await response.prepare(request)
+            if initial:
+                await response.write(b"".join(self._line(rt, t, ev) for t, ev in initial))
+            if send_initial_flag:
+                await response.write(self._bookmark(rt, start_rv, initial_end=True))
+            last_bookmark = time.monotonic()
+            while True:
+                wait = 1.0
+                if deadline is not None:
+                    wait = min(wait, deadline - time.monotonic())
+                    if wait <= 0:
+                        break
+                try:
+                    t, ev = await asyncio.wait_for(sub.queue.get(), wait)
+                except TimeoutError:
+                    if request.transport is None or request.transport.is_closing():
+                        break
+                    if bookmarks and time.monotonic() - last_bookmark >= self.server.bookmark_interval:
+                        await response.write(self._bookmark(rt, self.store.resource_version))
+                        last_bookmark = time.monotonic()
+                    continue
+                chunk = [self._line(rt, t, ev)]
+                while not sub.queue.empty():
+                    t, ev = sub.queue.get_nowait()
+                    chunk.append(self._line(rt, t, ev))
+                await response.write(b"".join(chunk))
+            await response.write_eof()
+        except ConnectionResetError:
+            pass  # the client went away
+        finally:
+            sub.close()
+        return response
+
+    @staticmethod
+    def _line(rt: ResourceType, type_: str, ev) -> bytes:
+        key = f"{type_} {rt.api_version}"
+        line = ev.wire.get(key)
+        if line is None:
+            obj = ev.obj if ev.obj.get("apiVersion") == rt.api_version else {**ev.obj, "apiVersion": rt.api_version}
+            line = ev.wire[key] = _dumps({"type": type_, "object": obj}).encode() + b"\n"
+        return line
+
+    @staticmethod
+    def _bookmark(rt: ResourceType, rv: int, initial_end: bool = False) -> bytes:
+        meta: dict = {"resourceVersion": str(rv)}
+        if initial_end:
+            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+        return _dumps({"type": "BOOKMARK", "object": {"kind": rt.kind, "apiVersion": rt.api_version,
+                                                      "metadata": meta}}).encode() + b"\n"

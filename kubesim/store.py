@@ -1,0 +1,951 @@
+"""The object store behind kubesim's API server, usable in-process by controllers on the same loop.
+
+Every HTTP verb is a thin call into `Store`, so in-process callers (the scheduler, controllers and
+kubelet of the simulated cluster) get exactly the semantics clients see over HTTP: one global
+resourceVersion bumped on real changes only, generation, status isolation, the scale subresource,
+the four patch types, server-side apply with managedFields, finalizers, deletion propagation and
+ownerReference garbage collection, admission hooks, and watches with replay.
+
+Public in-process API (stable; all methods are synchronous and must be called from the event loop
+thread that runs the server, which makes each call atomic):
+
+    store.resource("apps", "v1", "deployments")          -> ResourceType (also accepts "apps/v1/deployments")
+    store.get(res, namespace, name, subresource=None)    -> dict (a private copy; "scale" gives a Scale)
+    store.list(res, namespace=None, label_selector=None, field_selector=None) -> (items, resourceVersion)
+    store.create(res, namespace, obj, field_manager=None, dry_run=False)      -> dict
+    store.update(res, namespace, name, obj, subresource=None, field_manager=None, dry_run=False) -> dict
+    store.update_status(res, namespace, name, obj, field_manager=None)        -> dict
+    store.patch(res, namespace, name, patch, patch_type, field_manager=None, force=False,
+                subresource=None, dry_run=False)  # patch_type: "merge" | "json" | "strategic" | "apply"
+    store.delete(res, namespace, name, propagation_policy=None, preconditions=None, dry_run=False)
+                                                         -> (last state of the object, removed_now: bool)
+    store.watch(res, namespace=None, label_selector=None, field_selector=None, resource_version=None)
+        -> Subscription: `async for ev in sub:` yields WatchEvent(type, object); `sub.close()` to stop.
+           resource_version None/"0" starts with synthetic ADDED events for current objects; "N" replays
+           every change after N (ApiError 410 if that history is gone).
+    store.add_admission_hook(fn)   # fn(AdmissionRequest) -> None, raises ApiError to reject
+    store.resource_version         # current global resourceVersion (int)
+
+`res` is a ResourceType, a `(group, version, plural)` tuple or `"group/version/plural"` (`"v1/pods"` for
+the core group). Errors are `kubesim.errors.ApiError` with the apiserver's code, reason and message.
+Objects handed out are copies: mutate them freely and write them back with update/patch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import os
+import random
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import NamedTuple
+
+from .errors import ApiError
+from .fieldmanager import FieldManager, strip_nulls
+from .patching import json_patch, merge_patch, strategic_merge
+from .resources import Registry, ResourceType, preinstalled_crds, types_from_crd
+from .selectors import field_value, parse_field_selector, parse_label_selector, selector_from_label_selector
+from .validation import validate
+
+PATCH_TYPES = {
+    "application/merge-patch+json": "merge",
+    "application/json-patch+json": "json",
+    "application/strategic-merge-patch+json": "strategic",
+    "application/apply-patch+yaml": "apply",
+    "application/apply-patch+json": "apply",
+}
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_GENERATE_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+_SERVER_KEPT = ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds")
+GC_MANAGER = "kube-controller-manager"
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class WatchEvent(NamedTuple):
+    """One change delivered to an in-process watcher: ADDED, MODIFIED, DELETED (or BOOKMARK)."""
+
+    type: str
+    object: dict
+
+
+@dataclass(slots=True)
+class AdmissionRequest:
+    """What an admission hook sees before a write is persisted (object is the proposed new state)."""
+
+    operation: str  # CREATE | UPDATE | DELETE
+    resource: ResourceType
+    namespace: str | None
+    name: str
+    object: dict | None
+    old_object: dict | None
+    subresource: str | None
+    dry_run: bool
+    store: Store
+
+
+AdmissionHook = Callable[[AdmissionRequest], None]
+
+
+class _Event:
+    """A committed change as kept in history and fanned out to subscriptions."""
+
+    __slots__ = ("gp", "namespace", "obj", "old", "rv", "type", "wire")
+
+    def __init__(self, rv: int, gp: tuple[str, str], namespace: str | None, type_: str, obj: dict,
+                 old: dict | None):
+        self.rv, self.gp, self.namespace, self.type, self.obj, self.old = rv, gp, namespace, type_, obj, old
+        self.wire: dict[str, bytes] = {}  # serialized line per (type, apiVersion), shared by HTTP watchers
+
+
+class Subscription:
+    """A watch on one resource: an async iterator of WatchEvent (in-process) or raw events (HTTP)."""
+
+    def __init__(self, store: Store, rt: ResourceType, namespace: str | None, label_selector: str | None,
+                 field_selector: str | None):
+        self.store = store
+        self.rt = rt
+        self.gp = (rt.group, rt.plural)
+        self.namespace = namespace
+        self._labels = parse_label_selector(label_selector)
+        self._fields = parse_field_selector(field_selector)
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.closed = False
+
+    def matches(self, obj: dict | None) -> bool:
+        if obj is None:
+            return False
+        if self.namespace and (obj.get("metadata") or {}).get("namespace") != self.namespace:
+            return False
+        if self._labels and not self._labels(obj):
+            return False
+        return not (self._fields and not self._fields(obj))
+
+    def translate(self, ev: _Event) -> str | None:
+        """The event type this watcher sees: selector transitions turn MODIFIED into ADDED/DELETED."""
+        now = self.matches(ev.obj)
+        if ev.type == "MODIFIED":
+            before = self.matches(ev.old)
+            if now and before:
+                return "MODIFIED"
+            if now:
+                return "ADDED"
+            return "DELETED" if before else None
+        return ev.type if now else None
+
+    def offer(self, ev: _Event) -> None:
+        if ev.gp != self.gp or self.closed:
+            return
+        t = self.translate(ev)
+        if t is not None:
+            self.queue.put_nowait((t, ev))
+
+    def close(self) -> None:
+        self.closed = True
+        self.store._unsubscribe(self)
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self) -> WatchEvent:
+        if self.closed:
+            raise StopAsyncIteration
+        t, ev = await self.queue.get()
+        return WatchEvent(t, self.store._present(self.rt, ev.obj))
+
+
+class Store:
+    """All objects, the global resourceVersion, watch history and subscriptions (see module docstring)."""
+
+    def __init__(self, *, seed: int | None = None, history_size: int = 10000, seed_objects: bool = True):
+        self.registry = Registry()
+        self._rand = random.Random(seed)
+        self._objects: dict[tuple[str, str], dict[tuple[str | None, str], dict]] = {}
+        self._by_uid: dict[str, tuple[tuple[str, str], str | None, str]] = {}
+        self._dependents: dict[str, set[tuple[tuple[str, str], str | None, str]]] = {}
+        self._rv = 0
+        self._history: deque[_Event] = deque(maxlen=history_size)
+        self._compacted = 0  # the newest resourceVersion no longer in history
+        self._subs: set[Subscription] = set()
+        self._hooks: list[AdmissionHook] = []
+        self._cluster_ip = 0
+        self.on_change: list[Callable[[], None]] = []  # called after every commit (persistence)
+        if seed_objects:
+            for ns in DEFAULT_NAMESPACES:
+                self.create("v1/namespaces", None, {"metadata": {"name": ns}}, field_manager="kube-apiserver")
+            for crd in preinstalled_crds():
+                self.create("apiextensions.k8s.io/v1/customresourcedefinitions", None, crd,
+                            field_manager="kube-apiserver")
+
+    # ------------------------------------------------------------------ lookups
+
+    @property
+    def resource_version(self) -> int:
+        return self._rv
+
+    def resource(self, group_or_res, version: str | None = None, plural: str | None = None) -> ResourceType:
+        """Resolve a resource; raises ApiError 404 when it is not served."""
+        res = (group_or_res, version, plural) if version is not None else group_or_res
+        try:
+            return self.registry.resolve(res)
+        except KeyError:
+            raise ApiError.path_not_found() from None
+
+    def add_admission_hook(self, hook: AdmissionHook) -> None:
+        """Register `hook(AdmissionRequest)`; it runs before every create/update/delete and may raise ApiError."""
+        self._hooks.append(hook)
+
+    def _bucket(self, rt: ResourceType) -> dict:
+        return self._objects.setdefault((rt.group, rt.plural), {})
+
+    def _ns(self, rt: ResourceType, namespace: str | None) -> str | None:
+        return (namespace or "default") if rt.namespaced else None
+
+    def _present(self, rt: ResourceType, obj: dict) -> dict:
+        out = copy.deepcopy(obj)
+        out["apiVersion"] = rt.api_version
+        return out
+
+    def _current(self, rt: ResourceType, namespace: str | None, name: str) -> dict:
+        obj = self._bucket(rt).get((self._ns(rt, namespace), name))
+        if obj is None:
+            raise ApiError.not_found(rt.group_resource, name, rt.group, rt.plural)
+        return obj
+
+    def get(self, resource, namespace: str | None, name: str, subresource: str | None = None) -> dict:
+        """The object (a copy), or its Scale for subresource="scale"; 404 when absent."""
+        rt = self.resource(resource)
+        obj = self._current(rt, namespace, name)
+        if subresource == "scale":
+            return self._scale_of(rt, obj)
+        return self._present(rt, obj)
+
+    def list(self, resource, namespace: str | None = None, label_selector: str | None = None,
+             field_selector: str | None = None) -> tuple[list[dict], str]:
+        """Matching objects (copies, sorted by namespace/name) and the list's resourceVersion."""
+        rt = self.resource(resource)
+        labels = parse_label_selector(label_selector)
+        fields = parse_field_selector(field_selector)
+        items = []
+        for (ns, _name), obj in sorted(self._bucket(rt).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
+            if namespace and rt.namespaced and ns != namespace:
+                continue
+            if labels and not labels(obj):
+                continue
+            if fields and not fields(obj):
+                continue
+            items.append(self._present(rt, obj))
+        return items, str(self._rv)
+
+    # ------------------------------------------------------------------ watch
+
+    def watch(self, resource, namespace: str | None = None, label_selector: str | None = None,
+              field_selector: str | None = None, resource_version: str | None = None,
+              send_initial_events: bool | None = None) -> Subscription:
+        """Subscribe to changes; see the module docstring for the resourceVersion rules."""
+        rt = self.resource(resource)
+        sub = Subscription(self, rt, namespace if rt.namespaced else None, label_selector, field_selector)
+        for t, ev in self.initial_events(sub, resource_version, send_initial_events):
+            sub.queue.put_nowait((t, ev))
+        self._subs.add(sub)
+        return sub
+
+    def initial_events(self, sub: Subscription, resource_version: str | None,
+                       send_initial_events: bool | None = None) -> list[tuple[str, _Event]]:
+        """Events a new watch starts with: synthetic ADDED for a fresh start, else the replayed history."""
+        fresh = resource_version in (None, "", "0")
+        if send_initial_events or (fresh and send_initial_events is None):
+            out = []
+            for (ns, _name), obj in sorted(self._bucket(sub.rt).items(),
+                                           key=lambda kv: (kv[0][0] or "", kv[0][1])):
+                if sub.matches(obj):
+                    out.append(("ADDED", _Event(self._rv, sub.gp, ns, "ADDED", obj, None)))
+            return out
+        if fresh:
+            return []
+        try:
+            since = int(resource_version)
+        except ValueError:
+            raise ApiError.bad_request(f"invalid resource version: {resource_version}") from None
+        if since < self._compacted:
+            raise ApiError.expired(since, self._compacted + 1)
+        out = []
+        for ev in self._history:
+            if ev.rv > since and ev.gp == sub.gp:
+                t = sub.translate(ev)
+                if t is not None:
+                    out.append((t, ev))
+        return out
+
+    def subscribe_raw(self, sub: Subscription) -> None:
+        self._subs.add(sub)
+
+    def _unsubscribe(self, sub: Subscription) -> None:
+        self._subs.discard(sub)
+
+    # ------------------------------------------------------------------ commit
+
+    def _commit(self, rt: ResourceType, ns: str | None, name: str, obj: dict | None, old: dict | None,
+                type_: str) -> dict:
+        self._rv += 1
+        bucket = self._bucket(rt)
+        gp = (rt.group, rt.plural)
+        if type_ == "DELETED":
+            obj = copy.copy(old)
+            obj["metadata"] = dict(old["metadata"], resourceVersion=str(self._rv))
+            stored = bucket.pop((ns, name), None)
+            self._by_uid.pop(old["metadata"].get("uid"), None)
+            for gone in (stored, old):
+                if gone is not None:
+                    self._index_owners(gone, gp, ns, name, add=False)
+        else:
+            obj["metadata"]["resourceVersion"] = str(self._rv)
+            bucket[(ns, name)] = obj
+            self._by_uid[obj["metadata"]["uid"]] = (gp, ns, name)
+            if old is not None:
+                self._index_owners(old, gp, ns, name, add=False)
+            self._index_owners(obj, gp, ns, name, add=True)
+        if len(self._history) == self._history.maxlen:
+            self._compacted = self._history[0].rv
+        ev = _Event(self._rv, gp, ns, type_, obj, old)
+        self._history.append(ev)
+        for sub in list(self._subs):
+            sub.offer(ev)
+        for cb in self.on_change:
+            cb()
+        return obj
+
+    def _index_owners(self, obj: dict, gp, ns, name, *, add: bool) -> None:
+        for ref in obj["metadata"].get("ownerReferences") or []:
+            uid = ref.get("uid")
+            if not uid:
+                continue
+            deps = self._dependents.setdefault(uid, set())
+            if add:
+                deps.add((gp, ns, name))
+            else:
+                deps.discard((gp, ns, name))
+                if not deps:
+                    self._dependents.pop(uid, None)
+
+    def _admit(self, operation: str, rt: ResourceType, ns, name, obj, old, subresource, dry_run) -> None:
+        if not self._hooks:
+            return
+        req = AdmissionRequest(operation, rt, ns, name, obj, old, subresource, dry_run, self)
+        for hook in self._hooks:
+            hook(req)
+
+    # ------------------------------------------------------------------ create
+
+    def create(self, resource, namespace: str | None, obj: dict, *, field_manager: str | None = None,
+               dry_run: bool = False) -> dict:
+        """Create `obj` (201 semantics): 409 AlreadyExists, 422 Invalid, generateName, defaults."""
+        rt = self.resource(resource)
+        obj = copy.deepcopy(obj)
+        return self._create(rt, namespace, obj, field_manager or "kubesim", dry_run, managed=None)
+
+    def _create(self, rt: ResourceType, namespace, obj: dict, manager: str, dry_run: bool,
+                managed: list | None) -> dict:
+        if not isinstance(obj, dict):
+            raise ApiError.bad_request("the body of the request must be a JSON object")
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict):
+            meta = obj["metadata"] = {}
+        ns = self._ns(rt, namespace or meta.get("namespace"))
+        if rt.namespaced:
+            meta["namespace"] = ns
+        else:
+            meta.pop("namespace", None)
+        obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
+        if not meta.get("name"):
+            if meta.get("generateName"):
+                meta["name"] = meta["generateName"] + "".join(self._rand.choice(_GENERATE_CHARS)
+                                                              for _ in range(5))
+            else:
+                raise ApiError.invalid(rt.kind, rt.group_kind, "", rt.group, [{
+                    "reason": "FieldValueRequired", "field": "metadata.name",
+                    "message": "Required value: name or generateName is required"}])
+        name = meta["name"]
+        if (ns, name) in self._bucket(rt):
+            raise ApiError.already_exists(rt.group_resource, name, rt.group, rt.plural)
+        if rt.namespaced:
+            nsobj = self._bucket(self.registry.get("", "v1", "namespaces")).get((None, ns))
+            if nsobj is not None and nsobj["metadata"].get("deletionTimestamp"):
+                raise ApiError.forbidden(rt.group_resource, name,
+                                         f"unable to create new content in namespace {ns} because it is "
+                                         "being terminated", rt.group, rt.plural)
+        for k in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
+            meta.pop(k, None)
+        self._defaults(rt, obj)
+        validate(rt, obj)
+        meta["uid"] = str(uuid.UUID(int=self._rand.getrandbits(128), version=4))
+        meta["creationTimestamp"] = now_rfc3339()
+        meta["generation"] = 1
+        fm = FieldManager(rt.api_version, meta["creationTimestamp"])
+        if managed is None:
+            managed = fm.update({}, obj, None, manager, status=False if rt.status else None)
+        if managed:
+            meta["managedFields"] = managed
+        self._admit("CREATE", rt, ns, name, obj, None, None, dry_run)
+        if dry_run:
+            return self._present(rt, obj)
+        committed = self._commit(rt, ns, name, obj, None, "ADDED")
+        if rt.kind == "CustomResourceDefinition" and rt.group == "apiextensions.k8s.io":
+            self._serve_crd(committed)
+        return self._present(rt, committed)
+
+    def _defaults(self, rt: ResourceType, obj: dict) -> None:
+        """The few apiserver defaults clients rely on; status of kinds with /status starts empty."""
+        if rt.status:
+            obj.pop("status", None)
+        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else None
+        if rt.group == "apps" and spec is not None:
+            spec.setdefault("replicas", 1)
+        if rt.key == ("", "v1", "namespaces"):
+            obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+            obj["status"] = {"phase": "Active"}
+        elif rt.key == ("", "v1", "pods"):
+            obj["status"] = {"phase": "Pending"}
+        elif rt.key == ("", "v1", "services"):
+            spec = obj.setdefault("spec", {})
+            spec.setdefault("type", "ClusterIP")
+            if spec["type"] != "ExternalName" and not spec.get("clusterIP"):
+                self._cluster_ip += 1
+                spec["clusterIP"] = f"10.96.{self._cluster_ip // 250}.{self._cluster_ip % 250 + 1}"
+            if spec.get("clusterIP") and spec["clusterIP"] != "None":
+                spec.setdefault("clusterIPs", [spec["clusterIP"]])
+            for port in spec.get("ports") or []:
+                if isinstance(port, dict):
+                    port.setdefault("protocol", "TCP")
+                    port.setdefault("targetPort", port.get("port"))
+            obj["status"] = {"loadBalancer": {}}
+        elif rt.kind == "CustomResourceDefinition" and rt.group == "apiextensions.k8s.io":
+            names = (obj.get("spec") or {}).get("names") or {}
+            obj["status"] = {
+                "acceptedNames": names,
+                "storedVersions": [v.get("name") for v in (obj.get("spec") or {}).get("versions") or []
+                                   if v.get("storage")],
+                "conditions": [
+                    {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+                     "message": "no conflicts found", "lastTransitionTime": now_rfc3339()},
+                    {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+                     "message": "the initial names have been accepted", "lastTransitionTime": now_rfc3339()},
+                ],
+            }
+
+    def _serve_crd(self, crd: dict) -> None:
+        spec = crd.get("spec") or {}
+        names = spec.get("names") or {}
+        for rt in self.registry.all():
+            if rt.custom and rt.group == spec.get("group") and rt.plural == names.get("plural"):
+                self.registry.remove(rt.key)
+        for rt in types_from_crd(crd):
+            self.registry.add(rt)
+
+    # ------------------------------------------------------------------ update / patch
+
+    def update(self, resource, namespace: str | None, name: str, obj: dict, *, subresource: str | None = None,
+               field_manager: str | None = None, dry_run: bool = False) -> dict:
+        """Replace (PUT) the object, its status (subresource="status") or its Scale (subresource="scale")."""
+        rt = self.resource(resource)
+        old = self._current(rt, namespace, name)
+        body = copy.deepcopy(obj)
+        if not isinstance(body, dict):
+            raise ApiError.bad_request("the body of the request must be a JSON object")
+        meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+        if meta.get("name") and meta["name"] != name:
+            raise ApiError.bad_request(
+                f"the name of the object ({meta['name']}) does not match the name on the URL ({name})")
+        rv = meta.get("resourceVersion")
+        if rv:
+            if rv != old["metadata"]["resourceVersion"]:
+                raise ApiError.conflict(rt.group_resource, name, rt.group, rt.plural)
+        elif rt.custom and subresource != "scale":
+            raise ApiError.invalid(rt.kind, rt.group_kind, name, rt.group, [{
+                "reason": "FieldValueInvalid", "field": "metadata.resourceVersion",
+                "message": "Invalid value: 0x0: must be specified for an update"}])
+        manager = field_manager or "kubesim"
+        if subresource == "scale":
+            return self._write_scale(rt, old, body, manager, dry_run)
+        new = self._prepare(rt, old, body, subresource)
+        written = self._write(rt, old, new, manager, subresource, dry_run)
+        return self._present(rt, written)
+
+    def update_status(self, resource, namespace: str | None, name: str, obj: dict, *,
+                      field_manager: str | None = None, dry_run: bool = False) -> dict:
+        """PUT /status: only `.status` of `obj` is taken."""
+        return self.update(resource, namespace, name, obj, subresource="status", field_manager=field_manager,
+                           dry_run=dry_run)
+
+    def patch(self, resource, namespace: str | None, name: str, patch, patch_type: str = "merge", *,
+              field_manager: str | None = None, force: bool = False, subresource: str | None = None,
+              dry_run: bool = False) -> dict:
+        """PATCH with "merge", "json", "strategic" or "apply" (server-side apply; creates when absent)."""
+        rt = self.resource(resource)
+        patch_type = PATCH_TYPES.get(patch_type, patch_type)
+        if patch_type not in ("merge", "json", "strategic", "apply"):
+            raise ApiError.unsupported_media_type(patch_type)
+        if patch_type == "strategic" and rt.custom:
+            raise ApiError.unsupported_media_type(patch_type)
+        if patch_type == "apply":
+            if not field_manager:
+                raise ApiError.bad_request("fieldManager is required for apply requests")
+            return self._apply(rt, namespace, name, patch, field_manager, force, subresource, dry_run)
+        old = self._current(rt, namespace, name)
+        manager = field_manager or "kubesim"
+        if subresource == "scale":
+            scale = self._scale_of(rt, old)
+            patched = self._patch_doc(scale, patch, patch_type)
+            if (patched.get("metadata") or {}).get("resourceVersion") not in (None, scale["metadata"]
+                                                                               ["resourceVersion"]):
+                raise ApiError.conflict(rt.group_resource, name, rt.group, rt.plural)
+            return self._write_scale(rt, old, patched, manager, dry_run)
+        patched = self._patch_doc(old, patch, patch_type)
+        if not isinstance(patched, dict):
+            raise ApiError.bad_request("the patch produced something that is not an object")
+        if (patched.get("metadata") or {}).get("resourceVersion") != old["metadata"]["resourceVersion"] and \
+                (patched.get("metadata") or {}).get("resourceVersion") is not None:
+            raise ApiError.conflict(rt.group_resource, name, rt.group, rt.plural)
+        new = self._prepare(rt, old, patched, subresource)
+        return self._present(rt, self._write(rt, old, new, manager, subresource, dry_run))
+
+    @staticmethod
+    def _patch_doc(doc: dict, patch, patch_type: str):
+        if patch_type == "json":
+            return json_patch(copy.deepcopy(doc), patch)
+        if not isinstance(patch, dict):
+            raise ApiError.bad_request("the patch must be a JSON object")
+        if patch_type == "merge":
+            return merge_patch(copy.deepcopy(doc), patch)
+        return strategic_merge(copy.deepcopy(doc), patch)
+
+    def _prepare(self, rt: ResourceType, old: dict, body: dict, subresource: str | None) -> dict:
+        """The object a write proposes: status isolation plus server-owned metadata kept from `old`."""
+        if subresource == "status":
+            new = copy.deepcopy(old)
+            if body.get("status") is None:
+                new.pop("status", None)
+            else:
+                new["status"] = body["status"]
+            return new
+        new = body
+        new["apiVersion"], new["kind"] = old["apiVersion"], old["kind"]
+        if rt.status:
+            if "status" in old:
+                new["status"] = copy.deepcopy(old["status"])
+            else:
+                new.pop("status", None)
+        meta = new.get("metadata") if isinstance(new.get("metadata"), dict) else {}
+        new["metadata"] = meta
+        ometa = old["metadata"]
+        for k in ("name", "namespace", *_SERVER_KEPT, "resourceVersion", "managedFields"):
+            if k in ometa:
+                meta[k] = ometa[k]
+            else:
+                meta.pop(k, None)
+        return new
+
+    def _write(self, rt: ResourceType, old: dict, new: dict, manager: str, subresource: str | None,
+               dry_run: bool, managed: list | None = None) -> dict:
+        """Validate, account ownership, bump generation, run admission and commit unless a no-op."""
+        meta, ometa = new["metadata"], old["metadata"]
+        name, ns = ometa["name"], ometa.get("namespace")
+        if ometa.get("deletionTimestamp"):
+            added = [f for f in meta.get("finalizers") or [] if f not in (ometa.get("finalizers") or [])]
+            if added:
+                raise ApiError.invalid(rt.kind, rt.group_kind, name, rt.group, [{
+                    "reason": "FieldValueForbidden", "field": "metadata.finalizers",
+                    "message": "Forbidden: no new finalizers can be added if the object is being deleted, "
+                               f"found new finalizers {json.dumps(added)}"}])
+        if subresource != "status":
+            validate(rt, new)
+        if _spec_of(new) != _spec_of(old):
+            meta["generation"] = ometa.get("generation", 1) + 1
+        status_scope = _status_scope(rt, subresource)
+        if managed is None:
+            fm = FieldManager(rt.api_version, now_rfc3339())
+            managed = fm.update(old, new, ometa.get("managedFields"), manager, subresource=subresource or "",
+                                status=status_scope)
+        if managed:
+            meta["managedFields"] = managed
+        else:
+            meta.pop("managedFields", None)
+        self._admit("UPDATE", rt, ns, name, new, old, subresource, dry_run)
+        if _without_times(new) == _without_times(old):
+            return old
+        if dry_run:
+            return new
+        if ometa.get("deletionTimestamp") and not meta.get("finalizers"):
+            self._remove(rt, ns, name, old=new)
+            return new
+        written = self._commit(rt, ns, name, new, old, "MODIFIED")
+        if rt.kind == "CustomResourceDefinition" and rt.group == "apiextensions.k8s.io":
+            self._serve_crd(written)
+        if ometa.get("deletionTimestamp"):
+            self._process_finalizers(rt, ns, name)
+        return written
+
+    def _apply(self, rt: ResourceType, namespace, name: str, config, manager: str, force: bool,
+               subresource: str | None, dry_run: bool) -> dict:
+        if not isinstance(config, dict):
+            raise ApiError.bad_request("the apply configuration must be an object")
+        config = strip_nulls(config)
+        cmeta = config.get("metadata") if isinstance(config.get("metadata"), dict) else {}
+        if (config.get("kind") and config.get("kind") != rt.kind) or \
+                (config.get("apiVersion") and config.get("apiVersion") != rt.api_version):
+            raise ApiError.bad_request(
+                f"the API version in the data ({config.get('apiVersion')}) does not match the expected API "
+                f"version ({rt.api_version})" if config.get("apiVersion") != rt.api_version else
+                f"the kind in the data ({config.get('kind')}) does not match the expected kind ({rt.kind})")
+        if cmeta.get("name") and cmeta["name"] != name:
+            raise ApiError.bad_request(
+                f"the name of the object ({cmeta['name']}) does not match the name on the URL ({name})")
+        ns = self._ns(rt, namespace)
+        old = self._bucket(rt).get((ns, name))
+        if cmeta.get("resourceVersion") and (old is None or cmeta["resourceVersion"] !=
+                                             old["metadata"]["resourceVersion"]):
+            if old is None:
+                raise ApiError.not_found(rt.group_resource, name, rt.group, rt.plural)
+            raise ApiError.conflict(rt.group_resource, name, rt.group, rt.plural)
+        config = copy.deepcopy(config)
+        config["apiVersion"], config["kind"] = rt.api_version, rt.kind
+        cfg_meta = config.setdefault("metadata", {})
+        cfg_meta["name"] = name
+        if rt.namespaced:
+            cfg_meta["namespace"] = ns
+        for k in ("resourceVersion", "uid", "managedFields", "creationTimestamp", "generation"):
+            cfg_meta.pop(k, None)
+        status_scope = _status_scope(rt, subresource)
+        if status_scope is False:
+            config.pop("status", None)
+        elif status_scope is True:
+            config = {"apiVersion": rt.api_version, "kind": rt.kind, "metadata": {"name": name},
+                      "status": config.get("status") or {}}
+        fm = FieldManager(rt.api_version, now_rfc3339())
+        if old is None:
+            if subresource:
+                raise ApiError.not_found(rt.group_resource, name, rt.group, rt.plural)
+            skeleton = {"apiVersion": rt.api_version, "kind": rt.kind, "metadata": {}}
+            new, managed = fm.apply(skeleton, config, None, manager, force=force, status=status_scope)
+            return self._create(rt, ns, new, manager, dry_run, managed=managed)
+        live = copy.deepcopy(old)
+        new, managed = fm.apply(live, config, old["metadata"].get("managedFields"), manager, force=force,
+                                subresource=subresource or "", status=status_scope)
+        new = self._prepare(rt, old, new, subresource) if subresource != "status" else new
+        if subresource == "status":
+            new["metadata"] = copy.deepcopy(old["metadata"])
+        return self._present(rt, self._write(rt, old, new, manager, subresource, dry_run, managed=managed))
+
+    # ------------------------------------------------------------------ scale
+
+    def _scale_of(self, rt: ResourceType, obj: dict) -> dict:
+        if rt.scale is None:
+            raise ApiError.path_not_found()
+        meta = obj["metadata"]
+        spec_replicas = _dotted(obj, rt.scale.spec_replicas)
+        status_replicas = _dotted(obj, rt.scale.status_replicas)
+        if rt.custom:
+            selector = _dotted(obj, rt.scale.label_selector) if rt.scale.label_selector else None
+        else:
+            selector = selector_from_label_selector((obj.get("spec") or {}).get("selector"))
+        status = {"replicas": int(status_replicas or 0)}
+        if selector:
+            status["selector"] = selector
+        return {
+            "kind": "Scale", "apiVersion": "autoscaling/v1",
+            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                         if k in meta},
+            "spec": {"replicas": int(spec_replicas or 0)},
+            "status": status,
+        }
+
+    def _write_scale(self, rt: ResourceType, old: dict, scale: dict, manager: str, dry_run: bool) -> dict:
+        if rt.scale is None:
+            raise ApiError.path_not_found()
+        rv = (scale.get("metadata") or {}).get("resourceVersion")
+        if rv and rv != old["metadata"]["resourceVersion"]:
+            raise ApiError.conflict(rt.group_resource, old["metadata"]["name"], rt.group, rt.plural)
+        replicas = (scale.get("spec") or {}).get("replicas", 0)
+        if not isinstance(replicas, int) or replicas < 0:
+            raise ApiError.invalid("Scale", "Scale.autoscaling", old["metadata"]["name"], "autoscaling", [{
+                "reason": "FieldValueInvalid", "field": "spec.replicas",
+                "message": f"Invalid value: {replicas}: must be greater than or equal to 0"}])
+        new = copy.deepcopy(old)
+        _set_dotted(new, rt.scale.spec_replicas, replicas)
+        written = self._write(rt, old, new, manager, "scale", dry_run)
+        return self._scale_of(rt, written)
+
+    # ------------------------------------------------------------------ delete and GC
+
+    def delete(self, resource, namespace: str | None, name: str, *, propagation_policy: str | None = None,
+               preconditions: dict | None = None, dry_run: bool = False) -> tuple[dict, bool]:
+        """Delete with Background (default), Foreground or Orphan propagation and finalizers.
+
+        Returns the object's last state and whether it is gone now (False: deletion pending finalizers).
+        """
+        rt = self.resource(resource)
+        ns = self._ns(rt, namespace)
+        old = self._current(rt, ns, name)
+        ometa = old["metadata"]
+        pre = preconditions or {}
+        if pre.get("uid") and pre["uid"] != ometa["uid"]:
+            raise ApiError(409, "Conflict",
+                           f'Operation cannot be fulfilled on {rt.group_resource} "{name}": Precondition failed: '
+                           f"UID in precondition: {pre['uid']}, UID in object meta: {ometa['uid']}",
+                           {"name": name, "group": rt.group, "kind": rt.plural})
+        if pre.get("resourceVersion") and pre["resourceVersion"] != ometa["resourceVersion"]:
+            raise ApiError(409, "Conflict",
+                           f'Operation cannot be fulfilled on {rt.group_resource} "{name}": the ResourceVersion '
+                           f"in the precondition ({pre['resourceVersion']}) does not match the ResourceVersion "
+                           f"in record ({ometa['resourceVersion']}). The object might have been modified",
+                           {"name": name, "group": rt.group, "kind": rt.plural})
+        policy = propagation_policy or "Background"
+        if policy not in ("Background", "Foreground", "Orphan"):
+            raise ApiError.bad_request(f"unsupported propagation policy {policy!r}")
+        self._admit("DELETE", rt, ns, name, None, old, None, dry_run)
+        if dry_run:
+            return self._present(rt, old), False
+        finalizers = list(ometa.get("finalizers") or [])
+        wanted = {"Orphan": "orphan", "Foreground": "foregroundDeletion"}.get(policy)
+        is_namespace = rt.key == ("", "v1", "namespaces")
+        if wanted and wanted not in finalizers:
+            finalizers.append(wanted)
+        if finalizers or is_namespace:
+            new = copy.deepcopy(old)
+            nmeta = new["metadata"]
+            if finalizers:
+                nmeta["finalizers"] = finalizers
+            if not nmeta.get("deletionTimestamp"):
+                nmeta["deletionTimestamp"] = now_rfc3339()
+                nmeta["deletionGracePeriodSeconds"] = 0
+            if is_namespace:
+                new["status"] = {"phase": "Terminating"}
+            if _without_times(new) != _without_times(old):
+                self._commit(rt, ns, name, new, old, "MODIFIED")
+            if is_namespace:
+                self._drain_namespace(name)
+            self._process_finalizers(rt, ns, name)
+            current = self._bucket(rt).get((ns, name))
+            if current is None:
+                return self._present(rt, new), True
+            return self._present(rt, current), False
+        gone = self._remove(rt, ns, name, old=old)
+        return self._present(rt, gone), True
+
+    def _remove(self, rt: ResourceType, ns, name: str, old: dict) -> dict:
+        """Remove for real (DELETED), then collect dependents and finish waiting owners/namespaces."""
+        gone = self._commit(rt, ns, name, None, old, "DELETED")
+        uid = old["metadata"].get("uid")
+        if rt.kind == "CustomResourceDefinition" and rt.group == "apiextensions.k8s.io":
+            self._unserve_crd(old)
+        for dep in sorted(self._dependents.get(uid, set())):
+            self._collect_dependent(dep, uid)
+        for ref in old["metadata"].get("ownerReferences") or []:
+            owner = self._by_uid.get(ref.get("uid"))
+            if owner:
+                ort = self._type_of(owner[0])
+                if ort:
+                    self._process_finalizers(ort, owner[1], owner[2])
+        if rt.namespaced and ns:
+            nsrt = self.registry.get("", "v1", "namespaces")
+            nsobj = self._bucket(nsrt).get((None, ns))
+            if nsobj is not None and nsobj["metadata"].get("deletionTimestamp"):
+                self._process_finalizers(nsrt, None, ns)
+        return gone
+
+    def _type_of(self, gp: tuple[str, str]) -> ResourceType | None:
+        for rt in self.registry.all():
+            if (rt.group, rt.plural) == gp:
+                return rt
+        return None
+
+    def _collect_dependent(self, dep, owner_uid: str) -> None:
+        """Background GC: delete a dependent whose owners are all gone, else drop the dangling reference."""
+        gp, ns, name = dep
+        rt = self._type_of(gp)
+        obj = self._objects.get(gp, {}).get((ns, name))
+        if rt is None or obj is None:
+            return
+        refs = obj["metadata"].get("ownerReferences") or []
+        alive = [r for r in refs if r.get("uid") != owner_uid and r.get("uid") in self._by_uid]
+        if alive:
+            new = copy.deepcopy(obj)
+            new["metadata"]["ownerReferences"] = [r for r in refs if r.get("uid") != owner_uid]
+            self._write(rt, obj, new, GC_MANAGER, None, False)
+        elif not obj["metadata"].get("deletionTimestamp"):
+            self.delete(rt, ns, name, propagation_policy="Background")
+
+    def _dependents_of(self, uid: str) -> list[tuple[ResourceType, dict]]:
+        out = []
+        for gp, ns, name in sorted(self._dependents.get(uid, set())):
+            rt = self._type_of(gp)
+            obj = self._objects.get(gp, {}).get((ns, name))
+            if rt is not None and obj is not None:
+                out.append((rt, obj))
+        return out
+
+    def _process_finalizers(self, rt: ResourceType, ns, name: str) -> None:
+        """The garbage collector's and namespace controller's part of a pending deletion."""
+        obj = self._bucket(rt).get((ns, name))
+        if obj is None or not obj["metadata"].get("deletionTimestamp"):
+            return
+        meta = obj["metadata"]
+        uid = meta["uid"]
+        finalizers = list(meta.get("finalizers") or [])
+        done = []
+        if "orphan" in finalizers:
+            for drt, dep in self._dependents_of(uid):
+                new = copy.deepcopy(dep)
+                new["metadata"]["ownerReferences"] = [r for r in dep["metadata"].get("ownerReferences") or []
+                                                      if r.get("uid") != uid]
+                if not new["metadata"]["ownerReferences"]:
+                    new["metadata"].pop("ownerReferences")
+                self._write(drt, dep, new, GC_MANAGER, None, False)
+            done.append("orphan")
+        if "foregroundDeletion" in finalizers:
+            for drt, dep in self._dependents_of(uid):
+                dep = self._bucket(drt).get((dep["metadata"].get("namespace"), dep["metadata"]["name"]))
+                if dep is not None and not dep["metadata"].get("deletionTimestamp"):
+                    self.delete(drt, dep["metadata"].get("namespace"), dep["metadata"]["name"],
+                                propagation_policy="Foreground")
+            obj = self._bucket(rt).get((ns, name))
+            if obj is None:
+                return
+            blocking = [d for _, d in self._dependents_of(uid)
+                        if any(r.get("uid") == uid and r.get("blockOwnerDeletion")
+                               for r in d["metadata"].get("ownerReferences") or [])]
+            if not blocking:
+                done.append("foregroundDeletion")
+        obj = self._bucket(rt).get((ns, name))
+        if obj is None:
+            return
+        if rt.key == ("", "v1", "namespaces"):
+            if "kubernetes" in ((obj.get("spec") or {}).get("finalizers") or []) and \
+                    not self._namespace_has_content(name):
+                new = copy.deepcopy(obj)
+                new["spec"]["finalizers"] = []
+                obj = self._commit(rt, ns, name, new, obj, "MODIFIED")
+            if ((obj.get("spec") or {}).get("finalizers") or []):
+                return
+        remaining = [f for f in obj["metadata"].get("finalizers") or [] if f not in done]
+        if remaining:
+            if done:
+                new = copy.deepcopy(obj)
+                new["metadata"]["finalizers"] = remaining
+                self._commit(rt, ns, name, new, obj, "MODIFIED")
+            return
+        final = copy.deepcopy(obj)
+        final["metadata"].pop("finalizers", None)
+        self._remove(rt, ns, name, old=final)
+
+    def _namespace_has_content(self, namespace: str) -> bool:
+        return any(ns == namespace for bucket in self._objects.values() for (ns, _n) in bucket)
+
+    def _drain_namespace(self, namespace: str) -> None:
+        for gp, bucket in list(self._objects.items()):
+            rt = self._type_of(gp)
+            if rt is None or not rt.namespaced:
+                continue
+            for ns, name in [k for k in bucket if k[0] == namespace]:
+                obj = bucket.get((ns, name))
+                if obj is not None and not obj["metadata"].get("deletionTimestamp"):
+                    self.delete(rt, ns, name, propagation_policy="Background")
+
+    def _unserve_crd(self, crd: dict) -> None:
+        spec = crd.get("spec") or {}
+        group, plural = spec.get("group"), (spec.get("names") or {}).get("plural")
+        bucket = self._objects.get((group, plural), {})
+        rts = [rt for rt in self.registry.all() if rt.custom and (rt.group, rt.plural) == (group, plural)]
+        if rts:
+            for ns, name in list(bucket):
+                obj = bucket.get((ns, name))
+                if obj is not None:
+                    final = copy.deepcopy(obj)
+                    final["metadata"].pop("finalizers", None)
+                    self._remove(rts[0], ns, name, old=final)
+        for rt in rts:
+            self.registry.remove(rt.key)
+
+    # ------------------------------------------------------------------ persistence
+
+    def snapshot(self) -> dict:
+        """Everything needed to restore the store: resourceVersion and all objects (CRDs first)."""
+        objects = []
+        crd_gp = ("apiextensions.k8s.io", "customresourcedefinitions")
+        for gp in sorted(self._objects, key=lambda g: g != crd_gp):
+            for obj in self._objects[gp].values():
+                objects.append({"group": gp[0], "plural": gp[1], "object": obj})
+        return {"resourceVersion": self._rv, "objects": objects}
+
+    def save(self, path: str) -> None:
+        """Write a snapshot atomically to `path`."""
+        tmp = f"{path}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.snapshot(), f, separators=(",", ":"))
+        os.replace(tmp, path)
+
+    def restore(self, snap: dict) -> None:
+        """Replace the contents with a snapshot; older resourceVersions become 410 for watchers."""
+        self._objects.clear()
+        self._by_uid.clear()
+        self._dependents.clear()
+        for item in snap.get("objects") or []:
+            obj = item["object"]
+            gp = (item["group"], item["plural"])
+            ns, name = obj["metadata"].get("namespace"), obj["metadata"]["name"]
+            self._objects.setdefault(gp, {})[(ns, name)] = obj
+            self._by_uid[obj["metadata"]["uid"]] = (gp, ns, name)
+            self._index_owners(obj, gp, ns, name, add=True)
+            if gp == ("apiextensions.k8s.io", "customresourcedefinitions"):
+                self._serve_crd(obj)
+        self._rv = int(snap.get("resourceVersion") or 0)
+        self._history.clear()
+        self._compacted = self._rv
+
+    def load(self, path: str) -> bool:
+        """Restore from `path` if it exists; returns whether it did."""
+        if not os.path.exists(path):
+            return False
+        with open(path) as f:
+            self.restore(json.load(f))
+        return True
+
+
+def _spec_of(obj: dict) -> dict:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+
+
+def _without_times(obj: dict) -> dict:
+    meta = dict(obj.get("metadata") or {})
+    if meta.get("managedFields"):
+        meta["managedFields"] = [{k: v for k, v in m.items() if k != "time"} for m in meta["managedFields"]]
+    meta.pop("resourceVersion", None)
+    return {**obj, "metadata": meta}
+
+
+def _status_scope(rt: ResourceType, subresource: str | None) -> bool | None:
+    """Which part of the object a write's field set covers (see fieldmanager.fieldset)."""
+    if subresource == "status":
+        return True
+    if rt.status:
+        return False
+    return None
+
+
+def _dotted(obj: dict, path: str | None):
+    return field_value(obj, path.lstrip(".")) if path else None
+
+
+def _set_dotted(obj: dict, path: str, value) -> None:
+    parts = path.lstrip(".").split(".")
+    cur = obj
+    for p in parts[:-1]:
+        cur = cur.setdefault(p, {})
+    cur[parts[-1]] = value
