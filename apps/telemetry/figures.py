@@ -162,9 +162,7 @@ def parse_snapshot(text: str, scraped_at: float | None = None) -> Snapshot:
             elif family.type in ("gauge", "unknown"):
                 if sample_name.endswith("_created"):
                     # prometheus_client writes `<family>_created` as a separate gauge family.
-                    created_gauges[(sample_name.removesuffix("_created"), _label_key(sample.labels))] = (
-                        sample.value
-                    )
+                    created_gauges[(sample_name.removesuffix("_created"), _label_key(sample.labels))] = sample.value
                 else:
                     gauges.setdefault(name, {})[_label_key(sample.labels)] = sample.value
 
@@ -418,9 +416,7 @@ def success_rate(inc: Increments) -> float | None:
         series = inc.counters.get("request_success")
         if series is None:
             return None
-        ok = math.fsum(
-            v for k, v in series.items() if dict(k).get("finished_reason") not in VLLM_FAILED_REASONS
-        )
+        ok = math.fsum(v for k, v in series.items() if dict(k).get("finished_reason") not in VLLM_FAILED_REASONS)
         return _ratio(ok, math.fsum(series.values()))
     total = _counter_sum(inc, "num_requests")
     aborted = _counter_sum(inc, "num_aborted_requests") or 0.0

@@ -87,10 +87,7 @@ def vllm(
     lines += gauge("vllm:kv_cache_usage_perc", [(lb, kv) for lb in per])
     lines += gauge(
         "vllm:cache_config_info",
-        [
-            ({"block_size": "16", "cache_dtype": "auto", "engine": e, "num_gpu_blocks": "27000"}, 1.0)
-            for e in engines
-        ],
+        [({"block_size": "16", "cache_dtype": "auto", "engine": e, "num_gpu_blocks": "27000"}, 1.0) for e in engines],
     )
     lines += counter("vllm:prefix_cache_queries", [(lb, prefix_queries) for lb in per], created)
     lines += counter("vllm:prefix_cache_hits", [(lb, prefix_hits) for lb in per], created)
@@ -159,10 +156,7 @@ def sglang(
     effective = effective or {}
     lines += counter(
         "sglang:prefill_effective_tokens",
-        [
-            ({**sched, "mode": m}, effective.get(m, 0.0))
-            for m in ("input", "device_hit", "host_hit", "storage_hit")
-        ],
+        [({**sched, "mode": m}, effective.get(m, 0.0)) for m in ("input", "device_hit", "host_hit", "storage_hit")],
         created,
     )
     for name, value in (

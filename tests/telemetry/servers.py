@@ -1,33 +1,30 @@
-"""A tiny real HTTP server for the telemetry tests: serves canned bodies in turn on a loopback port."""
+"""A tiny real HTTP server for the telemetry tests, on a loopback port in a thread."""
 
 from __future__ import annotations
 
 import socket
 import threading
+import urllib.parse
+from collections.abc import Callable
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+# app(path, query parameters) -> (status, content type, body)
+App = Callable[[str, dict[str, str]], tuple[int, str, str]]
+
 
 @contextmanager
-def serving(bodies_by_path: dict[str, list[str]], content_type: str = "text/plain; version=0.0.4"):
-    """Serve each path's bodies one per GET (the last one repeats); yields (base URL, list of requests)."""
+def serving_app(app: App):
+    """Serve GET requests with `app`; yields (base URL, list of request paths with their query strings)."""
     requests: list[str] = []
-    lock = threading.Lock()
-    served: dict[str, int] = {}
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
-            path = self.path.split("?", 1)[0]
-            with lock:
-                requests.append(self.path)
-                bodies = bodies_by_path.get(path)
-                index = served.get(path, 0)
-                served[path] = index + 1
-            if not bodies:
-                self.send_error(404)
-                return
-            body = bodies[min(index, len(bodies) - 1)].encode()
-            self.send_response(200)
+            requests.append(self.path)
+            parts = urllib.parse.urlsplit(self.path)
+            status, content_type, text = app(parts.path, dict(urllib.parse.parse_qsl(parts.query)))
+            body = text.encode()
+            self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -45,6 +42,25 @@ def serving(bodies_by_path: dict[str, list[str]], content_type: str = "text/plai
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+@contextmanager
+def serving(bodies_by_path: dict[str, list[str]], content_type: str = "text/plain; version=0.0.4"):
+    """Serve each path's bodies one per GET (the last one repeats), 404 elsewhere."""
+    lock = threading.Lock()
+    served: dict[str, int] = {}
+
+    def app(path, _query):
+        with lock:
+            index = served.get(path, 0)
+            served[path] = index + 1
+        bodies = bodies_by_path.get(path)
+        if not bodies:
+            return 404, "text/plain", "not found"
+        return 200, content_type, bodies[min(index, len(bodies) - 1)]
+
+    with serving_app(app) as (base, requests):
+        yield base, requests
 
 
 def closed_port() -> int:

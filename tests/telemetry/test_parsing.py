@@ -115,7 +115,7 @@ sglang:inter_token_latency_seconds_bucket{engine_type="unified",le="0.01",model_
 sglang:inter_token_latency_seconds_bucket{engine_type="unified",le="+Inf",model_name="qwen-7b"} 12.0
 sglang:inter_token_latency_seconds_count{engine_type="unified",model_name="qwen-7b"} 12.0
 sglang:inter_token_latency_seconds_sum{engine_type="unified",model_name="qwen-7b"} 0.2
-"""  # noqa: E501 (real label sets are long)
+"""
 
 
 def test_sglang_exposition_is_recognised_with_its_model_and_series():

@@ -148,9 +148,7 @@ def test_same_created_and_growing_counts_are_not_a_reset():
 
 
 def test_empty_interval_has_no_latency_and_zero_throughput():
-    text = dict(
-        ttft={0.25: 10}, itl={0.05: 300}, prompt_tokens=5000, generation_tokens=700, running=0, kv=0.125
-    )
+    text = dict(ttft={0.25: 10}, itl={0.05: 300}, prompt_tokens=5000, generation_tokens=700, running=0, kv=0.125)
     got = figures(vllm_snapshot(0.0, **text), vllm_snapshot(5.0, **text))
     assert got.ttft_p50_s is None
     assert got.ttft_p99_s is None
