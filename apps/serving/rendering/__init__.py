@@ -1,0 +1,90 @@
+"""Manifest rendering: a ServiceSpec -> the complete, ordered list of Kubernetes objects (plain dicts).
+
+Pure functions: no database, no cluster. The reconcile worker builds the spec with
+`spec_from_service(service)`, renders with `render_service(spec)`, applies every object with
+server-side apply and prunes objects labelled with the service uid that are no longer rendered.
+"""
+
+from __future__ import annotations
+
+from apps.serving.rendering.extras import (
+    autoscaling_objects,
+    gateway_objects,
+    model_cache_claim,
+    tenant_objects,
+)
+from apps.serving.rendering.pods import FIELD_PREFIX, needs_cache
+from apps.serving.rendering.routers import RenderError, needs_router, router_objects, supported_routing
+from apps.serving.rendering.spec import (
+    AdapterSpec,
+    AutoscalingSpec,
+    ModelSpec,
+    PoolSpec,
+    ServiceSpec,
+    spec_from_service,
+    tenant_namespace,
+)
+from apps.serving.rendering.workloads import engine_objects
+
+SERVICE_UID_LABEL = f"{FIELD_PREFIX}/service-uid"
+TENANT_LABEL = f"{FIELD_PREFIX}/tenant"
+
+# Apply order: what others refer to comes first (namespace, quota, storage, RBAC, then workloads).
+KIND_ORDER = (
+    "Namespace", "ResourceQuota", "PersistentVolumeClaim", "ServiceAccount", "Role", "RoleBinding",
+    "Deployment", "LeaderWorkerSet", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler",
+    "ScaledObject", "InferencePool", "HTTPRoute",
+)
+
+
+def _order(obj: dict) -> tuple[int, str]:
+    return KIND_ORDER.index(obj["kind"]), obj["metadata"]["name"]
+
+
+def render_service(spec: ServiceSpec) -> list[dict]:
+    """Every object the service needs on its cluster, tenant Namespace and ResourceQuota included."""
+    has_router = needs_router(spec)
+    objects = tenant_objects(spec.tenant, spec.namespace, spec.tenant_gpu_quota)
+    if needs_cache(spec):
+        objects.append(model_cache_claim(spec))
+    objects += engine_objects(spec, has_router)
+    if has_router:
+        objects += router_objects(spec)
+    objects += autoscaling_objects(spec)
+    if spec.has_gateway:
+        objects += gateway_objects(spec, has_router=has_router)
+    return sorted(objects, key=_order)
+
+
+def service_objects(objects: list[dict]) -> list[dict]:
+    """The objects that belong to one service (carry its uid): what pruning compares against."""
+    return [o for o in objects if SERVICE_UID_LABEL in o["metadata"].get("labels", {})]
+
+
+def service_endpoint(spec: ServiceSpec) -> str:
+    """The in-cluster URL of the service's OpenAI-compatible API."""
+    from apps.serving.engines import get_adapter
+    from apps.serving.rendering.routers import ROUTER_PORT
+
+    port = ROUTER_PORT if needs_router(spec) else get_adapter(spec.engine).port
+    return f"http://{spec.name}.{spec.namespace}.svc.cluster.local:{port}"
+
+
+__all__ = [
+    "KIND_ORDER",
+    "SERVICE_UID_LABEL",
+    "TENANT_LABEL",
+    "AdapterSpec",
+    "AutoscalingSpec",
+    "ModelSpec",
+    "PoolSpec",
+    "RenderError",
+    "ServiceSpec",
+    "render_service",
+    "service_endpoint",
+    "service_objects",
+    "spec_from_service",
+    "supported_routing",
+    "tenant_namespace",
+    "tenant_objects",
+]

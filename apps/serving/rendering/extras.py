@@ -1,0 +1,231 @@
+"""Objects around the engines: the tenant's Namespace and GPU ResourceQuota, the per-model cache PVC,
+KEDA ScaledObjects or HPAs when a service asks for them, and the Gateway API InferencePool + HTTPRoute."""
+
+from __future__ import annotations
+
+from apps.serving.engines import get_adapter
+from apps.serving.rendering.pods import (
+    FIELD_PREFIX,
+    MANAGED_BY,
+    cache_claim_name,
+    cache_size_gib,
+    metadata,
+    object_name,
+    selector,
+)
+from apps.serving.rendering.spec import PoolSpec, ServiceSpec
+from apps.serving.rendering.workloads import ROLE_LABEL
+
+QUOTA_NAME = "gpu-quota"
+EPP_PORT = 9002
+
+
+def tenant_labels(tenant: str) -> dict[str, str]:
+    """Tenant-level objects carry no service uid, so pruning a service never removes them."""
+    return {
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        "app.kubernetes.io/name": "controlplane",
+        "app.kubernetes.io/instance": tenant,
+        "app.kubernetes.io/component": "tenant",
+        f"{FIELD_PREFIX}/tenant": tenant,
+    }
+
+
+def tenant_objects(tenant: str, namespace: str, gpu_quota: int) -> list[dict]:
+    """The tenant's Namespace on a cluster and its quota on requested NVIDIA GPUs."""
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": tenant_labels(tenant)}},
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": QUOTA_NAME, "namespace": namespace, "labels": tenant_labels(tenant)},
+            "spec": {"hard": {"requests.nvidia.com/gpu": str(gpu_quota)}},
+        },
+    ]
+
+
+def model_cache_claim(spec: ServiceSpec) -> dict:
+    """Shared by every pod (and service) of the model in the namespace, so ReadWriteMany."""
+    cache_labels = {
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        "app.kubernetes.io/name": "model-cache",
+        "app.kubernetes.io/instance": spec.model.name,
+        "app.kubernetes.io/component": "model-cache",
+        f"{FIELD_PREFIX}/tenant": spec.tenant,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": cache_claim_name(spec), "namespace": spec.namespace, "labels": cache_labels,
+                     "annotations": {f"{FIELD_PREFIX}/model-source": spec.model.source_uri}},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "volumeMode": "Filesystem",
+            "resources": {"requests": {"storage": f"{cache_size_gib(spec)}Gi"}},
+        },
+    }
+
+
+# -- autoscaling --------------------------------------------------------------------------------------
+
+# target name -> (vLLM series, SGLang series); per-pod series summed over the pool.
+SERIES = {
+    "waiting_requests_per_replica": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
+    "running_requests_per_replica": ("vllm:num_requests_running", "sglang:num_running_reqs"),
+    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "sglang:token_usage"),
+}
+TTFT = ("vllm:time_to_first_token_seconds_bucket", "sglang:time_to_first_token_seconds_bucket")
+
+
+def _scaled_pools(spec: ServiceSpec) -> list[tuple[PoolSpec, str, str, str]]:
+    """(pool, component, target apiVersion, target kind/name) of every scalable engine pool."""
+    if spec.mode == "pd_disaggregated":
+        return [(spec.pool(r), r, "apps/v1", object_name(spec, r)) for r in ("prefill", "decode")]
+    if spec.mode == "multi_node":
+        return [(spec.pool("leader"), "engine", "leaderworkerset.x-k8s.io/v1", object_name(spec))]
+    return [(spec.pool("engine"), "engine", "apps/v1", object_name(spec))]
+
+
+def _series(spec: ServiceSpec, pair: tuple[str, str]) -> str:
+    return pair[0] if spec.engine == "vllm" else pair[1]
+
+
+def _promql_filter(spec: ServiceSpec, workload: str) -> str:
+    return f'{{namespace="{spec.namespace}",pod=~"{workload}-.*"}}'
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _behavior(spec: ServiceSpec) -> dict:
+    a = spec.autoscaling
+    behavior = {}
+    if a.scale_up_stabilization_seconds is not None:
+        behavior["scaleUp"] = {"stabilizationWindowSeconds": a.scale_up_stabilization_seconds}
+    if a.scale_down_stabilization_seconds is not None:
+        behavior["scaleDown"] = {"stabilizationWindowSeconds": a.scale_down_stabilization_seconds}
+    return behavior
+
+
+def _kind(api_version: str) -> str:
+    return "Deployment" if api_version == "apps/v1" else "LeaderWorkerSet"
+
+
+def keda_scaled_objects(spec: ServiceSpec) -> list[dict]:
+    """A KEDA ScaledObject per pool with Prometheus triggers on the engine's own metrics."""
+    out = []
+    for pool, component, api_version, workload in _scaled_pools(spec):
+        match = _promql_filter(spec, workload)
+        triggers = []
+        for target, value in spec.autoscaling.targets:
+            if target in SERIES:
+                # AverageValue: KEDA divides the pool-wide sum by the threshold to get replicas.
+                query, metric_type = f"sum({_series(spec, SERIES[target])}{match})", "AverageValue"
+            else:  # ttft_p95_seconds: a pool-wide latency compared as a whole
+                query = (f"histogram_quantile(0.95, sum by (le) "
+                         f"(rate({_series(spec, TTFT)}{match}[2m])))")
+                metric_type = "Value"
+            triggers.append({
+                "type": "prometheus",
+                "metricType": metric_type,
+                "metadata": {"serverAddress": spec.autoscaling.prometheus_url, "query": query,
+                             "threshold": _number(value)},
+            })
+        body: dict = {
+            "scaleTargetRef": {"apiVersion": api_version, "kind": _kind(api_version), "name": workload},
+            "pollingInterval": 15,
+            "cooldownPeriod": spec.autoscaling.scale_to_zero_after_seconds or 300,
+            "minReplicaCount": pool.min_replicas,
+            "maxReplicaCount": pool.max_replicas,
+        }
+        behavior = _behavior(spec)
+        if behavior:
+            body["advanced"] = {"horizontalPodAutoscalerConfig": {"behavior": behavior}}
+        body["triggers"] = triggers
+        out.append({"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+                    "metadata": metadata(spec, workload, component), "spec": body})
+    return out
+
+
+def horizontal_pod_autoscalers(spec: ServiceSpec) -> list[dict]:
+    """autoscaling/v2 HPAs on per-pod custom metrics (served by a Prometheus adapter).
+
+    The HPA cannot reach zero replicas or compare a pool-wide TTFT; those need the built-in
+    autoscaler or KEDA.
+    """
+    out = []
+    for pool, component, api_version, workload in _scaled_pools(spec):
+        metrics = []
+        for target, value in spec.autoscaling.targets:
+            if target not in SERIES:
+                continue
+            name = _series(spec, SERIES[target]).replace(":", "_")
+            metrics.append({"type": "Pods", "pods": {
+                "metric": {"name": name},
+                "target": {"type": "AverageValue", "averageValue": _number(value)}}})
+        body: dict = {
+            "scaleTargetRef": {"apiVersion": api_version, "kind": _kind(api_version), "name": workload},
+            "minReplicas": max(1, pool.min_replicas),
+            "maxReplicas": max(1, pool.max_replicas),
+            "metrics": metrics,
+        }
+        behavior = _behavior(spec)
+        if behavior:
+            body["behavior"] = behavior
+        out.append({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                    "metadata": metadata(spec, workload, component), "spec": body})
+    return out
+
+
+def autoscaling_objects(spec: ServiceSpec) -> list[dict]:
+    if spec.autoscaling.autoscaler == "keda":
+        return keda_scaled_objects(spec)
+    if spec.autoscaling.autoscaler == "hpa":
+        return horizontal_pod_autoscalers(spec)
+    return []
+
+
+# -- Gateway API inference extension --------------------------------------------------------------------
+
+def gateway_objects(spec: ServiceSpec, *, has_router: bool) -> list[dict]:
+    """InferencePool over the serving pods and an HTTPRoute from the cluster gateway to it.
+
+    The pool selects the pods that answer the OpenAI API: the router when there is one, else the
+    engines (multi-node: the leaders). The endpoint picker it names is the cluster's EPP for the pool.
+    """
+    if has_router:
+        pod_selector, port = selector(spec, "router"), 8000
+    else:
+        extra = {ROLE_LABEL: "leader"} if spec.mode == "multi_node" else {}
+        pod_selector, port = selector(spec, "engine", **extra), get_adapter(spec.engine).port
+    name = object_name(spec)
+    component = "router" if has_router else "engine"
+    pool = {
+        "apiVersion": "inference.networking.k8s.io/v1",
+        "kind": "InferencePool",
+        "metadata": metadata(spec, name, component),
+        "spec": {
+            "selector": {"matchLabels": pod_selector},
+            "targetPorts": [{"number": port}],
+            "endpointPickerRef": {"name": object_name(spec, "epp"), "port": {"number": EPP_PORT},
+                                  "failureMode": "FailClose"},
+        },
+    }
+    prefix = f"/{spec.tenant}/{spec.name}"
+    route = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": metadata(spec, name, component),
+        "spec": {
+            "parentRefs": [{"name": spec.gateway_name}],
+            "rules": [{
+                "matches": [{"path": {"type": "PathPrefix", "value": prefix}}],
+                "filters": [{"type": "URLRewrite", "urlRewrite": {
+                    "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}}],
+                "backendRefs": [{"group": "inference.networking.k8s.io", "kind": "InferencePool",
+                                 "name": name}],
+            }],
+        },
+    }
+    return [pool, route]

@@ -1,0 +1,329 @@
+"""Names, labels and the engine pod template shared by every deployment mode.
+
+An engine pod: one init container per artifact to fetch (model, LoRA adapters) into the per-model cache
+volume, skipped when the artifact is already there; the engine container with the adapter's flags, GPU
+limits, probes on the engine's endpoints and a start-up budget sized to the model; the GPU node
+selector and toleration; and an annotation with a hash of the template so any change rolls the pods.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import shlex
+from dataclasses import dataclass
+
+from apps.serving.engines import EngineAdapter, LoraAdapter, MultiNode, get_adapter
+from apps.serving.rendering.gpus import gpu_kind
+from apps.serving.rendering.spec import PoolSpec, ServiceSpec, dns_label
+
+MANAGED_BY = "controlplane"
+FIELD_PREFIX = "controlplane.io"
+TEMPLATE_HASH = f"{FIELD_PREFIX}/pod-template-hash"
+MODELS_DIR = "/models"
+SOURCE_DIR = "/model-source"
+S3_IMAGE = "amazon/aws-cli:2.27.0"
+# Weights are read from network storage at ~500 MB/s (conservative) and, on first use, downloaded at
+# ~100 MB/s; engines then need a few minutes for CUDA graphs and warm-up.
+READ_BYTES_PER_SECOND = 500e6
+DOWNLOAD_BYTES_PER_SECOND = 100e6
+ENGINE_WARMUP_SECONDS = 300
+STARTUP_PERIOD_SECONDS = 10
+
+
+def object_name(spec: ServiceSpec, suffix: str = "") -> str:
+    """`<service>` or `<service>-<suffix>`; service names are at most 40 characters, so it fits 63."""
+    return f"{spec.name}-{suffix}" if suffix else spec.name
+
+
+def selector(spec: ServiceSpec, component: str, **extra: str) -> dict[str, str]:
+    """Labels that pick one component's pods of one service (stable across changes)."""
+    return {
+        "app.kubernetes.io/instance": spec.name,
+        "app.kubernetes.io/component": component,
+        f"{FIELD_PREFIX}/service-uid": spec.uid,
+        **extra,
+    }
+
+
+def labels(spec: ServiceSpec, component: str, name: str | None = None, **extra: str) -> dict[str, str]:
+    """The recommended labels of every object of a service (DESIGN.md)."""
+    return {
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        "app.kubernetes.io/name": name or spec.engine,
+        "app.kubernetes.io/instance": spec.name,
+        "app.kubernetes.io/component": component,
+        f"{FIELD_PREFIX}/tenant": spec.tenant,
+        f"{FIELD_PREFIX}/service-uid": spec.uid,
+        **extra,
+    }
+
+
+def metadata(spec: ServiceSpec, name: str, component: str, *, annotations: dict | None = None,
+             app_name: str | None = None) -> dict:
+    meta = {"name": name, "namespace": spec.namespace, "labels": labels(spec, component, app_name)}
+    if annotations:
+        meta["annotations"] = annotations
+    return meta
+
+
+def template_hash(template: dict) -> str:
+    """A stable hash of a pod template (sorted JSON), short enough for an annotation value."""
+    return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def with_template_hash(template: dict) -> tuple[dict, str]:
+    """The template with its own hash annotated, and the hash."""
+    digest = template_hash(template)
+    meta = template["metadata"]
+    meta["annotations"] = {**meta.get("annotations", {}), TEMPLATE_HASH: digest}
+    return template, digest
+
+
+# -- model cache ------------------------------------------------------------------------------------
+
+def _short_hash(text: str, n: int = 8) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def cache_claim_name(spec: ServiceSpec) -> str:
+    """The per-model cache PVC: one per model source in the tenant namespace, shared by services."""
+    return f"model-{dns_label(spec.model.name)[:45]}-{_short_hash(spec.model.source_uri)}"
+
+
+def _pvc_source(uri: str) -> tuple[str, str]:
+    claim, _, path = uri.removeprefix("pvc://").partition("/")
+    return claim, path
+
+
+def model_path(spec: ServiceSpec) -> str:
+    if spec.model.source_uri.startswith("pvc://"):
+        _, path = _pvc_source(spec.model.source_uri)
+        return f"{SOURCE_DIR}/{path}".rstrip("/")
+    return f"{MODELS_DIR}/{dns_label(spec.model.name)}"
+
+
+def adapter_path(spec: ServiceSpec, index: int) -> str:
+    adapter = spec.adapters[index]
+    if adapter.source_uri.startswith("pvc://"):
+        _, path = _pvc_source(adapter.source_uri)
+        return f"/adapter-source-{index}/{path}".rstrip("/")
+    return f"{MODELS_DIR}/adapters/{dns_label(adapter.name)}"
+
+
+def needs_cache(spec: ServiceSpec) -> bool:
+    uris = [spec.model.source_uri, *(a.source_uri for a in spec.adapters)]
+    return any(not uri.startswith("pvc://") for uri in uris)
+
+
+def cache_size_gib(spec: ServiceSpec) -> int:
+    """Room for the weights plus 20% (tokenizer, configs, adapters, partial downloads)."""
+    return max(10, math.ceil(spec.model.weights_bytes * 1.2 / 1024**3))
+
+
+def _fetch_script(uri: str, dest: str) -> str:
+    """POSIX sh that downloads `uri` into `dest` unless it is already complete.
+
+    A lock directory keeps concurrent replicas from downloading the same files twice; a lock older
+    than an hour is taken to belong to a pod that died and is removed.
+    """
+    if uri.startswith("hf://"):
+        ref = uri.removeprefix("hf://")
+        repo, _, revision = ref.partition("@")
+        fetch = (f"hf download {shlex.quote(repo)} --revision {shlex.quote(revision or 'main')} "
+                 f'--local-dir "$dest.partial"')
+    elif uri.startswith("s3://"):
+        fetch = f'aws s3 sync {shlex.quote(uri)} "$dest.partial"'
+    else:
+        raise ValueError(f"cannot download {uri!r}")
+    return "\n".join([
+        "set -eu",
+        f"dest={shlex.quote(dest)}",
+        'if [ -f "$dest/.complete" ]; then echo "cached: $dest"; exit 0; fi',
+        'mkdir -p "$(dirname "$dest")"',
+        'find "$(dirname "$dest")" -maxdepth 1 -name "$(basename "$dest").lock" -mmin +60 -exec rmdir {} +',
+        'until mkdir "$dest.lock" 2>/dev/null; do',
+        '  if [ -f "$dest/.complete" ]; then echo "cached: $dest"; exit 0; fi',
+        "  sleep 5",
+        "done",
+        "trap 'rmdir \"$dest.lock\"' EXIT",
+        'if [ -f "$dest/.complete" ]; then exit 0; fi',
+        'rm -rf "$dest.partial"',
+        fetch,
+        'rm -rf "$dest"',
+        'mv "$dest.partial" "$dest"',
+        'touch "$dest/.complete"',
+    ])
+
+
+def _fetch_container(spec: ServiceSpec, name: str, uri: str, dest: str) -> dict:
+    hf = uri.startswith("hf://")
+    env = [{"name": "HF_HOME", "value": f"{MODELS_DIR}/.hf-home"}] if hf else []
+    if hf and spec.model_token_secret:
+        env.append({"name": "HF_TOKEN", "valueFrom": {
+            "secretKeyRef": {"name": spec.model_token_secret, "key": "token"}}})
+    container = {
+        "name": name,
+        "image": spec.image_ref if hf else S3_IMAGE,
+        "command": ["sh", "-c", _fetch_script(uri, dest)],
+        "volumeMounts": [{"name": "model-cache", "mountPath": MODELS_DIR}],
+        "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
+    }
+    if env:
+        container["env"] = env
+    return container
+
+
+def init_containers(spec: ServiceSpec) -> list[dict]:
+    """One fetch container per artifact not already on a PVC: the model first, then adapters."""
+    out = []
+    if not spec.model.source_uri.startswith("pvc://"):
+        out.append(_fetch_container(spec, "fetch-model", spec.model.source_uri, model_path(spec)))
+    for i, adapter in enumerate(spec.adapters):
+        if not adapter.source_uri.startswith("pvc://"):
+            name = f"fetch-adapter-{dns_label(adapter.name)}"[:63]
+            out.append(_fetch_container(spec, name, adapter.source_uri, adapter_path(spec, i)))
+    return out
+
+
+def volumes(spec: ServiceSpec, gpus: int) -> tuple[list[dict], list[dict]]:
+    """Pod volumes and the engine container's mounts: model cache or source PVCs, and shared memory."""
+    vols, mounts = [], []
+    if needs_cache(spec):
+        vols.append({"name": "model-cache", "persistentVolumeClaim": {"claimName": cache_claim_name(spec)}})
+        mounts.append({"name": "model-cache", "mountPath": MODELS_DIR, "readOnly": True})
+    if spec.model.source_uri.startswith("pvc://"):
+        claim, _ = _pvc_source(spec.model.source_uri)
+        vols.append({"name": "model-source", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
+        mounts.append({"name": "model-source", "mountPath": SOURCE_DIR, "readOnly": True})
+    for i, adapter in enumerate(spec.adapters):
+        if adapter.source_uri.startswith("pvc://"):
+            claim, _ = _pvc_source(adapter.source_uri)
+            vols.append({"name": f"adapter-source-{i}",
+                         "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
+            mounts.append({"name": f"adapter-source-{i}", "mountPath": f"/adapter-source-{i}", "readOnly": True})
+    # Tensor parallel workers exchange data through /dev/shm; the container default of 64 MiB is too small.
+    vols.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{max(1, gpus) * 8}Gi"}})
+    mounts.append({"name": "dshm", "mountPath": "/dev/shm"})  # noqa: S108 - a mount point, not a temp file
+    return vols, mounts
+
+
+# -- probes -----------------------------------------------------------------------------------------
+
+def startup_budget_seconds(spec: ServiceSpec, pool: PoolSpec) -> int:
+    """Seconds an engine may take to start: reading its share of the weights, twice over, plus warm-up."""
+    share = spec.model.weights_bytes / max(1, pool.nodes_per_replica)
+    return ENGINE_WARMUP_SECONDS + math.ceil(2 * share / READ_BYTES_PER_SECOND)
+
+
+def progress_deadline_seconds(spec: ServiceSpec, pool: PoolSpec) -> int:
+    """Rollout deadline: a first download of the weights plus the start-up budget (at least 600 s)."""
+    download = math.ceil(spec.model.weights_bytes / DOWNLOAD_BYTES_PER_SECOND)
+    return max(600, download + startup_budget_seconds(spec, pool))
+
+
+def probes(adapter: EngineAdapter, spec: ServiceSpec, pool: PoolSpec) -> dict:
+    budget = startup_budget_seconds(spec, pool)
+    # SGLang's /health runs a one-token generation with a 20 s timeout; give it room.
+    liveness_timeout = 30 if adapter.kind == "sglang" else 5
+    return {
+        "startupProbe": {
+            "httpGet": {"path": adapter.startup_path, "port": "http"},
+            "periodSeconds": STARTUP_PERIOD_SECONDS, "timeoutSeconds": 5,
+            "failureThreshold": math.ceil(budget / STARTUP_PERIOD_SECONDS),
+        },
+        "readinessProbe": {
+            "httpGet": {"path": adapter.readiness_path, "port": "http"},
+            "periodSeconds": 5, "timeoutSeconds": 5, "failureThreshold": 3,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": adapter.health_path, "port": "http"},
+            "periodSeconds": 15, "timeoutSeconds": liveness_timeout, "failureThreshold": 3,
+        },
+    }
+
+
+# -- the engine pod ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PodRole:
+    """Which engine pod to build: the component label, P/D role and place in a multi-node group."""
+
+    component: str = "engine"
+    disaggregation: str | None = None  # "prefill" | "decode"
+    multi_node: MultiNode | None = None
+    extra_labels: tuple[tuple[str, str], ...] = ()
+
+
+def served_name(spec: ServiceSpec) -> str:
+    return spec.model.name
+
+
+def engine_container(spec: ServiceSpec, pool: PoolSpec, role: PodRole, mounts: list[dict]) -> dict:
+    adapter = get_adapter(spec.engine)
+    loras = [LoraAdapter(a.name, adapter_path(spec, i), a.rank) for i, a in enumerate(spec.adapters)]
+    args = adapter.flags(
+        spec.settings, model_path=model_path(spec), served_name=served_name(spec), port=adapter.port,
+        adapters=loras, role=role.disaggregation, default_args=spec.runtime_args, multi_node=role.multi_node,
+    )
+    gpu = gpu_kind(pool.gpu_type)
+    gpus = str(pool.gpus_per_replica)
+    ports = [{"name": "http", "containerPort": adapter.port, "protocol": "TCP"}]
+    env: list[dict] = []
+    if role.disaggregation == "prefill" and spec.engine == "sglang":
+        ports.append({"name": "bootstrap", "containerPort": adapter.bootstrap_port, "protocol": "TCP"})
+    if role.disaggregation and spec.engine == "vllm":
+        # NIXL's side channel tells the peer where to read the KV blocks from (engines.md §3).
+        ports.append({"name": "nixl", "containerPort": 5600, "protocol": "TCP"})
+        env += [
+            {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            {"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": "5600"},
+        ]
+    if role.multi_node is not None:
+        ports.append({"name": "dist", "containerPort": role.multi_node.leader_port, "protocol": "TCP"})
+    container = {
+        "name": "engine",
+        "image": spec.image_ref,
+        "command": list(adapter.command),
+        "args": args,
+        "ports": ports,
+        "resources": {
+            "requests": {"cpu": str(2 * pool.gpus_per_replica), "memory": f"{16 * pool.gpus_per_replica}Gi",
+                         gpu.resource: gpus},
+            "limits": {gpu.resource: gpus},
+        },
+        "volumeMounts": mounts,
+    }
+    if env:
+        container["env"] = env
+    # Multi-node workers other than the leader do not serve HTTP; the leader's probes speak for the group.
+    if role.multi_node is None or role.multi_node.is_leader:
+        container.update(probes(adapter, spec, pool))
+    return container
+
+
+def engine_pod_template(spec: ServiceSpec, pool: PoolSpec, role: PodRole) -> dict:
+    """The pod template of one engine pool (or one side of a multi-node group), hash annotated."""
+    gpu = gpu_kind(pool.gpu_type)
+    vols, mounts = volumes(spec, pool.gpus_per_replica)
+    annotations = {}
+    if role.disaggregation == "prefill" and spec.engine == "sglang":
+        # The SGLang router reads the prefill bootstrap port from this annotation.
+        annotations["sglang.ai/bootstrap-port"] = str(get_adapter("sglang").bootstrap_port)
+    pod_labels = labels(spec, role.component, **dict(role.extra_labels))
+    pod_spec: dict = {
+        "nodeSelector": {gpu.product_label: gpu.product},
+        "tolerations": [{"key": gpu.resource, "operator": "Exists", "effect": "NoSchedule"}],
+        "terminationGracePeriodSeconds": 60,
+    }
+    inits = init_containers(spec)
+    if inits:
+        pod_spec["initContainers"] = inits
+    pod_spec["containers"] = [engine_container(spec, pool, role, mounts)]
+    pod_spec["volumes"] = vols
+    meta = {"labels": pod_labels}
+    if annotations:
+        meta["annotations"] = annotations
+    template, _ = with_template_hash({"metadata": meta, "spec": pod_spec})
+    return template

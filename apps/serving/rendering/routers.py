@@ -1,0 +1,161 @@
+"""Request routers: the vLLM production-stack router and the SGLang router, one adapter each.
+
+A router runs when the service is prefill/decode disaggregated or its routing policy needs one (round
+robin is the Service alone). Both discover the engine pods through the Kubernetes API by label, so they
+follow scaling without a restart; each gets a ServiceAccount allowed to list and watch pods.
+"""
+
+from __future__ import annotations
+
+from apps.serving.engines import get_adapter
+from apps.serving.rendering.pods import (
+    TEMPLATE_HASH,
+    labels,
+    metadata,
+    object_name,
+    selector,
+    with_template_hash,
+)
+from apps.serving.rendering.spec import ServiceSpec
+from apps.serving.rendering.workloads import ROLE_LABEL, ROLLING, service
+
+ROUTER_PORT = 8000
+VLLM_ROUTER_IMAGE = "lmcache/lmstack-router:latest"
+SESSION_HEADER = "x-session-id"
+
+# Routing policy -> router argument, per engine; a missing entry is a policy that router lacks.
+VLLM_ROUTING = {"session": "session", "prefix_aware": "prefixaware", "kv_aware": "kvaware"}
+SGLANG_ROUTING = {"prefix_aware": "cache_aware", "kv_aware": "cache_aware", "cache_aware": "cache_aware",
+                  "round_robin": "round_robin"}
+
+
+class RenderError(ValueError):
+    """A spec the renderer cannot express (a permanent error for the reconciler)."""
+
+
+def needs_router(spec: ServiceSpec) -> bool:
+    return spec.mode == "pd_disaggregated" or spec.routing != "round_robin"
+
+
+def supported_routing(engine: str) -> tuple[str, ...]:
+    """Routing policies the engine's router implements (round robin needs no router)."""
+    table = VLLM_ROUTING if engine == "vllm" else SGLANG_ROUTING
+    return tuple(sorted({"round_robin", *table}))
+
+
+def _backend_selector(spec: ServiceSpec) -> dict[str, str]:
+    extra = {ROLE_LABEL: "leader"} if spec.mode == "multi_node" else {}
+    return selector(spec, "engine", **extra)
+
+
+def _equality(sel: dict[str, str]) -> list[str]:
+    return [f"{k}={v}" for k, v in sel.items()]
+
+
+def vllm_router_args(spec: ServiceSpec) -> list[str]:
+    engine_port = get_adapter("vllm").port
+    if spec.mode == "pd_disaggregated":
+        base = {k: v for k, v in selector(spec, "prefill").items() if k != "app.kubernetes.io/component"}
+        label_selector = ",".join([*_equality(base), "app.kubernetes.io/component in (prefill,decode)"])
+    else:
+        label_selector = ",".join(_equality(_backend_selector(spec)))
+    args = ["--host", "0.0.0.0", "--port", str(ROUTER_PORT),
+            "--service-discovery", "k8s", "--k8s-namespace", spec.namespace,
+            "--k8s-port", str(engine_port), "--k8s-label-selector", label_selector]
+    if spec.mode == "pd_disaggregated":
+        args += ["--routing-logic", "disaggregated_prefill",
+                 "--prefill-model-labels", object_name(spec, "prefill"),
+                 "--decode-model-labels", object_name(spec, "decode")]
+    else:
+        logic = VLLM_ROUTING.get(spec.routing)
+        if logic is None:
+            raise RenderError(f"the vLLM router has no {spec.routing} policy")
+        args += ["--routing-logic", logic]
+        if logic == "session":
+            args += ["--session-key", SESSION_HEADER]
+    return [*args, "--engine-stats-interval", "15", "--request-stats-window", "60"]
+
+
+def sglang_router_args(spec: ServiceSpec) -> list[str]:
+    policy = SGLANG_ROUTING.get(spec.routing)
+    if policy is None:
+        raise RenderError(f"the SGLang router has no {spec.routing} policy")
+    args = ["--host", "0.0.0.0", "--port", str(ROUTER_PORT),
+            "--service-discovery", "--service-discovery-namespace", spec.namespace,
+            "--service-discovery-port", str(get_adapter("sglang").port)]
+    if spec.mode == "pd_disaggregated":
+        args += ["--pd-disaggregation",
+                 "--prefill-selector", *_equality(selector(spec, "prefill")),
+                 "--decode-selector", *_equality(selector(spec, "decode"))]
+    else:
+        args += ["--selector", *_equality(_backend_selector(spec))]
+    return [*args, "--policy", policy, "--prometheus-host", "0.0.0.0", "--prometheus-port", "29000"]
+
+
+def _router_container(spec: ServiceSpec) -> dict:
+    if spec.engine == "vllm":
+        image, command, args = VLLM_ROUTER_IMAGE, ["vllm-router"], vllm_router_args(spec)
+        ports = [{"name": "http", "containerPort": ROUTER_PORT, "protocol": "TCP"}]
+    else:
+        image, command, args = spec.image_ref, ["python3", "-m", "sglang_router.launch_router"], \
+            sglang_router_args(spec)
+        ports = [{"name": "http", "containerPort": ROUTER_PORT, "protocol": "TCP"},
+                 {"name": "metrics", "containerPort": 29000, "protocol": "TCP"}]
+    probe = {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10, "timeoutSeconds": 5,
+             "failureThreshold": 3}
+    return {
+        "name": "router",
+        "image": image,
+        "command": command,
+        "args": args,
+        "ports": ports,
+        "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
+        "readinessProbe": probe,
+        "livenessProbe": {**probe, "initialDelaySeconds": 10},
+    }
+
+
+def router_name(spec: ServiceSpec) -> str:
+    return object_name(spec, "router")
+
+
+def router_app_name(spec: ServiceSpec) -> str:
+    return f"{spec.engine}-router"
+
+
+def router_objects(spec: ServiceSpec) -> list[dict]:
+    """ServiceAccount + Role + RoleBinding (pod discovery), router Deployment, and the `<service>` Service."""
+    name = router_name(spec)
+    app = router_app_name(spec)
+    template, digest = with_template_hash({
+        "metadata": {"labels": labels(spec, "router", app)},
+        "spec": {"serviceAccountName": name, "containers": [_router_container(spec)]},
+    })
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(spec, name, "router", app_name=app)},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": metadata(spec, name, "router", app_name=app),
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": metadata(spec, name, "router", app_name=app),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": spec.namespace}],
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": metadata(spec, name, "router", app_name=app, annotations={TEMPLATE_HASH: digest}),
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": selector(spec, "router")},
+                "strategy": {"type": "RollingUpdate", "rollingUpdate": dict(ROLLING)},
+                "template": template,
+            },
+        },
+        service(spec, object_name(spec), "router", selector(spec, "router"), [("http", ROUTER_PORT)], app_name=app),
+    ]

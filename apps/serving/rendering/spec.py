@@ -1,0 +1,206 @@
+"""The renderer's input: a plain, frozen description of one service and everything it refers to.
+
+`render_service(spec)` never touches the database; `spec_from_service(service)` builds the spec from a
+saved InferenceService (tenant, cluster, model, runtime, adapters, pools) in a fixed number of queries.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from apps.serving.engines import EngineSettings
+
+MODES = ("standard", "pd_disaggregated", "multi_node", "serverless")
+ROUTING_POLICIES = ("round_robin", "session", "prefix_aware", "kv_aware", "cache_aware")
+AUTOSCALERS = ("none", "builtin", "hpa", "keda")
+
+# Bytes per parameter of a checkpoint stored in each dtype (gpus-and-models.md "Formulas").
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "int4": 0.5}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A base model: where its weights come from and its architecture facts."""
+
+    name: str
+    source_uri: str
+    parameters: int  # total parameter count (not billions)
+    layers: int
+    hidden_size: int
+    attention_heads: int
+    kv_heads: int
+    head_dim: int
+    max_context: int
+    dtype: str = "bfloat16"
+    size_bytes: int | None = None
+
+    @property
+    def weights_bytes(self) -> int:
+        """Checkpoint size: the stored size when known, else parameters × bytes per parameter."""
+        if self.size_bytes:
+            return self.size_bytes
+        return math.ceil(self.parameters * DTYPE_BYTES.get(self.dtype, 2))
+
+
+@dataclass(frozen=True)
+class AdapterSpec:
+    """A LoRA adapter of the base model."""
+
+    name: str
+    source_uri: str
+    rank: int
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """The replicas of one role: engine, prefill, decode or leader (a multi-node group)."""
+
+    role: str
+    replicas: int
+    min_replicas: int
+    max_replicas: int
+    gpus_per_replica: int  # per pod; per node of the group for multi-node
+    gpu_type: str
+    nodes_per_replica: int = 1
+
+
+@dataclass(frozen=True)
+class AutoscalingSpec:
+    """Which autoscaler scales the pools, and on which targets (see serving/autoscaling_spec.py)."""
+
+    autoscaler: str = "none"
+    targets: tuple[tuple[str, float], ...] = ()
+    scale_up_stabilization_seconds: int | None = None
+    scale_down_stabilization_seconds: int | None = None
+    scale_to_zero_after_seconds: int | None = None
+    prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> AutoscalingSpec:
+        data = data or {}
+        targets = data.get("targets") or {}
+        return cls(
+            autoscaler=data.get("autoscaler", "none"),
+            targets=tuple(sorted((str(k), float(v)) for k, v in targets.items())),
+            scale_up_stabilization_seconds=data.get("scale_up_stabilization_seconds"),
+            scale_down_stabilization_seconds=data.get("scale_down_stabilization_seconds"),
+            scale_to_zero_after_seconds=data.get("scale_to_zero_after_seconds"),
+            **({"prometheus_url": data["prometheus_url"]} if data.get("prometheus_url") else {}),
+        )
+
+    def target(self, name: str) -> float | None:
+        return dict(self.targets).get(name)
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """Everything needed to render one service's Kubernetes objects."""
+
+    tenant: str  # slug
+    tenant_gpu_quota: int
+    name: str
+    uid: str
+    namespace: str
+    generation: int
+    mode: str
+    engine: str  # "vllm" | "sglang"
+    image: str
+    tag: str
+    model: ModelSpec
+    pools: tuple[PoolSpec, ...]
+    settings: EngineSettings = field(default_factory=EngineSettings)
+    runtime_args: tuple[str, ...] = ()
+    adapters: tuple[AdapterSpec, ...] = ()
+    routing: str = "round_robin"
+    autoscaling: AutoscalingSpec = field(default_factory=AutoscalingSpec)
+    has_gateway: bool = False
+    gateway_name: str = "inference-gateway"
+    model_token_secret: str | None = None  # Secret with key "token" for gated Hugging Face models
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"unknown deployment mode {self.mode!r}")
+        if self.routing not in ROUTING_POLICIES:
+            raise ValueError(f"unknown routing policy {self.routing!r}")
+        if self.autoscaling.autoscaler not in AUTOSCALERS:
+            raise ValueError(f"unknown autoscaler {self.autoscaling.autoscaler!r}")
+
+    def pool(self, role: str) -> PoolSpec:
+        for pool in self.pools:
+            if pool.role == role:
+                return pool
+        raise ValueError(f"service {self.name} has no {role} pool (mode {self.mode})")
+
+    @property
+    def image_ref(self) -> str:
+        return f"{self.image}:{self.tag}"
+
+
+def tenant_namespace(tenant_slug: str) -> str:
+    """The namespace a tenant's services live in on every cluster."""
+    return f"tenant-{tenant_slug}"[:63].rstrip("-")
+
+
+def spec_from_service(service) -> ServiceSpec:
+    """The ServiceSpec of a saved InferenceService (reloaded with its related rows in 3 queries)."""
+    from apps.serving.models import InferenceService
+
+    service = (
+        InferenceService.objects.select_related("tenant", "cluster", "model", "runtime")
+        .prefetch_related("pools", "adapters")
+        .get(pk=service.pk)
+    )
+    model = service.model
+    runtime = service.runtime
+    return ServiceSpec(
+        tenant=service.tenant.slug,
+        tenant_gpu_quota=service.tenant.gpu_quota,
+        name=service.name,
+        uid=str(service.uid),
+        namespace=tenant_namespace(service.tenant.slug),
+        generation=service.generation,
+        mode=service.deployment_mode,
+        engine=runtime.engine,
+        image=runtime.image,
+        tag=runtime.tag,
+        runtime_args=tuple(runtime.default_args or ()),
+        model=ModelSpec(
+            name=model.name,
+            source_uri=model.source_uri,
+            parameters=round(model.parameters_billions * 1e9),
+            layers=model.layers,
+            hidden_size=model.hidden_size,
+            attention_heads=model.attention_heads,
+            kv_heads=model.kv_heads,
+            head_dim=model.head_dim,
+            max_context=model.max_context,
+            dtype=model.dtype,
+            size_bytes=getattr(model, "size_bytes", None),
+        ),
+        adapters=tuple(
+            AdapterSpec(a.name, a.source_uri, a.rank) for a in sorted(service.adapters.all(), key=lambda a: a.name)
+        ),
+        settings=EngineSettings.from_dict(service.engine_settings),
+        pools=tuple(
+            PoolSpec(
+                role=p.role, replicas=p.replicas, min_replicas=p.min_replicas, max_replicas=p.max_replicas,
+                gpus_per_replica=p.gpus_per_replica, gpu_type=p.gpu_type, nodes_per_replica=p.nodes_per_replica,
+            )
+            for p in sorted(service.pools.all(), key=lambda p: p.role)
+        ),
+        routing=service.routing_policy,
+        autoscaling=AutoscalingSpec.from_dict(service.autoscaling),
+        has_gateway=service.cluster.has_gateway,
+        model_token_secret=getattr(model, "token_secret_name", None) or None,
+    )
+
+
+_NON_DNS = re.compile(r"[^a-z0-9-]+")
+
+
+def dns_label(text: str) -> str:
+    """`text` squeezed into a DNS-1123 label alphabet (lower case, digits, dashes)."""
+    return _NON_DNS.sub("-", text.lower()).strip("-") or "x"
