@@ -13,9 +13,16 @@ from kubesim.workload import PodContext, Workload, WorkloadExit
 
 VLLM_IMAGES = ("vllm/vllm-openai", "docker.io/vllm/vllm-openai")
 SGLANG_IMAGES = ("lmsysorg/sglang", "docker.io/lmsysorg/sglang")
-PSTACK_ROUTER_IMAGES = ("lmcache/lmstack-router", "docker.io/lmcache/lmstack-router",
-                        "ghcr.io/vllm-project/production-stack/router")
-SGLANG_ROUTER_IMAGES = ("lmsysorg/sglang-router", "lmsysorg/sgl-model-gateway", "docker.io/lmsysorg/sglang-router")
+PSTACK_ROUTER_IMAGES = (
+    "lmcache/lmstack-router",
+    "docker.io/lmcache/lmstack-router",
+    "ghcr.io/vllm-project/production-stack/router",
+)
+SGLANG_ROUTER_IMAGES = (
+    "lmsysorg/sglang-router",
+    "lmsysorg/sgl-model-gateway",
+    "docker.io/lmsysorg/sglang-router",
+)
 
 
 def image_repo(image: str) -> str:

@@ -108,8 +108,8 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         raise WorkloadExit("ValueError: tensor_parallel_size and pipeline_parallel_size must be >= 1")
     if arch.heads % tp:
         raise WorkloadExit(
-            f"ValueError: Total number of attention heads ({arch.heads}) must be divisible by tensor parallel "
-            f"size ({tp})."
+            f"ValueError: Total number of attention heads ({arch.heads}) must be divisible by "
+            f"tensor parallel size ({tp})."
         )
     _check_gpus(ctx, tp * pp * (ns.data_parallel_size_local or ns.data_parallel_size))
     if not 0 < ns.gpu_memory_utilization <= 1:
@@ -124,9 +124,16 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         raise WorkloadExit(f"argument --block-size: invalid choice: {block_size}")
     kv_bytes = hw.kv_dtype_bytes(ns.kv_cache_dtype, arch)
     wbytes = hw.weight_bytes_per_param(ns.quantization)
-    blocks, budget = hw.vllm_num_gpu_blocks(
-        gpu, arch, gpu_memory_utilization=ns.gpu_memory_utilization, tp=tp, pp=pp, block_size=block_size,
-        kv_bytes=kv_bytes, weight_bytes=wbytes, max_num_batched_tokens=batched,
+    blocks, _budget = hw.vllm_num_gpu_blocks(
+        gpu,
+        arch,
+        gpu_memory_utilization=ns.gpu_memory_utilization,
+        tp=tp,
+        pp=pp,
+        block_size=block_size,
+        kv_bytes=kv_bytes,
+        weight_bytes=wbytes,
+        max_num_batched_tokens=batched,
         kv_cache_memory_bytes=ns.kv_cache_memory_bytes,
     )
     if ns.num_gpu_blocks_override:
@@ -163,7 +170,9 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     kv_cfg = ns.kv_transfer_config if isinstance(ns.kv_transfer_config, dict) else None
     if ns.kv_transfer_config is not None and kv_cfg is None:
         raise WorkloadExit("argument --kv-transfer-config: expected a JSON object")
-    role = {"kv_producer": "producer", "kv_consumer": "consumer", "kv_both": "both"}.get((kv_cfg or {}).get("kv_role", ""))
+    role = {"kv_producer": "producer", "kv_consumer": "consumer", "kv_both": "both"}.get(
+        (kv_cfg or {}).get("kv_role", "")
+    )
     if kv_cfg is not None and role is None:
         raise WorkloadExit(
             f"ValueError: Unsupported kv_role: {kv_cfg.get('kv_role')}. Supported roles are "
@@ -173,10 +182,22 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     scale = _float_setting(ctx, "time-scale", 1.0)
     weights_total = arch.params_b * 1e9 * wbytes
     core = CoreConfig(
-        model=arch, gpu=gpu, tp=tp, num_blocks=blocks, block_size=block_size, max_num_seqs=max_seqs,
-        max_num_batched_tokens=batched, max_model_len=max_len, kv_bytes_per_token_rank=per_token,
-        weight_bytes_rank=weights_total / (tp * pp), prefix_caching=ns.enable_prefix_caching is not False,
-        chunked_prefill=chunked, kv_role=role, reserve_null_block=True, physics=phys, seed=ns.seed or ctx.seed,
+        model=arch,
+        gpu=gpu,
+        tp=tp,
+        num_blocks=blocks,
+        block_size=block_size,
+        max_num_seqs=max_seqs,
+        max_num_batched_tokens=batched,
+        max_model_len=max_len,
+        kv_bytes_per_token_rank=per_token,
+        weight_bytes_rank=weights_total / (tp * pp),
+        prefix_caching=ns.enable_prefix_caching is not False,
+        chunked_prefill=chunked,
+        kv_role=role,
+        reserve_null_block=True,
+        physics=phys,
+        seed=ns.seed or ctx.seed,
     )
     enable_lora = bool(ns.enable_lora)
     lora_modules = _lora_modules(ns.lora_modules or [])
@@ -216,11 +237,22 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         f"INFO [api_server.py] Starting vLLM API server 0 on http://0.0.0.0:{ns.port}",
     ]
     return EngineSpec(
-        kind="vllm", served_names=names, model=ns.model, port=ns.port, core=core,
-        startup_s=_startup(weights_total / (tp * pp), phys, ctx, scale), time_scale=scale,
-        enable_lora=enable_lora, runtime_lora=runtime and enable_lora, lora_modules=lora_modules,
-        max_loras=ns.max_loras, log_stats=not ns.disable_log_stats, pd_role=_pd(role),
-        kv_cache_dtype=ns.kv_cache_dtype, custom_buckets=ns.custom_histogram_buckets, cache_info=cache_info,
+        kind="vllm",
+        served_names=names,
+        model=ns.model,
+        port=ns.port,
+        core=core,
+        startup_s=_startup(weights_total / (tp * pp), phys, ctx, scale),
+        time_scale=scale,
+        enable_lora=enable_lora,
+        runtime_lora=runtime and enable_lora,
+        lora_modules=lora_modules,
+        max_loras=ns.max_loras,
+        log_stats=not ns.disable_log_stats,
+        pd_role=_pd(role),
+        kv_cache_dtype=ns.kv_cache_dtype,
+        custom_buckets=ns.custom_histogram_buckets,
+        cache_info=cache_info,
         logs=logs,
     )
 
@@ -262,8 +294,15 @@ def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     page = ns.page_size or 1
     kv_bytes = hw.kv_dtype_bytes(ns.kv_cache_dtype, arch)
     wbytes = hw.weight_bytes_per_param(ns.quantization)
-    tokens = hw.sglang_max_total_tokens(gpu, arch, mem_fraction_static=mem_fraction, tp=tp, page_size=page,
-                                        kv_bytes=kv_bytes, weight_bytes=wbytes)
+    tokens = hw.sglang_max_total_tokens(
+        gpu,
+        arch,
+        mem_fraction_static=mem_fraction,
+        tp=tp,
+        page_size=page,
+        kv_bytes=kv_bytes,
+        weight_bytes=wbytes,
+    )
     if ns.max_total_tokens:
         tokens = min(tokens, ns.max_total_tokens)
     if tokens <= 0:
@@ -272,8 +311,7 @@ def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
             f"Current value: mem_fraction_static={mem_fraction}"
         )
     ctx_len = ns.context_length or arch.max_context
-    max_running = ns.max_running_requests or min(
-        min(max(int(tokens / ctx_len * 512), 2048), 4096), tokens // 2)
+    max_running = ns.max_running_requests or min(min(max(int(tokens / ctx_len * 512), 2048), 4096), tokens // 2)
     # The pool is simulated in 16-token units; hit and usage figures are reported in tokens.
     unit = 16
     blocks = tokens // unit
@@ -283,16 +321,34 @@ def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     weights_total = arch.params_b * 1e9 * wbytes
     role = {"prefill": "producer", "decode": "consumer"}.get(ns.disaggregation_mode)
     core = CoreConfig(
-        model=arch, gpu=gpu, tp=tp, num_blocks=blocks, block_size=unit, max_num_seqs=max_running,
-        max_num_batched_tokens=chunk if chunk > 0 else ns.max_prefill_tokens, max_model_len=ctx_len,
-        kv_bytes_per_token_rank=per_token, weight_bytes_rank=weights_total / tp,
-        prefix_caching=not ns.disable_radix_cache, chunked_prefill=chunk > 0, kv_role=role,
-        reserve_null_block=False, physics=phys, seed=ns.random_seed if ns.random_seed is not None else ctx.seed,
+        model=arch,
+        gpu=gpu,
+        tp=tp,
+        num_blocks=blocks,
+        block_size=unit,
+        max_num_seqs=max_running,
+        max_num_batched_tokens=chunk if chunk > 0 else ns.max_prefill_tokens,
+        max_model_len=ctx_len,
+        kv_bytes_per_token_rank=per_token,
+        weight_bytes_rank=weights_total / tp,
+        prefix_caching=not ns.disable_radix_cache,
+        chunked_prefill=chunk > 0,
+        kv_role=role,
+        reserve_null_block=False,
+        physics=phys,
+        seed=ns.random_seed if ns.random_seed is not None else ctx.seed,
     )
     lora_modules = _lora_modules(ns.lora_paths or [])
     names = [ns.served_model_name or ns.model_path]
-    buckets = {k: v for k, v in (("ttft", ns.bucket_time_to_first_token), ("itl", ns.bucket_inter_token_latency),
-                                 ("e2e", ns.bucket_e2e_request_latency)) if v}
+    buckets = {
+        k: v
+        for k, v in (
+            ("ttft", ns.bucket_time_to_first_token),
+            ("itl", ns.bucket_inter_token_latency),
+            ("e2e", ns.bucket_e2e_request_latency),
+        )
+        if v
+    }
     logs += [
         f"[INFO] server_args=ServerArgs(model_path='{ns.model_path}', tp_size={tp}, "
         f"mem_fraction_static={mem_fraction}, chunked_prefill_size={chunk}, port={ns.port})",
@@ -306,10 +362,24 @@ def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     ]
     health_gen = ctx.env.get("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", "true").lower() not in ("0", "false")
     return EngineSpec(
-        kind="sglang", served_names=names, model=ns.model_path, port=ns.port, core=core,
-        startup_s=_startup(weights_total / tp, phys, ctx, scale), time_scale=scale,
-        enable_lora=bool(ns.enable_lora or ns.lora_paths), runtime_lora=True, lora_modules=lora_modules,
-        max_loras=ns.max_loras_per_batch, enable_metrics=ns.enable_metrics, pd_role=_pd(role),
-        kv_cache_dtype=ns.kv_cache_dtype, max_total_tokens=tokens, page_size=page, mem_fraction=mem_fraction,
-        sglang_buckets=buckets, logs=logs, health_generation=health_gen,
+        kind="sglang",
+        served_names=names,
+        model=ns.model_path,
+        port=ns.port,
+        core=core,
+        startup_s=_startup(weights_total / tp, phys, ctx, scale),
+        time_scale=scale,
+        enable_lora=bool(ns.enable_lora or ns.lora_paths),
+        runtime_lora=True,
+        lora_modules=lora_modules,
+        max_loras=ns.max_loras_per_batch,
+        enable_metrics=ns.enable_metrics,
+        pd_role=_pd(role),
+        kv_cache_dtype=ns.kv_cache_dtype,
+        max_total_tokens=tokens,
+        page_size=page,
+        mem_fraction=mem_fraction,
+        sglang_buckets=buckets,
+        logs=logs,
+        health_generation=health_gen,
     )

@@ -12,6 +12,7 @@ clock that can run faster than the wall clock (`time_scale`) for tests.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import random
 import time
@@ -22,7 +23,7 @@ from kubesim.engines.hardware import GPU, ModelArch
 
 
 class Clock:
-    """Simulated seconds: wall-clock seconds × `scale` since creation (scale 1 = real time)."""
+    """Simulated seconds: wall-clock seconds x `scale` since creation (scale 1 = real time)."""
 
     def __init__(self, scale: float = 1.0):
         self.scale = scale
@@ -277,10 +278,8 @@ class EngineCore:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
             self._task = None
         for req in [*self.running, *self.waiting, *self.transferring]:
             self._finish(req, "abort", self.clock.now())
@@ -508,10 +507,8 @@ class EngineCore:
                 timeout = None
                 if self.transferring:
                     timeout = max(0.0, min(r.kv_ready_at for r in self.transferring) - now) / clock.scale
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
-                except TimeoutError:
-                    pass
                 continue
             prefill = []
             decode_ctx = []

@@ -78,8 +78,11 @@ VLLM_FLAGS: list[tuple[tuple[str, ...], object, object]] = [
     (("--max-model-len",), _model_len, None),
     (("--gpu-memory-utilization",), _FLOAT, 0.92),
     (("--kv-cache-memory-bytes",), _INT, None),
-    (("--kv-cache-dtype",), ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4"),
-     "auto"),
+    (
+        ("--kv-cache-dtype",),
+        ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4"),
+        "auto",
+    ),
     (("--block-size",), _INT, None),
     (("--num-gpu-blocks-override",), _INT, None),
     (("--swap-space",), _FLOAT, 4.0),
@@ -241,7 +244,11 @@ SGLANG_FLAGS: list[tuple[tuple[str, ...], object, object]] = [
     (("--load-balance-method",), _STR, "auto"),
     (("--context-length",), _INT, None),
     (("--mem-fraction-static",), _FLOAT, None),
-    (("--kv-cache-dtype",), ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "fp4_e2m1", "nvfp4"), "auto"),
+    (
+        ("--kv-cache-dtype",),
+        ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "fp4_e2m1", "nvfp4"),
+        "auto",
+    ),
     (("--page-size",), _INT, None),
     (("--chunked-prefill-size",), _INT, None),
     (("--max-prefill-tokens",), _INT, 16384),
@@ -260,8 +267,11 @@ SGLANG_FLAGS: list[tuple[tuple[str, ...], object, object]] = [
     (("--dtype",), _STR, "auto"),
     (("--random-seed",), _INT, None),
     (("--disaggregation-mode",), ("null", "prefill", "decode"), "null"),
-    (("--disaggregation-transfer-backend",), ("mooncake", "nixl", "mori", "ascend", "mooncake_tcp", "fake"),
-     "mooncake"),
+    (
+        ("--disaggregation-transfer-backend",),
+        ("mooncake", "nixl", "mori", "ascend", "mooncake_tcp", "fake"),
+        "mooncake",
+    ),
     (("--disaggregation-bootstrap-port",), _INT, 8998),
     (("--disaggregation-ib-device",), _STR, None),
     (("--speculative-algorithm",), _STR, None),
@@ -403,7 +413,8 @@ def parse_vllm(argv: list[str]) -> tuple[argparse.Namespace, str]:
         if not rest or rest[0] != "serve":
             raise WorkloadExit(
                 "vllm: error: argument subparser: invalid choice: "
-                f"{(rest or [''])[0]!r} (choose from 'chat', 'complete', 'serve', 'bench', 'collect-env', 'run-batch')",
+                f"{(rest or [''])[0]!r} (choose from 'chat', 'complete', 'serve', 'bench', 'collect-env', "
+                "'run-batch')",
                 exit_code=2,
             )
         rest = rest[1:]
@@ -436,8 +447,9 @@ def parse_sglang(argv: list[str]) -> tuple[argparse.Namespace, str]:
     prog = "launch_server.py"
     if rest and rest[0].rsplit("/", 1)[-1] == "sglang":
         if len(rest) < 2 or rest[1] != "serve":
-            raise WorkloadExit(f"sglang: error: invalid choice: {(rest[1:] or [''])[0]!r} (choose from 'serve')",
-                               exit_code=2)
+            raise WorkloadExit(
+                f"sglang: error: invalid choice: {(rest[1:] or [''])[0]!r} (choose from 'serve')", exit_code=2
+            )
         rest = rest[2:]
         prog = "sglang serve"
     elif rest and rest[0].rsplit("/", 1)[-1].startswith("python"):
@@ -451,7 +463,9 @@ def parse_sglang(argv: list[str]) -> tuple[argparse.Namespace, str]:
     except EngineArgError as e:
         raise WorkloadExit(e.lines[-1], exit_code=2, logs=e.lines) from None
     if not ns.model_path:
-        lines = [sglang_parser(prog).format_usage().rstrip(),
-                 f"{prog}: error: the following arguments are required: --model-path/--model"]
+        lines = [
+            sglang_parser(prog).format_usage().rstrip(),
+            f"{prog}: error: the following arguments are required: --model-path/--model",
+        ]
         raise WorkloadExit(lines[-1], exit_code=2, logs=lines)
     return ns, prog

@@ -1,4 +1,4 @@
-"""GPU and model facts (reference/gpus-and-models.md) and the KV-cache arithmetic the engines size their pools by.
+"""GPU and model facts (reference/gpus-and-models.md) and the KV-cache arithmetic engines size pools by.
 
 Everything here is plain arithmetic so tests can recompute it by hand: weights bytes, KV bytes per token,
 vLLM's block budget and SGLang's static token pool.
@@ -147,7 +147,7 @@ def vllm_num_gpu_blocks(
     max_num_batched_tokens: int,
     kv_cache_memory_bytes: int | None = None,
 ) -> tuple[int, int]:
-    """(num_gpu_blocks, budget bytes) per the vLLM profile: util × memory − weights − activations − non-torch."""
+    """(num_gpu_blocks, budget bytes) per vLLM: util x memory - weights - activations - non-torch."""
     per_token = model.kv_bytes_per_token(kv_bytes, tp) / pp
     block_bytes = block_size * per_token
     if kv_cache_memory_bytes is not None:
@@ -160,7 +160,7 @@ def vllm_num_gpu_blocks(
 
 
 def sglang_default_mem_fraction(gpu: GPU, chunked_prefill_size: int) -> float:
-    """SGLang's automatic `--mem-fraction-static`: (GPU − reserved) / GPU, reserving activations and graphs."""
+    """SGLang's automatic `--mem-fraction-static`: (GPU - reserved) / GPU, for activations and graphs."""
     reserved = 1.0 * GIB + max(chunked_prefill_size, 0) * 256 * 1024
     return round((gpu.memory_bytes - reserved) / gpu.memory_bytes, 3)
 
@@ -175,7 +175,7 @@ def sglang_max_total_tokens(
     kv_bytes: float,
     weight_bytes: float,
 ) -> int:
-    """Static pool (fraction × GPU) minus weights, divided by the per-token cell, floored to a page multiple."""
+    """Static pool (fraction x GPU) minus weights, over the per-token cell, floored to whole pages."""
     weights = model.params_b * 1e9 * weight_bytes / tp
     budget = gpu.memory_bytes * mem_fraction_static - weights
     cell = model.kv_bytes_per_token(kv_bytes, tp)

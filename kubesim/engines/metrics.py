@@ -1,4 +1,4 @@
-"""The engines' Prometheus families (engines.md §1–2), one CollectorRegistry per engine.
+"""The engines' Prometheus families (engines.md sections 1-2), one CollectorRegistry per engine.
 
 `VllmMetrics` and `SglangMetrics` are the core's observers: they count what the step loop does, so every
 histogram count equals the requests served and every token counter the `usage` returned.
@@ -12,8 +12,30 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from kubesim.engines.core import EngineCore, EngineObserver, Request
 
-VLLM_TTFT = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80,
-             160, 640, 2560]
+VLLM_TTFT = [
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1,
+    2.5,
+    5,
+    7.5,
+    10,
+    20,
+    40,
+    80,
+    160,
+    640,
+    2560,
+]
 VLLM_ITL = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80]
 VLLM_LAT = [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680]
 VLLM_ITERATION_TOKENS = [1] + [2**k for k in range(3, 15)]
@@ -22,11 +44,74 @@ VLLM_NUM_PREEMPTIONS = [1, 2, 3, 4, 5, 10, 20]
 VLLM_FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
 
 SGLANG_TTFT = [0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400]
-SGLANG_ITL = [0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1, 0.2, 0.4,
-              0.6, 0.8, 1, 2, 4, 6, 8]
+SGLANG_ITL = [
+    0.002,
+    0.004,
+    0.006,
+    0.008,
+    0.01,
+    0.015,
+    0.02,
+    0.025,
+    0.03,
+    0.035,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.2,
+    0.4,
+    0.6,
+    0.8,
+    1,
+    2,
+    4,
+    6,
+    8,
+]
 SGLANG_E2E = [*SGLANG_TTFT, 600, 1200, 1800, 2400]
-SGLANG_QUEUE = [0, 0.001, 0.005, 0.01, 0.05, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40, 50, 60, 70, 80, 90,
-                100, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1200, 1400, 1600, 1800, 2000, 2500, 3000]
+SGLANG_QUEUE = [
+    0,
+    0.001,
+    0.005,
+    0.01,
+    0.05,
+    0.1,
+    0.2,
+    0.5,
+    1,
+    2,
+    3,
+    4,
+    5,
+    10,
+    15,
+    20,
+    30,
+    40,
+    50,
+    60,
+    70,
+    80,
+    90,
+    100,
+    200,
+    300,
+    400,
+    500,
+    600,
+    700,
+    800,
+    900,
+    1000,
+    1200,
+    1400,
+    1600,
+    1800,
+    2000,
+    2500,
+    3000,
+]
 SGLANG_STAGE = [0.001 * 1.62**n for n in range(30)]
 
 
@@ -52,9 +137,18 @@ def observe_many(child, value: float, count: int) -> None:
 class VllmMetrics(EngineObserver):
     """vLLM 0.33's `vllm:` families with labels model_name and engine."""
 
-    def __init__(self, model_name: str, engine: str, max_model_len: int, cache_info: dict[str, str],
-                 enable_lora: bool, max_loras: int, kv_consumer: bool, log_stats: bool,
-                 custom_buckets: dict | None = None):
+    def __init__(
+        self,
+        model_name: str,
+        engine: str,
+        max_model_len: int,
+        cache_info: dict[str, str],
+        enable_lora: bool,
+        max_loras: int,
+        kv_consumer: bool,
+        log_stats: bool,
+        custom_buckets: dict | None = None,
+    ):
         self.registry = CollectorRegistry()
         self.enabled = log_stats
         r = self.registry
@@ -68,107 +162,183 @@ class VllmMetrics(EngineObserver):
 
         if not log_stats:
             return
-        self.running = Gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
-                             names, registry=r).labels(*lv)
-        self.waiting = Gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", names,
-                             registry=r).labels(*lv)
-        wbr = Gauge("vllm:num_requests_waiting_by_reason", "Number of requests waiting, by reason.",
-                    [*names, "reason"], registry=r)
+        self.running = Gauge(
+            "vllm:num_requests_running", "Number of requests in model execution batches.", names, registry=r
+        ).labels(*lv)
+        self.waiting = Gauge(
+            "vllm:num_requests_waiting", "Number of requests waiting to be processed.", names, registry=r
+        ).labels(*lv)
+        wbr = Gauge(
+            "vllm:num_requests_waiting_by_reason",
+            "Number of requests waiting, by reason.",
+            [*names, "reason"],
+            registry=r,
+        )
         self.waiting_capacity = wbr.labels(*lv, "capacity")
         self.waiting_deferred = wbr.labels(*lv, "deferred")
         self.waiting_deferred.set(0)
         if kv_consumer:
-            fetch = Gauge("vllm:num_requests_kv_fetch_by_stage", "Requests fetching remote KV, by stage.",
-                          [*names, "stage"], registry=r)
+            fetch = Gauge(
+                "vllm:num_requests_kv_fetch_by_stage",
+                "Requests fetching remote KV, by stage.",
+                [*names, "stage"],
+                registry=r,
+            )
             self.fetch_in_progress = fetch.labels(*lv, "in_progress")
             fetch.labels(*lv, "waiting_to_start").set(0)
             fetch.labels(*lv, "completed_waiting").set(0)
         else:
             self.fetch_in_progress = None
-        self.kv_usage = Gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", names,
-                              registry=r).labels(*lv)
+        self.kv_usage = Gauge(
+            "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", names, registry=r
+        ).labels(*lv)
         sleep = Gauge("vllm:engine_sleep_state", "Engine sleep state.", [*names, "sleep_state"], registry=r)
         sleep.labels(*lv, "awake").set(1)
         sleep.labels(*lv, "weights_offloaded").set(0)
         sleep.labels(*lv, "discard_all").set(0)
-        info = Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", [*cache_info, "engine"],
-                     registry=r)
+        info = Gauge(
+            "vllm:cache_config_info",
+            "Information of the LLMEngine CacheConfig",
+            [*cache_info, "engine"],
+            registry=r,
+        )
         info.labels(*cache_info.values(), engine).set(1)
         if enable_lora:
-            self.lora_info = Gauge("vllm:lora_requests_info", "Running stats on lora requests.",
-                                   ["max_lora", "running_lora_adapters", "waiting_lora_adapters"], registry=r)
+            self.lora_info = Gauge(
+                "vllm:lora_requests_info",
+                "Running stats on lora requests.",
+                ["max_lora", "running_lora_adapters", "waiting_lora_adapters"],
+                registry=r,
+            )
             self.max_loras = max_loras
         else:
             self.lora_info = None
-        self.prefix_queries = Counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of tokens.",
-                                      names, registry=r).labels(*lv)
-        self.prefix_hits = Counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of tokens.", names,
-                                   registry=r).labels(*lv)
-        Counter("vllm:external_prefix_cache_queries", "External prefix cache queries, in tokens.", names,
-                registry=r).labels(*lv)
-        Counter("vllm:external_prefix_cache_hits", "External prefix cache hits, in tokens.", names,
-                registry=r).labels(*lv)
-        self.preemptions = Counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
-                                   names, registry=r).labels(*lv)
-        self.prompt_tokens = Counter("vllm:prompt_tokens", "Number of prefill tokens processed.", names,
-                                     registry=r).labels(*lv)
-        self.generation_tokens = Counter("vllm:generation_tokens", "Number of generation tokens processed.",
-                                         names, registry=r).labels(*lv)
-        by_source = Counter("vllm:prompt_tokens_by_source", "Number of prompt tokens by source.",
-                            [*names, "source"], registry=r)
+        self.prefix_queries = Counter(
+            "vllm:prefix_cache_queries", "Prefix cache queries, in terms of tokens.", names, registry=r
+        ).labels(*lv)
+        self.prefix_hits = Counter(
+            "vllm:prefix_cache_hits", "Prefix cache hits, in terms of tokens.", names, registry=r
+        ).labels(*lv)
+        Counter(
+            "vllm:external_prefix_cache_queries",
+            "External prefix cache queries, in tokens.",
+            names,
+            registry=r,
+        ).labels(*lv)
+        Counter("vllm:external_prefix_cache_hits", "External prefix cache hits, in tokens.", names, registry=r).labels(
+            *lv
+        )
+        self.preemptions = Counter(
+            "vllm:num_preemptions", "Cumulative number of preemption from the engine.", names, registry=r
+        ).labels(*lv)
+        self.prompt_tokens = Counter(
+            "vllm:prompt_tokens", "Number of prefill tokens processed.", names, registry=r
+        ).labels(*lv)
+        self.generation_tokens = Counter(
+            "vllm:generation_tokens", "Number of generation tokens processed.", names, registry=r
+        ).labels(*lv)
+        by_source = Counter(
+            "vllm:prompt_tokens_by_source",
+            "Number of prompt tokens by source.",
+            [*names, "source"],
+            registry=r,
+        )
         self.prompt_local = by_source.labels(*lv, "local_compute")
         self.prompt_hit = by_source.labels(*lv, "local_cache_hit")
         self.prompt_external = by_source.labels(*lv, "external_kv_transfer")
-        self.prompt_cached = Counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens.", names,
-                                     registry=r).labels(*lv)
-        cached_src = Counter("vllm:prompt_tokens_cached_by_source", "Number of cached prompt tokens by source.",
-                             [*names, "source"], registry=r)
+        self.prompt_cached = Counter(
+            "vllm:prompt_tokens_cached", "Number of cached prompt tokens.", names, registry=r
+        ).labels(*lv)
+        cached_src = Counter(
+            "vllm:prompt_tokens_cached_by_source",
+            "Number of cached prompt tokens by source.",
+            [*names, "source"],
+            registry=r,
+        )
         self.cached_device = cached_src.labels(*lv, "device")
         for src in ("host", "p2p", "disk", "external_unspecified"):
             cached_src.labels(*lv, src)
-        success = Counter("vllm:request_success", "Count of successfully processed requests.",
-                          [*names, "finished_reason"], registry=r)
+        success = Counter(
+            "vllm:request_success",
+            "Count of successfully processed requests.",
+            [*names, "finished_reason"],
+            registry=r,
+        )
         self.success = {reason: success.labels(*lv, reason) for reason in VLLM_FINISH_REASONS}
-        rejections = Counter("vllm:admission_rejections", "Requests rejected at admission.",
-                             ["model_name", "reason"], registry=r)
+        rejections = Counter(
+            "vllm:admission_rejections",
+            "Requests rejected at admission.",
+            ["model_name", "reason"],
+            registry=r,
+        )
         self.reject_reqs = rejections.labels(model_name, "max_num_queued_reqs")
         rejections.labels(model_name, "max_num_queued_tokens")
-        for name in ("estimated_flops_per_gpu", "estimated_read_bytes_per_gpu", "estimated_write_bytes_per_gpu"):
+        for name in (
+            "estimated_flops_per_gpu",
+            "estimated_read_bytes_per_gpu",
+            "estimated_write_bytes_per_gpu",
+        ):
             Counter(f"vllm:{name}", f"Estimated {name.replace('_', ' ')}.", names, registry=r).labels(*lv)
 
         def hist(name, doc, buckets):
             return Histogram(name, doc, names, buckets=buckets, registry=r).labels(*lv)
 
-        self.ttft = hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-                         b("time_to_first_token", VLLM_TTFT))
-        self.itl = hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
-                        b("inter_token_latency", VLLM_ITL))
-        self.tpot = hist("vllm:request_time_per_output_token_seconds",
-                         "Histogram of time_per_output_token_seconds per request.", b("inter_token_latency", VLLM_ITL))
+        self.ttft = hist(
+            "vllm:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            b("time_to_first_token", VLLM_TTFT),
+        )
+        self.itl = hist(
+            "vllm:inter_token_latency_seconds",
+            "Histogram of inter-token latency in seconds.",
+            b("inter_token_latency", VLLM_ITL),
+        )
+        self.tpot = hist(
+            "vllm:request_time_per_output_token_seconds",
+            "Histogram of time_per_output_token_seconds per request.",
+            b("inter_token_latency", VLLM_ITL),
+        )
         lat = b("request_latency", VLLM_LAT)
         self.e2e = hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", lat)
-        self.queue = hist("vllm:request_queue_time_seconds",
-                          "Histogram of time spent in WAITING phase for request.", lat)
-        self.inference = hist("vllm:request_inference_time_seconds",
-                              "Histogram of time spent in RUNNING phase for request.", lat)
-        self.prefill = hist("vllm:request_prefill_time_seconds",
-                            "Histogram of time spent in PREFILL phase for request.", lat)
-        self.decode = hist("vllm:request_decode_time_seconds",
-                           "Histogram of time spent in DECODE phase for request.", lat)
+        self.queue = hist(
+            "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", lat
+        )
+        self.inference = hist(
+            "vllm:request_inference_time_seconds",
+            "Histogram of time spent in RUNNING phase for request.",
+            lat,
+        )
+        self.prefill = hist(
+            "vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", lat
+        )
+        self.decode = hist(
+            "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", lat
+        )
         tok = one_two_five(max_model_len)
         self.req_prompt = hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", tok)
         self.req_gen = hist("vllm:request_generation_tokens", "Number of generation tokens processed.", tok)
-        self.req_max_gen = hist("vllm:request_max_num_generation_tokens",
-                                "Histogram of maximum number of requested generation tokens.", tok)
-        self.req_max_tokens = hist("vllm:request_params_max_tokens",
-                                   "Histogram of the max_tokens request parameter.", tok)
-        self.req_kv_computed = hist("vllm:request_prefill_kv_computed_tokens",
-                                    "Histogram of new KV tokens computed during prefill (excluding cached).", tok)
-        self.iteration = hist("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
-                              VLLM_ITERATION_TOKENS)
+        self.req_max_gen = hist(
+            "vllm:request_max_num_generation_tokens",
+            "Histogram of maximum number of requested generation tokens.",
+            tok,
+        )
+        self.req_max_tokens = hist(
+            "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", tok
+        )
+        self.req_kv_computed = hist(
+            "vllm:request_prefill_kv_computed_tokens",
+            "Histogram of new KV tokens computed during prefill (excluding cached).",
+            tok,
+        )
+        self.iteration = hist(
+            "vllm:iteration_tokens_total",
+            "Histogram of number of tokens per engine_step.",
+            VLLM_ITERATION_TOKENS,
+        )
         self.params_n = hist("vllm:request_params_n", "Histogram of the n request parameter.", VLLM_PARAMS_N)
-        self.req_preempt = hist("vllm:request_num_preemptions", "Number of preemptions per request.",
-                                VLLM_NUM_PREEMPTIONS)
+        self.req_preempt = hist(
+            "vllm:request_num_preemptions", "Number of preemptions per request.", VLLM_NUM_PREEMPTIONS
+        )
 
     # -- observer ------------------------------------------------------------------------------------------
     def on_admit(self, req: Request, hit_tokens: int, now: float) -> None:
@@ -248,8 +418,13 @@ SG_TOK_LABELS = ["model_name", "engine_type"]
 class SglangMetrics(EngineObserver):
     """SGLang 0.5's `sglang:` scheduler and tokenizer families (only with --enable-metrics)."""
 
-    def __init__(self, model_name: str, engine_type: str, cache_consts: dict[str, float],
-                 buckets: dict[str, list[float]] | None = None):
+    def __init__(
+        self,
+        model_name: str,
+        engine_type: str,
+        cache_consts: dict[str, float],
+        buckets: dict[str, list[float]] | None = None,
+    ):
         self.registry = r = CollectorRegistry()
         b = buckets or {}
         s = (model_name, engine_type, "0", "0", "0")
@@ -271,11 +446,19 @@ class SglangMetrics(EngineObserver):
         self.gen_throughput = sg("gen_throughput", "The generation throughput (token/s).")
         for key, value in cache_consts.items():
             sg(key, f"{key.replace('_', ' ')}.").set(value)
-        for q in ("num_prefill_bootstrap_queue_reqs", "num_prefill_inflight_queue_reqs",
-                  "num_decode_prealloc_queue_reqs", "num_decode_transfer_queue_reqs"):
+        for q in (
+            "num_prefill_bootstrap_queue_reqs",
+            "num_prefill_inflight_queue_reqs",
+            "num_decode_prealloc_queue_reqs",
+            "num_decode_transfer_queue_reqs",
+        ):
             setattr(self, q, sg(q, f"The number of requests in the {q[4:-5].replace('_', ' ')}."))
-        eff = Counter("sglang:prefill_effective_tokens", "Prefill tokens by where they came from.",
-                      [*SG_SCHED_LABELS, "mode"], registry=r)
+        eff = Counter(
+            "sglang:prefill_effective_tokens",
+            "Prefill tokens by where they came from.",
+            [*SG_SCHED_LABELS, "mode"],
+            registry=r,
+        )
         self.eff_input = eff.labels(*s, "input")
         self.eff_device = eff.labels(*s, "device_hit")
         eff.labels(*s, "host_hit")
@@ -284,28 +467,69 @@ class SglangMetrics(EngineObserver):
         self.rt_compute = rt.labels(*s, "prefill_compute")
         self.rt_cache = rt.labels(*s, "prefill_cache")
         self.rt_decode = rt.labels(*s, "decode")
-        self.queue_time = Histogram("sglang:queue_time_seconds", "Histogram of queueing time in seconds.",
-                                    SG_SCHED_LABELS, buckets=SGLANG_QUEUE, registry=r).labels(*s)
+        self.queue_time = Histogram(
+            "sglang:queue_time_seconds",
+            "Histogram of queueing time in seconds.",
+            SG_SCHED_LABELS,
+            buckets=SGLANG_QUEUE,
+            registry=r,
+        ).labels(*s)
         # Tokenizer-manager families
-        self.prompt_tokens = Counter("sglang:prompt_tokens", "Number of prefill tokens processed.",
-                                     [*SG_TOK_LABELS, "is_streaming"], registry=r)
-        self.generation_tokens = Counter("sglang:generation_tokens", "Number of generation tokens processed.",
-                                         [*SG_TOK_LABELS, "is_streaming"], registry=r)
-        self.num_requests = Counter("sglang:num_requests", "Number of requests processed.",
-                                    [*SG_TOK_LABELS, "is_streaming"], registry=r)
-        self.cached_tokens = Counter("sglang:cached_tokens", "Number of cached prompt tokens.",
-                                     [*SG_TOK_LABELS, "cache_source"], registry=r).labels(*t, "total")
-        self.aborted = Counter("sglang:num_aborted_requests", "Number of requests aborted.", SG_TOK_LABELS,
-                               registry=r).labels(*t)
-        self.ttft = Histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-                              [*SG_TOK_LABELS, "is_streaming"], buckets=b.get("ttft", SGLANG_TTFT), registry=r)
-        self.itl = Histogram("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
-                             SG_TOK_LABELS, buckets=b.get("itl", SGLANG_ITL), registry=r).labels(*t)
-        self.tpot = Histogram("sglang:request_time_per_output_token_seconds",
-                              "Histogram of time per output token in seconds.", [*SG_TOK_LABELS, "is_streaming"],
-                              buckets=b.get("itl", SGLANG_ITL), registry=r)
-        self.e2e = Histogram("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency.",
-                             [*SG_TOK_LABELS, "is_streaming"], buckets=b.get("e2e", SGLANG_E2E), registry=r)
+        self.prompt_tokens = Counter(
+            "sglang:prompt_tokens",
+            "Number of prefill tokens processed.",
+            [*SG_TOK_LABELS, "is_streaming"],
+            registry=r,
+        )
+        self.generation_tokens = Counter(
+            "sglang:generation_tokens",
+            "Number of generation tokens processed.",
+            [*SG_TOK_LABELS, "is_streaming"],
+            registry=r,
+        )
+        self.num_requests = Counter(
+            "sglang:num_requests",
+            "Number of requests processed.",
+            [*SG_TOK_LABELS, "is_streaming"],
+            registry=r,
+        )
+        self.cached_tokens = Counter(
+            "sglang:cached_tokens",
+            "Number of cached prompt tokens.",
+            [*SG_TOK_LABELS, "cache_source"],
+            registry=r,
+        ).labels(*t, "total")
+        self.aborted = Counter(
+            "sglang:num_aborted_requests", "Number of requests aborted.", SG_TOK_LABELS, registry=r
+        ).labels(*t)
+        self.ttft = Histogram(
+            "sglang:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            [*SG_TOK_LABELS, "is_streaming"],
+            buckets=b.get("ttft", SGLANG_TTFT),
+            registry=r,
+        )
+        self.itl = Histogram(
+            "sglang:inter_token_latency_seconds",
+            "Histogram of inter-token latency in seconds.",
+            SG_TOK_LABELS,
+            buckets=b.get("itl", SGLANG_ITL),
+            registry=r,
+        ).labels(*t)
+        self.tpot = Histogram(
+            "sglang:request_time_per_output_token_seconds",
+            "Histogram of time per output token in seconds.",
+            [*SG_TOK_LABELS, "is_streaming"],
+            buckets=b.get("itl", SGLANG_ITL),
+            registry=r,
+        )
+        self.e2e = Histogram(
+            "sglang:e2e_request_latency_seconds",
+            "Histogram of End-to-end request latency.",
+            [*SG_TOK_LABELS, "is_streaming"],
+            buckets=b.get("e2e", SGLANG_E2E),
+            registry=r,
+        )
         self.last_prefill_hits = 0
         self.last_prefill_input = 0
 

@@ -59,8 +59,15 @@ class EngineWorkload:
         if spec.kind == "vllm":
             cfg = spec.core
             self.metrics = VllmMetrics(
-                spec.served_names[0], "0", cfg.max_model_len, spec.cache_info, spec.enable_lora, spec.max_loras,
-                cfg.kv_role == "consumer", spec.log_stats, spec.custom_buckets,
+                spec.served_names[0],
+                "0",
+                cfg.max_model_len,
+                spec.cache_info,
+                spec.enable_lora,
+                spec.max_loras,
+                cfg.kv_role == "consumer",
+                spec.log_stats,
+                spec.custom_buckets,
             )
         else:
             engine_type = {"prefill": "prefill", "decode": "decode"}.get(spec.pd_role or "", "unified")
@@ -97,9 +104,16 @@ class EngineWorkload:
     def ready(self) -> bool:
         return time.monotonic() >= self._ready_at
 
-    # -- direct submission (routers in-process and the benchmark) ---------------------------------------------
-    def new_request(self, prompt_tokens: list[int], max_tokens: int, *, ignore_eos: bool = True,
-                    stream: bool = False, remote_kv: bool = False) -> Request:
+    # -- direct submission (routers in-process and the benchmark) -----------------------------------------
+    def new_request(
+        self,
+        prompt_tokens: list[int],
+        max_tokens: int,
+        *,
+        ignore_eos: bool = True,
+        stream: bool = False,
+        remote_kv: bool = False,
+    ) -> Request:
         rid = f"req-{next(_ids)}"
         out = output_length(self.seed, rid, max_tokens, ignore_eos)
         return Request(rid, prompt_tokens, out, max_tokens, stream=stream, remote_kv=remote_kv)
@@ -167,13 +181,29 @@ class EngineWorkload:
         created = int(time.time())
         owner = "vllm" if self.spec.kind == "vllm" else "sglang"
         cards = [
-            {"id": name, "object": "model", "created": created, "owned_by": owner, "root": self.spec.model,
-             "parent": None, "max_model_len": self.spec.core.max_model_len}
+            {
+                "id": name,
+                "object": "model",
+                "created": created,
+                "owned_by": owner,
+                "root": self.spec.model,
+                "parent": None,
+                "max_model_len": self.spec.core.max_model_len,
+            }
             for name in self.spec.served_names
         ]
         for name, path in self.loras.items():
-            cards.append({"id": name, "object": "model", "created": created, "owned_by": owner, "root": path,
-                          "parent": self.spec.served_names[0], "max_model_len": self.spec.core.max_model_len})
+            cards.append(
+                {
+                    "id": name,
+                    "object": "model",
+                    "created": created,
+                    "owned_by": owner,
+                    "root": path,
+                    "parent": self.spec.served_names[0],
+                    "max_model_len": self.spec.core.max_model_len,
+                }
+            )
         return cards
 
     async def _models(self, request: web.Request) -> web.Response:
@@ -187,24 +217,41 @@ class EngineWorkload:
         return self._error(404, f"The model `{name}` does not exist.", "NotFoundError", "model")
 
     async def _model_info(self, request: web.Request) -> web.Response:
-        return web.json_response({"model_path": self.spec.model, "tokenizer_path": self.spec.model,
-                                  "is_generation": True})
+        return web.json_response(
+            {"model_path": self.spec.model, "tokenizer_path": self.spec.model, "is_generation": True}
+        )
 
     async def _server_info(self, request: web.Request) -> web.Response:
         s = self.spec
-        return web.json_response({
-            "version": SGLANG_VERSION, "model_path": s.model, "served_model_name": s.served_names[0],
-            "tp_size": s.core.tp, "max_total_num_tokens": s.max_total_tokens,
-            "mem_fraction_static": s.mem_fraction, "context_length": s.core.max_model_len,
-            "max_running_requests": s.core.max_num_seqs, "chunked_prefill_size": s.core.max_num_batched_tokens,
-            "disaggregation_mode": s.pd_role or "null",
-        })
+        return web.json_response(
+            {
+                "version": SGLANG_VERSION,
+                "model_path": s.model,
+                "served_model_name": s.served_names[0],
+                "tp_size": s.core.tp,
+                "max_total_num_tokens": s.max_total_tokens,
+                "mem_fraction_static": s.mem_fraction,
+                "context_length": s.core.max_model_len,
+                "max_running_requests": s.core.max_num_seqs,
+                "chunked_prefill_size": s.core.max_num_batched_tokens,
+                "disaggregation_mode": s.pd_role or "null",
+            }
+        )
 
     async def _loads(self, request: web.Request) -> web.Response:
         core = self.core
-        return web.json_response({"loads": [{"dp_rank": 0, "num_reqs": len(core.running) + len(core.waiting),
-                                             "num_waiting_reqs": len(core.waiting),
-                                             "num_tokens": sum(r.num_tokens for r in core.running)}]})
+        return web.json_response(
+            {
+                "loads": [
+                    {
+                        "dp_rank": 0,
+                        "num_reqs": len(core.running) + len(core.waiting),
+                        "num_waiting_reqs": len(core.waiting),
+                        "num_tokens": sum(r.num_tokens for r in core.running),
+                    }
+                ]
+            }
+        )
 
     async def _metrics(self, request: web.Request) -> web.Response:
         if self.spec.kind == "sglang":
@@ -219,8 +266,11 @@ class EngineWorkload:
         body = await request.json()
         name, path = body.get("lora_name"), body.get("lora_path")
         if not self.spec.enable_lora:
-            msg = ("LoRA is not enabled. Please set --enable-lora." if self.spec.kind == "sglang"
-                   else "LoRA is not enabled in this engine.")
+            msg = (
+                "LoRA is not enabled. Please set --enable-lora."
+                if self.spec.kind == "sglang"
+                else "LoRA is not enabled in this engine."
+            )
             return self._error(400, msg)
         if not name or not path:
             return self._error(400, "Both 'lora_name' and 'lora_path' must be provided.")
@@ -295,10 +345,10 @@ class EngineWorkload:
                 )
             raise ApiError(
                 400,
-                f"Requested token count exceeds the model's maximum context length of {limit} tokens. You "
-                f"requested a total of {len(tokens) + max_tokens} tokens: {len(tokens)} tokens from the input "
-                f"messages and {max_tokens} tokens for the completion. Please reduce the number of tokens in the "
-                "input messages or the completion to fit within the limit.",
+                f"Requested token count exceeds the model's maximum context length of {limit} tokens. "
+                f"You requested a total of {len(tokens) + max_tokens} tokens: {len(tokens)} tokens from the "
+                f"input messages and {max_tokens} tokens for the completion. Please reduce the number of "
+                "tokens in the input messages or the completion to fit within the limit.",
             )
         if max_tokens < 1:
             raise ApiError(400, f"The prompt ({len(tokens)} tokens) leaves no room for a completion.")
@@ -342,26 +392,45 @@ class EngineWorkload:
             self.core.abort(req)
             raise
         text = "".join(generated_words(self.seed, req.request_id, req.generated))
-        usage = {"prompt_tokens": req.prompt_len, "completion_tokens": req.generated,
-                 "total_tokens": req.prompt_len + req.generated}
+        usage = {
+            "prompt_tokens": req.prompt_len,
+            "completion_tokens": req.generated,
+            "total_tokens": req.prompt_len + req.generated,
+        }
         if req.cached_tokens > 0:
             usage["prompt_tokens_details"] = {"cached_tokens": req.cached_tokens}
         if chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text},
-                      "logprobs": None, "finish_reason": req.finish_reason}
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": None,
+                "finish_reason": req.finish_reason,
+            }
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": req.finish_reason}
-        out = {"id": rid, "object": "chat.completion" if chat else "text_completion", "created": created,
-               "model": model, "choices": [choice], "usage": usage}
+        out = {
+            "id": rid,
+            "object": "chat.completion" if chat else "text_completion",
+            "created": created,
+            "model": model,
+            "choices": [choice],
+            "usage": usage,
+        }
         if spec.pd_role == "prefill" and spec.kind == "vllm":
-            out["kv_transfer_params"] = {"do_remote_prefill": True, "do_remote_decode": False,
-                                         "remote_engine_id": f"sim-{self.port}", "remote_host": "127.0.0.1",
-                                         "remote_port": self.port, "remote_block_ids": [],
-                                         "num_prompt_tokens": req.prompt_len}
+            out["kv_transfer_params"] = {
+                "do_remote_prefill": True,
+                "do_remote_decode": False,
+                "remote_engine_id": f"sim-{self.port}",
+                "remote_host": "127.0.0.1",
+                "remote_port": self.port,
+                "remote_block_ids": [],
+                "num_prompt_tokens": req.prompt_len,
+            }
         return web.json_response(out)
 
-    async def _stream(self, request, req: Request, rid: str, model: str, created: int, chat: bool,
-                      body: dict) -> web.StreamResponse:
+    async def _stream(
+        self, request, req: Request, rid: str, model: str, created: int, chat: bool, body: dict
+    ) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
         obj = "chat.completion.chunk" if chat else "text_completion"
@@ -392,10 +461,19 @@ class EngineWorkload:
                 await resp.write(chunk(pieces, None))
             await resp.write(chunk(None, req.finish_reason))
             if include_usage:
-                usage = {"prompt_tokens": req.prompt_len, "completion_tokens": req.generated,
-                         "total_tokens": req.prompt_len + req.generated}
-                payload = {"id": rid, "object": obj, "created": created, "model": model, "choices": [],
-                           "usage": usage}
+                usage = {
+                    "prompt_tokens": req.prompt_len,
+                    "completion_tokens": req.generated,
+                    "total_tokens": req.prompt_len + req.generated,
+                }
+                payload = {
+                    "id": rid,
+                    "object": obj,
+                    "created": created,
+                    "model": model,
+                    "choices": [],
+                    "usage": usage,
+                }
                 await resp.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
             await resp.write(b"data: [DONE]\n\n")
         except (ConnectionResetError, asyncio.CancelledError):

@@ -1,0 +1,326 @@
+"""Simulated routers: the vLLM production-stack router and the SGLang router (model gateway).
+
+Both parse their real flags, discover backends through the cluster (label selectors, as their
+Kubernetes service discovery does) or static URLs, pick a backend with `routing.RoutingState`, and
+forward OpenAI requests (streaming passed through chunk by chunk). Disaggregated mode sends the prompt
+to a prefill engine first, then to a decode engine with the KV-transfer parameters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import time
+
+import aiohttp
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+
+from kubesim.engines.flags import EngineArgError, _Parser
+from kubesim.engines.routing import RequestInfo, RoutingState, pd_role, pick_pd
+from kubesim.workload import Endpoint, PodContext, WorkloadExit
+
+_rooms = itertools.count(1)
+
+
+def pstack_parser() -> _Parser:
+    p = _Parser(prog="vllm-router", allow_abbrev=False, add_help=False)
+    p.add_argument("--host", default="0.0.0.0")
+    p.add_argument("--port", type=int, default=8001)
+    p.add_argument("--service-discovery", choices=["static", "k8s"], default="static")
+    p.add_argument("--static-backends", default=None)
+    p.add_argument("--static-models", default=None)
+    p.add_argument("--static-model-labels", default=None)
+    p.add_argument("--static-model-types", default=None)
+    p.add_argument("--static-aliases", default=None)
+    p.add_argument("--static-backend-health-checks", action="store_true")
+    p.add_argument("--k8s-port", type=int, default=8000)
+    p.add_argument("--k8s-namespace", default="default")
+    p.add_argument("--k8s-label-selector", default="")
+    p.add_argument("--k8s-service-discovery-type", choices=["pod-ip", "service-name"], default="pod-ip")
+    p.add_argument(
+        "--routing-logic",
+        choices=[
+            "roundrobin",
+            "session",
+            "prefixaware",
+            "kvaware",
+            "disaggregated_prefill",
+            "disaggregated_prefill_orchestrated",
+        ],
+        default="roundrobin",
+    )
+    p.add_argument("--session-key", default=None)
+    p.add_argument("--lmcache-controller-port", type=int, default=9000)
+    p.add_argument("--prefill-model-labels", default=None)
+    p.add_argument("--decode-model-labels", default=None)
+    p.add_argument("--engine-stats-interval", type=int, default=30)
+    p.add_argument("--request-stats-window", type=int, default=60)
+    p.add_argument("--log-stats", action="store_true")
+    p.add_argument("--log-stats-interval", type=int, default=10)
+    p.add_argument("--log-level", default="info")
+    p.add_argument("--dynamic-config-yaml", default=None)
+    p.add_argument("--dynamic-config-json", default=None)
+    p.add_argument("--callbacks", default=None)
+    p.add_argument("--max-instance-failover-reroute-attempts", type=int, default=0)
+    p.add_argument("--enable-batch-api", action="store_true")
+    p.add_argument("--file-storage-class", default="local_file")
+    p.add_argument("--file-storage-path", default="/tmp/vllm_files")
+    p.add_argument("--batch-processor", default="local")
+    p.add_argument("--sentry-dsn", default=None)
+    p.add_argument("--api-key", default=None)
+    return p
+
+
+def sglang_router_parser() -> _Parser:
+    p = _Parser(prog="launch_router.py", add_help=False)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=30000)
+    p.add_argument("--worker-urls", nargs="*", default=[])
+    p.add_argument("--policy", choices=["cache_aware", "round_robin", "random", "power_of_two"], default="cache_aware")
+    p.add_argument("--prefill-policy", choices=["cache_aware", "round_robin", "random", "power_of_two"])
+    p.add_argument("--decode-policy", choices=["cache_aware", "round_robin", "random", "power_of_two"])
+    p.add_argument("--pd-disaggregation", action="store_true")
+    p.add_argument("--prefill", nargs="+", action="append", default=[])
+    p.add_argument("--decode", nargs=1, action="append", default=[])
+    p.add_argument("--service-discovery", action="store_true")
+    p.add_argument("--selector", nargs="*", default=[])
+    p.add_argument("--prefill-selector", nargs="*", default=[])
+    p.add_argument("--decode-selector", nargs="*", default=[])
+    p.add_argument("--service-discovery-port", type=int, default=80)
+    p.add_argument("--service-discovery-namespace", default=None)
+    p.add_argument("--cache-threshold", type=float, default=0.3)
+    p.add_argument("--balance-abs-threshold", type=int, default=64)
+    p.add_argument("--balance-rel-threshold", type=float, default=1.5)
+    p.add_argument("--eviction-interval-secs", type=int, default=120)
+    p.add_argument("--max-tree-size", type=int, default=2**26)
+    p.add_argument("--max-payload-size", type=int, default=512 * 1024 * 1024)
+    p.add_argument("--prometheus-port", type=int, default=29000)
+    p.add_argument("--prometheus-host", default="127.0.0.1")
+    p.add_argument("--request-timeout-secs", type=int, default=1800)
+    p.add_argument("--max-concurrent-requests", type=int, default=-1)
+    p.add_argument("--log-level", default="info")
+    p.add_argument("--log-dir", default=None)
+    p.add_argument("--dp-aware", action="store_true")
+    p.add_argument("--api-key", default=None)
+    p.add_argument("--model-path", default=None)
+    p.add_argument("--tokenizer-path", default=None)
+    p.add_argument("--disable-retries", action="store_true")
+    p.add_argument("--disable-circuit-breaker", action="store_true")
+    p.add_argument("--retry-max-retries", type=int, default=5)
+    p.add_argument("--health-check-interval-secs", type=int, default=60)
+    p.add_argument("--request-id-headers", nargs="*", default=None)
+    return p
+
+
+def _selector(pairs: list[str]) -> str:
+    return ",".join(pairs)
+
+
+class RouterWorkload:
+    """A router pod: discovers backends, routes by policy, forwards (Workload protocol)."""
+
+    def __init__(self, ctx: PodContext, kind: str, ns: argparse.Namespace, logs: list[str]):
+        self.ctx = ctx
+        self.kind = kind
+        self.ns = ns
+        self._logs = logs
+        self.port = 0
+        self.base_url = ""
+        self._runner: web.AppRunner | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._cache: dict[str, tuple[float, list[Endpoint]]] = {}
+        if kind == "pstack-router":
+            self.pd = ns.routing_logic.startswith("disaggregated")
+            self.state = RoutingState(
+                "pd" if self.pd else ns.routing_logic, session_key=ns.session_key or "x-user-id", seed=ctx.seed
+            )
+        else:
+            self.pd = ns.pd_disaggregation
+            self.state = RoutingState(
+                "pd" if self.pd else ns.policy,
+                seed=ctx.seed,
+                cache_threshold=ns.cache_threshold,
+                balance_abs_threshold=ns.balance_abs_threshold,
+                balance_rel_threshold=ns.balance_rel_threshold,
+            )
+        self.registry = CollectorRegistry()
+        self.m_requests = Counter("router_requests", "Requests routed, by backend.", ["server"], registry=self.registry)
+        self.m_prefix = Gauge(
+            "router_prefix_match_ratio", "Matched prompt chunks over all chunks routed.", registry=self.registry
+        )
+
+    def startup_seconds(self) -> float:
+        return 0.5 if self.ctx.fast_start else 2.0
+
+    def logs(self) -> list[str]:
+        return list(self._logs)
+
+    async def start(self) -> int:
+        app = web.Application(client_max_size=64 * 1024**2)
+        app.router.add_get("/health", self._health)
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/completions", self._forward)
+        app.router.add_post("/v1/chat/completions", self._forward)
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None))
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self._logs.append(f"INFO router listening, policy={self.state.policy}")
+        return self.port
+
+    async def stop(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # -- discovery ------------------------------------------------------------------------------------------
+    def _discover(self, selector: str, port: int, namespace: str | None) -> list[Endpoint]:
+        key = f"{namespace}/{selector}:{port}"
+        now = time.monotonic()
+        hit = self._cache.get(key)
+        if hit and now - hit[0] < 1.0:
+            return hit[1]
+        cluster = self.ctx.cluster
+        eps = cluster.ready_endpoints(namespace or self.ctx.namespace, selector, port) if cluster else []
+        self._cache[key] = (now, eps)
+        return eps
+
+    @staticmethod
+    def _static(urls: list[str], role: str | None = None) -> list[Endpoint]:
+        labels = {"role": role} if role else {}
+        return [Endpoint(pod_name=u, base_url=u.rstrip("/"), labels=labels) for u in urls if u]
+
+    def backends(self) -> tuple[list[Endpoint], list[Endpoint], list[Endpoint]]:
+        """(all, prefill, decode) endpoints right now."""
+        ns = self.ns
+        if self.kind == "pstack-router":
+            if ns.service_discovery == "k8s":
+                eps = self._discover(ns.k8s_label_selector, ns.k8s_port, ns.k8s_namespace)
+            else:
+                eps = self._static((ns.static_backends or "").split(","))
+                if ns.static_model_labels:
+                    labels = ns.static_model_labels.split(",")
+                    eps = [Endpoint(e.pod_name, e.base_url, {"role": lab}) for e, lab in zip(eps, labels, strict=False)]
+            pre_l = set((ns.prefill_model_labels or "prefill").split(","))
+            dec_l = set((ns.decode_model_labels or "decode").split(","))
+            pre = [e for e in eps if pd_role(e) in pre_l or e.labels.get("model") in pre_l]
+            dec = [e for e in eps if pd_role(e) in dec_l or e.labels.get("model") in dec_l]
+            return eps, pre, dec
+        port, nsp = ns.service_discovery_port, ns.service_discovery_namespace
+        if ns.service_discovery:
+            if ns.pd_disaggregation:
+                pre = self._discover(_selector(ns.prefill_selector), port, nsp)
+                dec = self._discover(_selector(ns.decode_selector), port, nsp)
+                return pre + dec, pre, dec
+            eps = self._discover(_selector(ns.selector), port, nsp)
+            return eps, [], []
+        pre = self._static([p[0] for p in ns.prefill], "prefill")
+        dec = self._static([d[0] for d in ns.decode], "decode")
+        eps = self._static(ns.worker_urls) + pre + dec
+        return eps, pre, dec
+
+    # -- HTTP -----------------------------------------------------------------------------------------------
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "healthy"})
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        self.m_prefix.set(self.state.prefix_match_ratio())
+        return web.Response(body=generate_latest(self.registry), headers={"Content-Type": "text/plain; version=0.0.4"})
+
+    async def _models(self, request: web.Request) -> web.Response:
+        eps, _, dec = self.backends()
+        seen, data = set(), []
+        for ep in dec or eps:
+            try:
+                async with self._session.get(ep.base_url + "/v1/models") as r:
+                    body = await r.json()
+            except (aiohttp.ClientError, ValueError):
+                continue
+            for card in body.get("data", []):
+                if card["id"] not in seen:
+                    seen.add(card["id"])
+                    data.append(card)
+        return web.json_response({"object": "list", "data": data})
+
+    async def _forward(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        info = RequestInfo.from_http(request.path, request.headers, raw)
+        eps, pre, dec = self.backends()
+        try:
+            if self.pd:
+                p, d = pick_pd(info, eps, self.state, prefill=pre, decode=dec)
+                raw = await self._prefill(p, request.path, raw)
+                if isinstance(raw, web.Response):
+                    return raw
+                ep = d
+            else:
+                ep = self.state.pick(info, eps)
+        except LookupError as e:
+            return web.json_response({"error": {"message": str(e), "type": "ServiceUnavailable"}}, status=503)
+        self.m_requests.labels(ep.base_url).inc()
+        try:
+            return await self._proxy(request, ep, raw)
+        finally:
+            self.state.done(ep)
+
+    async def _prefill(self, ep: Endpoint, path: str, raw: bytes) -> bytes | web.Response:
+        body = json.loads(raw)
+        pre = dict(body, stream=False, max_tokens=1)
+        pre.pop("stream_options", None)
+        room = next(_rooms)
+        if self.kind == "pstack-router":
+            pre["kv_transfer_params"] = {"do_remote_decode": True, "do_remote_prefill": False}
+        else:
+            pre.update(bootstrap_host="127.0.0.1", bootstrap_room=room)
+        self.m_requests.labels(ep.base_url).inc()
+        async with self._session.post(ep.base_url + path, json=pre) as r:
+            result = await r.json()
+            if r.status != 200:
+                return web.json_response(result, status=r.status)
+        if self.kind == "pstack-router":
+            body["kv_transfer_params"] = result.get("kv_transfer_params") or {"do_remote_prefill": True}
+        else:
+            body.update(bootstrap_host="127.0.0.1", bootstrap_room=room)
+        return json.dumps(body).encode()
+
+    async def _proxy(self, request: web.Request, ep: Endpoint, raw: bytes) -> web.StreamResponse:
+        headers = {"Content-Type": "application/json"}
+        try:
+            upstream = await self._session.post(ep.base_url + request.path, data=raw, headers=headers)
+        except aiohttp.ClientError as e:
+            return web.json_response({"error": {"message": f"backend {ep.base_url}: {e}"}}, status=502)
+        async with upstream:
+            resp = web.StreamResponse(status=upstream.status)
+            ctype = upstream.headers.get("Content-Type")
+            if ctype:
+                resp.content_type = ctype.split(";")[0]
+            await resp.prepare(request)
+            async for chunk in upstream.content.iter_any():
+                await resp.write(chunk)
+            await resp.write_eof()
+            return resp
+
+
+def router_workload(kind: str, argv: list[str], ctx: PodContext) -> RouterWorkload:
+    """Parse a router container's argv (entrypoint words stripped) into a RouterWorkload."""
+    words = list(argv)
+    # Drop the entrypoint: `vllm-router`, `python -m sglang_router.launch_router`, `sgl-model-gateway`, ...
+    while words and not words[0].startswith("-"):
+        words = words[1:]
+    parser = pstack_parser() if kind == "pstack-router" else sglang_router_parser()
+    try:
+        ns = parser.parse_args(words)
+    except EngineArgError as e:
+        raise WorkloadExit(e.lines[-1], exit_code=2, logs=e.lines) from None
+    if kind == "pstack-router" and ns.service_discovery == "k8s" and not ns.k8s_label_selector:
+        raise WorkloadExit("ValueError: --k8s-label-selector is required for k8s service discovery")
+    logs = [f"INFO starting {'vLLM production-stack' if kind == 'pstack-router' else 'SGLang'} router"]
+    return RouterWorkload(ctx, kind, ns, logs)
