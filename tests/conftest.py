@@ -1,1 +1,89 @@
-"""Shared fixtures. Tests run against real PostgreSQL (DATABASE_URL) and, where marked, a real broker."""
+"""Shared fixtures. Tests run against real PostgreSQL (DATABASE_URL) and, where marked, a real broker.
+
+Actors: tenant A (`alpha`) has an owner, an operator and a viewer; tenant B (`bravo`) has one owner;
+`staff` is platform staff. `api(actor)` gives a DRF client authenticated with a real bearer token
+(or none for "anonymous", an expired or a revoked token for those actors).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from apps.tenancy.choices import Role
+from tests.factories import MembershipFactory, TenantFactory, UserFactory, issue_token
+
+ACTORS = ("owner_a", "operator_a", "viewer_a", "member_b", "staff", "anonymous", "expired_token", "revoked_token")
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    # The production hasher is deliberately slow; tests create many users.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def tenant_a(db):
+    return TenantFactory(slug="alpha", name="Alpha Team", gpu_quota=64)
+
+
+@pytest.fixture
+def tenant_b(db):
+    return TenantFactory(slug="bravo", name="Bravo Team", gpu_quota=64)
+
+
+def _member(tenant, username, role):
+    return MembershipFactory(user=UserFactory(username=username), tenant=tenant, role=role).user
+
+
+@pytest.fixture
+def owner_a(tenant_a):
+    return _member(tenant_a, "olivia-owner", Role.OWNER)
+
+
+@pytest.fixture
+def operator_a(tenant_a):
+    return _member(tenant_a, "oscar-operator", Role.OPERATOR)
+
+
+@pytest.fixture
+def viewer_a(tenant_a):
+    return _member(tenant_a, "vera-viewer", Role.VIEWER)
+
+
+@pytest.fixture
+def member_b(tenant_b):
+    return _member(tenant_b, "boris-bravo", Role.OWNER)
+
+
+@pytest.fixture
+def staff(db):
+    return UserFactory(username="sam-staff", is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def api(request, db):
+    """api(actor_name) → an APIClient acting as that actor through `Authorization: Bearer`."""
+
+    def make(actor: str) -> APIClient:
+        client = APIClient()
+        if actor == "anonymous":
+            return client
+        if actor in ("expired_token", "revoked_token"):
+            user = request.getfixturevalue("owner_a")
+            token, plaintext = issue_token(user, name=actor)
+            if actor == "expired_token":
+                token.expires_at = timezone.now() - timedelta(minutes=1)
+            else:
+                token.revoked_at = timezone.now()
+            token.save()
+        else:
+            user = request.getfixturevalue(actor)
+            _, plaintext = issue_token(user, name=f"{actor}-test")
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {plaintext}")
+        return client
+
+    return make

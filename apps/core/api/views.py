@@ -8,6 +8,7 @@ from rest_framework import viewsets
 from rest_framework.permissions import IsAuthenticated
 
 from apps.core.api.exceptions import Conflict
+from apps.core.api.pagination import StandardPagination
 from apps.core.api.permissions import ObjectWritePermission
 from apps.core.audit import record_change, snapshot
 from apps.core.choices import AuditAction, AuditVia
@@ -17,6 +18,7 @@ class ScopedModelViewSet(viewsets.ModelViewSet):
     """Subclasses set `queryset`; every request sees only `queryset.for_user(request.user)`."""
 
     permission_classes = [IsAuthenticated, ObjectWritePermission]
+    pagination_class = StandardPagination
 
     def get_queryset(self):
         return self.queryset.for_user(self.request.user)
