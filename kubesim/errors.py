@@ -29,7 +29,8 @@ class ApiError(Exception):
             "code": self.code,
         }
         if self.details is not None:
-            body["details"] = self.details
+            # the apiserver omits empty detail fields (omitempty), e.g. the core group ""
+            body["details"] = {k: v for k, v in self.details.items() if v not in ("", None)}
         return body
 
     def __repr__(self) -> str:

@@ -42,6 +42,8 @@ except AttributeError:  # pragma: no cover - depends on how PyYAML was built
 
 JSON = "application/json"
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+# request.app[SERVER_KEY] is the Server, for handlers registered with add_route.
+SERVER_KEY = web.AppKey("kubesim", object)
 # Kinds whose immediate deletion answers with the object rather than a Status (apiserver behaviour).
 _DELETE_RETURNS_OBJECT = {("", "pods")}
 
@@ -129,7 +131,7 @@ class Server:
     def build_app(self) -> web.Application:
         app = web.Application(middlewares=[self._error_middleware, self._auth_middleware, *self._middlewares],
                               client_max_size=64 * 1024 * 1024)
-        app["kubesim"] = self
+        app[SERVER_KEY] = self
         for method, path, handler in self._routes:
             app.router.add_route(method, path, handler)
         api = ApiHandlers(self)
@@ -375,7 +377,7 @@ class ApiHandlers:
             return json.loads(raw)
         except ValueError:
             try:  # the apiserver accepts YAML bodies too
-                return yaml.load(raw, Loader=_YamlLoader)
+                return yaml.load(raw, Loader=_YamlLoader)  # noqa: S506 - a safe loader
             except yaml.YAMLError as e:
                 raise ApiError.bad_request(f"the body of the request could not be decoded: {e}") from None
 
@@ -400,7 +402,10 @@ class ApiHandlers:
             raise ApiError.unsupported_media_type(ctype)
         raw = await request.read()
         try:
-            patch = yaml.load(raw, Loader=_YamlLoader) if patch_type == "apply" else json.loads(raw or b"null")
+            if patch_type == "apply":
+                patch = yaml.load(raw, Loader=_YamlLoader)  # noqa: S506 - a safe loader
+            else:
+                patch = json.loads(raw or b"null")
         except (ValueError, yaml.YAMLError) as e:
             raise ApiError.bad_request(f"error decoding patch: {e}") from None
         fm = request.query.get("fieldManager")
