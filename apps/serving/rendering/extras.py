@@ -90,8 +90,10 @@ def _series(spec: ServiceSpec, pair: tuple[str, str]) -> str:
     return pair[0] if spec.engine == "vllm" else pair[1]
 
 
-def _promql_filter(spec: ServiceSpec, workload: str) -> str:
-    return f'{{namespace="{spec.namespace}",pod=~"{workload}-.*"}}'
+def _promql_filter(spec: ServiceSpec, api_version: str, workload: str) -> str:
+    """The pool's pods by name: `<deployment>-<hash>-<suffix>`, or `<lws>-<group>` for group leaders."""
+    pods = f"{workload}-[a-z0-9]+-[a-z0-9]+" if api_version == "apps/v1" else f"{workload}-[0-9]+"
+    return f'{{namespace="{spec.namespace}",pod=~"{pods}"}}'
 
 
 def _number(value: float) -> str:
@@ -116,7 +118,7 @@ def keda_scaled_objects(spec: ServiceSpec) -> list[dict]:
     """A KEDA ScaledObject per pool with Prometheus triggers on the engine's own metrics."""
     out = []
     for pool, component, api_version, workload in _scaled_pools(spec):
-        match = _promql_filter(spec, workload)
+        match = _promql_filter(spec, api_version, workload)
         triggers = []
         for target, value in spec.autoscaling.targets:
             if target in SERIES:

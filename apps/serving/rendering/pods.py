@@ -281,13 +281,16 @@ def engine_container(spec: ServiceSpec, pool: PoolSpec, role: PodRole, mounts: l
             {"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": "5600"},
         ]
     if role.multi_node is not None:
-        ports.append({"name": "dist", "containerPort": role.multi_node.leader_port, "protocol": "TCP"})
+        if role.multi_node.is_leader:
+            ports.append({"name": "dist", "containerPort": role.multi_node.leader_port, "protocol": "TCP"})
+        else:
+            ports = []  # workers (other ranks) serve no HTTP and listen on no rendezvous port
     container = {
         "name": "engine",
         "image": spec.image_ref,
         "command": list(adapter.command),
         "args": args,
-        "ports": ports,
+        **({"ports": ports} if ports else {}),
         "resources": {
             "requests": {"cpu": str(2 * pool.gpus_per_replica), "memory": f"{16 * pool.gpus_per_replica}Gi",
                          gpu.resource: gpus},

@@ -101,8 +101,10 @@ def _router_container(spec: ServiceSpec) -> dict:
             sglang_router_args(spec)
         ports = [{"name": "http", "containerPort": ROUTER_PORT, "protocol": "TCP"},
                  {"name": "metrics", "containerPort": 29000, "protocol": "TCP"}]
-    probe = {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10, "timeoutSeconds": 5,
-             "failureThreshold": 3}
+    def probe(**extra) -> dict:
+        return {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10, "timeoutSeconds": 5,
+                "failureThreshold": 3, **extra}
+
     return {
         "name": "router",
         "image": image,
@@ -110,8 +112,8 @@ def _router_container(spec: ServiceSpec) -> dict:
         "args": args,
         "ports": ports,
         "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
-        "readinessProbe": probe,
-        "livenessProbe": {**probe, "initialDelaySeconds": 10},
+        "readinessProbe": probe(),
+        "livenessProbe": probe(initialDelaySeconds=10),
     }
 
 
