@@ -66,7 +66,7 @@ def pstack_parser() -> _Parser:
     p.add_argument("--max-instance-failover-reroute-attempts", type=int, default=0)
     p.add_argument("--enable-batch-api", action="store_true")
     p.add_argument("--file-storage-class", default="local_file")
-    p.add_argument("--file-storage-path", default="/tmp/vllm_files")
+    p.add_argument("--file-storage-path", default="/tmp/vllm_files")  # noqa: S108 (the router default)
     p.add_argument("--batch-processor", default="local")
     p.add_argument("--sentry-dsn", default=None)
     p.add_argument("--api-key", default=None)
