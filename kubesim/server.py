@@ -402,10 +402,8 @@ class ApiHandlers:
             raise ApiError.unsupported_media_type(ctype)
         raw = await request.read()
         try:
-            if patch_type == "apply":
-                patch = yaml.load(raw, Loader=_YamlLoader)  # noqa: S506 - a safe loader
-            else:
-                patch = json.loads(raw or b"null")
+            # apply bodies are YAML (JSON is YAML); _YamlLoader is a safe loader
+            patch = yaml.load(raw, Loader=_YamlLoader) if patch_type == "apply" else json.loads(raw or b"null")  # noqa: S506
         except (ValueError, yaml.YAMLError) as e:
             raise ApiError.bad_request(f"error decoding patch: {e}") from None
         fm = request.query.get("fieldManager")
