@@ -47,14 +47,18 @@ def world(tenant_a, tenant_b, owner_a, operator_a, viewer_a, member_b, staff):
     cluster = ClusterFactory(name="sim")
     model = ModelFactory(name="llama-shared")
     runtime = RuntimeFactory(name="vllm-shared")
-    service = InferenceServiceFactory(
-        tenant=tenant_a, name=A_SERVICE, cluster=cluster, model=model, runtime=runtime
-    )
+    service = InferenceServiceFactory(tenant=tenant_a, name=A_SERVICE, cluster=cluster, model=model, runtime=runtime)
     InferenceServiceFactory(tenant=tenant_b, name="bravo-chat", cluster=cluster, model=model, runtime=runtime)
     token, _ = issue_token(owner_a, tenant_a, name=A_TOKEN)
     private_model = ModelFactory(tenant=tenant_a, name=A_MODEL)
-    return {"services": service, "tokens": token, "models": private_model, "cluster": cluster,
-            "model": model, "runtime": runtime}
+    return {
+        "services": service,
+        "tokens": token,
+        "models": private_model,
+        "cluster": cluster,
+        "model": model,
+        "runtime": runtime,
+    }
 
 
 def request_for(resource: str, action: str, world: dict) -> tuple[str, str, dict | None]:
@@ -63,20 +67,32 @@ def request_for(resource: str, action: str, world: dict) -> tuple[str, str, dict
     detail = f"{base}{obj.pk}/"
     create = {
         "services": {
-            "tenant": "alpha", "name": "alpha-new", "cluster": world["cluster"].name, "model": world["model"].pk,
+            "tenant": "alpha",
+            "name": "alpha-new",
+            "cluster": world["cluster"].name,
+            "model": world["model"].pk,
             "runtime": world["runtime"].pk,
-            "pools": [{"role": "engine", "replicas": 1, "min_replicas": 1, "max_replicas": 2,
-                       "gpus_per_replica": 1}],
+            "pools": [{"role": "engine", "replicas": 1, "min_replicas": 1, "max_replicas": 2, "gpus_per_replica": 1}],
         },
         "tokens": {"name": "alpha-new-token", "tenant": "alpha"},
         "models": {
-            "tenant": "alpha", "name": "alpha-new-model", "source_uri": "hf://Qwen/Qwen2.5-7B-Instruct",
-            "parameters_billions": 7.62, "layers": 28, "hidden_size": 3584, "attention_heads": 28,
-            "kv_heads": 4, "head_dim": 128, "max_context": 32768,
+            "tenant": "alpha",
+            "name": "alpha-new-model",
+            "source_uri": "hf://Qwen/Qwen2.5-7B-Instruct",
+            "parameters_billions": 7.62,
+            "layers": 28,
+            "hidden_size": 3584,
+            "attention_heads": 28,
+            "kv_heads": 4,
+            "head_dim": 128,
+            "max_context": 32768,
         },
     }[resource]
-    update = {"services": {"routing_policy": "session"}, "tokens": {"name": "renamed"},
-              "models": {"license": "apache-2.0"}}[resource]
+    update = {
+        "services": {"routing_policy": "session"},
+        "tokens": {"name": "renamed"},
+        "models": {"license": "apache-2.0"},
+    }[resource]
     return {
         "list": ("get", base, None),
         "get": ("get", detail, None),
