@@ -152,8 +152,9 @@ def test_member_of_b_lists_only_b_services(api, world):
 
 
 def test_tenant_bound_token_limits_staff_to_that_tenant(world, tenant_b, staff):
-    from apps.tenancy.models import Membership
     from rest_framework.test import APIClient
+
+    from apps.tenancy.models import Membership
 
     Membership.objects.create(user=staff, tenant=tenant_b, role="viewer")
     _, plaintext = issue_token(staff, tenant_b)
