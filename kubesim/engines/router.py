@@ -313,6 +313,8 @@ def router_workload(kind: str, argv: list[str], ctx: PodContext) -> RouterWorklo
     """Parse a router container's argv (entrypoint words stripped) into a RouterWorkload."""
     words = list(argv)
     # Drop the entrypoint: `vllm-router`, `python -m sglang_router.launch_router`, `sgl-model-gateway`, ...
+    if words and words[0].rsplit("/", 1)[-1].startswith("python") and words[1:2] == ["-m"]:
+        words = words[3:]
     while words and not words[0].startswith("-"):
         words = words[1:]
     parser = pstack_parser() if kind == "pstack-router" else sglang_router_parser()

@@ -1,0 +1,208 @@
+"""Routing policies and the simulated routers (production-stack and SGLang)."""
+
+import asyncio
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from kubesim.engines.harness import StaticCluster, pod_context, start
+from kubesim.engines.routing import RequestInfo, RoutingState, chunk_hashes, pick
+from kubesim.workload import Endpoint
+
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+VLLM = "vllm/vllm-openai:v0.33.0"
+FAST = {"kubesim.io/time-scale": "10"}
+
+EPS = [Endpoint(f"pod-{i}", f"http://10.0.0.{i}:8000") for i in range(3)]
+
+
+def info(prompt="", **headers):
+    return RequestInfo(headers=headers, prompt=prompt)
+
+
+def test_round_robin_cycles_through_endpoints():
+    st = RoutingState("roundrobin")
+    picks = [st.pick(info(), EPS).pod_name for _ in range(6)]
+    assert picks == ["pod-0", "pod-1", "pod-2", "pod-0", "pod-1", "pod-2"]
+
+
+def test_session_affinity_keeps_a_session_on_one_endpoint_and_spreads_sessions():
+    st = RoutingState("session", session_key="x-user-id")
+    for user in ("ann", "bob", "cid", "dan"):
+        first = st.pick(info(**{"x-user-id": user}), EPS)
+        assert all(st.pick(info(**{"x-user-id": user}), EPS) == first for _ in range(5))
+    spread = {st.pick(info(**{"x-user-id": f"u{i}"}), EPS).pod_name for i in range(30)}
+    assert spread == {"pod-0", "pod-1", "pod-2"}
+    # Removing another endpoint does not move a session (consistent hashing).
+    home = st.pick(info(**{"x-user-id": "ann"}), EPS)
+    rest = [e for e in EPS if e != home]
+    assert st.pick(info(**{"x-user-id": "ann"}), [home, rest[0]]) == home
+
+
+def test_prefix_aware_sends_a_shared_prefix_to_the_endpoint_that_saw_it():
+    st = RoutingState("prefixaware")
+    system = "You are a careful assistant. " * 20  # 580 characters: four full 128-char chunks
+    first = st.pick(info(system + "question one"), EPS)
+    for q in ("two", "three", "four"):
+        st.done(first)
+        assert st.pick(info(system + "question " + q), EPS) == first
+    assert st.prefix_match_ratio() > 0.5
+    assert len(chunk_hashes(system + "question one")) == 5
+
+
+def test_prefix_aware_yields_to_load_balance_when_imbalanced():
+    st = RoutingState("cache_aware", balance_abs_threshold=4, balance_rel_threshold=1.5)
+    system = "x" * 1000
+    home = st.pick(info(system), EPS)
+    for _ in range(10):  # ten requests in flight on `home`, none elsewhere: imbalanced
+        st.in_flight[home.base_url] += 1
+    assert st.pick(info(system), EPS) != home
+
+
+def test_module_level_pick_keeps_state_per_policy_and_service():
+    a = [pick("round_robin", RequestInfo(service="ns/a"), EPS).pod_name for _ in range(3)]
+    assert a == ["pod-0", "pod-1", "pod-2"]
+    assert pick("round_robin", RequestInfo(service="ns/b"), EPS).pod_name == "pod-0"
+
+
+def _p95(values):
+    values = sorted(values)
+    return values[int(0.95 * (len(values) - 1))]
+
+
+async def _shared_prefix_run(routing_logic: str):
+    engines = [
+        await start(
+            pod_context(
+                VLLM, [LLAMA, "--max-model-len", "8192"], annotations=FAST, name=f"e{i}", labels={"app": "llama"}
+            )
+        )
+        for i in range(2)
+    ]
+    eps = [Endpoint(f"e{i}", w.base_url, {"app": "llama"}) for i, w in enumerate(engines)]
+    args = ["--service-discovery", "k8s", "--k8s-label-selector", "app=llama", "--routing-logic", routing_logic]
+    router = await start(pod_context("lmcache/lmstack-router:latest", args, cluster=StaticCluster(eps)))
+    ttfts = []
+    try:
+        async with aiohttp.ClientSession() as s:
+            for rnd in range(4):
+                for tenant in range(5):  # odd, so round robin alternates a tenant's engines
+                    prefix = " ".join(f"t{tenant}w{i % 90}" for i in range(3000))
+                    body = {"prompt": f"{prefix} round {rnd}", "max_tokens": 2, "ignore_eos": True}
+                    async with s.post(router.base_url + "/v1/completions", json=body) as r:
+                        assert r.status == 200, await r.text()
+            async with s.get(router.base_url + "/metrics") as r:
+                router_metrics = await r.text()
+            hits = 0.0
+            for w in engines:
+                async with s.get(w.base_url + "/metrics") as r:
+                    for fam in text_string_to_metric_families(await r.text()):
+                        if fam.name == "vllm:prefix_cache_hits":
+                            hits += fam.samples[0].value
+                        if fam.name == "vllm:time_to_first_token_seconds":
+                            ttfts.append(sum(x.value for x in fam.samples if x.name.endswith("_sum")))
+    finally:
+        await router.stop()
+        for w in engines:
+            await w.stop()
+    return hits, sum(ttfts), router_metrics
+
+
+def test_prefix_aware_routing_beats_round_robin_on_a_shared_prefix_workload():
+    pa_hits, pa_ttft, pa_metrics = asyncio.run(_shared_prefix_run("prefixaware"))
+    rr_hits, rr_ttft, _ = asyncio.run(_shared_prefix_run("roundrobin"))
+    # Each tenant's 3000-token prefix (187 full blocks = 2992 tokens): prefix-aware computes it once and
+    # 3 later requests per tenant hit; round robin computes it on both engines and only 2 hit.
+    assert pa_hits == 5 * 3 * 2992
+    assert rr_hits == 5 * 2 * 2992
+    assert pa_ttft < rr_ttft
+    fams = {f.name: f for f in text_string_to_metric_families(pa_metrics)}
+    served = {s.labels["server"]: s.value for s in fams["router_requests"].samples if s.name.endswith("_total")}
+    assert sum(served.values()) == 20
+    assert fams["router_prefix_match_ratio"].samples[0].value > 0.5
+
+
+def test_sglang_router_streams_and_routes_prefill_to_decode():
+    async def go():
+        pre = await start(
+            pod_context(
+                "lmsysorg/sglang:latest",
+                [
+                    "python3",
+                    "-m",
+                    "sglang.launch_server",
+                    "--model-path",
+                    LLAMA,
+                    "--disaggregation-mode",
+                    "prefill",
+                    "--context-length",
+                    "8192",
+                    "--enable-metrics",
+                ],
+                annotations=FAST,
+                name="p",
+            )
+        )
+        dec = await start(
+            pod_context(
+                "lmsysorg/sglang:latest",
+                [
+                    "python3",
+                    "-m",
+                    "sglang.launch_server",
+                    "--model-path",
+                    LLAMA,
+                    "--disaggregation-mode",
+                    "decode",
+                    "--context-length",
+                    "8192",
+                    "--enable-metrics",
+                ],
+                annotations=FAST,
+                name="d",
+            )
+        )
+        router = await start(
+            pod_context(
+                "lmsysorg/sglang-router:v0.2.1",
+                [
+                    "python3",
+                    "-m",
+                    "sglang_router.launch_router",
+                    "--pd-disaggregation",
+                    "--prefill",
+                    pre.base_url,
+                    "8998",
+                    "--decode",
+                    dec.base_url,
+                    "--host",
+                    "0.0.0.0",
+                    "--port",
+                    "30000",
+                ],
+            )
+        )
+        try:
+            async with aiohttp.ClientSession() as s:
+                body = {"messages": [{"role": "user", "content": "hello " * 50}], "max_tokens": 5, "stream": True}
+                async with s.post(router.base_url + "/v1/chat/completions", json=body) as r:
+                    assert r.status == 200
+                    lines = [ln for ln in (await r.text()).splitlines() if ln.startswith("data: ")]
+                engine_types = {}
+                for w in (pre, dec):
+                    async with s.get(w.base_url + "/metrics") as r:
+                        for fam in text_string_to_metric_families(await r.text()):
+                            if fam.name == "sglang:generation_tokens":
+                                engine_types[fam.samples[0].labels["engine_type"]] = sum(
+                                    x.value for x in fam.samples if x.name.endswith("_total")
+                                )
+                return lines, engine_types
+        finally:
+            for w in (router, pre, dec):
+                await w.stop()
+
+    lines, gen = asyncio.run(go())
+    assert lines[-1] == "data: [DONE]"
+    # role chunk, five tokens, the finish chunk and [DONE]
+    assert len(lines) == 1 + 5 + 1 + 1
+    assert gen == {"prefill": 1, "decode": 5}
