@@ -9,6 +9,8 @@ import sys
 
 import yaml
 
+from .cluster import add_cluster_arguments
+
 
 def kubeconfig(host: str, port: int, token: str | None = None) -> dict:
     """A kubeconfig whose current context points at a kubesim on host:port."""
@@ -26,9 +28,11 @@ def kubeconfig(host: str, port: int, token: str | None = None) -> dict:
 
 
 async def _serve(args) -> None:
+    from .cluster import Cluster, cluster_config_from_args
     from .server import Server
 
     server = Server(host=args.host, port=args.port, token=args.token, seed=args.seed, state_file=args.state)
+    Cluster(server, cluster_config_from_args(args)).install()  # nodes, scheduler, controllers, kubelet
     await server.start()
     print(f"kubesim API server listening on {server.url}", flush=True)
     stop = asyncio.Event()
@@ -48,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--token", default=None, help="require Authorization: Bearer TOKEN")
     serve.add_argument("--seed", type=int, default=None, help="seed for uids and generated names")
     serve.add_argument("--state", default=None, help="snapshot file: load at start, save on change and exit")
+    add_cluster_arguments(serve)
     kc = commands.add_parser("kubeconfig", help="print a kubeconfig for a kubesim server")
     kc.add_argument("--port", type=int, default=6443)
     kc.add_argument("--host", default="127.0.0.1")

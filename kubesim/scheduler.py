@@ -191,10 +191,8 @@ def place(pod: dict, nodes: list[dict], usage: dict[str, NodeUsage]) -> str:
     for node in nodes:
         name = node["metadata"]["name"]
         node_usage = usage.get(name) or NodeUsage()
-        if wanted and wanted != name:
-            reasons = [NODE_NAME]
-        else:
-            reasons = filter_reasons(pod, node, node_usage, requests)
+        elsewhere = bool(wanted) and wanted != name
+        reasons = [NODE_NAME] if elsewhere else filter_reasons(pod, node, node_usage, requests)
         if reasons:
             failures[name] = reasons
             continue

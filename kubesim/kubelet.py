@@ -1,0 +1,537 @@
+"""The kubelet: runs bound pods through ContainerCreating -> Running -> Ready and keeps them running.
+
+Each container gets a workload from kubesim/workloads.py (a simulated engine or the generic one) that
+listens on a real loopback port; readiness comes after the workload's `startup_seconds()` (capped by
+`--fast-start`) and, when the container has an HTTP readiness probe, once the probe answers 2xx.
+A workload that exits (WorkloadExit, or a crash fault) is restarted with exponential back-off and the
+pod shows CrashLoopBackOff meanwhile. Logs of the current and previous container are kept for
+`kubectl logs` (and `--previous`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from kubesim.events import now
+from kubesim.nodes import node_gpu_key
+from kubesim.quantities import pod_resources
+from kubesim.workload import ClusterView, PodContext, Workload, WorkloadExit
+from kubesim.workloads import resolve
+
+log = logging.getLogger(__name__)
+
+COMPONENT = "kubelet"
+MAX_BACKOFF_SECONDS = 300.0
+
+
+@dataclass
+class KubeletConfig:
+    """Timings of the simulated kubelet; `fast_start` shrinks all of them for tests and demos."""
+
+    fast_start: bool = False
+    seed: int = 0
+    image_pull_seconds: float = 0.4
+    backoff_base_seconds: float = 10.0
+    fast_ready_cap_seconds: float = 0.5
+
+    def pull_delay(self) -> float:
+        return 0.05 if self.fast_start else self.image_pull_seconds
+
+    def ready_delay(self, workload: Workload) -> float:
+        seconds = max(0.0, float(workload.startup_seconds()))
+        return min(seconds, self.fast_ready_cap_seconds) if self.fast_start else seconds
+
+    def backoff(self, restarts: int) -> float:
+        base = 1.0 if self.fast_start else self.backoff_base_seconds
+        return min(base * 2 ** max(restarts - 1, 0), MAX_BACKOFF_SECONDS)
+
+
+@dataclass
+class ContainerRuntime:
+    """One container of a pod: its workload, port, state and the logs of this and the previous run."""
+
+    spec: dict
+    workload: Workload | None = None
+    port: int | None = None
+    state: dict = field(default_factory=lambda: {"waiting": {"reason": "ContainerCreating"}})
+    last_state: dict = field(default_factory=dict)
+    ready: bool = False
+    started: bool = False
+    restart_count: int = 0
+    logs: list[str] = field(default_factory=list)
+    previous_logs: list[str] | None = None
+    container_id: str = ""
+    exited: asyncio.Event = field(default_factory=asyncio.Event)
+    exit_code: int = 0
+    exit_message: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.spec["name"]
+
+    def current_logs(self) -> list[str]:
+        lines = list(self.logs)
+        if self.workload is not None:
+            lines.extend(self.workload.logs())
+        return lines
+
+    def status(self) -> dict:
+        image = self.spec.get("image", "")
+        status = {
+            "name": self.name,
+            "image": image,
+            "imageID": f"{image}@sha256:{hashlib.sha256(image.encode()).hexdigest()}",
+            "ready": self.ready,
+            "started": self.started,
+            "restartCount": self.restart_count,
+            "state": self.state,
+            "lastState": self.last_state,
+        }
+        if self.container_id:
+            status["containerID"] = self.container_id
+        return status
+
+
+def pod_ready_conditions(ready: bool, reason: str | None, stamp: str, previous: list[dict]) -> list[dict]:
+    """PodScheduled, PodReadyToStartContainers, Initialized, ContainersReady and Ready conditions."""
+    before = {c.get("type"): c for c in previous}
+
+    def condition(kind: str, ok: bool, why: str | None = None, message: str | None = None) -> dict:
+        status = "True" if ok else "False"
+        old = before.get(kind)
+        moved = old is None or old.get("status") != status
+        out = {
+            "type": kind,
+            "status": status,
+            "lastProbeTime": None,
+            "lastTransitionTime": stamp if moved else old.get("lastTransitionTime", stamp),
+        }
+        if why and not ok:
+            out["reason"] = why
+        if message and not ok:
+            out["message"] = message
+        return out
+
+    return [
+        condition("PodReadyToStartContainers", True),
+        condition("Initialized", True),
+        condition("Ready", ready, reason, "containers with unready status" if reason else None),
+        condition("ContainersReady", ready, reason, "containers with unready status" if reason else None),
+        condition("PodScheduled", True),
+    ]
+
+
+class PodRuntime:
+    """Everything the kubelet runs for one pod."""
+
+    def __init__(self, kubelet: Kubelet, pod: dict, node: dict):
+        self.kubelet = kubelet
+        self.namespace = pod["metadata"].get("namespace") or "default"
+        self.name = pod["metadata"]["name"]
+        self.uid = pod["metadata"].get("uid", "")
+        self.pod = pod
+        self.node = node
+        self.node_name = node["metadata"]["name"]
+        self.containers = [ContainerRuntime(spec) for spec in pod["spec"].get("containers") or []]
+        self.pod_ip = kubelet.allocate_ip(self.node, (self.namespace, self.name))
+        self.start_time = now()
+        self.phase = "Pending"
+        self.task: asyncio.Task | None = None
+        self.stopping = False
+
+    # --- status -----------------------------------------------------------------------------------
+
+    def ready(self) -> bool:
+        return bool(self.containers) and all(c.ready for c in self.containers)
+
+    def status(self, previous: dict) -> dict:
+        ready = self.ready()
+        reason = None if ready else "ContainersNotReady"
+        status = dict(previous)
+        status.update(
+            {
+                "phase": self.phase,
+                "conditions": pod_ready_conditions(ready, reason, now(), previous.get("conditions") or []),
+                "hostIP": self.kubelet.node_ip(self.node),
+                "hostIPs": [{"ip": self.kubelet.node_ip(self.node)}],
+                "podIP": self.pod_ip,
+                "podIPs": [{"ip": self.pod_ip}],
+                "startTime": self.start_time,
+                "containerStatuses": [c.status() for c in self.containers],
+                "qosClass": qos_class(self.pod),
+            }
+        )
+        status.pop("reason", None)
+        status.pop("message", None)
+        return status
+
+    async def publish(self) -> None:
+        await self.kubelet.publish(self)
+
+    async def event(
+        self, reason: str, message: str, event_type: str = "Normal", container: ContainerRuntime | None = None
+    ) -> None:
+        field_path = f"spec.containers{{{container.name}}}" if container else None
+        await self.kubelet.recorder.record(self.pod, reason, message, event_type, COMPONENT, self.node_name, field_path)
+
+    # --- lifecycle --------------------------------------------------------------------------------
+
+    def context(self, container: ContainerRuntime) -> PodContext:
+        meta = self.pod["metadata"]
+        limits = pod_resources({"spec": {"containers": [container.spec]}}, "limits")
+        gpu_count = sum(units for name, units in limits.items() if name.endswith("/gpu"))
+        return PodContext(
+            namespace=self.namespace,
+            pod_name=self.name,
+            labels=dict(meta.get("labels") or {}),
+            annotations=dict(meta.get("annotations") or {}),
+            container=container.spec,
+            env=resolve_env(container.spec, self.pod, self.pod_ip, self.node_name),
+            gpu_key=node_gpu_key(self.node),
+            gpu_count=gpu_count,
+            seed=self.kubelet.config.seed + int(hashlib.sha256(self.uid.encode()).hexdigest()[:8], 16),
+            fast_start=self.kubelet.config.fast_start,
+            cluster=self.kubelet.cluster_view,
+        )
+
+    async def run(self) -> None:
+        await self.publish()
+        for container in self.containers:
+            image = container.spec.get("image", "")
+            await self.event("Pulling", f'Pulling image "{image}"', container=container)
+        await asyncio.sleep(self.kubelet.config.pull_delay())
+        for container in self.containers:
+            image = container.spec.get("image", "")
+            pulled = f"{self.kubelet.config.pull_delay():.3f}s"
+            await self.event(
+                "Pulled",
+                f'Successfully pulled image "{image}" in {pulled} ({pulled} including waiting). Image size: 0 bytes.',
+                container=container,
+            )
+        await asyncio.gather(*(self.run_container(c) for c in self.containers))
+
+    async def run_container(self, container: ContainerRuntime) -> None:
+        """Start, watch for exit, restart with back-off, forever (restartPolicy Always/OnFailure)."""
+        policy = self.pod["spec"].get("restartPolicy") or "Always"
+        while not self.stopping:
+            if await self.start_container(container):
+                await container.exited.wait()
+                if self.stopping:
+                    return
+            container.restart_count += 1 if policy != "Never" else 0
+            if policy == "Never" or (policy == "OnFailure" and container.exit_code == 0):
+                self.phase = "Failed" if container.exit_code else "Succeeded"
+                await self.publish()
+                return
+            delay = self.kubelet.config.backoff(container.restart_count)
+            container.state = {
+                "waiting": {
+                    "reason": "CrashLoopBackOff",
+                    "message": f"back-off {delay:g}s restarting failed container={container.name} "
+                    f"pod={self.name}_{self.namespace}({self.uid})",
+                }
+            }
+            await self.publish()
+            await self.event(
+                "BackOff",
+                f"Back-off restarting failed container {container.name} in pod "
+                f"{self.name}_{self.namespace}({self.uid})",
+                "Warning",
+                container,
+            )
+            await asyncio.sleep(delay)
+
+    async def start_container(self, container: ContainerRuntime) -> bool:
+        """Start the container's workload; False when it exits at once (bad flags, missing model...)."""
+        container.exited.clear()
+        container.ready = container.started = False
+        seed = f"{self.uid}/{container.name}/{time.time()}".encode()
+        container.container_id = f"containerd://{hashlib.sha256(seed).hexdigest()}"
+        await self.event("Created", f"Created container: {container.name}", container=container)
+        workload = resolve(self.context(container))
+        container.workload = workload
+        container.logs = []
+        try:
+            container.port = await workload.start()
+        except WorkloadExit as exit_:
+            container.logs = list(exit_.logs)
+            container.workload = None
+            await self.terminated(container, exit_.exit_code, exit_.message)
+            return False
+        except Exception as error:
+            log.exception("workload of %s/%s failed to start", self.namespace, self.name)
+            container.logs = [f"fatal: {error!r}"]
+            container.workload = None
+            await self.terminated(container, 1, repr(error))
+            return False
+        await self.event("Started", f"Started container {container.name}", container=container)
+        container.started = True
+        container.state = {"running": {"startedAt": now()}}
+        self.phase = "Running"
+        await self.publish()
+        asyncio.get_running_loop().create_task(self.become_ready(container, workload))
+        return True
+
+    async def become_ready(self, container: ContainerRuntime, workload: Workload) -> None:
+        await asyncio.sleep(self.kubelet.config.ready_delay(workload))
+        probe = (container.spec.get("readinessProbe") or {}).get("httpGet")
+        period = 0.2 if self.kubelet.config.fast_start else 1.0
+        while container.workload is workload and not container.exited.is_set() and not self.stopping:
+            if probe is None or await self.probe(container, probe):
+                container.ready = True
+                await self.publish()
+                return
+            await asyncio.sleep(period)
+
+    async def probe(self, container: ContainerRuntime, probe: dict) -> bool:
+        path = probe.get("path") or "/"
+        try:
+            timeout = aiohttp.ClientTimeout(total=2)
+            async with (
+                self.kubelet.http(timeout) as session,
+                session.get(f"http://127.0.0.1:{container.port}{path}") as response,
+            ):
+                return 200 <= response.status < 400
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            return False
+
+    async def terminated(self, container: ContainerRuntime, exit_code: int, message: str) -> None:
+        """Record a container exit: terminated state, logs moved to previous, Warning event."""
+        stamp = now()
+        state = {
+            "terminated": {
+                "exitCode": exit_code,
+                "reason": "Completed" if exit_code == 0 else "Error",
+                "message": message,
+                "startedAt": (container.state.get("running") or {}).get("startedAt", stamp),
+                "finishedAt": stamp,
+                "containerID": container.container_id,
+            }
+        }
+        container.state = state
+        container.last_state = state
+        container.ready = container.started = False
+        container.previous_logs = container.current_logs()
+        container.exit_code = exit_code
+        container.exit_message = message
+        await self.publish()
+        if exit_code:
+            await self.event(
+                "Failed",
+                f"Error: container {container.name} exited with code {exit_code}: {message}",
+                "Warning",
+                container,
+            )
+
+    async def crash(self, container_name: str | None) -> bool:
+        """Kill a running container as if it crashed (exit 137 would be OOM; a crash is exit 1)."""
+        for container in self.containers:
+            if container_name not in (None, container.name) or container.workload is None:
+                continue
+            workload = container.workload
+            container.logs = [*container.current_logs(), "panic: simulated crash (kubesim fault)"]
+            container.workload = None
+            await workload.stop()
+            await self.terminated(container, 1, "simulated crash (kubesim fault)")
+            container.exited.set()
+            return True
+        return False
+
+    async def stop(self) -> None:
+        self.stopping = True
+        if self.task is not None:
+            self.task.cancel()
+        for container in self.containers:
+            container.exited.set()
+            if container.workload is not None:
+                try:
+                    await container.workload.stop()
+                except Exception:
+                    log.debug("stopping %s/%s failed", self.namespace, self.name, exc_info=True)
+                container.workload = None
+        self.kubelet.release_ip(self.node, (self.namespace, self.name))
+
+    def port_for(self, port: str | int | None) -> int | None:
+        """The loopback port of the container that serves `port` (number or name), else the first one."""
+        chosen = None
+        for container in self.containers:
+            for declared in container.spec.get("ports") or []:
+                names = (str(declared.get("containerPort")), declared.get("name"))
+                if port is not None and str(port) in names:
+                    chosen = container
+        chosen = chosen or next((c for c in self.containers if c.port is not None), None)
+        return chosen.port if chosen is not None and chosen.workload is not None else None
+
+
+def qos_class(pod: dict) -> str:
+    """Guaranteed when requests equal limits for cpu and memory everywhere, else Burstable or BestEffort."""
+    containers = (pod.get("spec") or {}).get("containers") or []
+    any_set = False
+    guaranteed = True
+    for container in containers:
+        resources = container.get("resources") or {}
+        limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
+        any_set = any_set or bool(limits) or bool(requests)
+        for name in ("cpu", "memory"):
+            if name not in limits or requests.get(name, limits[name]) != limits[name]:
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def resolve_env(container: dict, pod: dict, pod_ip: str, node_name: str) -> dict[str, str]:
+    """The container's environment: literal values, `$(VAR)` expansion and common downward-API fields."""
+    meta = pod.get("metadata") or {}
+    env: dict[str, str] = {}
+    for item in container.get("env") or []:
+        name = item.get("name")
+        if not name:
+            continue
+        if "value" in item:
+            value = str(item.get("value") or "")
+            for known, known_value in env.items():
+                value = value.replace(f"$({known})", known_value)
+            env[name] = value
+            continue
+        field_path = ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+        downward = {
+            "metadata.name": meta.get("name"),
+            "metadata.namespace": meta.get("namespace"),
+            "metadata.uid": meta.get("uid"),
+            "spec.nodeName": node_name,
+            "status.podIP": pod_ip,
+            "status.hostIP": pod_ip,
+        }
+        if field_path in downward:
+            env[name] = str(downward[field_path] or "")
+        elif field_path and field_path.startswith(("metadata.labels['", "metadata.annotations['")):
+            source = meta.get("labels" if "labels" in field_path else "annotations") or {}
+            env[name] = str(source.get(field_path.split("'")[1], ""))
+    return env
+
+
+class Kubelet:
+    """All nodes' kubelets in one: starts runtimes for bound pods, stops them on deletion or node failure."""
+
+    def __init__(self, api, recorder, config: KubeletConfig, cluster_view: ClusterView | None = None):
+        self.api = api
+        self.recorder = recorder
+        self.config = config
+        self.cluster_view = cluster_view
+        self.runtimes: dict[tuple[str, str], PodRuntime] = {}
+        self.failed_nodes: set[str] = set()
+        self._ips: dict[str, dict[tuple[str, str], int]] = {}
+        self._session: aiohttp.ClientSession | None = None
+        self._publishing: dict[tuple[str, str], asyncio.Event] = {}
+
+    def http(self, timeout: aiohttp.ClientTimeout):
+        return aiohttp.ClientSession(timeout=timeout)
+
+    # --- addresses ------------------------------------------------------------------------------
+
+    @staticmethod
+    def node_ip(node: dict) -> str:
+        for address in (node.get("status") or {}).get("addresses") or []:
+            if address.get("type") == "InternalIP":
+                return address["address"]
+        return "10.0.0.1"
+
+    def allocate_ip(self, node: dict, key: tuple[str, str]) -> str:
+        cidr = (node.get("spec") or {}).get("podCIDR") or "10.244.0.0/24"
+        prefix = cidr.rsplit(".", 1)[0]
+        taken = self._ips.setdefault(node["metadata"]["name"], {})
+        if key not in taken:
+            used = set(taken.values())
+            taken[key] = next(i for i in range(2, 100_000) if i not in used)
+        host = taken[key]
+        # A /24 has 254 hosts; spill over into the next octets for nodes running more pods than that.
+        if host < 255:
+            return f"{prefix}.{host}"
+        return f"{prefix.rsplit('.', 1)[0]}.{host // 254 + 100}.{host % 254 + 1}"
+
+    def release_ip(self, node: dict, key: tuple[str, str]) -> None:
+        self._ips.get(node["metadata"]["name"], {}).pop(key, None)
+
+    # --- pods -----------------------------------------------------------------------------------
+
+    async def sync_pod(self, pod: dict, node: dict | None) -> None:
+        """Start a runtime for a pod bound to a healthy node (idempotent)."""
+        meta = pod["metadata"]
+        key = (meta.get("namespace") or "default", meta["name"])
+        existing = self.runtimes.get(key)
+        if existing is not None:
+            if existing.uid == meta.get("uid"):
+                existing.pod = pod
+                return
+            await self.remove_pod(*key)
+        if node is None or node["metadata"]["name"] in self.failed_nodes:
+            return
+        if meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return
+        runtime = PodRuntime(self, pod, node)
+        self.runtimes[key] = runtime
+        runtime.task = asyncio.get_running_loop().create_task(self._run(runtime))
+
+    async def _run(self, runtime: PodRuntime) -> None:
+        try:
+            await runtime.run()
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("kubelet: pod %s/%s failed", runtime.namespace, runtime.name)
+
+    async def remove_pod(self, namespace: str, name: str) -> None:
+        runtime = self.runtimes.pop((namespace, name), None)
+        if runtime is not None:
+            await runtime.stop()
+
+    async def stop_node(self, node_name: str) -> list[tuple[str, str]]:
+        """Stop every runtime on a failed node; returns the pods that were running there."""
+        keys = [key for key, runtime in self.runtimes.items() if runtime.node_name == node_name]
+        for key in keys:
+            await self.remove_pod(*key)
+        return keys
+
+    async def crash(self, namespace: str, name: str, container: str | None = None) -> bool:
+        runtime = self.runtimes.get((namespace, name))
+        return runtime is not None and await runtime.crash(container)
+
+    async def publish(self, runtime: PodRuntime) -> None:
+        """Write the runtime's view into the pod's status (skipped once the pod is gone)."""
+        if runtime.stopping:
+            return
+        try:
+            await self.api.set_status("v1/pods", runtime.namespace, runtime.name, runtime.status, uid=runtime.uid)
+        except Exception as error:
+            log.debug("kubelet: status of %s/%s not written: %r", runtime.namespace, runtime.name, error)
+
+    def logs(self, namespace: str, name: str, container: str | None, previous: bool) -> list[str] | None:
+        """What `kubectl logs` shows, or None when the pod or container is not running here."""
+        runtime = self.runtimes.get((namespace, name))
+        if runtime is None:
+            return None
+        for candidate in runtime.containers:
+            if container in (None, "", candidate.name):
+                if previous:
+                    return candidate.previous_logs
+                return candidate.current_logs()
+        return None
+
+    def port(self, namespace: str, name: str, port: str | int | None) -> int | None:
+        runtime = self.runtimes.get((namespace, name))
+        return runtime.port_for(port) if runtime is not None else None
+
+    def is_ready(self, namespace: str, name: str) -> bool:
+        runtime = self.runtimes.get((namespace, name))
+        return runtime is not None and runtime.ready()
+
+    async def shutdown(self) -> None:
+        for key in list(self.runtimes):
+            await self.remove_pod(*key)
