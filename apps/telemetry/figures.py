@@ -65,6 +65,13 @@ ENGINES: dict[str, EngineMetricNames] = {
 # vLLM finish reasons that mean the request did not succeed.
 VLLM_FAILED_REASONS = frozenset({"abort", "error"})
 
+# Counter families the engine-specific ratios read (prefix-cache hit rate, success rate).
+EXTRA_FAMILIES: dict[str, tuple[str, ...]] = {
+    VLLM: ("prefix_cache_hits", "prefix_cache_queries", "request_success"),
+    SGLANG: ("prefill_effective_tokens", "num_requests", "num_aborted_requests"),
+}
+_SAMPLE_SUFFIXES = ("_bucket", "_count", "_sum", "_total", "_created")
+
 # The keys `manage.py engine_stats --json` prints, in order.
 ENGINE_STATS_KEYS = (
     "engine",
@@ -103,35 +110,103 @@ class Snapshot:
     gauges: Mapping[str, Mapping[LabelKey, float]]
     created: Mapping[tuple[str, LabelKey], float] = field(default_factory=dict)
 
+    def to_dict(self) -> dict:
+        """A JSON-ready form, so a worker can keep the previous scrape of a pod between runs."""
+
+        def series(family_map, encode=lambda v: v):
+            return {name: [[dict(key), encode(v)] for key, v in by_key.items()] for name, by_key in family_map.items()}
+
+        return {
+            "engine": self.engine,
+            "model": self.model,
+            "scraped_at": self.scraped_at,
+            "histograms": series(self.histograms, lambda b: [[_bound_text(ub), n] for ub, n in b.items()]),
+            "counters": series(self.counters),
+            "gauges": series(self.gauges),
+            "created": [[name, dict(key), ts] for (name, key), ts in self.created.items()],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Snapshot:
+        """The Snapshot `to_dict` described."""
+
+        def series(family_map, decode=lambda v: v):
+            return {name: {_label_key(labels): decode(v) for labels, v in items} for name, items in family_map.items()}
+
+        return cls(
+            engine=data["engine"],
+            model=data["model"],
+            scraped_at=data["scraped_at"],
+            histograms=series(data["histograms"], lambda b: {float(ub): n for ub, n in b}),
+            counters=series(data["counters"]),
+            gauges=series(data["gauges"]),
+            created={(name, _label_key(labels)): ts for name, labels, ts in data["created"]},
+        )
+
+
+def _bound_text(bound: float) -> str:
+    return "+Inf" if bound == math.inf else repr(bound)
+
 
 def _label_key(labels: Mapping[str, str], drop: str | None = None) -> LabelKey:
     return tuple(sorted((k, v) for k, v in labels.items() if k != drop))
 
 
-def detect_engine(family_names: Iterable[str]) -> str | None:
-    """The engine whose prefix most family names carry, or None when neither prefix appears."""
-    counts = dict.fromkeys(ENGINES, 0)
-    for name in family_names:
-        for kind, names in ENGINES.items():
-            if name.startswith(names.prefix):
-                counts[kind] += 1
+def detect_engine(text: str) -> str | None:
+    """The engine whose prefix starts the most lines of the exposition, or None when neither does."""
+    counts = {kind: text.count("\n" + names.prefix) + text.startswith(names.prefix) for kind, names in ENGINES.items()}
     kind, best = max(counts.items(), key=lambda item: item[1])
     return kind if best else None
 
 
-def parse_snapshot(text: str, scraped_at: float | None = None) -> Snapshot:
+def figure_families(engine: str) -> frozenset[str]:
+    """The families (without prefix or suffix) the figures of `engine` are computed from."""
+    names = ENGINES[engine]
+    wanted = {names.ttft, names.itl, names.kv_usage, names.running, names.waiting}
+    wanted |= {names.prompt_tokens, names.generation_tokens, *EXTRA_FAMILIES[engine]}
+    if names.preemptions:
+        wanted.add(names.preemptions)
+    return frozenset(wanted)
+
+
+def _family_of(metric: str) -> str:
+    for suffix in _SAMPLE_SUFFIXES:
+        if metric.endswith(suffix):
+            return metric[: -len(suffix)]
+    return metric
+
+
+def _select_lines(text: str, prefix: str, wanted: frozenset[str]) -> str:
+    # A vLLM exposition has ~700 lines and the figures need a tenth of them; dropping the rest before
+    # the (pure-Python) parser cuts the scraper's CPU per engine several times over.
+    keep = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            parts = line.split(None, 3)
+            metric = parts[2] if len(parts) > 2 else ""
+        else:
+            metric = line.split("{", 1)[0].split(" ", 1)[0]
+        if metric.startswith(prefix) and _family_of(metric[len(prefix) :]) in wanted:
+            keep.append(line)
+    return "\n".join(keep) + "\n"
+
+
+def parse_snapshot(text: str, scraped_at: float | None = None, *, all_families: bool = False) -> Snapshot:
     """Parse a Prometheus text exposition of a vLLM or SGLang engine into a Snapshot.
 
-    Raises NotAnEngineExposition when the text is not an exposition or carries no engine metrics.
+    Only the families the figures use are kept unless `all_families` is set. Raises
+    NotAnEngineExposition when the text carries no engine metrics or does not parse.
     """
+    engine = detect_engine(text)
+    if engine is None:
+        raise NotAnEngineExposition("no vllm: or sglang: metrics in the exposition")
+    prefix = ENGINES[engine].prefix
+    if not all_families:
+        text = _select_lines(text, prefix, figure_families(engine))
     try:
         families = list(text_string_to_metric_families(text))
     except ValueError as exc:
         raise NotAnEngineExposition(f"not a Prometheus text exposition: {exc}") from exc
-    engine = detect_engine(f.name for f in families)
-    if engine is None:
-        raise NotAnEngineExposition("no vllm: or sglang: metrics in the exposition")
-    prefix = ENGINES[engine].prefix
 
     histograms: dict[str, dict[LabelKey, dict[float, float]]] = {}
     counters: dict[str, dict[LabelKey, float]] = {}

@@ -1,10 +1,11 @@
 """Parsing vLLM and SGLang expositions, and the engine-specific figures (hit rate, success, queues)."""
 
+import json
 import math
 
 import pytest
 
-from apps.telemetry.figures import NotAnEngineExposition, figures, parse_snapshot
+from apps.telemetry.figures import NotAnEngineExposition, Snapshot, figures, parse_snapshot
 from tests.telemetry import expositions as ex
 
 # A trimmed vLLM 0.33 /metrics as prometheus_client writes it (two data-parallel engines).
@@ -184,8 +185,9 @@ def test_sglang_figures_use_the_windowed_hit_rate_not_the_last_batch_gauge():
         "<html><body>Not found</body></html>",
         "# TYPE node_load1 gauge\nnode_load1 0.5\n",
         "",
+        '# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m" 1\n',
     ],
-    ids=["html", "other-exporter", "empty"],
+    ids=["html", "other-exporter", "empty", "broken-engine-line"],
 )
 def test_anything_but_an_engine_exposition_is_refused(text):
     with pytest.raises(NotAnEngineExposition):
@@ -195,3 +197,27 @@ def test_anything_but_an_engine_exposition_is_refused(text):
 def test_scrapes_of_different_engines_cannot_be_compared():
     with pytest.raises(ValueError, match="engine changed"):
         figures(parse_snapshot(VLLM_TEXT, 0.0), parse_snapshot(SGLANG_TEXT, 5.0))
+
+
+def test_only_the_families_the_figures_need_are_kept_unless_all_are_asked_for():
+    snap = parse_snapshot(VLLM_TEXT)
+    assert "cache_config_info" not in snap.gauges
+    full = parse_snapshot(VLLM_TEXT, all_families=True)
+    assert full.gauges["cache_config_info"][(("block_size", "16"), ("cache_dtype", "auto"), ("engine", "0"),
+                                             ("num_gpu_blocks", "27000"))] == 1.0  # fmt: skip
+    # The figures are the same either way.
+    prev = ex.vllm(ttft={0.25: 3}, prefix_hits=10, prefix_queries=40, success={"stop": 2}, preemptions=1)
+    cur = ex.vllm(ttft={0.25: 5, 0.5: 9}, prefix_hits=30, prefix_queries=90, success={"stop": 7}, preemptions=4)
+    trimmed = figures(parse_snapshot(prev, 0.0), parse_snapshot(cur, 5.0))
+    complete = figures(parse_snapshot(prev, 0.0, all_families=True), parse_snapshot(cur, 5.0, all_families=True))
+    assert trimmed == complete
+    assert trimmed.prefix_cache_hit_rate == pytest.approx(20 / 50)
+    assert trimmed.preemptions == 3.0
+
+
+def test_a_snapshot_survives_a_json_round_trip():
+    snap = parse_snapshot(ex.sglang(ttft={0.4: 3}, effective={"input": 9, "device_hit": 1}, running=2), 42.0)
+    again = Snapshot.from_dict(json.loads(json.dumps(snap.to_dict())))
+    assert again == snap
+    assert again.histograms["time_to_first_token_seconds"]
+    assert math.inf in next(iter(again.histograms["time_to_first_token_seconds"].values()))
