@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -199,12 +200,15 @@ class Server:
     async def start(self) -> None:
         """Listen on host:port (port 0 picks a free one; `self.port` is set)."""
         self.loop = asyncio.get_running_loop()
+        # bind first so the port is known to background tasks started during app startup
+        sock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self.port))
+        self.port = sock.getsockname()[1]
         self._runner = web.AppRunner(self.build_app(), access_log=None, handle_signals=False,
                                      shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]
+        await web.SockSite(self._runner, sock).start()
 
     async def stop(self) -> None:
         if self._runner is not None:
