@@ -57,7 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     kc.add_argument("--port", type=int, default=6443)
     kc.add_argument("--host", default="127.0.0.1")
     kc.add_argument("--token", default=None)
+    from . import loadgen
+
+    loadgen.build_parser(commands.add_parser("load", help="send OpenAI traffic to a service or URL"))
     args = parser.parse_args(argv)
+    if args.command == "load":
+        return loadgen.main(args=args)
     if args.command == "kubeconfig":
         sys.stdout.write(yaml.safe_dump(kubeconfig(args.host, args.port, args.token), sort_keys=False))
         return 0

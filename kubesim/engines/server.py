@@ -392,13 +392,7 @@ class EngineWorkload:
             self.core.abort(req)
             raise
         text = "".join(generated_words(self.seed, req.request_id, req.generated))
-        usage = {
-            "prompt_tokens": req.prompt_len,
-            "completion_tokens": req.generated,
-            "total_tokens": req.prompt_len + req.generated,
-        }
-        if req.cached_tokens > 0:
-            usage["prompt_tokens_details"] = {"cached_tokens": req.cached_tokens}
+        usage = self._usage(req)
         if chat:
             choice = {
                 "index": 0,
@@ -427,6 +421,17 @@ class EngineWorkload:
                 "num_prompt_tokens": req.prompt_len,
             }
         return web.json_response(out)
+
+    @staticmethod
+    def _usage(req: Request) -> dict:
+        usage = {
+            "prompt_tokens": req.prompt_len,
+            "completion_tokens": req.generated,
+            "total_tokens": req.prompt_len + req.generated,
+        }
+        if req.cached_tokens > 0:
+            usage["prompt_tokens_details"] = {"cached_tokens": req.cached_tokens}
+        return usage
 
     async def _stream(
         self, request, req: Request, rid: str, model: str, created: int, chat: bool, body: dict
@@ -461,11 +466,7 @@ class EngineWorkload:
                 await resp.write(chunk(pieces, None))
             await resp.write(chunk(None, req.finish_reason))
             if include_usage:
-                usage = {
-                    "prompt_tokens": req.prompt_len,
-                    "completion_tokens": req.generated,
-                    "total_tokens": req.prompt_len + req.generated,
-                }
+                usage = self._usage(req)
                 payload = {
                     "id": rid,
                     "object": obj,
