@@ -146,6 +146,9 @@ class InferenceService(TimestampedModel):
     def clean(self) -> None:
         from apps.serving.validation import service_errors
 
+        if getattr(self, "_defer_spec_validation", False):
+            # The admin form validates the spec in its pool formset, once the pools are known.
+            return
         errors = service_errors(self, self.spec_pools(), self.spec_adapters())
         if errors:
             raise ValidationError(errors)

@@ -1,0 +1,141 @@
+"""Admin of services. Pools are inline; the whole spec (service, pools, adapters) is validated at
+once by the pool formset, and saving goes through `apps.serving.actions` like every other door."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import ValidationError
+
+from apps.core.admin import AuditedModelAdmin
+from apps.core.choices import AuditVia
+from apps.serving.actions import PoolSpec, request_deletion, save_service
+from apps.serving.models import POOL_SPEC_FIELDS, InferenceService, Pool
+from apps.serving.validation import service_errors
+
+STATUS_FIELDS = [
+    "uid",
+    "generation",
+    "observed_generation",
+    "version",
+    "phase",
+    "conditions",
+    "ready_replicas",
+    "endpoint",
+    "deletion_requested_at",
+    "last_reconciled_at",
+    "created",
+    "updated",
+]
+
+
+class InferenceServiceAdminForm(forms.ModelForm):
+    class Meta:
+        model = InferenceService
+        fields = [
+            "tenant",
+            "name",
+            "cluster",
+            "model",
+            "runtime",
+            "adapters",
+            "deployment_mode",
+            "engine_settings",
+            "routing_policy",
+            "autoscaling",
+        ]
+
+    def clean(self):
+        cleaned = super().clean()
+        # The pool formset validates the whole spec once the pools are known (see PoolFormSet.clean).
+        self.instance._admin_adapters = list(cleaned.get("adapters") or [])
+        return cleaned
+
+    def _post_clean(self):
+        self.instance._defer_spec_validation = True
+        try:
+            super()._post_clean()
+        finally:
+            self.instance._defer_spec_validation = False
+
+
+class PoolFormSet(forms.BaseInlineFormSet):
+    def clean(self):
+        super().clean()
+        if any(self.errors):
+            return
+        service = self.instance
+        pools = [f.instance for f in self.forms if f.cleaned_data and not f.cleaned_data.get("DELETE")]
+        errors = service_errors(service, pools, getattr(service, "_admin_adapters", []))
+        if errors:
+            raise ValidationError([f"{field}: {message}" for field, msgs in errors.items() for message in msgs])
+
+
+class PoolInline(admin.TabularInline):
+    model = Pool
+    formset = PoolFormSet
+    extra = 0
+    min_num = 1
+    fields = ["role", *POOL_SPEC_FIELDS, "ready_replicas"]
+    readonly_fields = ["ready_replicas"]
+
+
+@admin.register(InferenceService)
+class InferenceServiceAdmin(AuditedModelAdmin):
+    form = InferenceServiceAdminForm
+    inlines = [PoolInline]
+    list_display = [
+        "name",
+        "tenant",
+        "cluster",
+        "model",
+        "runtime",
+        "deployment_mode",
+        "phase",
+        "ready_replicas",
+        "generation",
+        "observed_generation",
+    ]
+    list_filter = ["phase", "deployment_mode", "routing_policy", "runtime__engine", "tenant", "cluster"]
+    search_fields = ["name", "tenant__slug", "model__name", "uid"]
+    list_select_related = ["tenant", "cluster", "model", "runtime"]
+    readonly_fields = STATUS_FIELDS
+    filter_horizontal = ["adapters"]
+
+    def get_fields(self, request, obj=None):
+        fields = list(InferenceServiceAdminForm.Meta.fields)
+        if obj is not None:
+            fields += [*STATUS_FIELDS, "audit_history"]
+        return fields
+
+    def save_model(self, request, obj, form, change):
+        """Deferred to save_related: the service, its pools and adapters are saved together."""
+
+    def save_formset(self, request, form, formset, change):
+        """Pools are saved by save_service in save_related."""
+
+    def save_related(self, request, form, formsets, change):
+        for formset in formsets:
+            # The admin's change message reads these; save_service did the saving.
+            formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
+        pool_forms = [f for fs in formsets if fs.model is Pool for f in fs.forms]
+        pools = [
+            PoolSpec(**{name: f.cleaned_data[name] for name in ("role", *POOL_SPEC_FIELDS)})
+            for f in pool_forms
+            if f.cleaned_data and not f.cleaned_data.get("DELETE")
+        ]
+        save_service(
+            form.instance,
+            pools=pools,
+            adapters=list(form.cleaned_data.get("adapters") or []),
+            actor=request.user,
+            via=AuditVia.ADMIN,
+        )
+
+    def delete_model(self, request, obj):
+        # Like the API: mark for deletion, the reconciler removes the cluster objects and then the row.
+        request_deletion(obj, actor=request.user, via=AuditVia.ADMIN)
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset.filter(deletion_requested_at__isnull=True):
+            self.delete_model(request, obj)

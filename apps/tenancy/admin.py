@@ -1,0 +1,66 @@
+"""Admin of tenants, memberships and API tokens (a new token's plaintext is shown once, as a message)."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.utils import timezone
+
+from apps.core.admin import AuditedModelAdmin
+from apps.core.audit import record_change, snapshot
+from apps.core.choices import AuditAction, AuditVia
+from apps.tenancy.models import ApiToken, Membership, Tenant
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    autocomplete_fields = ["user"]
+
+
+@admin.register(Tenant)
+class TenantAdmin(AuditedModelAdmin):
+    list_display = ["slug", "name", "gpu_quota", "created"]
+    search_fields = ["slug", "name"]
+    readonly_fields = ["created", "updated"]
+    inlines = [MembershipInline]
+
+
+@admin.register(Membership)
+class MembershipAdmin(AuditedModelAdmin):
+    list_display = ["user", "tenant", "role", "created"]
+    list_filter = ["role", "tenant"]
+    search_fields = ["user__username", "tenant__slug"]
+    list_select_related = ["user", "tenant"]
+    autocomplete_fields = ["user", "tenant"]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(AuditedModelAdmin):
+    list_display = ["prefix", "name", "user", "tenant", "expires_at", "revoked_at", "last_used_at"]
+    list_filter = ["tenant", ("revoked_at", admin.EmptyFieldListFilter)]
+    search_fields = ["prefix", "name", "user__username"]
+    list_select_related = ["user", "tenant"]
+    readonly_fields = ["prefix", "last_used_at", "revoked_at", "created"]
+    autocomplete_fields = ["user", "tenant"]
+    actions = ["revoke"]
+
+    def get_fields(self, request, obj=None):
+        base = ["user", "tenant", "name", "expires_at"]
+        if obj is None:
+            return base
+        return [*base, "prefix", "revoked_at", "last_used_at", "created", "audit_history"]
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            token, plaintext = ApiToken.generate(user=obj.user, tenant=obj.tenant, name=obj.name)
+            obj.prefix, obj.key_hash = token.prefix, token.key_hash
+            messages.warning(request, f"New token (shown once, store it now): {plaintext}")
+        super().save_model(request, obj, form, change)
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke(self, request, queryset):
+        for token in queryset.filter(revoked_at__isnull=True):
+            before = snapshot(token)
+            token.revoked_at = timezone.now()
+            token.save(update_fields=["revoked_at", "updated"])
+            record_change(actor=request.user, obj=token, action=AuditAction.UPDATE, via=AuditVia.ADMIN, before=before)
