@@ -247,12 +247,29 @@ def pd_role(ep: Endpoint) -> str | None:
 _STATES: dict[tuple[str, str], RoutingState] = {}
 
 
-def state_for(policy: str, service: str = "") -> RoutingState:
+def state_for(policy: str, service: str = "", session_key: str = "x-user-id") -> RoutingState:
+    """The shared state of `policy` for one service (created on first use)."""
     key = (normalise_policy(policy), service)
     st = _STATES.get(key)
     if st is None:
-        st = _STATES[key] = RoutingState(policy)
+        st = _STATES[key] = RoutingState(policy, session_key=session_key)
     return st
+
+
+SESSION_KEY_ANNOTATION = "kubesim.io/session-key"
+
+
+def proxy_policy(policy: str):
+    """A service-proxy routing function (kubesim.proxy.register_routing_policy) for `policy`."""
+
+    def choose(request, endpoints: list[Endpoint]) -> Endpoint:
+        meta = (request.service or {}).get("metadata") or {}
+        service = f"{request.namespace}/{meta.get('name', '')}"
+        session_key = (meta.get("annotations") or {}).get(SESSION_KEY_ANNOTATION, "x-user-id")
+        info = RequestInfo.from_http(request.path, request.headers, request.body, service=service)
+        return state_for(policy, service, session_key).pick(info, endpoints)
+
+    return choose
 
 
 def pick(
