@@ -23,7 +23,8 @@ HASH = "controlplane.io/pod-template-hash"
 
 
 def spec(name="standard-vllm", **changes):
-    return dataclasses.replace(SPECS[name](), **changes)
+    """A golden spec with changes; without a gateway unless asked, so each kind/name is unique."""
+    return dataclasses.replace(SPECS[name](), **{"has_gateway": False, **changes})
 
 
 def find(objects, kind, name=None):
@@ -254,13 +255,30 @@ def test_keda_and_hpa_own_replicas_and_none_renders_no_autoscaler():
 
 
 def test_gateway_objects_only_when_the_cluster_has_one():
-    with_gateway = render_service(spec())
+    with_gateway = render_service(spec(has_gateway=True))
     pool = find(with_gateway, "InferencePool")
+    # Standard services put their engines in the pool; the endpoint picker chooses among them.
+    assert pool["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "engine"
     assert pool["spec"]["targetPorts"] == [{"number": 8000}]
+    assert pool["spec"]["endpointPickerRef"]["name"] == "chat-epp"
+    epp = find(with_gateway, "Deployment", "chat-epp")["spec"]["template"]["spec"]["containers"][0]
+    assert epp["args"][:4] == ["--pool-name", "chat", "--pool-namespace", "tenant-acme"]
+    assert find(with_gateway, "Service", "chat-epp")["spec"]["ports"][0]["port"] == 9002
+    assert "prefix-cache-scorer" in find(with_gateway, "ConfigMap", "chat-epp")["data"]["config.yaml"]
     route = find(with_gateway, "HTTPRoute")
+    assert route["spec"]["parentRefs"] == [{"name": "inference-gateway"}]
     assert route["spec"]["rules"][0]["backendRefs"] == [
         {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "chat"}]
-    assert not {"InferencePool", "HTTPRoute"} & {o["kind"] for o in render_service(spec(has_gateway=False))}
+    pd = find(render_service(spec("pd_disaggregated-sglang", has_gateway=True)), "InferencePool")
+    assert pd["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"] == "sglang-router"
+    assert not {"InferencePool", "HTTPRoute", "ConfigMap"} & {o["kind"] for o in render_service(spec())}
+
+
+def test_router_service_does_not_select_the_endpoint_picker():
+    objects = render_service(spec(routing="prefix_aware", has_gateway=True))
+    router_service = find(objects, "Service", "chat")["spec"]["selector"]
+    epp_pod = find(objects, "Deployment", "chat-epp")["spec"]["template"]["metadata"]["labels"]
+    assert not router_service.items() <= epp_pod.items()
 
 
 def test_endpoint_and_service_objects():

@@ -7,12 +7,8 @@ server-side apply and prunes objects labelled with the service uid that are no l
 
 from __future__ import annotations
 
-from apps.serving.rendering.extras import (
-    autoscaling_objects,
-    gateway_objects,
-    model_cache_claim,
-    tenant_objects,
-)
+from apps.serving.rendering.extras import autoscaling_objects, model_cache_claim, tenant_objects
+from apps.serving.rendering.gateway import gateway_objects
 from apps.serving.rendering.pods import FIELD_PREFIX, needs_cache
 from apps.serving.rendering.routers import RenderError, needs_router, router_objects, supported_routing
 from apps.serving.rendering.spec import (
@@ -31,7 +27,7 @@ TENANT_LABEL = f"{FIELD_PREFIX}/tenant"
 
 # Apply order: what others refer to comes first (namespace, quota, storage, RBAC, then workloads).
 KIND_ORDER = (
-    "Namespace", "ResourceQuota", "PersistentVolumeClaim", "ServiceAccount", "Role", "RoleBinding",
+    "Namespace", "ResourceQuota", "PersistentVolumeClaim", "ConfigMap", "ServiceAccount", "Role", "RoleBinding",
     "Deployment", "LeaderWorkerSet", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler",
     "ScaledObject", "InferencePool", "HTTPRoute",
 )
@@ -52,7 +48,7 @@ def render_service(spec: ServiceSpec) -> list[dict]:
         objects += router_objects(spec)
     objects += autoscaling_objects(spec)
     if spec.has_gateway:
-        objects += gateway_objects(spec, has_router=has_router)
+        objects += gateway_objects(spec)
     return sorted(objects, key=_order)
 
 

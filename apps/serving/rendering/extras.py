@@ -1,9 +1,8 @@
 """Objects around the engines: the tenant's Namespace and GPU ResourceQuota, the per-model cache PVC,
-KEDA ScaledObjects or HPAs when a service asks for them, and the Gateway API InferencePool + HTTPRoute."""
+and KEDA ScaledObjects or HPAs when a service asks for them."""
 
 from __future__ import annotations
 
-from apps.serving.engines import get_adapter
 from apps.serving.rendering.pods import (
     FIELD_PREFIX,
     MANAGED_BY,
@@ -11,13 +10,10 @@ from apps.serving.rendering.pods import (
     cache_size_gib,
     metadata,
     object_name,
-    selector,
 )
 from apps.serving.rendering.spec import PoolSpec, ServiceSpec
-from apps.serving.rendering.workloads import ROLE_LABEL
 
 QUOTA_NAME = "gpu-quota"
-EPP_PORT = 9002
 
 
 def tenant_labels(tenant: str) -> dict[str, str]:
@@ -186,48 +182,3 @@ def autoscaling_objects(spec: ServiceSpec) -> list[dict]:
     if spec.autoscaling.autoscaler == "hpa":
         return horizontal_pod_autoscalers(spec)
     return []
-
-
-# -- Gateway API inference extension --------------------------------------------------------------------
-
-def gateway_objects(spec: ServiceSpec, *, has_router: bool) -> list[dict]:
-    """InferencePool over the serving pods and an HTTPRoute from the cluster gateway to it.
-
-    The pool selects the pods that answer the OpenAI API: the router when there is one, else the
-    engines (multi-node: the leaders). The endpoint picker it names is the cluster's EPP for the pool.
-    """
-    if has_router:
-        pod_selector, port = selector(spec, "router"), 8000
-    else:
-        extra = {ROLE_LABEL: "leader"} if spec.mode == "multi_node" else {}
-        pod_selector, port = selector(spec, "engine", **extra), get_adapter(spec.engine).port
-    name = object_name(spec)
-    component = "router" if has_router else "engine"
-    pool = {
-        "apiVersion": "inference.networking.k8s.io/v1",
-        "kind": "InferencePool",
-        "metadata": metadata(spec, name, component),
-        "spec": {
-            "selector": {"matchLabels": pod_selector},
-            "targetPorts": [{"number": port}],
-            "endpointPickerRef": {"name": object_name(spec, "epp"), "port": {"number": EPP_PORT},
-                                  "failureMode": "FailClose"},
-        },
-    }
-    prefix = f"/{spec.tenant}/{spec.name}"
-    route = {
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "HTTPRoute",
-        "metadata": metadata(spec, name, component),
-        "spec": {
-            "parentRefs": [{"name": spec.gateway_name}],
-            "rules": [{
-                "matches": [{"path": {"type": "PathPrefix", "value": prefix}}],
-                "filters": [{"type": "URLRewrite", "urlRewrite": {
-                    "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}}],
-                "backendRefs": [{"group": "inference.networking.k8s.io", "kind": "InferencePool",
-                                 "name": name}],
-            }],
-        },
-    }
-    return [pool, route]

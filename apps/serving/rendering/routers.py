@@ -125,6 +125,34 @@ def router_app_name(spec: ServiceSpec) -> str:
     return f"{spec.engine}-router"
 
 
+def router_selector(spec: ServiceSpec) -> dict[str, str]:
+    """The router's pods (the gateway's endpoint picker is a router component too, by another name)."""
+    return selector(spec, "router", **{"app.kubernetes.io/name": router_app_name(spec)})
+
+
+def rbac_objects(spec: ServiceSpec, name: str, app: str, rules: list[dict]) -> list[dict]:
+    """A ServiceAccount and a namespaced Role + RoleBinding granting it `rules`."""
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(spec, name, "router", app_name=app)},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": metadata(spec, name, "router", app_name=app),
+            "rules": rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": metadata(spec, name, "router", app_name=app),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": spec.namespace}],
+        },
+    ]
+
+
+POD_READER = {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}
+
+
 def router_objects(spec: ServiceSpec) -> list[dict]:
     """ServiceAccount + Role + RoleBinding (pod discovery), router Deployment, and the `<service>` Service."""
     name = router_name(spec)
@@ -134,30 +162,17 @@ def router_objects(spec: ServiceSpec) -> list[dict]:
         "spec": {"serviceAccountName": name, "containers": [_router_container(spec)]},
     })
     return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(spec, name, "router", app_name=app)},
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": metadata(spec, name, "router", app_name=app),
-            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": metadata(spec, name, "router", app_name=app),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": spec.namespace}],
-        },
+        *rbac_objects(spec, name, app, [POD_READER]),
         {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
             "metadata": metadata(spec, name, "router", app_name=app, annotations={TEMPLATE_HASH: digest}),
             "spec": {
                 "replicas": 1,
-                "selector": {"matchLabels": selector(spec, "router")},
+                "selector": {"matchLabels": router_selector(spec)},
                 "strategy": {"type": "RollingUpdate", "rollingUpdate": dict(ROLLING)},
                 "template": template,
             },
         },
-        service(spec, object_name(spec), "router", selector(spec, "router"), [("http", ROUTER_PORT)], app_name=app),
+        service(spec, object_name(spec), "router", router_selector(spec), [("http", ROUTER_PORT)], app_name=app),
     ]

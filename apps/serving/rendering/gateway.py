@@ -1,0 +1,134 @@
+"""Gateway API inference extension: an InferencePool over the service's serving pods, its endpoint
+picker (EPP) and an HTTPRoute from the cluster's gateway, rendered when the cluster has a gateway.
+
+The EPP scores the pool's pods on queue depth, KV-cache usage and prefix-cache affinity (the
+extension's default weights 2/2/3) and tells the gateway which pod takes each request. A prefill/decode
+service puts its router in the pool instead, since the router pairs prefill with decode itself.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from apps.serving.engines import get_adapter
+from apps.serving.rendering.pods import TEMPLATE_HASH, labels, metadata, object_name, selector, with_template_hash
+from apps.serving.rendering.routers import ROUTER_PORT, rbac_objects, router_selector
+from apps.serving.rendering.spec import ServiceSpec
+from apps.serving.rendering.workloads import ROLE_LABEL, ROLLING, service
+
+EPP_IMAGE = "registry.k8s.io/gateway-api-inference-extension/epp:v1.0.0"
+EPP_PORT = 9002
+EPP_HEALTH_PORT = 9003
+EPP_APP = "epp"
+EPP_CONFIG = {
+    "apiVersion": "inference.networking.x-k8s.io/v1alpha1",
+    "kind": "EndpointPickerConfig",
+    "plugins": [{"type": "queue-scorer"}, {"type": "kv-cache-utilization-scorer"},
+                {"type": "prefix-cache-scorer"}, {"type": "max-score-picker"}],
+    "schedulingProfiles": [{"name": "default", "plugins": [
+        {"pluginRef": "queue-scorer", "weight": 2},
+        {"pluginRef": "kv-cache-utilization-scorer", "weight": 2},
+        {"pluginRef": "prefix-cache-scorer", "weight": 3},
+        {"pluginRef": "max-score-picker"},
+    ]}],
+}
+EPP_RULES = [
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["inference.networking.k8s.io"], "resources": ["inferencepools"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["inference.networking.x-k8s.io"], "resources": ["inferenceobjectives", "inferencemodelrewrites"],
+     "verbs": ["get", "list", "watch"]},
+]
+
+
+def _pool_members(spec: ServiceSpec) -> tuple[dict[str, str], int]:
+    if spec.mode == "pd_disaggregated":
+        return router_selector(spec), ROUTER_PORT
+    extra = {ROLE_LABEL: "leader"} if spec.mode == "multi_node" else {}
+    return selector(spec, "engine", **extra), get_adapter(spec.engine).port
+
+
+def _epp_args(spec: ServiceSpec) -> list[str]:
+    args = ["--pool-name", object_name(spec), "--pool-namespace", spec.namespace,
+            "--config-file", "/config/config.yaml", "--grpc-port", str(EPP_PORT),
+            "--grpc-health-port", str(EPP_HEALTH_PORT)]
+    if spec.engine == "sglang":
+        # The picker reads vLLM metric names by default; SGLang's equivalents (engines.md §2).
+        args += ["--total-queued-requests-metric", "sglang:num_queue_reqs",
+                 "--kv-cache-usage-percentage-metric", "sglang:token_usage", "--lora-info-metric", ""]
+    return args
+
+
+def endpoint_picker(spec: ServiceSpec) -> list[dict]:
+    name = object_name(spec, "epp")
+    epp_selector = selector(spec, "router", **{"app.kubernetes.io/name": EPP_APP})
+    health = {"grpc": {"port": EPP_HEALTH_PORT, "service": "inference-extension"},
+              "initialDelaySeconds": 5, "periodSeconds": 10}
+    template, digest = with_template_hash({
+        "metadata": {"labels": labels(spec, "router", EPP_APP)},
+        "spec": {
+            "serviceAccountName": name,
+            "containers": [{
+                "name": "epp",
+                "image": EPP_IMAGE,
+                "args": _epp_args(spec),
+                "env": [{"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
+                "ports": [{"name": "grpc", "containerPort": EPP_PORT, "protocol": "TCP"},
+                          {"name": "grpc-health", "containerPort": EPP_HEALTH_PORT, "protocol": "TCP"},
+                          {"name": "metrics", "containerPort": 9090, "protocol": "TCP"}],
+                "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}},
+                "readinessProbe": dict(health),
+                "livenessProbe": dict(health),
+                "volumeMounts": [{"name": "config", "mountPath": "/config", "readOnly": True}],
+            }],
+            "volumes": [{"name": "config", "configMap": {"name": name}}],
+        },
+    })
+    return [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(spec, name, "router", app_name=EPP_APP),
+         "data": {"config.yaml": yaml.safe_dump(EPP_CONFIG, sort_keys=False)}},
+        *rbac_objects(spec, name, EPP_APP, EPP_RULES),
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": metadata(spec, name, "router", app_name=EPP_APP, annotations={TEMPLATE_HASH: digest}),
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": epp_selector},
+                "strategy": {"type": "RollingUpdate", "rollingUpdate": dict(ROLLING)},
+                "template": template,
+            },
+        },
+        service(spec, name, "router", epp_selector, [("grpc", EPP_PORT)], app_name=EPP_APP),
+    ]
+
+
+def gateway_objects(spec: ServiceSpec) -> list[dict]:
+    """The EPP, the InferencePool naming it, and an HTTPRoute `/<tenant>/<service>/...` -> the pool."""
+    members, port = _pool_members(spec)
+    name = object_name(spec)
+    pool = {
+        "apiVersion": "inference.networking.k8s.io/v1",
+        "kind": "InferencePool",
+        "metadata": metadata(spec, name, members["app.kubernetes.io/component"]),
+        "spec": {
+            "selector": {"matchLabels": members},
+            "targetPorts": [{"number": port}],
+            "endpointPickerRef": {"name": object_name(spec, "epp"), "port": {"number": EPP_PORT},
+                                  "failureMode": "FailClose"},
+        },
+    }
+    route = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": metadata(spec, name, members["app.kubernetes.io/component"]),
+        "spec": {
+            "parentRefs": [{"name": spec.gateway_name}],
+            "rules": [{
+                "matches": [{"path": {"type": "PathPrefix", "value": f"/{spec.tenant}/{spec.name}"}}],
+                "filters": [{"type": "URLRewrite", "urlRewrite": {
+                    "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}}],
+                "backendRefs": [{"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": name}],
+            }],
+        },
+    }
+    return [*endpoint_picker(spec), pool, route]
