@@ -513,11 +513,7 @@ def figures_from_increments(inc: Increments) -> Figures:
         count = inc.gauge_counts.get(family)
         return inc.gauge_sums[family] / count if count else None
 
-    return Figures(
-        engine=inc.engine,
-        model=inc.model,
-        interval_s=inc.interval_s,
-        pods=inc.pods,
+    values = dict(
         ttft_p50_s=quantile(names.ttft, 0.50),
         ttft_p95_s=quantile(names.ttft, 0.95),
         ttft_p99_s=quantile(names.ttft, 0.99),
@@ -531,6 +527,14 @@ def figures_from_increments(inc: Increments) -> Figures:
         generation_tokens_per_s=_per_second(inc, names.generation_tokens),
         preemptions=_counter_sum(inc, names.preemptions) if names.preemptions else None,
         success_rate=success_rate(inc),
+    )
+    return Figures(
+        engine=inc.engine,
+        model=inc.model,
+        interval_s=inc.interval_s,
+        pods=inc.pods,
+        # An exposition may carry NaN or ±Inf samples; they are no figure (and not valid JSON).
+        **{key: value if value is None or math.isfinite(value) else None for key, value in values.items()},
     )
 
 

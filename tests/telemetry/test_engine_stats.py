@@ -151,3 +151,9 @@ def test_manage_py_exits_non_zero_with_the_reason_on_stderr():
     assert result.stdout == ""
     assert "cannot scrape metrics" in result.stderr
     assert url in result.stderr
+
+
+@pytest.mark.parametrize("interval", ["0", "-1", "soon", "inf"])
+def test_interval_must_be_a_positive_number(interval):
+    with pytest.raises(CommandError, match="positive number of seconds"):
+        engine_stats("http://127.0.0.1:1/", "--interval", interval)

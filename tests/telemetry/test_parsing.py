@@ -203,8 +203,8 @@ def test_only_the_families_the_figures_need_are_kept_unless_all_are_asked_for():
     snap = parse_snapshot(VLLM_TEXT)
     assert "cache_config_info" not in snap.gauges
     full = parse_snapshot(VLLM_TEXT, all_families=True)
-    assert full.gauges["cache_config_info"][(("block_size", "16"), ("cache_dtype", "auto"), ("engine", "0"),
-                                             ("num_gpu_blocks", "27000"))] == 1.0  # fmt: skip
+    info = (("block_size", "16"), ("cache_dtype", "auto"), ("engine", "0"), ("num_gpu_blocks", "27000"))
+    assert full.gauges["cache_config_info"][info] == 1.0
     # The figures are the same either way.
     prev = ex.vllm(ttft={0.25: 3}, prefix_hits=10, prefix_queries=40, success={"stop": 2}, preemptions=1)
     cur = ex.vllm(ttft={0.25: 5, 0.5: 9}, prefix_hits=30, prefix_queries=90, success={"stop": 7}, preemptions=4)
@@ -221,3 +221,11 @@ def test_a_snapshot_survives_a_json_round_trip():
     assert again == snap
     assert again.histograms["time_to_first_token_seconds"]
     assert math.inf in next(iter(again.histograms["time_to_first_token_seconds"].values()))
+
+
+def test_nan_samples_are_no_figure():
+    text = ex.vllm(kv=math.nan, running=2)
+    got = figures(parse_snapshot(text, 0.0), parse_snapshot(text, 5.0))
+    assert got.kv_cache_usage is None
+    assert got.running == 2.0
+    json.dumps(got.as_dict(), allow_nan=False)  # valid JSON

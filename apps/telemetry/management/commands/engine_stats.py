@@ -5,7 +5,9 @@ An operator's tool, built from the same functions the scraper worker uses (`scra
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import time
 
 from django.core.management.base import BaseCommand, CommandError
@@ -44,9 +46,12 @@ def _format(value: float | None, kind: str) -> str:
 
 
 def _positive_float(raw: str) -> float:
-    value = float(raw)
-    if not value > 0:
-        raise ValueError(raw)
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a positive number of seconds")
     return value
 
 
