@@ -168,7 +168,7 @@ class Cluster:
             self.ready.set()
             await asyncio.gather(*self._tasks)
         finally:
-            for task in self._tasks:
+            for task in [*self._tasks, *self._spawned]:
                 task.cancel()
             for task in self._tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -143,6 +143,7 @@ class PodRuntime:
         self.start_time = now()
         self.phase = "Pending"
         self.task: asyncio.Task | None = None
+        self.side_tasks: set[asyncio.Task] = set()
         self.stopping = False
 
     # --- status -----------------------------------------------------------------------------------
@@ -275,7 +276,9 @@ class PodRuntime:
         container.state = {"running": {"startedAt": now()}}
         self.phase = "Running"
         await self.publish()
-        asyncio.get_running_loop().create_task(self.become_ready(container, workload))
+        task = asyncio.get_running_loop().create_task(self.become_ready(container, workload))
+        self.side_tasks.add(task)
+        task.add_done_callback(self.side_tasks.discard)
         return True
 
     async def become_ready(self, container: ContainerRuntime, workload: Workload) -> None:
@@ -347,6 +350,8 @@ class PodRuntime:
         self.stopping = True
         if self.task is not None:
             self.task.cancel()
+        for task in list(self.side_tasks):
+            task.cancel()
         for container in self.containers:
             container.exited.set()
             if container.workload is not None:

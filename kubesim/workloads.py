@@ -3,7 +3,8 @@
 `resolve(ctx)` asks `kubesim.engines.workload_for(ctx)` (the vLLM/SGLang engine and router simulator)
 when that module is importable and falls back to `GenericWorkload`, which serves `/health` (and echoes
 other requests, streaming `/stream` as server-sent events) on a real loopback port, so the kubelet
-and the API server's proxies treat every pod alike.
+and the API server's proxies treat every pod alike. A shell command line that ends in `exit N`
+(`sh -c "echo boom; exit 1"`) prints its echoes and exits, which is how a crash loop is demonstrated.
 """
 
 from __future__ import annotations
@@ -12,15 +13,18 @@ import asyncio
 import importlib
 import json
 import logging
+import re
 import time
 
 from aiohttp import web
 
-from kubesim.workload import PodContext, Workload
+from kubesim.workload import PodContext, Workload, WorkloadExit
 
 log = logging.getLogger(__name__)
 
 GENERIC_STARTUP_SECONDS = 1.5
+_EXIT = re.compile(r"(?:^|[;&|\s])exit\s+(\d+)")
+_ECHO = re.compile(r"echo\s+([^;&|]*)")
 
 
 def _engines_resolver():
@@ -61,7 +65,21 @@ class GenericWorkload:
         self._lines.append(f"{stamp} {line}")
         del self._lines[:-1000]
 
+    def _shell_exit(self) -> WorkloadExit | None:
+        """A shell command line such as `sh -c "echo starting; exit 3"` prints its echoes and exits."""
+        words = [*(self.ctx.container.get("command") or []), *(self.ctx.container.get("args") or [])]
+        script = " ".join(str(word) for word in words)
+        match = _EXIT.search(script)
+        if match is None:
+            return None
+        printed = [echo.strip().strip("'\"") for echo in _ECHO.findall(script[: match.start()])]
+        code = int(match.group(1))
+        return WorkloadExit(f"exit status {code}", exit_code=code, logs=printed)
+
     async def start(self) -> int:
+        exit_ = self._shell_exit()
+        if exit_ is not None:
+            raise exit_
         app = web.Application()
         app.router.add_route("*", "/stream", self._stream)
         app.router.add_route("*", "/{path:.*}", self._echo)
