@@ -1,0 +1,180 @@
+"""Engines inside the simulated cluster: Deployments of vLLM and SGLang become Ready, answer through the
+service proxy (streaming too), expose /metrics through the pod proxy, and a misspelled flag crash-loops."""
+
+import json
+import time
+import urllib.request
+
+import pytest
+from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
+
+from kubesim.cluster import Cluster, ClusterConfig
+from kubesim.server import Server
+
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    server = Server(port=0, seed=3)
+    Cluster(server, ClusterConfig(nodes="h100-sxm-80gb:1x8", fast_start=True, seed=3)).install()
+    server.start_in_thread()
+    cfg = client.Configuration()
+    cfg.host = server.url
+    api = client.ApiClient(cfg)
+    core = client.CoreV1Api(api)
+    ns = "engines"
+    deadline = time.monotonic() + 10
+    while True:  # the cluster creates nodes and starts controllers right after the server starts
+        try:
+            core.create_namespace({"metadata": {"name": ns}})
+            break
+        except client.ApiException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    yield server, api, ns
+    api.close()
+    server.stop_in_thread()
+
+
+def wait_for(predicate, timeout=20.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(0.1)
+    pytest.fail(f"timed out waiting for {what} (last: {last!r})")
+
+
+def engine_deployment(name, image, command, args, replicas=1, port=8000):
+    labels = {"app": name}
+    container = {
+        "name": "engine",
+        "image": image,
+        "args": args,
+        "ports": [{"containerPort": port, "name": "http"}],
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+    }
+    if command:
+        container["command"] = command
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels, "annotations": {"kubesim.io/time-scale": "5"}},
+                "spec": {"containers": [container], "tolerations": [TOLERATION]},
+            },
+        },
+    }
+
+
+def service(name, port, policy=None):
+    meta = {"name": name}
+    if policy:
+        meta["annotations"] = {"kubesim.io/routing-policy": policy}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta,
+        "spec": {"selector": {"app": name}, "ports": [{"port": port, "targetPort": port}]},
+    }
+
+
+def post(url, body):
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return r.status, r.read().decode()
+
+
+def ready_replicas(apps, ns, name):
+    return apps.read_namespaced_deployment(name, ns).status.ready_replicas or 0
+
+
+def test_vllm_deployment_serves_streams_and_counts_through_the_proxies(cluster):
+    server, api, ns = cluster
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    apps.create_namespaced_deployment(
+        ns, engine_deployment("llama", "vllm/vllm-openai:v0.33.0", None, [LLAMA, "--max-model-len", "8192"], replicas=2)
+    )
+    core.create_namespaced_service(ns, service("llama", 8000, policy="prefix_aware"))
+    wait_for(lambda: ready_replicas(apps, ns, "llama") == 2, what="2 ready vLLM replicas")
+    base = f"{server.url}/api/v1/namespaces/{ns}/services/llama:8000/proxy"
+    status, text = post(base + "/v1/completions", {"prompt": "hello there", "max_tokens": 5, "ignore_eos": True})
+    assert status == 200 and json.loads(text)["usage"]["completion_tokens"] == 5
+    status, text = post(
+        base + "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "stream please"}], "max_tokens": 6, "stream": True},
+    )
+    lines = [ln for ln in text.splitlines() if ln.startswith("data: ")]
+    assert status == 200 and lines[-1] == "data: [DONE]" and len(lines) == 1 + 6 + 1 + 1
+    pods = core.list_namespaced_pod(ns, label_selector="app=llama").items
+    served = 0.0
+    for pod in pods:
+        text = core.connect_get_namespaced_pod_proxy_with_path(f"{pod.metadata.name}:8000", ns, "metrics")
+        for fam in text_string_to_metric_families(text):
+            if fam.name == "vllm:request_success":
+                served += sum(s.value for s in fam.samples if s.name.endswith("_total"))
+    assert served == 2
+    logs = core.read_namespaced_pod_log(pods[0].metadata.name, ns)
+    assert "GPU KV cache size" in logs
+
+
+def test_misspelled_flag_crash_loops_the_pod_with_the_engines_message(cluster):
+    _server, api, ns = cluster
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    apps.create_namespaced_deployment(
+        ns, engine_deployment("typo", "vllm/vllm-openai:v0.33.0", None, [LLAMA, "--max-num-seq", "64"])
+    )
+
+    def crash_looping():
+        for pod in core.list_namespaced_pod(ns, label_selector="app=typo").items:
+            for cs in pod.status.container_statuses or []:
+                if cs.restart_count >= 1 or (cs.state.waiting and cs.state.waiting.reason == "CrashLoopBackOff"):
+                    return pod
+        return None
+
+    pod = wait_for(crash_looping, what="CrashLoopBackOff")
+    logs = core.read_namespaced_pod_log(pod.metadata.name, ns, previous=True)
+    assert "vllm serve: error: unrecognized arguments: --max-num-seq" in logs
+
+
+def test_sglang_deployment_becomes_ready_and_answers(cluster):
+    server, api, ns = cluster
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    cmd = ["python3", "-m", "sglang.launch_server"]
+    args = [
+        "--model-path",
+        LLAMA,
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "30000",
+        "--enable-metrics",
+        "--context-length",
+        "8192",
+    ]
+    apps.create_namespaced_deployment(ns, engine_deployment("sg", "lmsysorg/sglang:v0.5.2", cmd, args, port=30000))
+    core.create_namespaced_service(ns, service("sg", 30000))
+    wait_for(lambda: ready_replicas(apps, ns, "sg") == 1, what="ready SGLang replica")
+    base = f"{server.url}/api/v1/namespaces/{ns}/services/sg:30000/proxy"
+    status, text = post(base + "/v1/completions", {"prompt": "a b c", "max_tokens": 3})
+    assert status == 200 and json.loads(text)["usage"] == {
+        "prompt_tokens": 3,
+        "completion_tokens": 3,
+        "total_tokens": 6,
+    }
+    pod = core.list_namespaced_pod(ns, label_selector="app=sg").items[0]
+    text = core.connect_get_namespaced_pod_proxy_with_path(f"{pod.metadata.name}:30000", ns, "metrics")
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    assert sum(s.value for s in fams["sglang:generation_tokens"].samples if s.name.endswith("_total")) == 3
