@@ -51,8 +51,12 @@ def record_change(
     via: AuditVia | str,
     before: dict[str, Any] | None = None,
     after: dict[str, Any] | None = None,
+    actor_label: str = "",
 ) -> AuditEntry:
-    """Write one AuditEntry; `after` defaults to a fresh snapshot unless the object was deleted."""
+    """Write one AuditEntry; `after` defaults to a fresh snapshot unless the object was deleted.
+
+    `actor_label` names a non-user actor (e.g. "command:seed_demo") when `actor` is None.
+    """
     if after is None and action != AuditAction.DELETE:
         after = snapshot(obj)
     user = actor if getattr(actor, "is_authenticated", False) else None
@@ -61,16 +65,14 @@ def record_change(
         tenant_id = obj.pk
     return AuditEntry.objects.create(
         actor=user,
-        actor_repr=user.get_username() if user else "",
+        actor_repr=user.get_username() if user else actor_label,
         via=via,
         action=action,
         content_type=ContentType.objects.get_for_model(obj),
         object_id=str(obj.pk),
         object_repr=str(obj)[:200],
         # A deleted tenant's own entry keeps no FK (the row is gone); its repr says which it was.
-        tenant_id=tenant_id
-        if not (action == AuditAction.DELETE and obj._meta.model_name == "tenant")
-        else None,
+        tenant_id=tenant_id if not (action == AuditAction.DELETE and obj._meta.model_name == "tenant") else None,
         before=before,
         after=after,
     )

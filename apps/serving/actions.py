@@ -67,6 +67,7 @@ def save_service(
     actor,
     via: AuditVia | str,
     expected_version: int | None = None,
+    actor_label: str = "",
 ) -> InferenceService:
     """Create or update a service with exactly these pools and adapters, or raise ValidationError."""
     with transaction.atomic():
@@ -100,6 +101,7 @@ def save_service(
             action=AuditAction.UPDATE if current else AuditAction.CREATE,
             via=via,
             before=before,
+            actor_label=actor_label,
         )
         enqueue_reconcile(service.pk)
     return service

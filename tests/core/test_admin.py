@@ -14,8 +14,9 @@ from apps.serving.models import InferenceService, Pool
 from apps.tenancy.models import Tenant
 from tests.factories import ClusterFactory, InferenceServiceFactory, ModelFactory, RuntimeFactory
 
-OUR_MODELS = [m for m in admin.site._registry if m._meta.app_label in {"core", "tenancy", "catalog", "clusters",
-                                                                        "serving"}]
+OUR_MODELS = [
+    m for m in admin.site._registry if m._meta.app_label in {"core", "tenancy", "catalog", "clusters", "serving"}
+]
 
 
 @pytest.fixture
@@ -37,17 +38,36 @@ def test_changelist_renders_with_filters_and_search(browser, model):
 
 def test_every_domain_model_is_registered():
     names = {m.__name__ for m in OUR_MODELS}
-    assert {"Tenant", "Membership", "ApiToken", "Model", "Adapter", "Runtime", "Cluster", "GpuNode",
-            "InferenceService", "AuditEntry"} <= names
+    assert {
+        "Tenant",
+        "Membership",
+        "ApiToken",
+        "Model",
+        "Adapter",
+        "Runtime",
+        "Cluster",
+        "GpuNode",
+        "InferenceService",
+        "AuditEntry",
+    } <= names
 
 
 def test_tenant_create_update_delete_are_audited(browser):
-    browser.post(admin_url(Tenant, "add"), {"slug": "echo", "name": "Echo", "gpu_quota": 4,
-                                             "memberships-TOTAL_FORMS": 0, "memberships-INITIAL_FORMS": 0})
+    browser.post(
+        admin_url(Tenant, "add"),
+        {"slug": "echo", "name": "Echo", "gpu_quota": 4, "memberships-TOTAL_FORMS": 0, "memberships-INITIAL_FORMS": 0},
+    )
     tenant = Tenant.objects.get(slug="echo")
-    browser.post(admin_url(Tenant, "change", tenant.pk), {"slug": "echo", "name": "Echo Team", "gpu_quota": 8,
-                                                           "memberships-TOTAL_FORMS": 0,
-                                                           "memberships-INITIAL_FORMS": 0})
+    browser.post(
+        admin_url(Tenant, "change", tenant.pk),
+        {
+            "slug": "echo",
+            "name": "Echo Team",
+            "gpu_quota": 8,
+            "memberships-TOTAL_FORMS": 0,
+            "memberships-INITIAL_FORMS": 0,
+        },
+    )
     browser.post(admin_url(Tenant, "delete", tenant.pk), {"post": "yes"})
     entries = AuditEntry.objects.filter(object_id=str(tenant.pk), via="admin", content_type__model="tenant")
     assert sorted(entries.values_list("action", flat=True)) == ["create", "delete", "update"]
@@ -61,12 +81,26 @@ def service_form(tenant_a):
 
     def build(**pool):
         data = {
-            "tenant": tenant_a.pk, "name": "admin-svc", "cluster": cluster.pk, "model": model.pk,
-            "runtime": runtime.pk, "deployment_mode": "standard", "engine_settings": "{}",
-            "routing_policy": "round_robin", "autoscaling": '{"autoscaler": "none"}',
-            "pools-TOTAL_FORMS": 1, "pools-INITIAL_FORMS": 0, "pools-MIN_NUM_FORMS": 1, "pools-MAX_NUM_FORMS": 10,
-            "pools-0-role": "engine", "pools-0-replicas": 1, "pools-0-min_replicas": 1, "pools-0-max_replicas": 2,
-            "pools-0-gpus_per_replica": 1, "pools-0-gpu_type": "l4-24gb", "pools-0-nodes_per_replica": 1,
+            "tenant": tenant_a.pk,
+            "name": "admin-svc",
+            "cluster": cluster.pk,
+            "model": model.pk,
+            "runtime": runtime.pk,
+            "deployment_mode": "standard",
+            "engine_settings": "{}",
+            "routing_policy": "round_robin",
+            "autoscaling": '{"autoscaler": "none"}',
+            "pools-TOTAL_FORMS": 1,
+            "pools-INITIAL_FORMS": 0,
+            "pools-MIN_NUM_FORMS": 1,
+            "pools-MAX_NUM_FORMS": 10,
+            "pools-0-role": "engine",
+            "pools-0-replicas": 1,
+            "pools-0-min_replicas": 1,
+            "pools-0-max_replicas": 2,
+            "pools-0-gpus_per_replica": 1,
+            "pools-0-gpu_type": "l4-24gb",
+            "pools-0-nodes_per_replica": 1,
         }
         data.update({f"pools-0-{k}": v for k, v in pool.items()})
         return data
@@ -102,16 +136,26 @@ def test_admin_delete_marks_the_service_for_deletion(browser, tenant_a):
 
 
 def test_cluster_credentials_are_write_only_in_the_admin(browser):
-    cluster = ClusterFactory(name="prod", bearer_token="admin-sekret-token", insecure_simulator=False,
-                             api_url="https://k8s.example.com")
+    cluster = ClusterFactory(
+        name="prod", bearer_token="admin-sekret-token", insecure_simulator=False, api_url="https://k8s.example.com"
+    )
     page = browser.get(admin_url(Cluster, "change", cluster.pk)).content.decode()
     assert "admin-sekret-token" not in page
     assert "set: leave blank to keep" in page
     # Saving without touching the credential keeps it.
-    browser.post(admin_url(Cluster, "change", cluster.pk), {
-        "name": "prod", "api_url": "https://k8s.example.com", "bearer_token": "", "kubeconfig": "",
-        "ca_bundle": "", "description": "edited", "gpu_nodes-TOTAL_FORMS": 0, "gpu_nodes-INITIAL_FORMS": 0,
-    })
+    browser.post(
+        admin_url(Cluster, "change", cluster.pk),
+        {
+            "name": "prod",
+            "api_url": "https://k8s.example.com",
+            "bearer_token": "",
+            "kubeconfig": "",
+            "ca_bundle": "",
+            "description": "edited",
+            "gpu_nodes-TOTAL_FORMS": 0,
+            "gpu_nodes-INITIAL_FORMS": 0,
+        },
+    )
     cluster.refresh_from_db()
     assert (cluster.description, cluster.bearer_token) == ("edited", "admin-sekret-token")
     entry = AuditEntry.objects.get(object_id=str(cluster.pk), via="admin")

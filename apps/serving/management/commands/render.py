@@ -24,7 +24,8 @@ class Command(BaseCommand):
         if every:
             services = list(
                 InferenceService.objects.filter(deletion_requested_at__isnull=True)
-                .select_related("tenant").order_by("tenant__slug", "name")
+                .select_related("tenant")
+                .order_by("tenant__slug", "name")
             )
         else:
             services = [self._one(service)]

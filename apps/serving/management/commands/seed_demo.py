@@ -1,0 +1,244 @@
+"""`manage.py seed_demo`: an idempotent demo world (catalog, runtimes, tenants, users, the local
+simulator cluster, and services covering every deployment mode on both engines).
+
+Architecture facts come from reference/gpus-and-models.md. Running it twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from apps.catalog.choices import DeploymentMode, EngineKind
+from apps.catalog.models import Model, Runtime
+from apps.clusters.models import Cluster
+from apps.core.audit import record_change
+from apps.core.choices import AuditAction, AuditVia
+from apps.serving.actions import PoolSpec, save_service
+from apps.serving.models import InferenceService
+from apps.tenancy.choices import Role
+from apps.tenancy.models import Membership, Tenant
+
+LABEL = "command:seed_demo"
+
+# name, source, params (B), active (B), layers, hidden, heads, kv heads, head dim, max context, license
+MODELS = [
+    (
+        "llama-3-1-8b-instruct",
+        "hf://meta-llama/Llama-3.1-8B-Instruct",
+        8.03,
+        None,
+        32,
+        4096,
+        32,
+        8,
+        128,
+        131072,
+        "llama3.1",
+    ),
+    (
+        "llama-3-1-70b-instruct",
+        "hf://meta-llama/Llama-3.1-70B-Instruct",
+        70.6,
+        None,
+        80,
+        8192,
+        64,
+        8,
+        128,
+        131072,
+        "llama3.1",
+    ),
+    ("qwen2-5-7b-instruct", "hf://Qwen/Qwen2.5-7B-Instruct", 7.62, None, 28, 3584, 28, 4, 128, 32768, "apache-2.0"),
+    ("qwen2-5-32b-instruct", "hf://Qwen/Qwen2.5-32B-Instruct", 32.8, None, 64, 5120, 40, 8, 128, 32768, "apache-2.0"),
+    ("qwen2-5-72b-instruct", "hf://Qwen/Qwen2.5-72B-Instruct", 72.7, None, 80, 8192, 64, 8, 128, 32768, "qwen"),
+    ("qwen3-8b", "hf://Qwen/Qwen3-8B", 8.19, None, 36, 4096, 32, 8, 128, 32768, "apache-2.0"),
+    (
+        "mistral-7b-instruct-v0-3",
+        "hf://mistralai/Mistral-7B-Instruct-v0.3",
+        7.25,
+        None,
+        32,
+        4096,
+        32,
+        8,
+        128,
+        32768,
+        "apache-2.0",
+    ),
+    (
+        "mixtral-8x7b-instruct-v0-1",
+        "hf://mistralai/Mixtral-8x7B-Instruct-v0.1",
+        46.7,
+        12.9,
+        32,
+        4096,
+        32,
+        8,
+        128,
+        32768,
+        "apache-2.0",
+    ),
+]
+
+RUNTIMES = [
+    ("vllm", EngineKind.VLLM, "vllm/vllm-openai", "v0.33.0"),
+    ("sglang", EngineKind.SGLANG, "lmsysorg/sglang", "v0.5.23"),
+]
+
+TENANTS = [("acme", "Acme Research", 32), ("globex", "Globex Support", 32)]
+
+BUILTIN = {"autoscaler": "builtin", "targets": {"waiting_requests_per_replica": 4, "kv_cache_usage": 0.8}}
+
+# tenant, name, model, runtime, mode, engine settings, routing, autoscaling, pools
+SERVICES = [
+    (
+        "acme",
+        "llama-8b-chat",
+        "llama-3-1-8b-instruct",
+        "vllm",
+        DeploymentMode.STANDARD,
+        {"max_model_len": 16384, "enable_prefix_caching": True},
+        "prefix_aware",
+        BUILTIN,
+        [PoolSpec("engine", replicas=1, min_replicas=1, max_replicas=2, gpus_per_replica=1, gpu_type="l4-24gb")],
+    ),
+    (
+        "acme",
+        "qwen-7b-pd",
+        "qwen2-5-7b-instruct",
+        "vllm",
+        DeploymentMode.PD_DISAGGREGATED,
+        {"max_model_len": 32768, "kv_cache_dtype": "fp8"},
+        "kv_aware",
+        {"autoscaler": "none"},
+        [
+            PoolSpec("prefill", replicas=1, min_replicas=1, max_replicas=2, gpus_per_replica=1),
+            PoolSpec("decode", replicas=1, min_replicas=1, max_replicas=2, gpus_per_replica=1),
+        ],
+    ),
+    (
+        "globex",
+        "llama-70b-multinode",
+        "llama-3-1-70b-instruct",
+        "sglang",
+        DeploymentMode.MULTI_NODE,
+        {"tensor_parallel_size": 2, "pipeline_parallel_size": 2, "max_model_len": 32768},
+        "cache_aware",
+        {"autoscaler": "none"},
+        [PoolSpec("leader", replicas=1, min_replicas=1, max_replicas=1, gpus_per_replica=2, nodes_per_replica=2)],
+    ),
+    (
+        "globex",
+        "mistral-7b-serverless",
+        "mistral-7b-instruct-v0-3",
+        "sglang",
+        DeploymentMode.SERVERLESS,
+        {"max_model_len": 8192},
+        "round_robin",
+        {**BUILTIN, "scale_to_zero_after_seconds": 600},
+        [PoolSpec("engine", replicas=1, min_replicas=0, max_replicas=2, gpus_per_replica=1, gpu_type="l4-24gb")],
+    ),
+]
+
+
+class Command(BaseCommand):
+    help = "Create (or leave as is) a demo catalog, tenants, users, the simulator cluster and services."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--password",
+            default=os.environ.get("DEMO_PASSWORD", "controlplane-demo"),
+            help="Password for every demo user (env DEMO_PASSWORD).",
+        )
+
+    def created(self, obj, was_created: bool) -> None:
+        if was_created:
+            record_change(actor=None, actor_label=LABEL, obj=obj, action=AuditAction.CREATE, via=AuditVia.COMMAND)
+            self.count += 1
+
+    @transaction.atomic
+    def handle(self, *args, password, **options):
+        self.count = 0
+        User = get_user_model()
+        admin, made = User.objects.get_or_create(username="admin", defaults={"is_staff": True, "is_superuser": True})
+        admin.set_password(password)
+        admin.save()
+        self.created(admin, made)
+
+        models = {}
+        for name, uri, params, active, layers, hidden, heads, kv, head_dim, ctx, license_ in MODELS:
+            models[name], made = Model.objects.get_or_create(
+                tenant=None,
+                name=name,
+                defaults=dict(
+                    display_name=uri.removeprefix("hf://"),
+                    source_uri=uri,
+                    parameters_billions=params,
+                    active_parameters_billions=active,
+                    layers=layers,
+                    hidden_size=hidden,
+                    attention_heads=heads,
+                    kv_heads=kv,
+                    head_dim=head_dim,
+                    max_context=ctx,
+                    license=license_,
+                ),
+            )
+            self.created(models[name], made)
+        runtimes = {}
+        for name, engine, image, tag in RUNTIMES:
+            runtimes[name], made = Runtime.objects.get_or_create(
+                tenant=None,
+                name=name,
+                defaults=dict(engine=engine, image=image, tag=tag, supported_modes=list(DeploymentMode.values)),
+            )
+            self.created(runtimes[name], made)
+
+        cluster, made = Cluster.objects.get_or_create(
+            name="kubesim",
+            defaults=dict(
+                api_url=os.environ.get("KUBESIM_URL", "http://127.0.0.1:6443"),
+                insecure_simulator=True,
+                description="The embedded simulated GPU cluster.",
+            ),
+        )
+        self.created(cluster, made)
+
+        tenants = {}
+        for slug, name, quota in TENANTS:
+            tenants[slug], made = Tenant.objects.get_or_create(slug=slug, defaults={"name": name, "gpu_quota": quota})
+            self.created(tenants[slug], made)
+            for role in Role:
+                user, made = User.objects.get_or_create(username=f"{slug}-{role.value}")
+                user.set_password(password)
+                user.save()
+                self.created(user, made)
+                membership, made = Membership.objects.get_or_create(
+                    user=user, tenant=tenants[slug], defaults={"role": role}
+                )
+                self.created(membership, made)
+
+        for slug, name, model, runtime, mode, engine, routing, autoscaling, pools in SERVICES:
+            if InferenceService.objects.filter(tenant=tenants[slug], name=name).exists():
+                continue
+            service = InferenceService(
+                tenant=tenants[slug],
+                name=name,
+                cluster=cluster,
+                model=models[model],
+                runtime=runtimes[runtime],
+                deployment_mode=mode,
+                engine_settings=engine,
+                routing_policy=routing,
+                autoscaling=autoscaling,
+            )
+            save_service(service, pools=pools, adapters=[], actor=None, via=AuditVia.COMMAND, actor_label=LABEL)
+            self.count += 1
+
+        self.stdout.write(f"Demo data ready ({self.count} objects created).")
+        self.stdout.write(f"Admin: admin / {password}")
+        self.stdout.write(f"Tenant users: acme-owner, acme-operator, acme-viewer, globex-owner, ... / {password}")
