@@ -218,6 +218,12 @@ def parse_snapshot(text: str, scraped_at: float | None = None, *, all_families: 
         if not family.name.startswith(prefix):
             continue
         name = family.name[len(prefix) :]
+        # A labelled family with no series yet (SGLang creates them on the first request) is still
+        # exported: an idle engine then shows 0 tokens/s rather than no figure.
+        if family.type == "counter":
+            counters.setdefault(name, {})
+        elif family.type == "histogram":
+            histograms.setdefault(name, {})
         for sample in family.samples:
             if model is None and sample.labels.get("model_name"):
                 model = sample.labels["model_name"]

@@ -229,3 +229,21 @@ def test_nan_samples_are_no_figure():
     assert got.kv_cache_usage is None
     assert got.running == 2.0
     json.dumps(got.as_dict(), allow_nan=False)  # valid JSON
+
+
+def test_a_fresh_sglang_engine_exports_counters_without_series_and_idles_at_zero():
+    # Before the first request SGLang's labelled families have HELP and TYPE lines but no samples.
+    fresh = (
+        "# HELP sglang:prompt_tokens_total Number of prefill tokens processed.\n"
+        "# TYPE sglang:prompt_tokens_total counter\n"
+        "# HELP sglang:time_to_first_token_seconds Histogram of time to first token in seconds.\n"
+        "# TYPE sglang:time_to_first_token_seconds histogram\n"
+        "# HELP sglang:num_running_reqs The number of running requests.\n"
+        "# TYPE sglang:num_running_reqs gauge\n"
+        'sglang:num_running_reqs{engine_type="unified",model_name="qwen-7b",tp_rank="0"} 0.0\n'
+    )
+    got = figures(parse_snapshot(fresh, 0.0), parse_snapshot(fresh, 5.0))
+    assert got.prompt_tokens_per_s == 0.0
+    assert got.generation_tokens_per_s is None  # not exported at all
+    assert got.ttft_p50_s is None
+    assert got.running == 0.0

@@ -7,6 +7,7 @@ told each client (prompt and completion tokens, cached tokens) over the measured
 import asyncio
 import io
 import json
+import math
 import threading
 import time
 import urllib.request
@@ -14,9 +15,11 @@ import urllib.request
 import pytest
 from django.core.management import call_command
 
+from apps.telemetry.figures import parse_snapshot
 from apps.telemetry.scrape import fetch_metrics
 from kubesim.engines import workload_for
 from kubesim.workload import PodContext
+from tests.telemetry import expositions as ex
 from tests.telemetry.servers import serving_app
 
 INTERVAL_S = 2.0
@@ -77,13 +80,14 @@ def test_engine_stats_against_a_simulated_engine(engine):
     kind, workload = engine
     model = workload.spec.served_names[0]
     scraped = threading.Event()
-    scrapes = []
+    scrapes, texts = [], []
 
     # A pass-through in front of the engine's /metrics (as the pod proxy would be) that tells the test
     # when the first scrape happened, so the completions fall between the two scrapes.
     def proxy(path, _query):
         text = fetch_metrics(workload.base_url + path)
         scrapes.append(time.monotonic())
+        texts.append(text)
         scraped.set()
         return 200, "text/plain; version=0.0.4", text
 
@@ -121,3 +125,10 @@ def test_engine_stats_against_a_simulated_engine(engine):
     # Idle again when the second scrape came.
     assert (data["running"], data["waiting"]) == (0.0, 0.0)
     assert 0 <= data["kv_cache_usage"] <= 1
+
+    # The exposition itself: the engine's real TTFT and ITL bucket bounds (engines.md), one series each.
+    snap = parse_snapshot(texts[1], all_families=True)
+    bounds = {"vllm": (ex.VLLM_TTFT, ex.VLLM_ITL), "sglang": (ex.SGLANG_TTFT, ex.SGLANG_ITL)}[kind]
+    for family, expected in zip(("time_to_first_token_seconds", "inter_token_latency_seconds"), bounds, strict=True):
+        (series,) = snap.histograms[family].values()
+        assert sorted(series) == [*expected, math.inf]
