@@ -1,0 +1,322 @@
+"""Workload controllers seen through the official client and kubectl: Deployment rollouts and status,
+scaling, StatefulSet, LeaderWorkerSet, Endpoints, ResourceQuota and garbage collection."""
+
+import json
+import threading
+
+import pytest
+from kubernetes import client, watch
+from kubernetes.client.rest import ApiException
+
+from tests.kubesim.cluster_support import (
+    cluster_fixture,
+    deployment,
+    events_for,
+    is_ready,
+    pod_manifest,
+    wait_for,
+)
+
+NS = "default"
+LWS_GROUP = ("leaderworkerset.x-k8s.io", "v1")
+
+
+@pytest.fixture
+def make_cluster():
+    yield from cluster_fixture()
+
+
+def ready_pods(cluster, selector: str) -> list:
+    return [p for p in cluster.core.list_namespaced_pod(NS, label_selector=selector).items if is_ready(p)]
+
+
+def test_deployment_status_reports_a_complete_rollout(make_cluster):
+    cluster = make_cluster()
+    cluster.apps.create_namespaced_deployment(NS, deployment("web", replicas=3))
+    status = wait_for(
+        lambda: (s := cluster.apps.read_namespaced_deployment_status("web", NS).status).available_replicas == 3 and s,
+        message="three available replicas",
+    )
+    assert (status.replicas, status.ready_replicas, status.updated_replicas, status.observed_generation) == (3, 3, 3, 1)
+    conditions = {c.type: (c.status, c.reason) for c in status.conditions}
+    assert conditions == {
+        "Available": ("True", "MinimumReplicasAvailable"),
+        "Progressing": ("True", "NewReplicaSetAvailable"),
+    }
+    replicasets = cluster.apps.list_namespaced_replica_set(NS, label_selector="app=web").items
+    assert len(replicasets) == 1
+    assert replicasets[0].metadata.owner_references[0].kind == "Deployment"
+    pod_hash = replicasets[0].metadata.labels["pod-template-hash"]
+    assert all(p.metadata.labels["pod-template-hash"] == pod_hash for p in ready_pods(cluster, "app=web"))
+
+
+def test_rolling_update_with_max_unavailable_zero_never_drops_below_desired_ready(make_cluster):
+    cluster = make_cluster()
+    strategy = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    cluster.apps.create_namespaced_deployment(NS, deployment("web", replicas=3, strategy=strategy))
+    wait_for(lambda: len(ready_pods(cluster, "app=web")) == 3, message="three Ready pods")
+
+    # Follow every pod change from now on and record the Ready count after each one.
+    start_rv = cluster.core.list_namespaced_pod(NS).metadata.resource_version
+    ready_counts: list[int] = []
+    done = threading.Event()
+
+    def follow():
+        ready: dict[str, bool] = {p.metadata.name: True for p in ready_pods(cluster, "app=web")}
+        stream = watch.Watch()
+        for event in stream.stream(
+            cluster.core.list_namespaced_pod,
+            NS,
+            label_selector="app=web",
+            resource_version=start_rv,
+            timeout_seconds=20,
+        ):
+            pod = event["object"]
+            if event["type"] == "DELETED":
+                ready.pop(pod.metadata.name, None)
+            else:
+                ready[pod.metadata.name] = is_ready(pod)
+            ready_counts.append(sum(ready.values()))
+            if done.is_set():
+                stream.stop()
+
+    follower = threading.Thread(target=follow)
+    follower.start()
+    patch = {"spec": {"template": {"metadata": {"annotations": {"rollout": "2"}}}}}
+    cluster.apps.patch_namespaced_deployment("web", NS, patch)
+
+    def rolled_out():
+        status = cluster.apps.read_namespaced_deployment_status("web", NS).status
+        pods = cluster.core.list_namespaced_pod(NS, label_selector="app=web").items
+        return (
+            status.observed_generation == 2
+            and status.updated_replicas == 3
+            and status.available_replicas == 3
+            and status.replicas == 3
+            and len(pods) == 3
+        )
+
+    wait_for(rolled_out, timeout=30, message="rollout complete")
+    done.set()
+    cluster.core.create_namespaced_pod(NS, pod_manifest("wake-the-watch", labels={"app": "web-x"}))
+    follower.join(25)
+    assert len(ready_counts) >= 6  # three new pods came and three old ones went
+    assert min(ready_counts) >= 3
+    replicasets = cluster.apps.list_namespaced_replica_set(NS, label_selector="app=web").items
+    assert sorted(rs.spec.replicas for rs in replicasets) == [0, 3]
+    assert {rs.metadata.annotations["deployment.kubernetes.io/revision"] for rs in replicasets} == {"1", "2"}
+    scaling = events_for(cluster.core, NS, "web", "ScalingReplicaSet")
+    assert any("Scaled down replica set" in e.message for e in scaling)
+
+
+def test_scale_through_the_scale_subresource_and_kubectl(make_cluster):
+    cluster = make_cluster()
+    cluster.apps.create_namespaced_deployment(NS, deployment("web", replicas=1))
+    wait_for(lambda: len(ready_pods(cluster, "app=web")) == 1, message="one Ready pod")
+    cluster.apps.patch_namespaced_deployment_scale("web", NS, {"spec": {"replicas": 4}})
+    wait_for(lambda: len(ready_pods(cluster, "app=web")) == 4, message="four Ready pods")
+    scale = cluster.apps.read_namespaced_deployment_scale("web", NS)
+    assert (scale.spec.replicas, scale.status.replicas) == (4, 4)
+    cluster.kubectl("scale", "deployment/web", "--replicas=2", "-n", NS)
+    wait_for(
+        lambda: len(cluster.core.list_namespaced_pod(NS, label_selector="app=web").items) == 2,
+        message="two pods after kubectl scale",
+    )
+    wait_for(
+        lambda: cluster.apps.read_namespaced_deployment("web", NS).status.ready_replicas == 2, message="status follows"
+    )
+
+
+def test_statefulset_creates_ordinals_in_order(make_cluster):
+    cluster = make_cluster()
+    labels = {"app": "db"}
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "db"},
+        "spec": {
+            "replicas": 3,
+            "serviceName": "db",
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "db", "image": "postgres:17"}]},
+            },
+        },
+    }
+    cluster.apps.create_namespaced_stateful_set(NS, body)
+    wait_for(
+        lambda: cluster.apps.read_namespaced_stateful_set("db", NS).status.ready_replicas == 3, message="three ready"
+    )
+    pods = sorted(
+        cluster.core.list_namespaced_pod(NS, label_selector="app=db").items, key=lambda p: p.metadata.creation_timestamp
+    )
+    assert sorted(p.metadata.name for p in pods) == ["db-0", "db-1", "db-2"]
+    ready_times = {
+        p.metadata.name: next(c.last_transition_time for c in p.status.conditions if c.type == "Ready") for p in pods
+    }
+    created = {p.metadata.name: p.metadata.creation_timestamp for p in pods}
+    assert created["db-1"] >= ready_times["db-0"] and created["db-2"] >= ready_times["db-1"]
+    cluster.apps.patch_namespaced_stateful_set_scale("db", NS, {"spec": {"replicas": 1}})
+    wait_for(
+        lambda: (
+            [p.metadata.name for p in cluster.core.list_namespaced_pod(NS, label_selector="app=db").items] == ["db-0"]
+        ),
+        message="scaled down to db-0",
+    )
+
+
+def lws_body(name: str, replicas: int, size: int) -> dict:
+    template = {"spec": {"containers": [{"name": "engine", "image": "nginx:1.27", "ports": [{"containerPort": 8000}]}]}}
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas, "leaderWorkerTemplate": {"size": size, "workerTemplate": template}},
+    }
+
+
+def lws_pods(cluster, name: str) -> list:
+    return cluster.core.list_namespaced_pod(NS, label_selector=f"leaderworkerset.sigs.k8s.io/name={name}").items
+
+
+def test_leaderworkerset_groups_labels_status_and_scale(make_cluster):
+    cluster = make_cluster()
+    cluster.custom.create_namespaced_custom_object(*LWS_GROUP, NS, "leaderworkersets", lws_body("mn", 2, 3))
+    wait_for(
+        lambda: len(lws_pods(cluster, "mn")) == 6 and all(is_ready(p) for p in lws_pods(cluster, "mn")),
+        message="two groups of three Ready",
+    )
+    names = sorted(p.metadata.name for p in lws_pods(cluster, "mn"))
+    assert names == ["mn-0", "mn-0-1", "mn-0-2", "mn-1", "mn-1-1", "mn-1-2"]
+    worker = next(p for p in lws_pods(cluster, "mn") if p.metadata.name == "mn-1-2")
+    assert worker.metadata.labels["leaderworkerset.sigs.k8s.io/group-index"] == "1"
+    assert worker.metadata.labels["leaderworkerset.sigs.k8s.io/worker-index"] == "2"
+    assert worker.metadata.annotations["leaderworkerset.sigs.k8s.io/leader-name"] == "mn-1"
+    env = {e.name: e.value for e in worker.spec.containers[0].env}
+    assert env["LWS_LEADER_ADDRESS"] == f"mn-1.mn.{NS}"
+    assert (env["LWS_GROUP_SIZE"], env["LWS_WORKER_INDEX"]) == ("3", "2")
+    status = wait_for(
+        lambda: (
+            (
+                s := cluster.custom.get_namespaced_custom_object_status(*LWS_GROUP, NS, "leaderworkersets", "mn")[
+                    "status"
+                ]
+            ).get("readyReplicas")
+            == 2
+            and s
+        ),
+        message="status",
+    )
+    assert status["replicas"] == 2
+    assert status["hpaPodSelector"] == "leaderworkerset.sigs.k8s.io/name=mn,leaderworkerset.sigs.k8s.io/worker-index=0"
+    cluster.custom.patch_namespaced_custom_object_scale(
+        *LWS_GROUP, NS, "leaderworkersets", "mn", {"spec": {"replicas": 1}}
+    )
+    wait_for(
+        lambda: sorted(p.metadata.name for p in lws_pods(cluster, "mn")) == ["mn-0", "mn-0-1", "mn-0-2"],
+        message="scaled to one group",
+    )
+
+
+def test_leaderworkerset_recreates_a_group_when_a_member_crashes(make_cluster):
+    cluster = make_cluster()
+    cluster.custom.create_namespaced_custom_object(*LWS_GROUP, NS, "leaderworkersets", lws_body("mn", 1, 2))
+    wait_for(
+        lambda: len(lws_pods(cluster, "mn")) == 2 and all(is_ready(p) for p in lws_pods(cluster, "mn")),
+        message="group Ready",
+    )
+    leader_uid = cluster.core.read_namespaced_pod("mn-0", NS).metadata.uid
+    cluster.faults("POST", {"namespace": NS, "pod": "mn-0-1"}, path="/kubesim/faults/crash")
+
+    def recreated():
+        pods = lws_pods(cluster, "mn")
+        leader = [p for p in pods if p.metadata.name == "mn-0"]
+        return leader and leader[0].metadata.uid != leader_uid and len(pods) == 2 and all(is_ready(p) for p in pods)
+
+    wait_for(recreated, message="the whole group recreated")
+
+
+def test_endpoints_list_ready_pods_of_a_service(make_cluster):
+    cluster = make_cluster()
+    cluster.apps.create_namespaced_deployment(NS, deployment("web", replicas=2))
+    cluster.core.create_namespaced_service(
+        NS,
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "web"},
+            "spec": {"selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]},
+        },
+    )
+    wait_for(lambda: len(ready_pods(cluster, "app=web")) == 2, message="pods Ready")
+
+    def addresses():
+        subsets = cluster.core.read_namespaced_endpoints("web", NS).subsets or []
+        return sorted(a.ip for s in subsets for a in s.addresses or [])
+
+    expected = sorted(p.status.pod_ip for p in ready_pods(cluster, "app=web"))
+    wait_for(lambda: addresses() == expected, message="endpoints match the Ready pods")
+    subset = cluster.core.read_namespaced_endpoints("web", NS).subsets[0]
+    assert [(p.name, p.port) for p in subset.ports] == [("http", 8080)]
+    cluster.apps.patch_namespaced_deployment_scale("web", NS, {"spec": {"replicas": 1}})
+    wait_for(lambda: len(addresses()) == 1, message="endpoints shrink with the Deployment")
+
+
+def test_gpu_quota_rejects_pods_beyond_it_with_the_apiservers_words(make_cluster):
+    cluster = make_cluster()
+    cluster.core.create_namespaced_resource_quota(
+        NS,
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "gpu-quota"},
+            "spec": {"hard": {"requests.nvidia.com/gpu": "2", "limits.nvidia.com/gpu": "2"}},
+        },
+    )
+    cluster.core.create_namespaced_pod(NS, pod_manifest("first", gpus=2))
+    with pytest.raises(ApiException) as caught:
+        cluster.core.create_namespaced_pod(NS, pod_manifest("second", gpus=1))
+    assert caught.value.status == 403
+    body = json.loads(caught.value.body)
+    assert body["reason"] == "Forbidden"
+    assert body["message"] == (
+        'pods "second" is forbidden: exceeded quota: gpu-quota, '
+        "requested: limits.nvidia.com/gpu=1,requests.nvidia.com/gpu=1, "
+        "used: limits.nvidia.com/gpu=2,requests.nvidia.com/gpu=2, "
+        "limited: limits.nvidia.com/gpu=2,requests.nvidia.com/gpu=2"
+    )
+    quota = wait_for(
+        lambda: (q := cluster.core.read_namespaced_resource_quota("gpu-quota", NS)).status and q.status.used and q,
+        message="quota status",
+    )
+    assert quota.status.used == {"limits.nvidia.com/gpu": "2", "requests.nvidia.com/gpu": "2"}
+    # A Deployment over quota reports why its pods are missing.
+    cluster.apps.create_namespaced_deployment(NS, deployment("llm", replicas=1, gpus=1))
+    condition = wait_for(
+        lambda: next(
+            (
+                c
+                for c in cluster.apps.read_namespaced_deployment_status("llm", NS).status.conditions or []
+                if c.type == "ReplicaFailure"
+            ),
+            None,
+        ),
+        message="ReplicaFailure condition",
+    )
+    assert condition.reason == "FailedCreate"
+    assert "exceeded quota: gpu-quota" in condition.message
+
+
+def test_deleting_a_deployment_collects_its_replicasets_and_pods(make_cluster):
+    cluster = make_cluster()
+    cluster.apps.create_namespaced_deployment(NS, deployment("web", replicas=2))
+    wait_for(lambda: len(ready_pods(cluster, "app=web")) == 2, message="pods Ready")
+    cluster.apps.delete_namespaced_deployment("web", NS, body=client.V1DeleteOptions(propagation_policy="Background"))
+    wait_for(
+        lambda: (
+            not cluster.apps.list_namespaced_replica_set(NS).items
+            and not cluster.core.list_namespaced_pod(NS, label_selector="app=web").items
+        ),
+        message="all collected",
+    )
