@@ -72,7 +72,7 @@ def test_render_json_is_a_list(service):
     assert listed["kind"] == "List"
     prefill = next(i for i in listed["items"] if i["metadata"]["name"] == "chat-prefill" and i["kind"] == "Deployment")
     args = prefill["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args[:2] == ["--model-path", "/models/llama-3-1-8b"]
+    assert args[:2] == ["--model-path", "/models/Llama-3.1-8B-Instruct"]
     assert "--lora-paths" in args and "--disaggregation-mode" in args
 
 

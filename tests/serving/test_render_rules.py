@@ -297,3 +297,11 @@ def test_output_formats():
     assert "- |-\n          set -eu\n" in to_yaml(objects)  # scripts stay readable
     listed = json.loads(to_json(objects))
     assert listed["kind"] == "List" and listed["items"] == objects
+
+
+def test_cached_weights_keep_the_source_directory_name():
+    # The revision is not part of the directory; engines and kubesim recognise a model by this name.
+    args = engine_container(render_service(spec()))["args"]
+    assert args[args.index("--model") + 1] == "/models/Llama-3.1-8B-Instruct"
+    sglang = engine_container(render_service(spec("standard-sglang", routing="round_robin")))["args"]
+    assert sglang[sglang.index("--model-path") + 1] == "/models/qwen2.5-7b-instruct"

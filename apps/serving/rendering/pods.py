@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -92,16 +93,23 @@ def cache_claim_name(spec: ServiceSpec) -> str:
     return f"model-{dns_label(spec.model.name)[:45]}-{_short_hash(spec.model.source_uri)}"
 
 
+_PATH_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
 def _pvc_source(uri: str) -> tuple[str, str]:
     claim, _, path = uri.removeprefix("pvc://").partition("/")
     return claim, path
 
 
 def model_path(spec: ServiceSpec) -> str:
-    if spec.model.source_uri.startswith("pvc://"):
-        _, path = _pvc_source(spec.model.source_uri)
+    """Where the engine reads the weights: on the source PVC, or in the cache under the source's own
+    directory name (`/models/Llama-3.1-8B-Instruct`), which is also how engines and logs name it."""
+    uri = spec.model.source_uri
+    if uri.startswith("pvc://"):
+        _, path = _pvc_source(uri)
         return f"{SOURCE_DIR}/{path}".rstrip("/")
-    return f"{MODELS_DIR}/{dns_label(spec.model.name)}"
+    tail = uri.split("://", 1)[-1].split("@", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    return f"{MODELS_DIR}/{_PATH_UNSAFE.sub('-', tail) or dns_label(spec.model.name)}"
 
 
 def adapter_path(spec: ServiceSpec, index: int) -> str:
