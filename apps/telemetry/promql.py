@@ -16,7 +16,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from .figures import ENGINES, SGLANG, VLLM, Figures
 
@@ -58,14 +58,16 @@ class PodSelector:
         return ",".join(parts)
 
 
-def figure_queries(engine: str, selector: PodSelector, window_s: int = 60, by: Sequence[str] = ()) -> dict:
+def figure_queries(engine: str, selector: PodSelector, window_s: int = 60, by: Sequence[str] = ()) -> dict[str, str]:
     """One PromQL instant query per figure for `engine` ("vllm" or "sglang"), grouped by the `by` labels.
 
     Keys are the Figures field names plus `model` (a query whose result carries `model_name`) and `pods`.
     """
+    if window_s < 1:
+        raise ValueError("the window must be at least one second")
     names = ENGINES[engine]
     prefix = names.prefix
-    window = f"[{window_s}s]"
+    window = f"[{int(window_s)}s]"
     group = f" by ({', '.join(by)})" if by else ""
 
     def series(family: str, *extra: str) -> str:
@@ -190,14 +192,14 @@ def query_figures(
             group = tuple(sample.labels.get(label, "") for label in by)
             row = values.setdefault(group, {})
             row[key] = sample.labels.get("model_name") if key == "model" else sample.value
-    fields = set(Figures.__dataclass_fields__) - {"engine", "model", "interval_s", "pods"}
+    figure_names = {f.name for f in fields(Figures)} - {"engine", "model", "interval_s", "pods"}
     return {
         group: Figures(
             engine=engine,
             model=row.get("model"),
             interval_s=float(window_s),
             pods=int(row.get("pods") or 0),
-            **{name: row.get(name) for name in fields},
+            **{name: row.get(name) for name in figure_names},
         )
         for group, row in values.items()
     }

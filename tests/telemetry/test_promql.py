@@ -27,6 +27,8 @@ def test_vllm_quantiles_sum_bucket_rates_by_le_before_histogram_quantile():
     assert queries["ttft_p50_s"].startswith("histogram_quantile(0.5, ")
     assert queries["ttft_p99_s"].startswith("histogram_quantile(0.99, ")
     assert "rate(vllm:inter_token_latency_seconds_bucket{" in queries["itl_p95_s"]
+    with pytest.raises(ValueError, match="at least one second"):
+        figure_queries("vllm", SERVICE, window_s=0)
 
 
 def test_vllm_ratios_and_gauges():
