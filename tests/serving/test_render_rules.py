@@ -305,3 +305,11 @@ def test_cached_weights_keep_the_source_directory_name():
     assert args[args.index("--model") + 1] == "/models/Llama-3.1-8B-Instruct"
     sglang = engine_container(render_service(spec("standard-sglang", routing="round_robin")))["args"]
     assert sglang[sglang.index("--model-path") + 1] == "/models/qwen2.5-7b-instruct"
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_service_objects_are_named_after_the_service_with_reserved_suffixes(name):
+    from apps.serving.rendering import RESERVED_SUFFIXES
+
+    allowed = {"chat", *(f"chat{suffix}" for suffix in RESERVED_SUFFIXES)}
+    assert {o["metadata"]["name"] for o in service_objects(render_service(SPECS[name]()))} <= allowed

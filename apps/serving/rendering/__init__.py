@@ -23,6 +23,9 @@ from apps.serving.rendering.spec import (
 from apps.serving.rendering.workloads import engine_objects
 
 SERVICE_UID_LABEL = f"{FIELD_PREFIX}/service-uid"
+# Objects of service `x` are named `x` or `x<suffix>`: a sibling service named e.g. `x-router` would
+# collide with them, so validation may refuse such names when `x` exists in the tenant.
+RESERVED_SUFFIXES = ("-engine", "-prefill", "-decode", "-router", "-epp")
 TENANT_LABEL = f"{FIELD_PREFIX}/tenant"
 
 # Apply order: what others refer to comes first (namespace, quota, storage, RBAC, then workloads).
@@ -68,6 +71,7 @@ def service_endpoint(spec: ServiceSpec) -> str:
 
 __all__ = [
     "KIND_ORDER",
+    "RESERVED_SUFFIXES",
     "SERVICE_UID_LABEL",
     "TENANT_LABEL",
     "AdapterSpec",
