@@ -98,7 +98,9 @@ def test_rolling_update_with_max_unavailable_zero_never_drops_below_desired_read
 
     wait_for(rolled_out, timeout=30, message="rollout complete")
     done.set()
-    cluster.core.create_namespaced_pod(NS, pod_manifest("wake-the-watch", labels={"app": "web-x"}))
+    # One more change so the follower sees `done` and stops.
+    some_pod = cluster.core.list_namespaced_pod(NS, label_selector="app=web").items[0].metadata.name
+    cluster.core.patch_namespaced_pod(some_pod, NS, {"metadata": {"annotations": {"seen": "yes"}}})
     follower.join(25)
     assert len(ready_counts) >= 6  # three new pods came and three old ones went
     assert min(ready_counts) >= 3
