@@ -17,7 +17,7 @@ from django.db import connection
 from django.utils import timezone
 
 from apps.serving.choices import Phase
-from apps.serving.models import InferenceService, Pool
+from apps.serving.models import InferenceService, Pool, ReconcileRun, ServiceObservation
 from apps.serving.rendering import render_service
 from apps.serving.rendering.gpus import gpu_kind
 from apps.serving.rendering.spec import spec_from_service
@@ -141,11 +141,15 @@ def _converge(service) -> Outcome:
     advice = _advice(kube, spec, view) if view.unschedulable else ""
     phase, conditions, requeue = _judge(service, view, advice)
     endpoint = _endpoint(labelled)
-    _write_status(service, generation, phase, conditions, view, endpoint, pods=view.pods)
-    return Outcome(service.pk, "converged" if phase == Phase.READY else
-                   ("failed" if phase == Phase.FAILED else "progressing"),
-                   applied=len(result.applied), pruned=len(result.pruned), requeue_after=requeue,
-                   message="; ".join(view.unschedulable + view.crashing))
+    _write_status(service, generation, phase, conditions, view, endpoint)
+    _write_observation(service, view)
+    outcome = Outcome(service.pk, "converged" if phase == Phase.READY else
+                      ("failed" if phase == Phase.FAILED else "progressing"),
+                      applied=len(result.applied), pruned=len(result.pruned), requeue_after=requeue,
+                      message="; ".join(view.unschedulable + view.crashing))
+    if outcome.applied or outcome.pruned or phase != service.phase or outcome.result != "converged":
+        _record_run(service, generation, outcome)
+    return outcome
 
 
 def _advice(kube: Kube, spec, view: st.ServiceView) -> str:
@@ -198,11 +202,43 @@ def _endpoint(objects: list[dict]) -> str:
 def _write_failure(service, generation: int, reason: str, message: str) -> Outcome:
     conds = [st.condition("Reconciled", False, reason, message, service.conditions)]
     _write_status(service, generation, Phase.FAILED, conds, None, service.endpoint)
-    return Outcome(service.pk, "failed", message=message, requeue_after=None)
+    outcome = Outcome(service.pk, "failed", message=f"{reason}: {message}", requeue_after=None)
+    _record_run(service, generation, outcome)
+    return outcome
 
 
-def _write_status(service, generation: int, phase: str, conditions: list[dict], view, endpoint: str,
-                  pods: list | None = None) -> None:
+def _record_run(service, generation: int, outcome: Outcome) -> None:
+    ReconcileRun.objects.create(
+        service_id=service.pk, started_at=timezone.now(), generation=generation, result=outcome.result,
+        applied=outcome.applied, pruned=outcome.pruned, duration_ms=int(outcome.duration_s * 1000),
+        message=outcome.message[:2000],
+    )
+
+
+def _write_observation(service, view: st.ServiceView) -> None:
+    """Keep the latest pods, events and pool counts for the service page; skip the write when unchanged."""
+    data = {
+        "pools": [{"role": p.role, "desired": p.desired, "ready": p.ready, "updated": p.updated}
+                  for p in view.pools.values()],
+        "pods": [vars(p) for p in view.pods],
+        "events": [_event_row(e) for e in view.events[-20:]],
+    }
+    current = ServiceObservation.objects.filter(service_id=service.pk).values("pools", "pods", "events").first()
+    if current != data:
+        ServiceObservation.objects.update_or_create(service_id=service.pk,
+                                                    defaults={**data, "observed_at": timezone.now()})
+
+
+def _event_row(event: dict) -> dict:
+    involved = event.get("involvedObject") or {}
+    return {
+        "type": event.get("type", "Normal"), "reason": event.get("reason", ""), "message": event.get("message", ""),
+        "object": f"{involved.get('kind', '')}/{involved.get('name', '')}",
+        "time": event.get("lastTimestamp") or event.get("eventTime") or "", "count": event.get("count", 1),
+    }
+
+
+def _write_status(service, generation: int, phase: str, conditions: list[dict], view, endpoint: str) -> None:
     """Write observed status only when it changed, without touching the spec (no lost updates)."""
     ready = view.ready_replicas if view else 0
     changed = {

@@ -240,3 +240,39 @@ class Pool(models.Model):
             ]
         if errors:
             raise ValidationError(errors)
+
+
+class ServiceObservation(models.Model):
+    """What the reconciler last saw of a service in its cluster: pods, events, per-pool counts.
+
+    Written by the workers on every pass that sees something new; read by the service page.
+    """
+
+    service = models.OneToOneField(InferenceService, on_delete=models.CASCADE, related_name="observation")
+    pools = models.JSONField(default=list, blank=True)  # [{role, desired, ready, updated}]
+    pods = models.JSONField(default=list, blank=True)  # [{name, role, phase, ready, node, gpus, reason, ...}]
+    events = models.JSONField(default=list, blank=True)  # [{type, reason, message, object, time, count}]
+    observed_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"observation of {self.service_id}"
+
+
+class ReconcileRun(models.Model):
+    """One reconcile pass that did something or failed (steady-state no-ops are not recorded)."""
+
+    service = models.ForeignKey(InferenceService, on_delete=models.CASCADE, related_name="reconcile_runs")
+    started_at = models.DateTimeField(db_index=True)
+    generation = models.PositiveBigIntegerField()
+    result = models.CharField(max_length=16)  # converged | progressing | failed | deleted | error
+    applied = models.PositiveIntegerField(default=0)
+    pruned = models.PositiveIntegerField(default=0)
+    duration_ms = models.PositiveIntegerField(default=0)
+    message = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+        indexes = [models.Index(fields=["service", "-started_at"], name="serving_run_recent_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.service_id} {self.result} at {self.started_at:%H:%M:%S}"
