@@ -241,6 +241,8 @@ class Proxies:
         elif container not in containers:
             raise ApiError.bad_request(f"container {container} is not valid for pod {name}")
         previous = request.query.get("previous") in ("true", "1")
+        if not (pod.get("spec") or {}).get("nodeName"):
+            return web.Response(text="", content_type="text/plain")  # not scheduled: no log location yet
         lines = self.kubelet.logs(namespace, name, container, previous)
         if lines is None:
             if previous:

@@ -1,0 +1,137 @@
+"""The simulated kubelet through the official client and kubectl: pod lifecycle and events, logs,
+crash loops with back-off, and node failure with rescheduling."""
+
+import json
+
+import pytest
+from kubernetes.client.rest import ApiException
+
+from tests.kubesim.cluster_support import (
+    cluster_fixture,
+    deployment,
+    events_for,
+    is_ready,
+    pod_manifest,
+    wait_for,
+)
+
+NS = "default"
+
+
+@pytest.fixture
+def make_cluster():
+    yield from cluster_fixture()
+
+
+def test_a_pod_goes_through_the_lifecycle_with_an_event_for_each_step(make_cluster):
+    cluster = make_cluster()
+    cluster.core.create_namespaced_pod(NS, pod_manifest("web"))
+    pod = wait_for(
+        lambda: (p := cluster.core.read_namespaced_pod("web", NS)) and is_ready(p) and p, message="pod Ready"
+    )
+    assert pod.status.phase == "Running"
+    assert pod.status.pod_ip.startswith("10.244.")
+    assert pod.status.host_ip
+    container = pod.status.container_statuses[0]
+    assert (container.ready, container.started, container.restart_count) == (True, True, 0)
+    assert container.state.running.started_at is not None
+    conditions = {c.type: c.status for c in pod.status.conditions}
+    assert conditions["PodScheduled"] == conditions["ContainersReady"] == conditions["Ready"] == "True"
+    reasons = [
+        e.reason
+        for e in sorted(
+            events_for(cluster.core, NS, "web"),
+            key=lambda e: e.metadata.resource_version and int(e.metadata.resource_version),
+        )
+    ]
+    assert reasons == ["Scheduled", "Pulling", "Pulled", "Created", "Started"]
+    logs = cluster.core.read_namespaced_pod_log("web", NS)
+    assert "listening on 127.0.0.1:" in logs
+    out = cluster.kubectl("logs", "web", "-n", NS)
+    assert "starting nginx:1.27" in out.stdout
+
+
+def test_a_container_that_exits_crash_loops_with_back_off_and_keeps_its_output(make_cluster):
+    cluster = make_cluster()
+    cluster.core.create_namespaced_pod(
+        NS, pod_manifest("crasher", image="busybox:1.36", command=["sh", "-c", "echo loading config; exit 3"])
+    )
+
+    def backing_off():
+        status = cluster.core.read_namespaced_pod("crasher", NS).status
+        statuses = status.container_statuses or []
+        waiting = statuses and statuses[0].state.waiting
+        return waiting and waiting.reason == "CrashLoopBackOff" and statuses[0]
+
+    container = wait_for(backing_off, message="CrashLoopBackOff")
+    assert container.restart_count >= 1
+    assert container.last_state.terminated.exit_code == 3
+    assert container.last_state.terminated.reason == "Error"
+    assert not container.ready
+    assert cluster.core.read_namespaced_pod_log("crasher", NS, previous=True) == "loading config\n"
+    backoff = wait_for(lambda: events_for(cluster.core, NS, "crasher", "BackOff"), message="BackOff event")
+    assert backoff[0].type == "Warning"
+    assert backoff[0].message.startswith("Back-off restarting failed container app in pod crasher_default(")
+    # It keeps restarting: the next attempt fails again after the back-off.
+    wait_for(
+        lambda: cluster.core.read_namespaced_pod("crasher", NS).status.container_statuses[0].restart_count >= 2,
+        timeout=10,
+        message="second restart",
+    )
+
+
+def test_logs_of_a_pod_without_a_node_are_empty_and_of_an_unknown_container_refused(make_cluster):
+    cluster = make_cluster(nodes="l4-24gb:1x1,cpu:0")
+    cluster.core.create_namespaced_pod(NS, pod_manifest("pending"))  # no toleration: never scheduled
+    assert cluster.core.read_namespaced_pod_log("pending", NS) == ""
+    with pytest.raises(ApiException) as caught:
+        cluster.core.read_namespaced_pod_log("pending", NS, container="sidecar")
+    assert caught.value.status == 400
+    assert json.loads(caught.value.body)["message"] == "container sidecar is not valid for pod pending"
+
+
+def test_a_crash_fault_restarts_the_container_and_counts_the_restart(make_cluster):
+    cluster = make_cluster()
+    cluster.core.create_namespaced_pod(NS, pod_manifest("web"))
+    wait_for(lambda: is_ready(cluster.core.read_namespaced_pod("web", NS)), message="Ready")
+    cluster.faults("POST", {"namespace": NS, "pod": "web"}, path="/kubesim/faults/crash")
+    pod = wait_for(
+        lambda: (
+            (p := cluster.core.read_namespaced_pod("web", NS)).status.container_statuses[0].restart_count == 1
+            and is_ready(p)
+            and p
+        ),
+        message="restarted and Ready again",
+    )
+    assert pod.status.container_statuses[0].last_state.terminated.exit_code == 1
+    assert "simulated crash" in cluster.core.read_namespaced_pod_log("web", NS, previous=True)
+
+
+def test_a_failed_node_goes_not_ready_and_its_pods_move_elsewhere(make_cluster):
+    cluster = make_cluster(nodes="l4-24gb:2x1,cpu:0")
+    cluster.apps.create_namespaced_deployment(NS, deployment("llm", replicas=1, gpus=1))
+
+    def the_pod():
+        pods = cluster.core.list_namespaced_pod(NS, label_selector="app=llm").items
+        return pods[0] if len(pods) == 1 and is_ready(pods[0]) else None
+
+    first = wait_for(the_pod, message="the pod Ready")
+    failed_node = first.spec.node_name
+    other = ({"gpu-l4-24gb-0", "gpu-l4-24gb-1"} - {failed_node}).pop()
+    assert cluster.faults("PATCH", {"failed_nodes": [failed_node]})["failed_nodes"] == [failed_node]
+    node = cluster.core.read_node(failed_node)
+    assert next(c for c in node.status.conditions if c.type == "Ready").status == "Unknown"
+    assert {(t.key, t.effect) for t in node.spec.taints} >= {
+        ("node.kubernetes.io/unreachable", "NoSchedule"),
+        ("node.kubernetes.io/unreachable", "NoExecute"),
+    }
+    moved = wait_for(
+        lambda: (p := the_pod()) and p.metadata.name != first.metadata.name and p,
+        message="a replacement Ready elsewhere",
+    )
+    assert moved.spec.node_name == other
+    assert events_for(cluster.core, NS, first.metadata.name, "TaintManagerEviction")
+    cluster.faults("PATCH", {"failed_nodes": []})
+    node = cluster.core.read_node(failed_node)
+    assert next(c for c in node.status.conditions if c.type == "Ready").status == "True"
+    assert not [t for t in node.spec.taints or [] if t.key == "node.kubernetes.io/unreachable"]
