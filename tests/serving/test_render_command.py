@@ -62,7 +62,7 @@ def test_render_prints_the_services_objects_as_yaml(service):
     assert docs == render_service(spec_from_service(service))
     names = {(d["kind"], d["metadata"]["name"]) for d in docs}
     assert {("Deployment", "chat-prefill"), ("Deployment", "chat-decode"), ("Deployment", "chat-router"),
-            ("InferencePool", "chat"), ("ResourceQuota", "gpu-quota")} <= names
+            ("HTTPRoute", "chat"), ("ResourceQuota", "gpu-quota")} <= names
 
 
 def test_render_json_is_a_list(service):

@@ -269,8 +269,10 @@ def test_gateway_objects_only_when_the_cluster_has_one():
     assert route["spec"]["parentRefs"] == [{"name": "inference-gateway"}]
     assert route["spec"]["rules"][0]["backendRefs"] == [
         {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "chat"}]
-    pd = find(render_service(spec("pd_disaggregated-sglang", has_gateway=True)), "InferencePool")
-    assert pd["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"] == "sglang-router"
+    pd = render_service(spec("pd_disaggregated-sglang", has_gateway=True))
+    assert not {"InferencePool", "ConfigMap"} & {o["kind"] for o in pd}
+    assert find(pd, "HTTPRoute")["spec"]["rules"][0]["backendRefs"] == [
+        {"kind": "Service", "name": "chat", "port": 8000}]
     assert not {"InferencePool", "HTTPRoute", "ConfigMap"} & {o["kind"] for o in render_service(spec())}
 
 

@@ -1,9 +1,10 @@
 """Gateway API inference extension: an InferencePool over the service's serving pods, its endpoint
 picker (EPP) and an HTTPRoute from the cluster's gateway, rendered when the cluster has a gateway.
 
-The EPP scores the pool's pods on queue depth, KV-cache usage and prefix-cache affinity (the
-extension's default weights 2/2/3) and tells the gateway which pod takes each request. A prefill/decode
-service puts its router in the pool instead, since the router pairs prefill with decode itself.
+The EPP scores the pool's engine pods on queue depth, KV-cache usage and prefix-cache affinity (the
+extension's default weights 2/2/3) and tells the gateway which pod takes each request; in-cluster clients
+keep using the service's own Service (and router, if any). A prefill/decode service has no pool: its
+route goes straight to the router's Service, since the router pairs prefill with decode itself.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import yaml
 
 from apps.serving.engines import get_adapter
 from apps.serving.rendering.pods import TEMPLATE_HASH, labels, metadata, object_name, selector, with_template_hash
-from apps.serving.rendering.routers import ROUTER_PORT, rbac_objects, router_selector
+from apps.serving.rendering.routers import ROUTER_PORT, rbac_objects
 from apps.serving.rendering.spec import ServiceSpec
 from apps.serving.rendering.workloads import ROLE_LABEL, ROLLING, service
 
@@ -41,8 +42,6 @@ EPP_RULES = [
 
 
 def _pool_members(spec: ServiceSpec) -> tuple[dict[str, str], int]:
-    if spec.mode == "pd_disaggregated":
-        return router_selector(spec), ROUTER_PORT
     extra = {ROLE_LABEL: "leader"} if spec.mode == "multi_node" else {}
     return selector(spec, "engine", **extra), get_adapter(spec.engine).port
 
@@ -102,14 +101,34 @@ def endpoint_picker(spec: ServiceSpec) -> list[dict]:
     ]
 
 
+def _route(spec: ServiceSpec, component: str, backend: dict) -> dict:
+    """`/<tenant>/<service>/...` on the cluster's gateway, with the prefix stripped, to `backend`."""
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": metadata(spec, object_name(spec), component),
+        "spec": {
+            "parentRefs": [{"name": spec.gateway_name}],
+            "rules": [{
+                "matches": [{"path": {"type": "PathPrefix", "value": f"/{spec.tenant}/{spec.name}"}}],
+                "filters": [{"type": "URLRewrite", "urlRewrite": {
+                    "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}}],
+                "backendRefs": [backend],
+            }],
+        },
+    }
+
+
 def gateway_objects(spec: ServiceSpec) -> list[dict]:
-    """The EPP, the InferencePool naming it, and an HTTPRoute `/<tenant>/<service>/...` -> the pool."""
-    members, port = _pool_members(spec)
+    """The EPP, the InferencePool naming it and an HTTPRoute to the pool (P/D: a route to the router)."""
     name = object_name(spec)
+    if spec.mode == "pd_disaggregated":
+        return [_route(spec, "router", {"kind": "Service", "name": name, "port": ROUTER_PORT})]
+    members, port = _pool_members(spec)
     pool = {
         "apiVersion": "inference.networking.k8s.io/v1",
         "kind": "InferencePool",
-        "metadata": metadata(spec, name, members["app.kubernetes.io/component"]),
+        "metadata": metadata(spec, name, "engine"),
         "spec": {
             "selector": {"matchLabels": members},
             "targetPorts": [{"number": port}],
@@ -117,18 +136,5 @@ def gateway_objects(spec: ServiceSpec) -> list[dict]:
                                   "failureMode": "FailClose"},
         },
     }
-    route = {
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "HTTPRoute",
-        "metadata": metadata(spec, name, members["app.kubernetes.io/component"]),
-        "spec": {
-            "parentRefs": [{"name": spec.gateway_name}],
-            "rules": [{
-                "matches": [{"path": {"type": "PathPrefix", "value": f"/{spec.tenant}/{spec.name}"}}],
-                "filters": [{"type": "URLRewrite", "urlRewrite": {
-                    "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}}],
-                "backendRefs": [{"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": name}],
-            }],
-        },
-    }
-    return [*endpoint_picker(spec), pool, route]
+    backend = {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": name}
+    return [*endpoint_picker(spec), pool, _route(spec, "engine", backend)]
