@@ -114,7 +114,7 @@ class Model(CatalogEntry):
         try:
             super().clean()
         except ValidationError as exc:
-            errors.update(exc.message_dict)
+            errors.update(exc.error_dict)
         if self.attention_heads and self.kv_heads and self.attention_heads % self.kv_heads:
             errors["kv_heads"] = [
                 f"KV heads ({self.kv_heads}) must divide attention heads ({self.attention_heads})."
@@ -152,7 +152,7 @@ class Adapter(CatalogEntry):
         try:
             super().clean()
         except ValidationError as exc:
-            errors.update(exc.message_dict)
+            errors.update(exc.error_dict)
         if self.base_model_id and self.base_model.tenant_id not in (None, self.tenant_id):
             errors["base_model"] = ["The base model must be platform-wide or belong to the adapter's tenant."]
         if errors:
@@ -196,7 +196,7 @@ class Runtime(CatalogEntry):
         try:
             super().clean()
         except ValidationError as exc:
-            errors.update(exc.message_dict)
+            errors.update(exc.error_dict)
         if not isinstance(self.default_args, list) or not all(isinstance(a, str) for a in self.default_args):
             errors["default_args"] = ["Default args must be a list of strings."]
         elif self.engine and self.default_args:
