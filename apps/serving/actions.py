@@ -11,15 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.core.audit import record_change, snapshot
 from apps.core.choices import AuditAction, AuditVia
 from apps.serving.choices import Phase
 from apps.serving.dispatch import enqueue_reconcile
-from apps.serving.models import POOL_SPEC_FIELDS, InferenceService, Pool
+from apps.serving.models import POOL_SPEC_FIELDS, SPEC_FIELDS, InferenceService, Pool
 from apps.tenancy.models import Tenant
+
+SPEC_COLUMNS = [name.removesuffix("_id") for name in SPEC_FIELDS]
 
 
 class StaleVersion(Exception):
@@ -70,6 +72,18 @@ def save_service(
     actor_label: str = "",
 ) -> InferenceService:
     """Create or update a service with exactly these pools and adapters, or raise ValidationError."""
+    try:
+        return _save_service(service, pools, adapters, actor, via, expected_version, actor_label)
+    except IntegrityError as exc:
+        if "serving_service_unique_name" in str(exc):
+            # Two creates raced past clean(); the database constraint decided.
+            raise ValidationError(
+                {"name": ValidationError("A service with this name was just created in this tenant.", code="unique")}
+            ) from exc
+        raise
+
+
+def _save_service(service, pools, adapters, actor, via, expected_version, actor_label) -> InferenceService:
     with transaction.atomic():
         current = _lock_for_write(service, expected_version)
         before = snapshot(current) if current else None
@@ -82,11 +96,15 @@ def save_service(
             staged.append(pool)
         service.stage_spec(pools=staged, adapters=list(adapters))
         service.full_clean()
-        if current is not None:
-            if service.spec_snapshot() != current.spec_snapshot():
-                service.generation = current.generation + 1
+        if current is None:
+            service.save()
+        else:
+            changed = service.spec_snapshot() != current.spec_snapshot()
+            service.generation = current.generation + (1 if changed else 0)
             service.version = current.version + 1
-        service.save()
+            # Only spec and bookkeeping: status fields belong to the reconciler, which may have
+            # written them since the caller loaded this object.
+            service.save(update_fields=[*SPEC_COLUMNS, "generation", "version", "updated"])
         for pool in staged:
             pool.service = service
             pool.save()

@@ -124,3 +124,16 @@ def test_list_queries_do_not_grow_with_page_size(api, tenant_a, owner_a, staff, 
     client = api(actor)
     client.get("/api/v1/services/?page_size=1")  # warm per-process caches (content types)
     assert list_queries(client, 3) == list_queries(client, 30)
+
+
+def test_a_spec_update_keeps_status_the_reconciler_wrote_meanwhile(service, owner_a):
+    from apps.serving.actions import PoolSpec, save_service
+
+    loaded = type(service).objects.get(pk=service.pk)  # a client loads the service...
+    # ...the reconciler reports while the client is editing...
+    type(service).objects.filter(pk=service.pk).update(phase="Ready", observed_generation=1, endpoint="http://x")
+    loaded.routing_policy = "session"  # ...and the client saves its (stale-status) copy.
+    save_service(loaded, pools=[PoolSpec("engine", max_replicas=4)], adapters=[], actor=owner_a, via="api")
+    service.refresh_from_db()
+    assert (service.phase, service.observed_generation, service.endpoint) == ("Ready", 1, "http://x")
+    assert (service.routing_policy, service.generation) == ("session", 2)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
 from rest_framework import viewsets
 from rest_framework.permissions import IsAuthenticated
@@ -24,17 +24,24 @@ class ScopedModelViewSet(viewsets.ModelViewSet):
         return self.queryset.for_user(self.request.user)
 
     def perform_create(self, serializer):
-        with transaction.atomic():
-            instance = serializer.save()
-            record_change(actor=self.request.user, obj=instance, action=AuditAction.CREATE, via=AuditVia.API)
+        try:
+            with transaction.atomic():
+                instance = serializer.save()
+                record_change(actor=self.request.user, obj=instance, action=AuditAction.CREATE, via=AuditVia.API)
+        except IntegrityError as exc:
+            # A concurrent write won the race that clean() checked; the constraint caught it.
+            raise Conflict("The request conflicts with an object written concurrently.") from exc
 
     def perform_update(self, serializer):
-        with transaction.atomic():
-            before = snapshot(type(serializer.instance).objects.get(pk=serializer.instance.pk))
-            instance = serializer.save()
-            record_change(
-                actor=self.request.user, obj=instance, action=AuditAction.UPDATE, via=AuditVia.API, before=before
-            )
+        try:
+            with transaction.atomic():
+                before = snapshot(type(serializer.instance).objects.get(pk=serializer.instance.pk))
+                instance = serializer.save()
+                record_change(
+                    actor=self.request.user, obj=instance, action=AuditAction.UPDATE, via=AuditVia.API, before=before
+                )
+        except IntegrityError as exc:
+            raise Conflict("The request conflicts with an object written concurrently.") from exc
 
     def perform_destroy(self, instance):
         try:
