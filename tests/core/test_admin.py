@@ -169,3 +169,30 @@ def test_change_page_shows_the_audit_history(browser, api, tenant_a, owner_a):
     assert "Audit history" in page
     assert "olivia-owner" in page
     assert "routing_policy" in page
+
+
+def test_service_changed_in_the_admin_bumps_generation_and_is_audited(browser, service_form):
+    browser.post(admin_url(InferenceService, "add"), service_form())
+    service = InferenceService.objects.get(name="admin-svc")
+    pool = service.pools.get()
+    data = service_form(replicas=2, id=pool.pk, service=service.pk) | {
+        "pools-INITIAL_FORMS": 1,
+        "routing_policy": "session",
+    }
+    response = browser.post(admin_url(InferenceService, "change", service.pk), data)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    service.refresh_from_db()
+    assert (service.routing_policy, service.generation, service.pools.get().replicas) == ("session", 2, 2)
+    entry = AuditEntry.objects.get(object_id=str(service.pk), via="admin", action="update")
+    assert (entry.before["pools"][0]["replicas"], entry.after["pools"][0]["replicas"]) == (1, 2)
+
+
+def test_token_added_in_the_admin_shows_its_plaintext_once(browser, owner_a):
+    from apps.tenancy.models import ApiToken, hash_token
+
+    response = browser.post(admin_url(ApiToken, "add"), {"user": owner_a.pk, "name": "from-admin"}, follow=True)
+    token = ApiToken.objects.get(name="from-admin")
+    message = next(str(m) for m in response.context["messages"] if "shown once" in str(m))
+    plaintext = message.rsplit(" ", 1)[-1]
+    assert token.key_hash == hash_token(plaintext)
+    assert plaintext not in browser.get(admin_url(ApiToken, "change", token.pk)).content.decode()
