@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from apps.core.models import TimestampedModel
 from apps.core.validators import dns1123_label
-from apps.tenancy.access import can_own_tenant, is_platform_staff, member_tenant_ids
+from apps.tenancy.access import can_own_tenant, is_platform_staff, member_tenant_ids, token_tenant_id
 from apps.tenancy.choices import Role
 
 TOKEN_PREFIX_LENGTH = 8
@@ -104,6 +104,9 @@ class ApiTokenQuerySet(models.QuerySet):
             return self
         if not user.is_authenticated:
             return self.none()
+        if token_tenant_id(user) is not None:
+            # A tenant-bound token manages that tenant's tokens only, not its user's other tokens.
+            return self.filter(tenant_id=token_tenant_id(user), tenant_id__in=member_tenant_ids(user))
         return self.filter(Q(user_id=user.pk) | Q(tenant_id__in=member_tenant_ids(user)))
 
 

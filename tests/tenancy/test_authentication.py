@@ -100,3 +100,10 @@ def test_a_viewer_cannot_change_the_tenant_and_an_owner_cannot_change_its_quota(
 
 def test_clusters_are_staff_only(api, owner_a):
     assert api("owner_a").get("/api/v1/clusters/").status_code == 403
+
+
+def test_a_tenant_bound_token_sees_only_that_tenants_tokens(owner_a, tenant_a):
+    issue_token(owner_a, name="personal-unbound")
+    _, plaintext = issue_token(owner_a, tenant_a, name="alpha-bound")
+    names = {t["name"] for t in bearer(plaintext).get("/api/v1/tokens/").json()["results"]}
+    assert names == {"alpha-bound"}

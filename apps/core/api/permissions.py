@@ -3,9 +3,20 @@ may not read is a 404 before this runs; a readable object the user may not chang
 
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
+from apps.tenancy.access import is_platform_staff
+
 
 class ObjectWritePermission(BasePermission):
     message = "Your role does not allow changes here (viewers read only)."
 
     def has_object_permission(self, request, view, obj) -> bool:
         return request.method in SAFE_METHODS or obj.user_can_write(request.user)
+
+
+class IsPlatformStaff(BasePermission):
+    """Staff acting without a tenant-bound token (such a token acts only within its tenant)."""
+
+    message = "Platform staff only."
+
+    def has_permission(self, request, view) -> bool:
+        return is_platform_staff(request.user)
