@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 import pytest
@@ -53,7 +54,8 @@ def test_a_revoked_token_cannot_be_restored(api, owner_a):
     assert client.patch(f"/api/v1/tokens/{token.pk}/", {"revoked": False}, format="json").status_code == 400
 
 
-def test_only_the_hash_is_stored_and_the_plaintext_is_returned_once(api, owner_a):
+def test_only_the_hash_is_stored_and_the_plaintext_is_returned_once(api, owner_a, caplog):
+    caplog.set_level(logging.DEBUG)
     client = api("owner_a")
     created = client.post("/api/v1/tokens/", {"name": "ci", "tenant": "alpha"}, format="json").json()
     plaintext = created["token"]
@@ -65,6 +67,7 @@ def test_only_the_hash_is_stored_and_the_plaintext_is_returned_once(api, owner_a
         assert plaintext.encode() not in body
         assert token.key_hash.encode() not in body
     assert bearer(plaintext).get("/api/v1/tenants/").status_code == 200
+    assert plaintext not in caplog.text
 
 
 def test_a_tenant_bound_token_cannot_mint_an_unbound_one(owner_a, tenant_a):
