@@ -261,7 +261,9 @@ class EngineCore:
         self._task: asyncio.Task | None = None
         self.steps = 0
         self.busy_model_s = 0.0  # sum of modelled step durations
-        self.busy_actual_s = 0.0  # sum of the durations the steps actually took
+        self.emit_error_s = 0.0  # sum of |actual - modelled| step end times
+        self.lost_s = 0.0  # timeline lost when the event loop could not keep up
+        self._lead = 0.0
         self.last_prefill_hit_rate = 0.0
         self.gen_tokens_window: deque[tuple[float, int]] = deque()
         self._dense_flops = 2 * cfg.model.active / cfg.tp
@@ -491,9 +493,21 @@ class EngineCore:
             req.done.set_result(req)
 
     async def _loop(self) -> None:
+        """Step the batch on a model timeline `vt`: each step ends exactly `dt` after the previous one.
+
+        Timer wake-ups overshoot by up to a millisecond (the selector's resolution); an adaptive lead
+        `self._lead` cancels that on average, and the overshoot does not accumulate because the next step
+        starts at the modelled end. Only when the loop falls more than `slack` behind (CPU overload) is
+        the timeline re-anchored to the clock, and that time is counted in `lost_s`.
+        """
         clock = self.clock
+        slack = 0.02 * clock.scale
+        vt = clock.now()
         while True:
             now = clock.now()
+            if vt < now - slack:
+                self.lost_s += now - vt
+                vt = now
             if self.transferring:
                 ready = [r for r in self.transferring if r.kv_ready_at <= now]
                 for req in ready:
@@ -501,7 +515,7 @@ class EngineCore:
                     # The prompt's KV arrived; the last prompt token is run to sample the first token.
                     req.num_computed = req.prompt_len - 1
                     self.running.append(req)
-            batch = self._schedule(now) if (self.running or self.waiting) else []
+            batch = self._schedule(vt) if (self.running or self.waiting) else []
             if not batch:
                 self._wake.clear()
                 timeout = None
@@ -509,6 +523,7 @@ class EngineCore:
                     timeout = max(0.0, min(r.kv_ready_at for r in self.transferring) - now) / clock.scale
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
+                vt = clock.now()
                 continue
             prefill = []
             decode_ctx = []
@@ -520,15 +535,16 @@ class EngineCore:
                     prefill.append((req.num_computed, n))
                     prefill_tokens += n
             dt = self.step_time(prefill, decode_ctx)
-            wall0 = time.monotonic()
-            await clock.sleep_until(now + dt)
-            end = clock.now()
+            end = vt + dt
+            await clock.sleep_until(end - self._lead)
+            error = clock.now() - end
+            self._lead = min(max(self._lead + 0.1 * error, 0.0), 0.002 * clock.scale)
             self.steps += 1
             self.busy_model_s += dt
-            self.busy_actual_s += (time.monotonic() - wall0) * clock.scale
-            total = prefill_tokens + len(decode_ctx)
-            self.observer.on_step(total, prefill_tokens, 0, end - now)
-            self._advance(batch, end, end - now)
+            self.emit_error_s += abs(error)
+            self.observer.on_step(prefill_tokens + len(decode_ctx), prefill_tokens, 0, dt)
+            self._advance(batch, end, dt)
+            vt = end
 
 
 def output_length(seed: int, request_id: str, max_tokens: int, ignore_eos: bool, rng_cap: int = 512) -> int:
