@@ -83,11 +83,11 @@ def populate() -> tuple[str, str]:
     return tokens[0], tokens[1]
 
 
-def measure(token: str, pages: int) -> tuple[list[float], list[int]]:
+def measure(token: str, pages: int) -> tuple[list[float], list[int], list[float]]:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     client.get(f"/api/v1/services/?page_size={PAGE}")  # warm-up
-    latencies, queries = [], []
+    latencies, queries, sql_ms = [], [], []
     for _ in range(ROUNDS):
         page = random.randint(1, pages)
         with CaptureQueriesContext(connection) as ctx:
@@ -96,12 +96,16 @@ def measure(token: str, pages: int) -> tuple[list[float], list[int]]:
             latencies.append((time.perf_counter() - start) * 1000)
         assert response.status_code == 200 and len(response.json()["results"]) == PAGE, response.status_code
         queries.append(len(ctx.captured_queries))
-    return latencies, queries
+        sql_ms.append(sum(float(q["time"]) for q in ctx.captured_queries) * 1000)
+    return latencies, queries, sql_ms
 
 
-def report(label: str, latencies: list[float], queries: list[int]) -> None:
+def report(label: str, latencies: list[float], queries: list[int], sql_ms: list[float]) -> None:
     cuts = statistics.quantiles(latencies, n=100)
-    print(f"{label:<16} p50 {cuts[49]:7.1f} ms   p95 {cuts[94]:7.1f} ms   queries/request {max(queries)}")
+    print(
+        f"{label:<14} p50 {cuts[49]:6.1f} ms  p95 {cuts[94]:6.1f} ms  queries/request {max(queries)}  "
+        f"SQL p50 {statistics.median(sql_ms):5.1f} ms"
+    )
 
 
 def main() -> None:

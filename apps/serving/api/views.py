@@ -34,7 +34,8 @@ IF_MATCH = OpenApiParameter(
     destroy=extend_schema(parameters=[IF_MATCH], responses={202: InferenceServiceSerializer}),
 )
 class InferenceServiceViewSet(ScopedModelViewSet):
-    queryset = InferenceService.objects.with_related()
+    # Ordered by the (tenant, name) unique index, so a page is an index range instead of a sort.
+    queryset = InferenceService.objects.with_related().order_by("tenant_id", "name")
     serializer_class = InferenceServiceSerializer
     filterset_class = InferenceServiceFilterSet
     search_fields = ["name", "tenant__slug", "model__name"]
