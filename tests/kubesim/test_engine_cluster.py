@@ -9,6 +9,7 @@ import pytest
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
+from kubesim.__main__ import main
 from kubesim.cluster import Cluster, ClusterConfig
 from kubesim.server import Server
 
@@ -128,6 +129,44 @@ def test_vllm_deployment_serves_streams_and_counts_through_the_proxies(cluster):
     assert served == 2
     logs = core.read_namespaced_pod_log(pods[0].metadata.name, ns)
     assert "GPU KV cache size" in logs
+
+
+def test_load_command_drives_a_service_and_its_metrics_move(cluster, capsys):
+    server, api, ns = cluster
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    apps.create_namespaced_deployment(
+        ns, engine_deployment("demo", "vllm/vllm-openai:v0.33.0", None, [LLAMA, "--max-model-len", "8192"])
+    )
+    core.create_namespaced_service(ns, service("demo", 8000))
+    wait_for(lambda: ready_replicas(apps, ns, "demo") == 1, what="ready vLLM replica")
+    code = main(
+        [
+            "load",
+            "--target",
+            f"{ns}/demo:8000",
+            "--server",
+            server.url,
+            "--rate",
+            "20",
+            "--duration",
+            "1",
+            "--pattern",
+            "constant",
+            "--prompt-tokens",
+            "200",
+            "--output-tokens",
+            "10",
+            "--seed",
+            "2",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0 and "requests 20  errors 0" in out and "TTFT p50" in out
+    pod = core.list_namespaced_pod(ns, label_selector="app=demo").items[0]
+    text = core.connect_get_namespaced_pod_proxy_with_path(f"{pod.metadata.name}:8000", ns, "metrics")
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    assert sum(s.value for s in fams["vllm:generation_tokens"].samples if s.name.endswith("_total")) == 20 * 10
+    assert sum(s.value for s in fams["vllm:prompt_tokens"].samples if s.name.endswith("_total")) == 20 * 200
 
 
 def test_misspelled_flag_crash_loops_the_pod_with_the_engines_message(cluster):

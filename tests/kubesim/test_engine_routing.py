@@ -206,3 +206,29 @@ def test_sglang_router_streams_and_routes_prefill_to_decode():
     # role chunk, five tokens, the finish chunk and [DONE]
     assert len(lines) == 1 + 5 + 1 + 1
     assert gen == {"prefill": 1, "decode": 5}
+
+
+def test_kv_aware_picks_the_engine_with_the_lowest_kv_usage():
+    async def go():
+        args = [LLAMA, "--max-model-len", "8192", "--num-gpu-blocks-override", "2000"]
+        busy, idle = [await start(pod_context(VLLM, args, annotations=FAST, name=n)) for n in ("busy", "idle")]
+        try:
+            async with aiohttp.ClientSession() as s:
+                body = {"prompt": " ".join(f"w{i}" for i in range(4000)), "max_tokens": 400, "ignore_eos": True}
+                task = asyncio.create_task(s.post(busy.base_url + "/v1/completions", json=body))
+                while busy.core.kv_usage() == 0:
+                    await asyncio.sleep(0.01)
+                eps = [Endpoint("busy", busy.base_url), Endpoint("idle", idle.base_url)]
+                st = RoutingState("kvaware")
+                picks = {st.pick(info("anything"), eps).pod_name for _ in range(5)}
+                usage = busy.core.kv_usage()
+                (await task).release()
+            return picks, usage
+        finally:
+            await busy.stop()
+            await idle.stop()
+
+    picks, usage = asyncio.run(go())
+    # 4000 prompt tokens hold 250 of the 1999 usable blocks.
+    assert usage >= 250 / 1999
+    assert picks == {"idle"}
