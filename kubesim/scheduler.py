@@ -135,9 +135,24 @@ def matches_node_affinity(pod: dict, node: dict) -> bool:
     return any(_term_matches(term, node) for term in terms)
 
 
+_ALLOCATABLE: dict[tuple, dict[str, int]] = {}
+
+
+def allocatable_of(node: dict) -> dict[str, int]:
+    """node_allocatable, remembered per distinct allocatable map (placement reads it for every node and pod)."""
+    raw = (node.get("status") or {}).get("allocatable") or {}
+    key = tuple(sorted((name, str(value)) for name, value in raw.items()))
+    cached = _ALLOCATABLE.get(key)
+    if cached is None:
+        if len(_ALLOCATABLE) > 10_000:
+            _ALLOCATABLE.clear()
+        cached = _ALLOCATABLE[key] = node_allocatable(node)
+    return cached
+
+
 def insufficient(requests: dict[str, int], node: dict, usage: NodeUsage) -> list[str]:
     """NodeResourcesFit reasons: "Too many pods" and "Insufficient <resource>" for each short resource."""
-    allocatable = node_allocatable(node)
+    allocatable = allocatable_of(node)
     reasons = []
     if usage.pods + 1 > allocatable.get("pods", 110):
         reasons.append(TOO_MANY_PODS)
@@ -171,7 +186,7 @@ def filter_reasons(
 def _score(requests: dict[str, int], node: dict, usage: NodeUsage) -> tuple:
     """Lower is better: GPU pods pack onto the node with the fewest GPUs left (less fragmentation);
     everything else spreads to the least requested CPU."""
-    allocatable = node_allocatable(node)
+    allocatable = allocatable_of(node)
     gpu_left = 0
     for name, want in requests.items():
         if name.endswith("/gpu") and want:
