@@ -9,7 +9,7 @@ import sys
 
 import yaml
 
-from .cluster import add_cluster_arguments
+from .cluster import add_cluster_arguments, cluster_config_from_args
 
 
 def kubeconfig(host: str, port: int, token: str | None = None) -> dict:
@@ -28,7 +28,7 @@ def kubeconfig(host: str, port: int, token: str | None = None) -> dict:
 
 
 async def _serve(args) -> None:
-    from .cluster import Cluster, cluster_config_from_args
+    from .cluster import Cluster
     from .server import Server
 
     server = Server(host=args.host, port=args.port, token=args.token, seed=args.seed, state_file=args.state)
@@ -66,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "kubeconfig":
         sys.stdout.write(yaml.safe_dump(kubeconfig(args.host, args.port, args.token), sort_keys=False))
         return 0
+    try:
+        cluster_config_from_args(args)  # refuse a bad --nodes or fault flag with a usage error
+    except ValueError as error:
+        parser.error(str(error))
     asyncio.run(_serve(args))
     return 0
 

@@ -221,4 +221,7 @@ def cluster_config_from_args(args: argparse.Namespace) -> ClusterConfig:
             "failed_nodes": [name for name in args.fault_failed_nodes.split(",") if name.strip()],
         }
     )
-    return ClusterConfig(nodes=args.nodes, fast_start=args.fast_start, seed=args.seed or 0, faults=faults)
+    # Without --seed every run differs, as on a real cluster; with it, names and fault draws repeat.
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    build_nodes(args.nodes)  # a bad --nodes fails here, before the server starts
+    return ClusterConfig(nodes=args.nodes, fast_start=args.fast_start, seed=seed, faults=faults)
