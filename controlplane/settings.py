@@ -242,6 +242,23 @@ CELERY_BEAT_SCHEDULE: dict = {
                       "schedule": strict_int("INVENTORY_SECONDS", 30)},
 }
 
+# Engine telemetry (apps/telemetry, workers/telemetry.py): scrape period, per-request timeout, parallel
+# scrapes per cycle, retention of raw rows and of one-minute rollups, and the queue heartbeat period.
+TELEMETRY_SCRAPE_SECONDS = strict_int("TELEMETRY_SCRAPE_SECONDS", 5)
+TELEMETRY_SCRAPE_TIMEOUT_SECONDS = strict_int("TELEMETRY_SCRAPE_TIMEOUT_SECONDS", 3)
+TELEMETRY_SCRAPE_CONCURRENCY = strict_int("TELEMETRY_SCRAPE_CONCURRENCY", 32)
+TELEMETRY_RAW_RETENTION_HOURS = strict_int("TELEMETRY_RAW_RETENTION_HOURS", 24)
+TELEMETRY_ROLLUP_RETENTION_DAYS = strict_int("TELEMETRY_ROLLUP_RETENTION_DAYS", 30)
+QUEUE_HEARTBEAT_SECONDS = strict_int("QUEUE_HEARTBEAT_SECONDS", 15)
+# Bearer token for the control plane's own /metrics; staff sessions are always let in.
+METRICS_TOKEN = secret("METRICS_TOKEN", "")
+CELERY_BEAT_SCHEDULE |= {
+    "telemetry-scrape": {"task": "workers.tasks.telemetry.scrape", "schedule": TELEMETRY_SCRAPE_SECONDS,
+                         "options": {"expires": TELEMETRY_SCRAPE_SECONDS}},
+    "telemetry-compact": {"task": "workers.tasks.telemetry.compact", "schedule": 300},
+    "queue-heartbeats": {"task": "workers.tasks.telemetry.send_heartbeats", "schedule": QUEUE_HEARTBEAT_SECONDS},
+}
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

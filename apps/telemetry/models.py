@@ -1,0 +1,112 @@
+"""Stored engine telemetry: a compact time series per service and pool, the latest figures per pod,
+and the bookkeeping the control plane's own `/metrics` reads (scrape cycles, queue heartbeats).
+
+The scraper worker (`workers/telemetry.py`) writes these rows; the dashboard, the metrics API and the
+autoscaler read them through `apps.telemetry.series`. Raw rows are kept for a day and rolled up into
+one-minute rows kept for a month (`apps.telemetry.retention`).
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from apps.telemetry.choices import Resolution
+
+SERVICE_ROLE = ""  # the role of a row that covers the whole service (every pool merged)
+
+
+class RealField(models.FloatField):
+    """A 4-byte float (PostgreSQL `real`): about seven significant digits, plenty for a figure."""
+
+    def db_type(self, connection):
+        return "real"
+
+
+class SeriesPoint(models.Model):
+    """Figures of one service (role "") or one of its pools at one time, raw or rolled up.
+
+    Latency quantiles come from merged bucket increments of the pods, never from averaged percentiles.
+    A figure is null when the interval had no data for it.
+    """
+
+    service = models.ForeignKey("serving.InferenceService", on_delete=models.CASCADE, related_name="+")
+    role = models.CharField(max_length=16, blank=True)
+    resolution = models.PositiveSmallIntegerField(choices=Resolution.choices, default=Resolution.RAW)
+    time = models.DateTimeField()
+    ttft_p50 = RealField(null=True)
+    ttft_p95 = RealField(null=True)
+    ttft_p99 = RealField(null=True)
+    itl_p50 = RealField(null=True)
+    itl_p95 = RealField(null=True)
+    kv_usage = RealField(null=True)
+    running = RealField(null=True)
+    waiting = RealField(null=True)
+    prefix_hit_rate = RealField(null=True)
+    prompt_tps = RealField(null=True)
+    gen_tps = RealField(null=True)
+    preemptions = RealField(null=True)
+    success_rate = RealField(null=True)
+    ready_replicas = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        # The unique index is also the time-range index: every read is one service, role and resolution.
+        constraints = [
+            models.UniqueConstraint(fields=["service", "role", "resolution", "time"], name="telemetry_point_unique")
+        ]
+        indexes = [models.Index(fields=["resolution", "time"], name="telemetry_point_age_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.service_id}/{self.role or 'service'}@{self.time:%H:%M:%S}"
+
+
+class PodStat(models.Model):
+    """The latest scrape of one engine pod: its snapshot (for the next increments) and its figures."""
+
+    service = models.ForeignKey("serving.InferenceService", on_delete=models.CASCADE, related_name="pod_stats")
+    pod = models.CharField(max_length=253)
+    role = models.CharField(max_length=16)
+    node = models.CharField(max_length=253, blank=True)
+    snapshot = models.JSONField(null=True, blank=True)
+    figures = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    scraped_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["service", "role", "pod"]
+        constraints = [models.UniqueConstraint(fields=["service", "pod"], name="telemetry_podstat_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.service_id}/{self.pod}"
+
+
+class ScrapeCycle(models.Model):
+    """One scrape cycle of one cluster, with running totals so `/metrics` can export counters."""
+
+    cluster = models.ForeignKey("clusters.Cluster", on_delete=models.CASCADE, related_name="+")
+    started_at = models.DateTimeField()
+    duration_s = models.FloatField()
+    pods = models.PositiveIntegerField(default=0)
+    errors = models.PositiveIntegerField(default=0)
+    lag_p95_s = models.FloatField(null=True)
+    message = models.TextField(blank=True)
+    total_cycles = models.PositiveBigIntegerField(default=1)
+    total_pods = models.PositiveBigIntegerField(default=0)
+    total_errors = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["cluster", "-started_at"], name="telemetry_cycle_recent_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}@{self.started_at:%H:%M:%S}"
+
+
+class QueueHeartbeat(models.Model):
+    """The last heartbeat sent through one Celery queue and how long it waited there."""
+
+    queue = models.CharField(max_length=64, primary_key=True)
+    sent_at = models.DateTimeField()
+    received_at = models.DateTimeField(null=True)
+    lag_s = models.FloatField(null=True)
+
+    def __str__(self) -> str:
+        return self.queue

@@ -1,0 +1,130 @@
+"""Reading and writing the stored series: figure ↔ column mapping, the one rule per column for merging
+rows over time (rollups and coarser chart steps), and time-range reads for the page, API and autoscaler.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Avg, F, Func, Max, Sum, Value
+from django.utils import timezone
+
+from apps.telemetry.choices import Resolution
+from apps.telemetry.figures import Figures
+from apps.telemetry.models import SERVICE_ROLE, SeriesPoint
+
+# Figures field → column.
+COLUMNS = {
+    "ttft_p50_s": "ttft_p50",
+    "ttft_p95_s": "ttft_p95",
+    "ttft_p99_s": "ttft_p99",
+    "itl_p50_s": "itl_p50",
+    "itl_p95_s": "itl_p95",
+    "kv_cache_usage": "kv_usage",
+    "running": "running",
+    "waiting": "waiting",
+    "prefix_cache_hit_rate": "prefix_hit_rate",
+    "prompt_tokens_per_s": "prompt_tps",
+    "generation_tokens_per_s": "gen_tps",
+    "preemptions": "preemptions",
+    "success_rate": "success_rate",
+}
+FIGURE_COLUMNS = tuple(COLUMNS.values())
+SERIES_COLUMNS = (*FIGURE_COLUMNS, "ready_replicas")
+
+# How rows are merged over time. Stored rows keep only quantiles, not buckets, so a longer period's
+# latency is the worst interval's quantile in it (an upper bound, never an average of percentiles).
+# Gauges and rates are averaged, preemptions (a count per interval) summed.
+MERGE = {column: "max" for column in ("ttft_p50", "ttft_p95", "ttft_p99", "itl_p50", "itl_p95")}
+MERGE |= {column: "avg" for column in ("kv_usage", "running", "waiting", "prefix_hit_rate", "prompt_tps", "gen_tps")}
+MERGE |= {"success_rate": "avg", "preemptions": "sum", "ready_replicas": "avg"}
+_ORM = {"max": Max, "avg": Avg, "sum": Sum}
+
+MAX_POINTS = 720
+RANGES = {"5m": 300, "15m": 900, "1h": 3600, "6h": 6 * 3600, "24h": 86400, "7d": 7 * 86400, "30d": 30 * 86400}
+
+
+def point_values(figures: Figures | None) -> dict:
+    """Column values of one row from Figures (all null when there were none)."""
+    if figures is None:
+        return dict.fromkeys(FIGURE_COLUMNS)
+    data = figures.as_dict()
+    return {column: data[key] for key, column in COLUMNS.items()}
+
+
+class DateBin(Func):
+    """PostgreSQL `date_bin(step, time, origin)`: the start of the step-long bucket holding `time`."""
+
+    function = "date_bin"
+    output_field = models.DateTimeField()
+
+
+@dataclass(frozen=True)
+class SeriesWindow:
+    """Which stored rows answer a request: resolution, bucket step (seconds) and time range."""
+
+    resolution: int
+    step_s: int
+    since: datetime
+    until: datetime
+
+
+def choose_window(since: datetime, until: datetime, step_s: int | None = None) -> SeriesWindow:
+    """Raw rows while they are retained and the step is under a minute, else one-minute rollups; the step
+    grows so a chart never gets more than MAX_POINTS points."""
+    raw_kept = timezone.now() - timedelta(hours=settings.TELEMETRY_RAW_RETENTION_HOURS)
+    span = max((until - since).total_seconds(), 1.0)
+    natural = settings.TELEMETRY_SCRAPE_SECONDS
+    floor = math.ceil(span / MAX_POINTS)
+    step = max(step_s or 0, floor, 1)
+    resolution = Resolution.RAW if since >= raw_kept and step < 60 else Resolution.MINUTE
+    if resolution == Resolution.MINUTE:
+        step = max(60, math.ceil(step / 60) * 60)
+    elif step <= natural:
+        step = natural
+    return SeriesWindow(resolution, step, since, until)
+
+
+def read_series(service_id: int, window: SeriesWindow, role: str = SERVICE_ROLE) -> dict:
+    """{"time": [...], column: [...]} for one service (or pool) over the window, oldest first."""
+    rows = SeriesPoint.objects.filter(
+        service_id=service_id, role=role, resolution=window.resolution, time__gte=window.since, time__lte=window.until
+    )
+    natural = Resolution.MINUTE if window.resolution == Resolution.MINUTE else settings.TELEMETRY_SCRAPE_SECONDS
+    if window.step_s > natural:
+        origin = Value(datetime(2000, 1, 1, tzinfo=UTC))
+        rows = (
+            rows.annotate(bucket=DateBin(Value(timedelta(seconds=window.step_s)), F("time"), origin))
+            .values("bucket")
+            .annotate(**{f"m_{c}": _ORM[MERGE[c]](c) for c in SERIES_COLUMNS})
+            .order_by("bucket")
+        )
+        data = list(rows)
+        out = {"time": [r["bucket"] for r in data]}
+        out |= {c: [_finite(r[f"m_{c}"]) for r in data] for c in SERIES_COLUMNS}
+        return out
+    data = list(rows.order_by("time").values_list("time", *SERIES_COLUMNS))
+    out = {"time": [r[0] for r in data]}
+    out |= {c: [_finite(r[i + 1]) for r in data] for i, c in enumerate(SERIES_COLUMNS)}
+    return out
+
+
+def _finite(value):
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def latest_points(service_ids) -> dict[int, SeriesPoint]:
+    """The newest raw whole-service row of each service (one query)."""
+    rows = (
+        SeriesPoint.objects.filter(service_id__in=service_ids, role=SERVICE_ROLE, resolution=Resolution.RAW)
+        .order_by("service_id", "-time")
+        .distinct("service_id")
+    )
+    return {row.service_id: row for row in rows}

@@ -1,0 +1,346 @@
+"""The telemetry scraper: every engine pod's `/metrics` through the API server's pod proxy, per cluster.
+
+One cycle per cluster lists the ready engine pods of our services (one list call), fetches their
+expositions in parallel on a bounded thread pool with a per-request timeout (a dead engine costs one
+thread one timeout, never the cycle), computes each pod's increments against its previous scrape, merges
+them per pool and per service (bucket increments summed, never percentiles averaged), and writes one
+series row per service (plus one per pool for multi-pool services), the pods' latest figures, and a
+cycle record for the control plane's own `/metrics`. The math is `apps.telemetry.figures`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count
+from django.utils import timezone
+from kubernetes import client as k8s
+
+from apps.clusters.models import Cluster
+from apps.serving.models import InferenceService, Pool
+from apps.telemetry.figures import (
+    Increments,
+    NotAnEngineExposition,
+    Snapshot,
+    figures_from_increments,
+    increments,
+    merge_increments,
+    parse_snapshot,
+)
+from apps.telemetry.models import SERVICE_ROLE, PodStat, ScrapeCycle, SeriesPoint
+from apps.telemetry.series import point_values
+from workers.kube import api_client, classify
+
+log = logging.getLogger(__name__)
+
+MANAGED_SELECTOR = "app.kubernetes.io/managed-by=controlplane"
+COMPONENT = "app.kubernetes.io/component"
+SERVICE_UID = "controlplane.io/service-uid"
+POOL_LABEL = "controlplane.io/pool"
+LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
+LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+ENGINE_COMPONENTS = frozenset({"engine", "prefill", "decode"})
+ACCEPT = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
+
+
+@dataclass(frozen=True)
+class EnginePod:
+    """An engine pod worth scraping: whose it is, where its HTTP port is, and whether it is ready."""
+
+    service_id: int
+    namespace: str
+    name: str
+    role: str
+    node: str
+    port: int | None
+    ready: bool
+
+
+@dataclass
+class PodResult:
+    pod: EnginePod
+    snapshot: Snapshot | None = None
+    error: str = ""
+    fetched_at: float = 0.0
+
+
+@dataclass
+class CycleReport:
+    """What one cluster's cycle did."""
+
+    cluster: str
+    pods: int = 0
+    errors: int = 0
+    rows: int = 0
+    duration_s: float = 0.0
+    lags_s: list[float] = field(default_factory=list)
+    message: str = ""
+
+    @property
+    def lag_p95_s(self) -> float | None:
+        if not self.lags_s:
+            return None
+        ordered = sorted(self.lags_s)
+        return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+
+
+# --- Clients --------------------------------------------------------------------------------------------
+
+_clients: dict[tuple[int, str], k8s.CoreV1Api] = {}
+_clients_lock = threading.Lock()
+_executor: ThreadPoolExecutor | None = None
+
+
+def core_for(cluster: Cluster) -> k8s.CoreV1Api:
+    """A CoreV1Api per cluster row version whose connection pool fits the scrape concurrency."""
+    key = (cluster.pk, cluster.updated.isoformat() if getattr(cluster, "updated", None) else "")
+    with _clients_lock:
+        core = _clients.get(key)
+        if core is None:
+            for stale in [k for k in _clients if k[0] == cluster.pk]:
+                _clients.pop(stale).api_client.close()
+            base = api_client(cluster.credentials())
+            configuration = base.configuration
+            base.close()
+            # The client's default pool (5 x CPUs) would drop connections under a wide thread pool.
+            configuration.connection_pool_maxsize = max(settings.TELEMETRY_SCRAPE_CONCURRENCY, 4)
+            core = _clients[key] = k8s.CoreV1Api(k8s.ApiClient(configuration))
+        return core
+
+
+def executor() -> ThreadPoolExecutor:
+    global _executor
+    if _executor is None:
+        _executor = ThreadPoolExecutor(settings.TELEMETRY_SCRAPE_CONCURRENCY, thread_name_prefix="scrape")
+    return _executor
+
+
+# --- Pods -----------------------------------------------------------------------------------------------
+
+
+def _http_port(pod: dict) -> int | None:
+    containers = (pod.get("spec") or {}).get("containers") or []
+    engine = next((c for c in containers if c.get("name") == "engine"), containers[0] if containers else None)
+    ports = (engine or {}).get("ports") or []
+    named = next((p for p in ports if p.get("name") == "http"), ports[0] if ports else None)
+    return named.get("containerPort") if named else None
+
+
+def _is_ready(pod: dict) -> bool:
+    status = pod.get("status") or {}
+    conditions = status.get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return status.get("phase") == "Running" and ready and not (pod.get("metadata") or {}).get("deletionTimestamp")
+
+
+def engine_pods(pods: list[dict], service_ids: dict[str, int]) -> list[EnginePod]:
+    """The engine pods (engine, prefill, decode; LeaderWorkerSet leaders only) of known services."""
+    out = []
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        service_id = service_ids.get(labels.get(SERVICE_UID, ""))
+        if service_id is None or labels.get(COMPONENT) not in ENGINE_COMPONENTS:
+            continue
+        if labels.get(LWS_WORKER_INDEX, "0") != "0":
+            continue  # LeaderWorkerSet workers hold shards; the leader serves the API and the metrics
+        role = labels.get(POOL_LABEL) or ("leader" if LWS_NAME in labels else labels[COMPONENT])
+        out.append(EnginePod(
+            service_id=service_id, namespace=meta.get("namespace", ""), name=meta.get("name", ""), role=role,
+            node=(pod.get("spec") or {}).get("nodeName") or "", port=_http_port(pod), ready=_is_ready(pod),
+        ))
+    return out
+
+
+def list_engine_pods(core: k8s.CoreV1Api, service_ids: dict[str, int], timeout: float) -> list[EnginePod]:
+    """One list call per cluster: every pod we manage, read as plain JSON."""
+    response = core.list_pod_for_all_namespaces(
+        label_selector=MANAGED_SELECTOR, _preload_content=False, _request_timeout=(timeout, timeout * 2)
+    )
+    return engine_pods(json.loads(response.data).get("items") or [], service_ids)
+
+
+def fetch_metrics(core: k8s.CoreV1Api, pod: EnginePod, timeout: float) -> PodResult:
+    """GET the pod's /metrics through the API server's pod proxy and parse it; errors end up in the result."""
+    result = PodResult(pod)
+    try:
+        response = core.connect_get_namespaced_pod_proxy_with_path(
+            f"{pod.name}:{pod.port}", pod.namespace, "metrics",
+            _preload_content=False, _request_timeout=(timeout, timeout), _headers={"Accept": ACCEPT},
+        )
+        text = response.data.decode("utf-8", errors="replace")
+        result.fetched_at = time.time()
+        result.snapshot = parse_snapshot(text, scraped_at=result.fetched_at)
+    except NotAnEngineExposition as exc:
+        result.error = f"not an engine exposition: {exc}"
+    except Exception as exc:  # any failure of one pod is that pod's error, never the cycle's
+        result.error = classify(exc).message
+    return result
+
+
+# --- Increments -----------------------------------------------------------------------------------------
+
+# Each worker process keeps the snapshots it parsed; the database copy is read only on a miss (another
+# process scraped the pod last, or this one just started), which keeps JSON decoding off the hot path.
+_recent: dict[tuple[int, str], Snapshot] = {}
+
+
+def previous_snapshots(service_ids, names) -> dict[tuple[int, str], Snapshot]:
+    stored = PodStat.objects.filter(service_id__in=service_ids, pod__in=names).values_list(
+        "service_id", "pod", "scraped_at")
+    out, missing = {}, []
+    for service_id, pod, scraped_at in stored:
+        cached = _recent.get((service_id, pod))
+        if cached is not None and abs(cached.scraped_at - scraped_at.timestamp()) < 1e-3:
+            out[(service_id, pod)] = cached
+        else:
+            missing.append(pod)
+    if missing:
+        for service_id, pod, data in PodStat.objects.filter(
+            service_id__in=service_ids, pod__in=missing, snapshot__isnull=False
+        ).values_list("service_id", "pod", "snapshot"):
+            out[(service_id, pod)] = Snapshot.from_dict(data)
+    return out
+
+
+def pod_increments(previous: Snapshot | None, current: Snapshot) -> Increments | None:
+    """The pod's increments since its previous scrape, or None on its first scrape (or an engine swap)."""
+    if previous is None or previous.engine != current.engine or current.scraped_at <= previous.scraped_at:
+        return None
+    return increments(previous, current)
+
+
+def merged_figures(items: list[Increments]):
+    items = [item for item in items if item is not None]
+    engines = {item.engine for item in items}
+    if not items or len(engines) > 1:
+        return None
+    return figures_from_increments(merge_increments(items))
+
+
+# --- One cycle ------------------------------------------------------------------------------------------
+
+
+def scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport:
+    """Scrape every ready engine pod of the cluster's services once and write the rows."""
+    started = time.monotonic()
+    at = at or timezone.now()
+    report = CycleReport(cluster.name)
+    services = {
+        str(uid): pk
+        for pk, uid in InferenceService.objects.filter(cluster=cluster).values_list("pk", "uid")
+    }
+    if not services:
+        return report
+    timeout = float(settings.TELEMETRY_SCRAPE_TIMEOUT_SECONDS)
+    core = core_for(cluster)
+    try:
+        pods = list_engine_pods(core, services, timeout)
+    except Exception as exc:  # an unreachable cluster is a failed cycle, not a crash
+        report.errors, report.message = 1, classify(exc).message
+        report.duration_s = time.monotonic() - started
+        _record_cycle(cluster, at, report)
+        return report
+
+    ready = [p for p in pods if p.ready and p.port]
+    results = list(executor().map(lambda p: fetch_metrics(core, p, timeout), ready))
+    report.pods, report.errors = len(results), sum(1 for r in results if r.error)
+
+    service_ids = list(services.values())
+    previous = previous_snapshots(service_ids, [r.pod.name for r in results])
+    multi_pool = set(
+        Pool.objects.filter(service_id__in=service_ids).values("service_id")
+        .annotate(n=Count("id")).filter(n__gt=1)
+        .values_list("service_id", flat=True)
+    )
+    per_pool: dict[tuple[int, str], list] = defaultdict(list)
+    ready_count: dict[tuple[int, str], int] = defaultdict(int)
+    for pod in pods:
+        if pod.ready:
+            ready_count[(pod.service_id, pod.role)] += 1
+    stats, failed = [], []
+    for result in results:
+        pod = result.pod
+        if result.snapshot is None:
+            failed.append(PodStat(service_id=pod.service_id, pod=pod.name, role=pod.role, node=pod.node,
+                                  error=result.error[:2000], scraped_at=at))
+            continue
+        inc = pod_increments(previous.get((pod.service_id, pod.name)), result.snapshot)
+        per_pool[(pod.service_id, pod.role)].append(inc)
+        figures = figures_from_increments(inc) if inc is not None else None
+        stats.append(PodStat(
+            service_id=pod.service_id, pod=pod.name, role=pod.role, node=pod.node,
+            snapshot=result.snapshot.to_dict(), figures=figures.as_dict() if figures else None, error="",
+            scraped_at=datetime.fromtimestamp(result.fetched_at, UTC),
+        ))
+
+    points = []
+    for service_id in service_ids:
+        roles = {role for (sid, role) in set(per_pool) | set(ready_count) if sid == service_id}
+        service_incs = [inc for role in roles for inc in per_pool.get((service_id, role), [])]
+        points.append(SeriesPoint(
+            service_id=service_id, role=SERVICE_ROLE, time=at,
+            ready_replicas=sum(ready_count.get((service_id, role), 0) for role in roles),
+            **point_values(merged_figures(service_incs)),
+        ))
+        if service_id in multi_pool:
+            for role in sorted(roles):
+                points.append(SeriesPoint(
+                    service_id=service_id, role=role, time=at, ready_replicas=ready_count.get((service_id, role), 0),
+                    **point_values(merged_figures(per_pool.get((service_id, role), []))),
+                ))
+
+    with transaction.atomic():
+        SeriesPoint.objects.bulk_create(points, ignore_conflicts=True)
+        if stats:
+            PodStat.objects.bulk_create(
+                stats, update_conflicts=True, unique_fields=["service", "pod"],
+                update_fields=["role", "node", "snapshot", "figures", "error", "scraped_at"],
+            )
+        if failed:
+            PodStat.objects.bulk_create(failed, update_conflicts=True, unique_fields=["service", "pod"],
+                                        update_fields=["role", "node", "error"])
+        PodStat.objects.filter(service_id__in=service_ids).exclude(pod__in=[p.name for p in pods]).delete()
+    written = time.time()
+    for result in results:
+        if result.snapshot is not None:
+            _recent[(result.pod.service_id, result.pod.name)] = result.snapshot
+            report.lags_s.append(written - result.fetched_at)
+    live = {(p.service_id, p.name) for p in pods}
+    for key in [k for k in _recent if k[0] in set(service_ids) and k not in live]:
+        _recent.pop(key, None)
+    report.rows = len(points)
+    report.duration_s = time.monotonic() - started
+    _record_cycle(cluster, at, report)
+    return report
+
+
+def _record_cycle(cluster: Cluster, at: datetime, report: CycleReport) -> None:
+    last = ScrapeCycle.objects.filter(cluster=cluster).order_by("-started_at").values(
+        "total_cycles", "total_pods", "total_errors").first() or {"total_cycles": 0, "total_pods": 0, "total_errors": 0}
+    ScrapeCycle.objects.create(
+        cluster=cluster, started_at=at, duration_s=report.duration_s, pods=report.pods, errors=report.errors,
+        lag_p95_s=report.lag_p95_s, message=report.message[:2000], total_cycles=last["total_cycles"] + 1,
+        total_pods=last["total_pods"] + report.pods, total_errors=last["total_errors"] + report.errors,
+    )
+
+
+def scrape_all() -> list[CycleReport]:
+    """One cycle for every cluster (clusters in turn; the pods of each in parallel)."""
+    at = timezone.now()
+    reports = []
+    for cluster in Cluster.objects.all():
+        report = scrape_cluster(cluster, at=at)
+        if report.message:
+            log.warning("telemetry: cluster %s: %s", cluster.name, report.message)
+        reports.append(report)
+    return reports
