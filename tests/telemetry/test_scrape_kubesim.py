@@ -1,0 +1,112 @@
+"""The scraper end to end against kubesim: services reconciled onto simulated GPU nodes, load sent through
+the service proxy, `/metrics` read through the API server's pod proxy, figures stored in PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.request
+
+from apps.telemetry.models import SERVICE_ROLE, PodStat, ScrapeCycle, SeriesPoint
+from tests.telemetry.conftest import send_load
+from workers.telemetry import scrape_all
+
+
+def rows(service, role=SERVICE_ROLE):
+    return list(SeriesPoint.objects.filter(service=service, role=role).order_by("time"))
+
+
+def test_first_scrape_counts_ready_replicas_and_has_no_interval_figures_yet(deploy, tenant_a):
+    service = deploy(tenant_a, "chat")
+
+    [report] = scrape_all()
+
+    assert (report.pods, report.errors) == (2, 0)
+    [point] = rows(service)
+    assert point.ready_replicas == 2
+    # One scrape is no interval: no latency quantiles or rates until the second one.
+    assert point.ttft_p95 is None and point.gen_tps is None
+    assert PodStat.objects.filter(service=service, figures__isnull=True, snapshot__isnull=False).count() == 2
+
+
+def test_load_drives_ttft_and_kv_figures_into_the_database(deploy, tenant_a, sim):
+    service = deploy(tenant_a, "chat")
+    scrape_all()
+    usages = send_load(sim, service, requests=16, concurrency=8, max_tokens=16)
+    # Long generations still decoding at the second scrape hold KV-cache blocks and count as running.
+    background = threading.Thread(target=send_load, args=(sim, service), kwargs={"requests": 8, "max_tokens": 400})
+    background.start()
+    time.sleep(0.8)
+    scrape_all()
+    background.join(60)
+
+    first, second = rows(service)
+    interval = (second.time - first.time).total_seconds()
+    assert second.ready_replicas == 2
+    assert 0 < second.ttft_p50 <= second.ttft_p95 <= second.ttft_p99 < 5
+    assert 0 < second.itl_p50 <= second.itl_p95 < 1
+    assert second.kv_usage > 0 and second.running >= 1
+    assert second.success_rate == 1.0
+    # At least the 16 finished requests' completion tokens were generated in the interval (the background
+    # ones add more), so the rate is at least their total over the interval plus the scrape skew.
+    generated = sum(u["completion_tokens"] for u in usages)
+    assert second.gen_tps >= generated / (interval + 0.5)
+    pods = PodStat.objects.filter(service=service)
+    assert sorted(p.role for p in pods) == ["engine", "engine"]
+    assert all(p.node.startswith("gpu-h100") and p.figures["ttft_p95_s"] is not None for p in pods)
+
+
+def test_pd_services_get_a_row_per_pool_and_one_for_the_whole_service(deploy, tenant_a, sim):
+    service = deploy(
+        tenant_a, "split", deployment_mode="pd_disaggregated", routing_policy="round_robin",
+        pools=[{"role": "prefill", "replicas": 1, "gpu_type": "h100-sxm-80gb"},
+               {"role": "decode", "replicas": 2, "gpu_type": "h100-sxm-80gb"}],
+    )
+    scrape_all()
+    send_load(sim, service, requests=6, concurrency=3)
+    scrape_all()
+
+    latest = {p.role: p for p in SeriesPoint.objects.filter(service=service).order_by("time")}
+    assert set(latest) == {"", "prefill", "decode"}
+    assert (latest[""].ready_replicas, latest["prefill"].ready_replicas, latest["decode"].ready_replicas) == (3, 1, 2)
+    # Decode pods generate the tokens; the service total is the sum of the pools' rates.
+    assert latest["decode"].gen_tps > 0
+    assert abs(latest[""].gen_tps - (latest["decode"].gen_tps + latest["prefill"].gen_tps)) < 1e-3 * latest[""].gen_tps
+
+
+def test_a_dead_engine_costs_one_timeout_and_never_slows_the_others(deploy, tenant_a, sim, settings):
+    settings.TELEMETRY_SCRAPE_TIMEOUT_SECONDS = 1
+    service = deploy(tenant_a, "chat", pools=[{"role": "engine", "replicas": 3, "gpu_type": "h100-sxm-80gb"}])
+    scrape_all()
+    stuck = PodStat.objects.filter(service=service).order_by("pod").first().pod
+    # The API server holds this pod's metrics requests for 20 s, as a wedged engine would.
+    body = json.dumps({"latency_ms": 20000, "path_contains": f"/pods/{stuck}:"}).encode()
+    request = urllib.request.Request(f"{sim.url}/kubesim/faults", data=body, method="PATCH",
+                                     headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=10).close()
+
+    started = time.monotonic()
+    [report] = scrape_all()
+    elapsed = time.monotonic() - started
+
+    assert (report.pods, report.errors) == (3, 1)
+    assert elapsed < 1 + 1.5  # one timeout plus the cycle's own work, not 20 s
+    stats = {p.pod: p for p in PodStat.objects.filter(service=service)}
+    assert stats[stuck].error and all(not p.error and p.figures for name, p in stats.items() if name != stuck)
+    assert rows(service)[-1].ready_replicas == 3
+    cycle = ScrapeCycle.objects.latest("started_at")
+    assert (cycle.total_cycles, cycle.total_pods, cycle.total_errors) == (2, 6, 1)
+
+
+def test_pods_that_are_gone_lose_their_latest_figures(deploy, tenant_a):
+    service = deploy(tenant_a, "chat")
+    scrape_all()
+    other = deploy(tenant_a, "other", pools=[{"role": "engine", "replicas": 1, "gpu_type": "h100-sxm-80gb"}])
+    PodStat.objects.create(service=other, pod="other-gone-abcde", role="engine", scraped_at=service.created)
+
+    scrape_all()
+
+    assert PodStat.objects.filter(service=service).count() == 2
+    assert list(PodStat.objects.filter(service=other).values_list("pod", flat=True)) != ["other-gone-abcde"]
+    assert not PodStat.objects.filter(pod="other-gone-abcde").exists()
