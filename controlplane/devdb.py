@@ -7,6 +7,7 @@ Unix socket only, creates DBNAME if needed and prints a DATABASE_URL for it. `st
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -28,9 +29,11 @@ def _server():
 
 def url(dbname: str = "controlplane") -> str:
     """Start the embedded server if needed, make sure `dbname` exists, and return its URL."""
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", dbname):
+        raise ValueError(f"{dbname!r} is not a plain database name")
     server = _server()
     socket_dir = server.get_postmaster_info().socket_dir
-    exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{dbname}';")
+    exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{dbname}';")  # noqa: S608 - checked above
     if "1 row" not in exists:
         server.psql(f'CREATE DATABASE "{dbname}";')
     return f"postgres://postgres@{quote(str(socket_dir), safe='')}/{dbname}"

@@ -18,6 +18,7 @@ DATA = ROOT / ".data"
 def apply_defaults(dbname: str) -> None:
     """Set the embedded defaults in os.environ for every variable the caller left unset."""
     DATA.mkdir(exist_ok=True)
+    (DATA / "staticfiles").mkdir(exist_ok=True)  # whitenoise expects STATIC_ROOT to exist
     if "DATABASE_URL" not in os.environ and "DATABASE_URL_FILE" not in os.environ:
         from controlplane import devdb
 
@@ -42,7 +43,7 @@ def main(argv: list[str]) -> int:
     bin_dir = Path(sys.executable).parent
     os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
     os.chdir(ROOT)
-    os.execvp(argv[1], argv[1:])
+    os.execvp(argv[1], argv[1:])  # noqa: S606 - replaces this process with the requested command
     return 0  # not reached
 
 

@@ -62,7 +62,9 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[:
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 # Fernet key(s) for secrets at rest (cluster credentials). Comma-separated: the first encrypts,
 # all decrypt, so keys can be rotated.
-FIELD_ENCRYPTION_KEYS = [k.strip() for k in secret("FIELD_ENCRYPTION_KEY", "" if DEBUG else None).split(",") if k.strip()]
+FIELD_ENCRYPTION_KEYS = [
+    k.strip() for k in secret("FIELD_ENCRYPTION_KEY", "" if DEBUG else None).split(",") if k.strip()
+]
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -228,11 +230,11 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_DEFAULT_QUEUE", default="default")
+# A prefix lets several stacks (or test runs) share one broker without taking each other's tasks.
+CELERY_QUEUE_PREFIX = env.str("CELERY_QUEUE_PREFIX", default="")
+CELERY_TASK_DEFAULT_QUEUE = CELERY_QUEUE_PREFIX + "default"
 CELERY_TASK_ROUTES = {
-    "workers.tasks.reconcile.*": {"queue": "reconcile"},
-    "workers.tasks.telemetry.*": {"queue": "telemetry"},
-    "workers.tasks.autoscale.*": {"queue": "autoscale"},
+    f"workers.tasks.{kind}.*": {"queue": CELERY_QUEUE_PREFIX + kind} for kind in ("reconcile", "telemetry", "autoscale")
 }
 CELERY_TIMEZONE = "UTC"
 RECONCILE_RESYNC_SECONDS = strict_int("RECONCILE_RESYNC_SECONDS", 30)

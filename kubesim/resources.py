@@ -101,6 +101,12 @@ def builtin_types() -> list[ResourceType]:
                                "spec.maxReplicas")),
         ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", short_names=["pdb"],
                      status=True),
+        # RBAC objects are stored and listed (routers ship a Role to list pods); kubesim does not authorize.
+        ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role"),
+        ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", required=("roleRef",)),
+        ResourceType("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False),
+        ResourceType("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding",
+                     namespaced=False, required=("roleRef",)),
         ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
                      namespaced=False, short_names=["crd", "crds"], categories=["api-extensions"], status=True,
                      required=("spec.group", "spec.names.plural", "spec.names.kind", "spec.scope",

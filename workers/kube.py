@@ -50,6 +50,10 @@ class PermanentClusterError(ClusterError):
     """Invalid objects, forbidden (quota), unknown kinds: retrying will not help."""
 
 
+class KindNotServed(PermanentClusterError):
+    """The cluster does not serve this apiVersion/kind (e.g. KEDA or LWS is not installed)."""
+
+
 def classify(exc: BaseException) -> ClusterError:
     """Turn a client exception into a transient or permanent ClusterError with a readable message."""
     if isinstance(exc, ClusterError):
@@ -67,7 +71,7 @@ def classify(exc: BaseException) -> ClusterError:
         cls = TransientClusterError if status in TRANSIENT_STATUS else PermanentClusterError
         return cls(message, status=status, retry_after=retry_after)
     if isinstance(exc, ResourceNotFoundError):
-        return PermanentClusterError(f"the cluster does not serve this kind: {exc}")
+        return KindNotServed(f"the cluster does not serve this kind: {exc}")
     if isinstance(exc, (urllib3.exceptions.HTTPError, OSError, TimeoutError)):
         return TransientClusterError(f"cluster API unreachable: {exc.__class__.__name__}: {exc}")
     return PermanentClusterError(f"{exc.__class__.__name__}: {exc}")
@@ -250,10 +254,16 @@ class Kube:
         """
         result = SyncResult()
         wanted = {ObjectRef.of(obj): obj for obj in desired}
-        kinds = set(managed_kinds) | {(r.api_version, r.kind) for r in wanted}
+        wanted_kinds = {(r.api_version, r.kind) for r in wanted}
         live: dict[ObjectRef, dict] = {}
-        for api_version, kind in sorted(kinds):
-            for item in self.list(api_version, kind, namespace=namespace, label_selector=selector):
+        for api_version, kind in sorted(set(managed_kinds) | wanted_kinds):
+            try:
+                items = self.list(api_version, kind, namespace=namespace, label_selector=selector)
+            except KindNotServed:
+                if (api_version, kind) in wanted_kinds:
+                    raise
+                continue  # nothing of ours can exist in a kind the cluster does not serve
+            for item in items:
                 meta = item["metadata"]
                 ref = ObjectRef(api_version, kind, meta.get("namespace") or "", meta["name"])
                 live[ref] = item

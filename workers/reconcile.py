@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from apps.serving.choices import Phase
 from apps.serving.models import InferenceService, Pool, ReconcileRun, ServiceObservation
-from apps.serving.rendering import render_service
+from apps.serving.rendering import SERVICE_UID_LABEL, render_service, service_endpoint, service_objects
 from apps.serving.rendering.gpus import gpu_kind
 from apps.serving.rendering.spec import spec_from_service
 from workers import status as st
@@ -26,7 +26,6 @@ from workers.kube import ClusterError, Kube, PermanentClusterError
 
 log = logging.getLogger(__name__)
 
-SERVICE_UID_LABEL = "controlplane.io/service-uid"
 LOCK_NAMESPACE = 0x5EC0  # first key of the two-int advisory lock; the second is the service id
 MANAGED_KINDS = (
     ("apps/v1", "Deployment"),
@@ -37,6 +36,10 @@ MANAGED_KINDS = (
     ("keda.sh/v1alpha1", "ScaledObject"),
     ("inference.networking.k8s.io/v1", "InferencePool"),
     ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+    ("v1", "ServiceAccount"),
+    ("v1", "ConfigMap"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
 )
 WORKLOAD_KINDS = {"Deployment", "LeaderWorkerSet"}
 REQUEUE_WHILE_DEPLOYING = 3.0
@@ -122,10 +125,9 @@ def _converge(service) -> Outcome:
     try:
         spec = spec_from_service(service)
         objects = render_service(spec)
-    except (ValueError, KeyError) as exc:
+    except ValueError as exc:  # RenderError and invalid stored settings: permanent until the spec changes
         return _write_failure(service, generation, "RenderFailed", str(exc))
-    uid = str(service.uid)
-    labelled = [o for o in objects if (o["metadata"].get("labels") or {}).get(SERVICE_UID_LABEL) == uid]
+    labelled = service_objects(objects)
     shared = [o for o in objects if o not in labelled]
     kube = kube_for(service.cluster)
     try:
@@ -140,7 +142,7 @@ def _converge(service) -> Outcome:
     view = st.service_view(desired, workloads, pods, events)
     advice = _advice(kube, spec, view) if view.unschedulable else ""
     phase, conditions, requeue = _judge(service, view, advice)
-    endpoint = _endpoint(labelled)
+    endpoint = service_endpoint(spec)
     _write_status(service, generation, phase, conditions, view, endpoint)
     _write_observation(service, view)
     outcome = Outcome(service.pk, "converged" if phase == Phase.READY else
@@ -187,16 +189,6 @@ def _judge(service, view: st.ServiceView, advice: str) -> tuple[str, list[dict],
     if stuck:
         return (Phase.DEGRADED if view.ready_replicas else Phase.FAILED), conds, REQUEUE_WHILE_FAILING
     return Phase.DEPLOYING, conds, REQUEUE_WHILE_DEPLOYING
-
-
-def _endpoint(objects: list[dict]) -> str:
-    services = [o for o in objects if o["kind"] == "Service"]
-    router = [s for s in services if (s["metadata"].get("labels") or {}).get(st.COMPONENT) == "router"]
-    front = (router or services or [None])[0]
-    if front is None:
-        return ""
-    port = (front.get("spec", {}).get("ports") or [{}])[0].get("port", 80)
-    return f"http://{front['metadata']['name']}.{front['metadata']['namespace']}.svc.cluster.local:{port}"
 
 
 def _write_failure(service, generation: int, reason: str, message: str) -> Outcome:

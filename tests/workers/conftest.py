@@ -1,42 +1,127 @@
-"""A real Celery worker process on the configured broker, consuming a queue private to the test."""
+"""Real processes for integration tests: kubesim serving the Kubernetes API, and Celery workers on the
+configured broker consuming queues private to the test (a queue-name prefix), against the test database."""
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
+from urllib.parse import quote
+from urllib.request import urlopen
 
 import pytest
+from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[2]
+DEMO_NODES = "h100-sxm-80gb:1x8,l4-24gb:2x1"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _stop(proc: subprocess.Popen) -> str:
+    proc.terminate()
+    try:
+        output, _ = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        output, _ = proc.communicate()
+    return output or ""
+
+
+@pytest.fixture
+def kubesim_url():
+    """A kubesim process (nodes, scheduler, controllers, kubelet; pods ready within a second)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kubesim", "serve", "--port", str(port), "--fast-start", "--nodes", DEMO_NODES,
+         "--seed", "7"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urlopen(f"{url}/version", timeout=1):
+                break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("kubesim did not start:\n" + _stop(proc)) from None
+            time.sleep(0.2)
+    yield url
+    _stop(proc)
+
+
+def database_url_of_test_db() -> str:
+    """A DATABASE_URL for the database this test run uses (pytest-django's test database)."""
+    s = connection.settings_dict
+    auth = quote(s["USER"] or "", safe="") + (f":{quote(s['PASSWORD'], safe='')}" if s.get("PASSWORD") else "")
+    host = quote(s["HOST"] or "", safe="")
+    port = f":{s['PORT']}" if s.get("PORT") else ""
+    return f"postgres://{auth}@{host}{port}/{s['NAME']}"
+
+
+def _start_worker(queues: list[str], extra_env: dict[str, str]) -> subprocess.Popen:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "controlplane.settings", **extra_env}
+    return subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "workers", "worker", "--pool", "solo", "--queues", ",".join(queues),
+         "--loglevel", "INFO", "--without-heartbeat", "--without-gossip", "--without-mingle",
+         "--hostname", f"test-{uuid.uuid4().hex[:8]}@%h"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
 
 
 @pytest.fixture
 def celery_worker_queue(settings):
     """Start `celery worker` on a fresh queue name, yield the name, stop the worker afterwards."""
     queue = f"test-{uuid.uuid4().hex[:12]}"
-    env = dict(os.environ)
-    env.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "workers", "worker", "--pool", "solo",
-         "--queues", queue, "--loglevel", "WARNING", "--without-heartbeat", "--without-gossip",
-         "--without-mingle"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        yield queue
-    finally:
-        proc.terminate()
-        try:
-            output, _ = proc.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            output, _ = proc.communicate()
-        if proc.returncode not in (0, -15, 143):
+    proc = _start_worker([queue], {})
+    yield queue
+    output = _stop(proc)
+    if proc.returncode not in (0, -15, 143):
+        sys.stderr.write(output)
+
+
+@pytest.fixture
+def workers(transactional_db):
+    """start(n) → n worker processes consuming this test's own reconcile/default queues on the test DB.
+
+    Tasks the test process enqueues (after commit) are routed to the same private queues.
+    """
+    from workers.celery import app
+
+    prefix = f"t{uuid.uuid4().hex[:8]}-"
+    queues = [prefix + q for q in ("default", "reconcile", "telemetry", "autoscale")]
+    saved = (app.conf.task_routes, app.conf.task_default_queue)
+    app.conf.task_routes = {f"workers.tasks.{k}.*": {"queue": prefix + k} for k in ("reconcile", "telemetry",
+                                                                                      "autoscale")}
+    app.conf.task_default_queue = prefix + "default"
+    _reroute(app)
+    procs: list[subprocess.Popen] = []
+
+    def start(n: int = 1) -> list[subprocess.Popen]:
+        env = {"DATABASE_URL": database_url_of_test_db(), "CELERY_QUEUE_PREFIX": prefix}
+        new = [_start_worker(queues, env) for _ in range(n)]
+        procs.extend(new)
+        return new
+
+    yield start
+    for proc in procs:
+        output = _stop(proc)
+        if os.environ.get("SHOW_WORKER_LOGS"):
             sys.stderr.write(output)
+    app.conf.task_routes, app.conf.task_default_queue = saved
+    _reroute(app)
+
+
+def _reroute(app) -> None:
+    """Make the Celery app's router read the (changed) task_routes again; it caches them."""
+    app.amqp._rtable = None
+    app.amqp.router = app.amqp.Router()
