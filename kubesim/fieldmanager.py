@@ -257,7 +257,11 @@ class FieldManager:
             e.fields.discard(p)
         new = apply_merge(live, config)
         me.fields = wanted
-        for p in sorted(previous - wanted, key=len, reverse=True):
+        # whole list items first (outermost first), so their key fields are still there to find them by
+        dropped = previous - wanted
+        items = sorted((p for p in dropped if p[-1] == "."), key=len)
+        leaves = sorted((p for p in dropped if p[-1] != "."), key=len, reverse=True)
+        for p in items + leaves:
             if not _owned_elsewhere(entries, me, p):
                 remove_at(new, p)
         me.time = self.now

@@ -359,12 +359,14 @@ class ApiHandlers:
         if method == "GET":
             if watch_path:
                 return await self._watch(request, rt, namespace, name=name)
-            return json_response(self.store.get(rt, namespace, name, subresource=sub))
+            with self.store.raw_results():
+                return json_response(self.store.get(rt, namespace, name, subresource=sub))
         if method == "PUT":
             body = await self._json_body(request)
-            obj = self.store.update(rt, namespace, name, body, subresource=sub,
-                                    field_manager=_field_manager_from(request), dry_run=_dry_run(request))
-            return json_response(obj)
+            with self.store.raw_results():
+                obj = self.store.update(rt, namespace, name, body, subresource=sub,
+                                        field_manager=_field_manager_from(request), dry_run=_dry_run(request))
+                return json_response(obj)
         if method == "PATCH":
             return await self._patch(request, rt, namespace, name, sub)
         if method == "DELETE" and sub is None:
@@ -386,8 +388,9 @@ class ApiHandlers:
                 raise ApiError.bad_request(f"the body of the request could not be decoded: {e}") from None
 
     def _list(self, request: web.Request, rt: ResourceType, namespace: str | None) -> web.Response:
-        items, rv = self.store.list(rt, namespace, request.query.get("labelSelector"),
-                                    request.query.get("fieldSelector"))
+        with self.store.raw_results():
+            items, rv = self.store.list(rt, namespace, request.query.get("labelSelector"),
+                                        request.query.get("fieldSelector"))
         return json_response({"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
                               "metadata": {"resourceVersion": rv}, "items": items})
 
@@ -395,9 +398,10 @@ class ApiHandlers:
         body = await self._json_body(request)
         if not isinstance(body, dict):
             raise ApiError.bad_request("the body of the request must be a JSON object")
-        obj = self.store.create(rt, namespace, body, field_manager=_field_manager_from(request),
-                                dry_run=_dry_run(request))
-        return json_response(obj, 201)
+        with self.store.raw_results():
+            obj = self.store.create(rt, namespace, body, field_manager=_field_manager_from(request),
+                                    dry_run=_dry_run(request))
+            return json_response(obj, 201)
 
     async def _patch(self, request: web.Request, rt: ResourceType, namespace, name: str, sub) -> web.Response:
         ctype = (request.headers.get("Content-Type") or "").split(";")[0].strip()
@@ -406,22 +410,22 @@ class ApiHandlers:
             raise ApiError.unsupported_media_type(ctype)
         raw = await request.read()
         try:
-            # apply bodies are YAML (JSON is YAML); _YamlLoader is a safe loader
-            patch = yaml.load(raw, Loader=_YamlLoader) if patch_type == "apply" else json.loads(raw or b"null")  # noqa: S506
-        except (ValueError, yaml.YAMLError) as e:
-            raise ApiError.bad_request(f"error decoding patch: {e}") from None
+            patch = json.loads(raw or b"null")
+        except ValueError:
+            if patch_type != "apply":
+                raise ApiError.bad_request("error decoding patch: invalid JSON") from None
+            try:  # apply bodies may be YAML; _YamlLoader is a safe loader
+                patch = yaml.load(raw, Loader=_YamlLoader)  # noqa: S506
+            except yaml.YAMLError as e:
+                raise ApiError.bad_request(f"error decoding patch: {e}") from None
         fm = request.query.get("fieldManager")
         if patch_type != "apply":
             fm = fm or _field_manager_from(request)
-        existed = True
-        if patch_type == "apply":
-            try:
-                self.store.get(rt, namespace, name)
-            except ApiError:
-                existed = False
-        obj = self.store.patch(rt, namespace, name, patch, patch_type, field_manager=fm,
-                               force=_truthy(request.query.get("force")), subresource=sub,
-                               dry_run=_dry_run(request))
+        existed = patch_type != "apply" or self.store.exists(rt, namespace, name)
+        with self.store.raw_results():
+            obj = self.store.patch(rt, namespace, name, patch, patch_type, field_manager=fm,
+                                   force=_truthy(request.query.get("force")), subresource=sub,
+                                   dry_run=_dry_run(request))
         return json_response(obj, 200 if existed else 201)
 
     async def _delete_options(self, request: web.Request) -> dict:
@@ -501,7 +505,11 @@ class ApiHandlers:
                     if wait <= 0:
                         break
                 try:
-                    t, ev = await asyncio.wait_for(sub.queue.get(), wait)
+                    if sub.queue.empty():
+                        async with asyncio.timeout(wait):  # no task per wait, unlike wait_for
+                            t, ev = await sub.queue.get()
+                    else:
+                        t, ev = sub.queue.get_nowait()
                 except TimeoutError:
                     if request.transport is None or request.transport.is_closing():
                         break

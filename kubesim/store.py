@@ -34,9 +34,11 @@ Objects handed out are copies: mutate them freely and write them back with updat
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import os
+import pickle
 import random
 import uuid
 from collections import deque
@@ -63,6 +65,11 @@ DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease"
 _GENERATE_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _SERVER_KEPT = ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds")
 GC_MANAGER = "kube-controller-manager"
+
+
+def clone(value):
+    """A deep copy of a JSON-like value (pickle round trip: several times faster than copy.deepcopy)."""
+    return pickle.loads(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))  # noqa: S301 - our own bytes
 
 
 def now_rfc3339() -> str:
@@ -177,6 +184,7 @@ class Store:
         self._hooks: list[AdmissionHook] = []
         self._cluster_ip = 0
         self.on_change: list[Callable[[], None]] = []  # called after every commit (persistence)
+        self._raw = False
         if seed_objects:
             for ns in DEFAULT_NAMESPACES:
                 self.create("v1/namespaces", None, {"metadata": {"name": ns}}, field_manager="kube-apiserver")
@@ -209,9 +217,25 @@ class Store:
         return (namespace or "default") if rt.namespaced else None
 
     def _present(self, rt: ResourceType, obj: dict) -> dict:
-        out = copy.deepcopy(obj)
+        if self._raw:
+            # the HTTP layer serializes the stored object directly and never mutates it
+            return obj if obj.get("apiVersion") == rt.api_version else {**obj, "apiVersion": rt.api_version}
+        out = clone(obj)
         out["apiVersion"] = rt.api_version
         return out
+
+    @contextlib.contextmanager
+    def raw_results(self):
+        """Within this block calls return stored objects uncopied (for serializers; never mutate them)."""
+        self._raw = True
+        try:
+            yield self
+        finally:
+            self._raw = False
+
+    def exists(self, resource, namespace: str | None, name: str) -> bool:
+        rt = self.resource(resource)
+        return (self._ns(rt, namespace), name) in self._bucket(rt)
 
     def _current(self, rt: ResourceType, namespace: str | None, name: str) -> dict:
         obj = self._bucket(rt).get((self._ns(rt, namespace), name))
@@ -339,8 +363,12 @@ class Store:
         if not self._hooks:
             return
         req = AdmissionRequest(operation, rt, ns, name, obj, old, subresource, dry_run, self)
-        for hook in self._hooks:
-            hook(req)
+        raw, self._raw = self._raw, False  # hooks get copies from their own store calls
+        try:
+            for hook in self._hooks:
+                hook(req)
+        finally:
+            self._raw = raw
 
     # ------------------------------------------------------------------ create
 
@@ -348,7 +376,7 @@ class Store:
                dry_run: bool = False) -> dict:
         """Create `obj` (201 semantics): 409 AlreadyExists, 422 Invalid, generateName, defaults."""
         rt = self.resource(resource)
-        obj = copy.deepcopy(obj)
+        obj = clone(obj)
         return self._create(rt, namespace, obj, field_manager or "kubesim", dry_run, managed=None)
 
     def _create(self, rt: ResourceType, namespace, obj: dict, manager: str, dry_run: bool,
@@ -456,7 +484,7 @@ class Store:
         """Replace (PUT) the object, its status (subresource="status") or its Scale (subresource="scale")."""
         rt = self.resource(resource)
         old = self._current(rt, namespace, name)
-        body = copy.deepcopy(obj)
+        body = clone(obj)
         if not isinstance(body, dict):
             raise ApiError.bad_request("the body of the request must be a JSON object")
         meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
@@ -519,17 +547,17 @@ class Store:
     @staticmethod
     def _patch_doc(doc: dict, patch, patch_type: str):
         if patch_type == "json":
-            return json_patch(copy.deepcopy(doc), patch)
+            return json_patch(clone(doc), patch)
         if not isinstance(patch, dict):
             raise ApiError.bad_request("the patch must be a JSON object")
         if patch_type == "merge":
-            return merge_patch(copy.deepcopy(doc), patch)
-        return strategic_merge(copy.deepcopy(doc), patch)
+            return merge_patch(clone(doc), patch)
+        return strategic_merge(clone(doc), patch)
 
     def _prepare(self, rt: ResourceType, old: dict, body: dict, subresource: str | None) -> dict:
         """The object a write proposes: status isolation plus server-owned metadata kept from `old`."""
         if subresource == "status":
-            new = copy.deepcopy(old)
+            new = clone(old)
             if body.get("status") is None:
                 new.pop("status", None)
             else:
@@ -539,7 +567,7 @@ class Store:
         new["apiVersion"], new["kind"] = old["apiVersion"], old["kind"]
         if rt.status:
             if "status" in old:
-                new["status"] = copy.deepcopy(old["status"])
+                new["status"] = clone(old["status"])
             else:
                 new.pop("status", None)
         meta = new.get("metadata") if isinstance(new.get("metadata"), dict) else {}
@@ -614,7 +642,7 @@ class Store:
             if old is None:
                 raise ApiError.not_found(rt.group_resource, name, rt.group, rt.plural)
             raise ApiError.conflict(rt.group_resource, name, rt.group, rt.plural)
-        config = copy.deepcopy(config)
+        config = clone(config)
         config["apiVersion"], config["kind"] = rt.api_version, rt.kind
         cfg_meta = config.setdefault("metadata", {})
         cfg_meta["name"] = name
@@ -635,12 +663,12 @@ class Store:
             skeleton = {"apiVersion": rt.api_version, "kind": rt.kind, "metadata": {}}
             new, managed = fm.apply(skeleton, config, None, manager, force=force, status=status_scope)
             return self._create(rt, ns, new, manager, dry_run, managed=managed)
-        live = copy.deepcopy(old)
+        live = clone(old)
         new, managed = fm.apply(live, config, old["metadata"].get("managedFields"), manager, force=force,
                                 subresource=subresource or "", status=status_scope)
         new = self._prepare(rt, old, new, subresource) if subresource != "status" else new
         if subresource == "status":
-            new["metadata"] = copy.deepcopy(old["metadata"])
+            new["metadata"] = clone(old["metadata"])
         return self._present(rt, self._write(rt, old, new, manager, subresource, dry_run, managed=managed))
 
     # ------------------------------------------------------------------ scale
@@ -677,7 +705,7 @@ class Store:
             raise ApiError.invalid("Scale", "Scale.autoscaling", old["metadata"]["name"], "autoscaling", [{
                 "reason": "FieldValueInvalid", "field": "spec.replicas",
                 "message": f"Invalid value: {replicas}: must be greater than or equal to 0"}])
-        new = copy.deepcopy(old)
+        new = clone(old)
         _set_dotted(new, rt.scale.spec_replicas, replicas)
         written = self._write(rt, old, new, manager, "scale", dry_run)
         return self._scale_of(rt, written)
@@ -718,7 +746,7 @@ class Store:
         if wanted and wanted not in finalizers:
             finalizers.append(wanted)
         if finalizers or is_namespace:
-            new = copy.deepcopy(old)
+            new = clone(old)
             nmeta = new["metadata"]
             if finalizers:
                 nmeta["finalizers"] = finalizers
@@ -776,7 +804,7 @@ class Store:
         refs = obj["metadata"].get("ownerReferences") or []
         alive = [r for r in refs if r.get("uid") != owner_uid and r.get("uid") in self._by_uid]
         if alive:
-            new = copy.deepcopy(obj)
+            new = clone(obj)
             new["metadata"]["ownerReferences"] = [r for r in refs if r.get("uid") != owner_uid]
             self._write(rt, obj, new, GC_MANAGER, None, False)
         elif not obj["metadata"].get("deletionTimestamp"):
@@ -802,7 +830,7 @@ class Store:
         done = []
         if "orphan" in finalizers:
             for drt, dep in self._dependents_of(uid):
-                new = copy.deepcopy(dep)
+                new = clone(dep)
                 new["metadata"]["ownerReferences"] = [r for r in dep["metadata"].get("ownerReferences") or []
                                                       if r.get("uid") != uid]
                 if not new["metadata"]["ownerReferences"]:
@@ -829,7 +857,7 @@ class Store:
         if rt.key == ("", "v1", "namespaces"):
             if "kubernetes" in ((obj.get("spec") or {}).get("finalizers") or []) and \
                     not self._namespace_has_content(name):
-                new = copy.deepcopy(obj)
+                new = clone(obj)
                 new["spec"]["finalizers"] = []
                 obj = self._commit(rt, ns, name, new, obj, "MODIFIED")
             if ((obj.get("spec") or {}).get("finalizers") or []):
@@ -837,11 +865,11 @@ class Store:
         remaining = [f for f in obj["metadata"].get("finalizers") or [] if f not in done]
         if remaining:
             if done:
-                new = copy.deepcopy(obj)
+                new = clone(obj)
                 new["metadata"]["finalizers"] = remaining
                 self._commit(rt, ns, name, new, obj, "MODIFIED")
             return
-        final = copy.deepcopy(obj)
+        final = clone(obj)
         final["metadata"].pop("finalizers", None)
         self._remove(rt, ns, name, old=final)
 
@@ -867,7 +895,7 @@ class Store:
             for ns, name in list(bucket):
                 obj = bucket.get((ns, name))
                 if obj is not None:
-                    final = copy.deepcopy(obj)
+                    final = clone(obj)
                     final["metadata"].pop("finalizers", None)
                     self._remove(rts[0], ns, name, old=final)
         for rt in rts:

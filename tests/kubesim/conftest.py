@@ -105,11 +105,11 @@ def deployment(name: str, replicas: int = 1, image: str = "nginx:1.27", **extra)
     body = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": name, "labels": labels},
+        "metadata": {"name": name, "labels": dict(labels)},
         "spec": {
             "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels},
+            "selector": {"matchLabels": dict(labels)},
+            "template": {"metadata": {"labels": dict(labels)},
                          "spec": {"containers": [{"name": "app", "image": image}]}},
         },
     }
