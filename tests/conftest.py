@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from cryptography.fernet import Fernet
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -23,6 +24,13 @@ ACTORS = ("owner_a", "operator_a", "viewer_a", "member_b", "staff", "anonymous",
 def fast_password_hashing(settings):
     # The production hasher is deliberately slow; tests create many users.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def encryption_key(settings):
+    # `make test` may run without FIELD_ENCRYPTION_KEY; a throw-away key per test is enough then.
+    if not settings.FIELD_ENCRYPTION_KEYS:
+        settings.FIELD_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
 
 
 @pytest.fixture
