@@ -348,9 +348,8 @@ class PodRuntime:
 
     async def stop(self) -> None:
         self.stopping = True
-        if self.task is not None:
-            self.task.cancel()
-        for task in list(self.side_tasks):
+        tasks = [t for t in [self.task, *self.side_tasks] if t is not None and t is not asyncio.current_task()]
+        for task in tasks:
             task.cancel()
         for container in self.containers:
             container.exited.set()
@@ -360,6 +359,7 @@ class PodRuntime:
                 except Exception:
                     log.debug("stopping %s/%s failed", self.namespace, self.name, exc_info=True)
                 container.workload = None
+        await asyncio.gather(*tasks, return_exceptions=True)
         self.kubelet.release_ip(self.node, (self.namespace, self.name))
 
     def port_for(self, port: str | int | None) -> int | None:
