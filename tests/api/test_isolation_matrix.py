@@ -9,12 +9,22 @@ import pytest
 from apps.serving.models import InferenceService
 from apps.tenancy.models import ApiToken
 from tests.conftest import ACTORS
-from tests.factories import ClusterFactory, InferenceServiceFactory, ModelFactory, RuntimeFactory, issue_token
+from tests.factories import (
+    AdapterFactory,
+    ClusterFactory,
+    InferenceServiceFactory,
+    ModelFactory,
+    RuntimeFactory,
+    issue_token,
+)
 
 A_SERVICE = "alpha-payroll-llm"
 A_TOKEN = "alpha-deploy-bot"
 A_MODEL = "alpha-private-model"
-A_NAMES = ("alpha", A_SERVICE, A_TOKEN, A_MODEL, "olivia-owner")
+A_RUNTIME = "alpha-private-runtime"
+A_ADAPTER = "alpha-private-lora"
+A_NAMES = ("alpha", A_SERVICE, A_TOKEN, A_MODEL, A_RUNTIME, A_ADAPTER, "olivia-owner")
+CATALOG = ("models", "runtimes", "adapters")
 
 OK_WRITER = {"list": 200, "get": 200, "create": 201, "update": 200, "delete": None, "scale": 200}
 VIEWER = {"list": 200, "get": 200, "create": 403, "update": 403, "delete": 403, "scale": 403}
@@ -55,6 +65,8 @@ def world(tenant_a, tenant_b, owner_a, operator_a, viewer_a, member_b, staff):
         "services": service,
         "tokens": token,
         "models": private_model,
+        "runtimes": RuntimeFactory(tenant=tenant_a, name=A_RUNTIME),
+        "adapters": AdapterFactory(tenant=tenant_a, name=A_ADAPTER, base_model=model),
         "cluster": cluster,
         "model": model,
         "runtime": runtime,
@@ -87,11 +99,28 @@ def request_for(resource: str, action: str, world: dict) -> tuple[str, str, dict
             "head_dim": 128,
             "max_context": 32768,
         },
+        "runtimes": {
+            "tenant": "alpha",
+            "name": "alpha-new-runtime",
+            "engine": "sglang",
+            "image": "lmsysorg/sglang",
+            "tag": "v0.5.23",
+            "supported_modes": ["standard"],
+        },
+        "adapters": {
+            "tenant": "alpha",
+            "name": "alpha-new-lora",
+            "base_model": world["model"].pk,
+            "source_uri": "s3://adapters/new",
+            "rank": 8,
+        },
     }[resource]
     update = {
         "services": {"routing_policy": "session"},
         "tokens": {"name": "renamed"},
         "models": {"license": "apache-2.0"},
+        "runtimes": {"tag": "v0.5.24"},
+        "adapters": {"rank": 32},
     }[resource]
     return {
         "list": ("get", base, None),
@@ -105,7 +134,7 @@ def request_for(resource: str, action: str, world: dict) -> tuple[str, str, dict
 
 CELLS = [
     (resource, actor, action)
-    for resource in ("services", "tokens", "models")
+    for resource in ("services", "tokens", *CATALOG)
     for actor in ACTORS
     for action in ("list", "get", "create", "update", "delete", "scale")
     if action != "scale" or resource == "services"
@@ -126,11 +155,12 @@ def test_isolation_matrix(api, world, resource, actor, action):
             assert name not in body, f"tenant B saw {name!r}"
 
 
-@pytest.mark.parametrize("resource", ["services", "tokens", "models"])
+@pytest.mark.parametrize("resource", ["services", "tokens", *CATALOG])
 def test_list_shows_tenant_a_names_to_its_viewer(api, world, resource):
     # The counterpart of the matrix's "B never sees A": the same list does show A's names to A.
     body = api("viewer_a").get(f"/api/v1/{resource}/").content.decode()
-    assert {"services": A_SERVICE, "tokens": A_TOKEN, "models": A_MODEL}[resource] in body
+    names = {"services": A_SERVICE, "tokens": A_TOKEN, "models": A_MODEL, "runtimes": A_RUNTIME, "adapters": A_ADAPTER}
+    assert names[resource] in body
 
 
 def test_viewers_refused_writes_change_nothing(api, world):
