@@ -220,6 +220,9 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     (DATA_DIR / "results").mkdir(parents=True, exist_ok=True)
 elif CELERY_BROKER_URL.startswith("redis"):
     _default_results = CELERY_BROKER_URL
+    # An unacknowledged task (its worker died) is delivered again after this long; it must exceed the
+    # longest countdown we use (retries back off to at most 60 s).
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": strict_int("CELERY_VISIBILITY_TIMEOUT", 300)}
 else:
     _default_results = "rpc://"
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or _default_results

@@ -256,3 +256,5 @@ def record_transient(service_id: int, exc: ClusterError) -> None:
     others = [c for c in service.conditions or [] if c.get("type") != "Reconciled"]
     cond = st.condition("Reconciled", False, "TransientError", exc.message, service.conditions)
     InferenceService.objects.filter(pk=service_id).update(conditions=[cond, *others])
+    ReconcileRun.objects.create(service_id=service_id, started_at=timezone.now(), generation=service.generation,
+                                result="retrying", message=exc.message[:2000])

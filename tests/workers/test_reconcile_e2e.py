@@ -5,8 +5,10 @@ Every test talks to a kubesim process with the official client (no mocks) and wa
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
+import urllib.request
 
 import pytest
 from kubernetes import client as k8s
@@ -184,3 +186,66 @@ def test_two_reconcilers_never_work_on_one_service_at_once(stack):
     finally:
         holder.wait(timeout=30)
     assert reconcile(pk).applied > 0  # the claim is free again once the other session ends
+
+
+def set_faults(url: str, **faults) -> None:
+    request = urllib.request.Request(f"{url}/kubesim/faults", data=json.dumps(faults).encode(), method="PUT",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=5) as response:
+        assert response.status == 200
+
+
+def test_services_converge_despite_api_errors_and_conflicts_without_duplicate_objects(stack):
+    set_faults(stack["url"], error_rate=0.1, conflict_rate=0.1, error_codes=[500, 503, 429])
+    stack["workers"](2)
+    ids = [create_service(stack, name=f"flaky-{i}")["id"] for i in range(3)]
+    from workers.tasks.reconcile import resync
+
+    def all_ready():
+        resync.delay()  # what beat does every few seconds: pick up anything behind
+        return all(service(pk).phase == "Ready" for pk in ids)
+
+    wait_for(all_ready, timeout=120, interval=2.0, what="every service Ready under injected faults")
+    set_faults(stack["url"], error_rate=0.0, conflict_rate=0.0)
+    for pk in ids:
+        uid = str(service(pk).uid)
+        deployments = stack["apps"].list_namespaced_deployment("tenant-acme", label_selector=f"{LABEL}={uid}").items
+        services = stack["core"].list_namespaced_service("tenant-acme", label_selector=f"{LABEL}={uid}").items
+        assert len(deployments) == 1
+        assert len(services) == 1
+    assert len(stack["apps"].list_namespaced_deployment("tenant-acme").items) == 3
+    # The faults did hit the reconciler: its retries are in the history.
+    assert ReconcileRun.objects.filter(service_id__in=ids, result="retrying").exists()
+
+
+def test_a_worker_killed_mid_reconcile_is_taken_over(stack):
+    from django.db import connection
+
+    from workers.reconcile import LOCK_NAMESPACE
+
+    # Every API call takes 400 ms, so a pass is long enough to be caught in the middle.
+    set_faults(stack["url"], latency_ms=400)
+    (first,) = stack["workers"](1)
+    pk = create_service(stack, name="orphan")["id"]
+
+    def lock_held():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s "
+                           "AND objid = %s AND granted", [LOCK_NAMESPACE, pk])
+            return cursor.fetchone()[0] == 1
+
+    wait_for(lock_held, timeout=30, interval=0.05, what="the first worker to claim the service")
+    first.kill()  # SIGKILL: no cleanup, the task is never acknowledged
+    first.wait(timeout=10)
+    wait_for(lambda: not lock_held(), timeout=30, what="the dead worker's claim to be released")
+    set_faults(stack["url"], latency_ms=0)
+    assert service(pk).phase != "Ready"
+
+    stack["workers"](1)
+    from workers.tasks.reconcile import resync
+
+    def taken_over():
+        resync.delay()
+        return service(pk).phase == "Ready"
+
+    wait_for(taken_over, timeout=90, interval=2.0, what="a second worker to finish the job")
