@@ -322,3 +322,68 @@ def test_deleting_a_deployment_collects_its_replicasets_and_pods(make_cluster):
         ),
         message="all collected",
     )
+
+
+def test_recreate_strategy_removes_old_pods_before_starting_new_ones(make_cluster):
+    cluster = make_cluster()
+    cluster.apps.create_namespaced_deployment(NS, deployment("web", replicas=2, strategy={"type": "Recreate"}))
+    wait_for(lambda: len(ready_pods(cluster, "app=web")) == 2, message="two Ready pods")
+    old = {p.metadata.name for p in ready_pods(cluster, "app=web")}
+    start_rv = cluster.core.list_namespaced_pod(NS).metadata.resource_version
+    cluster.apps.patch_namespaced_deployment("web", NS, {"spec": {"template": {"metadata": {"labels": {"v": "2"}}}}})
+    new = wait_for(
+        lambda: (
+            (ps := ready_pods(cluster, "app=web")) and len(ps) == 2 and not {p.metadata.name for p in ps} & old and ps
+        ),
+        message="two new Ready pods",
+    )
+    assert all(p.metadata.labels["v"] == "2" for p in new)
+    # Replay the changes: no new pod was added while an old one still existed.
+    alive = set(old)
+    for event in watch.Watch().stream(
+        cluster.core.list_namespaced_pod, NS, resource_version=start_rv, timeout_seconds=1
+    ):
+        name = event["object"].metadata.name
+        if event["type"] == "DELETED":
+            alive.discard(name)
+        elif event["type"] == "ADDED":
+            assert not alive & old, f"{name} was created while {alive & old} still ran"
+            alive.add(name)
+
+
+def test_leaderworkerset_template_change_replaces_groups_one_at_a_time(make_cluster):
+    cluster = make_cluster()
+    cluster.custom.create_namespaced_custom_object(*LWS_GROUP, NS, "leaderworkersets", lws_body("mn", 2, 2))
+    wait_for(
+        lambda: len(lws_pods(cluster, "mn")) == 4 and all(is_ready(p) for p in lws_pods(cluster, "mn")),
+        message="two groups Ready",
+    )
+    revisions = {
+        p.metadata.labels["leaderworkerset.sigs.k8s.io/template-revision-hash"] for p in lws_pods(cluster, "mn")
+    }
+    patch = {"spec": {"leaderWorkerTemplate": {"workerTemplate": {"metadata": {"labels": {"v": "2"}}}}}}
+    cluster.custom.patch_namespaced_custom_object(*LWS_GROUP, NS, "leaderworkersets", "mn", patch)
+
+    def all_new():
+        pods = lws_pods(cluster, "mn")
+        return (
+            len(pods) == 4
+            and all(is_ready(p) and p.metadata.labels.get("v") == "2" for p in pods)
+            and {p.metadata.labels["leaderworkerset.sigs.k8s.io/template-revision-hash"] for p in pods}
+        )
+
+    new_revisions = wait_for(all_new, message="every group on the new template")
+    assert not new_revisions & revisions
+    status = wait_for(
+        lambda: (
+            (
+                s := cluster.custom.get_namespaced_custom_object_status(*LWS_GROUP, NS, "leaderworkersets", "mn")[
+                    "status"
+                ]
+            ).get("updatedReplicas")
+            == 2
+            and s
+        ),
+        message="status",
+    )
+    assert status["readyReplicas"] == 2
