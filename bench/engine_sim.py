@@ -149,6 +149,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="shorter runs")
     parser.add_argument("--duration", type=float, default=None)
+    parser.add_argument(
+        "--configs", default="10x200,50x1000,100x2000,150x3000,200x4000", help="comma-separated ENGINESxREQ_PER_S"
+    )
     args = parser.parse_args()
     duration = args.duration or (5.0 if args.quick else 10.0)
     print("part 1: engines x aggregate rate, Llama-3.1-8B on H100, prompt 256 / output 64 tokens, real time")
@@ -156,7 +159,8 @@ def main() -> None:
         f"{'engines':>7} {'req/s':>7} {'sent':>6} {'cpu%':>5} {'steps/s':>7} {'latency err':>11} {'lost':>6}  verdict"
     )
     best = None
-    for n, rate in [(10, 200), (50, 1000), (100, 2000), (150, 3000), (200, 4000), (300, 6000)]:
+    configs = [tuple(int(x) for x in c.split("x")) for c in args.configs.split(",")]
+    for n, rate in configs:
         r = asyncio.run(capacity(n, rate, duration, 256, 64))
         ok = r["error"] <= 0.05 and r["lost"] <= 0.05 and r["send_lag"] < 0.5
         if ok:

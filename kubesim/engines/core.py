@@ -83,27 +83,40 @@ class Block:
 
 
 class BlockPool:
-    """Fixed blocks with reference counts; free blocks keep their hash (evictable cache) in LRU order."""
+    """Fixed blocks with reference counts; free blocks keep their hash (evictable cache) in LRU order.
+
+    As in vLLM's free queue, never-used blocks are handed out before freed ones, and freed blocks are
+    reused least recently freed first. Never-used blocks are created lazily (a pool has ~30k blocks).
+    """
 
     def __init__(self, num_blocks: int, reserve_null: bool):
         usable = num_blocks - 1 if reserve_null and num_blocks > 0 else num_blocks
         self.capacity = max(usable, 0)
-        self.free: dict[int, Block] = {i: Block(i) for i in range(self.capacity)}
+        self.fresh = self.capacity  # blocks never allocated yet
+        self.free: dict[int, Block] = {}  # freed blocks, least recently freed first
         self.cached: dict[int, Block] = {}
 
     @property
     def num_free(self) -> int:
-        return len(self.free)
+        return self.fresh + len(self.free)
 
     def usage(self) -> float:
-        return 1.0 - len(self.free) / self.capacity if self.capacity else 0.0
+        return 1.0 - (self.fresh + len(self.free)) / self.capacity if self.capacity else 0.0
 
     def allocate(self, n: int) -> list[Block] | None:
-        if n > len(self.free):
+        if n > self.fresh + len(self.free):
             return None
         out = []
+        take_fresh = min(n, self.fresh)
+        if take_fresh:
+            first = self.capacity - self.fresh
+            self.fresh -= take_fresh
+            for bid in range(first, first + take_fresh):
+                blk = Block(bid)
+                blk.ref = 1
+                out.append(blk)
         free, cached = self.free, self.cached
-        for _ in range(n):
+        for _ in range(n - take_fresh):
             blk = free.pop(next(iter(free)))
             if blk.block_hash is not None:
                 if cached.get(blk.block_hash) is blk:
@@ -175,6 +188,7 @@ class Request:
         "max_tokens",
         "num_computed",
         "num_registered",
+        "num_tokens",
         "output_len",
         "preemptions",
         "prefill_done",
@@ -184,7 +198,6 @@ class Request:
         "remote_kv",
         "request_id",
         "stream",
-        "token_times",
     )
 
     def __init__(
@@ -211,6 +224,7 @@ class Request:
         self.num_computed = 0
         self.num_registered = 0
         self.generated = 0
+        self.num_tokens = self.prompt_len  # prompt plus generated
         self.cached_tokens = -1  # set at first admission
         self.preemptions = 0
         self.arrival = 0.0
@@ -220,13 +234,8 @@ class Request:
         self.last_token = 0.0
         self.kv_ready_at = 0.0
         self.finish_reason: str | None = None
-        self.token_times: list[float] | None = None
         self.done: asyncio.Future | None = None
         self.queue: asyncio.Queue | None = None
-
-    @property
-    def num_tokens(self) -> int:
-        return self.prompt_len + self.generated
 
 
 class EngineObserver:
@@ -371,23 +380,25 @@ class EngineCore:
             budget = max(budget, cfg.max_model_len)
         batch: list[tuple[Request, int]] = []
         preempted: set[int] = set()
+        bs = cfg.block_size
+        pool = self.pool
+        running = self.running
         i = 0
-        while i < len(self.running) and budget > 0:
-            req = self.running[i]
-            n = min(req.num_tokens - req.num_computed, budget)
-            if n <= 0:
-                i += 1
-                continue
-            need = self._blocks_needed(req, req.num_computed + n)
-            while need > self.pool.num_free:
-                victim = self._preempt(now)
-                preempted.add(id(victim))
-                if victim is req:
+        while i < len(running) and budget > 0:
+            req = running[i]
+            n = req.num_tokens - req.num_computed
+            if n > budget:
+                n = budget
+            need = -(-(req.num_computed + n) // bs) - len(req.blocks)
+            if need > 0:
+                while need > pool.num_free:
+                    victim = self._preempt(now)
+                    preempted.add(id(victim))
+                    if victim is req:
+                        break
+                if id(req) in preempted:
                     break
-            if id(req) in preempted:
-                break
-            if need:
-                req.blocks.extend(self.pool.allocate(need))
+                req.blocks.extend(pool.allocate(need))
             batch.append((req, n))
             budget -= n
             i += 1
@@ -451,6 +462,7 @@ class EngineCore:
             if req.num_computed < req.num_tokens:
                 continue
             req.generated += 1
+            req.num_tokens += 1
             gen += 1
             if req.first_token is None:
                 req.first_token = now
@@ -460,8 +472,6 @@ class EngineCore:
                 itl_count += 1
             if req.queue is not None:
                 req.queue.put_nowait(req.generated)
-            if req.token_times is not None:
-                req.token_times.append(now)
             req.last_token = now
             if req.generated >= req.output_len or req.num_tokens >= self.cfg.max_model_len:
                 finished.append(req)

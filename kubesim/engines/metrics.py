@@ -127,8 +127,9 @@ def one_two_five(limit: int) -> list[int]:
         exp += 1
 
 
-def observe_many(child, value: float, count: int) -> None:
-    """`count` observations of the same value in one go (a decode step gives every sequence the same ITL)."""
+def observe_many(child, value: float, count: int = 1) -> None:
+    """`count` observations of one value in one go (a decode step gives every sequence the same ITL);
+    also a faster `observe` (bisect instead of a linear scan) for the per-request histograms."""
     i = bisect.bisect_left(child._upper_bounds, value)
     child._buckets[i].inc(count)
     child._sum.inc(value * count)
@@ -349,7 +350,7 @@ class VllmMetrics(EngineObserver):
 
     def on_step(self, req_tokens: int, prefill_tokens: int, hit_tokens: int, duration: float) -> None:
         if self.enabled:
-            self.iteration.observe(req_tokens)
+            observe_many(self.iteration, req_tokens)
 
     def on_tokens(self, itl: float, count: int) -> None:
         if self.enabled:
@@ -357,7 +358,7 @@ class VllmMetrics(EngineObserver):
 
     def on_first_token(self, req: Request) -> None:
         if self.enabled:
-            self.ttft.observe(req.first_token - req.arrival)
+            observe_many(self.ttft, req.first_token - req.arrival)
 
     def on_preempt(self, req: Request) -> None:
         if self.enabled:
@@ -368,15 +369,15 @@ class VllmMetrics(EngineObserver):
             return
         self.success[req.finish_reason].inc()
         end = req.last_token
-        self.e2e.observe(end - req.arrival)
+        observe_many(self.e2e, end - req.arrival)
         sched = req.first_scheduled if req.first_scheduled is not None else end
-        self.queue.observe(sched - req.arrival)
-        self.inference.observe(end - sched)
+        observe_many(self.queue, sched - req.arrival)
+        observe_many(self.inference, end - sched)
         first = req.first_token if req.first_token is not None else end
-        self.prefill.observe(first - sched)
-        self.decode.observe(end - first)
+        observe_many(self.prefill, first - sched)
+        observe_many(self.decode, end - first)
         if req.generated > 1:
-            self.tpot.observe((end - first) / (req.generated - 1))
+            observe_many(self.tpot, (end - first) / (req.generated - 1))
         cached = max(req.cached_tokens, 0)
         self.prompt_tokens.inc(req.prompt_len)
         self.generation_tokens.inc(req.generated)
@@ -387,13 +388,13 @@ class VllmMetrics(EngineObserver):
             self.prompt_hit.inc(cached)
         self.prompt_cached.inc(cached)
         self.cached_device.inc(cached)
-        self.req_prompt.observe(req.prompt_len)
-        self.req_gen.observe(req.generated)
-        self.req_max_gen.observe(req.max_tokens)
-        self.req_max_tokens.observe(req.max_tokens)
-        self.req_kv_computed.observe(req.prompt_len - cached)
-        self.params_n.observe(1)
-        self.req_preempt.observe(req.preemptions)
+        observe_many(self.req_prompt, req.prompt_len)
+        observe_many(self.req_gen, req.generated)
+        observe_many(self.req_max_gen, req.max_tokens)
+        observe_many(self.req_max_tokens, req.max_tokens)
+        observe_many(self.req_kv_computed, req.prompt_len - cached)
+        observe_many(self.params_n, 1)
+        observe_many(self.req_preempt, req.preemptions)
 
     def exposition(self, core: EngineCore, running_loras: list[str] | None = None) -> bytes:
         if self.enabled:
@@ -544,14 +545,14 @@ class SglangMetrics(EngineObserver):
         self.rt_cache.inc(hit_tokens)
         self.cache_hit_rate.set(hit_tokens / (computed + hit_tokens) if computed + hit_tokens else 0.0)
         if req.cached_tokens == hit_tokens and req.preemptions == 0:
-            self.queue_time.observe(now - req.arrival)
+            observe_many(self.queue_time, now - req.arrival)
 
     def on_tokens(self, itl: float, count: int) -> None:
         observe_many(self.itl, itl, count)
         self.rt_decode.inc(count)
 
     def on_first_token(self, req: Request) -> None:
-        self.ttft.labels(*self._st(req)).observe(req.first_token - req.arrival)
+        observe_many(self.ttft.labels(*self._st(req)), req.first_token - req.arrival)
 
     def on_finish(self, req: Request) -> None:
         st = self._st(req)
@@ -561,9 +562,9 @@ class SglangMetrics(EngineObserver):
         self.prompt_tokens.labels(*st).inc(req.prompt_len)
         self.generation_tokens.labels(*st).inc(req.generated)
         self.cached_tokens.inc(max(req.cached_tokens, 0))
-        self.e2e.labels(*st).observe(req.last_token - req.arrival)
+        observe_many(self.e2e.labels(*st), req.last_token - req.arrival)
         if req.generated > 1:
-            self.tpot.labels(*st).observe((req.last_token - req.first_token) / (req.generated - 1))
+            observe_many(self.tpot.labels(*st), (req.last_token - req.first_token) / (req.generated - 1))
 
     def exposition(self, core: EngineCore, tokens_per_block: int, max_total_tokens: int) -> bytes:
         self.num_running.set(len(core.running))
