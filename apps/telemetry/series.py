@@ -74,14 +74,14 @@ class SeriesWindow:
 
 
 def choose_window(since: datetime, until: datetime, step_s: int | None = None) -> SeriesWindow:
-    """Raw rows while they are retained and the step is under a minute, else one-minute rollups; the step
-    grows so a chart never gets more than MAX_POINTS points."""
+    """Raw rows while the range is within their retention (so the newest minutes are there before they are
+    rolled up), else one-minute rollups; the step grows so a chart never gets more than MAX_POINTS points."""
     raw_kept = timezone.now() - timedelta(hours=settings.TELEMETRY_RAW_RETENTION_HOURS)
     span = max((until - since).total_seconds(), 1.0)
     natural = settings.TELEMETRY_SCRAPE_SECONDS
     floor = math.ceil(span / MAX_POINTS)
     step = max(step_s or 0, floor, 1)
-    resolution = Resolution.RAW if since >= raw_kept and step < 60 else Resolution.MINUTE
+    resolution = Resolution.RAW if since >= raw_kept else Resolution.MINUTE
     if resolution == Resolution.MINUTE:
         step = max(60, math.ceil(step / 60) * 60)
     elif step <= natural:
@@ -128,3 +128,61 @@ def latest_points(service_ids) -> dict[int, SeriesPoint]:
         .distinct("service_id")
     )
     return {row.service_id: row for row in rows}
+
+
+# --- Requests for a series: `since`, `step` and the payload the page and the API return ----------------
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class BadSeriesQuery(ValueError):
+    """A `since`, `until` or `step` that cannot be read; the message says what is accepted."""
+
+
+def parse_duration(text: str, name: str) -> int:
+    """Seconds from `300`, `300s`, `15m`, `2h` or `7d`."""
+    raw = text.strip().lower()
+    unit = _UNITS.get(raw[-1:]) if raw else None
+    number = raw[:-1] if unit else raw
+    if not number.isdigit() or int(number) <= 0:
+        raise BadSeriesQuery(f"{name} must be a positive duration such as 300, 90s, 15m, 2h or 7d")
+    return int(number) * (unit or 1)
+
+
+def parse_moment(text: str, name: str, now: datetime) -> datetime:
+    """An ISO 8601 time (UTC when no offset is given) or a duration back from now (`15m`)."""
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        try:
+            return now - timedelta(seconds=parse_duration(text, name))
+        except BadSeriesQuery:
+            raise BadSeriesQuery(f"{name} must be an ISO 8601 time or a duration back from now such as 15m") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def window_from_query(params, now: datetime | None = None) -> SeriesWindow:
+    """The window a request asks for: `since` (default 15m), `until` (default now), `step` (optional)."""
+    now = now or timezone.now()
+    since = parse_moment(params.get("since") or "15m", "since", now)
+    until = parse_moment(params["until"], "until", now) if params.get("until") else now
+    if since >= until:
+        raise BadSeriesQuery("since must be earlier than until")
+    if until - since > timedelta(days=settings.TELEMETRY_ROLLUP_RETENTION_DAYS):
+        raise BadSeriesQuery(f"at most {settings.TELEMETRY_ROLLUP_RETENTION_DAYS} days of series are kept")
+    step = parse_duration(params["step"], "step") if params.get("step") else None
+    return choose_window(since, until, step)
+
+
+def series_payload(service_id: int, window: SeriesWindow, role: str = SERVICE_ROLE) -> dict:
+    """The JSON the service page charts and `GET /api/v1/services/{id}/metrics/` return."""
+    data = read_series(service_id, window, role)
+    return {
+        "service": service_id,
+        "role": role,
+        "resolution": Resolution(window.resolution).name.lower(),
+        "step": window.step_s,
+        "since": window.since,
+        "until": window.until,
+        **data,
+    }

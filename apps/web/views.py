@@ -9,6 +9,10 @@ from django.shortcuts import render
 from apps.clusters.models import Cluster, GpuNode
 from apps.serving.choices import Phase
 from apps.serving.models import InferenceService
+from apps.web.htmx import is_fragment
+from apps.web.services import with_latest
+
+TOP = 5
 
 
 def fleet_summary(user) -> dict:
@@ -29,10 +33,23 @@ def fleet_summary(user) -> dict:
     }
 
 
+def fleet_figures(services: list) -> dict:
+    """The services that need a look: worst TTFT p95, highest KV-cache usage, longest queues (latest rows)."""
+    live = [s for s in services if s.latest is not None]
+
+    def top(column):
+        ranked = [s for s in live if getattr(s.latest, column) is not None]
+        return sorted(ranked, key=lambda s: getattr(s.latest, column), reverse=True)[:TOP]
+
+    return {"worst_ttft": top("ttft_p95"), "highest_kv": top("kv_usage"), "busiest_queues": top("waiting")}
+
+
 @login_required
 def home(request):
-    """The fleet overview: what runs where, and in what state."""
+    """The fleet overview: what runs where, in what state, and which services are slow, full or queueing."""
     context = fleet_summary(request.user)
-    context["services"] = InferenceService.objects.for_user(request.user).with_related()[:200]
-    template = "web/partials/fleet.html" if request.htmx else "web/home.html"
+    services = with_latest(list(InferenceService.objects.for_user(request.user).with_related()[:200]))
+    context["services"] = services
+    context |= fleet_figures(services)
+    template = "web/partials/fleet.html" if is_fragment(request) else "web/home.html"
     return render(request, template, context)

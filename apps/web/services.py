@@ -1,0 +1,106 @@
+"""Service pages: the list, and one service's status (htmx partial), live charts (JSON) and pods.
+
+Every lookup goes through `InferenceService.objects.for_user`, so another tenant's service is a 404.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.contrib.auth.decorators import login_required
+from django.core.serializers.json import DjangoJSONEncoder
+from django.http import JsonResponse
+from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
+
+from apps.clusters.models import GpuNode
+from apps.serving.models import InferenceService, ReconcileRun, ServiceObservation
+from apps.telemetry.models import PodStat
+from apps.telemetry.series import RANGES, BadSeriesQuery, latest_points, series_payload, window_from_query
+from apps.web.htmx import is_fragment
+
+RECENT = timedelta(minutes=2)  # a series row older than this is no longer "now"
+
+
+def visible_services(user):
+    return InferenceService.objects.for_user(user)
+
+
+def with_latest(services: list) -> list:
+    """Attach each service's newest whole-service series row (if recent) as `.latest`."""
+    points = latest_points([s.pk for s in services])
+    fresh_after = timezone.now() - RECENT
+    for service in services:
+        point = points.get(service.pk)
+        service.latest = point if point is not None and point.time >= fresh_after else None
+    return services
+
+
+@login_required
+def service_list(request):
+    """Every service the user may see, with its phase and current figures."""
+    services = with_latest(list(visible_services(request.user).with_related().order_by("tenant__slug", "name")[:500]))
+    template = "web/partials/service_rows.html" if is_fragment(request) else "web/services.html"
+    return render(request, template, {"services": services})
+
+
+def pod_rows(service, observation: ServiceObservation | None) -> list[dict]:
+    """Pods as the reconciler saw them (phase, node, GPUs), with the node's GPU product and the pod's
+    latest scraped figures."""
+    pods = list(observation.pods) if observation else []
+    stats = {s.pod: s for s in PodStat.objects.filter(service=service)}
+    nodes = {p.get("node") for p in pods if p.get("node")} | {s.node for s in stats.values() if s.node}
+    products = dict(GpuNode.objects.filter(cluster_id=service.cluster_id, name__in=nodes)
+                    .values_list("name", "gpu_product"))
+    rows = []
+    for pod in pods:
+        stat = stats.pop(pod.get("name"), None)
+        rows.append({**pod, "gpu_product": products.get(pod.get("node"), ""), "stat": stat})
+    for stat in stats.values():  # scraped but not yet in the reconciler's last observation
+        rows.append({"name": stat.pod, "role": stat.role, "phase": "Running", "ready": True, "node": stat.node,
+                     "gpus": None, "gpu_product": products.get(stat.node, ""), "stat": stat})
+    return rows
+
+
+def status_context(service) -> dict:
+    observation = ServiceObservation.objects.filter(service=service).first()
+    conditions = service.conditions or []
+    return {
+        "service": service,
+        "observation": observation,
+        "conditions": conditions,
+        "problems": [c for c in conditions if c.get("status") in (False, "False") and c.get("message")],
+        "pools": list(service.pools.all()),
+        "observed_pools": {p["role"]: p for p in (observation.pools if observation else [])},
+        "pods": pod_rows(service, observation),
+        "events": list(reversed(observation.events[-15:])) if observation else [],
+        "runs": list(ReconcileRun.objects.filter(service=service).order_by("-started_at")[:10]),
+    }
+
+
+@login_required
+def service_detail(request, pk: int):
+    """A service's page; htmx polls it for the status partial, the charts poll `service_series`."""
+    service = get_object_or_404(visible_services(request.user).with_related(), pk=pk)
+    context = status_context(service)
+    if is_fragment(request):
+        return render(request, "web/partials/service_status.html", context)
+    context["ranges"] = list(RANGES)
+    context["range"] = request.GET.get("range") if request.GET.get("range") in RANGES else "15m"
+    context["roles"] = [p.role for p in context["pools"]] if len(context["pools"]) > 1 else []
+    return render(request, "web/service_detail.html", context)
+
+
+@login_required
+def service_series(request, pk: int):
+    """The chart data of one service (or `role` pool) over `since`/`until` at `step`, as JSON."""
+    service = get_object_or_404(visible_services(request.user), pk=pk)
+    params = request.GET.copy()
+    if params.get("range") in RANGES and not params.get("since"):
+        params["since"] = f"{RANGES[params['range']]}s"
+    try:
+        window = window_from_query(params)
+    except BadSeriesQuery as exc:
+        return JsonResponse({"detail": str(exc)}, status=400)
+    payload = series_payload(service.pk, window, role=params.get("role", ""))
+    return JsonResponse(payload, encoder=DjangoJSONEncoder)

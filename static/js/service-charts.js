@@ -1,0 +1,75 @@
+// Live charts of one service (templates/web/service_detail.html): fetch the series JSON every few
+// seconds and redraw with Plotly.react, so the page never reloads. The range and pool selectors change
+// the query; the server picks raw rows or one-minute rollups and the step.
+(function () {
+  "use strict";
+
+  const CHARTS = [
+    { id: "chart-ttft", title: "Time to first token (ms)", ms: true,
+      traces: [["ttft_p50", "p50"], ["ttft_p95", "p95"], ["ttft_p99", "p99"]] },
+    { id: "chart-itl", title: "Inter-token latency (ms)", ms: true, traces: [["itl_p50", "p50"], ["itl_p95", "p95"]] },
+    { id: "chart-kv", title: "KV-cache usage (%)", pct: true, traces: [["kv_usage", "KV cache"], ["prefix_hit_rate", "prefix hits"]] },
+    { id: "chart-queue", title: "Requests", traces: [["running", "running"], ["waiting", "waiting"]] },
+    { id: "chart-tokens", title: "Tokens per second", traces: [["prompt_tps", "prompt"], ["gen_tps", "generated"]] },
+    { id: "chart-replicas", title: "Ready replicas", shape: "hv", traces: [["ready_replicas", "ready"]] },
+  ];
+
+  function scale(values, chart) {
+    const factor = chart.ms ? 1000 : chart.pct ? 100 : 1;
+    return values.map((v) => (v === null ? null : v * factor));
+  }
+
+  function draw(data) {
+    for (const chart of CHARTS) {
+      const traces = chart.traces.map(([column, name]) => ({
+        x: data.time, y: scale(data[column] || [], chart), name: name, mode: "lines",
+        line: { shape: chart.shape || "linear", width: 2 }, connectgaps: false,
+      }));
+      const layout = {
+        title: { text: chart.title, font: { size: 14 } }, margin: { l: 50, r: 10, t: 36, b: 30 },
+        legend: { orientation: "h", y: -0.2 }, xaxis: { type: "date" }, yaxis: { rangemode: "tozero" },
+        uirevision: chart.id,
+      };
+      Plotly.react(chart.id, traces, layout, { displayModeBar: false, responsive: true });
+    }
+    const p95 = (data.ttft_p95 || []).filter((v) => v !== null);
+    document.getElementById("ttft-p95-now").textContent =
+      p95.length ? (p95[p95.length - 1] * 1000).toFixed(1) + " ms" : "–";
+    document.getElementById("series-note").textContent =
+      `${data.time.length} points, ${data.resolution} rows every ${data.step} s`;
+  }
+
+  function start() {
+    const root = document.getElementById("charts");
+    if (!root || typeof Plotly === "undefined") return;
+    const rangeSelect = document.getElementById("range");
+    const roleSelect = document.getElementById("role");
+    let timer = null;
+    let inFlight = false;
+
+    async function refresh() {
+      if (inFlight) return;
+      inFlight = true;
+      const params = new URLSearchParams({ range: rangeSelect.value });
+      if (roleSelect && roleSelect.value) params.set("role", roleSelect.value);
+      try {
+        const response = await fetch(`${root.dataset.seriesUrl}?${params}`, { credentials: "same-origin" });
+        if (response.ok) draw(await response.json());
+      } finally {
+        inFlight = false;
+      }
+    }
+
+    function restart() {
+      clearInterval(timer);
+      refresh();
+      timer = setInterval(refresh, Number(root.dataset.refreshMs) || 5000);
+    }
+
+    rangeSelect.addEventListener("change", restart);
+    if (roleSelect) roleSelect.addEventListener("change", restart);
+    restart();
+  }
+
+  document.addEventListener("DOMContentLoaded", start);
+})();
