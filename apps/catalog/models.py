@@ -36,7 +36,7 @@ class CatalogEntry(TimestampedModel):
         null=True,
         blank=True,
         on_delete=models.CASCADE,
-        related_name="+",
+        related_name="%(class)ss",
         help_text="Empty for a platform-wide entry.",
     )
     name = models.CharField(max_length=63, validators=[dns1123_label])
@@ -55,39 +55,31 @@ class CatalogEntry(TimestampedModel):
         return self.tenant_id is None
 
     def clean(self) -> None:
+        errors: dict[str, list] = {}
         if self.name:
             clash = type(self).objects.filter(tenant_id=self.tenant_id, name=self.name).exclude(pk=self.pk)
             if clash.exists():
                 scope = f"tenant {self.tenant}" if self.tenant_id else "the platform catalog"
-                raise ValidationError(
-                    {
-                        "name": ValidationError(
-                            f"The name {self.name!r} is already used in {scope}.", code="unique"
-                        )
-                    }
-                )
+                message = f"The name {self.name!r} is already used in {scope}."
+                errors["name"] = [ValidationError(message, code="unique")]
+        self.clean_entry(errors)
+        if errors:
+            raise ValidationError(errors)
+
+    def clean_entry(self, errors: dict[str, list]) -> None:
+        """Hook: add this kind's own problems to `errors` (field name → messages)."""
 
     def user_can_write(self, user) -> bool:
         return can_write_tenant(user, self.tenant_id)
 
     @classmethod
     def unique_name_constraint(cls, label: str) -> models.UniqueConstraint:
-        return models.UniqueConstraint(
-            fields=["tenant", "name"], nulls_distinct=False, name=f"{label}_unique_name"
-        )
+        return models.UniqueConstraint(fields=["tenant", "name"], nulls_distinct=False, name=f"{label}_unique_name")
 
 
 class Model(CatalogEntry):
     """A base model with the architecture facts that drive capacity planning."""
 
-    tenant = models.ForeignKey(
-        "tenancy.Tenant",
-        null=True,
-        blank=True,
-        on_delete=models.CASCADE,
-        related_name="models",
-        help_text="Empty for a platform-wide model.",
-    )
     display_name = models.CharField(max_length=200, blank=True)
     source_uri = models.CharField(max_length=500, validators=[validate_source_uri])
     license = models.CharField(max_length=100, blank=True)
@@ -109,37 +101,20 @@ class Model(CatalogEntry):
     class Meta(CatalogEntry.Meta):
         constraints = [CatalogEntry.unique_name_constraint("catalog_model")]
 
-    def clean(self) -> None:
-        errors = {}
-        try:
-            super().clean()
-        except ValidationError as exc:
-            errors.update(exc.error_dict)
+    def clean_entry(self, errors: dict[str, list]) -> None:
         if self.attention_heads and self.kv_heads and self.attention_heads % self.kv_heads:
-            errors["kv_heads"] = [
-                f"KV heads ({self.kv_heads}) must divide attention heads ({self.attention_heads})."
-            ]
+            errors["kv_heads"] = [f"KV heads ({self.kv_heads}) must divide attention heads ({self.attention_heads})."]
         if (
             self.active_parameters_billions
             and self.parameters_billions
             and self.active_parameters_billions > self.parameters_billions
         ):
             errors["active_parameters_billions"] = ["Active parameters cannot exceed total parameters."]
-        if errors:
-            raise ValidationError(errors)
 
 
 class Adapter(CatalogEntry):
     """A LoRA adapter on a base model; served by services of that model."""
 
-    tenant = models.ForeignKey(
-        "tenancy.Tenant",
-        null=True,
-        blank=True,
-        on_delete=models.CASCADE,
-        related_name="adapters",
-        help_text="Empty for a platform-wide adapter.",
-    )
     base_model = models.ForeignKey(Model, on_delete=models.PROTECT, related_name="adapters")
     source_uri = models.CharField(max_length=500, validators=[validate_source_uri])
     rank = models.PositiveIntegerField(validators=[MinValueValidator(1)])
@@ -147,16 +122,9 @@ class Adapter(CatalogEntry):
     class Meta(CatalogEntry.Meta):
         constraints = [CatalogEntry.unique_name_constraint("catalog_adapter")]
 
-    def clean(self) -> None:
-        errors = {}
-        try:
-            super().clean()
-        except ValidationError as exc:
-            errors.update(exc.error_dict)
+    def clean_entry(self, errors: dict[str, list]) -> None:
         if self.base_model_id and self.base_model.tenant_id not in (None, self.tenant_id):
             errors["base_model"] = ["The base model must be platform-wide or belong to the adapter's tenant."]
-        if errors:
-            raise ValidationError(errors)
 
 
 def default_modes() -> list[str]:
@@ -166,23 +134,11 @@ def default_modes() -> list[str]:
 class Runtime(CatalogEntry):
     """An engine build: engine kind, container image and tag, default args, supported modes."""
 
-    tenant = models.ForeignKey(
-        "tenancy.Tenant",
-        null=True,
-        blank=True,
-        on_delete=models.CASCADE,
-        related_name="runtimes",
-        help_text="Empty for a platform-wide runtime.",
-    )
     engine = models.CharField(max_length=16, choices=EngineKind.choices)
     image = models.CharField(max_length=300, help_text="Repository without tag, e.g. vllm/vllm-openai.")
     tag = models.CharField(max_length=128)
-    default_args = models.JSONField(
-        default=list, blank=True, help_text="Extra engine arguments, a list of strings."
-    )
-    supported_modes = ArrayField(
-        models.CharField(max_length=32, choices=DeploymentMode.choices), default=default_modes
-    )
+    default_args = models.JSONField(default=list, blank=True, help_text="Extra engine arguments, a list of strings.")
+    supported_modes = ArrayField(models.CharField(max_length=32, choices=DeploymentMode.choices), default=default_modes)
 
     class Meta(CatalogEntry.Meta):
         constraints = [CatalogEntry.unique_name_constraint("catalog_runtime")]
@@ -191,12 +147,7 @@ class Runtime(CatalogEntry):
     def image_ref(self) -> str:
         return f"{self.image}:{self.tag}"
 
-    def clean(self) -> None:
-        errors = {}
-        try:
-            super().clean()
-        except ValidationError as exc:
-            errors.update(exc.error_dict)
+    def clean_entry(self, errors: dict[str, list]) -> None:
         if not isinstance(self.default_args, list) or not all(isinstance(a, str) for a in self.default_args):
             errors["default_args"] = ["Default args must be a list of strings."]
         elif self.engine and self.default_args:
@@ -212,5 +163,3 @@ class Runtime(CatalogEntry):
             errors["supported_modes"] = ["Deployment modes are listed more than once."]
         if ":" in self.image.rsplit("/", 1)[-1] or "@" in self.image:
             errors["image"] = ["Give the image without a tag or digest; the tag has its own field."]
-        if errors:
-            raise ValidationError(errors)

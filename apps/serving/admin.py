@@ -10,40 +10,16 @@ from django.core.exceptions import ValidationError
 from apps.core.admin import AuditedModelAdmin
 from apps.core.choices import AuditVia
 from apps.serving.actions import PoolSpec, request_deletion, save_service
-from apps.serving.models import POOL_SPEC_FIELDS, InferenceService, Pool
+from apps.serving.models import EDITABLE_FIELDS, POOL_SPEC_FIELDS, STATUS_FIELDS, InferenceService, Pool
 from apps.serving.validation import service_errors
 
-STATUS_FIELDS = [
-    "uid",
-    "generation",
-    "observed_generation",
-    "version",
-    "phase",
-    "conditions",
-    "ready_replicas",
-    "endpoint",
-    "deletion_requested_at",
-    "last_reconciled_at",
-    "created",
-    "updated",
-]
+STATUS_ADMIN_FIELDS = [*STATUS_FIELDS, "version", "last_reconciled_at"]
 
 
 class InferenceServiceAdminForm(forms.ModelForm):
     class Meta:
         model = InferenceService
-        fields = [
-            "tenant",
-            "name",
-            "cluster",
-            "model",
-            "runtime",
-            "adapters",
-            "deployment_mode",
-            "engine_settings",
-            "routing_policy",
-            "autoscaling",
-        ]
+        fields = list(EDITABLE_FIELDS)
 
     def clean(self):
         cleaned = super().clean()
@@ -99,13 +75,13 @@ class InferenceServiceAdmin(AuditedModelAdmin):
     list_filter = ["phase", "deployment_mode", "routing_policy", "runtime__engine", "tenant", "cluster"]
     search_fields = ["name", "tenant__slug", "model__name", "uid"]
     list_select_related = ["tenant", "cluster", "model", "runtime"]
-    readonly_fields = STATUS_FIELDS
+    readonly_fields = STATUS_ADMIN_FIELDS
     filter_horizontal = ["adapters"]
 
     def get_fields(self, request, obj=None):
         fields = list(InferenceServiceAdminForm.Meta.fields)
         if obj is not None:
-            fields += [*STATUS_FIELDS, "audit_history"]
+            fields += [*STATUS_ADMIN_FIELDS, "audit_history"]
         return fields
 
     def save_model(self, request, obj, form, change):

@@ -29,6 +29,15 @@ SPEC_FIELDS = (
     "routing_policy",
     "autoscaling",
 )
+# What a client sets, and what only the control plane writes (shared by the API and the admin).
+EDITABLE_FIELDS = (
+    "tenant", "name", "cluster", "model", "runtime", "adapters", "deployment_mode", "engine_settings",
+    "routing_policy", "autoscaling",
+)  # fmt: skip
+STATUS_FIELDS = (
+    "uid", "generation", "observed_generation", "phase", "conditions", "ready_replicas", "endpoint",
+    "deletion_requested_at", "created", "updated",
+)  # fmt: skip
 POOL_SPEC_FIELDS = (
     "replicas",
     "min_replicas",
@@ -54,16 +63,12 @@ class InferenceServiceQuerySet(models.QuerySet):
 
     def with_related(self) -> InferenceServiceQuerySet:
         """Everything a list page renders, in a fixed number of queries."""
-        return self.select_related("tenant", "cluster", "model", "runtime").prefetch_related(
-            "pools", "adapters"
-        )
+        return self.select_related("tenant", "cluster", "model", "runtime").prefetch_related("pools", "adapters")
 
     def gpus_at_max(self) -> int:
         """Sum over these services' pools of max replicas x GPUs per replica x nodes per replica."""
         total = Pool.objects.filter(service__in=self).aggregate(
-            gpus=models.Sum(
-                models.F("max_replicas") * models.F("gpus_per_replica") * models.F("nodes_per_replica")
-            )
+            gpus=models.Sum(models.F("max_replicas") * models.F("gpus_per_replica") * models.F("nodes_per_replica"))
         )["gpus"]
         return int(total or 0)
 
@@ -82,20 +87,15 @@ class InferenceService(TimestampedModel):
     model = models.ForeignKey("catalog.Model", on_delete=models.PROTECT, related_name="services")
     runtime = models.ForeignKey("catalog.Runtime", on_delete=models.PROTECT, related_name="services")
     adapters = models.ManyToManyField("catalog.Adapter", blank=True, related_name="services")
-    deployment_mode = models.CharField(
-        max_length=32, choices=DeploymentMode.choices, default=DeploymentMode.STANDARD
-    )
+    deployment_mode = models.CharField(max_length=32, choices=DeploymentMode.choices, default=DeploymentMode.STANDARD)
     engine_settings = models.JSONField(
         default=dict, blank=True, help_text="Keys of apps.serving.engines.EngineSettings."
     )
-    routing_policy = models.CharField(
-        max_length=32, choices=RoutingPolicy.choices, default=RoutingPolicy.ROUND_ROBIN
-    )
+    routing_policy = models.CharField(max_length=32, choices=RoutingPolicy.choices, default=RoutingPolicy.ROUND_ROBIN)
     autoscaling = models.JSONField(
         default=default_autoscaling,
         blank=True,
-        help_text='{"autoscaler": "builtin|hpa|keda|none", "targets": {...}, ...}; '
-        "see serving/autoscaling_spec.py.",
+        help_text='{"autoscaler": "builtin|hpa|keda|none", "targets": {...}, ...}; see serving/autoscaling_spec.py.',
     )
 
     # Bookkeeping: generation counts spec changes, version counts every write (optimistic concurrency).
@@ -231,13 +231,9 @@ class Pool(models.Model):
             return
         errors = {}
         if self.min_replicas > self.replicas:
-            errors["min_replicas"] = [
-                f"min_replicas ({self.min_replicas}) must not exceed replicas ({self.replicas})."
-            ]
+            errors["min_replicas"] = [f"min_replicas ({self.min_replicas}) must not exceed replicas ({self.replicas})."]
         if self.replicas > self.max_replicas:
-            errors["replicas"] = [
-                f"replicas ({self.replicas}) must not exceed max_replicas ({self.max_replicas})."
-            ]
+            errors["replicas"] = [f"replicas ({self.replicas}) must not exceed max_replicas ({self.max_replicas})."]
         if errors:
             raise ValidationError(errors)
 

@@ -12,7 +12,7 @@ from apps.core.api.serializers import ValidatedModelSerializer
 from apps.core.choices import AuditVia
 from apps.serving.actions import PoolSpec, save_service
 from apps.serving.choices import PoolRole
-from apps.serving.models import POOL_SPEC_FIELDS, InferenceService, Pool
+from apps.serving.models import EDITABLE_FIELDS, POOL_SPEC_FIELDS, STATUS_FIELDS, InferenceService, Pool
 from apps.tenancy.models import Tenant
 
 
@@ -40,43 +40,8 @@ class InferenceServiceSerializer(ValidatedModelSerializer):
 
     class Meta:
         model = InferenceService
-        fields = [
-            "id",
-            "uid",
-            "tenant",
-            "name",
-            "cluster",
-            "model",
-            "runtime",
-            "adapters",
-            "deployment_mode",
-            "engine_settings",
-            "routing_policy",
-            "autoscaling",
-            "pools",
-            "version",
-            "generation",
-            "observed_generation",
-            "phase",
-            "conditions",
-            "ready_replicas",
-            "endpoint",
-            "deletion_requested_at",
-            "created",
-            "updated",
-        ]
-        read_only_fields = [
-            "uid",
-            "generation",
-            "observed_generation",
-            "phase",
-            "conditions",
-            "ready_replicas",
-            "endpoint",
-            "deletion_requested_at",
-            "created",
-            "updated",
-        ]
+        fields = ["id", *EDITABLE_FIELDS, "pools", "version", *STATUS_FIELDS]
+        read_only_fields = STATUS_FIELDS
 
     def build_instance(self, attrs):
         spec = {k: v for k, v in attrs.items() if k not in ("pools", "adapters", "version")}
