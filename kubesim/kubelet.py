@@ -11,6 +11,7 @@ pod shows CrashLoopBackOff meanwhile. Logs of the current and previous container
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import logging
 import time
@@ -183,17 +184,24 @@ class PodRuntime:
 
     # --- lifecycle --------------------------------------------------------------------------------
 
-    def context(self, container: ContainerRuntime) -> PodContext:
+    async def context(self, container: ContainerRuntime) -> PodContext:
+        """The PodContext of a container; ContainerConfigError when its env references are missing."""
         meta = self.pod["metadata"]
         limits = pod_resources({"spec": {"containers": [container.spec]}}, "limits")
         gpu_count = sum(units for name, units in limits.items() if name.endswith("/gpu"))
+        sources = {}
+        for kind, name in env_sources(container.spec):
+            sources[(kind, name)] = source_data(await self.kubelet.api.get(f"v1/{kind}", self.namespace, name))
+        env = resolve_env(
+            container.spec, self.pod, self.pod_ip, self.node_name, self.kubelet.node_ip(self.node), sources
+        )
         return PodContext(
             namespace=self.namespace,
             pod_name=self.name,
             labels=dict(meta.get("labels") or {}),
             annotations=dict(meta.get("annotations") or {}),
             container=container.spec,
-            env=resolve_env(container.spec, self.pod, self.pod_ip, self.node_name),
+            env=env,
             gpu_key=node_gpu_key(self.node),
             gpu_count=gpu_count,
             seed=self.kubelet.config.seed + int(hashlib.sha256(self.uid.encode()).hexdigest()[:8], 16),
@@ -254,8 +262,9 @@ class PodRuntime:
         container.ready = container.started = False
         seed = f"{self.uid}/{container.name}/{time.time()}".encode()
         container.container_id = f"containerd://{hashlib.sha256(seed).hexdigest()}"
+        ctx = await self.wait_for_config(container)
         await self.event("Created", f"Created container: {container.name}", container=container)
-        workload = resolve(self.context(container))
+        workload = resolve(ctx)
         container.workload = workload
         container.logs = []
         try:
@@ -280,6 +289,19 @@ class PodRuntime:
         self.side_tasks.add(task)
         task.add_done_callback(self.side_tasks.discard)
         return True
+
+    async def wait_for_config(self, container: ContainerRuntime) -> PodContext:
+        """The container's context once its ConfigMaps and Secrets exist (CreateContainerConfigError until then)."""
+        while True:
+            try:
+                return await self.context(container)
+            except ContainerConfigError as error:
+                state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(error)}}
+                if container.state != state:
+                    container.state = state
+                    await self.publish()
+                await self.event("Failed", f"Error: {error}", "Warning", container)
+                await asyncio.sleep(1.0 if self.kubelet.config.fast_start else 5.0)
 
     async def become_ready(self, container: ContainerRuntime, workload: Workload) -> None:
         await asyncio.sleep(self.kubelet.config.ready_delay(workload))
@@ -391,34 +413,108 @@ def qos_class(pod: dict) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
-def resolve_env(container: dict, pod: dict, pod_ip: str, node_name: str) -> dict[str, str]:
-    """The container's environment: literal values, `$(VAR)` expansion and common downward-API fields."""
+class ContainerConfigError(Exception):
+    """A referenced ConfigMap, Secret or key is missing: the container cannot be created yet."""
+
+
+def env_sources(container: dict) -> set[tuple[str, str]]:
+    """The ConfigMaps and Secrets a container's env and envFrom refer to, as (kind, name)."""
+    out = set()
+    for item in container.get("env") or []:
+        value_from = item.get("valueFrom") or {}
+        for kind, ref in (("configmaps", "configMapKeyRef"), ("secrets", "secretKeyRef")):
+            if (value_from.get(ref) or {}).get("name"):
+                out.add((kind, value_from[ref]["name"]))
+    for item in container.get("envFrom") or []:
+        for kind, ref in (("configmaps", "configMapRef"), ("secrets", "secretRef")):
+            if (item.get(ref) or {}).get("name"):
+                out.add((kind, item[ref]["name"]))
+    return out
+
+
+def source_data(obj: dict | None) -> dict[str, str] | None:
+    """The key/value data of a ConfigMap or Secret (Secret data base64-decoded)."""
+    if obj is None:
+        return None
+    if obj.get("kind") == "Secret":
+        data = {k: base64.b64decode(v).decode("utf-8", "replace") for k, v in (obj.get("data") or {}).items()}
+        data.update(obj.get("stringData") or {})
+        return data
+    return {k: str(v) for k, v in (obj.get("data") or {}).items()}
+
+
+def _expand(value: str, env: dict[str, str]) -> str:
+    for known, known_value in env.items():
+        value = value.replace(f"$({known})", known_value)
+    return value
+
+
+def resolve_env(
+    container: dict,
+    pod: dict,
+    pod_ip: str,
+    node_name: str,
+    host_ip: str = "",
+    sources: dict[tuple[str, str], dict[str, str] | None] | None = None,
+) -> dict[str, str]:
+    """The container's environment: envFrom, literal values with `$(VAR)` expansion, ConfigMap and
+    Secret keys, and downward-API fields. Raises ContainerConfigError for a missing reference."""
     meta = pod.get("metadata") or {}
+    sources = sources or {}
     env: dict[str, str] = {}
+    for item in container.get("envFrom") or []:
+        for kind, ref, singular in (("configmaps", "configMapRef", "configmap"), ("secrets", "secretRef", "secret")):
+            name = (item.get(ref) or {}).get("name")
+            if not name:
+                continue
+            data = sources.get((kind, name))
+            if data is None:
+                if not (item.get(ref) or {}).get("optional"):
+                    raise ContainerConfigError(f'{singular} "{name}" not found')
+                continue
+            prefix = item.get("prefix") or ""
+            env.update({prefix + key: value for key, value in data.items()})
+    downward = {
+        "metadata.name": meta.get("name"),
+        "metadata.namespace": meta.get("namespace"),
+        "metadata.uid": meta.get("uid"),
+        "spec.nodeName": node_name,
+        "spec.serviceAccountName": (pod.get("spec") or {}).get("serviceAccountName", "default"),
+        "status.podIP": pod_ip,
+        "status.hostIP": host_ip,
+    }
     for item in container.get("env") or []:
         name = item.get("name")
         if not name:
             continue
-        if "value" in item:
-            value = str(item.get("value") or "")
-            for known, known_value in env.items():
-                value = value.replace(f"$({known})", known_value)
-            env[name] = value
+        if "value" in item or "valueFrom" not in item:
+            env[name] = _expand(str(item.get("value") or ""), env)
             continue
-        field_path = ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
-        downward = {
-            "metadata.name": meta.get("name"),
-            "metadata.namespace": meta.get("namespace"),
-            "metadata.uid": meta.get("uid"),
-            "spec.nodeName": node_name,
-            "status.podIP": pod_ip,
-            "status.hostIP": pod_ip,
-        }
+        value_from = item.get("valueFrom") or {}
+        field_path = (value_from.get("fieldRef") or {}).get("fieldPath")
         if field_path in downward:
             env[name] = str(downward[field_path] or "")
         elif field_path and field_path.startswith(("metadata.labels['", "metadata.annotations['")):
             source = meta.get("labels" if "labels" in field_path else "annotations") or {}
             env[name] = str(source.get(field_path.split("'")[1], ""))
+        for kind, ref, singular in (
+            ("configmaps", "configMapKeyRef", "configmap"),
+            ("secrets", "secretKeyRef", "secret"),
+        ):
+            key_ref = value_from.get(ref)
+            if not key_ref:
+                continue
+            data = sources.get((kind, key_ref.get("name")))
+            if data is None or key_ref.get("key") not in data:
+                if key_ref.get("optional"):
+                    continue
+                if data is None:
+                    raise ContainerConfigError(f'{singular} "{key_ref.get("name")}" not found')
+                raise ContainerConfigError(
+                    f"couldn't find key {key_ref.get('key')} in {singular.capitalize()} "
+                    f"{meta.get('namespace')}/{key_ref.get('name')}"
+                )
+            env[name] = data[key_ref["key"]]
     return env
 
 

@@ -135,3 +135,30 @@ def test_a_failed_node_goes_not_ready_and_its_pods_move_elsewhere(make_cluster):
     node = cluster.core.read_node(failed_node)
     assert next(c for c in node.status.conditions if c.type == "Ready").status == "True"
     assert not [t for t in node.spec.taints or [] if t.key == "node.kubernetes.io/unreachable"]
+
+
+def test_a_missing_secret_holds_the_container_until_it_exists(make_cluster):
+    cluster = make_cluster()
+    pod = pod_manifest("needs-token")
+    pod["spec"]["containers"][0]["env"] = [
+        {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}},
+        {"name": "GREETING", "value": "hello $(HF_TOKEN)"},
+        {"name": "MY_NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+    ]
+    cluster.core.create_namespaced_pod(NS, pod)
+
+    def waiting_reason():
+        statuses = cluster.core.read_namespaced_pod("needs-token", NS).status.container_statuses or []
+        return statuses and statuses[0].state.waiting and statuses[0].state.waiting.reason
+
+    assert wait_for(lambda: waiting_reason() == "CreateContainerConfigError" and waiting_reason())
+    failed = wait_for(lambda: events_for(cluster.core, NS, "needs-token", "Failed"), message="Failed event")
+    assert failed[0].message == 'Error: secret "hf" not found'
+    cluster.core.create_namespaced_secret(NS, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf"},
+                                               "data": {"token": "czNjcjN0"}})  # base64 of "s3cr3t"
+    wait_for(lambda: is_ready(cluster.core.read_namespaced_pod("needs-token", NS)), message="Ready once it exists")
+    # What the workload was started with (its PodContext), read from the in-process kubelet.
+    env = cluster.cluster.kubelet.runtimes[(NS, "needs-token")].containers[0].workload.ctx.env
+    assert env["HF_TOKEN"] == "s3cr3t"
+    assert env["GREETING"] == "hello s3cr3t"
+    assert env["MY_NODE"] == "cpu-0"
