@@ -175,6 +175,8 @@ class Kube:
         self._api = api_client(creds)
         self._dyn: dynamic.DynamicClient | None = None
         self._resources: dict[tuple[str, str], object] = {}
+        self.requests = 0  # API calls made (reads and writes), for metrics and benchmarks
+        self.writes = 0
 
     def close(self) -> None:
         self._api.close()
@@ -190,6 +192,7 @@ class Kube:
         return k8s.CoreV1Api(self._api)
 
     def _call(self, fn, *args, **kwargs):
+        self.requests += 1
         try:
             return fn(*args, _request_timeout=self.timeout_seconds, **kwargs)
         except Exception as exc:
@@ -210,6 +213,7 @@ class Kube:
         """Server-side apply `obj` as our field manager, taking ownership of our fields when forced."""
         ref = ObjectRef.of(obj)
         res = self.resource(ref.api_version, ref.kind)
+        self.writes += 1
         out = self._call(
             self._dyn.server_side_apply, res, body=obj, name=ref.name, namespace=ref.namespace or None,
             field_manager=FIELD_MANAGER, force_conflicts=force,
@@ -234,6 +238,7 @@ class Kube:
     def delete(self, ref: ObjectRef, *, propagation: str = "Background") -> bool:
         """Delete one object; False when it was already gone."""
         res = self.resource(ref.api_version, ref.kind)
+        self.writes += 1
         try:
             self._call(self._dyn.delete, res, name=ref.name, namespace=ref.namespace or None,
                        body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation})
