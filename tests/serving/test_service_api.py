@@ -137,3 +137,22 @@ def test_a_spec_update_keeps_status_the_reconciler_wrote_meanwhile(service, owne
     service.refresh_from_db()
     assert (service.phase, service.observed_generation, service.endpoint) == ("Ready", 1, "http://x")
     assert (service.routing_policy, service.generation) == ("session", 2)
+
+
+def test_services_filter_by_tenant_engine_phase_and_search(api, tenant_a, tenant_b, staff):
+    cluster, model = ClusterFactory(), ModelFactory()
+    vllm, sglang = RuntimeFactory(), RuntimeFactory(engine="sglang", image="lmsysorg/sglang")
+    InferenceServiceFactory(tenant=tenant_a, name="chat-a", cluster=cluster, model=model, runtime=vllm)
+    InferenceServiceFactory(tenant=tenant_a, name="code-a", cluster=cluster, model=model, runtime=sglang)
+    ready = InferenceServiceFactory(tenant=tenant_b, name="chat-b", cluster=cluster, model=model, runtime=sglang)
+    type(ready).objects.filter(pk=ready.pk).update(phase="Ready")
+    client = api("staff")
+
+    def names(query):
+        return sorted(s["name"] for s in client.get(f"/api/v1/services/?{query}").json()["results"])
+
+    assert names("tenant=alpha") == ["chat-a", "code-a"]
+    assert names("engine=sglang") == ["chat-b", "code-a"]
+    assert names("phase=Ready") == ["chat-b"]
+    assert names("search=chat") == ["chat-a", "chat-b"]
+    assert names("ordering=-name&page_size=1") == ["code-a"]
