@@ -62,6 +62,7 @@ PATCH_TYPES = {
     "application/apply-patch+json": "apply",
 }
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+PROTECTED_NAMESPACES = ("default", "kube-system", "kube-public")
 _GENERATE_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _SERVER_KEPT = ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds")
 GC_MANAGER = "kube-controller-manager"
@@ -433,9 +434,7 @@ class Store:
         """The few apiserver defaults clients rely on; status of kinds with /status starts empty."""
         if rt.status:
             obj.pop("status", None)
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else None
-        if rt.group == "apps" and spec is not None:
-            spec.setdefault("replicas", 1)
+        apply_spec_defaults(rt, obj)
         if rt.key == ("", "v1", "namespaces"):
             obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
             obj["status"] = {"phase": "Active"}
@@ -593,6 +592,7 @@ class Store:
                     "message": "Forbidden: no new finalizers can be added if the object is being deleted, "
                                f"found new finalizers {json.dumps(added)}"}])
         if subresource != "status":
+            apply_spec_defaults(rt, new)
             validate(rt, new)
         if _spec_of(new) != _spec_of(old):
             meta["generation"] = ometa.get("generation", 1) + 1
@@ -734,6 +734,8 @@ class Store:
                            f"in the precondition ({pre['resourceVersion']}) does not match the ResourceVersion "
                            f"in record ({ometa['resourceVersion']}). The object might have been modified",
                            {"name": name, "group": rt.group, "kind": rt.plural})
+        if rt.key == ("", "v1", "namespaces") and name in PROTECTED_NAMESPACES:
+            raise ApiError.forbidden("namespaces", name, "this namespace may not be deleted", "", "namespaces")
         policy = propagation_policy or "Background"
         if policy not in ("Background", "Foreground", "Orphan"):
             raise ApiError.bad_request(f"unsupported propagation policy {policy!r}")
@@ -944,6 +946,37 @@ class Store:
         with open(path) as f:
             self.restore(json.load(f))
         return True
+
+
+def _pod_spec_defaults(spec) -> None:
+    if not isinstance(spec, dict):
+        return
+    spec.setdefault("restartPolicy", "Always")
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) or []:
+            if isinstance(c, dict):
+                for port in c.get("ports") or []:
+                    if isinstance(port, dict):
+                        port.setdefault("protocol", "TCP")
+
+
+def apply_spec_defaults(rt: ResourceType, obj: dict) -> None:
+    """The apiserver's defaulting that clients visibly rely on, applied on every write like the real one."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict) or rt.custom:
+        return
+    if rt.group == "apps":
+        spec.setdefault("replicas", 1)
+        spec.setdefault("revisionHistoryLimit", 10)
+        if rt.kind == "Deployment":
+            spec.setdefault("progressDeadlineSeconds", 600)
+            spec.setdefault("strategy", {"type": "RollingUpdate",
+                                         "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}})
+        template = spec.get("template")
+        if isinstance(template, dict):
+            _pod_spec_defaults(template.get("spec"))
+    elif rt.key == ("", "v1", "pods"):
+        _pod_spec_defaults(spec)
 
 
 def _spec_of(obj: dict) -> dict:

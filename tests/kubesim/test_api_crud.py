@@ -228,3 +228,41 @@ def test_kubectl_get_yaml_scale_and_delete(kubectl, namespace, tmp_path):
     missing = kubectl("-n", namespace, "get", "deploy", "web", check=False)
     assert missing.returncode != 0
     assert 'Error from server (NotFound): deployments.apps "web" not found' in missing.stderr
+
+
+def test_defaults_are_applied_like_the_apiserver(apps, namespace):
+    body = deployment("web")
+    del body["spec"]["replicas"]
+    body["spec"]["template"]["spec"]["containers"][0]["ports"] = [{"containerPort": 8000}]
+    dep = apps.create_namespaced_deployment(namespace, body)
+    assert dep.spec.replicas == 1
+    assert dep.spec.strategy.type == "RollingUpdate"
+    assert dep.spec.template.spec.containers[0].ports[0].protocol == "TCP"
+
+
+def test_system_namespaces_may_not_be_deleted(core):
+    with pytest.raises(ApiException) as e:
+        core.delete_namespace("default")
+    body = status_of(e.value)
+    assert (body["code"], body["reason"]) == (403, "Forbidden")
+    assert body["message"] == 'namespaces "default" is forbidden: this namespace may not be deleted'
+
+
+def test_delete_collection_removes_only_selected_objects(core, namespace):
+    for name, tier in [("a", "fe"), ("b", "be")]:
+        core.create_namespaced_config_map(namespace, {"metadata": {"name": name, "labels": {"tier": tier}}})
+    core.delete_collection_namespaced_config_map(namespace, label_selector="tier=fe")
+    assert [c.metadata.name for c in core.list_namespaced_config_map(namespace).items] == ["b"]
+
+
+def test_hpa_v2_requires_a_scale_target(dyn, namespace):
+    hpas = dyn.resources.get(api_version="autoscaling/v2", kind="HorizontalPodAutoscaler")
+    with pytest.raises(DynamicApiError) as e:
+        hpas.create(namespace=namespace, body={"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                                               "metadata": {"name": "h"}, "spec": {"maxReplicas": 3}})
+    fields = [c["field"] for c in json.loads(e.value.body)["details"]["causes"]]
+    assert "spec.scaleTargetRef" in fields
+    created = hpas.create(namespace=namespace, body={
+        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "h"},
+        "spec": {"maxReplicas": 3, "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}}})
+    assert created.spec.maxReplicas == 3
