@@ -8,6 +8,7 @@ same code runs against a real cluster and kubesim. Errors leave here classified:
 
 from __future__ import annotations
 
+import difflib
 import logging
 import tempfile
 from collections.abc import Iterable
@@ -139,6 +140,7 @@ class SyncResult:
     unchanged: list[ObjectRef] = field(default_factory=list)
     pruned: list[ObjectRef] = field(default_factory=list)
     live: dict[ObjectRef, dict] = field(default_factory=dict)
+    drift: dict[ObjectRef, str] = field(default_factory=dict)  # unified diff, live → desired, before applying
 
     @property
     def writes(self) -> int:
@@ -164,6 +166,22 @@ def is_subset(desired, live) -> bool:
         # Quantities and int-or-string fields may come back in the other spelling ("1" vs 1).
         return str(desired) == str(live)
     return desired == live
+
+
+def project(live, desired):
+    """`live` cut down to the shape of `desired`: only what we own, for a readable diff."""
+    if isinstance(desired, dict) and isinstance(live, dict):
+        return {k: project(live[k], v) for k, v in desired.items() if k in live}
+    if isinstance(desired, list) and isinstance(live, list):
+        return [project(lv, d) for d, lv in zip(desired, live, strict=False)] + live[len(desired):]
+    return live
+
+
+def drift_diff(ref: ObjectRef, desired: dict, live: dict) -> str:
+    """A unified diff from what the cluster has to what we want, over the fields we own."""
+    have = yaml.safe_dump(project(live, desired), sort_keys=True).splitlines()
+    want = yaml.safe_dump(desired, sort_keys=True).splitlines()
+    return "\n".join(difflib.unified_diff(have, want, f"cluster: {ref}", f"desired: {ref}", lineterm="", n=2))
 
 
 class Kube:
@@ -273,24 +291,23 @@ class Kube:
                 ref = ObjectRef(api_version, kind, meta.get("namespace") or "", meta["name"])
                 live[ref] = item
         for obj in unlabelled:
-            ref = ObjectRef.of(obj)
-            current = self.get(ref)
-            if current is None or not is_subset(obj, current):
-                result.live[ref] = self.apply(obj)
-                result.applied.append(ref)
-            else:
-                result.unchanged.append(ref)
+            self._converge(ObjectRef.of(obj), obj, self.get(ObjectRef.of(obj)), result)
         for ref, obj in wanted.items():
-            current = live.get(ref)
-            if current is None or not is_subset(obj, current):
-                result.live[ref] = self.apply(obj)
-                result.applied.append(ref)
-            else:
-                result.live[ref] = current
-                result.unchanged.append(ref)
-        for ref in sorted(set(live) - set(wanted), key=str):
+            self._converge(ref, obj, live.get(ref), result)
+        for ref in sorted(set(live) - set(wanted), key=str):  # prune what is no longer desired
             if live[ref]["metadata"].get("deletionTimestamp"):
                 continue
             if self.delete(ref):
                 result.pruned.append(ref)
         return result
+
+    def _converge(self, ref: ObjectRef, desired: dict, current: dict | None, result: SyncResult) -> None:
+        """Apply one object when missing or drifted (noting the drift), else leave it alone."""
+        if current is not None and is_subset(desired, current):
+            result.live[ref] = current
+            result.unchanged.append(ref)
+            return
+        if current is not None:
+            result.drift[ref] = drift_diff(ref, desired, current)
+        result.live[ref] = self.apply(desired)
+        result.applied.append(ref)

@@ -144,7 +144,11 @@ def _converge(service) -> Outcome:
     phase, conditions, requeue = _judge(service, view, advice)
     endpoint = service_endpoint(spec)
     _write_status(service, generation, phase, conditions, view, endpoint)
-    _write_observation(service, view)
+    cause = "drift" if service.observed_generation == generation else "update"
+    found = st.now_iso()
+    _write_observation(service, view, [
+        {"object": str(ref), "diff": diff, "cause": cause, "found_at": found} for ref, diff in result.drift.items()
+    ])
     outcome = Outcome(service.pk, "converged" if phase == Phase.READY else
                       ("failed" if phase == Phase.FAILED else "progressing"),
                       applied=len(result.applied), pruned=len(result.pruned), requeue_after=requeue,
@@ -207,16 +211,20 @@ def _record_run(service, generation: int, outcome: Outcome) -> None:
     )
 
 
-def _write_observation(service, view: st.ServiceView) -> None:
-    """Keep the latest pods, events and pool counts for the service page; skip the write when unchanged."""
+def _write_observation(service, view: st.ServiceView, drift: list[dict]) -> None:
+    """Keep the latest pods, events, pool counts and the last differences found for the service page;
+    skip the write when nothing changed."""
     data = {
         "pools": [{"role": p.role, "desired": p.desired, "ready": p.ready, "updated": p.updated}
                   for p in view.pools.values()],
         "pods": [vars(p) for p in view.pods],
         "events": [_event_row(e) for e in view.events[-20:]],
     }
-    current = ServiceObservation.objects.filter(service_id=service.pk).values("pools", "pods", "events").first()
-    if current != data:
+    current = ServiceObservation.objects.filter(service_id=service.pk).values(
+        "pools", "pods", "events", "drift").first()
+    previous_drift = current.pop("drift") if current else []
+    if current != data or drift:
+        data["drift"] = (drift + previous_drift)[:10]
         ServiceObservation.objects.update_or_create(service_id=service.pk,
                                                     defaults={**data, "observed_at": timezone.now()})
 

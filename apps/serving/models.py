@@ -248,6 +248,7 @@ class ServiceObservation(models.Model):
     pools = models.JSONField(default=list, blank=True)  # [{role, desired, ready, updated}]
     pods = models.JSONField(default=list, blank=True)  # [{name, role, phase, ready, node, gpus, reason, ...}]
     events = models.JSONField(default=list, blank=True)  # [{type, reason, message, object, time, count}]
+    drift = models.JSONField(default=list, blank=True)  # [{object, diff, found_at}]: live differed from desired
     observed_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:

@@ -129,6 +129,14 @@ def test_a_manual_edit_of_the_deployment_is_undone_by_the_next_resync(stack, set
     reconcile_service.delay(pk)  # what the periodic resync enqueues for a service not checked for an interval
     wait_for(lambda: stack["apps"].read_namespaced_deployment("drift", "tenant-acme")
              .spec.template.spec.containers[0].image == "vllm/vllm-openai:v0.33.0", what="drift corrected")
+    # The page can show what was found: a diff from the cluster's image to ours, marked as drift.
+    from apps.serving.models import ServiceObservation
+
+    drift = wait_for(lambda: ServiceObservation.objects.get(service_id=pk).drift, what="the drift to be recorded")
+    assert drift[0]["object"] == "Deployment tenant-acme/drift"
+    assert drift[0]["cause"] == "drift"
+    assert "-        image: vllm/vllm-openai:hacked" in drift[0]["diff"]
+    assert "+        image: vllm/vllm-openai:v0.33.0" in drift[0]["diff"]
 
 
 def test_a_steady_state_resync_writes_nothing_to_the_cluster(stack):
