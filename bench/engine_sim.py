@@ -156,7 +156,8 @@ def main() -> None:
     duration = args.duration or (5.0 if args.quick else 10.0)
     print("part 1: engines x aggregate rate, Llama-3.1-8B on H100, prompt 256 / output 64 tokens, real time")
     print(
-        f"{'engines':>7} {'req/s':>7} {'sent':>6} {'cpu%':>5} {'steps/s':>7} {'latency err':>11} {'lost':>6}  verdict"
+        f"{'engines':>7} {'req/s':>7} {'sent':>6} {'cpu%':>5} {'steps/s':>7} {'latency err':>11} {'lost':>6} "
+        f"{'CPU us/req':>10}  verdict"
     )
     best = None
     configs = [tuple(int(x) for x in c.split("x")) for c in args.configs.split(",")]
@@ -167,11 +168,13 @@ def main() -> None:
             best = r
         print(
             f"{n:>7} {r['req_per_s']:>7.0f} {r['sent']:>6} {100 * r['cpu'] / r['wall']:>5.0f} "
-            f"{r['steps'] / r['wall']:>7.0f} {r['error'] * 100:>10.2f}% {r['lost'] * 100:>5.1f}%  "
-            f"{'within 5%' if ok else 'falls behind'}"
+            f"{r['steps'] / r['wall']:>7.0f} {r['error'] * 100:>10.2f}% {r['lost'] * 100:>5.1f}% "
+            f"{1e6 * r['cpu'] / r['sent']:>10.0f}  {'within 5%' if ok else 'falls behind'}"
         )
     if best:
         print(f"sustained: {best['engines']} engines at {best['req_per_s']:.0f} req/s within 5% of the model")
+    print("(cpu% is this process's share of its core: below ~100% while falling behind means other processes")
+    print(" took the core; CPU us/req is the simulation cost per request including its steps and metrics)")
     print("part 2: 12 tenants x 3000-token shared prefix, 12 req/s over 4 engines (simulated 30 s)")
     pa = asyncio.run(prefix_vs_round_robin("prefixaware"))
     rr = asyncio.run(prefix_vs_round_robin("roundrobin"))
