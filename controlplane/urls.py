@@ -4,16 +4,19 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from apps.telemetry.views import metrics
 from controlplane.views import healthz
 
 urlpatterns = [
     path("", include("apps.web.urls")),
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("apps.tenancy.api.urls")),
     path("api/v1/", include("apps.catalog.api.urls")),
     path("api/v1/", include("apps.clusters.api.urls")),
     path("api/v1/", include("apps.serving.api.urls")),
+    path("api/v1/", include("apps.telemetry.api.urls")),
     path("api/v1/", include("apps.core.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
