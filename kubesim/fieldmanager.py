@@ -9,6 +9,7 @@ new managedFields list.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 
@@ -87,6 +88,13 @@ def from_fields_v1(tree: dict, prefix: Path = ()) -> set[Path]:
 _MISSING = object()
 
 
+@functools.lru_cache(maxsize=4096)
+def _parse_key(elem: str) -> tuple[str, object]:
+    """`k:{"name":"c"}` -> ("name", "c"), cached: the same keys recur on every write."""
+    (k, v), = json.loads(elem[2:]).items()
+    return k, v
+
+
 def value_at(obj, path: Path):
     """The value at `path` in `obj`, or `_MISSING`."""
     cur = obj
@@ -98,7 +106,7 @@ def value_at(obj, path: Path):
                 return _MISSING
             cur = cur[elem[2:]]
         else:
-            (k, v), = json.loads(elem[2:]).items()
+            k, v = _parse_key(elem)
             if not isinstance(cur, list):
                 return _MISSING
             cur = next((i for i in cur if isinstance(i, dict) and i.get(k) == v), _MISSING)
@@ -117,7 +125,7 @@ def remove_at(obj: dict, path: Path) -> None:
         if isinstance(parent, dict):
             parent.pop(last[2:], None)
     elif isinstance(parent, list):
-        (k, v), = json.loads(last[2:]).items()
+        k, v = _parse_key(last)
         parent[:] = [i for i in parent if not (isinstance(i, dict) and i.get(k) == v)]
 
 
@@ -130,7 +138,7 @@ def path_string(path: Path) -> str:
         if elem.startswith("f:"):
             out += "." + elem[2:]
         else:
-            (k, v), = json.loads(elem[2:]).items()
+            k, v = _parse_key(elem)
             out += f"[{k}={json.dumps(v)}]"
     return out
 
