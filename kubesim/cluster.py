@@ -28,7 +28,7 @@ from kubesim.controllers.quota import QUOTAS, QuotaController, pod_admission
 from kubesim.controllers.replicaset import REPLICASETS, ReplicaSetController
 from kubesim.controllers.scheduling import Scheduler
 from kubesim.controllers.statefulset import STATEFULSETS, StatefulSetController
-from kubesim.events import EventRecorder
+from kubesim.events import EventRecorder, expire_events
 from kubesim.faults import FaultConfig, FaultInjector, admin_routes, fault_middleware
 from kubesim.kubelet import Kubelet, KubeletConfig
 from kubesim.nodes import build_nodes
@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 PODS = "v1/pods"
 SERVICES = "v1/services"
+EVENT_TTL_SECONDS = 3600.0
 
 
 @dataclass
@@ -152,6 +153,13 @@ class Cluster:
         self._spawned.add(task)
         task.add_done_callback(self._spawned.discard)
 
+    async def _expire_events(self) -> None:
+        """Drop Events older than an hour, as the apiserver does, so a long demo does not pile them up."""
+        api = self.api.as_manager("kube-apiserver")
+        while True:
+            await asyncio.sleep(60)
+            await expire_events(api, EVENT_TTL_SECONDS)
+
     async def run(self) -> None:
         """Register nodes, start informers, wait for their first lists, then run the controllers."""
         self.ready = asyncio.Event()
@@ -165,6 +173,7 @@ class Cluster:
                 self._tasks.append(asyncio.ensure_future(controller.run()))
             if self.config.faults.failed_nodes:
                 await self.lifecycle.set_failed(set(self.config.faults.failed_nodes))
+            self._tasks.append(asyncio.ensure_future(self._expire_events()))
             self.ready.set()
             await asyncio.gather(*self._tasks)
         finally:

@@ -6,7 +6,6 @@ and `lastTimestamp` grow, as client-go's event correlator does.
 
 from __future__ import annotations
 
-import time
 import uuid
 from datetime import UTC, datetime
 
@@ -19,6 +18,17 @@ def now() -> str:
 def now_micro() -> str:
     """The current time with microseconds (MicroTime fields such as `eventTime`)."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(stamp) -> datetime | None:
+    """An RFC 3339 timestamp ("...Z" or "...+00:00") as an aware datetime; None when absent or malformed."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def involved(obj: dict, field_path: str | None = None) -> dict:
@@ -101,5 +111,18 @@ class EventRecorder:
             self._seen.pop(next(iter(self._seen)))
 
 
-def monotonic() -> float:
-    return time.monotonic()
+async def expire_events(api, ttl_seconds: float) -> int:
+    """Delete Events last seen more than `ttl_seconds` ago (the apiserver's --event-ttl, 1 h by default)."""
+    cutoff = datetime.now(UTC).timestamp() - ttl_seconds
+    removed = 0
+    for event in await api.list("v1/events"):
+        stamp = event.get("lastTimestamp") or event.get("firstTimestamp")
+        seen = parse_time(stamp)
+        if seen is not None and seen.timestamp() < cutoff:
+            meta = event["metadata"]
+            try:
+                await api.delete("v1/events", meta.get("namespace"), meta["name"])
+                removed += 1
+            except Exception:  # noqa: S112 - already gone
+                continue
+    return removed

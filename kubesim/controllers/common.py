@@ -10,7 +10,7 @@ import random
 from datetime import UTC, datetime
 
 from kubesim.controllers.base import owner_ref
-from kubesim.events import now
+from kubesim.events import now, parse_time
 
 PODS = "v1/pods"
 SAFE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand
@@ -55,9 +55,7 @@ def pod_ready(pod: dict) -> bool:
 def ready_since(pod: dict) -> datetime | None:
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Ready" and condition.get("status") == "True":
-            stamp = condition.get("lastTransitionTime")
-            if stamp:
-                return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+            return parse_time(condition.get("lastTransitionTime"))
     return None
 
 

@@ -1,11 +1,13 @@
 """The simulated kubelet through the official client and kubectl: pod lifecycle and events, logs,
 crash loops with back-off, and node failure with rescheduling."""
 
+import asyncio
 import json
 
 import pytest
 from kubernetes.client.rest import ApiException
 
+from kubesim.events import expire_events, now
 from tests.kubesim.cluster_support import (
     cluster_fixture,
     deployment,
@@ -162,3 +164,17 @@ def test_a_missing_secret_holds_the_container_until_it_exists(make_cluster):
     assert env["HF_TOKEN"] == "s3cr3t"
     assert env["GREETING"] == "hello s3cr3t"
     assert env["MY_NODE"] == "cpu-0"
+
+
+def test_events_older_than_the_ttl_are_removed(make_cluster):
+    cluster = make_cluster()
+    for name, stamp in (("old", "2020-01-01T00:00:00Z"), ("fresh", now())):
+        cluster.core.create_namespaced_event(NS, {
+            "apiVersion": "v1", "kind": "Event", "metadata": {"name": name},
+            "involvedObject": {"kind": "Pod", "name": "x", "namespace": NS},
+            "reason": "Test", "message": name, "firstTimestamp": stamp, "lastTimestamp": stamp,
+        })
+    api = cluster.cluster.api
+    removed = asyncio.run_coroutine_threadsafe(expire_events(api, 3600), cluster.server.loop).result(10)
+    assert removed == 1
+    assert [e.metadata.name for e in cluster.core.list_namespaced_event(NS).items if e.reason == "Test"] == ["fresh"]
