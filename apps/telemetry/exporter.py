@@ -11,6 +11,7 @@ from django.db.models import Count, F, Max, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
 
 from apps.serving.models import InferenceService, ReconcileRun
 from apps.telemetry.models import QueueHeartbeat, ScrapeCycle
@@ -27,7 +28,8 @@ def reconcile_metrics():
         runs.add_metric([result], n)
     bounds = {f"le_{i}": Count("id", filter=Q(duration_ms__lte=b * 1000)) for i, b in enumerate(RECONCILE_BUCKETS_S)}
     totals = ReconcileRun.objects.aggregate(n=Count("id"), total_ms=Sum("duration_ms"), **bounds)
-    buckets = [(str(b), totals[f"le_{i}"]) for i, b in enumerate(RECONCILE_BUCKETS_S)] + [("+Inf", totals["n"])]
+    buckets = [(floatToGoString(b), totals[f"le_{i}"]) for i, b in enumerate(RECONCILE_BUCKETS_S)]
+    buckets.append(("+Inf", totals["n"]))
     duration = HistogramMetricFamily("controlplane_reconcile_duration_seconds",
                                      "Duration of recorded reconcile passes.")
     duration.add_metric([], buckets, sum_value=(totals["total_ms"] or 0) / 1000)
