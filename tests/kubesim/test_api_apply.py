@@ -132,3 +132,31 @@ def test_kubectl_server_side_apply_conflicts_after_scale(kubectl, namespace, tmp
     kubectl("-n", namespace, "apply", "--server-side", "--force-conflicts", "-f", str(manifest))
     out = kubectl("-n", namespace, "get", "deploy", "web", "-o", "jsonpath={.spec.replicas}").stdout
     assert out == "2"
+
+
+def test_apply_to_the_status_subresource_touches_only_status(dyn, apps, namespace):
+    apps.create_namespaced_deployment(namespace, deployment("web", replicas=2))
+    status = dyn.resources.get(api_version="apps/v1", kind="Deployment").subresources["status"]
+    body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": namespace},
+            "spec": {"replicas": 9}, "status": {"replicas": 2, "readyReplicas": 1}}
+    status.server_side_apply(body=body, name="web", namespace=namespace, field_manager="ctrl")
+    dep = apps.read_namespaced_deployment("web", namespace)
+    assert (dep.spec.replicas, dep.status.ready_replicas) == (2, 1)
+    entry = next(m for m in dep.metadata.managed_fields if m.manager == "ctrl")
+    assert (entry.operation, entry.subresource) == ("Apply", "status")
+    assert set(entry.fields_v1) == {"f:status"}
+
+
+def test_kubectl_client_side_apply_twice_on_a_custom_resource(kubectl, custom, namespace, tmp_path):
+    manifest = tmp_path / "gw.json"
+    gw = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": {"name": "gw"},
+          "spec": {"gatewayClassName": "a", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}
+    manifest.write_text(json.dumps(gw))
+    assert "gateway.gateway.networking.k8s.io/gw created" in kubectl("-n", namespace, "apply", "-f",
+                                                                      str(manifest)).stdout
+    gw["spec"]["gatewayClassName"] = "b"
+    manifest.write_text(json.dumps(gw))
+    assert "configured" in kubectl("-n", namespace, "apply", "-f", str(manifest)).stdout
+    got = custom.get_namespaced_custom_object("gateway.networking.k8s.io", "v1", namespace, "gateways", "gw")
+    assert got["spec"]["gatewayClassName"] == "b"
+    assert "kubectl.kubernetes.io/last-applied-configuration" in got["metadata"]["annotations"]

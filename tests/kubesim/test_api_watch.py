@@ -131,3 +131,12 @@ def test_kubectl_get_watch_prints_new_objects(kubesim, core, namespace, tmp_path
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_legacy_watch_path_follows_one_object(kubesim, core, namespace):
+    start = core.list_namespaced_config_map(namespace).metadata.resource_version
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "a"}})
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "b"}})
+    lines = raw_watch(kubesim.url, f"/api/v1/watch/namespaces/{namespace}/configmaps/b?resourceVersion={start}"
+                                   "&timeoutSeconds=1")
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in lines] == [("ADDED", "b")]
