@@ -47,7 +47,6 @@ class EngineSpec:
     sglang_buckets: dict | None = None
     cache_info: dict[str, str] = field(default_factory=dict)
     logs: list[str] = field(default_factory=list)
-    health_generation: bool = True
 
 
 def _float_setting(ctx: PodContext, name: str, default: float) -> float:
@@ -84,7 +83,16 @@ def _gpu(ctx: PodContext, logs: list[str]) -> hw.GPU:
     return hw.GPUS[hw.DEFAULT_GPU]
 
 
+def _nodes(value: str) -> int:
+    """`--nnodes` as an int (a value the pod's environment did not resolve counts as one node)."""
+    try:
+        return max(1, int(value))
+    except (TypeError, ValueError):
+        return 1
+
+
 def _check_gpus(ctx: PodContext, needed: int) -> None:
+    """The ranks this pod hosts must fit its GPUs (multi-node engines split them across pods)."""
     if ctx.gpu_count and needed > ctx.gpu_count:
         raise WorkloadExit(
             f"ValueError: The number of required GPUs ({needed}) exceeds the total number of available GPUs "
@@ -111,7 +119,7 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
             f"ValueError: Total number of attention heads ({arch.heads}) must be divisible by "
             f"tensor parallel size ({tp})."
         )
-    _check_gpus(ctx, tp * pp * (ns.data_parallel_size_local or ns.data_parallel_size))
+    _check_gpus(ctx, -(-tp * pp * (ns.data_parallel_size_local or ns.data_parallel_size) // _nodes(ns.nnodes)))
     if not 0 < ns.gpu_memory_utilization <= 1:
         raise WorkloadExit(
             f"ValueError: GPU memory utilization must be within (0, 1]. Got {ns.gpu_memory_utilization}."
@@ -285,7 +293,7 @@ def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     tp = ns.tp_size
     if tp < 1 or arch.heads % tp:
         raise WorkloadExit(f"AssertionError: Number of attention heads ({arch.heads}) must be divisible by tp ({tp})")
-    _check_gpus(ctx, tp * ns.pp_size * ns.dp_size)
+    _check_gpus(ctx, -(-tp * ns.pp_size * ns.dp_size // _nodes(ns.nnodes)))
     chunk = ns.chunked_prefill_size
     if chunk is None:
         g = gpu.memory_gib
@@ -360,7 +368,6 @@ def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         f"[INFO] Uvicorn running on http://{ns.host}:{ns.port} (Press CTRL+C to quit)",
         "[INFO] The server is fired up and ready to roll!",
     ]
-    health_gen = ctx.env.get("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", "true").lower() not in ("0", "false")
     return EngineSpec(
         kind="sglang",
         served_names=names,
@@ -381,5 +388,4 @@ def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         mem_fraction=mem_fraction,
         sglang_buckets=buckets,
         logs=logs,
-        health_generation=health_gen,
     )

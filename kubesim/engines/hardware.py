@@ -64,8 +64,9 @@ class ModelArch:
         return (self.active_params_b or self.params_b) * 1e9
 
     def kv_bytes_per_token(self, kv_dtype_bytes: float, tp: int = 1) -> float:
-        """K and V for every layer of one token on one tensor-parallel rank."""
-        return 2 * self.layers * (self.kv_heads / tp) * self.head_dim * kv_dtype_bytes
+        """K and V for every layer of one token on one tensor-parallel rank (KV heads are replicated
+        when there are more ranks than KV heads, as vLLM and SGLang do)."""
+        return 2 * self.layers * max(1, self.kv_heads // tp) * self.head_dim * kv_dtype_bytes
 
 
 MODELS: dict[str, ModelArch] = {

@@ -209,10 +209,11 @@ class RouterWorkload:
                 if ns.static_model_labels:
                     labels = ns.static_model_labels.split(",")
                     eps = [Endpoint(e.pod_name, e.base_url, {"role": lab}) for e, lab in zip(eps, labels, strict=False)]
+            # A backend is prefill (decode) by its role label, or by carrying one of the model labels given.
             pre_l = set((ns.prefill_model_labels or "prefill").split(","))
             dec_l = set((ns.decode_model_labels or "decode").split(","))
-            pre = [e for e in eps if pd_role(e) in pre_l or e.labels.get("model") in pre_l]
-            dec = [e for e in eps if pd_role(e) in dec_l or e.labels.get("model") in dec_l]
+            pre = [e for e in eps if pd_role(e) == "prefill" or pre_l & set(e.labels.values())]
+            dec = [e for e in eps if pd_role(e) == "decode" or dec_l & set(e.labels.values())]
             return eps, pre, dec
         port, nsp = ns.service_discovery_port, ns.service_discovery_namespace
         if ns.service_discovery:

@@ -207,3 +207,33 @@ def test_context_overflow_is_rejected_with_the_engines_message():
         "This model's maximum context length is 100 tokens. However, you requested 110 tokens (90 in the "
         "messages, 20 in the completion)."
     )
+
+
+def test_multi_node_vllm_leader_counts_only_its_own_gpus():
+    # TP 16 over two 8-GPU pods, as a LeaderWorkerSet renders it.
+    args = [
+        "--model",
+        LLAMA,
+        "--tensor-parallel-size",
+        "16",
+        "--nnodes",
+        "2",
+        "--node-rank",
+        "0",
+        "--master-addr",
+        "llama-0.llama",
+        "--master-port",
+        "29500",
+        "--max-model-len",
+        "8192",
+    ]
+
+    async def go():
+        w = await start(pod_context(VLLM, args, command=["vllm", "serve"], gpu_count=8, annotations=FAST))
+        try:
+            return w.spec.core.kv_bytes_per_token_rank
+        finally:
+            await w.stop()
+
+    # 8 KV heads over 16 ranks: each rank keeps one head (replicated), 32 layers x 128 dims x K and V x 2 bytes.
+    assert asyncio.run(go()) == 2 * 32 * 1 * 128 * 2
