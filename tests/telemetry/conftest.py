@@ -17,7 +17,8 @@ from kubesim.cluster import Cluster as SimCluster
 from kubesim.cluster import ClusterConfig
 from kubesim.server import Server
 from tests.factories import ClusterFactory, InferenceServiceFactory, RuntimeFactory
-from workers.reconcile import reconcile
+from workers.inventory import sync_inventory
+from workers.reconcile import kube_for, reconcile
 
 
 @pytest.fixture
@@ -66,7 +67,9 @@ def deploy(sim_cluster):
         service = InferenceServiceFactory(
             tenant=tenant, name=name, cluster=sim_cluster, runtime=runtime, pools=pools, **fields
         )
-        return reconcile_until_ready(service)
+        service = reconcile_until_ready(service)
+        sync_inventory(sim_cluster, kube_for(sim_cluster))  # GPU nodes, as the beat task keeps them
+        return service
 
     return make
 
