@@ -8,6 +8,7 @@ or more (unhealthy old pods go first). `Recreate` empties the old ReplicaSets be
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime
 
 from kubesim.controllers.base import Controller, Informer, controller_of, key_of, owner_ref
 from kubesim.controllers.common import (
@@ -17,6 +18,7 @@ from kubesim.controllers.common import (
     template_hash,
 )
 from kubesim.controllers.replicaset import REPLICASETS
+from kubesim.events import now, parse_time
 
 DEPLOYMENTS = "apps/v1/deployments"
 COMPONENT = "deployment-controller"
@@ -207,6 +209,52 @@ class DeploymentController(Controller):
         for rs in idle[: max(len(idle) - limit, 0)]:
             await self.api.delete(REPLICASETS, rs["metadata"]["namespace"], rs["metadata"]["name"])
 
+    def _progressing(
+        self, deployment: dict, conditions: list[dict], rs_name: str, complete: bool, created: bool, counts: tuple
+    ) -> list[dict]:
+        """The Progressing condition, including ProgressDeadlineExceeded after progressDeadlineSeconds
+        without progress (any change of the replica counts counts as progress)."""
+        old_status = deployment.get("status") or {}
+        before = tuple(
+            old_status.get(k, 0) for k in ("replicas", "updatedReplicas", "readyReplicas", "availableReplicas")
+        )
+        if complete:
+            return set_condition(
+                conditions,
+                "Progressing",
+                "True",
+                "NewReplicaSetAvailable",
+                f'ReplicaSet "{rs_name}" has successfully progressed.',
+            )
+        if created:
+            return set_condition(
+                conditions, "Progressing", "True", "NewReplicaSetCreated", f'Created new replica set "{rs_name}"'
+            )
+        current = next((c for c in conditions if c.get("type") == "Progressing"), None)
+        deadline = int((deployment.get("spec") or {}).get("progressDeadlineSeconds", 600))
+        if current is not None and current.get("reason") == "ProgressDeadlineExceeded" and before == counts:
+            return conditions
+        last = parse_time((current or {}).get("lastUpdateTime"))
+        if before != counts or current is None or current.get("reason") == "NewReplicaSetAvailable" or last is None:
+            self.enqueue_after(key_of(deployment), deadline + 0.5)
+            conditions = set_condition(
+                conditions, "Progressing", "True", "ReplicaSetUpdated", f'ReplicaSet "{rs_name}" is progressing.'
+            )
+            for condition in conditions:
+                if condition["type"] == "Progressing":
+                    condition["lastUpdateTime"] = now()  # progress was made: the deadline starts again
+            return conditions
+        if (datetime.now(UTC) - last).total_seconds() > deadline:
+            return set_condition(
+                conditions,
+                "Progressing",
+                "False",
+                "ProgressDeadlineExceeded",
+                f'ReplicaSet "{rs_name}" has timed out progressing.',
+            )
+        self.enqueue_after(key_of(deployment), deadline + 0.5)
+        return conditions
+
     async def _write_status(
         self, deployment: dict, new_rs: dict | None, all_rs: list[dict], created: bool = False
     ) -> None:
@@ -233,22 +281,9 @@ class DeploymentController(Controller):
         rs_name = new_rs["metadata"]["name"] if new_rs else ""
         complete = updated == desired and replicas == desired and available == desired
         if new_rs is not None:
-            if complete:
-                conditions = set_condition(
-                    conditions,
-                    "Progressing",
-                    "True",
-                    "NewReplicaSetAvailable",
-                    f'ReplicaSet "{rs_name}" has successfully progressed.',
-                )
-            elif created:
-                conditions = set_condition(
-                    conditions, "Progressing", "True", "NewReplicaSetCreated", f'Created new replica set "{rs_name}"'
-                )
-            else:
-                conditions = set_condition(
-                    conditions, "Progressing", "True", "ReplicaSetUpdated", f'ReplicaSet "{rs_name}" is progressing.'
-                )
+            conditions = self._progressing(
+                deployment, conditions, rs_name, complete, created, (replicas, updated, ready, available)
+            )
         failure = next(
             (
                 c

@@ -387,3 +387,24 @@ def test_leaderworkerset_template_change_replaces_groups_one_at_a_time(make_clus
         message="status",
     )
     assert status["readyReplicas"] == 2
+
+
+def test_a_rollout_that_cannot_progress_reports_progress_deadline_exceeded(make_cluster):
+    cluster = make_cluster(nodes="l4-24gb:1x1")
+    body = deployment("too-big", replicas=1, gpus=4)  # no node has four GPUs
+    body["spec"]["progressDeadlineSeconds"] = 1
+    cluster.apps.create_namespaced_deployment(NS, body)
+
+    def progressing():
+        conditions = cluster.apps.read_namespaced_deployment_status("too-big", NS).status.conditions or []
+        return next((c for c in conditions if c.type == "Progressing" and c.status == "False"), None)
+
+    condition = wait_for(progressing, timeout=10, message="ProgressDeadlineExceeded")
+    assert condition.reason == "ProgressDeadlineExceeded"
+    assert condition.message.endswith("has timed out progressing.")
+    available = next(
+        c
+        for c in cluster.apps.read_namespaced_deployment_status("too-big", NS).status.conditions
+        if c.type == "Available"
+    )
+    assert (available.status, available.reason) == ("False", "MinimumReplicasUnavailable")
