@@ -217,3 +217,74 @@ def test_sglang_deployment_becomes_ready_and_answers(cluster):
     text = core.connect_get_namespaced_pod_proxy_with_path(f"{pod.metadata.name}:30000", ns, "metrics")
     fams = {f.name: f for f in text_string_to_metric_families(text)}
     assert sum(s.value for s in fams["sglang:generation_tokens"].samples if s.name.endswith("_total")) == 3
+
+
+def test_production_stack_router_deployment_discovers_engines_and_routes_by_prefix(cluster):
+    server, api, ns = cluster
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    apps.create_namespaced_deployment(
+        ns,
+        engine_deployment(
+            "qwen",
+            "vllm/vllm-openai:v0.33.0",
+            None,
+            ["Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "8192"],
+            replicas=2,
+        ),
+    )
+    router = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "qwen-router"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "qwen-router"}},
+            "template": {
+                "metadata": {"labels": {"app": "qwen-router"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "router",
+                            "image": "lmcache/lmstack-router:latest",
+                            "command": ["vllm-router"],
+                            "args": [
+                                "--host",
+                                "0.0.0.0",
+                                "--port",
+                                "8000",
+                                "--service-discovery",
+                                "k8s",
+                                "--k8s-namespace",
+                                ns,
+                                "--k8s-port",
+                                "8000",
+                                "--k8s-label-selector",
+                                "app in (qwen)",
+                                "--routing-logic",
+                                "prefixaware",
+                            ],
+                            "ports": [{"containerPort": 8000, "name": "http"}],
+                        }
+                    ]
+                },
+            },
+        },
+    }
+    apps.create_namespaced_deployment(ns, router)
+    core.create_namespaced_service(ns, service("qwen-router", 8000))
+    wait_for(
+        lambda: ready_replicas(apps, ns, "qwen") == 2 and ready_replicas(apps, ns, "qwen-router") == 1,
+        what="engines and router ready",
+    )
+    base = f"{server.url}/api/v1/namespaces/{ns}/services/qwen-router:8000/proxy"
+    system = "You answer questions about the cluster. " * 30
+    for i in range(4):
+        status, _ = post(base + "/v1/completions", {"prompt": f"{system} question {i}", "max_tokens": 2})
+        assert status == 200
+    router_pod = core.list_namespaced_pod(ns, label_selector="app=qwen-router").items[0]
+    text = core.connect_get_namespaced_pod_proxy_with_path(f"{router_pod.metadata.name}:8000", ns, "metrics")
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    served = [s.value for s in fams["router_requests"].samples if s.name.endswith("_total")]
+    # The shared system prompt keeps every request on the engine that saw it first.
+    assert served == [4.0]
+    assert fams["router_prefix_match_ratio"].samples[0].value > 0.5
