@@ -136,6 +136,7 @@ class EngineWorkload:
                 r.add_post("/v1/unload_lora_adapter", self._unload_lora)
         else:
             r.add_get("/ready", self._ready)
+            r.add_post("/generate", self._generate)
             r.add_get("/health_generate", self._health_generate)
             r.add_get("/v1/models/{model:.+}", self._model_one)
             r.add_get("/model_info", self._model_info)
@@ -421,6 +422,67 @@ class EngineWorkload:
                 "num_prompt_tokens": req.prompt_len,
             }
         return web.json_response(out)
+
+    async def _generate(self, request: web.Request) -> web.StreamResponse:
+        """SGLang's native API: {"text" | "input_ids", "sampling_params": {"max_new_tokens", ...}, "stream"}."""
+        starting = self._starting()
+        if starting is not None:
+            return starting
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return self._error(400, "Invalid JSON body")
+        params = body.get("sampling_params") or {}
+        tokens = body.get("input_ids") or tokenize(body.get("text") or "")
+        if not tokens:
+            return self._error(400, "Either text or input_ids should be provided.")
+        max_new = params.get("max_new_tokens", 128)
+        if not isinstance(max_new, int) or max_new < 1:
+            return self._error(400, f"max_new_tokens must be a positive integer, got {max_new}.")
+        limit = self.spec.core.max_model_len
+        if len(tokens) + max_new > limit:
+            return self._error(
+                400, f"Requested token count exceeds the model's maximum context length of {limit} tokens."
+            )
+        stream = bool(body.get("stream", False))
+        remote_kv = self.spec.pd_role == "decode"
+        if self.spec.pd_role == "prefill":
+            max_new = 1
+        req = self.new_request(
+            tokens, max_new, ignore_eos=bool(params.get("ignore_eos")), stream=stream, remote_kv=remote_kv
+        )
+        self.core.add(req)
+        words = generated_words(self.seed, req.request_id, req.output_len)
+
+        def meta() -> dict:
+            finish = None
+            if req.finish_reason == "length":
+                finish = {"type": "length", "length": req.generated}
+            elif req.finish_reason:
+                finish = {"type": req.finish_reason, "matched": None}
+            return {
+                "id": req.request_id,
+                "finish_reason": finish,
+                "prompt_tokens": req.prompt_len,
+                "completion_tokens": req.generated,
+                "cached_tokens": max(req.cached_tokens, 0),
+            }
+
+        if not stream:
+            await req.done
+            return web.json_response({"text": "".join(words[: req.generated]), "meta_info": meta()})
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        try:
+            while (n := await req.queue.get()) is not None:
+                payload = {"text": "".join(words[:n]), "meta_info": meta()}
+                await resp.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+            await resp.write(b"data: [DONE]\n\n")
+        except (ConnectionResetError, asyncio.CancelledError):
+            self.core.abort(req)
+            raise
+        await resp.write_eof()
+        return resp
 
     @staticmethod
     def _usage(req: Request) -> dict:

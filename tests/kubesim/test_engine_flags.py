@@ -237,3 +237,28 @@ def test_multi_node_vllm_leader_counts_only_its_own_gpus():
 
     # 8 KV heads over 16 ranks: each rank keeps one head (replicated), 32 layers x 128 dims x K and V x 2 bytes.
     assert asyncio.run(go()) == 2 * 32 * 1 * 128 * 2
+
+
+def test_sglang_native_generate_endpoint():
+    async def go():
+        cmd = ["python3", "-m", "sglang.launch_server"]
+        w = await start(
+            pod_context(SGLANG, ["--model-path", LLAMA, "--context-length", "4096"], command=cmd, annotations=FAST)
+        )
+        try:
+            async with aiohttp.ClientSession() as s:
+                body = {"text": "The capital of France is", "sampling_params": {"max_new_tokens": 4}}
+                async with s.post(w.base_url + "/generate", json=body) as r:
+                    plain = await r.json()
+                async with s.post(w.base_url + "/generate", json={**body, "stream": True}) as r:
+                    lines = [ln for ln in (await r.text()).splitlines() if ln.startswith("data: ")]
+            return plain, lines
+        finally:
+            await w.stop()
+
+    plain, lines = asyncio.run(go())
+    # "The", " capita", "l" (seven letters split after six), " of", " France", " is"
+    assert plain["meta_info"]["prompt_tokens"] == 6 and plain["meta_info"]["completion_tokens"] == 4
+    assert plain["meta_info"]["finish_reason"] == {"type": "length", "length": 4}
+    assert len(plain["text"].split()) == 4
+    assert len(lines) == 4 + 1 and lines[-1] == "data: [DONE]"
