@@ -119,6 +119,7 @@ class Cluster:
         self.proxies = Proxies(server.store, self.kubelet, self.view)
         self._tasks: list[asyncio.Task] = []
         self._spawned: set[asyncio.Task] = set()
+        self._kubelet_running = False
         self.ready: asyncio.Event | None = None  # set once nodes exist and controllers run
 
     def install(self) -> None:
@@ -132,6 +133,8 @@ class Cluster:
         self.server.add_background_task(lambda _server: self.run())
 
     def _kubelet_pod_changed(self, event_type: str, pod: dict, _old: dict | None) -> None:
+        if not self._kubelet_running:
+            return  # run() starts the pods found at start once nodes and pods are both listed
         meta = pod["metadata"]
         key = (meta.get("namespace") or "default", meta["name"])
         loop = asyncio.get_running_loop()
@@ -169,6 +172,9 @@ class Cluster:
                 self._tasks.append(asyncio.ensure_future(informer.run()))
             for informer in self.informers.values():
                 await informer.synced.wait()
+            self._kubelet_running = True
+            for pod in self.informers[PODS].list():  # e.g. restored from --state: run them again
+                self._kubelet_pod_changed("ADDED", pod, None)
             for controller in self.controllers:
                 self._tasks.append(asyncio.ensure_future(controller.run()))
             if self.config.faults.failed_nodes:
