@@ -22,12 +22,23 @@ async def register_nodes(api, nodes: list[dict]) -> None:
     for node in nodes:
         name = node["metadata"]["name"]
         if await api.get(NODES, None, name) is not None:
+            # Restored from --state: the kubelet is back, whatever the snapshot said.
+            await api.mutate(NODES, None, name, _drop_unreachable)
+            await api.set_status(NODES, None, name, lambda s: {**s, "conditions": ready_conditions(True, now())})
             continue
         created = await api.create(NODES, node)
         status = dict(node["status"])
         status["conditions"] = ready_conditions(True, now())
         created["status"] = status
         await api.update_status(NODES, created)
+
+
+def _drop_unreachable(node: dict) -> None:
+    taints = [t for t in node.setdefault("spec", {}).get("taints") or [] if t.get("key") != UNREACHABLE]
+    if taints:
+        node["spec"]["taints"] = taints
+    else:
+        node["spec"].pop("taints", None)
 
 
 class NodeLifecycle:
@@ -85,13 +96,6 @@ class NodeLifecycle:
         name = node["metadata"]["name"]
         self.kubelet.failed_nodes.discard(name)
 
-        def untaint(current: dict) -> None:
-            taints = [t for t in current["spec"].get("taints") or [] if t.get("key") != UNREACHABLE]
-            if taints:
-                current["spec"]["taints"] = taints
-            else:
-                current["spec"].pop("taints", None)
-
-        await self.api.mutate(NODES, None, name, untaint)
+        await self.api.mutate(NODES, None, name, _drop_unreachable)
         await self.api.set_status(NODES, None, name, lambda s: {**s, "conditions": ready_conditions(True, now())})
         await self.recorder.record(node, "NodeReady", f"Node {name} status is now: NodeReady", "Normal", COMPONENT)
