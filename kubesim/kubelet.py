@@ -238,6 +238,7 @@ class PodRuntime:
                 self.phase = "Failed" if container.exit_code else "Succeeded"
                 await self.publish()
                 return
+            self.phase = "Running"  # a restarting container keeps the pod Running (STATUS CrashLoopBackOff)
             delay = self.kubelet.config.backoff(container.restart_count)
             container.state = {
                 "waiting": {
