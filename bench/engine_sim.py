@@ -111,9 +111,15 @@ async def prefix_vs_round_robin(policy: str, seed: int = 1, scale: float = 4.0) 
     engines = [make_engine(scale, seed + i) for i in range(4)]
     from kubesim.engines.server import LOCAL_ENGINES
 
-    class _Local:  # lets the routing state read queue lengths of these cores
+    class _Local:  # lets the routing state read queue lengths and KV usage of these cores
         def __init__(self, core):
             self.core = core
+
+        def load(self):
+            return len(self.core.running) + len(self.core.waiting)
+
+        def kv_usage(self):
+            return self.core.kv_usage()
 
     eps = []
     for i, core in enumerate(engines):

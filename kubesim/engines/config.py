@@ -47,6 +47,7 @@ class EngineSpec:
     sglang_buckets: dict | None = None
     cache_info: dict[str, str] = field(default_factory=dict)
     logs: list[str] = field(default_factory=list)
+    data_parallel: int = 1  # engine cores in this server (vLLM -dp / -dpl), each on its own GPUs
 
 
 def _float_setting(ctx: PodContext, name: str, default: float) -> float:
@@ -259,6 +260,7 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         log_stats=not ns.disable_log_stats,
         pd_role=_pd(role),
         kv_cache_dtype=ns.kv_cache_dtype,
+        data_parallel=max(1, ns.data_parallel_size_local or ns.data_parallel_size),
         custom_buckets=ns.custom_histogram_buckets,
         cache_info=cache_info,
         logs=logs,

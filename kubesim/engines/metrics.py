@@ -7,6 +7,7 @@ histogram count equals the requests served and every token counter the `usage` r
 from __future__ import annotations
 
 import bisect
+import time
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -149,8 +150,11 @@ class VllmMetrics(EngineObserver):
         kv_consumer: bool,
         log_stats: bool,
         custom_buckets: dict | None = None,
+        shared: VllmMetrics | None = None,
     ):
-        self.registry = CollectorRegistry()
+        # Data-parallel engines of one server share the registry and families; each has its children.
+        self.registry = shared.registry if shared is not None else CollectorRegistry()
+        self._families: dict = shared._families if shared is not None else {}
         self.enabled = log_stats
         r = self.registry
         names = ["model_name", "engine"]
@@ -163,13 +167,14 @@ class VllmMetrics(EngineObserver):
 
         if not log_stats:
             return
-        self.running = Gauge(
-            "vllm:num_requests_running", "Number of requests in model execution batches.", names, registry=r
+        self.running = self._family(
+            Gauge, "vllm:num_requests_running", "Number of requests in model execution batches.", names, registry=r
         ).labels(*lv)
-        self.waiting = Gauge(
-            "vllm:num_requests_waiting", "Number of requests waiting to be processed.", names, registry=r
+        self.waiting = self._family(
+            Gauge, "vllm:num_requests_waiting", "Number of requests waiting to be processed.", names, registry=r
         ).labels(*lv)
-        wbr = Gauge(
+        wbr = self._family(
+            Gauge,
             "vllm:num_requests_waiting_by_reason",
             "Number of requests waiting, by reason.",
             [*names, "reason"],
@@ -179,7 +184,8 @@ class VllmMetrics(EngineObserver):
         self.waiting_deferred = wbr.labels(*lv, "deferred")
         self.waiting_deferred.set(0)
         if kv_consumer:
-            fetch = Gauge(
+            fetch = self._family(
+                Gauge,
                 "vllm:num_requests_kv_fetch_by_stage",
                 "Requests fetching remote KV, by stage.",
                 [*names, "stage"],
@@ -190,14 +196,17 @@ class VllmMetrics(EngineObserver):
             fetch.labels(*lv, "completed_waiting").set(0)
         else:
             self.fetch_in_progress = None
-        self.kv_usage = Gauge(
-            "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", names, registry=r
+        self.kv_usage = self._family(
+            Gauge, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", names, registry=r
         ).labels(*lv)
-        sleep = Gauge("vllm:engine_sleep_state", "Engine sleep state.", [*names, "sleep_state"], registry=r)
+        sleep = self._family(
+            Gauge, "vllm:engine_sleep_state", "Engine sleep state.", [*names, "sleep_state"], registry=r
+        )
         sleep.labels(*lv, "awake").set(1)
         sleep.labels(*lv, "weights_offloaded").set(0)
         sleep.labels(*lv, "discard_all").set(0)
-        info = Gauge(
+        info = self._family(
+            Gauge,
             "vllm:cache_config_info",
             "Information of the LLMEngine CacheConfig",
             [*cache_info, "engine"],
@@ -205,7 +214,8 @@ class VllmMetrics(EngineObserver):
         )
         info.labels(*cache_info.values(), engine).set(1)
         if enable_lora:
-            self.lora_info = Gauge(
+            self.lora_info = self._family(
+                Gauge,
                 "vllm:lora_requests_info",
                 "Running stats on lora requests.",
                 ["max_lora", "running_lora_adapters", "waiting_lora_adapters"],
@@ -214,31 +224,33 @@ class VllmMetrics(EngineObserver):
             self.max_loras = max_loras
         else:
             self.lora_info = None
-        self.prefix_queries = Counter(
-            "vllm:prefix_cache_queries", "Prefix cache queries, in terms of tokens.", names, registry=r
+        self.prefix_queries = self._family(
+            Counter, "vllm:prefix_cache_queries", "Prefix cache queries, in terms of tokens.", names, registry=r
         ).labels(*lv)
-        self.prefix_hits = Counter(
-            "vllm:prefix_cache_hits", "Prefix cache hits, in terms of tokens.", names, registry=r
+        self.prefix_hits = self._family(
+            Counter, "vllm:prefix_cache_hits", "Prefix cache hits, in terms of tokens.", names, registry=r
         ).labels(*lv)
-        Counter(
+        self._family(
+            Counter,
             "vllm:external_prefix_cache_queries",
             "External prefix cache queries, in tokens.",
             names,
             registry=r,
         ).labels(*lv)
-        Counter("vllm:external_prefix_cache_hits", "External prefix cache hits, in tokens.", names, registry=r).labels(
-            *lv
-        )
-        self.preemptions = Counter(
-            "vllm:num_preemptions", "Cumulative number of preemption from the engine.", names, registry=r
+        self._family(
+            Counter, "vllm:external_prefix_cache_hits", "External prefix cache hits, in tokens.", names, registry=r
         ).labels(*lv)
-        self.prompt_tokens = Counter(
-            "vllm:prompt_tokens", "Number of prefill tokens processed.", names, registry=r
+        self.preemptions = self._family(
+            Counter, "vllm:num_preemptions", "Cumulative number of preemption from the engine.", names, registry=r
         ).labels(*lv)
-        self.generation_tokens = Counter(
-            "vllm:generation_tokens", "Number of generation tokens processed.", names, registry=r
+        self.prompt_tokens = self._family(
+            Counter, "vllm:prompt_tokens", "Number of prefill tokens processed.", names, registry=r
         ).labels(*lv)
-        by_source = Counter(
+        self.generation_tokens = self._family(
+            Counter, "vllm:generation_tokens", "Number of generation tokens processed.", names, registry=r
+        ).labels(*lv)
+        by_source = self._family(
+            Counter,
             "vllm:prompt_tokens_by_source",
             "Number of prompt tokens by source.",
             [*names, "source"],
@@ -247,10 +259,11 @@ class VllmMetrics(EngineObserver):
         self.prompt_local = by_source.labels(*lv, "local_compute")
         self.prompt_hit = by_source.labels(*lv, "local_cache_hit")
         self.prompt_external = by_source.labels(*lv, "external_kv_transfer")
-        self.prompt_cached = Counter(
-            "vllm:prompt_tokens_cached", "Number of cached prompt tokens.", names, registry=r
+        self.prompt_cached = self._family(
+            Counter, "vllm:prompt_tokens_cached", "Number of cached prompt tokens.", names, registry=r
         ).labels(*lv)
-        cached_src = Counter(
+        cached_src = self._family(
+            Counter,
             "vllm:prompt_tokens_cached_by_source",
             "Number of cached prompt tokens by source.",
             [*names, "source"],
@@ -259,14 +272,16 @@ class VllmMetrics(EngineObserver):
         self.cached_device = cached_src.labels(*lv, "device")
         for src in ("host", "p2p", "disk", "external_unspecified"):
             cached_src.labels(*lv, src)
-        success = Counter(
+        success = self._family(
+            Counter,
             "vllm:request_success",
             "Count of successfully processed requests.",
             [*names, "finished_reason"],
             registry=r,
         )
         self.success = {reason: success.labels(*lv, reason) for reason in VLLM_FINISH_REASONS}
-        rejections = Counter(
+        rejections = self._family(
+            Counter,
             "vllm:admission_rejections",
             "Requests rejected at admission.",
             ["model_name", "reason"],
@@ -279,10 +294,10 @@ class VllmMetrics(EngineObserver):
             "estimated_read_bytes_per_gpu",
             "estimated_write_bytes_per_gpu",
         ):
-            Counter(f"vllm:{name}", f"Estimated {name.replace('_', ' ')}.", names, registry=r).labels(*lv)
+            self._family(Counter, f"vllm:{name}", f"Estimated {name.replace('_', ' ')}.", names, registry=r).labels(*lv)
 
         def hist(name, doc, buckets):
-            return Histogram(name, doc, names, buckets=buckets, registry=r).labels(*lv)
+            return self._family(Histogram, name, doc, names, buckets=buckets, registry=r).labels(*lv)
 
         self.ttft = hist(
             "vllm:time_to_first_token_seconds",
@@ -341,6 +356,13 @@ class VllmMetrics(EngineObserver):
             "vllm:request_num_preemptions", "Number of preemptions per request.", VLLM_NUM_PREEMPTIONS
         )
 
+    def _family(self, cls, name: str, *args, **kwargs):
+        """The family `name`, created once per registry."""
+        fam = self._families.get(name)
+        if fam is None:
+            fam = self._families[name] = cls(name, *args, **kwargs)
+        return fam
+
     # -- observer ------------------------------------------------------------------------------------------
     def on_admit(self, req: Request, hit_tokens: int, now: float) -> None:
         if not self.enabled:
@@ -396,7 +418,8 @@ class VllmMetrics(EngineObserver):
         observe_many(self.params_n, 1)
         observe_many(self.req_preempt, req.preemptions)
 
-    def exposition(self, core: EngineCore, running_loras: list[str] | None = None) -> bytes:
+    def update(self, core: EngineCore, running_loras: list[str] | None = None) -> None:
+        """Set this engine's gauges from its core (at scrape time)."""
         if self.enabled:
             self.running.set(len(core.running))
             self.waiting.set(len(core.waiting) + len(core.transferring))
@@ -406,10 +429,7 @@ class VllmMetrics(EngineObserver):
                 self.fetch_in_progress.set(len(core.transferring))
             if self.lora_info is not None:
                 self.lora_info.clear()
-                import time
-
                 self.lora_info.labels(str(self.max_loras), ",".join(running_loras or []), "").set(time.time())
-        return generate_latest(self.registry)
 
 
 SG_SCHED_LABELS = ["model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank"]

@@ -137,9 +137,8 @@ class RoutingState:
         from kubesim.engines.server import LOCAL_ENGINES
 
         eng = LOCAL_ENGINES.get(ep.base_url)
-        if eng is not None and eng.core is not None:
-            c = eng.core
-            return len(c.running) + len(c.waiting) + len(c.transferring)
+        if eng is not None:
+            return eng.load()
         if ep.base_url in self.scraped_load:
             return self.scraped_load[ep.base_url]
         return self.in_flight.get(ep.base_url, 0)
@@ -148,8 +147,8 @@ class RoutingState:
         from kubesim.engines.server import LOCAL_ENGINES
 
         eng = LOCAL_ENGINES.get(ep.base_url)
-        if eng is not None and eng.core is not None:
-            return eng.core.kv_usage()
+        if eng is not None:
+            return eng.kv_usage()
         return self.scraped_kv.get(ep.base_url, 0.0)
 
     def prefix_match_ratio(self) -> float:

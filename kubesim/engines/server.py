@@ -11,8 +11,10 @@ import itertools
 import json
 import time
 import uuid
+from dataclasses import replace
 
 from aiohttp import web
+from prometheus_client import generate_latest
 
 from kubesim.engines.config import SGLANG_VERSION, VLLM_VERSION, EngineSpec
 from kubesim.engines.core import Clock, EngineCore, Request, output_length
@@ -38,7 +40,9 @@ class EngineWorkload:
         self.spec = spec
         self.seed = seed
         self.clock = Clock(spec.time_scale)
-        self.core: EngineCore | None = None
+        self.core: EngineCore | None = None  # the first (data-parallel rank 0) core
+        self.cores: list[EngineCore] = []
+        self.engine_metrics: list = []
         self.metrics: VllmMetrics | SglangMetrics | None = None
         self._runner: web.AppRunner | None = None
         self._ready_at = 0.0
@@ -58,17 +62,25 @@ class EngineWorkload:
         spec = self.spec
         if spec.kind == "vllm":
             cfg = spec.core
-            self.metrics = VllmMetrics(
-                spec.served_names[0],
-                "0",
-                cfg.max_model_len,
-                spec.cache_info,
-                spec.enable_lora,
-                spec.max_loras,
-                cfg.kv_role == "consumer",
-                spec.log_stats,
-                spec.custom_buckets,
-            )
+            metrics = []
+            for i in range(spec.data_parallel):
+                metrics.append(
+                    VllmMetrics(
+                        spec.served_names[0],
+                        str(i),
+                        cfg.max_model_len,
+                        spec.cache_info,
+                        spec.enable_lora,
+                        spec.max_loras,
+                        cfg.kv_role == "consumer",
+                        spec.log_stats,
+                        spec.custom_buckets,
+                        shared=metrics[0] if metrics else None,
+                    )
+                )
+            self.engine_metrics = metrics
+            self.metrics = metrics[0]
+            self.cores = [EngineCore(replace(cfg, seed=cfg.seed + i), self.clock, m) for i, m in enumerate(metrics)]
         else:
             engine_type = {"prefill": "prefill", "decode": "decode"}.get(spec.pd_role or "", "unified")
             consts = {
@@ -79,8 +91,11 @@ class EngineWorkload:
                 "kv_cache_memory_usage_gb": spec.max_total_tokens * spec.core.kv_bytes_per_token_rank / 1024**3,
             }
             self.metrics = SglangMetrics(spec.served_names[0], engine_type, consts, spec.sglang_buckets)
-        self.core = EngineCore(spec.core, self.clock, self.metrics)
-        self.core.start()
+            self.engine_metrics = [self.metrics]
+            self.cores = [EngineCore(spec.core, self.clock, self.metrics)]
+        self.core = self.cores[0]
+        for core in self.cores:
+            core.start()
         app = web.Application(client_max_size=64 * 1024**2)
         self._routes(app)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -95,8 +110,8 @@ class EngineWorkload:
 
     async def stop(self) -> None:
         LOCAL_ENGINES.pop(self.base_url, None)
-        if self.core is not None:
-            await self.core.stop()
+        for core in self.cores:
+            await core.stop()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -105,6 +120,19 @@ class EngineWorkload:
         return time.monotonic() >= self._ready_at
 
     # -- direct submission (routers in-process and the benchmark) -----------------------------------------
+    def submit(self, req: Request) -> EngineCore:
+        """Queue `req` on the least loaded data-parallel core (the one core without -dp)."""
+        core = min(self.cores, key=lambda c: len(c.running) + len(c.waiting) + len(c.transferring))
+        core.add(req)
+        return core
+
+    def load(self) -> int:
+        """Requests running, waiting or receiving KV across the cores."""
+        return sum(len(c.running) + len(c.waiting) + len(c.transferring) for c in self.cores)
+
+    def kv_usage(self) -> float:
+        return sum(c.kv_usage() for c in self.cores) / len(self.cores) if self.cores else 0.0
+
     def new_request(
         self,
         prompt_tokens: list[int],
@@ -171,7 +199,8 @@ class EngineWorkload:
     async def _health_generate(self, request: web.Request) -> web.Response:
         if not self.ready():
             return web.Response(status=503)
-        req = self.core.add(self.new_request(tokenize("health"), 1))
+        req = self.new_request(tokenize("health"), 1)
+        self.submit(req)
         await req.done
         return web.Response(status=200)
 
@@ -240,19 +269,16 @@ class EngineWorkload:
         )
 
     async def _loads(self, request: web.Request) -> web.Response:
-        core = self.core
-        return web.json_response(
+        loads = [
             {
-                "loads": [
-                    {
-                        "dp_rank": 0,
-                        "num_reqs": len(core.running) + len(core.waiting),
-                        "num_waiting_reqs": len(core.waiting),
-                        "num_tokens": sum(r.num_tokens for r in core.running),
-                    }
-                ]
+                "dp_rank": i,
+                "num_reqs": len(core.running) + len(core.waiting),
+                "num_waiting_reqs": len(core.waiting),
+                "num_tokens": sum(r.num_tokens for r in core.running),
             }
-        )
+            for i, core in enumerate(self.cores)
+        ]
+        return web.json_response({"loads": loads})
 
     async def _metrics(self, request: web.Request) -> web.Response:
         if self.spec.kind == "sglang":
@@ -260,7 +286,9 @@ class EngineWorkload:
                 return web.Response(status=404, text="Not Found")
             body = self.metrics.exposition(self.core, self.spec.core.block_size, self.spec.max_total_tokens)
         else:
-            body = self.metrics.exposition(self.core, list(self.loras))
+            for metrics, core in zip(self.engine_metrics, self.cores, strict=True):
+                metrics.update(core, list(self.loras))
+            body = generate_latest(self.metrics.registry)
         return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
     async def _load_lora(self, request: web.Request) -> web.Response:
@@ -381,16 +409,16 @@ class EngineWorkload:
         stream = bool(body.get("stream", False))
         req = self.new_request(tokens, max_tokens, ignore_eos=ignore_eos, stream=stream, remote_kv=remote_kv)
         req.lora = body.get("model") if body.get("model") in self.loras else None
-        self.core.add(req)
+        core = self.submit(req)
         model = body.get("model") or spec.served_names[0]
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
         created = int(time.time())
         if stream:
-            return await self._stream(request, req, rid, model, created, chat, body)
+            return await self._stream(request, req, core, rid, model, created, chat, body)
         try:
             await req.done
         except asyncio.CancelledError:
-            self.core.abort(req)
+            core.abort(req)
             raise
         text = "".join(generated_words(self.seed, req.request_id, req.generated))
         usage = self._usage(req)
@@ -451,7 +479,7 @@ class EngineWorkload:
         req = self.new_request(
             tokens, max_new, ignore_eos=bool(params.get("ignore_eos")), stream=stream, remote_kv=remote_kv
         )
-        self.core.add(req)
+        core = self.submit(req)
         words = generated_words(self.seed, req.request_id, req.output_len)
 
         def meta() -> dict:
@@ -479,7 +507,7 @@ class EngineWorkload:
                 await resp.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
             await resp.write(b"data: [DONE]\n\n")
         except (ConnectionResetError, asyncio.CancelledError):
-            self.core.abort(req)
+            core.abort(req)
             raise
         await resp.write_eof()
         return resp
@@ -496,7 +524,7 @@ class EngineWorkload:
         return usage
 
     async def _stream(
-        self, request, req: Request, rid: str, model: str, created: int, chat: bool, body: dict
+        self, request, req: Request, core: EngineCore, rid: str, model: str, created: int, chat: bool, body: dict
     ) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
@@ -540,7 +568,7 @@ class EngineWorkload:
                 await resp.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
             await resp.write(b"data: [DONE]\n\n")
         except (ConnectionResetError, asyncio.CancelledError):
-            self.core.abort(req)
+            core.abort(req)
             raise
         await resp.write_eof()
         return resp

@@ -285,3 +285,35 @@ def test_sglang_exposition_has_the_families_labels_and_buckets_of_sglang_0_5():
     assert value(fams["sglang:prompt_tokens"], "_total", is_streaming="false") == 6
     assert value(fams["sglang:num_running_reqs"]) == 0
     assert fams["sglang:num_running_reqs"].samples[0].labels["engine_type"] == "unified"
+
+
+def test_vllm_data_parallel_engines_are_labelled_by_rank_and_share_the_load():
+    async def go():
+        w = await start(
+            pod_context(
+                "vllm/vllm-openai:v0.33.0",
+                [LLAMA, "--max-model-len", "8192", "-dp", "2"],
+                gpu_count=2,
+                annotations=FAST,
+            )
+        )
+        try:
+            async with aiohttp.ClientSession() as s:
+                bodies = [
+                    {"prompt": f"request {i} " + "x " * 300, "max_tokens": 20, "ignore_eos": True} for i in range(6)
+                ]
+                await asyncio.gather(*[s.post(w.base_url + "/v1/completions", json=b) for b in bodies])
+                async with s.get(w.base_url + "/metrics") as r:
+                    return await r.text()
+        finally:
+            await w.stop()
+
+    fams = families(asyncio.run(go()))
+    per_engine = {
+        s.labels["engine"]: s.value
+        for s in fams["vllm:request_success"].samples
+        if s.name.endswith("_total") and s.labels["finished_reason"] == "length"
+    }
+    assert set(per_engine) == {"0", "1"}
+    assert sum(per_engine.values()) == 6 and min(per_engine.values()) >= 1
+    assert {s.labels["engine"] for s in fams["vllm:cache_config_info"].samples} == {"0", "1"}
