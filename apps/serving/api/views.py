@@ -134,3 +134,21 @@ class InferenceServiceViewSet(ScopedModelViewSet):
         response = Response(self.get_serializer(service).data)
         response["ETag"] = f'"{service.version}"'
         return response
+
+    @extend_schema(
+        responses={200: OpenApiResponse(
+            response=OpenApiTypes.OBJECT, description="{count, objects}: every Kubernetes object the service renders to"
+        )},
+    )
+    @action(detail=True, methods=["get"])
+    def manifests(self, request, pk=None):
+        """The Kubernetes objects this service renders to, in apply order (a GitOps export)."""
+        from apps.serving.rendering import render_service
+        from apps.serving.rendering.spec import spec_from_service
+
+        service = self.get_object()
+        try:
+            objects = render_service(spec_from_service(service))
+        except ValueError as exc:
+            raise Conflict(f"The service cannot be rendered: {exc}") from exc
+        return Response({"count": len(objects), "objects": objects})
