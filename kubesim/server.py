@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable
 import yaml
 from aiohttp import web
 
-from . import discovery
+from . import discovery, tables
 from .errors import ApiError
 from .resources import ResourceType
 from .store import PATCH_TYPES, AdmissionHook, Store, Subscription
@@ -360,7 +360,10 @@ class ApiHandlers:
             if watch_path:
                 return await self._watch(request, rt, namespace, name=name)
             with self.store.raw_results():
-                return json_response(self.store.get(rt, namespace, name, subresource=sub))
+                obj = self.store.get(rt, namespace, name, subresource=sub)
+                if sub is None and tables.wants_table(request.headers.get("Accept")):
+                    return self._table_response(request, rt, [obj], None)
+                return json_response(obj)
         if method == "PUT":
             body = await self._json_body(request)
             with self.store.raw_results():
@@ -391,8 +394,17 @@ class ApiHandlers:
         with self.store.raw_results():
             items, rv = self.store.list(rt, namespace, request.query.get("labelSelector"),
                                         request.query.get("fieldSelector"))
+        if tables.wants_table(request.headers.get("Accept")):
+            return self._table_response(request, rt, items, rv)
         return json_response({"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
                               "metadata": {"resourceVersion": rv}, "items": items})
+
+    def _columns(self, rt: ResourceType) -> list:
+        return tables.columns_for(rt, self.store.crd_of(rt) if rt.custom else None)
+
+    def _table_response(self, request: web.Request, rt: ResourceType, items: list[dict], rv) -> web.Response:
+        body = tables.table(self._columns(rt), items, rv, request.query.get("includeObject", "Metadata"))
+        return json_response(body, content_type=tables.TABLE_CONTENT_TYPE)
 
     async def _create(self, request: web.Request, rt: ResourceType, namespace: str | None) -> web.Response:
         body = await self._json_body(request)
@@ -479,8 +491,20 @@ class ApiHandlers:
         bookmarks = _truthy(q.get("allowWatchBookmarks"))
         timeout = q.get("timeoutSeconds")
         deadline = time.monotonic() + float(timeout) if timeout else None
-        response = web.StreamResponse(status=200, headers={"Content-Type": JSON,
-                                                           "Cache-Control": "no-cache, private"})
+        as_table = tables.wants_table(request.headers.get("Accept"))
+        line = self._line
+        if as_table:
+            columns, include, first = self._columns(rt), q.get("includeObject", "Metadata"), [True]
+
+            def line(rt, type_, ev):
+                if type_ not in ("ADDED", "MODIFIED", "DELETED"):
+                    return ApiHandlers._line(rt, type_, ev)
+                body = tables.table(columns, [ev.obj], include=include, with_columns=first[0])
+                first[0] = False
+                return _dumps({"type": type_, "object": body}).encode() + b"\n"
+
+        response = web.StreamResponse(status=200, headers={
+            "Content-Type": tables.TABLE_CONTENT_TYPE if as_table else JSON, "Cache-Control": "no-cache, private"})
         response.enable_chunked_encoding()
         try:
             initial = self.store.initial_events(sub, q.get("resourceVersion"), send_initial_flag)
@@ -494,7 +518,7 @@ class ApiHandlers:
         try:
             await response.prepare(request)
             if initial:
-                await response.write(b"".join(self._line(rt, t, ev) for t, ev in initial))
+                await response.write(b"".join(line(rt, t, ev) for t, ev in initial))
             if send_initial_flag:
                 await response.write(self._bookmark(rt, start_rv, initial_end=True))
             last_bookmark = time.monotonic()
@@ -517,10 +541,10 @@ class ApiHandlers:
                         await response.write(self._bookmark(rt, self.store.resource_version))
                         last_bookmark = time.monotonic()
                     continue
-                chunk = [self._line(rt, t, ev)]
+                chunk = [line(rt, t, ev)]
                 while not sub.queue.empty():
                     t, ev = sub.queue.get_nowait()
-                    chunk.append(self._line(rt, t, ev))
+                    chunk.append(line(rt, t, ev))
                 await response.write(b"".join(chunk))
             await response.write_eof()
         except ConnectionResetError:

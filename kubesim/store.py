@@ -234,6 +234,11 @@ class Store:
         finally:
             self._raw = False
 
+    def crd_of(self, rt: ResourceType) -> dict | None:
+        """The CustomResourceDefinition object that defines a custom resource type (stored, read-only)."""
+        return self._objects.get(("apiextensions.k8s.io", "customresourcedefinitions"), {}).get(
+            (None, f"{rt.plural}.{rt.group}"))
+
     def exists(self, resource, namespace: str | None, name: str) -> bool:
         rt = self.resource(resource)
         return (self._ns(rt, namespace), name) in self._bucket(rt)
