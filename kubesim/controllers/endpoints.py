@@ -71,8 +71,8 @@ class EndpointsController(Controller):
                 if service_port.get("name"):
                     port["name"] = service_port["name"]
                 ports.append(port)
-            if not ports:
-                continue
+            if not ports and spec.get("ports"):
+                continue  # none of the Service's ports resolve on this pod
             address = {
                 "ip": pod["status"]["podIP"],
                 "nodeName": pod["spec"].get("nodeName"),
@@ -83,8 +83,11 @@ class EndpointsController(Controller):
                     "uid": pod["metadata"].get("uid"),
                 },
             }
-            subset = groups.setdefault(tuple(sorted((p["port"], p.get("name", "")) for p in ports)), {"ports": ports})
-            subset.setdefault("addresses" if pod_ready(pod) else "notReadyAddresses", []).append(address)
+            key = tuple(sorted((p["port"], p.get("name", "")) for p in ports))
+            subset = groups.setdefault(key, {"ports": ports} if ports else {})
+            # publishNotReadyAddresses (headless Services of LeaderWorkerSets) lists every pod as ready.
+            ready = pod_ready(pod) or bool(spec.get("publishNotReadyAddresses"))
+            subset.setdefault("addresses" if ready else "notReadyAddresses", []).append(address)
         return list(groups.values())
 
     async def reconcile(self, key) -> None:
