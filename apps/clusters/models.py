@@ -29,6 +29,13 @@ class ClusterCredentials:
         )
 
 
+class HttpsURLField(models.URLField):
+    """A URLField whose form field assumes https for scheme-less input (Django 6's default, today)."""
+
+    def formfield(self, **kwargs):
+        return super().formfield(**{"assume_scheme": "https", **kwargs})
+
+
 class ClusterQuerySet(models.QuerySet):
     def for_user(self, user) -> ClusterQuerySet:
         """Clusters are platform infrastructure: staff only."""
@@ -40,7 +47,7 @@ class Cluster(TimestampedModel):
 
     name = models.CharField(max_length=63, unique=True, validators=[dns1123_label])
     description = models.TextField(blank=True)
-    api_url = models.URLField(max_length=500, help_text="Kubernetes API server URL.")
+    api_url = HttpsURLField(max_length=500, help_text="Kubernetes API server URL.")
     bearer_token = EncryptedTextField(blank=True)
     kubeconfig = EncryptedTextField(blank=True, help_text="A kubeconfig document (YAML), used when set.")
     ca_bundle = EncryptedTextField(blank=True, help_text="PEM CA bundle for the API server certificate.")
