@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from kubesim.controllers.api import ClusterApi
 from kubesim.controllers.base import Informer
 from kubesim.controllers.deployment import DEPLOYMENTS, DeploymentController
+from kubesim.controllers.disruption import PDBS, DisruptionController
 from kubesim.controllers.endpoints import ENDPOINTS, EndpointsController
 from kubesim.controllers.leaderworkerset import LWS, LeaderWorkerSetController
 from kubesim.controllers.nodes import NODES, NodeLifecycle, register_nodes
@@ -88,7 +89,18 @@ class Cluster:
         self.recorder = EventRecorder(self.api.as_manager("kubesim-events"))
         self.informers = {
             resource: Informer(self.api, resource)
-            for resource in (PODS, NODES, DEPLOYMENTS, REPLICASETS, STATEFULSETS, LWS, SERVICES, ENDPOINTS, QUOTAS)
+            for resource in (
+                PODS,
+                NODES,
+                DEPLOYMENTS,
+                REPLICASETS,
+                STATEFULSETS,
+                LWS,
+                SERVICES,
+                ENDPOINTS,
+                QUOTAS,
+                PDBS,
+            )
         }
         pods = self.informers[PODS]
         self.kubelet = Kubelet(
@@ -114,6 +126,7 @@ class Cluster:
             LeaderWorkerSetController(self.api.as_manager("lws-controller"), self.recorder, self.informers[LWS], pods),
             EndpointsController(manager, self.informers[SERVICES], pods, self.informers[ENDPOINTS]),
             QuotaController(manager, self.informers[QUOTAS], pods),
+            DisruptionController(manager, self.informers[PDBS], pods),
         ]
         pods.handlers.append(self._kubelet_pod_changed)
         self.proxies = Proxies(server.store, self.kubelet, self.view)

@@ -408,3 +408,25 @@ def test_a_rollout_that_cannot_progress_reports_progress_deadline_exceeded(make_
         if c.type == "Available"
     )
     assert (available.status, available.reason) == ("False", "MinimumReplicasUnavailable")
+
+
+def test_pod_disruption_budget_status_follows_the_ready_pods(make_cluster):
+    cluster = make_cluster()
+    cluster.apps.create_namespaced_deployment(NS, deployment("web", replicas=3))
+    client.PolicyV1Api(cluster.api_client).create_namespaced_pod_disruption_budget(
+        NS,
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web"},
+            "spec": {"maxUnavailable": "34%", "selector": {"matchLabels": {"app": "web"}}},
+        },
+    )
+
+    def status():
+        return client.PolicyV1Api(cluster.api_client).read_namespaced_pod_disruption_budget_status("web", NS).status
+
+    settled = wait_for(lambda: (s := status()) and s.current_healthy == 3 and s, message="three healthy pods")
+    # 34% of 3 rounds down to 1 unavailable pod: 2 must stay healthy, so 1 disruption is allowed.
+    assert (settled.expected_pods, settled.desired_healthy, settled.disruptions_allowed) == (3, 2, 1)
+    assert [(c.type, c.status) for c in settled.conditions] == [("DisruptionAllowed", "True")]
