@@ -59,6 +59,7 @@ def test_rolling_update_with_max_unavailable_zero_never_drops_below_desired_read
     # Follow every pod change from now on and record the Ready count after each one.
     start_rv = cluster.core.list_namespaced_pod(NS).metadata.resource_version
     ready_counts: list[int] = []
+    pod_counts: list[int] = []
     done = threading.Event()
 
     def follow():
@@ -77,6 +78,7 @@ def test_rolling_update_with_max_unavailable_zero_never_drops_below_desired_read
             else:
                 ready[pod.metadata.name] = is_ready(pod)
             ready_counts.append(sum(ready.values()))
+            pod_counts.append(len(ready))
             if done.is_set():
                 stream.stop()
 
@@ -104,6 +106,7 @@ def test_rolling_update_with_max_unavailable_zero_never_drops_below_desired_read
     follower.join(25)
     assert len(ready_counts) >= 6  # three new pods came and three old ones went
     assert min(ready_counts) >= 3
+    assert max(pod_counts) == 4  # maxSurge 1: never more than one pod above the three desired
     replicasets = cluster.apps.list_namespaced_replica_set(NS, label_selector="app=web").items
     assert sorted(rs.spec.replicas for rs in replicasets) == [0, 3]
     assert {rs.metadata.annotations["deployment.kubernetes.io/revision"] for rs in replicasets} == {"1", "2"}
