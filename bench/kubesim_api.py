@@ -168,7 +168,7 @@ async def serve(port: int) -> None:
     """The API server alone, as the benchmark's subprocess."""
     from kubesim.server import Server
 
-    server = Server(port=port)
+    server = Server(port=port, tune_gc=True)  # as `python -m kubesim serve` runs it
     await server.start()
     print(f"listening on {server.url}", flush=True)
     stop = asyncio.Event()

@@ -31,7 +31,8 @@ async def _serve(args) -> None:
     from .cluster import Cluster
     from .server import Server
 
-    server = Server(host=args.host, port=args.port, token=args.token, seed=args.seed, state_file=args.state)
+    server = Server(host=args.host, port=args.port, token=args.token, seed=args.seed, state_file=args.state,
+                    tune_gc=True)
     Cluster(server, cluster_config_from_args(args)).install()  # nodes, scheduler, controllers, kubelet
     await server.start()
     print(f"kubesim API server listening on {server.url}", flush=True)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import socket
 import threading
@@ -84,12 +85,15 @@ class Server:
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, token: str | None = None,
                  seed: int | None = None, state_file: str | None = None, history_size: int = 10000,
-                 bookmark_interval: float = 30.0, store: Store | None = None):
+                 bookmark_interval: float = 30.0, watch_coalesce: float = 0.002, tune_gc: bool = False,
+                 store: Store | None = None):
         self.host = host
         self.port = port
         self.token = token
         self.state_file = state_file
         self.bookmark_interval = bookmark_interval
+        self.watch_coalesce = watch_coalesce  # seconds a watch waits to batch events into one write
+        self.tune_gc = tune_gc  # for a process that is mostly this server (the CLI): see _gc_loop
         self.store = store or Store(seed=seed, history_size=history_size)
         if state_file:
             self.store.load(state_file)
@@ -177,6 +181,8 @@ class Server:
             self._tasks.append(asyncio.ensure_future(fn(self)))
         if self.state_file:
             self._tasks.append(asyncio.ensure_future(self._persist_loop()))
+        if self.tune_gc:
+            self._tasks.append(asyncio.ensure_future(self._gc_loop()))
 
     async def _on_cleanup(self, app: web.Application) -> None:
         for t in self._tasks:
@@ -187,6 +193,21 @@ class Server:
         self._tasks.clear()
         if self.state_file:
             self.store.save(self.state_file)
+
+    async def _gc_loop(self) -> None:
+        """Keep full garbage collections short: stored objects are acyclic and long-lived, so they are moved
+        out of the collector's sight (gc.freeze) every few seconds. Without this, full collections over
+        thousands of stored objects stall every request and watch for 100 ms or more."""
+        rounds = 0
+        while True:
+            await asyncio.sleep(5.0)
+            rounds += 1
+            if rounds % 60 == 0:  # every 5 minutes, one full pass so cyclic garbage cannot pile up
+                gc.unfreeze()
+                gc.collect()
+            else:
+                gc.collect(1)
+            gc.freeze()
 
     async def _persist_loop(self) -> None:
         while True:
@@ -542,6 +563,9 @@ class ApiHandlers:
                         last_bookmark = time.monotonic()
                     continue
                 chunk = [line(rt, t, ev)]
+                if self.server.watch_coalesce:
+                    # let events committed in the next moment share one write: fewer syscalls per watcher
+                    await asyncio.sleep(self.server.watch_coalesce)
                 while not sub.queue.empty():
                     t, ev = sub.queue.get_nowait()
                     chunk.append(line(rt, t, ev))
