@@ -160,3 +160,18 @@ def test_kubectl_client_side_apply_twice_on_a_custom_resource(kubectl, custom, n
     got = custom.get_namespaced_custom_object("gateway.networking.k8s.io", "v1", namespace, "gateways", "gw")
     assert got["spec"]["gatewayClassName"] == "b"
     assert "kubectl.kubernetes.io/last-applied-configuration" in got["metadata"]["annotations"]
+
+
+def test_apply_answers_201_when_it_creates_and_an_identical_apply_is_a_no_op(kubesim, namespace):
+    url = f"{kubesim.url}/apis/apps/v1/namespaces/{namespace}/deployments/web?fieldManager=mgr-a"
+
+    def send():
+        req = urllib.request.Request(url, data=json.dumps(deployment("web")).encode(), method="PATCH",
+                                     headers={"Content-Type": "application/apply-patch+yaml"})
+        with urllib.request.urlopen(req) as resp:
+            return resp.status, json.loads(resp.read())
+
+    created_code, created = send()
+    again_code, again = send()
+    assert (created_code, again_code) == (201, 200)
+    assert again["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
