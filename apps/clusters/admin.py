@@ -22,7 +22,8 @@ class ClusterAdminForm(forms.ModelForm):
 
     class Meta:
         model = Cluster
-        fields = ["name", "description", "api_url", *CREDENTIALS, "insecure_simulator", "has_gateway"]
+        fields = ["name", "description", "api_url", *CREDENTIALS, "insecure_simulator", "has_gateway",
+                  "prometheus_url"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

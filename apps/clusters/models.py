@@ -59,6 +59,11 @@ class Cluster(TimestampedModel):
     has_gateway = models.BooleanField(
         default=False, help_text="Gateway API inference extension is installed."
     )
+    prometheus_url = HttpsURLField(
+        max_length=500, blank=True,
+        help_text="A Prometheus server that already scrapes this cluster's engines (labels namespace and pod). "
+        "When set, engine telemetry is read from it with PromQL instead of through the pod proxy.",
+    )
     last_seen_at = models.DateTimeField(null=True, blank=True)
 
     objects = ClusterQuerySet.as_manager()

@@ -34,6 +34,7 @@ class ClusterSerializer(ValidatedModelSerializer):
             "has_ca_bundle",
             "insecure_simulator",
             "has_gateway",
+            "prometheus_url",
             "last_seen_at",
             "created",
             "updated",
