@@ -64,6 +64,7 @@ class ContainerRuntime:
     last_state: dict = field(default_factory=dict)
     ready: bool = False
     started: bool = False
+    started_ready: bool = False  # became Ready at least once since this start
     restart_count: int = 0
     logs: list[str] = field(default_factory=list)
     previous_logs: list[str] | None = None
@@ -260,7 +261,7 @@ class PodRuntime:
     async def start_container(self, container: ContainerRuntime) -> bool:
         """Start the container's workload; False when it exits at once (bad flags, missing model...)."""
         container.exited.clear()
-        container.ready = container.started = False
+        container.ready = container.started = container.started_ready = False
         seed = f"{self.uid}/{container.name}/{time.time()}".encode()
         container.container_id = f"containerd://{hashlib.sha256(seed).hexdigest()}"
         ctx = await self.wait_for_config(container)
@@ -304,28 +305,86 @@ class PodRuntime:
                 await self.event("Failed", f"Error: {error}", "Warning", container)
                 await asyncio.sleep(1.0 if self.kubelet.config.fast_start else 5.0)
 
-    async def become_ready(self, container: ContainerRuntime, workload: Workload) -> None:
-        await asyncio.sleep(self.kubelet.config.ready_delay(workload))
-        probe = (container.spec.get("readinessProbe") or {}).get("httpGet")
-        period = 0.2 if self.kubelet.config.fast_start else 1.0
-        while container.workload is workload and not container.exited.is_set() and not self.stopping:
-            if probe is None or await self.probe(container, probe):
-                container.ready = True
-                await self.publish()
-                return
-            await asyncio.sleep(period)
+    def _period(self, probe: dict) -> float:
+        seconds = float(probe.get("periodSeconds") or 10)
+        return min(seconds, 1.0) if self.kubelet.config.fast_start else seconds
 
-    async def probe(self, container: ContainerRuntime, probe: dict) -> bool:
-        path = probe.get("path") or "/"
-        try:
-            timeout = aiohttp.ClientTimeout(total=2)
-            async with (
-                self.kubelet.http(timeout) as session,
-                session.get(f"http://127.0.0.1:{container.port}{path}") as response,
-            ):
-                return 200 <= response.status < 400
-        except (TimeoutError, aiohttp.ClientError, OSError):
-            return False
+    async def become_ready(self, container: ContainerRuntime, workload: Workload) -> None:
+        """Ready after the workload's start-up delay and a passing readiness probe; then keep probing:
+        failing readiness takes the container out of Ready, failing liveness restarts it."""
+        started = time.monotonic()
+        await asyncio.sleep(self.kubelet.config.ready_delay(workload))
+        readiness = container.spec.get("readinessProbe")
+        liveness = container.spec.get("livenessProbe")
+        if readiness is None:
+            container.ready = True
+            await self.publish()
+        if readiness is None and liveness is None:
+            return
+        passes = failures = live_failures = 0
+        while container.workload is workload and not container.exited.is_set() and not self.stopping:
+            if readiness is not None:
+                ok, detail = await self.probe(container, readiness)
+                if ok:
+                    passes, failures = passes + 1, 0
+                    # The first success makes a starting container Ready; later ones need successThreshold.
+                    needed = 1 if not container.started_ready else int(readiness.get("successThreshold") or 1)
+                    if not container.ready and passes >= needed:
+                        container.ready = container.started_ready = True
+                        await self.publish()
+                else:
+                    passes, failures = 0, failures + 1
+                    await self.event("Unhealthy", f"Readiness probe failed: {detail}", "Warning", container)
+                    if container.ready and failures >= int(readiness.get("failureThreshold") or 3):
+                        container.ready = False
+                        await self.publish()
+            if liveness is not None and time.monotonic() - started >= self._initial_delay(liveness):
+                ok, detail = await self.probe(container, liveness)
+                live_failures = 0 if ok else live_failures + 1
+                if not ok:
+                    await self.event("Unhealthy", f"Liveness probe failed: {detail}", "Warning", container)
+                if live_failures >= int(liveness.get("failureThreshold") or 3):
+                    await self.event(
+                        "Killing",
+                        f"Container {container.name} failed liveness probe, will be restarted",
+                        container=container,
+                    )
+                    await self.kill(container, 137, "liveness probe failed")
+                    return
+            periods = [self._period(p) for p in (readiness, liveness) if p is not None]
+            if readiness is not None and not container.ready and self.kubelet.config.fast_start:
+                periods.append(0.2)  # --fast-start: do not make a loading engine wait a whole period
+            await asyncio.sleep(min(periods))
+
+    def _initial_delay(self, probe: dict) -> float:
+        seconds = float(probe.get("initialDelaySeconds") or 0)
+        return min(seconds, 1.0) if self.kubelet.config.fast_start else seconds
+
+    async def probe(self, container: ContainerRuntime, probe: dict) -> tuple[bool, str]:
+        """Run an httpGet (2xx/3xx passes), tcpSocket (connects) or exec (always passes) probe."""
+        if container.port is None:
+            return False, "container has no port"
+        address = f"{self.pod_ip}:{container.port}"
+        if probe.get("httpGet"):
+            path = probe["httpGet"].get("path") or "/"
+            timeout = aiohttp.ClientTimeout(total=float(probe.get("timeoutSeconds") or 1) + 1)
+            try:
+                async with self.kubelet.session().get(
+                    f"http://127.0.0.1:{container.port}{path}", timeout=timeout
+                ) as response:
+                    if 200 <= response.status < 400:
+                        return True, ""
+                    return False, f"HTTP probe failed with statuscode: {response.status}"
+            except (TimeoutError, aiohttp.ClientError, OSError) as error:
+                return False, f'Get "http://{address}{path}": {error}'
+        if probe.get("tcpSocket"):
+            try:
+                _reader, writer = await asyncio.open_connection("127.0.0.1", container.port)
+            except OSError:
+                return False, f"dial tcp {address}: connect: connection refused"
+            writer.close()
+            return True, ""
+        return True, ""
 
     async def terminated(self, container: ContainerRuntime, exit_code: int, message: str) -> None:
         """Record a container exit: terminated state, logs moved to previous, Warning event."""
@@ -356,18 +415,27 @@ class PodRuntime:
             )
 
     async def crash(self, container_name: str | None) -> bool:
-        """Kill a running container as if it crashed (exit 137 would be OOM; a crash is exit 1)."""
+        """Kill a running container as if it crashed (exit code 1); it restarts with back-off."""
         for container in self.containers:
-            if container_name not in (None, container.name) or container.workload is None:
-                continue
-            workload = container.workload
-            container.logs = [*container.current_logs(), "panic: simulated crash (kubesim fault)"]
-            container.workload = None
-            await workload.stop()
-            await self.terminated(container, 1, "simulated crash (kubesim fault)")
-            container.exited.set()
-            return True
+            if container_name in (None, container.name) and container.workload is not None:
+                await self.kill(
+                    container, 1, "simulated crash (kubesim fault)", "panic: simulated crash (kubesim fault)"
+                )
+                return True
         return False
+
+    async def kill(
+        self, container: ContainerRuntime, exit_code: int, message: str, last_line: str | None = None
+    ) -> None:
+        """Stop the container's workload and record the exit; run_container restarts it."""
+        workload = container.workload
+        if workload is None:
+            return
+        container.logs = [*container.current_logs(), *([last_line] if last_line else [])]
+        container.workload = None
+        await workload.stop()
+        await self.terminated(container, exit_code, message)
+        container.exited.set()
 
     async def stop(self) -> None:
         self.stopping = True
@@ -533,8 +601,11 @@ class Kubelet:
         self._session: aiohttp.ClientSession | None = None
         self._publishing: dict[tuple[str, str], asyncio.Event] = {}
 
-    def http(self, timeout: aiohttp.ClientTimeout):
-        return aiohttp.ClientSession(timeout=timeout)
+    def session(self) -> aiohttp.ClientSession:
+        """One HTTP client for all probes."""
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession()
+        return self._session
 
     # --- addresses ------------------------------------------------------------------------------
 
@@ -637,3 +708,5 @@ class Kubelet:
     async def shutdown(self) -> None:
         for key in list(self.runtimes):
             await self.remove_pod(*key)
+        if self._session is not None:
+            await self._session.close()

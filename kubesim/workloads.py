@@ -3,7 +3,8 @@
 `resolve(ctx)` asks `kubesim.engines.workload_for(ctx)` (the vLLM/SGLang engine and router simulator)
 when that module is importable and falls back to `GenericWorkload`, which serves `/health` (and echoes
 other requests, streaming `/stream` as server-sent events) on a real loopback port, so the kubelet
-and the API server's proxies treat every pod alike. A shell command line that ends in `exit N`
+and the API server's proxies treat every pod alike. `PUT /health?code=503` makes its health
+endpoints answer that code (to exercise readiness and liveness probes). A shell command line that ends in `exit N`
 (`sh -c "echo boom; exit 1"`) prints its echoes and exits, which is how a crash loop is demonstrated.
 """
 
@@ -23,6 +24,7 @@ from kubesim.workload import PodContext, Workload, WorkloadExit
 log = logging.getLogger(__name__)
 
 GENERIC_STARTUP_SECONDS = 1.5
+HEALTH_PATHS = ("/health", "/healthz", "/ready", "/readyz", "/livez")
 _EXIT = re.compile(r"(?:^|[;&|\s])exit\s+(\d+)")
 _ECHO = re.compile(r"echo\s+([^;&|]*)")
 
@@ -53,6 +55,7 @@ class GenericWorkload:
         self.ctx = ctx
         self._lines: list[str] = []
         self._runner: web.AppRunner | None = None
+        self.health_code = 200
 
     def startup_seconds(self) -> float:
         return GENERIC_STARTUP_SECONDS
@@ -102,8 +105,12 @@ class GenericWorkload:
     async def _echo(self, request: web.Request) -> web.Response:
         path = "/" + request.match_info["path"]
         self._log(f'"{request.method} {request.path_qs}" 200')
-        if path in ("/health", "/healthz", "/ready", "/readyz", "/livez"):
-            return web.Response(text="ok")
+        if path in HEALTH_PATHS:
+            if request.method == "PUT" and request.query.get("code", "").isdigit():
+                # Tests and demos make a pod unhealthy (or healthy again) through the pod proxy.
+                self.health_code = int(request.query["code"])
+                self._log(f"health now answers {self.health_code}")
+            return web.Response(text="ok" if self.health_code < 400 else "unhealthy", status=self.health_code)
         body = await request.read()
         return web.json_response({
             "pod": self.ctx.pod_name,

@@ -5,6 +5,7 @@ import asyncio
 import json
 
 import pytest
+import requests
 from kubernetes.client.rest import ApiException
 
 from kubesim.events import expire_events, now
@@ -156,8 +157,9 @@ def test_a_missing_secret_holds_the_container_until_it_exists(make_cluster):
     assert wait_for(lambda: waiting_reason() == "CreateContainerConfigError" and waiting_reason())
     failed = wait_for(lambda: events_for(cluster.core, NS, "needs-token", "Failed"), message="Failed event")
     assert failed[0].message == 'Error: secret "hf" not found'
-    cluster.core.create_namespaced_secret(NS, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf"},
-                                               "data": {"token": "czNjcjN0"}})  # base64 of "s3cr3t"
+    cluster.core.create_namespaced_secret(
+        NS, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf"}, "data": {"token": "czNjcjN0"}}
+    )  # base64 of "s3cr3t"
     wait_for(lambda: is_ready(cluster.core.read_namespaced_pod("needs-token", NS)), message="Ready once it exists")
     # What the workload was started with (its PodContext), read from the in-process kubelet.
     env = cluster.cluster.kubelet.runtimes[(NS, "needs-token")].containers[0].workload.ctx.env
@@ -169,12 +171,68 @@ def test_a_missing_secret_holds_the_container_until_it_exists(make_cluster):
 def test_events_older_than_the_ttl_are_removed(make_cluster):
     cluster = make_cluster()
     for name, stamp in (("old", "2020-01-01T00:00:00Z"), ("fresh", now())):
-        cluster.core.create_namespaced_event(NS, {
-            "apiVersion": "v1", "kind": "Event", "metadata": {"name": name},
-            "involvedObject": {"kind": "Pod", "name": "x", "namespace": NS},
-            "reason": "Test", "message": name, "firstTimestamp": stamp, "lastTimestamp": stamp,
-        })
+        cluster.core.create_namespaced_event(
+            NS,
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": name},
+                "involvedObject": {"kind": "Pod", "name": "x", "namespace": NS},
+                "reason": "Test",
+                "message": name,
+                "firstTimestamp": stamp,
+                "lastTimestamp": stamp,
+            },
+        )
     api = cluster.cluster.api
     removed = asyncio.run_coroutine_threadsafe(expire_events(api, 3600), cluster.server.loop).result(10)
     assert removed == 1
     assert [e.metadata.name for e in cluster.core.list_namespaced_event(NS).items if e.reason == "Test"] == ["fresh"]
+
+
+def probed_pod(name: str, probe: str) -> dict:
+    pod = pod_manifest(name)
+    pod["spec"]["containers"][0]["ports"] = [{"containerPort": 8080}]
+    pod["spec"]["containers"][0][probe] = {
+        "httpGet": {"path": "/health", "port": 8080},
+        "periodSeconds": 1,
+        "failureThreshold": 2,
+    }
+    return pod
+
+
+def set_health(cluster, name: str, code: int) -> None:
+    url = f"{cluster.url}/api/v1/namespaces/{NS}/pods/{name}:8080/proxy/health?code={code}"
+    requests.put(url, timeout=10)
+
+
+def test_a_failing_readiness_probe_takes_the_pod_out_of_ready_and_back(make_cluster):
+    cluster = make_cluster()
+    cluster.core.create_namespaced_pod(NS, probed_pod("web", "readinessProbe"))
+    wait_for(lambda: is_ready(cluster.core.read_namespaced_pod("web", NS)), message="Ready")
+    set_health(cluster, "web", 503)
+    wait_for(lambda: not is_ready(cluster.core.read_namespaced_pod("web", NS)), message="not Ready")
+    unhealthy = events_for(cluster.core, NS, "web", "Unhealthy")
+    assert unhealthy[0].message == "Readiness probe failed: HTTP probe failed with statuscode: 503"
+    pod = cluster.core.read_namespaced_pod("web", NS)
+    assert pod.status.phase == "Running" and pod.status.container_statuses[0].restart_count == 0
+    set_health(cluster, "web", 200)
+    wait_for(lambda: is_ready(cluster.core.read_namespaced_pod("web", NS)), message="Ready again")
+
+
+def test_a_failing_liveness_probe_restarts_the_container(make_cluster):
+    cluster = make_cluster()
+    cluster.core.create_namespaced_pod(NS, probed_pod("web", "livenessProbe"))
+    wait_for(lambda: is_ready(cluster.core.read_namespaced_pod("web", NS)), message="Ready")
+    set_health(cluster, "web", 500)
+    status = wait_for(
+        lambda: (
+            (s := cluster.core.read_namespaced_pod("web", NS).status.container_statuses[0]).restart_count >= 1 and s
+        ),
+        message="restarted",
+    )
+    assert status.last_state.terminated.exit_code == 137
+    killing = events_for(cluster.core, NS, "web", "Killing")
+    assert killing[0].message == "Container app failed liveness probe, will be restarted"
+    # The new container answers 200 again, so it comes back Ready.
+    wait_for(lambda: is_ready(cluster.core.read_namespaced_pod("web", NS)), message="Ready after the restart")
