@@ -37,6 +37,7 @@ from apps.telemetry.figures import (
     parse_snapshot,
 )
 from apps.telemetry.models import SERVICE_ROLE, PodStat, ScrapeCycle, SeriesPoint
+from apps.telemetry.promql import PodSelector, PrometheusClient, PrometheusError, query_figures
 from apps.telemetry.series import point_values
 from workers.kube import api_client, classify
 
@@ -50,6 +51,8 @@ LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
 LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 ENGINE_COMPONENTS = frozenset({"engine", "prefill", "decode"})
 ACCEPT = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
+# PromQL rates need at least two of Prometheus' own scrapes in the window (15-30 s intervals are usual).
+PROMETHEUS_WINDOW_S = 60
 
 
 @dataclass(frozen=True)
@@ -230,15 +233,101 @@ def merged_figures(items: list[Increments]):
 # --- One cycle ------------------------------------------------------------------------------------------
 
 
+@dataclass
+class CycleFigures:
+    """What either source produced: figures per pod and per (service, role) group ("" = whole service),
+    and the pods' latest state to store."""
+
+    groups: dict[tuple[int, str], object] = field(default_factory=dict)
+    stats: list[PodStat] = field(default_factory=list)
+    failed: list[PodStat] = field(default_factory=list)
+    fetched_at: list[float] = field(default_factory=list)
+    errors: int = 0
+
+
+def from_pod_proxy(core, ready: list[EnginePod], service_ids, multi_pool, at, timeout) -> CycleFigures:
+    """Fetch every ready pod through the pod proxy; increments against each pod's previous scrape."""
+    out = CycleFigures()
+    results = list(executor().map(lambda p: fetch_metrics(core, p, timeout), ready))
+    previous = previous_snapshots(service_ids, [r.pod.name for r in results])
+    per_pool: dict[tuple[int, str], list] = defaultdict(list)
+    for result in results:
+        pod = result.pod
+        if result.snapshot is None:
+            out.errors += 1
+            out.failed.append(PodStat(service_id=pod.service_id, pod=pod.name, role=pod.role, node=pod.node,
+                                      error=result.error[:2000], scraped_at=at))
+            continue
+        inc = pod_increments(previous.get((pod.service_id, pod.name)), result.snapshot)
+        per_pool[(pod.service_id, pod.role)].append(inc)
+        figures = figures_from_increments(inc) if inc is not None else None
+        out.stats.append(PodStat(
+            service_id=pod.service_id, pod=pod.name, role=pod.role, node=pod.node,
+            snapshot=result.snapshot.to_dict(), figures=figures.as_dict() if figures else None, error="",
+            scraped_at=datetime.fromtimestamp(result.fetched_at, UTC),
+        ))
+        out.fetched_at.append(result.fetched_at)
+        _recent[(pod.service_id, pod.name)] = result.snapshot
+    for service_id in {sid for sid, _ in per_pool}:
+        roles = sorted(role for sid, role in per_pool if sid == service_id)
+        out.groups[(service_id, SERVICE_ROLE)] = merged_figures([i for r in roles for i in per_pool[(service_id, r)]])
+        if service_id in multi_pool:
+            for role in roles:
+                out.groups[(service_id, role)] = merged_figures(per_pool[(service_id, role)])
+    return out
+
+
+def from_prometheus(url: str, ready: list[EnginePod], engines: dict[int, str], multi_pool, at, timeout) -> CycleFigures:
+    """Ask the cluster's Prometheus for the same figures over the last PROMETHEUS_WINDOW_S, per service
+    (and pool) and per pod; no pod is contacted."""
+    out = CycleFigures()
+    client = PrometheusClient(url, timeout=timeout)
+    by_service: dict[int, list[EnginePod]] = defaultdict(list)
+    for pod in ready:
+        by_service[pod.service_id].append(pod)
+
+    def one(service_id: int):
+        pods = by_service[service_id]
+        engine, namespace = engines[service_id], pods[0].namespace
+        names = [p.name for p in pods]
+        groups = {(service_id, SERVICE_ROLE): (engine, names)}
+        if service_id in multi_pool:
+            for role in {p.role for p in pods}:
+                groups[(service_id, role)] = (engine, [p.name for p in pods if p.role == role])
+        try:
+            figures = {key: query_figures(client, kind, PodSelector(namespace, pods=pod_names),
+                                          PROMETHEUS_WINDOW_S).get(()) for key, (kind, pod_names) in groups.items()}
+            per_pod = query_figures(client, engine, PodSelector(namespace, pods=names), PROMETHEUS_WINDOW_S,
+                                    by=("pod",))
+            return figures, per_pod, ""
+        except PrometheusError as exc:
+            return {}, {}, str(exc)
+
+    for service_id, (figures, per_pod, error) in zip(by_service, executor().map(one, list(by_service)), strict=True):
+        out.groups.update(figures)
+        for pod in by_service[service_id]:
+            stat = PodStat(service_id=service_id, pod=pod.name, role=pod.role, node=pod.node, error=error[:2000],
+                           scraped_at=at)
+            if error:
+                out.errors += 1
+                out.failed.append(stat)
+                continue
+            pod_figures = per_pod.get((pod.name,))
+            stat.figures = pod_figures.as_dict() if pod_figures else None
+            out.stats.append(stat)
+            out.fetched_at.append(at.timestamp())
+    return out
+
+
 def scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport:
-    """Scrape every ready engine pod of the cluster's services once and write the rows."""
+    """Read every ready engine pod of the cluster's services once (pod proxy, or the cluster's Prometheus
+    when it has one) and write the rows."""
     started = time.monotonic()
     at = at or timezone.now()
     report = CycleReport(cluster.name)
-    services = {
-        str(uid): pk
-        for pk, uid in InferenceService.objects.filter(cluster=cluster).values_list("pk", "uid")
-    }
+    rows = InferenceService.objects.filter(cluster=cluster).values_list("pk", "uid", "runtime__engine")
+    services = {str(uid): pk for pk, uid, _ in rows}
+    engines = {pk: engine for pk, _, engine in rows}
     if not services:
         return report
     timeout = float(settings.TELEMETRY_SCRAPE_TIMEOUT_SECONDS)
@@ -251,72 +340,53 @@ def scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport:
         _record_cycle(cluster, at, report)
         return report
 
-    ready = [p for p in pods if p.ready and p.port]
-    results = list(executor().map(lambda p: fetch_metrics(core, p, timeout), ready))
-    report.pods, report.errors = len(results), sum(1 for r in results if r.error)
-
     service_ids = list(services.values())
-    previous = previous_snapshots(service_ids, [r.pod.name for r in results])
     multi_pool = set(
         Pool.objects.filter(service_id__in=service_ids).values("service_id")
-        .annotate(n=Count("id")).filter(n__gt=1)
-        .values_list("service_id", flat=True)
+        .annotate(n=Count("id")).filter(n__gt=1).values_list("service_id", flat=True)
     )
-    per_pool: dict[tuple[int, str], list] = defaultdict(list)
+    ready = [p for p in pods if p.ready and p.port]
+    if cluster.prometheus_url:
+        found = from_prometheus(cluster.prometheus_url, ready, engines, multi_pool, at, timeout)
+    else:
+        found = from_pod_proxy(core, ready, service_ids, multi_pool, at, timeout)
+    report.pods, report.errors = len(ready), found.errors
+
     ready_count: dict[tuple[int, str], int] = defaultdict(int)
     for pod in pods:
         if pod.ready:
             ready_count[(pod.service_id, pod.role)] += 1
-    stats, failed = [], []
-    for result in results:
-        pod = result.pod
-        if result.snapshot is None:
-            failed.append(PodStat(service_id=pod.service_id, pod=pod.name, role=pod.role, node=pod.node,
-                                  error=result.error[:2000], scraped_at=at))
-            continue
-        inc = pod_increments(previous.get((pod.service_id, pod.name)), result.snapshot)
-        per_pool[(pod.service_id, pod.role)].append(inc)
-        figures = figures_from_increments(inc) if inc is not None else None
-        stats.append(PodStat(
-            service_id=pod.service_id, pod=pod.name, role=pod.role, node=pod.node,
-            snapshot=result.snapshot.to_dict(), figures=figures.as_dict() if figures else None, error="",
-            scraped_at=datetime.fromtimestamp(result.fetched_at, UTC),
-        ))
-
     points = []
     for service_id in service_ids:
-        roles = {role for (sid, role) in set(per_pool) | set(ready_count) if sid == service_id}
-        service_incs = [inc for role in roles for inc in per_pool.get((service_id, role), [])]
+        roles = sorted(role for sid, role in ready_count if sid == service_id)
         points.append(SeriesPoint(
             service_id=service_id, role=SERVICE_ROLE, time=at,
-            ready_replicas=sum(ready_count.get((service_id, role), 0) for role in roles),
-            **point_values(merged_figures(service_incs)),
+            ready_replicas=sum(ready_count[(service_id, role)] for role in roles),
+            **point_values(found.groups.get((service_id, SERVICE_ROLE))),
         ))
         if service_id in multi_pool:
-            for role in sorted(roles):
-                points.append(SeriesPoint(
-                    service_id=service_id, role=role, time=at, ready_replicas=ready_count.get((service_id, role), 0),
-                    **point_values(merged_figures(per_pool.get((service_id, role), []))),
-                ))
+            points.extend(
+                SeriesPoint(service_id=service_id, role=role, time=at, ready_replicas=ready_count[(service_id, role)],
+                            **point_values(found.groups.get((service_id, role))))
+                for role in roles
+            )
 
     with transaction.atomic():
         SeriesPoint.objects.bulk_create(points, ignore_conflicts=True)
-        if stats:
+        if found.stats:
             PodStat.objects.bulk_create(
-                stats, update_conflicts=True, unique_fields=["service", "pod"],
+                found.stats, update_conflicts=True, unique_fields=["service", "pod"],
                 update_fields=["role", "node", "snapshot", "figures", "error", "scraped_at"],
             )
-        if failed:
-            PodStat.objects.bulk_create(failed, update_conflicts=True, unique_fields=["service", "pod"],
+        if found.failed:
+            PodStat.objects.bulk_create(found.failed, update_conflicts=True, unique_fields=["service", "pod"],
                                         update_fields=["role", "node", "error"])
         PodStat.objects.filter(service_id__in=service_ids).exclude(pod__in=[p.name for p in pods]).delete()
     written = time.time()
-    for result in results:
-        if result.snapshot is not None:
-            _recent[(result.pod.service_id, result.pod.name)] = result.snapshot
-            report.lags_s.append(written - result.fetched_at)
+    report.lags_s = [written - fetched for fetched in found.fetched_at]
     live = {(p.service_id, p.name) for p in pods}
-    for key in [k for k in _recent if k[0] in set(service_ids) and k not in live]:
+    known = set(service_ids)
+    for key in [k for k in _recent if k[0] in known and k not in live]:
         _recent.pop(key, None)
     report.rows = len(points)
     report.duration_s = time.monotonic() - started
