@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import random
 import resource
@@ -50,12 +51,31 @@ def make_engine(scale: float, seed: int) -> EngineCore:
     return core
 
 
-async def capacity(n_engines: int, rate: float, duration: float, prompt: int, output: int, seed: int = 0) -> dict:
+async def capacity(
+    n_engines: int, rate: float, duration: float, prompt: int, output: int, seed: int = 0, freeze_gc: bool = True
+) -> dict:
     engines = [make_engine(1.0, seed + i) for i in range(n_engines)]
+    if freeze_gc:
+        # Engines, registries and parsers live for the whole run: keep them out of full collections,
+        # as a long-running kubesim would after start-up.
+        gc.collect()
+        gc.freeze()
     rng = random.Random(seed)
     base = [rng.randrange(1 << 30) for _ in range(prompt)]
-    pending: list[asyncio.Future] = []
     errors: list[float] = []
+    all_done = asyncio.Event()
+    finished = 0
+
+    def on_done(fut: asyncio.Future, clock: Clock) -> None:
+        # Only the error is kept, so finished requests are freed as in a server.
+        nonlocal finished
+        req = fut.result()
+        errors.append(abs(clock.now() - req.last_token) / (req.last_token - req.arrival))
+        finished += 1
+        if finished == sent and sending_over:
+            all_done.set()
+
+    sending_over = False
     cpu0 = resource.getrusage(resource.RUSAGE_SELF).ru_utime + resource.getrusage(resource.RUSAGE_SELF).ru_stime
     t0 = time.monotonic()
     t = 0.0
@@ -70,15 +90,12 @@ async def capacity(n_engines: int, rate: float, duration: float, prompt: int, ou
         core = engines[sent % n_engines]
         tokens = [sent, *base[1:]]  # a distinct first token: no prefix-cache hits
         req = core.add(Request(f"b{sent}", tokens, output, output))
-        req.done.add_done_callback(
-            lambda f, c=core: errors.append(
-                abs(c.clock.now() - f.result().last_token) / (f.result().last_token - f.result().arrival)
-            )
-        )
-        pending.append(req.done)
+        req.done.add_done_callback(lambda f, c=core.clock: on_done(f, c))
         sent += 1
     send_lag = time.monotonic() - t0 - duration
-    await asyncio.gather(*pending)
+    sending_over = True
+    if finished < sent:
+        await all_done.wait()
     wall = time.monotonic() - t0
     ru = resource.getrusage(resource.RUSAGE_SELF)
     cpu = ru.ru_utime + ru.ru_stime - cpu0
@@ -87,6 +104,7 @@ async def capacity(n_engines: int, rate: float, duration: float, prompt: int, ou
     steps = sum(c.steps for c in engines)
     for c in engines:
         await c.stop()
+    gc.unfreeze()
     return {
         "engines": n_engines,
         "rate": rate,

@@ -16,6 +16,7 @@ import contextlib
 import math
 import random
 import time
+from array import array
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -73,28 +74,22 @@ class CoreConfig:
     seed: int = 0
 
 
-class Block:
-    __slots__ = ("bid", "block_hash", "ref")
-
-    def __init__(self, bid: int):
-        self.bid = bid
-        self.ref = 0
-        self.block_hash: int | None = None
-
-
 class BlockPool:
     """Fixed blocks with reference counts; free blocks keep their hash (evictable cache) in LRU order.
 
     As in vLLM's free queue, never-used blocks are handed out before freed ones, and freed blocks are
-    reused least recently freed first. Never-used blocks are created lazily (a pool has ~30k blocks).
+    reused least recently freed first. Blocks are plain integer ids with counts in an array, so a
+    hundred pools of ~30k blocks give the garbage collector nothing to traverse.
     """
 
     def __init__(self, num_blocks: int, reserve_null: bool):
         usable = num_blocks - 1 if reserve_null and num_blocks > 0 else num_blocks
         self.capacity = max(usable, 0)
-        self.fresh = self.capacity  # blocks never allocated yet
-        self.free: dict[int, Block] = {}  # freed blocks, least recently freed first
-        self.cached: dict[int, Block] = {}
+        self.fresh = self.capacity  # blocks never allocated yet (ids capacity - fresh ...)
+        self.ref = array("i", [0]) * self.capacity
+        self.free: dict[int, None] = {}  # freed block ids, least recently freed first
+        self.hash_of: dict[int, int] = {}  # block id -> hash while the block holds a cached prefix
+        self.cached: dict[int, int] = {}  # hash -> block id
 
     @property
     def num_free(self) -> int:
@@ -103,59 +98,60 @@ class BlockPool:
     def usage(self) -> float:
         return 1.0 - (self.fresh + len(self.free)) / self.capacity if self.capacity else 0.0
 
-    def allocate(self, n: int) -> list[Block] | None:
+    def evictable(self) -> int:
+        """Free blocks that still hold a cached prefix."""
+        return sum(1 for bid in self.free if bid in self.hash_of)
+
+    def allocate(self, n: int) -> list[int] | None:
         if n > self.fresh + len(self.free):
             return None
-        out = []
+        ref = self.ref
         take_fresh = min(n, self.fresh)
-        if take_fresh:
-            first = self.capacity - self.fresh
-            self.fresh -= take_fresh
-            for bid in range(first, first + take_fresh):
-                blk = Block(bid)
-                blk.ref = 1
-                out.append(blk)
-        free, cached = self.free, self.cached
+        first = self.capacity - self.fresh
+        self.fresh -= take_fresh
+        out = list(range(first, first + take_fresh))
+        for bid in out:
+            ref[bid] = 1
+        free, cached, hash_of = self.free, self.cached, self.hash_of
         for _ in range(n - take_fresh):
-            blk = free.pop(next(iter(free)))
-            if blk.block_hash is not None:
-                if cached.get(blk.block_hash) is blk:
-                    del cached[blk.block_hash]
-                blk.block_hash = None
-            blk.ref = 1
-            out.append(blk)
+            bid = next(iter(free))
+            del free[bid]
+            h = hash_of.pop(bid, None)
+            if h is not None and cached.get(h) == bid:
+                del cached[h]
+            ref[bid] = 1
+            out.append(bid)
         return out
 
-    def touch(self, blk: Block) -> None:
-        if blk.ref == 0:
-            del self.free[blk.bid]
-        blk.ref += 1
+    def touch(self, bid: int) -> None:
+        if self.ref[bid] == 0:
+            del self.free[bid]
+        self.ref[bid] += 1
 
-    def release(self, blocks: list[Block]) -> None:
-        free = self.free
-        for blk in reversed(blocks):
-            blk.ref -= 1
-            if blk.ref == 0:
-                free[blk.bid] = blk
+    def release(self, blocks: list[int]) -> None:
+        ref, free = self.ref, self.free
+        for bid in reversed(blocks):
+            ref[bid] -= 1
+            if ref[bid] == 0:
+                free[bid] = None
 
-    def lookup(self, hashes: list[int], limit: int) -> list[Block]:
+    def lookup(self, hashes: list[int], limit: int) -> list[int]:
         hits = []
         cached = self.cached
         for h in hashes[:limit]:
-            blk = cached.get(h)
-            if blk is None:
+            bid = cached.get(h)
+            if bid is None:
                 break
-            hits.append(blk)
+            hits.append(bid)
         return hits
 
-    def register(self, blk: Block, block_hash: int) -> None:
-        if block_hash not in self.cached and blk.block_hash is None:
-            blk.block_hash = block_hash
-            self.cached[block_hash] = blk
+    def register(self, bid: int, block_hash: int) -> None:
+        if block_hash not in self.cached and bid not in self.hash_of:
+            self.hash_of[bid] = block_hash
+            self.cached[block_hash] = bid
 
     def reset_cache(self) -> None:
-        for blk in self.cached.values():
-            blk.block_hash = None
+        self.hash_of.clear()
         self.cached.clear()
 
 
@@ -220,7 +216,7 @@ class Request:
         self.remote_kv = remote_kv
         self.lora = lora
         self.block_hashes: list[int] = []
-        self.blocks: list[Block] = []
+        self.blocks: list[int] = []
         self.num_computed = 0
         self.num_registered = 0
         self.generated = 0
@@ -418,7 +414,7 @@ class EngineCore:
                 self.observer.on_admit(req, 0, now)
                 self.transferring.append(req)
                 continue
-            hits: list[Block] = []
+            hits: list[int] = []
             if req.num_computed == 0 and cfg.prefix_caching and req.block_hashes:
                 # At least one token is always computed, so a full hit leaves the last block out.
                 hits = self.pool.lookup(req.block_hashes, (req.num_tokens - 1) // cfg.block_size)
@@ -478,7 +474,10 @@ class EngineCore:
         if itl_count:
             self.observer.on_tokens(step_s, itl_count)
         if gen:
-            self.gen_tokens_window.append((now, gen))
+            window = self.gen_tokens_window
+            window.append((now, gen))
+            while window[0][0] < now - 5.0:
+                window.popleft()
         for req in finished:
             self.running.remove(req)
             self.pool.release(req.blocks)

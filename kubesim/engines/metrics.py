@@ -594,7 +594,7 @@ class SglangMetrics(EngineObserver):
         self.full_token_usage.set(usage)
         used_blocks = core.pool.capacity - core.pool.num_free
         used = min(max_total_tokens, used_blocks * tokens_per_block)
-        evictable = sum(1 for blk in core.pool.free.values() if blk.block_hash is not None) * tokens_per_block
+        evictable = core.pool.evictable() * tokens_per_block
         self.num_used_tokens.set(used)
         self.kv_used.set(used)
         self.kv_available.set(max_total_tokens - used)
