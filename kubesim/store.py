@@ -433,7 +433,24 @@ class Store:
         committed = self._commit(rt, ns, name, obj, None, "ADDED")
         if rt.kind == "CustomResourceDefinition" and rt.group == "apiextensions.k8s.io":
             self._serve_crd(committed)
+        refs = meta.get("ownerReferences") or []
+        if refs and not any(r.get("uid") in self._by_uid for r in refs):
+            self._collect_dangling(rt, ns, name, committed["metadata"]["uid"])
         return self._present(rt, committed)
+
+    def _collect_dangling(self, rt: ResourceType, ns, name: str, uid: str) -> None:
+        """The garbage collector deletes an object whose owners are all gone, shortly after it appears."""
+        def collect():
+            obj = self._bucket(rt).get((ns, name))
+            if obj is None or obj["metadata"]["uid"] != uid or obj["metadata"].get("deletionTimestamp"):
+                return
+            if not any(r.get("uid") in self._by_uid for r in obj["metadata"].get("ownerReferences") or []):
+                self.delete(rt, ns, name, propagation_policy="Background")
+
+        try:
+            asyncio.get_running_loop().call_soon(collect)  # after the creator has its answer, as the real GC
+        except RuntimeError:
+            collect()  # no loop: a synchronous caller
 
     def _defaults(self, rt: ResourceType, obj: dict) -> None:
         """The few apiserver defaults clients rely on; status of kinds with /status starts empty."""

@@ -4,6 +4,7 @@ namespace deletion, and CRDs that start and stop serving their kind."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from kubernetes import client, watch
@@ -144,3 +145,13 @@ def test_a_crd_name_must_match_its_names(dyn):
                                    "names": {"plural": "gadgets", "kind": "Gadget"},
                                    "versions": [{"name": "v1", "served": True, "storage": True}]}})
     assert e.value.status == 422
+
+
+def test_an_object_whose_owners_are_gone_is_collected(core, namespace):
+    body = {"metadata": {"name": "stray", "ownerReferences": [
+        {"apiVersion": "apps/v1", "kind": "Deployment", "name": "gone", "uid": "0d4c9d8e-0000-4000-8000-000000000000"}]}}
+    core.create_namespaced_config_map(namespace, body)
+    deadline = time.monotonic() + 5
+    while exists(core.read_namespaced_config_map, "stray", namespace) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not exists(core.read_namespaced_config_map, "stray", namespace)
