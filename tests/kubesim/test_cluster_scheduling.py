@@ -180,3 +180,18 @@ def test_deleting_a_pod_frees_its_gpus_for_a_pending_one(make_cluster):
         lambda: cluster.core.read_namespaced_pod("second", NS).spec.node_name == "gpu-l4-24gb-0",
         message="second bound after the first left",
     )
+
+
+def test_kubectl_drain_cordons_the_node_and_its_pods_move(make_cluster):
+    cluster = make_cluster(nodes="l4-24gb:2x1,cpu:0")
+    cluster.apps.create_namespaced_deployment(NS, deployment("llm", replicas=1, gpus=1))
+
+    def running():
+        pods = cluster.core.list_namespaced_pod(NS, label_selector="app=llm").items
+        return pods[0] if len(pods) == 1 and is_ready(pods[0]) else None
+
+    first = wait_for(running, message="Ready")
+    cluster.kubectl("drain", first.spec.node_name, "--ignore-daemonsets", "--timeout=20s")
+    assert cluster.core.read_node(first.spec.node_name).spec.unschedulable is True
+    moved = wait_for(lambda: (p := running()) and p.metadata.name != first.metadata.name and p, message="moved")
+    assert moved.spec.node_name != first.spec.node_name
