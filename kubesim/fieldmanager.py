@@ -17,6 +17,8 @@ from .errors import ApiError
 from .patching import list_key
 
 Path = tuple[str, ...]
+# Lists of scalars whose values are owned one by one (`listType: set`), e.g. `v:"example.com/x"`.
+SET_LISTS = {"finalizers"}
 
 # metadata fields the server owns; they never appear in a field set.
 SERVER_METADATA = {
@@ -43,7 +45,15 @@ def _walk(name: str, value, path: Path, out: set[Path]) -> None:
                 for k, v in item.items():
                     _walk(k, v, (*ip, "f:" + k), out)
             return
+        if name in SET_LISTS and all(not isinstance(i, (dict, list)) for i in value):
+            for item in value:
+                out.add((*path, _value_elem(item)))
+            return
     out.add(path)
+
+
+def _value_elem(value) -> str:
+    return "v:" + json.dumps(value, separators=(",", ":"))
 
 
 def fieldset(obj: dict, *, status: bool | None = None) -> set[Path]:
@@ -105,6 +115,9 @@ def value_at(obj, path: Path):
             if not isinstance(cur, dict) or elem[2:] not in cur:
                 return _MISSING
             cur = cur[elem[2:]]
+        elif elem.startswith("v:"):
+            value = json.loads(elem[2:])
+            return value if isinstance(cur, list) and value in cur else _MISSING
         else:
             k, v = _parse_key(elem)
             if not isinstance(cur, list):
@@ -124,6 +137,9 @@ def remove_at(obj: dict, path: Path) -> None:
     if last.startswith("f:"):
         if isinstance(parent, dict):
             parent.pop(last[2:], None)
+    elif isinstance(parent, list) and last.startswith("v:"):
+        value = json.loads(last[2:])
+        parent[:] = [i for i in parent if i != value]
     elif isinstance(parent, list):
         k, v = _parse_key(last)
         parent[:] = [i for i in parent if not (isinstance(i, dict) and i.get(k) == v)]
@@ -137,6 +153,8 @@ def path_string(path: Path) -> str:
             continue
         if elem.startswith("f:"):
             out += "." + elem[2:]
+        elif elem.startswith("v:"):
+            out += f"[={elem[2:]}]"
         else:
             k, v = _parse_key(elem)
             out += f"[{k}={json.dumps(v)}]"
@@ -157,6 +175,8 @@ def apply_merge(live, config, name: str = ""):
             live_keys = {i[key] for i in live}
             merged = [apply_merge(i, by_key[i[key]], name) if i[key] in by_key else i for i in live]
             return merged + [i for i in config if i[key] not in live_keys]
+        if name in SET_LISTS:
+            return live + [i for i in config if i not in live]
     return config
 
 

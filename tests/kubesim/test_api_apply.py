@@ -175,3 +175,19 @@ def test_apply_answers_201_when_it_creates_and_an_identical_apply_is_a_no_op(kub
     again_code, again = send()
     assert (created_code, again_code) == (201, 200)
     assert again["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+
+
+def test_finalizers_are_owned_value_by_value(dyn, core, namespace):
+    cms = dyn.resources.get(api_version="v1", kind="ConfigMap")
+
+    def apply_finalizers(manager, finalizers):
+        body = {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "c", "namespace": namespace, "finalizers": finalizers}}
+        return cms.server_side_apply(body=body, field_manager=manager).to_dict()
+
+    apply_finalizers("ctrl-a", ["example.com/a"])
+    both = apply_finalizers("ctrl-b", ["example.com/b"])
+    assert both["metadata"]["finalizers"] == ["example.com/a", "example.com/b"]
+    after = apply_finalizers("ctrl-a", [])
+    assert after["metadata"]["finalizers"] == ["example.com/b"]
+    core.patch_namespaced_config_map("c", namespace, {"metadata": {"finalizers": None}})
