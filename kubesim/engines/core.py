@@ -16,6 +16,7 @@ import contextlib
 import math
 import random
 import time
+import zlib
 from array import array
 from collections import deque
 from dataclasses import dataclass, field
@@ -560,6 +561,6 @@ def output_length(seed: int, request_id: str, max_tokens: int, ignore_eos: bool,
     """Deterministic 'natural' length: max_tokens when EOS is ignored, else a seeded draw capped by it."""
     if ignore_eos:
         return max_tokens
-    r = random.Random(hash((seed, request_id)))
+    r = random.Random(zlib.crc32(f"{seed}:{request_id}".encode()))  # str hash() is salted per process
     natural = int(math.exp(r.gauss(math.log(128), 0.6)))
     return max(1, min(max_tokens, natural, rng_cap))
