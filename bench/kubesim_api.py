@@ -185,7 +185,8 @@ def main() -> None:
     parser.add_argument("--applies", type=int, default=4000)
     parser.add_argument("--watchers", type=int, default=20)
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--rate", type=float, default=500.0, help="write rate while watchers measure latency (0: as fast as possible)")
+    parser.add_argument("--rate", type=float, default=500.0,
+                        help="write rate while watchers measure latency (0: as fast as possible)")
     args = parser.parse_args()
     if args.serve is not None:
         sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
