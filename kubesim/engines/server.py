@@ -24,8 +24,6 @@ from kubesim.engines.tokenizer import chat_prompt, generated_words, tokenize
 # Engines running in this process by base URL, so an in-process router can read their load directly.
 LOCAL_ENGINES: dict[str, EngineWorkload] = {}
 
-_ids = itertools.count(1)
-
 
 class ApiError(Exception):
     def __init__(self, status: int, message: str, kind: str = "BadRequestError", param: str | None = None):
@@ -38,7 +36,7 @@ class EngineWorkload:
 
     def __init__(self, spec: EngineSpec, *, seed: int = 0):
         self.spec = spec
-        self.seed = seed
+        self.seed = spec.core.seed if spec.core.seed is not None else seed  # --seed, else the pod seed
         self.clock = Clock(spec.time_scale)
         self.core: EngineCore | None = None  # the first (data-parallel rank 0) core
         self.cores: list[EngineCore] = []
@@ -48,6 +46,7 @@ class EngineWorkload:
         self._ready_at = 0.0
         self._logs = list(spec.logs)
         self.loras: dict[str, str] = dict(spec.lora_modules)
+        self._ids = itertools.count(1)  # per server, so a seed reproduces the same outputs
         self.base_url = ""
         self.port = 0
 
@@ -142,7 +141,7 @@ class EngineWorkload:
         stream: bool = False,
         remote_kv: bool = False,
     ) -> Request:
-        rid = f"req-{next(_ids)}"
+        rid = f"req-{next(self._ids)}"
         out = output_length(self.seed, rid, max_tokens, ignore_eos)
         return Request(rid, prompt_tokens, out, max_tokens, stream=stream, remote_kv=remote_kv)
 

@@ -262,3 +262,25 @@ def test_sglang_native_generate_endpoint():
     assert plain["meta_info"]["finish_reason"] == {"type": "length", "length": 4}
     assert len(plain["text"].split()) == 4
     assert len(lines) == 4 + 1 and lines[-1] == "data: [DONE]"
+
+
+def test_outputs_are_reproducible_for_a_seed():
+    async def texts(seed):
+        w = await start(pod_context(VLLM, [LLAMA, "--max-model-len", "4096", "--seed", str(seed)], annotations=FAST))
+        try:
+            async with aiohttp.ClientSession() as s:
+                out = []
+                for i in range(3):
+                    body = {"prompt": f"tell me a story {i}", "max_tokens": 300}
+                    async with s.post(w.base_url + "/v1/completions", json=body) as r:
+                        choice = (await r.json())["choices"][0]
+                        out.append((choice["text"], choice["finish_reason"]))
+                return out
+        finally:
+            await w.stop()
+
+    first, again, other = asyncio.run(texts(5)), asyncio.run(texts(5)), asyncio.run(texts(6))
+    assert first == again
+    assert first != other
+    # Without ignore_eos the length is a seeded draw, so some requests stop before max_tokens.
+    assert {reason for _, reason in first + other} <= {"stop", "length"}
