@@ -19,6 +19,7 @@ import random
 from dataclasses import dataclass, field
 
 from kubesim.controllers.api import ClusterApi
+from kubesim.controllers.autoscaler import HPAS, HorizontalPodAutoscalerController
 from kubesim.controllers.base import Informer
 from kubesim.controllers.deployment import DEPLOYMENTS, DeploymentController
 from kubesim.controllers.disruption import PDBS, DisruptionController
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 PODS = "v1/pods"
 SERVICES = "v1/services"
 EVENT_TTL_SECONDS = 3600.0
+COMPONENT_HPA = "horizontal-pod-autoscaler"
 
 
 @dataclass
@@ -100,6 +102,7 @@ class Cluster:
                 ENDPOINTS,
                 QUOTAS,
                 PDBS,
+                HPAS,
             )
         }
         pods = self.informers[PODS]
@@ -128,6 +131,15 @@ class Cluster:
             QuotaController(manager, self.informers[QUOTAS], pods),
             DisruptionController(manager, self.informers[PDBS], pods),
         ]
+        self.autoscaler = HorizontalPodAutoscalerController(
+            self.api.as_manager(COMPONENT_HPA),
+            self.recorder,
+            self.informers[HPAS],
+            pods,
+            self.kubelet,
+            sync_seconds=1.0 if self.config.fast_start else 15.0,
+        )
+        self.controllers.append(self.autoscaler)
         pods.handlers.append(self._kubelet_pod_changed)
         self.proxies = Proxies(server.store, self.kubelet, self.view)
         self._tasks: list[asyncio.Task] = []
@@ -193,6 +205,7 @@ class Cluster:
             if self.config.faults.failed_nodes:
                 await self.lifecycle.set_failed(set(self.config.faults.failed_nodes))
             self._tasks.append(asyncio.ensure_future(self._expire_events()))
+            self._tasks.append(asyncio.ensure_future(self.autoscaler.tick()))
             self.ready.set()
             await asyncio.gather(*self._tasks)
         finally:
@@ -203,6 +216,7 @@ class Cluster:
                     await task
             await self.kubelet.shutdown()
             await self.proxies.close()
+            await self.autoscaler.close()
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:

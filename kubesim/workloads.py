@@ -4,8 +4,10 @@
 when that module is importable and falls back to `GenericWorkload`, which serves `/health` (and echoes
 other requests, streaming `/stream` as server-sent events) on a real loopback port, so the kubelet
 and the API server's proxies treat every pod alike. `PUT /health?code=503` makes its health
-endpoints answer that code (to exercise readiness and liveness probes). A shell command line that ends in `exit N`
-(`sh -c "echo boom; exit 1"`) prints its echoes and exits, which is how a crash loop is demonstrated.
+endpoints answer that code (to exercise readiness and liveness probes); `/metrics` reports
+`http_requests_total` and `http_requests_in_flight` (a `/stream` is in flight until it ends).
+A shell command line that ends in `exit N` (`sh -c "echo boom; exit 1"`) prints its echoes and
+exits, which is how a crash loop is demonstrated.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ class GenericWorkload:
         self._lines: list[str] = []
         self._runner: web.AppRunner | None = None
         self.health_code = 200
+        self.requests_total = 0
+        self.in_flight = 0
 
     def startup_seconds(self) -> float:
         return GENERIC_STARTUP_SECONDS
@@ -84,6 +88,7 @@ class GenericWorkload:
         if exit_ is not None:
             raise exit_
         app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
         app.router.add_route("*", "/stream", self._stream)
         app.router.add_route("*", "/{path:.*}", self._echo)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -102,7 +107,20 @@ class GenericWorkload:
             await self._runner.cleanup()
             self._runner = None
 
+    async def _metrics(self, request: web.Request) -> web.Response:
+        """Prometheus text: requests served and in flight (what an HPA on a Pods metric can follow)."""
+        lines = [
+            "# HELP http_requests_total Requests served by this container.",
+            "# TYPE http_requests_total counter",
+            f"http_requests_total {self.requests_total}",
+            "# HELP http_requests_in_flight Requests being served now.",
+            "# TYPE http_requests_in_flight gauge",
+            f"http_requests_in_flight {self.in_flight}",
+        ]
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8")
+
     async def _echo(self, request: web.Request) -> web.Response:
+        self.requests_total += 1
         path = "/" + request.match_info["path"]
         self._log(f'"{request.method} {request.path_qs}" 200')
         if path in HEALTH_PATHS:
@@ -127,13 +145,18 @@ class GenericWorkload:
         count = int(request.query.get("n", "5"))
         interval = float(request.query.get("interval", "0.2"))
         self._log(f'"{request.method} {request.path_qs}" 200 (stream)')
-        headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        response = web.StreamResponse(headers=headers)
-        await response.prepare(request)
-        for index in range(count):
-            payload = {"index": index, "time": time.time(), "pod": self.ctx.pod_name}
-            await response.write(f"data: {json.dumps(payload)}\n\n".encode())
-            await asyncio.sleep(interval)
-        await response.write(b"data: [DONE]\n\n")
-        await response.write_eof()
-        return response
+        self.requests_total += 1
+        self.in_flight += 1
+        try:
+            headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+            response = web.StreamResponse(headers=headers)
+            await response.prepare(request)
+            for index in range(count):
+                payload = {"index": index, "time": time.time(), "pod": self.ctx.pod_name}
+                await response.write(f"data: {json.dumps(payload)}\n\n".encode())
+                await asyncio.sleep(interval)
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+            return response
+        finally:
+            self.in_flight -= 1

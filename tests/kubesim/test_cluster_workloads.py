@@ -5,6 +5,7 @@ import json
 import threading
 
 import pytest
+import requests
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
@@ -433,3 +434,77 @@ def test_pod_disruption_budget_status_follows_the_ready_pods(make_cluster):
     # 34% of 3 rounds down to 1 unavailable pod: 2 must stay healthy, so 1 disruption is allowed.
     assert (settled.expected_pods, settled.desired_healthy, settled.disruptions_allowed) == (3, 2, 1)
     assert [(c.type, c.status) for c in settled.conditions] == [("DisruptionAllowed", "True")]
+
+
+def hpa(metrics: list[dict], min_replicas: int = 1, max_replicas: int = 6) -> dict:
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web"},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": min_replicas,
+            "maxReplicas": max_replicas,
+            "metrics": metrics,
+        },
+    }
+
+
+def test_hpa_scales_a_deployment_on_a_pods_metric_scraped_from_its_pods(make_cluster):
+    cluster = make_cluster()
+    autoscaling = client.AutoscalingV2Api(cluster.api_client)
+    cluster.apps.create_namespaced_deployment(NS, deployment("web", replicas=1))
+    cluster.core.create_namespaced_service(
+        NS,
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "web"},
+            "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]},
+        },
+    )
+    wait_for(lambda: len(ready_pods(cluster, "app=web")) == 1, message="one Ready pod")
+    in_flight = {
+        "type": "Pods",
+        "pods": {
+            "metric": {"name": "http_requests_in_flight"},
+            "target": {"type": "AverageValue", "averageValue": "2"},
+        },
+    }
+    autoscaling.create_namespaced_horizontal_pod_autoscaler(NS, hpa([in_flight]))
+    # Eight slow streams in flight on the one pod: 8 / 2 per pod = 4 replicas.
+    url = f"{cluster.url}/api/v1/namespaces/{NS}/services/web/proxy/stream?n=40&interval=0.1"
+    streams = [requests.get(url, stream=True, timeout=30) for _ in range(8)]
+    try:
+        status = wait_for(
+            lambda: (
+                (s := autoscaling.read_namespaced_horizontal_pod_autoscaler_status("web", NS).status).desired_replicas
+                == 4
+                and s
+            ),
+            message="desired replicas 4",
+        )
+        assert status.current_metrics[0].pods.current.average_value == "8"
+        assert {c.type: c.status for c in status.conditions}["ScalingActive"] == "True"
+        wait_for(lambda: cluster.apps.read_namespaced_deployment("web", NS).spec.replicas == 4, message="scaled")
+        rescale = events_for(cluster.core, NS, "web", "SuccessfulRescale")
+        assert rescale[0].message == "New size: 4; reason: pods metric http_requests_in_flight above target"
+    finally:
+        for stream in streams:
+            stream.close()
+
+
+def test_hpa_on_cpu_without_a_metrics_server_only_enforces_its_bounds(make_cluster):
+    cluster = make_cluster()
+    autoscaling = client.AutoscalingV2Api(cluster.api_client)
+    cluster.apps.create_namespaced_deployment(NS, deployment("web", replicas=1))
+    cpu = {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}}
+    autoscaling.create_namespaced_horizontal_pod_autoscaler(NS, hpa([cpu], min_replicas=2))
+    wait_for(lambda: cluster.apps.read_namespaced_deployment("web", NS).spec.replicas == 2, message="raised to min")
+
+    def scaling_active():
+        status = autoscaling.read_namespaced_horizontal_pod_autoscaler_status("web", NS).status
+        return next((c for c in status.conditions or [] if c.type == "ScalingActive"), None)
+
+    condition = wait_for(scaling_active, message="ScalingActive condition")
+    assert (condition.status, condition.reason) == ("False", "FailedGetResourceMetric")
