@@ -37,6 +37,37 @@ def _go_map(labels: dict) -> str:
     return "map[string]string{" + inner + "}"
 
 
+# Keys every item of these lists must have (the official client's models refuse items without them).
+ITEM_REQUIRED: dict[str, tuple[str, ...]] = {
+    "ownerReferences": ("apiVersion", "kind", "name", "uid"),
+    "env": ("name",),
+    "volumes": ("name",),
+    "volumeMounts": ("name", "mountPath"),
+    "matchExpressions": ("key", "operator"),
+    "metrics": ("type",),
+    "taints": ("key", "effect"),
+}
+
+
+def _item_causes(value, path: str, causes: list[dict], container: bool = False) -> None:
+    """Walk `value` and report list items missing their required keys."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            child = f"{path}.{k}" if path else k
+            if isinstance(v, list):
+                required = ITEM_REQUIRED.get(k, ())
+                if k == "ports":
+                    required = ("containerPort",) if container else ("port",)
+                for i, item in enumerate(v):
+                    if isinstance(item, dict):
+                        causes.extend(_required(f"{child}[{i}].{r}") for r in required
+                                      if item.get(r) in (None, ""))
+                    _item_causes(item, f"{child}[{i}]", causes,
+                                 container=k in ("containers", "initContainers", "ephemeralContainers"))
+            elif isinstance(v, dict):
+                _item_causes(v, child, causes)
+
+
 def causes_for(rt: ResourceType, obj: dict) -> list[dict]:
     """Field errors of `obj` as `Status` causes (empty when valid)."""
     causes: list[dict] = []
@@ -44,8 +75,10 @@ def causes_for(rt: ResourceType, obj: dict) -> list[dict]:
     if name and len(name) <= 253 and not _DNS1123_SUBDOMAIN.match(name):
         causes.append({"reason": "FieldValueInvalid", "message": f'Invalid value: "{name}": {_SUBDOMAIN_MSG}',
                        "field": "metadata.name"})
+    _item_causes({"metadata": obj.get("metadata") or {}}, "", causes)
     if rt.custom:
         return causes
+    _item_causes({k: v for k, v in obj.items() if k not in ("metadata", "status")}, "", causes)
     for path in rt.required:
         value = _get(obj, path)
         if value is None or value == [] or value == "":

@@ -266,3 +266,22 @@ def test_hpa_v2_requires_a_scale_target(dyn, namespace):
         "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "h"},
         "spec": {"maxReplicas": 3, "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}}})
     assert created.spec.maxReplicas == 3
+
+
+def test_list_items_missing_required_keys_are_invalid(dyn, namespace):
+    body = deployment("web")
+    body["spec"]["template"]["spec"]["containers"][0]["env"] = [{"value": "1"}]
+    body["spec"]["template"]["spec"]["containers"][0]["ports"] = [{"name": "http"}]
+    with pytest.raises(DynamicApiError) as e:
+        dyn.resources.get(api_version="apps/v1", kind="Deployment").create(body=body, namespace=namespace)
+    fields = sorted(c["field"] for c in json.loads(e.value.body)["details"]["causes"])
+    assert fields == ["spec.template.spec.containers[0].env[0].name",
+                      "spec.template.spec.containers[0].ports[0].containerPort"]
+    with pytest.raises(DynamicApiError) as e:
+        dyn.resources.get(api_version="v1", kind="Service").create(namespace=namespace, body={
+            "metadata": {"name": "s"}, "spec": {"ports": [{"targetPort": 80}]}})
+    assert [c["field"] for c in json.loads(e.value.body)["details"]["causes"]] == ["spec.ports[0].port"]
+    with pytest.raises(DynamicApiError) as e:
+        dyn.resources.get(api_version="v1", kind="ConfigMap").create(namespace=namespace, body={
+            "metadata": {"name": "c", "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "x"}]}})
+    assert json.loads(e.value.body)["details"]["causes"][0]["field"] == "metadata.ownerReferences[0].uid"
