@@ -470,7 +470,8 @@ class ApiHandlers:
             orphan = str(opts["orphanDependents"])
         if not policy and orphan is not None:
             policy = "Orphan" if _truthy(orphan) else "Background"
-        return {"policy": policy, "preconditions": opts.get("preconditions"), "dry_run": _dry_run(request, opts)}
+        return {"policy": policy, "preconditions": opts.get("preconditions"), "dry_run": _dry_run(request, opts),
+                "legacy_cascade": orphan is not None and not _truthy(orphan)}
 
     async def _delete(self, request: web.Request, rt: ResourceType, namespace, name: str) -> web.Response:
         opts = await self._delete_options(request)
@@ -481,7 +482,8 @@ class ApiHandlers:
                 "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                 "details": {"name": name, "group": rt.group, "kind": rt.plural,
                             "uid": obj["metadata"].get("uid")}})
-        return json_response(obj)
+        # 202 only for the legacy orphanDependents=false form while the deletion is still pending
+        return json_response(obj, 202 if opts["legacy_cascade"] and not removed else 200)
 
     async def _delete_collection(self, request: web.Request, rt: ResourceType, namespace) -> web.Response:
         opts = await self._delete_options(request)

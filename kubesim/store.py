@@ -25,6 +25,8 @@ thread that runs the server, which makes each call atomic):
            every change after N (ApiError 410 if that history is gone).
     store.add_admission_hook(fn)   # fn(AdmissionRequest) -> None, raises ApiError to reject
     store.resource_version         # current global resourceVersion (int)
+    store.exists(res, namespace, name); store.crd_of(res); store.save(path); store.load(path)
+    with store.raw_results(): ...  # calls return stored objects uncopied (serializers only; never mutate)
 
 `res` is a ResourceType, a `(group, version, plural)` tuple or `"group/version/plural"` (`"v1/pods"` for
 the core group). Errors are `kubesim.errors.ApiError` with the apiserver's code, reason and message.

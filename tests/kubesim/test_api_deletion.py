@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 
 import pytest
 from kubernetes import client, watch
@@ -155,3 +156,13 @@ def test_an_object_whose_owners_are_gone_is_collected(core, namespace):
     while exists(core.read_namespaced_config_map, "stray", namespace) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not exists(core.read_namespaced_config_map, "stray", namespace)
+
+
+def test_legacy_orphan_dependents_false_answers_202_while_pending(kubesim, core, namespace):
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "held", "finalizers": ["example.com/x"]}})
+    req = urllib.request.Request(f"{kubesim.url}/api/v1/namespaces/{namespace}/configmaps/held",
+                                 data=json.dumps({"orphanDependents": False}).encode(), method="DELETE")
+    with urllib.request.urlopen(req) as resp:
+        assert resp.status == 202
+        assert json.loads(resp.read())["metadata"]["deletionTimestamp"]
+    core.patch_namespaced_config_map("held", namespace, {"metadata": {"finalizers": None}})
