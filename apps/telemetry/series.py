@@ -120,14 +120,23 @@ def _finite(value):
     return value if math.isfinite(value) else None
 
 
-def latest_points(service_ids) -> dict[int, SeriesPoint]:
-    """The newest raw whole-service row of each service (one query)."""
-    rows = (
-        SeriesPoint.objects.filter(service_id__in=service_ids, role=SERVICE_ROLE, resolution=Resolution.RAW)
-        .order_by("service_id", "-time")
-        .distinct("service_id")
-    )
-    return {row.service_id: row for row in rows}
+def latest_points(service_ids, since: datetime | None = None) -> dict[int, SeriesPoint]:
+    """The newest raw whole-service row of each service (one query), optionally no older than `since`.
+
+    Latency quantiles are null in an interval where no request got its first token (an idle or bursty
+    service), so a null TTFT p95 is filled from the newest row since `since` that has one (one more query).
+    """
+    rows = SeriesPoint.objects.filter(service_id__in=service_ids, role=SERVICE_ROLE, resolution=Resolution.RAW)
+    if since is not None:
+        rows = rows.filter(time__gte=since)
+    latest = {row.service_id: row for row in rows.order_by("service_id", "-time").distinct("service_id")}
+    gaps = [sid for sid, row in latest.items() if row.ttft_p95 is None]
+    if gaps:
+        filled = (rows.filter(service_id__in=gaps, ttft_p95__isnull=False).order_by("service_id", "-time")
+                  .distinct("service_id").values_list("service_id", "ttft_p95"))
+        for service_id, value in filled:
+            latest[service_id].ttft_p95 = value
+    return latest
 
 
 # --- Requests for a series: `since`, `step` and the payload the page and the API return ----------------

@@ -27,12 +27,10 @@ def visible_services(user):
 
 
 def with_latest(services: list) -> list:
-    """Attach each service's newest whole-service series row (if recent) as `.latest`."""
-    points = latest_points([s.pk for s in services])
-    fresh_after = timezone.now() - RECENT
+    """Attach each service's newest whole-service series row of the last RECENT minutes as `.latest`."""
+    points = latest_points([s.pk for s in services], since=timezone.now() - RECENT)
     for service in services:
-        point = points.get(service.pk)
-        service.latest = point if point is not None and point.time >= fresh_after else None
+        service.latest = points.get(service.pk)
     return services
 
 
@@ -62,6 +60,17 @@ def pod_rows(service, observation: ServiceObservation | None) -> list[dict]:
     return rows
 
 
+def own_events(service, observation: ServiceObservation | None, limit: int = 15) -> list[dict]:
+    """The newest events about this service's objects, newest first. The observation may also hold events
+    of other workloads in the tenant's namespace; every object of a service is named after it."""
+    if observation is None:
+        return []
+    prefix = f"{service.name}-"
+    ours = [e for e in observation.events
+            if (name := str(e.get("object", "")).partition("/")[2]) == service.name or name.startswith(prefix)]
+    return list(reversed(ours[-limit:]))
+
+
 def status_context(service) -> dict:
     observation = ServiceObservation.objects.filter(service=service).first()
     conditions = service.conditions or []
@@ -73,7 +82,7 @@ def status_context(service) -> dict:
         "pools": list(service.pools.all()),
         "observed_pools": {p["role"]: p for p in (observation.pools if observation else [])},
         "pods": pod_rows(service, observation),
-        "events": list(reversed(observation.events[-15:])) if observation else [],
+        "events": own_events(service, observation),
         "runs": list(ReconcileRun.objects.filter(service=service).order_by("-started_at")[:10]),
     }
 
@@ -84,7 +93,8 @@ def service_detail(request, pk: int):
     service = get_object_or_404(visible_services(request.user).with_related(), pk=pk)
     context = status_context(service)
     if is_fragment(request):
-        return render(request, "web/partials/service_status.html", context)
+        # The summary (phase, replicas, advice) rides along out of band, so one poll refreshes both.
+        return render(request, "web/partials/service_status.html", {**context, "oob": True})
     context["ranges"] = list(RANGES)
     context["range"] = request.GET.get("range") if request.GET.get("range") in RANGES else "15m"
     context["roles"] = [p.role for p in context["pools"]] if len(context["pools"]) > 1 else []

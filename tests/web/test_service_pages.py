@@ -35,7 +35,10 @@ def service_a(tenant_a):
               {"name": "chat-abc-2", "role": "engine", "phase": "Pending", "ready": False, "node": "",
                "reason": "Unschedulable", "message": "0/3 nodes are available", "restarts": 0, "gpus": 1}],
         events=[{"type": "Warning", "reason": "FailedScheduling", "message": "0/3 nodes are available: insufficient",
-                 "object": "Pod/chat-abc-2", "time": "", "count": 3}],
+                 "object": "Pod/chat-abc-2", "time": "", "count": 3},
+                # Another service's workload in the same namespace: not this page's business.
+                {"type": "Normal", "reason": "ScalingReplicaSet", "message": "Scaled up chatty-router",
+                 "object": "Deployment/chatty-router", "time": "", "count": 1}],
         observed_at=timezone.now(),
     )
     ReconcileRun.objects.create(service=service, started_at=timezone.now(), generation=1, result="failed",
@@ -60,6 +63,7 @@ def test_viewer_sees_status_pods_events_and_history_of_their_service(login, view
     assert "gpu-l4-0" in html and "1 × NVIDIA-L4" in html
     assert "123 ms" in html and "37.5 %" in html
     assert "FailedScheduling" in html and "0/3 nodes are available" in html
+    assert "chatty-router" not in html
     assert "result-failed" in html and "42 ms" in html
     assert 'id="chart-ttft"' in html and "vendor/plotly.min.js" in html
 
@@ -71,6 +75,9 @@ def test_htmx_polling_gets_only_the_status_partial(login, viewer_a, service_a):
     assert partial.status_code == 200
     assert "<html" not in html and "chart-ttft" not in html
     assert "chat-abc-2" in html and "Unschedulable" in html
+    # Phase and advice at the top of the page come along as an out-of-band swap.
+    summary = html[html.index('id="service-summary"'):]
+    assert 'hx-swap-oob="true"' in summary[:60] and "Failed" in summary and "0 of 4 L4 nodes have 2 free" in summary
 
 
 def test_viewer_cannot_open_another_tenants_service_page_partial_or_series(login, viewer_a, service_b):
@@ -146,7 +153,7 @@ def test_fleet_overview_names_the_slowest_fullest_and_busiest_services(login, ow
     point(stale, 3600, ttft_p95=30.0, kv_usage=1.0, waiting=99)  # an hour old: not "now"
 
     html = login(owner_a).get(reverse("web:home")).content.decode()
-    figures = html[html.index('id="fleet-figures"'):html.index("<h2>Services</h2>")]
+    figures = html[html.index('id="fleet-figures"'):html.index("<h2>Services")]
 
     worst = figures[figures.index("Worst TTFT p95"):figures.index("Highest KV-cache usage")]
     kv = figures[figures.index("Highest KV-cache usage"):figures.index("Busiest queues")]
@@ -156,3 +163,15 @@ def test_fleet_overview_names_the_slowest_fullest_and_busiest_services(login, ow
     assert queues.index("alpha/fast") < queues.index("alpha/chat") and "7 waiting" in queues
     assert "stale" not in figures
     assert reverse("web:service", args=[service_a.pk]) in html
+
+
+def test_a_quiet_interval_does_not_hide_the_last_ttft_from_the_fleet(login, owner_a, service_a):
+    point(service_a, 15, ttft_p95=0.4, kv_usage=0.2, waiting=0)
+    point(service_a, 5, ttft_p95=None, kv_usage=0.1, waiting=0)  # no request got its first token here
+
+    html = login(owner_a).get(reverse("web:home")).content.decode()
+
+    worst = html[html.index("Worst TTFT p95"):html.index("Highest KV-cache usage")]
+    kv = html[html.index("Highest KV-cache usage"):html.index("Busiest queues")]
+    assert "alpha/chat" in worst and "400 ms" in worst
+    assert "10.0 %" in kv
