@@ -235,8 +235,8 @@ def merged_figures(items: list[Increments]):
 
 @dataclass
 class CycleFigures:
-    """What either source produced: figures per pod and per (service, role) group ("" = whole service),
-    and the pods' latest state to store."""
+    """What a source produced for some services: figures per (service, role) group ("" = the whole
+    service) and the pods' latest state to store."""
 
     groups: dict[tuple[int, str], object] = field(default_factory=dict)
     stats: list[PodStat] = field(default_factory=list)
@@ -245,10 +245,9 @@ class CycleFigures:
     errors: int = 0
 
 
-def from_pod_proxy(core, ready: list[EnginePod], service_ids, multi_pool, at, timeout) -> CycleFigures:
-    """Fetch every ready pod through the pod proxy; increments against each pod's previous scrape."""
+def collect_pod_results(results: list[PodResult], service_ids, multi_pool, at) -> CycleFigures:
+    """Increments of each fetched pod against its previous scrape, merged per pool and per service."""
     out = CycleFigures()
-    results = list(executor().map(lambda p: fetch_metrics(core, p, timeout), ready))
     previous = previous_snapshots(service_ids, [r.pod.name for r in results])
     per_pool: dict[tuple[int, str], list] = defaultdict(list)
     for result in results:
@@ -277,37 +276,30 @@ def from_pod_proxy(core, ready: list[EnginePod], service_ids, multi_pool, at, ti
     return out
 
 
-def from_prometheus(url: str, ready: list[EnginePod], engines: dict[int, str], multi_pool, at, timeout) -> CycleFigures:
-    """Ask the cluster's Prometheus for the same figures over the last PROMETHEUS_WINDOW_S, per service
-    (and pool) and per pod; no pod is contacted."""
+def query_service(client: PrometheusClient, engine: str, pods: list[EnginePod], multi_pool: bool):
+    """The figures of one service (and its pools) and of each of its pods over the last PROMETHEUS_WINDOW_S,
+    from the cluster's Prometheus: (groups, per pod, error, when answered)."""
+    service_id, namespace, names = pods[0].service_id, pods[0].namespace, [p.name for p in pods]
+    groups = {(service_id, SERVICE_ROLE): names}
+    if multi_pool:
+        for role in {p.role for p in pods}:
+            groups[(service_id, role)] = [p.name for p in pods if p.role == role]
+    try:
+        figures = {key: query_figures(client, engine, PodSelector(namespace, pods=selected), PROMETHEUS_WINDOW_S)
+                   .get(()) for key, selected in groups.items()}
+        per_pod = query_figures(client, engine, PodSelector(namespace, pods=names), PROMETHEUS_WINDOW_S, by=("pod",))
+        return figures, per_pod, "", time.time()
+    except PrometheusError as exc:
+        return {}, {}, str(exc), time.time()
+
+
+def collect_prometheus(answers: list[tuple[list[EnginePod], tuple]], at) -> CycleFigures:
     out = CycleFigures()
-    client = PrometheusClient(url, timeout=timeout)
-    by_service: dict[int, list[EnginePod]] = defaultdict(list)
-    for pod in ready:
-        by_service[pod.service_id].append(pod)
-
-    def one(service_id: int):
-        pods = by_service[service_id]
-        engine, namespace = engines[service_id], pods[0].namespace
-        names = [p.name for p in pods]
-        groups = {(service_id, SERVICE_ROLE): (engine, names)}
-        if service_id in multi_pool:
-            for role in {p.role for p in pods}:
-                groups[(service_id, role)] = (engine, [p.name for p in pods if p.role == role])
-        try:
-            figures = {key: query_figures(client, kind, PodSelector(namespace, pods=pod_names),
-                                          PROMETHEUS_WINDOW_S).get(()) for key, (kind, pod_names) in groups.items()}
-            per_pod = query_figures(client, engine, PodSelector(namespace, pods=names), PROMETHEUS_WINDOW_S,
-                                    by=("pod",))
-            return figures, per_pod, ""
-        except PrometheusError as exc:
-            return {}, {}, str(exc)
-
-    for service_id, (figures, per_pod, error) in zip(by_service, executor().map(one, list(by_service)), strict=True):
+    for pods, (figures, per_pod, error, answered_at) in answers:
         out.groups.update(figures)
-        for pod in by_service[service_id]:
-            stat = PodStat(service_id=service_id, pod=pod.name, role=pod.role, node=pod.node, error=error[:2000],
-                           scraped_at=at)
+        for pod in pods:
+            stat = PodStat(service_id=pod.service_id, pod=pod.name, role=pod.role, node=pod.node,
+                           error=error[:2000], scraped_at=at)
             if error:
                 out.errors += 1
                 out.failed.append(stat)
@@ -315,13 +307,31 @@ def from_prometheus(url: str, ready: list[EnginePod], engines: dict[int, str], m
             pod_figures = per_pod.get((pod.name,))
             stat.figures = pod_figures.as_dict() if pod_figures else None
             out.stats.append(stat)
-            out.fetched_at.append(at.timestamp())
+            out.fetched_at.append(answered_at)
+    return out
+
+
+def chunks(service_ids: list[int], pods_of: dict[int, list], size: int) -> list[list[int]]:
+    """Services in groups of about `size` ready pods (a service is never split)."""
+    out, current, count = [], [], 0
+    for service_id in service_ids:
+        current.append(service_id)
+        count += len(pods_of.get(service_id, ()))
+        if count >= size:
+            out.append(current)
+            current, count = [], 0
+    if current:
+        out.append(current)
     return out
 
 
 def scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport:
     """Read every ready engine pod of the cluster's services once (pod proxy, or the cluster's Prometheus
-    when it has one) and write the rows."""
+    when it has one) and write the rows.
+
+    Every fetch is submitted to the thread pool up front; results are written in chunks of services as
+    they arrive, so a row lands a fraction of a cycle after its pods were read, not after the last pod.
+    """
     started = time.monotonic()
     at = at or timezone.now()
     report = CycleReport(cluster.name)
@@ -345,17 +355,47 @@ def scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport:
         Pool.objects.filter(service_id__in=service_ids).values("service_id")
         .annotate(n=Count("id")).filter(n__gt=1).values_list("service_id", flat=True)
     )
-    ready = [p for p in pods if p.ready and p.port]
-    if cluster.prometheus_url:
-        found = from_prometheus(cluster.prometheus_url, ready, engines, multi_pool, at, timeout)
-    else:
-        found = from_pod_proxy(core, ready, service_ids, multi_pool, at, timeout)
-    report.pods, report.errors = len(ready), found.errors
-
     ready_count: dict[tuple[int, str], int] = defaultdict(int)
+    pods_of: dict[int, list[EnginePod]] = defaultdict(list)
     for pod in pods:
         if pod.ready:
             ready_count[(pod.service_id, pod.role)] += 1
+            if pod.port:
+                pods_of[pod.service_id].append(pod)
+    pool = executor()
+    if cluster.prometheus_url:
+        client = PrometheusClient(cluster.prometheus_url, timeout=timeout)
+        pending = {sid: pool.submit(query_service, client, engines[sid], ps, sid in multi_pool)
+                   for sid, ps in pods_of.items()}
+    else:
+        pending = {sid: [pool.submit(fetch_metrics, core, p, timeout) for p in ps] for sid, ps in pods_of.items()}
+
+    written = 0
+    for chunk in chunks(service_ids, pods_of, max(2 * settings.TELEMETRY_SCRAPE_CONCURRENCY, 1)):
+        waiting = [sid for sid in chunk if sid in pending]
+        if cluster.prometheus_url:
+            found = collect_prometheus([(pods_of[sid], pending[sid].result()) for sid in waiting], at)
+        else:
+            results = [future.result() for sid in waiting for future in pending[sid]]
+            found = collect_pod_results(results, chunk, multi_pool, at)
+        written += write_chunk(chunk, found, ready_count, multi_pool, at)
+        report.pods += sum(len(pods_of[sid]) for sid in waiting)
+        report.errors += found.errors
+        now = time.time()
+        report.lags_s.extend(now - fetched for fetched in found.fetched_at)
+
+    PodStat.objects.filter(service_id__in=service_ids).exclude(pod__in=[p.name for p in pods]).delete()
+    live, known = {(p.service_id, p.name) for p in pods}, set(service_ids)
+    for key in [k for k in _recent if k[0] in known and k not in live]:
+        _recent.pop(key, None)
+    report.rows = written
+    report.duration_s = time.monotonic() - started
+    _record_cycle(cluster, at, report)
+    return report
+
+
+def write_chunk(service_ids: list[int], found: CycleFigures, ready_count, multi_pool, at) -> int:
+    """One transaction: the services' series rows and their pods' latest state; returns the rows written."""
     points = []
     for service_id in service_ids:
         roles = sorted(role for sid, role in ready_count if sid == service_id)
@@ -370,7 +410,6 @@ def scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport:
                             **point_values(found.groups.get((service_id, role))))
                 for role in roles
             )
-
     with transaction.atomic():
         SeriesPoint.objects.bulk_create(points, ignore_conflicts=True)
         if found.stats:
@@ -381,17 +420,7 @@ def scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport:
         if found.failed:
             PodStat.objects.bulk_create(found.failed, update_conflicts=True, unique_fields=["service", "pod"],
                                         update_fields=["role", "node", "error"])
-        PodStat.objects.filter(service_id__in=service_ids).exclude(pod__in=[p.name for p in pods]).delete()
-    written = time.time()
-    report.lags_s = [written - fetched for fetched in found.fetched_at]
-    live = {(p.service_id, p.name) for p in pods}
-    known = set(service_ids)
-    for key in [k for k in _recent if k[0] in known and k not in live]:
-        _recent.pop(key, None)
-    report.rows = len(points)
-    report.duration_s = time.monotonic() - started
-    _record_cycle(cluster, at, report)
-    return report
+    return len(points)
 
 
 def _record_cycle(cluster: Cluster, at: datetime, report: CycleReport) -> None:
