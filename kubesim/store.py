@@ -31,30 +31,43 @@ thread that runs the server, which makes each call atomic):
 `res` is a ResourceType, a `(group, version, plural)` tuple or `"group/version/plural"` (`"v1/pods"` for
 the core group). Errors are `kubesim.errors.ApiError` with the apiserver's code, reason and message.
 Objects handed out are copies: mutate them freely and write them back with update/patch.
+
+Layout: this module holds objects, history and the write paths; `kubesim.collector` adds delete and
+garbage collection, `kubesim.watch` the subscriptions, `kubesim.objects` shared helpers and defaults.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import copy
 import json
 import os
-import pickle
 import random
 import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import NamedTuple
 
+from .collector import DeletionMixin
 from .errors import ApiError
 from .fieldmanager import FieldManager, strip_nulls
+from .objects import (
+    _dotted,
+    _set_dotted,
+    _spec_of,
+    _status_scope,
+    _without_times,
+    apply_spec_defaults,
+    clone,
+    now_rfc3339,
+)
 from .patching import json_patch, merge_patch, strategic_merge
 from .resources import Registry, ResourceType, preinstalled_crds, types_from_crd
-from .selectors import field_value, parse_field_selector, parse_label_selector, selector_from_label_selector
+from .selectors import parse_field_selector, parse_label_selector, selector_from_label_selector
 from .validation import validate
+from .watch import Subscription, WatchEvent, _Event
+
+__all__ = ["PATCH_TYPES", "AdmissionHook", "AdmissionRequest", "Store", "Subscription", "WatchEvent"]
 
 PATCH_TYPES = {
     "application/merge-patch+json": "merge",
@@ -64,26 +77,8 @@ PATCH_TYPES = {
     "application/apply-patch+json": "apply",
 }
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-PROTECTED_NAMESPACES = ("default", "kube-system", "kube-public")
 _GENERATE_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _SERVER_KEPT = ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds")
-GC_MANAGER = "kube-controller-manager"
-
-
-def clone(value):
-    """A deep copy of a JSON-like value (pickle round trip: several times faster than copy.deepcopy)."""
-    return pickle.loads(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))  # noqa: S301 - our own bytes
-
-
-def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class WatchEvent(NamedTuple):
-    """One change delivered to an in-process watcher: ADDED, MODIFIED, DELETED (or BOOKMARK)."""
-
-    type: str
-    object: dict
 
 
 @dataclass(slots=True)
@@ -104,74 +99,7 @@ class AdmissionRequest:
 AdmissionHook = Callable[[AdmissionRequest], None]
 
 
-class _Event:
-    """A committed change as kept in history and fanned out to subscriptions."""
-
-    __slots__ = ("gp", "namespace", "obj", "old", "rv", "type", "wire")
-
-    def __init__(self, rv: int, gp: tuple[str, str], namespace: str | None, type_: str, obj: dict,
-                 old: dict | None):
-        self.rv, self.gp, self.namespace, self.type, self.obj, self.old = rv, gp, namespace, type_, obj, old
-        self.wire: dict[str, bytes] = {}  # serialized line per (type, apiVersion), shared by HTTP watchers
-
-
-class Subscription:
-    """A watch on one resource: an async iterator of WatchEvent (in-process) or raw events (HTTP)."""
-
-    def __init__(self, store: Store, rt: ResourceType, namespace: str | None, label_selector: str | None,
-                 field_selector: str | None):
-        self.store = store
-        self.rt = rt
-        self.gp = (rt.group, rt.plural)
-        self.namespace = namespace
-        self._labels = parse_label_selector(label_selector)
-        self._fields = parse_field_selector(field_selector)
-        self.queue: asyncio.Queue = asyncio.Queue()
-        self.closed = False
-
-    def matches(self, obj: dict | None) -> bool:
-        if obj is None:
-            return False
-        if self.namespace and (obj.get("metadata") or {}).get("namespace") != self.namespace:
-            return False
-        if self._labels and not self._labels(obj):
-            return False
-        return not (self._fields and not self._fields(obj))
-
-    def translate(self, ev: _Event) -> str | None:
-        """The event type this watcher sees: selector transitions turn MODIFIED into ADDED/DELETED."""
-        now = self.matches(ev.obj)
-        if ev.type == "MODIFIED":
-            before = self.matches(ev.old)
-            if now and before:
-                return "MODIFIED"
-            if now:
-                return "ADDED"
-            return "DELETED" if before else None
-        return ev.type if now else None
-
-    def offer(self, ev: _Event) -> None:
-        if ev.gp != self.gp or self.closed:
-            return
-        t = self.translate(ev)
-        if t is not None:
-            self.queue.put_nowait((t, ev))
-
-    def close(self) -> None:
-        self.closed = True
-        self.store._unsubscribe(self)
-
-    def __aiter__(self):
-        return self
-
-    async def __anext__(self) -> WatchEvent:
-        if self.closed:
-            raise StopAsyncIteration
-        t, ev = await self.queue.get()
-        return WatchEvent(t, self.store._present(self.rt, ev.obj))
-
-
-class Store:
+class Store(DeletionMixin):
     """All objects, the global resourceVersion, watch history and subscriptions (see module docstring)."""
 
     def __init__(self, *, seed: int | None = None, history_size: int = 10000, seed_objects: bool = True):
@@ -439,20 +367,6 @@ class Store:
         if refs and not any(r.get("uid") in self._by_uid for r in refs):
             self._collect_dangling(rt, ns, name, committed["metadata"]["uid"])
         return self._present(rt, committed)
-
-    def _collect_dangling(self, rt: ResourceType, ns, name: str, uid: str) -> None:
-        """The garbage collector deletes an object whose owners are all gone, shortly after it appears."""
-        def collect():
-            obj = self._bucket(rt).get((ns, name))
-            if obj is None or obj["metadata"]["uid"] != uid or obj["metadata"].get("deletionTimestamp"):
-                return
-            if not any(r.get("uid") in self._by_uid for r in obj["metadata"].get("ownerReferences") or []):
-                self.delete(rt, ns, name, propagation_policy="Background")
-
-        try:
-            asyncio.get_running_loop().call_soon(collect)  # after the creator has its answer, as the real GC
-        except RuntimeError:
-            collect()  # no loop: a synchronous caller
 
     def _defaults(self, rt: ResourceType, obj: dict) -> None:
         """The few apiserver defaults clients rely on; status of kinds with /status starts empty."""
@@ -734,199 +648,6 @@ class Store:
         written = self._write(rt, old, new, manager, "scale", dry_run)
         return self._scale_of(rt, written)
 
-    # ------------------------------------------------------------------ delete and GC
-
-    def delete(self, resource, namespace: str | None, name: str, *, propagation_policy: str | None = None,
-               preconditions: dict | None = None, dry_run: bool = False) -> tuple[dict, bool]:
-        """Delete with Background (default), Foreground or Orphan propagation and finalizers.
-
-        Returns the object's last state and whether it is gone now (False: deletion pending finalizers).
-        """
-        rt = self.resource(resource)
-        ns = self._ns(rt, namespace)
-        old = self._current(rt, ns, name)
-        ometa = old["metadata"]
-        pre = preconditions or {}
-        if pre.get("uid") and pre["uid"] != ometa["uid"]:
-            raise ApiError(409, "Conflict",
-                           f'Operation cannot be fulfilled on {rt.group_resource} "{name}": Precondition failed: '
-                           f"UID in precondition: {pre['uid']}, UID in object meta: {ometa['uid']}",
-                           {"name": name, "group": rt.group, "kind": rt.plural})
-        if pre.get("resourceVersion") and pre["resourceVersion"] != ometa["resourceVersion"]:
-            raise ApiError(409, "Conflict",
-                           f'Operation cannot be fulfilled on {rt.group_resource} "{name}": the ResourceVersion '
-                           f"in the precondition ({pre['resourceVersion']}) does not match the ResourceVersion "
-                           f"in record ({ometa['resourceVersion']}). The object might have been modified",
-                           {"name": name, "group": rt.group, "kind": rt.plural})
-        if rt.key == ("", "v1", "namespaces") and name in PROTECTED_NAMESPACES:
-            raise ApiError.forbidden("namespaces", name, "this namespace may not be deleted", "", "namespaces")
-        policy = propagation_policy or "Background"
-        if policy not in ("Background", "Foreground", "Orphan"):
-            raise ApiError.bad_request(f"unsupported propagation policy {policy!r}")
-        self._admit("DELETE", rt, ns, name, None, old, None, dry_run)
-        if dry_run:
-            return self._present(rt, old), False
-        finalizers = list(ometa.get("finalizers") or [])
-        wanted = {"Orphan": "orphan", "Foreground": "foregroundDeletion"}.get(policy)
-        is_namespace = rt.key == ("", "v1", "namespaces")
-        if wanted and wanted not in finalizers:
-            finalizers.append(wanted)
-        if finalizers or is_namespace:
-            new = clone(old)
-            nmeta = new["metadata"]
-            if finalizers:
-                nmeta["finalizers"] = finalizers
-            if not nmeta.get("deletionTimestamp"):
-                nmeta["deletionTimestamp"] = now_rfc3339()
-                nmeta["deletionGracePeriodSeconds"] = 0
-            if is_namespace:
-                new["status"] = {"phase": "Terminating"}
-            if _without_times(new) != _without_times(old):
-                self._commit(rt, ns, name, new, old, "MODIFIED")
-            if is_namespace:
-                self._drain_namespace(name)
-            self._process_finalizers(rt, ns, name)
-            current = self._bucket(rt).get((ns, name))
-            if current is None:
-                return self._present(rt, new), True
-            return self._present(rt, current), False
-        gone = self._remove(rt, ns, name, old=old)
-        return self._present(rt, gone), True
-
-    def _remove(self, rt: ResourceType, ns, name: str, old: dict) -> dict:
-        """Remove for real (DELETED), then collect dependents and finish waiting owners/namespaces."""
-        gone = self._commit(rt, ns, name, None, old, "DELETED")
-        uid = old["metadata"].get("uid")
-        if rt.kind == "CustomResourceDefinition" and rt.group == "apiextensions.k8s.io":
-            self._unserve_crd(old)
-        for dep in sorted(self._dependents.get(uid, set())):
-            self._collect_dependent(dep, uid)
-        for ref in old["metadata"].get("ownerReferences") or []:
-            owner = self._by_uid.get(ref.get("uid"))
-            if owner:
-                ort = self._type_of(owner[0])
-                if ort:
-                    self._process_finalizers(ort, owner[1], owner[2])
-        if rt.namespaced and ns:
-            nsrt = self.registry.get("", "v1", "namespaces")
-            nsobj = self._bucket(nsrt).get((None, ns))
-            if nsobj is not None and nsobj["metadata"].get("deletionTimestamp"):
-                self._process_finalizers(nsrt, None, ns)
-        return gone
-
-    def _type_of(self, gp: tuple[str, str]) -> ResourceType | None:
-        for rt in self.registry.all():
-            if (rt.group, rt.plural) == gp:
-                return rt
-        return None
-
-    def _collect_dependent(self, dep, owner_uid: str) -> None:
-        """Background GC: delete a dependent whose owners are all gone, else drop the dangling reference."""
-        gp, ns, name = dep
-        rt = self._type_of(gp)
-        obj = self._objects.get(gp, {}).get((ns, name))
-        if rt is None or obj is None:
-            return
-        refs = obj["metadata"].get("ownerReferences") or []
-        alive = [r for r in refs if r.get("uid") != owner_uid and r.get("uid") in self._by_uid]
-        if alive:
-            new = clone(obj)
-            new["metadata"]["ownerReferences"] = [r for r in refs if r.get("uid") != owner_uid]
-            self._write(rt, obj, new, GC_MANAGER, None, False)
-        elif not obj["metadata"].get("deletionTimestamp"):
-            self.delete(rt, ns, name, propagation_policy="Background")
-
-    def _dependents_of(self, uid: str) -> list[tuple[ResourceType, dict]]:
-        out = []
-        for gp, ns, name in sorted(self._dependents.get(uid, set())):
-            rt = self._type_of(gp)
-            obj = self._objects.get(gp, {}).get((ns, name))
-            if rt is not None and obj is not None:
-                out.append((rt, obj))
-        return out
-
-    def _process_finalizers(self, rt: ResourceType, ns, name: str) -> None:
-        """The garbage collector's and namespace controller's part of a pending deletion."""
-        obj = self._bucket(rt).get((ns, name))
-        if obj is None or not obj["metadata"].get("deletionTimestamp"):
-            return
-        meta = obj["metadata"]
-        uid = meta["uid"]
-        finalizers = list(meta.get("finalizers") or [])
-        done = []
-        if "orphan" in finalizers:
-            for drt, dep in self._dependents_of(uid):
-                new = clone(dep)
-                new["metadata"]["ownerReferences"] = [r for r in dep["metadata"].get("ownerReferences") or []
-                                                      if r.get("uid") != uid]
-                if not new["metadata"]["ownerReferences"]:
-                    new["metadata"].pop("ownerReferences")
-                self._write(drt, dep, new, GC_MANAGER, None, False)
-            done.append("orphan")
-        if "foregroundDeletion" in finalizers:
-            for drt, dep in self._dependents_of(uid):
-                dep = self._bucket(drt).get((dep["metadata"].get("namespace"), dep["metadata"]["name"]))
-                if dep is not None and not dep["metadata"].get("deletionTimestamp"):
-                    self.delete(drt, dep["metadata"].get("namespace"), dep["metadata"]["name"],
-                                propagation_policy="Foreground")
-            obj = self._bucket(rt).get((ns, name))
-            if obj is None:
-                return
-            blocking = [d for _, d in self._dependents_of(uid)
-                        if any(r.get("uid") == uid and r.get("blockOwnerDeletion")
-                               for r in d["metadata"].get("ownerReferences") or [])]
-            if not blocking:
-                done.append("foregroundDeletion")
-        obj = self._bucket(rt).get((ns, name))
-        if obj is None:
-            return
-        if rt.key == ("", "v1", "namespaces"):
-            if "kubernetes" in ((obj.get("spec") or {}).get("finalizers") or []) and \
-                    not self._namespace_has_content(name):
-                new = clone(obj)
-                new["spec"]["finalizers"] = []
-                obj = self._commit(rt, ns, name, new, obj, "MODIFIED")
-            if ((obj.get("spec") or {}).get("finalizers") or []):
-                return
-        remaining = [f for f in obj["metadata"].get("finalizers") or [] if f not in done]
-        if remaining:
-            if done:
-                new = clone(obj)
-                new["metadata"]["finalizers"] = remaining
-                self._commit(rt, ns, name, new, obj, "MODIFIED")
-            return
-        final = clone(obj)
-        final["metadata"].pop("finalizers", None)
-        self._remove(rt, ns, name, old=final)
-
-    def _namespace_has_content(self, namespace: str) -> bool:
-        return any(ns == namespace for bucket in self._objects.values() for (ns, _n) in bucket)
-
-    def _drain_namespace(self, namespace: str) -> None:
-        for gp, bucket in list(self._objects.items()):
-            rt = self._type_of(gp)
-            if rt is None or not rt.namespaced:
-                continue
-            for ns, name in [k for k in bucket if k[0] == namespace]:
-                obj = bucket.get((ns, name))
-                if obj is not None and not obj["metadata"].get("deletionTimestamp"):
-                    self.delete(rt, ns, name, propagation_policy="Background")
-
-    def _unserve_crd(self, crd: dict) -> None:
-        spec = crd.get("spec") or {}
-        group, plural = spec.get("group"), (spec.get("names") or {}).get("plural")
-        bucket = self._objects.get((group, plural), {})
-        rts = [rt for rt in self.registry.all() if rt.custom and (rt.group, rt.plural) == (group, plural)]
-        if rts:
-            for ns, name in list(bucket):
-                obj = bucket.get((ns, name))
-                if obj is not None:
-                    final = clone(obj)
-                    final["metadata"].pop("finalizers", None)
-                    self._remove(rts[0], ns, name, old=final)
-        for rt in rts:
-            self.registry.remove(rt.key)
-
     # ------------------------------------------------------------------ persistence
 
     def snapshot(self) -> dict:
@@ -970,67 +691,3 @@ class Store:
         with open(path) as f:
             self.restore(json.load(f))
         return True
-
-
-def _pod_spec_defaults(spec) -> None:
-    if not isinstance(spec, dict):
-        return
-    spec.setdefault("restartPolicy", "Always")
-    for key in ("containers", "initContainers"):
-        for c in spec.get(key) or []:
-            if isinstance(c, dict):
-                for port in c.get("ports") or []:
-                    if isinstance(port, dict):
-                        port.setdefault("protocol", "TCP")
-
-
-def apply_spec_defaults(rt: ResourceType, obj: dict) -> None:
-    """The apiserver's defaulting that clients visibly rely on, applied on every write like the real one."""
-    spec = obj.get("spec")
-    if not isinstance(spec, dict) or rt.custom:
-        return
-    if rt.group == "apps":
-        spec.setdefault("replicas", 1)
-        spec.setdefault("revisionHistoryLimit", 10)
-        if rt.kind == "Deployment":
-            spec.setdefault("progressDeadlineSeconds", 600)
-            spec.setdefault("strategy", {"type": "RollingUpdate",
-                                         "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}})
-        template = spec.get("template")
-        if isinstance(template, dict):
-            _pod_spec_defaults(template.get("spec"))
-    elif rt.key == ("", "v1", "pods"):
-        _pod_spec_defaults(spec)
-
-
-def _spec_of(obj: dict) -> dict:
-    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
-
-
-def _without_times(obj: dict) -> dict:
-    meta = dict(obj.get("metadata") or {})
-    if meta.get("managedFields"):
-        meta["managedFields"] = [{k: v for k, v in m.items() if k != "time"} for m in meta["managedFields"]]
-    meta.pop("resourceVersion", None)
-    return {**obj, "metadata": meta}
-
-
-def _status_scope(rt: ResourceType, subresource: str | None) -> bool | None:
-    """Which part of the object a write's field set covers (see fieldmanager.fieldset)."""
-    if subresource == "status":
-        return True
-    if rt.status:
-        return False
-    return None
-
-
-def _dotted(obj: dict, path: str | None):
-    return field_value(obj, path.lstrip(".")) if path else None
-
-
-def _set_dotted(obj: dict, path: str, value) -> None:
-    parts = path.lstrip(".").split(".")
-    cur = obj
-    for p in parts[:-1]:
-        cur = cur.setdefault(p, {})
-    cur[parts[-1]] = value
