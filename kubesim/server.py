@@ -196,13 +196,13 @@ class Server:
 
     async def _gc_loop(self) -> None:
         """Keep full garbage collections short: stored objects are acyclic and long-lived, so they are moved
-        out of the collector's sight (gc.freeze) every few seconds. Without this, full collections over
+        out of the collector's sight (gc.freeze) every second. Without this, full collections over
         thousands of stored objects stall every request and watch for 100 ms or more."""
         rounds = 0
         while True:
-            await asyncio.sleep(5.0)
+            await asyncio.sleep(1.0)
             rounds += 1
-            if rounds % 60 == 0:  # every 5 minutes, one full pass so cyclic garbage cannot pile up
+            if rounds % 300 == 0:  # every 5 minutes, one full pass so cyclic garbage cannot pile up
                 gc.unfreeze()
                 gc.collect()
             else:
