@@ -169,10 +169,99 @@ async def prefix_vs_round_robin(policy: str, seed: int = 1, scale: float = 4.0) 
     return p95([r.first_token - r.arrival for r in reqs])
 
 
+async def http_client(urls: list[str], rate: float, duration: float, seed: int = 0) -> dict:
+    """The client side of part 3 (run in its own process): Poisson completions spread over the engines."""
+    import aiohttp
+
+    rng = random.Random(seed)
+    latencies: list[float] = []
+    errors = 0
+
+    async def one(session, url, i):
+        nonlocal errors
+        body = {"prompt": f"r{i} " + "ab " * 255, "max_tokens": 64, "ignore_eos": True}
+        t = time.monotonic()
+        try:
+            async with session.post(url + "/v1/completions", json=body) as r:
+                await r.read()
+                if r.status != 200:
+                    errors += 1
+                    return
+        except aiohttp.ClientError:
+            errors += 1
+            return
+        latencies.append(time.monotonic() - t)
+
+    tasks = []
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        t0, t, i = time.monotonic(), 0.0, 0
+        while True:
+            t += rng.expovariate(rate)
+            if t >= duration:
+                break
+            delay = t0 + t - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(session, urls[i % len(urls)], i)))
+            i += 1
+        send_lag = time.monotonic() - t0 - duration
+        await asyncio.gather(*tasks)
+    return {"sent": len(tasks), "errors": errors, "mean": sum(latencies) / max(len(latencies), 1), "send_lag": send_lag}
+
+
+async def http_capacity(n_engines: int, rate: float, duration: float) -> dict:
+    """Part 3: engines behind HTTP in this process, the client in a subprocess (its own core if free)."""
+    import json
+
+    from kubesim.engines.harness import start
+
+    workloads = [
+        await start(pod_context("vllm/vllm-openai:v0.33.0", [LLAMA, "--max-model-len", "8192"], seed=i))
+        for i in range(n_engines)
+    ]
+    gc.collect()
+    gc.freeze()
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        os.path.abspath(__file__),
+        "--client",
+        str(rate),
+        str(duration),
+        *[w.base_url for w in workloads],
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await proc.communicate()
+    wall = time.monotonic() - t0
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = ru.ru_utime + ru.ru_stime - ru0.ru_utime - ru0.ru_stime
+    cores = [w.core for w in workloads]
+    model = sum(c.busy_model_s for c in cores)
+    lost = sum(c.lost_s for c in cores) / model if model else 0.0
+    for w in workloads:
+        await w.stop()
+    gc.unfreeze()
+    client = json.loads(out.decode().strip().splitlines()[-1])
+    return {**client, "cpu": cpu, "wall": wall, "lost": lost}
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--client":
+        import json
+
+        rate, duration, urls = float(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]
+        os.sched_setaffinity(0, range(os.cpu_count() or 1))  # not on the server's core when it was pinned
+        print(json.dumps(asyncio.run(http_client(urls, rate, duration))))
+        return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="shorter runs")
     parser.add_argument("--duration", type=float, default=None)
+    parser.add_argument(
+        "--http-configs",
+        default="20x200,50x500,100x1000",
+        help="part 3, through HTTP: comma-separated ENGINESxREQ_PER_S ('' to skip)",
+    )
     parser.add_argument(
         "--configs", default="10x200,50x1000,100x2000,150x3000,200x4000", help="comma-separated ENGINESxREQ_PER_S"
     )
@@ -203,6 +292,18 @@ def main() -> None:
     pa = asyncio.run(prefix_vs_round_robin("prefixaware"))
     rr = asyncio.run(prefix_vs_round_robin("roundrobin"))
     print(f"TTFT p95 prefix-aware {pa * 1000:.0f} ms, round robin {rr * 1000:.0f} ms, ratio {pa / rr:.2f}")
+    if args.http_configs:
+        print("part 3: the same engines behind HTTP (aiohttp, non-streaming), client in another process")
+        print(f"{'engines':>7} {'req/s':>7} {'sent':>6} {'errors':>6} {'cpu%':>5} {'lost':>6} {'mean e2e':>9}  verdict")
+        for c in args.http_configs.split(","):
+            n, rate = (int(x) for x in c.split("x"))
+            r = asyncio.run(http_capacity(n, rate, duration))
+            ok = r["errors"] == 0 and r["lost"] <= 0.05 and r["send_lag"] < 0.5
+            print(
+                f"{n:>7} {r['sent'] / duration:>7.0f} {r['sent']:>6} {r['errors']:>6} "
+                f"{100 * r['cpu'] / r['wall']:>5.0f} {r['lost'] * 100:>5.1f}% {r['mean'] * 1000:>7.0f}ms  "
+                f"{'within 5%' if ok else 'falls behind'}"
+            )
 
 
 if __name__ == "__main__":
