@@ -16,8 +16,10 @@ UNSCHEDULABLE = "node(s) were unschedulable"
 NODE_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 NODE_NAME = "node(s) didn't match the requested node name"
 TOO_MANY_PODS = "Too many pods"
+POD_AFFINITY = "node(s) didn't match pod affinity rules"
+POD_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 # Failures that evicting lower-priority pods could not fix (upstream: UnschedulableAndUnresolvable).
-_UNRESOLVABLE_PREFIXES = (UNSCHEDULABLE, NODE_AFFINITY, NODE_NAME, "node(s) had untolerated taint")
+_UNRESOLVABLE_PREFIXES = (UNSCHEDULABLE, NODE_AFFINITY, NODE_NAME, POD_AFFINITY, "node(s) had untolerated taint")
 
 
 @dataclass
@@ -29,6 +31,15 @@ class NodeUsage:
 
     def plus(self, requests: dict[str, int]) -> NodeUsage:
         return NodeUsage(add(self.requested, requests), self.pods + 1)
+
+
+@dataclass(frozen=True)
+class PlacedPod:
+    """A pod already on a node, as inter-pod (anti-)affinity sees it."""
+
+    node: str
+    namespace: str
+    labels: dict
 
 
 class FitError(Exception):
@@ -49,7 +60,8 @@ class FitError(Exception):
                 histogram[reason] = histogram.get(reason, 0) + 1
             unresolvable = any(r.startswith(_UNRESOLVABLE_PREFIXES) for r in reasons)
             verdict = (
-                "Preemption is not helpful for scheduling" if unresolvable
+                "Preemption is not helpful for scheduling"
+                if unresolvable
                 else "No preemption victims found for incoming pod"
             )
             preemption[verdict] = preemption.get(verdict, 0) + 1
@@ -127,8 +139,9 @@ def matches_node_affinity(pod: dict, node: dict) -> bool:
     for key, value in (spec.get("nodeSelector") or {}).items():
         if labels.get(key) != value:
             return False
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
     terms = required.get("nodeSelectorTerms")
     if terms is None:
         return True
@@ -166,7 +179,12 @@ def insufficient(requests: dict[str, int], node: dict, usage: NodeUsage) -> list
 
 
 def filter_reasons(
-    pod: dict, node: dict, usage: NodeUsage, requests: dict[str, int] | None = None
+    pod: dict,
+    node: dict,
+    usage: NodeUsage,
+    requests: dict[str, int] | None = None,
+    placed: list[PlacedPod] | None = None,
+    node_labels: dict[str, dict] | None = None,
 ) -> list[str]:
     """Why `pod` cannot go on `node` (empty: it fits), stopping at the first failing filter like upstream."""
     spec = node.get("spec") or {}
@@ -180,7 +198,57 @@ def filter_reasons(
         return [f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"]
     if not matches_node_affinity(pod, node):
         return [NODE_AFFINITY]
-    return insufficient(pod_requests(pod) if requests is None else requests, node, usage)
+    short = insufficient(pod_requests(pod) if requests is None else requests, node, usage)
+    if short:
+        return short
+    return inter_pod_reasons(pod, node, placed or [], node_labels or {})
+
+
+def label_selector_matches(selector: dict | None, labels: dict) -> bool:
+    """A metav1.LabelSelector against labels: None matches nothing, {} matches everything."""
+    if selector is None:
+        return False
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    return all(_expression_matches(e, labels.get(e.get("key"))) for e in selector.get("matchExpressions") or [])
+
+
+def _pod_terms(pod: dict, kind: str) -> list[dict]:
+    affinity = ((pod.get("spec") or {}).get("affinity") or {}).get(kind) or {}
+    return affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or []
+
+
+def inter_pod_reasons(pod: dict, node: dict, placed: list[PlacedPod], node_labels: dict[str, dict]) -> list[str]:
+    """Required pod anti-affinity (no matching pod in the node's topology domain) and pod affinity
+    (a matching pod there, unless none exists anywhere and the pod matches its own term)."""
+    meta = pod.get("metadata") or {}
+    namespace = meta.get("namespace") or "default"
+    labels = (node.get("metadata") or {}).get("labels") or {}
+
+    def matching(term: dict) -> list[PlacedPod]:
+        namespaces = term.get("namespaces") or [namespace]
+        return [
+            p
+            for p in placed
+            if p.namespace in namespaces and label_selector_matches(term.get("labelSelector"), p.labels)
+        ]
+
+    for term in _pod_terms(pod, "podAntiAffinity"):
+        key = term.get("topologyKey")
+        if key not in labels:
+            continue
+        if any(node_labels.get(p.node, {}).get(key) == labels[key] for p in matching(term)):
+            return [POD_ANTI_AFFINITY]
+    for term in _pod_terms(pod, "podAffinity"):
+        key = term.get("topologyKey")
+        found = matching(term)
+        if key in labels and any(node_labels.get(p.node, {}).get(key) == labels[key] for p in found):
+            continue
+        if not found and label_selector_matches(term.get("labelSelector"), meta.get("labels") or {}):
+            continue  # the first pod of a group that wants to be together
+        return [POD_AFFINITY]
+    return []
 
 
 def _score(requests: dict[str, int], node: dict, usage: NodeUsage) -> tuple:
@@ -197,9 +265,11 @@ def _score(requests: dict[str, int], node: dict, usage: NodeUsage) -> tuple:
     return (has_gpus and not wants_gpus, gpu_left, cpu_share, node["metadata"]["name"])
 
 
-def place(pod: dict, nodes: list[dict], usage: dict[str, NodeUsage]) -> str:
-    """The name of the node `pod` goes on, or raise FitError."""
+def place(pod: dict, nodes: list[dict], usage: dict[str, NodeUsage], placed: list[PlacedPod] | None = None) -> str:
+    """The name of the node `pod` goes on, or raise FitError. `placed` (pods already bound) is only
+    needed for inter-pod (anti-)affinity."""
     requests = pod_requests(pod)
+    node_labels = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}) for n in nodes} if placed else {}
     wanted = (pod.get("spec") or {}).get("nodeName")
     failures: dict[str, list[str]] = {}
     best: tuple | None = None
@@ -207,7 +277,7 @@ def place(pod: dict, nodes: list[dict], usage: dict[str, NodeUsage]) -> str:
         name = node["metadata"]["name"]
         node_usage = usage.get(name) or NodeUsage()
         elsewhere = bool(wanted) and wanted != name
-        reasons = [NODE_NAME] if elsewhere else filter_reasons(pod, node, node_usage, requests)
+        reasons = [NODE_NAME] if elsewhere else filter_reasons(pod, node, node_usage, requests, placed, node_labels)
         if reasons:
             failures[name] = reasons
             continue
@@ -219,14 +289,19 @@ def place(pod: dict, nodes: list[dict], usage: dict[str, NodeUsage]) -> str:
     return best[-1]
 
 
-def place_gang(pods: list[dict], nodes: list[dict], usage: dict[str, NodeUsage]) -> dict[str, str]:
+def place_gang(
+    pods: list[dict], nodes: list[dict], usage: dict[str, NodeUsage], placed: list[PlacedPod] | None = None
+) -> dict[str, str]:
     """Place every pod of a group or none: pod name -> node name, or the FitError of the first misfit."""
     trial = dict(usage)
+    trial_placed = list(placed or [])
     placement: dict[str, str] = {}
     for pod in pods:
-        node_name = place(pod, nodes, trial)
+        node_name = place(pod, nodes, trial, trial_placed)
         trial[node_name] = (trial.get(node_name) or NodeUsage()).plus(pod_requests(pod))
-        placement[pod["metadata"]["name"]] = node_name
+        meta = pod.get("metadata") or {}
+        trial_placed.append(PlacedPod(node_name, meta.get("namespace") or "default", meta.get("labels") or {}))
+        placement[meta["name"]] = node_name
     return placement
 
 

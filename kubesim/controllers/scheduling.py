@@ -14,7 +14,7 @@ from kubesim.controllers.base import Controller, Informer, key_of
 from kubesim.controllers.common import PODS, pod_active
 from kubesim.events import now
 from kubesim.quantities import pod_requests
-from kubesim.scheduler import FitError, NodeUsage, place, place_gang
+from kubesim.scheduler import FitError, NodeUsage, PlacedPod, place, place_gang
 
 COMPONENT = "default-scheduler"
 GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
@@ -35,6 +35,7 @@ class Scheduler(Controller):
         self.api, self.recorder, self.pods, self.nodes = api, recorder, pods, nodes
         self.usage: dict[str, NodeUsage] = {}
         self._holding: dict[tuple[str, str], tuple[str, dict[str, int]]] = {}  # pod -> (node, requests)
+        self._placed: dict[tuple[str, str], PlacedPod] = {}  # for inter-pod (anti-)affinity
         self.unschedulable: set[tuple[str, str]] = set()
         self.placements = 0
         self.placement_seconds = 0.0
@@ -43,13 +44,16 @@ class Scheduler(Controller):
 
     # --- bookkeeping ------------------------------------------------------------------------------
 
-    def _hold(self, key: tuple[str, str], node: str, requests: dict[str, int]) -> None:
+    def _hold(self, key: tuple[str, str], node: str, pod: dict) -> None:
         self._release(key)
+        requests = pod_requests(pod)
         self._holding[key] = (node, requests)
+        self._placed[key] = PlacedPod(node, key[0] or "default", dict(pod["metadata"].get("labels") or {}))
         usage = self.usage.get(node) or NodeUsage()
         self.usage[node] = usage.plus(requests)
 
     def _release(self, key: tuple[str, str]) -> bool:
+        self._placed.pop(key, None)
         held = self._holding.pop(key, None)
         if held is None:
             return False
@@ -69,7 +73,7 @@ class Scheduler(Controller):
         if node:
             self.unschedulable.discard(key)
             if key not in self._holding or self._holding[key][0] != node:
-                self._hold(key, node, pod_requests(pod))
+                self._hold(key, node, pod)
             return
         if (pod.get("spec") or {}).get("schedulerName", COMPONENT) != COMPONENT:
             return
@@ -102,7 +106,10 @@ class Scheduler(Controller):
             return
         started = time.perf_counter()
         try:
-            node = place(pod, self.schedulable_nodes(), self.usage)
+            affinity = (pod.get("spec") or {}).get("affinity") or {}
+            wants_pods = "podAffinity" in affinity or "podAntiAffinity" in affinity
+            placed = list(self._placed.values()) if wants_pods else None  # only then worth the copy
+            node = place(pod, self.schedulable_nodes(), self.usage, placed)
         except FitError as error:
             await self._unschedulable(pod, error.message)
             return
@@ -132,7 +139,7 @@ class Scheduler(Controller):
             return
         started = time.perf_counter()
         try:
-            placement = place_gang(waiting, self.schedulable_nodes(), self.usage)
+            placement = place_gang(waiting, self.schedulable_nodes(), self.usage, list(self._placed.values()))
         except FitError as error:
             for pod in waiting:
                 await self._unschedulable(pod, error.message)
@@ -144,7 +151,7 @@ class Scheduler(Controller):
 
     async def _bind(self, pod: dict, node: str) -> None:
         key = key_of(pod)
-        self._hold(key, node, pod_requests(pod))
+        self._hold(key, node, pod)
 
         def bind(current: dict) -> None:
             current["spec"]["nodeName"] = node

@@ -7,6 +7,7 @@ from kubesim.quantities import format_units, pod_requests, to_units
 from kubesim.scheduler import (
     FitError,
     NodeUsage,
+    PlacedPod,
     extended_resource_tolerations,
     place,
     place_gang,
@@ -40,8 +41,12 @@ def test_node_spec_builds_labelled_tainted_gpu_nodes_and_a_cpu_node():
     nodes = build_nodes("h100-sxm-80gb:2x8,l4-24gb:4x1")
     names = [n["metadata"]["name"] for n in nodes]
     assert names[:6] == [
-        "gpu-h100-sxm-80gb-0", "gpu-h100-sxm-80gb-1",
-        "gpu-l4-24gb-0", "gpu-l4-24gb-1", "gpu-l4-24gb-2", "gpu-l4-24gb-3",
+        "gpu-h100-sxm-80gb-0",
+        "gpu-h100-sxm-80gb-1",
+        "gpu-l4-24gb-0",
+        "gpu-l4-24gb-1",
+        "gpu-l4-24gb-2",
+        "gpu-l4-24gb-3",
     ]
     assert names[6] == "cpu-0"
     h100 = nodes[0]
@@ -106,15 +111,16 @@ def test_untolerated_gpu_taint_keeps_cpu_pods_off_gpu_nodes():
     with pytest.raises(FitError) as caught:
         place(pod(cpu="100"), nodes, {})
     assert caught.value.message.startswith(
-        "0/2 nodes are available: 1 Insufficient cpu, "
-        "1 node(s) had untolerated taint {nvidia.com/gpu: present}."
+        "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {nvidia.com/gpu: present}."
     )
 
 
 def test_free_capacity_accounts_for_pods_already_bound():
     nodes = build_nodes("h100-sxm-80gb:1x8,cpu:0")
-    bound = [{**pod(name=f"b{i}", gpus=2), "spec": {**pod(gpus=2)["spec"], "nodeName": "gpu-h100-sxm-80gb-0"}}
-             for i in range(4)]
+    bound = [
+        {**pod(name=f"b{i}", gpus=2), "spec": {**pod(gpus=2)["spec"], "nodeName": "gpu-h100-sxm-80gb-0"}}
+        for i in range(4)
+    ]
     usage = usage_by_node(bound)
     assert usage["gpu-h100-sxm-80gb-0"].requested["nvidia.com/gpu"] == 8
     with pytest.raises(FitError) as caught:
@@ -124,13 +130,29 @@ def test_free_capacity_accounts_for_pods_already_bound():
 
 def test_required_node_affinity_expressions_choose_the_node():
     nodes = build_nodes("h100-sxm-80gb:1x8,l4-24gb:1x1,cpu:0")
-    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-L4"]}]},
-    ]}}}
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-L4"]}
+                        ]
+                    },
+                ]
+            }
+        }
+    }
     assert place(pod(gpus=1, tolerations=[GPU_TOLERATION], affinity=affinity), nodes, {}) == "gpu-l4-24gb-0"
-    more = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": "nvidia.com/gpu.count", "operator": "Gt", "values": ["4"]}]},
-    ]}}}
+    more = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "nvidia.com/gpu.count", "operator": "Gt", "values": ["4"]}]},
+                ]
+            }
+        }
+    }
     assert place(pod(gpus=1, tolerations=[GPU_TOLERATION], affinity=more), nodes, {}) == "gpu-h100-sxm-80gb-0"
 
 
@@ -154,3 +176,56 @@ def test_extended_resource_toleration_admission_adds_the_gpu_toleration_once():
     assert extended_resource_tolerations(pod(gpus=1)) == [GPU_TOLERATION]
     assert extended_resource_tolerations(pod(gpus=1, tolerations=[GPU_TOLERATION])) == []
     assert extended_resource_tolerations(pod(cpu="1")) == []
+
+
+def labelled(name, labels, **kwargs):
+    body = pod(name=name, **kwargs)
+    body["metadata"]["labels"] = labels
+    return body
+
+
+def anti_affinity(app, key="kubernetes.io/hostname"):
+    return {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}
+            ]
+        }
+    }
+
+
+def test_required_pod_anti_affinity_spreads_replicas_one_per_node():
+    nodes = build_nodes("l4-24gb:2x1,cpu:0")
+    placed = []
+    chosen = []
+    for index in range(2):
+        replica = labelled(
+            f"r{index}", {"app": "engine"}, tolerations=[GPU_TOLERATION], affinity=anti_affinity("engine")
+        )
+        chosen.append(place(replica, nodes, {}, placed))
+        placed.append(PlacedPod(chosen[-1], "default", {"app": "engine"}))
+    assert sorted(chosen) == ["gpu-l4-24gb-0", "gpu-l4-24gb-1"]
+    third = labelled("r2", {"app": "engine"}, tolerations=[GPU_TOLERATION], affinity=anti_affinity("engine"))
+    with pytest.raises(FitError) as caught:
+        place(third, nodes, {}, placed)
+    assert caught.value.message.startswith("0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules.")
+
+
+def test_required_pod_affinity_follows_the_matching_pod_and_lets_the_first_one_in():
+    nodes = build_nodes("l4-24gb:2x1,cpu:0")
+    together = {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"group": "g"}}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    first = labelled("a", {"group": "g"}, tolerations=[GPU_TOLERATION], affinity=together)
+    assert place(first, nodes, {}, []) in ("gpu-l4-24gb-0", "gpu-l4-24gb-1")  # nobody to follow yet
+    placed = [PlacedPod("gpu-l4-24gb-1", "default", {"group": "g"})]
+    second = labelled("b", {"group": "g"}, tolerations=[GPU_TOLERATION], affinity=together)
+    assert place(second, nodes, {}, placed) == "gpu-l4-24gb-1"
+    stranger = labelled("c", {"group": "other"}, tolerations=[GPU_TOLERATION], affinity=together)
+    with pytest.raises(FitError) as caught:
+        place(stranger, nodes, {}, [])
+    assert "2 node(s) didn't match pod affinity rules" in caught.value.message

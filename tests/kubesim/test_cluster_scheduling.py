@@ -195,3 +195,25 @@ def test_kubectl_drain_cordons_the_node_and_its_pods_move(make_cluster):
     assert cluster.core.read_node(first.spec.node_name).spec.unschedulable is True
     moved = wait_for(lambda: (p := running()) and p.metadata.name != first.metadata.name and p, message="moved")
     assert moved.spec.node_name != first.spec.node_name
+
+
+def test_pod_anti_affinity_keeps_replicas_on_separate_nodes(make_cluster):
+    cluster = make_cluster(nodes="l4-24gb:2x1,cpu:0")
+    body = deployment("engine", replicas=3, tolerations=[GPU_TOLERATION])
+    body["spec"]["template"]["spec"]["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "engine"}}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    cluster.apps.create_namespaced_deployment(NS, body)
+
+    def pods():
+        return cluster.core.list_namespaced_pod(NS, label_selector="app=engine").items
+
+    wait_for(lambda: sum(is_ready(p) for p in pods()) == 2, message="two Ready replicas")
+    assert sorted(p.spec.node_name for p in pods() if p.spec.node_name) == ["gpu-l4-24gb-0", "gpu-l4-24gb-1"]
+    pending = next(p for p in pods() if not p.spec.node_name)
+    event = wait_for(lambda: events_for(cluster.core, NS, pending.metadata.name, "FailedScheduling"), message="event")
+    assert event[0].message.startswith("0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules.")
