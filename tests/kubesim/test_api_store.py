@@ -22,6 +22,7 @@ from kubernetes.client import ApiException
 
 from kubesim.errors import ApiError
 from kubesim.server import Server
+from kubesim.store import Store
 
 from .conftest import api_client_for, deployment
 
@@ -181,3 +182,13 @@ def test_command_line_serves_and_prints_a_kubeconfig(tmp_path):
     while not state.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert "default" in state.read_text()
+
+
+def test_a_seed_makes_uids_and_generated_names_repeatable():
+    def first_objects(seed):
+        store = Store(seed=seed)
+        cm = store.create("v1/configmaps", "default", {"metadata": {"generateName": "run-"}})
+        return cm["metadata"]["name"], cm["metadata"]["uid"]
+
+    assert first_objects(7) == first_objects(7)
+    assert first_objects(7) != first_objects(8)
