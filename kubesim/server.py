@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import gc
 import json
+import logging
 import socket
 import threading
 import time
@@ -42,6 +43,7 @@ try:  # the C loader is much faster for apply bodies
 except AttributeError:  # pragma: no cover - depends on how PyYAML was built
     _YamlLoader = yaml.SafeLoader
 
+log = logging.getLogger("kubesim.server")
 JSON = "application/json"
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 # request.app[SERVER_KEY] is the Server, for handlers registered with add_route.
@@ -169,6 +171,12 @@ class Server:
             return status_response(ApiError.path_not_found())
         except web.HTTPMethodNotAllowed:
             return status_response(ApiError.method_not_allowed())
+        except web.HTTPException:
+            raise
+        except Exception as e:  # a bug must still answer with a Status, as the apiserver does
+            log.exception("internal error serving %s %s", request.method, request.path)
+            return status_response(ApiError(500, "InternalError", f"Internal error occurred: {e}",
+                                            {"causes": [{"message": str(e)}]}))
 
     @web.middleware
     async def _auth_middleware(self, request: web.Request, handler):
