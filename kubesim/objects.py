@@ -49,8 +49,10 @@ def apply_spec_defaults(rt: ResourceType, obj: dict) -> None:
         _pod_spec_defaults(spec)
 
 
-def _spec_of(obj: dict) -> dict:
-    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+def _spec_of(obj: dict, status_subresource: bool = True) -> dict:
+    """What `generation` counts: everything but metadata (and status, when it has its own subresource)."""
+    skip = ("metadata", "status", "apiVersion", "kind") if status_subresource else ("metadata", "apiVersion", "kind")
+    return {k: v for k, v in obj.items() if k not in skip}
 
 
 def _without_times(obj: dict) -> dict:

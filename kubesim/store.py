@@ -532,7 +532,7 @@ class Store(DeletionMixin):
         if subresource != "status":
             apply_spec_defaults(rt, new)
             validate(rt, new)
-        if _spec_of(new) != _spec_of(old):
+        if _spec_of(new, rt.status) != _spec_of(old, rt.status):
             meta["generation"] = ometa.get("generation", 1) + 1
         status_scope = _status_scope(rt, subresource)
         if managed is None:

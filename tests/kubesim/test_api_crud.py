@@ -285,3 +285,14 @@ def test_list_items_missing_required_keys_are_invalid(dyn, namespace):
         dyn.resources.get(api_version="v1", kind="ConfigMap").create(namespace=namespace, body={
             "metadata": {"name": "c", "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "x"}]}})
     assert json.loads(e.value.body)["details"]["causes"][0]["field"] == "metadata.ownerReferences[0].uid"
+
+
+def test_generation_of_a_custom_resource_without_status_subresource_counts_status_too(custom, namespace):
+    args = ("monitoring.coreos.com", "v1", namespace, "servicemonitors")
+    custom.create_namespaced_custom_object(*args, {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+                                                   "metadata": {"name": "m"}, "spec": {"endpoints": []}})
+    sm = custom.patch_namespaced_custom_object(*args, "m", {"status": {"seen": True}})
+    assert sm["status"] == {"seen": True}
+    assert sm["metadata"]["generation"] == 2
+    sm = custom.patch_namespaced_custom_object(*args, "m", {"metadata": {"labels": {"a": "b"}}})
+    assert sm["metadata"]["generation"] == 2
