@@ -77,9 +77,22 @@ WORDS = [
 ]
 
 
+_VOCAB: dict[str, int] = {}
+_VOCAB_LIMIT = 1_000_000
+
+
+def _piece_id(piece: str) -> int:
+    tid = zlib.crc32(piece.encode())
+    if len(_VOCAB) >= _VOCAB_LIMIT:
+        _VOCAB.clear()
+    _VOCAB[piece] = tid
+    return tid
+
+
 def tokenize(text: str) -> list[int]:
-    """Token ids of `text` (crc32 of each piece, stable across processes)."""
-    return [zlib.crc32(p.encode()) for p in _PIECE.findall(text)]
+    """Token ids of `text` (crc32 of each piece, stable across processes; memoised per piece)."""
+    get = _VOCAB.get
+    return [get(p) or _piece_id(p) for p in _PIECE.findall(text)]
 
 
 def count_tokens(text: str) -> int:
