@@ -296,3 +296,18 @@ def test_generation_of_a_custom_resource_without_status_subresource_counts_statu
     assert sm["metadata"]["generation"] == 2
     sm = custom.patch_namespaced_custom_object(*args, "m", {"metadata": {"labels": {"a": "b"}}})
     assert sm["metadata"]["generation"] == 2
+
+
+def test_dry_run_patch_apply_and_delete_change_nothing(core, dyn, namespace):
+    cm = core.create_namespaced_config_map(namespace, {"metadata": {"name": "c"}, "data": {"a": "1"}})
+    patched = core.patch_namespaced_config_map("c", namespace, {"data": {"a": "2"}}, dry_run="All")
+    assert patched.data == {"a": "2"}
+    cms = dyn.resources.get(api_version="v1", kind="ConfigMap")
+    applied = cms.server_side_apply(body={"apiVersion": "v1", "kind": "ConfigMap",
+                                          "metadata": {"name": "new", "namespace": namespace}},
+                                   field_manager="m", dry_run="All")
+    assert applied.metadata.name == "new"
+    core.delete_namespaced_config_map("c", namespace, dry_run="All")
+    now = core.read_namespaced_config_map("c", namespace)
+    assert (now.data, now.metadata.resource_version) == ({"a": "1"}, cm.metadata.resource_version)
+    assert [c.metadata.name for c in core.list_namespaced_config_map(namespace).items] == ["c"]
