@@ -363,26 +363,33 @@ def scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport:
             if pod.port:
                 pods_of[pod.service_id].append(pod)
     pool = executor()
-    if cluster.prometheus_url:
-        client = PrometheusClient(cluster.prometheus_url, timeout=timeout)
-        pending = {sid: pool.submit(query_service, client, engines[sid], ps, sid in multi_pool)
-                   for sid, ps in pods_of.items()}
-    else:
-        pending = {sid: [pool.submit(fetch_metrics, core, p, timeout) for p in ps] for sid, ps in pods_of.items()}
+    client = PrometheusClient(cluster.prometheus_url, timeout=timeout) if cluster.prometheus_url else None
 
+    def submit(chunk: list[int]) -> dict:
+        if client is not None:
+            return {sid: pool.submit(query_service, client, engines[sid], pods_of[sid], sid in multi_pool)
+                    for sid in chunk if sid in pods_of}
+        return {sid: [pool.submit(fetch_metrics, core, p, timeout) for p in pods_of[sid]]
+                for sid in chunk if sid in pods_of}
+
+    # One chunk in flight ahead of the one being written: the pool stays busy, and the writing thread is
+    # not starved of the GIL by hundreds of queued parses.
+    plan = chunks(service_ids, pods_of, max(2 * settings.TELEMETRY_SCRAPE_CONCURRENCY, 1))
+    pending = submit(plan[0]) if plan else {}
     written = 0
-    for chunk in chunks(service_ids, pods_of, max(2 * settings.TELEMETRY_SCRAPE_CONCURRENCY, 1)):
-        waiting = [sid for sid in chunk if sid in pending]
-        if cluster.prometheus_url:
-            found = collect_prometheus([(pods_of[sid], pending[sid].result()) for sid in waiting], at)
+    for index, chunk in enumerate(plan):
+        ahead = submit(plan[index + 1]) if index + 1 < len(plan) else {}
+        if client is not None:
+            found = collect_prometheus([(pods_of[sid], future.result()) for sid, future in pending.items()], at)
         else:
-            results = [future.result() for sid in waiting for future in pending[sid]]
+            results = [future.result() for futures in pending.values() for future in futures]
             found = collect_pod_results(results, chunk, multi_pool, at)
         written += write_chunk(chunk, found, ready_count, multi_pool, at)
-        report.pods += sum(len(pods_of[sid]) for sid in waiting)
+        report.pods += sum(len(pods_of[sid]) for sid in pending)
         report.errors += found.errors
         now = time.time()
         report.lags_s.extend(now - fetched for fetched in found.fetched_at)
+        pending = ahead
 
     PodStat.objects.filter(service_id__in=service_ids).exclude(pod__in=[p.name for p in pods]).delete()
     live, known = {(p.service_id, p.name) for p in pods}, set(service_ids)
