@@ -3,26 +3,15 @@ writes rows for a service on kubesim, and queue heartbeats record how long they 
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from apps.telemetry.models import QueueHeartbeat, SeriesPoint
+from tests.kubesim.cluster_support import wait_for
 from tests.workers.conftest import workers  # noqa: F401 (the real-worker fixture)
 from workers.celery import app
 from workers.tasks import telemetry as tasks
 
 pytestmark = pytest.mark.integration
-
-
-def wait_for(predicate, timeout=90.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 def test_a_worker_runs_the_scrape_task_and_writes_the_services_rows(workers, deploy, tenant_a):  # noqa: F811
@@ -32,8 +21,7 @@ def test_a_worker_runs_the_scrape_task_and_writes_the_services_rows(workers, dep
     tasks.scrape.delay()
     tasks.scrape.delay()
 
-    rows = wait_for(lambda: SeriesPoint.objects.filter(service=service).count() >= 2 or None, what="two rows")
-    assert rows
+    wait_for(lambda: SeriesPoint.objects.filter(service=service).count() >= 2, timeout=90, message="two rows")
     assert list(SeriesPoint.objects.filter(service=service).values_list("ready_replicas", flat=True)) == [2, 2]
 
 
@@ -47,7 +35,7 @@ def test_heartbeats_through_every_queue_record_their_wait(workers, settings):  #
     queues = {prefix + q for q in tasks.QUEUES}
     assert set(QueueHeartbeat.objects.values_list("queue", flat=True)) == queues
     wait_for(lambda: QueueHeartbeat.objects.filter(received_at__isnull=False).count() == len(queues),
-             what="every heartbeat received")
+             timeout=90, message="every heartbeat received")
     for beat in QueueHeartbeat.objects.all():
         # The wait includes the worker's start-up, so it is positive and under the test's own timeout.
         assert 0 < beat.lag_s < 90
