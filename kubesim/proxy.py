@@ -216,12 +216,15 @@ class Proxies:
                 if key.lower() not in _HOP_BY_HOP:
                     response.headers.add(key, value)
             await response.prepare(request)
-            async for chunk in upstream.content.iter_any():
-                await response.write(chunk)
-            await response.write_eof()
+            try:
+                async for chunk in upstream.content.iter_any():
+                    await response.write(chunk)
+                await response.write_eof()
+            except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+                upstream.close()  # the client went away mid-stream: stop reading from the pod too
+            except aiohttp.ClientPayloadError:
+                log.debug("upstream %s ended mid-stream", base_url + path)
             return response
-        except (ConnectionResetError, aiohttp.ClientError, asyncio.CancelledError):
-            raise
         finally:
             upstream.release()
 

@@ -151,12 +151,15 @@ class GenericWorkload:
             headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
             response = web.StreamResponse(headers=headers)
             await response.prepare(request)
-            for index in range(count):
-                payload = {"index": index, "time": time.time(), "pod": self.ctx.pod_name}
-                await response.write(f"data: {json.dumps(payload)}\n\n".encode())
-                await asyncio.sleep(interval)
-            await response.write(b"data: [DONE]\n\n")
-            await response.write_eof()
+            try:
+                for index in range(count):
+                    payload = {"index": index, "time": time.time(), "pod": self.ctx.pod_name}
+                    await response.write(f"data: {json.dumps(payload)}\n\n".encode())
+                    await asyncio.sleep(interval)
+                await response.write(b"data: [DONE]\n\n")
+                await response.write_eof()
+            except ConnectionResetError:  # aiohttp's ClientConnectionResetError too: the client left
+                self._log("client disconnected mid-stream")
             return response
         finally:
             self.in_flight -= 1
