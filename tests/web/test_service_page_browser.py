@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.conf import settings
+from django.db import connections
 from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect, sync_playwright
@@ -32,6 +33,9 @@ def browser_page(live_server, monkeypatch):
 
         yield as_user
         browser.close()
+        # Work done while Playwright's loop runs may open its own database connection; close it so the
+        # test database can be dropped at the end of the run.
+        connections.close_all()
 
 
 @pytest.mark.browser
