@@ -77,6 +77,13 @@ def physics_for(ctx: PodContext, warmup_s: float) -> Physics:
     )
 
 
+def _arch(model: str, ctx: PodContext, aliases: list[str]) -> hw.ModelArch:
+    try:
+        return hw.resolve_model(model, ctx.annotations.get(hw.ARCH_ANNOTATION), aliases)
+    except ValueError as e:
+        raise WorkloadExit(f"kubesim: {e}") from None
+
+
 def _gpu(ctx: PodContext, logs: list[str]) -> hw.GPU:
     if ctx.gpu_key in hw.GPUS:
         return hw.GPUS[ctx.gpu_key]
@@ -111,7 +118,7 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     """The simulated vLLM instance a `vllm serve` command line describes on this pod's GPUs."""
     logs: list[str] = []
     gpu = _gpu(ctx, logs)
-    arch = hw.resolve_model(ns.model, ctx.annotations.get(hw.ARCH_ANNOTATION))
+    arch = _arch(ns.model, ctx, ns.served_model_name or [])
     tp, pp = ns.tensor_parallel_size, ns.pipeline_parallel_size
     if tp < 1 or pp < 1:
         raise WorkloadExit("ValueError: tensor_parallel_size and pipeline_parallel_size must be >= 1")
@@ -291,7 +298,7 @@ def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     """The simulated SGLang server a `sglang.launch_server` command line describes on this pod's GPUs."""
     logs: list[str] = []
     gpu = _gpu(ctx, logs)
-    arch = hw.resolve_model(ns.model_path, ctx.annotations.get(hw.ARCH_ANNOTATION))
+    arch = _arch(ns.model_path, ctx, [ns.served_model_name] if ns.served_model_name else [])
     tp = ns.tp_size
     if tp < 1 or arch.heads % tp:
         raise WorkloadExit(f"AssertionError: Number of attention heads ({arch.heads}) must be divisible by tp ({tp})")

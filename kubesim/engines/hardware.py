@@ -87,21 +87,26 @@ FALLBACK_ARCH = MODELS["meta-llama/Llama-3.1-8B-Instruct"]
 ARCH_ANNOTATION = "kubesim.io/model-arch"
 
 
-def resolve_model(model: str, override: str | None = None) -> ModelArch:
+def resolve_model(model: str, override: str | None = None, aliases: list[str] | None = None) -> ModelArch:
     """The architecture for a model path: an explicit JSON override, the known table, else the fallback.
 
-    Paths such as `/models/Llama-3.1-8B-Instruct` or `hf://meta-llama/...` match the table by their tail.
+    Paths such as `/models/Llama-3.1-8B-Instruct` or `hf://meta-llama/...` match the table by their tail;
+    `aliases` (served model names) are tried next.
     """
     if override:
-        fields = json.loads(override)
-        fields.setdefault("name", model)
-        return ModelArch(**fields)
-    if model in MODELS:
-        return MODELS[model]
-    tail = model.rstrip("/").split("/")[-1].lower()
-    for name, arch in MODELS.items():
-        if name.split("/")[-1].lower() == tail:
-            return arch
+        try:
+            fields = json.loads(override)
+            fields.setdefault("name", model)
+            return ModelArch(**fields)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"invalid {ARCH_ANNOTATION} annotation: {e}") from None
+    for candidate in [model, *(aliases or [])]:
+        if candidate in MODELS:
+            return MODELS[candidate]
+        tail = candidate.rstrip("/").split("/")[-1].lower()
+        for name, arch in MODELS.items():
+            if name.split("/")[-1].lower() == tail:
+                return arch
     return ModelArch(**{**FALLBACK_ARCH.__dict__, "name": model})
 
 

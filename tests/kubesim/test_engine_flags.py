@@ -284,3 +284,22 @@ def test_outputs_are_reproducible_for_a_seed():
     assert first != other
     # Without ignore_eos the length is a seeded draw, so some requests stop before max_tokens.
     assert {reason for _, reason in first + other} <= {"stop", "length"}
+
+
+def test_model_architecture_from_path_served_name_or_annotation():
+    async def per_token(args, annotations=None):
+        w = await start(pod_context(VLLM, args, annotations={**FAST, **(annotations or {})}))
+        try:
+            return w.spec.core.kv_bytes_per_token_rank, w.spec.core.max_model_len
+        finally:
+            await w.stop()
+
+    # Qwen2.5-7B: 28 layers x 4 KV heads x 128 dims x K,V x 2 bytes, 32768 context.
+    qwen = (2 * 28 * 4 * 128 * 2, 32768)
+    assert asyncio.run(per_token(["/models/Qwen2.5-7B-Instruct"])) == qwen
+    assert asyncio.run(per_token(["/mnt/models", "--served-model-name", "Qwen/Qwen2.5-7B-Instruct"])) == qwen
+    arch = (
+        '{"params_b": 1.0, "layers": 16, "hidden": 2048, "heads": 32, "kv_heads": 8, "head_dim": 64, '
+        '"max_context": 4096}'
+    )
+    assert asyncio.run(per_token(["my-org/tiny"], {"kubesim.io/model-arch": arch})) == (2 * 16 * 8 * 64 * 2, 4096)
