@@ -22,7 +22,7 @@ from kubesim.controllers.api import ClusterApi
 from kubesim.controllers.autoscaler import HPAS, HorizontalPodAutoscalerController
 from kubesim.controllers.base import Informer
 from kubesim.controllers.deployment import DEPLOYMENTS, DeploymentController
-from kubesim.controllers.disruption import PDBS, DisruptionController
+from kubesim.controllers.disruption import PDBS, DisruptionController, eviction_route
 from kubesim.controllers.endpoints import ENDPOINTS, EndpointsController
 from kubesim.controllers.leaderworkerset import LWS, LeaderWorkerSetController
 from kubesim.controllers.nodes import NODES, NodeLifecycle, register_nodes
@@ -150,7 +150,7 @@ class Cluster:
     def install(self) -> None:
         """Register admission, routes, the fault middleware and the cluster's background task."""
         self.server.add_admission_hook(pod_admission)
-        for method, path, handler in self.proxies.routes():
+        for method, path, handler in [*self.proxies.routes(), eviction_route(self.server.store)]:
             self.server.add_route(method, path, handler)
         for route in admin_routes(self.faults):
             self.server.add_route(route.method, route.path, route.handler)

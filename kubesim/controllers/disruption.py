@@ -1,12 +1,16 @@
-"""The disruption controller: PodDisruptionBudget status from the pods its selector matches."""
+"""The disruption controller (PodDisruptionBudget status from the pods its selector matches) and the
+Eviction subresource that honours those budgets."""
 
 from __future__ import annotations
 
 import copy
 import math
 
+from aiohttp import web
+
 from kubesim.controllers.base import Controller, Informer, key_of
 from kubesim.controllers.common import pod_active, pod_ready, selector_matches, set_condition
+from kubesim.errors import ApiError
 
 PDBS = "policy/v1/poddisruptionbudgets"
 
@@ -79,3 +83,44 @@ class DisruptionController(Controller):
         result = await self.api.update_status(PDBS, body)
         if result is not None:
             self.budgets.apply("MODIFIED", result)
+
+
+def eviction_route(store):
+    """`POST /api/v1/namespaces/{ns}/pods/{name}/eviction` (policy/v1 Eviction): delete the pod unless a
+    PodDisruptionBudget of its namespace would be violated, which is a 429 as from the apiserver."""
+
+    async def evict(request: web.Request) -> web.Response:
+        namespace, name = request.match_info["namespace"], request.match_info["name"]
+        pod = store.get("v1/pods", namespace, name)
+        labels = pod["metadata"].get("labels") or {}
+        pods, _ = store.list("v1/pods", namespace)
+        budgets, _ = store.list(PDBS, namespace)
+        for pdb in budgets:
+            if not selector_matches((pdb.get("spec") or {}).get("selector"), labels):
+                continue
+            status = budget_status(pdb, pods)
+            healthy_budget = status["currentHealthy"] >= status["desiredHealthy"]
+            if (pod_ready(pod) and status["disruptionsAllowed"] <= 0) or (not pod_ready(pod) and not healthy_budget):
+                pdb_name = pdb["metadata"]["name"]
+                raise ApiError(
+                    429,
+                    "TooManyRequests",
+                    "Cannot evict pod as it would violate the pod's disruption budget.",
+                    {
+                        "causes": [
+                            {
+                                "reason": "DisruptionBudget",
+                                "message": (
+                                    f"The disruption budget {pdb_name} needs {status['desiredHealthy']} healthy "
+                                    f"pods and has {status['currentHealthy']} currently"
+                                ),
+                            }
+                        ]
+                    },
+                )
+        store.delete("v1/pods", namespace, name)
+        return web.json_response(
+            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, status=201
+        )
+
+    return ("POST", "/api/v1/namespaces/{namespace}/pods/{name}/eviction", evict)

@@ -508,3 +508,35 @@ def test_hpa_on_cpu_without_a_metrics_server_only_enforces_its_bounds(make_clust
 
     condition = wait_for(scaling_active, message="ScalingActive condition")
     assert (condition.status, condition.reason) == ("False", "FailedGetResourceMetric")
+
+
+def test_eviction_honours_the_pod_disruption_budget(make_cluster):
+    cluster = make_cluster()
+    policy = client.PolicyV1Api(cluster.api_client)
+    cluster.apps.create_namespaced_deployment(NS, deployment("web", replicas=2))
+    policy.create_namespaced_pod_disruption_budget(
+        NS,
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web"},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
+        },
+    )
+    wait_for(lambda: len(ready_pods(cluster, "app=web")) == 2, message="two Ready pods")
+    victim = ready_pods(cluster, "app=web")[0].metadata.name
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": victim, "namespace": NS}}
+    with pytest.raises(ApiException) as caught:
+        cluster.core.create_namespaced_pod_eviction(victim, NS, eviction)
+    assert caught.value.status == 429
+    body = json.loads(caught.value.body)
+    assert body["message"] == "Cannot evict pod as it would violate the pod's disruption budget."
+    assert (
+        body["details"]["causes"][0]["message"] == "The disruption budget web needs 2 healthy pods and has 2 currently"
+    )
+    policy.patch_namespaced_pod_disruption_budget("web", NS, {"spec": {"minAvailable": 1}})
+    cluster.core.create_namespaced_pod_eviction(victim, NS, eviction)
+    wait_for(
+        lambda: victim not in {p.metadata.name for p in cluster.core.list_namespaced_pod(NS).items}, message="gone"
+    )
+    wait_for(lambda: len(ready_pods(cluster, "app=web")) == 2, message="replaced")
