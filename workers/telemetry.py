@@ -16,11 +16,12 @@ import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count
 from django.utils import timezone
 from kubernetes import client as k8s
@@ -53,6 +54,7 @@ ENGINE_COMPONENTS = frozenset({"engine", "prefill", "decode"})
 ACCEPT = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
 # PromQL rates need at least two of Prometheus' own scrapes in the window (15-30 s intervals are usual).
 PROMETHEUS_WINDOW_S = 60
+LOCK_NAMESPACE = 0x7E1E  # first key of the two-int advisory lock; the second is the cluster id
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class CycleReport:
     duration_s: float = 0.0
     lags_s: list[float] = field(default_factory=list)
     message: str = ""
+    skipped: bool = False
 
     @property
     def lag_p95_s(self) -> float | None:
@@ -325,7 +328,31 @@ def chunks(service_ids: list[int], pods_of: dict[int, list], size: int) -> list[
     return out
 
 
+@contextmanager
+def claim(cluster_id: int):
+    """Yield True when this worker holds the cluster's scrape lock (a PostgreSQL advisory lock on its own
+    connection, released with it), False when another worker's cycle is still running."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_NAMESPACE, cluster_id])
+        held = cursor.fetchone()[0]
+    try:
+        yield held
+    finally:
+        if held:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, cluster_id])
+
+
 def scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport:
+    """One cycle for the cluster, unless another worker's cycle for it is still running (then nothing is
+    read or written: two cycles at once would compute the same increments twice)."""
+    with claim(cluster.pk) as held:
+        if not held:
+            return CycleReport(cluster.name, skipped=True)
+        return _scrape_cluster(cluster, at)
+
+
+def _scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport:
     """Read every ready engine pod of the cluster's services once (pod proxy, or the cluster's Prometheus
     when it has one) and write the rows.
 
@@ -446,7 +473,9 @@ def scrape_all() -> list[CycleReport]:
     reports = []
     for cluster in Cluster.objects.all():
         report = scrape_cluster(cluster, at=at)
-        if report.message:
+        if report.skipped:
+            log.info("telemetry: cluster %s: another worker's cycle is still running", cluster.name)
+        elif report.message:
             log.warning("telemetry: cluster %s: %s", cluster.name, report.message)
         reports.append(report)
     return reports

@@ -8,9 +8,12 @@ import threading
 import time
 import urllib.request
 
+import psycopg
+from django.db import connection
+
 from apps.telemetry.models import SERVICE_ROLE, PodStat, ScrapeCycle, SeriesPoint
 from tests.telemetry.conftest import send_load
-from workers.telemetry import scrape_all
+from workers.telemetry import LOCK_NAMESPACE, scrape_all
 
 
 def rows(service, role=SERVICE_ROLE):
@@ -110,3 +113,19 @@ def test_pods_that_are_gone_lose_their_latest_figures(deploy, tenant_a):
     assert PodStat.objects.filter(service=service).count() == 2
     assert list(PodStat.objects.filter(service=other).values_list("pod", flat=True)) != ["other-gone-abcde"]
     assert not PodStat.objects.filter(pod="other-gone-abcde").exists()
+
+
+def test_a_cycle_is_skipped_while_another_worker_scrapes_the_same_cluster(deploy, tenant_a, sim_cluster):
+    service = deploy(tenant_a, "chat")
+    db = connection.settings_dict
+    with psycopg.connect(host=db["HOST"], port=db["PORT"] or 5432, user=db["USER"], password=db["PASSWORD"],
+                         dbname=db["NAME"], autocommit=True) as other_worker:
+        other_worker.execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_NAMESPACE, sim_cluster.pk])
+
+        [report] = scrape_all()
+
+        assert report.skipped and report.pods == 0
+        assert not SeriesPoint.objects.filter(service=service).exists()
+    # The other worker's connection closed, so its lock went with it.
+    [report] = scrape_all()
+    assert not report.skipped and rows(service)[0].ready_replicas == 2
