@@ -418,7 +418,7 @@ class VllmMetrics(EngineObserver):
         observe_many(self.params_n, 1)
         observe_many(self.req_preempt, req.preemptions)
 
-    def update(self, core: EngineCore, running_loras: list[str] | None = None) -> None:
+    def update(self, core: EngineCore) -> None:
         """Set this engine's gauges from its core (at scrape time)."""
         if self.enabled:
             self.running.set(len(core.running))
@@ -428,8 +428,11 @@ class VllmMetrics(EngineObserver):
             if self.fetch_in_progress is not None:
                 self.fetch_in_progress.set(len(core.transferring))
             if self.lora_info is not None:
+                # Adapters of the running and the waiting requests, as vLLM's scheduler stats report them.
+                running = ",".join(sorted({r.lora for r in core.running if r.lora}))
+                waiting = ",".join(sorted({r.lora for r in core.waiting if r.lora}))
                 self.lora_info.clear()
-                self.lora_info.labels(str(self.max_loras), ",".join(running_loras or []), "").set(time.time())
+                self.lora_info.labels(str(self.max_loras), running, waiting).set(time.time())
 
 
 SG_SCHED_LABELS = ["model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank"]

@@ -286,7 +286,7 @@ class EngineWorkload:
             body = self.metrics.exposition(self.core, self.spec.core.block_size, self.spec.max_total_tokens)
         else:
             for metrics, core in zip(self.engine_metrics, self.cores, strict=True):
-                metrics.update(core, list(self.loras))
+                metrics.update(core)
             body = generate_latest(self.metrics.registry)
         return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 

@@ -4,6 +4,7 @@ import asyncio
 
 import aiohttp
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from kubesim.engines import engine_kind, workload_for
 from kubesim.engines.harness import pod_context, start
@@ -155,9 +156,24 @@ def test_vllm_runtime_lora_needs_the_env_flag_and_enable_lora():
                 async with s.get(w.base_url + "/v1/models") as r:
                     ids = [c["id"] for c in (await r.json())["data"]]
                 if status == 200:
-                    body = {"model": "sql", "prompt": "select", "max_tokens": 2}
-                    async with s.post(w.base_url + "/v1/completions", json=body) as r:
-                        assert r.status == 200
+                    body = {"model": "sql", "prompt": "select", "max_tokens": 200, "ignore_eos": True}
+                    task = asyncio.create_task(s.post(w.base_url + "/v1/completions", json=body))
+                    while not w.core.running:
+                        await asyncio.sleep(0.005)
+                    async with s.get(w.base_url + "/metrics") as r:
+                        info = (
+                            next(
+                                f
+                                for f in text_string_to_metric_families(await r.text())
+                                if f.name == "vllm:lora_requests_info"
+                            )
+                            .samples[0]
+                            .labels
+                        )
+                    assert info == {"max_lora": "1", "running_lora_adapters": "sql", "waiting_lora_adapters": ""}
+                    response = await task
+                    assert response.status == 200
+                    response.release()
                     async with s.post(w.base_url + "/v1/unload_lora_adapter", json={"lora_name": "sql"}) as r:
                         assert r.status == 200
                 return status, ids
