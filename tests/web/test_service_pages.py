@@ -175,3 +175,23 @@ def test_a_quiet_interval_does_not_hide_the_last_ttft_from_the_fleet(login, owne
     kv = html[html.index("Highest KV-cache usage"):html.index("Busiest queues")]
     assert "alpha/chat" in worst and "400 ms" in worst
     assert "10.0 %" in kv
+
+
+def test_the_page_shows_what_the_reconciler_found_different_in_the_cluster(login, viewer_a, service_a):
+    diff = ("--- cluster: Deployment tenant-alpha/chat\n+++ desired: Deployment tenant-alpha/chat\n@@ -1,2 +1,2 @@\n"
+            "-        image: vllm/vllm-openai:hacked\n+        image: vllm/vllm-openai:v0.33.0\n   name: engine")
+    ServiceObservation.objects.filter(service=service_a).update(drift=[
+        {"object": "Deployment tenant-alpha/chat", "diff": diff, "cause": "drift", "found_at": "2026-11-29T18:00:00Z"}])
+
+    html = login(viewer_a).get(reverse("web:service", args=[service_a.pk])).content.decode()
+
+    section = html[html.index('id="drift"'):]
+    assert "Deployment tenant-alpha/chat" in section and 'class="cause-drift"' in section
+    assert '<span class="diff-del">-        image: vllm/vllm-openai:hacked</span>' in section
+    assert '<span class="diff-add">+        image: vllm/vllm-openai:v0.33.0</span>' in section
+
+
+def test_no_drift_section_when_the_cluster_matched(login, viewer_a, service_a):
+    html = login(viewer_a).get(reverse("web:service", args=[service_a.pk])).content.decode()
+
+    assert 'id="drift"' not in html
