@@ -538,16 +538,22 @@ class Kubelet:
         except Exception:
             log.exception("kubelet: pod %s/%s failed", runtime.namespace, runtime.name)
 
-    async def remove_pod(self, namespace: str, name: str) -> None:
+    async def remove_pod(self, namespace: str, name: str, reason: str = "deleted") -> None:
+        """Stop a pod's containers (a `Killing` event for each running one)."""
         runtime = self.runtimes.pop((namespace, name), None)
-        if runtime is not None:
-            await runtime.stop()
+        if runtime is None:
+            return
+        if reason == "deleted":
+            for container in runtime.containers:
+                if container.workload is not None:
+                    await runtime.event("Killing", f"Stopping container {container.name}", container=container)
+        await runtime.stop()
 
     async def stop_node(self, node_name: str) -> list[tuple[str, str]]:
         """Stop every runtime on a failed node; returns the pods that were running there."""
         keys = [key for key, runtime in self.runtimes.items() if runtime.node_name == node_name]
         for key in keys:
-            await self.remove_pod(*key)
+            await self.remove_pod(*key, reason="node failed")
         return keys
 
     async def crash(self, namespace: str, name: str, container: str | None = None) -> bool:
@@ -585,6 +591,6 @@ class Kubelet:
 
     async def shutdown(self) -> None:
         for key in list(self.runtimes):
-            await self.remove_pod(*key)
+            await self.remove_pod(*key, reason="shutdown")
         if self._session is not None:
             await self._session.close()

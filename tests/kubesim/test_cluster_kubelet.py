@@ -52,6 +52,9 @@ def test_a_pod_goes_through_the_lifecycle_with_an_event_for_each_step(make_clust
     assert "listening on 127.0.0.1:" in logs
     out = cluster.kubectl("logs", "web", "-n", NS)
     assert "starting nginx:1.27" in out.stdout
+    cluster.kubectl("delete", "pod", "web", "-n", NS)
+    killing = wait_for(lambda: events_for(cluster.core, NS, "web", "Killing"), message="Killing event")
+    assert killing[0].message == "Stopping container app"
 
 
 def test_a_container_that_exits_crash_loops_with_back_off_and_keeps_its_output(make_cluster):
