@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Avg, F, Func, Max, Sum, Value
+from django.db.models import Avg, F, Func, Max, Q, Sum, Value
 from django.utils import timezone
 
 from apps.telemetry.choices import Resolution
@@ -90,12 +90,23 @@ def choose_window(since: datetime, until: datetime, step_s: int | None = None) -
 
 
 def read_series(service_id: int, window: SeriesWindow, role: str = SERVICE_ROLE) -> dict:
-    """{"time": [...], column: [...]} for one service (or pool) over the window, oldest first."""
-    rows = SeriesPoint.objects.filter(
-        service_id=service_id, role=role, resolution=window.resolution, time__gte=window.since, time__lte=window.until
-    )
+    """{"time": [...], column: [...]} for one service (or pool) over the window, oldest first.
+
+    A rollup window ends with the raw rows newer than the service's last rollup (the minutes not rolled
+    up yet), binned the same way, so a week-long chart still moves.
+    """
+    rows = SeriesPoint.objects.filter(service_id=service_id, role=role, time__gte=window.since,
+                                      time__lte=window.until)
+    if window.resolution == Resolution.MINUTE:
+        last = SeriesPoint.objects.filter(service_id=service_id, role=role, resolution=Resolution.MINUTE).aggregate(
+            t=Max("time"))["t"]
+        cutoff = last + timedelta(minutes=1) if last else window.since
+        rows = rows.filter(Q(resolution=Resolution.MINUTE, time__lt=cutoff) | Q(resolution=Resolution.RAW,
+                                                                                  time__gte=cutoff))
+    else:
+        rows = rows.filter(resolution=Resolution.RAW)
     natural = Resolution.MINUTE if window.resolution == Resolution.MINUTE else settings.TELEMETRY_SCRAPE_SECONDS
-    if window.step_s > natural:
+    if window.step_s > natural or window.resolution == Resolution.MINUTE:
         origin = Value(datetime(2000, 1, 1, tzinfo=UTC))
         rows = (
             rows.annotate(bucket=DateBin(Value(timedelta(seconds=window.step_s)), F("time"), origin))

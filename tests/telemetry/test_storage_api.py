@@ -104,3 +104,22 @@ def test_pool_series_of_a_multi_pool_service(api, tenant_a):
     data = api("viewer_a").get(url(service), {"role": "decode"}).json()
 
     assert (data["role"], data["gen_tps"]) == ("decode", [300.0])
+
+
+def test_a_rollup_window_ends_with_the_minutes_not_rolled_up_yet(api, service_a, settings):
+    settings.TELEMETRY_RAW_RETENTION_HOURS = 1
+    rollup = row(service_a, 2 * 3600, resolution=Resolution.MINUTE, ttft_p95=0.4)
+    row(service_a, 2 * 3600 + 30, ttft_p95=8.0)  # already in that rollup: not read twice
+    row(service_a, 20, ttft_p95=0.3, kv_usage=0.5)
+    row(service_a, 10, ttft_p95=0.1, kv_usage=0.25)
+
+    data = api("viewer_a").get(url(service_a), {"since": "3h", "step": "60"}).json()
+
+    assert data["resolution"] == "minute" and data["step"] == 60
+    assert data["ttft_p95"][0] == 0.4 and data["time"][0] == rollup.time.replace(second=0, microsecond=0).isoformat(
+        ).replace("+00:00", "Z")
+    # The two recent raw rows are binned into their minute: one bin with the worst TTFT and the mean KV
+    # usage, or two bins when a minute boundary fell between them (10 s apart).
+    recent = list(zip(data["ttft_p95"][1:], data["kv_usage"][1:], strict=True))
+    same_minute, across_minutes = [(0.3, 0.375)], [(0.3, 0.5), (0.1, 0.25)]
+    assert recent in (same_minute, across_minutes)
