@@ -444,11 +444,11 @@ class EngineCore:
             budget -= n
         return batch
 
-    def _advance(self, batch: list[tuple[Request, int]], now: float, step_s: float) -> None:
+    def _advance(self, batch: list[tuple[Request, int]], now: float) -> None:
         bs = self.cfg.block_size
         finished = []
         gen = 0
-        itl_count = 0
+        itls: dict[float, int] = {}  # inter-token gap -> tokens (most share the previous step's end)
         for req, n in batch:
             req.num_computed += n
             if self.cfg.prefix_caching and req.num_registered < len(req.block_hashes):
@@ -466,14 +466,15 @@ class EngineCore:
                 req.prefill_done = now
                 self.observer.on_first_token(req)
             else:
-                itl_count += 1
+                gap = now - req.last_token
+                itls[gap] = itls.get(gap, 0) + 1
             if req.queue is not None:
                 req.queue.put_nowait(req.generated)
             req.last_token = now
             if req.generated >= req.output_len or req.num_tokens >= self.cfg.max_model_len:
                 finished.append(req)
-        if itl_count:
-            self.observer.on_tokens(step_s, itl_count)
+        for gap, count in itls.items():
+            self.observer.on_tokens(gap, count)
         if gen:
             window = self.gen_tokens_window
             window.append((now, gen))
@@ -502,6 +503,20 @@ class EngineCore:
         if req.done is not None and not req.done.done():
             req.done.set_result(req)
 
+    def _reanchor(self, shift: float) -> None:
+        """The loop fell behind by `shift`: move every request's timeline with it, so the latencies the
+        metrics report stay the modelled ones (the stall is counted in `lost_s`, not in TTFT or ITL)."""
+        self.lost_s += shift
+        for r in (*self.running, *self.waiting, *self.transferring):
+            r.arrival += shift
+            r.last_token += shift
+            r.kv_ready_at += shift
+            if r.first_scheduled is not None:
+                r.first_scheduled += shift
+            if r.first_token is not None:
+                r.first_token += shift
+                r.prefill_done = r.first_token
+
     async def _loop(self) -> None:
         """Step the batch on a model timeline `vt`: each step ends exactly `dt` after the previous one.
 
@@ -516,7 +531,7 @@ class EngineCore:
         while True:
             now = clock.now()
             if vt < now - slack:
-                self.lost_s += now - vt
+                self._reanchor(now - vt)
                 vt = now
             if self.transferring:
                 ready = [r for r in self.transferring if r.kv_ready_at <= now]
@@ -553,7 +568,7 @@ class EngineCore:
             self.busy_model_s += dt
             self.emit_error_s += abs(error)
             self.observer.on_step(prefill_tokens + len(decode_ctx), prefill_tokens, 0, dt)
-            self._advance(batch, end, dt)
+            self._advance(batch, end)
             vt = end
 
 
