@@ -48,6 +48,8 @@ class EngineSpec:
     cache_info: dict[str, str] = field(default_factory=dict)
     logs: list[str] = field(default_factory=list)
     data_parallel: int = 1  # engine cores in this server (vLLM -dp / -dpl), each on its own GPUs
+    max_queued_requests: int | None = None  # vLLM --max-num-queued-reqs, SGLang --max-queued-requests
+    max_queued_tokens: int | None = None  # vLLM --max-num-queued-tokens
 
 
 def _float_setting(ctx: PodContext, name: str, default: float) -> float:
@@ -268,6 +270,8 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         pd_role=_pd(role),
         kv_cache_dtype=ns.kv_cache_dtype,
         data_parallel=max(1, ns.data_parallel_size_local or ns.data_parallel_size),
+        max_queued_requests=ns.max_num_queued_reqs,
+        max_queued_tokens=ns.max_num_queued_tokens,
         custom_buckets=ns.custom_histogram_buckets,
         cache_info=cache_info,
         logs=logs,
@@ -396,5 +400,6 @@ def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         page_size=page,
         mem_fraction=mem_fraction,
         sglang_buckets=buckets,
+        max_queued_requests=ns.max_queued_requests,
         logs=logs,
     )

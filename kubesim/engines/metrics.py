@@ -288,7 +288,7 @@ class VllmMetrics(EngineObserver):
             registry=r,
         )
         self.reject_reqs = rejections.labels(model_name, "max_num_queued_reqs")
-        rejections.labels(model_name, "max_num_queued_tokens")
+        self.reject_tokens = rejections.labels(model_name, "max_num_queued_tokens")
         for name in (
             "estimated_flops_per_gpu",
             "estimated_read_bytes_per_gpu",

@@ -125,6 +125,32 @@ class EngineWorkload:
         core.add(req)
         return core
 
+    def _queue_full(self, prompt_len: int) -> web.Response | None:
+        """A 503 when the waiting queue is at its configured limit (and the rejection counted)."""
+        spec = self.spec
+        waiting = sum(len(c.waiting) for c in self.cores)
+        if spec.max_queued_requests is not None and waiting >= spec.max_queued_requests:
+            if spec.kind == "vllm":
+                if self.metrics.enabled:
+                    self.metrics.reject_reqs.inc()
+                return self._error(
+                    503,
+                    f"The waiting queue is full (max_num_queued_reqs={spec.max_queued_requests}).",
+                    "ServiceUnavailableError",
+                )
+            return self._error(503, "The request queue is full.", "ServiceUnavailableError")
+        if spec.max_queued_tokens is not None:
+            queued = sum(r.prompt_len for c in self.cores for r in c.waiting)
+            if queued + prompt_len > spec.max_queued_tokens:
+                if self.metrics.enabled:
+                    self.metrics.reject_tokens.inc()
+                return self._error(
+                    503,
+                    f"The waiting queue is full (max_num_queued_tokens={spec.max_queued_tokens}).",
+                    "ServiceUnavailableError",
+                )
+        return None
+
     def load(self) -> int:
         """Requests running, waiting or receiving KV across the cores."""
         return sum(len(c.running) + len(c.waiting) + len(c.transferring) for c in self.cores)
@@ -405,6 +431,9 @@ class EngineWorkload:
                 return self._error(400, "Disaggregated decode requires bootstrap_host and bootstrap_room.")
         if spec.pd_role == "prefill" and spec.kind == "sglang":
             max_tokens = 1
+        full = self._queue_full(len(tokens))
+        if full is not None:
+            return full
         stream = bool(body.get("stream", False))
         req = self.new_request(tokens, max_tokens, ignore_eos=ignore_eos, stream=stream, remote_kv=remote_kv)
         req.lora = body.get("model") if body.get("model") in self.loras else None
@@ -471,6 +500,9 @@ class EngineWorkload:
             return self._error(
                 400, f"Requested token count exceeds the model's maximum context length of {limit} tokens."
             )
+        full = self._queue_full(len(tokens))
+        if full is not None:
+            return full
         stream = bool(body.get("stream", False))
         remote_kv = self.spec.pd_role == "decode"
         if self.spec.pd_role == "prefill":

@@ -317,3 +317,29 @@ def test_vllm_data_parallel_engines_are_labelled_by_rank_and_share_the_load():
     assert set(per_engine) == {"0", "1"}
     assert sum(per_engine.values()) == 6 and min(per_engine.values()) >= 1
     assert {s.labels["engine"] for s in fams["vllm:cache_config_info"].samples} == {"0", "1"}
+
+
+def test_a_full_waiting_queue_rejects_with_503_and_counts_the_rejection():
+    args = [LLAMA, "--max-model-len", "8192", "--max-num-seqs", "1", "--max-num-queued-reqs", "2"]
+
+    async def go():
+        w = await start(pod_context("vllm/vllm-openai:v0.33.0", args, annotations=FAST))
+        try:
+            async with aiohttp.ClientSession() as s:
+                body = {"prompt": "x " * 100, "max_tokens": 200, "ignore_eos": True}
+                # One runs, two wait; the next ones find the queue full.
+                answers = []
+                for _ in range(5):
+                    answers.append(asyncio.create_task(s.post(w.base_url + "/v1/completions", json=body)))
+                    await asyncio.sleep(0.02)
+                statuses = sorted([(await a).status for a in answers])
+                async with s.get(w.base_url + "/metrics") as r:
+                    return statuses, await r.text()
+        finally:
+            await w.stop()
+
+    statuses, text = asyncio.run(go())
+    assert statuses == [200, 200, 200, 503, 503]
+    fams = families(text)
+    assert value(fams["vllm:admission_rejections"], "_total", reason="max_num_queued_reqs") == 2
+    assert value(fams["vllm:request_success"], "_total") == 3
