@@ -129,3 +129,21 @@ def test_a_cycle_is_skipped_while_another_worker_scrapes_the_same_cluster(deploy
     # The other worker's connection closed, so its lock went with it.
     [report] = scrape_all()
     assert not report.skipped and rows(service)[0].ready_replicas == 2
+
+
+def test_sglang_engines_are_scraped_on_their_own_port_with_their_own_names(deploy, tenant_a, sim):
+    service = deploy(tenant_a, "qwen", engine="sglang",
+                     pools=[{"role": "engine", "replicas": 1, "gpu_type": "h100-sxm-80gb"}])
+    scrape_all()
+    usages = send_load(sim, service, requests=8, concurrency=4)
+    scrape_all()
+
+    point = rows(service)[-1]
+    assert point.ready_replicas == 1
+    assert 0 < point.ttft_p50 <= point.ttft_p95 < 5
+    # SGLang exports no preemption counter; its success rate comes from num_requests and aborts.
+    assert point.preemptions is None and point.success_rate == 1.0
+    [stat] = PodStat.objects.filter(service=service)
+    assert stat.snapshot["engine"] == "sglang"
+    generated = sum(u["completion_tokens"] for u in usages)
+    assert point.gen_tps * stat.figures["interval_s"] >= generated * 0.99
