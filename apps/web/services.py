@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import JsonResponse
@@ -96,6 +97,7 @@ def service_detail(request, pk: int):
     if is_fragment(request):
         # The summary (phase, replicas, advice) rides along out of band, so one poll refreshes both.
         return render(request, "web/partials/service_status.html", {**context, "oob": True})
+    context["refresh_ms"] = settings.TELEMETRY_SCRAPE_SECONDS * 1000  # no point polling faster than rows land
     context["ranges"] = list(RANGES)
     context["range"] = request.GET.get("range") if request.GET.get("range") in RANGES else "15m"
     context["roles"] = [p.role for p in context["pools"]] if len(context["pools"]) > 1 else []
