@@ -195,3 +195,13 @@ def test_no_drift_section_when_the_cluster_matched(login, viewer_a, service_a):
     html = login(viewer_a).get(reverse("web:service", args=[service_a.pk])).content.decode()
 
     assert 'id="drift"' not in html
+
+
+def test_the_fleet_figures_never_name_another_tenants_service(login, viewer_a, service_a, service_b):
+    point(service_a, 5, ttft_p95=0.1, kv_usage=0.1, waiting=1)
+    point(service_b, 5, ttft_p95=9.9, kv_usage=0.99, waiting=50)
+
+    html = login(viewer_a).get(reverse("web:home")).content.decode()
+
+    assert "secret-bravo" not in html and "9,900 ms" not in html and "99.0 %" not in html
+    assert "alpha/chat" in html
