@@ -9,6 +9,7 @@ from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect, sync_playwright
 
+from apps.serving.models import InferenceService
 from tests.factories import PASSWORD, InferenceServiceFactory
 from tests.web.conftest import point
 
@@ -71,3 +72,23 @@ def test_the_range_selector_asks_for_a_longer_window(browser_page, live_server, 
     page.select_option("#range", "6h")
 
     expect(page.locator("#series-note")).to_contain_text("2 points", timeout=15000)
+
+
+@pytest.mark.browser
+def test_status_and_phase_follow_the_reconciler_without_a_reload(browser_page, live_server, viewer_a, tenant_a):
+    service = InferenceServiceFactory(tenant=tenant_a, name="chat", phase="Deploying")
+    page = browser_page(viewer_a)
+    page.goto(live_server.url + reverse("web:service", args=[service.pk]))
+    expect(page.locator("#phase")).to_have_text("Deploying")
+    page.evaluate("window.loadedOnce = true")
+
+    advice = "needs 2 × NVIDIA-L4 per replica; 0 of 4 L4 nodes have 2 free"
+    InferenceService.objects.filter(pk=service.pk).update(phase="Failed", conditions=[
+        {"type": "Schedulable", "status": "False", "reason": "Unschedulable", "message": advice,
+         "lastTransitionTime": ""}])
+
+    # The summary at the top arrives out of band with the status poll; the conditions table in place.
+    expect(page.locator("#phase")).to_have_text("Failed", timeout=15000)
+    expect(page.locator("#service-summary .advice")).to_contain_text(advice)
+    expect(page.locator("#service-status")).to_contain_text("Unschedulable")
+    assert page.evaluate("window.loadedOnce") is True
