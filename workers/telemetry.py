@@ -72,6 +72,8 @@ class EnginePod:
 
 @dataclass
 class PodResult:
+    """One pod's fetch: its parsed snapshot and when it arrived, or why it failed."""
+
     pod: EnginePod
     snapshot: Snapshot | None = None
     error: str = ""
@@ -124,6 +126,7 @@ def core_for(cluster: Cluster) -> k8s.CoreV1Api:
 
 
 def executor() -> ThreadPoolExecutor:
+    """The process's scrape thread pool, created on first use (after a prefork worker has forked)."""
     global _executor
     if _executor is None:
         _executor = ThreadPoolExecutor(settings.TELEMETRY_SCRAPE_CONCURRENCY, thread_name_prefix="scrape")
@@ -201,6 +204,8 @@ _recent: dict[tuple[int, str], Snapshot] = {}
 
 
 def previous_snapshots(service_ids, names) -> dict[tuple[int, str], Snapshot]:
+    """Each pod's previous snapshot: from this process's memory when it matches the stored scrape time,
+    else decoded from `PodStat.snapshot`."""
     stored = PodStat.objects.filter(service_id__in=service_ids, pod__in=names).values_list(
         "service_id", "pod", "scraped_at")
     out, missing = {}, []
@@ -226,6 +231,7 @@ def pod_increments(previous: Snapshot | None, current: Snapshot) -> Increments |
 
 
 def merged_figures(items: list[Increments]):
+    """Figures of pods merged (bucket increments summed); None when no pod has an interval yet."""
     items = [item for item in items if item is not None]
     engines = {item.engine for item in items}
     if not items or len(engines) > 1:
@@ -297,6 +303,7 @@ def query_service(client: PrometheusClient, engine: str, pods: list[EnginePod], 
 
 
 def collect_prometheus(answers: list[tuple[list[EnginePod], tuple]], at) -> CycleFigures:
+    """Prometheus' answers per service as groups and pod states; a failed query fails its pods."""
     out = CycleFigures()
     for pods, (figures, per_pod, error, answered_at) in answers:
         out.groups.update(figures)
@@ -458,6 +465,7 @@ def write_chunk(service_ids: list[int], found: CycleFigures, ready_count, multi_
 
 
 def _record_cycle(cluster: Cluster, at: datetime, report: CycleReport) -> None:
+    """A cycle row whose running totals continue the cluster's previous one (the /metrics counters)."""
     last = ScrapeCycle.objects.filter(cluster=cluster).order_by("-started_at").values(
         "total_cycles", "total_pods", "total_errors").first() or {"total_cycles": 0, "total_pods": 0, "total_errors": 0}
     ScrapeCycle.objects.create(
