@@ -34,14 +34,18 @@ def fleet_summary(user) -> dict:
 
 
 def fleet_figures(services: list) -> dict:
-    """The services that need a look: worst TTFT p95, highest KV-cache usage, longest queues (latest rows)."""
+    """The services that need a look (newest rows): worst TTFT p95, highest KV-cache usage, and the
+    longest queues (waiting, then running). Idle services (nothing cached, nothing queued) are left out."""
     live = [s for s in services if s.latest is not None]
 
-    def top(column):
-        ranked = [s for s in live if getattr(s.latest, column) is not None]
-        return sorted(ranked, key=lambda s: getattr(s.latest, column), reverse=True)[:TOP]
+    def ranked(key, active):
+        return sorted((s for s in live if active(s.latest)), key=lambda s: key(s.latest), reverse=True)[:TOP]
 
-    return {"worst_ttft": top("ttft_p95"), "highest_kv": top("kv_usage"), "busiest_queues": top("waiting")}
+    return {
+        "worst_ttft": ranked(lambda p: p.ttft_p95, lambda p: p.ttft_p95 is not None),
+        "highest_kv": ranked(lambda p: p.kv_usage, lambda p: bool(p.kv_usage)),
+        "busiest_queues": ranked(lambda p: (p.waiting or 0, p.running or 0), lambda p: bool(p.waiting or p.running)),
+    }
 
 
 @login_required

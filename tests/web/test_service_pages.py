@@ -205,3 +205,16 @@ def test_the_fleet_figures_never_name_another_tenants_service(login, viewer_a, s
 
     assert "secret-bravo" not in html and "9,900 ms" not in html and "99.0 %" not in html
     assert "alpha/chat" in html
+
+
+def test_idle_services_are_not_listed_as_full_or_busy(login, owner_a, tenant_a, service_a):
+    idle = InferenceServiceFactory(tenant=tenant_a, name="idle")
+    point(service_a, 5, kv_usage=0.3, waiting=0, running=2)
+    point(idle, 5, kv_usage=0.0, waiting=0, running=0)
+
+    html = login(owner_a).get(reverse("web:home")).content.decode()
+
+    kv = html[html.index("Highest KV-cache usage"):html.index("Busiest queues")]
+    queues = html[html.index("Busiest queues"):html.index("<h2>Services")]
+    assert "alpha/chat" in kv and "alpha/idle" not in kv
+    assert "0 waiting · 2 running" in queues and "alpha/idle" not in queues
