@@ -120,13 +120,25 @@ def test_vllm_deployment_serves_streams_and_counts_through_the_proxies(cluster):
     lines = [ln for ln in text.splitlines() if ln.startswith("data: ")]
     assert status == 200 and lines[-1] == "data: [DONE]" and len(lines) == 1 + 6 + 1 + 1
     pods = core.list_namespaced_pod(ns, label_selector="app=llama").items
-    served = 0.0
-    for pod in pods:
-        text = core.connect_get_namespaced_pod_proxy_with_path(f"{pod.metadata.name}:8000", ns, "metrics")
-        for fam in text_string_to_metric_families(text):
-            if fam.name == "vllm:request_success":
-                served += sum(s.value for s in fam.samples if s.name.endswith("_total"))
-    assert served == 2
+
+    def served_per_pod() -> list[float]:
+        out = []
+        for pod in pods:
+            text = core.connect_get_namespaced_pod_proxy_with_path(f"{pod.metadata.name}:8000", ns, "metrics")
+            for fam in text_string_to_metric_families(text):
+                if fam.name == "vllm:request_success":
+                    out.append(sum(s.value for s in fam.samples if s.name.endswith("_total")))
+        return out
+
+    before = served_per_pod()
+    assert sum(before) == 2
+    # The Service's prefix_aware policy keeps a shared system prompt on one pod.
+    system = "You are the operations assistant of a GPU cluster. " * 20
+    for i in range(4):
+        status, _ = post(base + "/v1/completions", {"prompt": f"{system} question {i}", "max_tokens": 2})
+        assert status == 200
+    added = sorted(after - b for after, b in zip(served_per_pod(), before, strict=True))
+    assert added == [0, 4]
     logs = core.read_namespaced_pod_log(pods[0].metadata.name, ns)
     assert "GPU KV cache size" in logs
 
