@@ -218,3 +218,25 @@ def test_idle_services_are_not_listed_as_full_or_busy(login, owner_a, tenant_a, 
     queues = html[html.index("Busiest queues"):html.index("<h2>Services")]
     assert "alpha/chat" in kv and "alpha/idle" not in kv
     assert "0 waiting · 2 running" in queues and "alpha/idle" not in queues
+
+
+def test_the_service_list_and_fleet_cost_the_same_queries_for_many_services(login, owner_a, tenant_a):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = login(owner_a)
+
+    def queries(path):
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(path).status_code == 200
+        return len(captured)
+
+    for i in range(2):  # one with a TTFT and one without (filled from older rows), as below
+        point(InferenceServiceFactory(tenant=tenant_a, name=f"few-{i}"), 5, ttft_p95=0.1 if i else None,
+              kv_usage=0.2, waiting=1)
+    few = (queries(reverse("web:services")), queries(reverse("web:home")))
+    for i in range(8):
+        point(InferenceServiceFactory(tenant=tenant_a, name=f"many-{i}"), 5, ttft_p95=None, kv_usage=0.2, waiting=1)
+    many = (queries(reverse("web:services")), queries(reverse("web:home")))
+
+    assert many == few
