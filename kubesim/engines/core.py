@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 from kubesim.engines.hardware import GPU, ModelArch
 
+ALLREDUCE_LATENCY_S = 8e-6
+
 
 class Clock:
     """Simulated seconds: wall-clock seconds x `scale` since creation (scale 1 = real time)."""
@@ -327,7 +329,12 @@ class EngineCore:
         compute = flops / self._flops_rate
         kv_read = kv_ctx + sum(start + n for start, n in prefill)
         memory = (cfg.weight_bytes_rank + kv_read * cfg.kv_bytes_per_token_rank) / self._bw_rate
-        return max(compute, memory) + cfg.physics.step_overhead_s
+        comm = 0.0
+        if cfg.tp > 1:
+            # Two all-reduces of the activations per layer: a fixed latency plus a ring's 2(tp-1)/tp bytes.
+            volume = tokens * cfg.model.hidden * 2 * 2 * (cfg.tp - 1) / cfg.tp
+            comm = 2 * cfg.model.layers * (ALLREDUCE_LATENCY_S + volume / cfg.gpu.interconnect)
+        return max(compute, memory) + comm + cfg.physics.step_overhead_s
 
     def prefill_seconds(self, prompt_len: int) -> float:
         """Modelled time of one prompt's prefill alone, chunked by the batched-token budget."""

@@ -20,6 +20,7 @@ class GPU:
     memory_gib: float
     bandwidth: float
     flops: float
+    interconnect: float = 64e9  # bytes/s between GPUs of a node (NVLink where the card has it, else PCIe 5)
 
     @property
     def memory_bytes(self) -> int:
@@ -29,16 +30,16 @@ class GPU:
 GPUS: dict[str, GPU] = {
     g.key: g
     for g in [
-        GPU("h100-sxm-80gb", 80, 3.35e12, 989e12),
+        GPU("h100-sxm-80gb", 80, 3.35e12, 989e12, 900e9),
         GPU("h100-pcie-80gb", 80, 2.0e12, 756e12),
-        GPU("h200-141gb", 141, 4.8e12, 989e12),
-        GPU("a100-sxm-80gb", 80, 2.04e12, 312e12),
+        GPU("h200-141gb", 141, 4.8e12, 989e12, 900e9),
+        GPU("a100-sxm-80gb", 80, 2.04e12, 312e12, 600e9),
         GPU("a100-40gb", 40, 1.56e12, 312e12),
         GPU("l40s-48gb", 48, 0.864e12, 362e12),
         GPU("l4-24gb", 24, 0.30e12, 121e12),
         GPU("rtx4090-24gb", 24, 1.01e12, 165e12),
-        GPU("b200-180gb", 180, 8.0e12, 2250e12),
-        GPU("mi300x-192gb", 192, 5.3e12, 1307e12),
+        GPU("b200-180gb", 180, 8.0e12, 2250e12, 1800e9),
+        GPU("mi300x-192gb", 192, 5.3e12, 1307e12, 896e9),
     ]
 }
 DEFAULT_GPU = "h100-sxm-80gb"

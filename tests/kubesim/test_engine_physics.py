@@ -4,6 +4,7 @@ import asyncio
 import json
 
 import aiohttp
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kubesim.engines.harness import pod_context, start
@@ -256,3 +257,30 @@ def test_long_prompts_stall_colocated_decodes_but_not_disaggregated_ones():
     assert slow_itls(co) >= 8
     assert slow_itls(dis) == 0
     assert dis["vllm:inter_token_latency_seconds_count"] == 8 * 299
+
+
+def test_step_time_is_the_roofline_of_the_batch():
+    from kubesim.engines import config, flags
+
+    def core_for(args, gpu="h100-sxm-80gb", gpus=1):
+        ctx = pod_context(VLLM, args, gpu_key=gpu, gpu_count=gpus)
+        ns, _ = flags.parse_vllm(flags.command_line(ctx.container, ctx.env))
+        from kubesim.engines.core import Clock, EngineCore
+
+        return EngineCore(config.vllm_spec(ns, ctx).core, Clock())
+
+    core = core_for([LLAMA, "--max-model-len", "8192"])
+    # Decode of one sequence at 1000 tokens of context: weights 16.06 GB + KV 1000 x 131072 B read at
+    # 70% of 3.35 TB/s, plus 2 ms of step overhead.
+    expected = (8.03e9 * 2 + 1000 * 131072) / (0.7 * 3.35e12) + 0.002
+    assert core.step_time([], [1000]) == pytest.approx(expected, rel=1e-9)
+    # Prefill of 4000 tokens: 2 x 8.03e9 x 4000 FLOPs + attention 4 x 32 x 4096 x 4000 x 2000 at 50% of 989 TF.
+    flops = 2 * 8.03e9 * 4000 + 4 * 32 * 4096 * 4000 * 2000
+    assert core.step_time([(0, 4000)], []) == pytest.approx(flops / (0.5 * 989e12) + 0.002, rel=1e-9)
+    # The same decode on an L4 reads the same bytes at 0.30 TB/s.
+    l4 = core_for([LLAMA, "--max-model-len", "4096"], gpu="l4-24gb")
+    l4_expected = (8.03e9 * 2 + 1000 * 131072) / (0.7 * 0.30e12) + 0.002
+    assert l4.step_time([], [1000]) == pytest.approx(l4_expected, rel=1e-9)
+    # TP 2 halves the bytes per GPU but adds the all-reduces over NVLink.
+    tp2 = core_for([LLAMA, "--max-model-len", "8192", "-tp", "2"], gpus=2)
+    assert 0.5 < tp2.step_time([], [1000]) / core.step_time([], [1000]) < 0.75
