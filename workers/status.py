@@ -112,10 +112,9 @@ def service_view(desired_pools: dict[str, int], workloads: list[dict], pods: lis
             if observed is not None and observed < obj.get("metadata", {}).get("generation", 0):
                 pool.updated = 0
     view.pods = sorted((pod_view(p) for p in pods), key=lambda p: p.name)
-    pod_names = {p.name for p in view.pods}
+    owned = {p.name for p in view.pods} | {w.get("metadata", {}).get("name", "") for w in workloads}
     view.events = sorted(
-        (e for e in events if (e.get("involvedObject") or {}).get("name") in pod_names or
-         (e.get("involvedObject") or {}).get("kind") in {"Deployment", "LeaderWorkerSet", "ReplicaSet"}),
+        (e for e in events if _concerns(e.get("involvedObject") or {}, owned)),
         key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "",
     )[-50:]
     for pod in view.pods:
@@ -128,6 +127,16 @@ def service_view(desired_pools: dict[str, int], workloads: list[dict], pods: lis
         if pod.reason in CRASH_REASONS:
             view.crashing.append(f"{pod.name}: {pod.reason}" + (f" ({pod.message})" if pod.message else ""))
     return view
+
+
+def _concerns(involved: dict, owned: set[str]) -> bool:
+    """An event is the service's when it names one of its pods or workloads, or a ReplicaSet of one
+    (`<deployment>-<hash>`, the hash having no dash)."""
+    name = involved.get("name", "")
+    if name in owned:
+        return True
+    base, _, suffix = name.rpartition("-")
+    return involved.get("kind") == "ReplicaSet" and base in owned and suffix.isalnum()
 
 
 def gpu_advice(gpus_per_replica: int, product: str, nodes: list[dict]) -> str:

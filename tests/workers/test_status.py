@@ -66,3 +66,21 @@ def test_a_condition_keeps_its_transition_time_until_its_status_flips():
     flipped = st.condition("Available", True, "AllReplicasReady", "engine 1/1", [first])
     assert same["lastTransitionTime"] == "2026-01-01T00:00:00Z"
     assert flipped["lastTransitionTime"] != "2026-01-01T00:00:00Z"
+
+
+def test_only_events_of_the_services_own_pods_workloads_and_replicasets_are_kept():
+    def event(kind, name, message):
+        return {"involvedObject": {"kind": kind, "name": name}, "message": message, "lastTimestamp": message}
+
+    events = [
+        event("Deployment", "chat", "1 scaled up"),
+        event("ReplicaSet", "chat-7cvcb67b4w", "2 created pod"),
+        event("Pod", "chat-7cvcb67b4w-q7rcl", "3 pulled"),
+        event("Deployment", "chat-router", "4 other service's router"),
+        event("ReplicaSet", "chat-router-5d8f9", "5 other service's replicaset"),
+        event("Deployment", "other", "6 unrelated"),
+    ]
+    view = st.service_view({"engine": 1}, [{"kind": "Deployment", "metadata": {"name": "chat",
+                                          "labels": {"app.kubernetes.io/component": "engine"}}}],
+                           [pod("chat-7cvcb67b4w-q7rcl")], events)
+    assert [e["message"] for e in view.events] == ["1 scaled up", "2 created pod", "3 pulled"]
