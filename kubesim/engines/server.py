@@ -18,17 +18,13 @@ from prometheus_client import generate_latest
 
 from kubesim.engines.config import SGLANG_VERSION, VLLM_VERSION, EngineSpec
 from kubesim.engines.core import Clock, EngineCore, Request, output_length
-from kubesim.engines.metrics import SglangMetrics, VllmMetrics
-from kubesim.engines.tokenizer import chat_prompt, generated_words, tokenize
+from kubesim.engines.metrics import VllmMetrics
+from kubesim.engines.openai import ApiError, parse_openai
+from kubesim.engines.sglang_metrics import SglangMetrics
+from kubesim.engines.tokenizer import generated_words, tokenize
 
 # Engines running in this process by base URL, so an in-process router can read their load directly.
 LOCAL_ENGINES: dict[str, EngineWorkload] = {}
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, message: str, kind: str = "BadRequestError", param: str | None = None):
-        super().__init__(message)
-        self.status, self.message, self.kind, self.param = status, message, kind, param
 
 
 class EngineWorkload:
@@ -352,62 +348,6 @@ class EngineWorkload:
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         return await self._serve(request, chat=True)
 
-    def _parse(self, body: dict, chat: bool) -> tuple[list[int], int, bool]:
-        """(prompt tokens, max_tokens, ignore_eos) from an OpenAI request, with the engines' validation."""
-        spec = self.spec
-        model = body.get("model")
-        if model is not None and model not in spec.served_names and model not in self.loras:
-            raise ApiError(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
-        if chat:
-            messages = body.get("messages")
-            if not isinstance(messages, list) or not messages:
-                raise ApiError(400, "messages: Field required" if messages is None else "messages must be a list")
-            tokens = tokenize(chat_prompt(messages))
-        else:
-            prompt = body.get("prompt")
-            if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-                tokens = list(prompt)
-            elif isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-                tokens = tokenize(prompt[0])
-            elif isinstance(prompt, str):
-                tokens = tokenize(prompt)
-            else:
-                raise ApiError(400, "prompt: Field required" if prompt is None else "Only one prompt is supported")
-        if not tokens:
-            raise ApiError(400, "The prompt cannot be empty.")
-        if body.get("n", 1) != 1:
-            raise ApiError(400, "Only n=1 is supported by this simulated engine.", param="n")
-        limit = spec.core.max_model_len
-        raw = body.get("max_completion_tokens") if chat else None
-        raw = raw if raw is not None else body.get("max_tokens")
-        if raw is None and spec.kind == "sglang":
-            raw = body.get("max_new_tokens")
-        if raw is None:
-            max_tokens = limit - len(tokens) if chat else 16
-        elif not isinstance(raw, int) or raw < 1:
-            raise ApiError(400, f"max_tokens must be at least 1, got {raw}.", param="max_tokens")
-        else:
-            max_tokens = raw
-        if len(tokens) + max_tokens > limit:
-            if spec.kind == "vllm":
-                raise ApiError(
-                    400,
-                    f"This model's maximum context length is {limit} tokens. However, you requested "
-                    f"{len(tokens) + max_tokens} tokens ({len(tokens)} in the messages, {max_tokens} in the "
-                    "completion). Please reduce the length of the messages or completion.",
-                    param="max_tokens",
-                )
-            raise ApiError(
-                400,
-                f"Requested token count exceeds the model's maximum context length of {limit} tokens. "
-                f"You requested a total of {len(tokens) + max_tokens} tokens: {len(tokens)} tokens from the "
-                f"input messages and {max_tokens} tokens for the completion. Please reduce the number of "
-                "tokens in the input messages or the completion to fit within the limit.",
-            )
-        if max_tokens < 1:
-            raise ApiError(400, f"The prompt ({len(tokens)} tokens) leaves no room for a completion.")
-        return tokens, max_tokens, bool(body.get("ignore_eos", False))
-
     async def _serve(self, request: web.Request, chat: bool) -> web.StreamResponse:
         starting = self._starting()
         if starting is not None:
@@ -419,7 +359,7 @@ class EngineWorkload:
         if not isinstance(body, dict):
             return self._error(400, "The request body must be a JSON object")
         try:
-            tokens, max_tokens, ignore_eos = self._parse(body, chat)
+            tokens, max_tokens, ignore_eos = parse_openai(body, chat, self.spec, self.loras)
         except ApiError as e:
             return self._error(e.status, e.message, e.kind, e.param)
         spec = self.spec
