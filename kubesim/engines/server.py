@@ -348,7 +348,8 @@ class EngineWorkload:
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         return await self._serve(request, chat=True)
 
-    async def _serve(self, request: web.Request, chat: bool) -> web.StreamResponse:
+    async def _body(self, request: web.Request) -> dict | web.Response:
+        """The JSON object of a generation request, or the response refusing it (loading, bad JSON)."""
         starting = self._starting()
         if starting is not None:
             return starting
@@ -358,6 +359,12 @@ class EngineWorkload:
             return self._error(400, "Invalid JSON body")
         if not isinstance(body, dict):
             return self._error(400, "The request body must be a JSON object")
+        return body
+
+    async def _serve(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        body = await self._body(request)
+        if isinstance(body, web.Response):
+            return body
         try:
             tokens, max_tokens, ignore_eos = parse_openai(body, chat, self.spec, self.loras)
         except ApiError as e:
@@ -421,13 +428,9 @@ class EngineWorkload:
 
     async def _generate(self, request: web.Request) -> web.StreamResponse:
         """SGLang's native API: {"text" | "input_ids", "sampling_params": {"max_new_tokens", ...}, "stream"}."""
-        starting = self._starting()
-        if starting is not None:
-            return starting
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return self._error(400, "Invalid JSON body")
+        body = await self._body(request)
+        if isinstance(body, web.Response):
+            return body
         params = body.get("sampling_params") or {}
         tokens = body.get("input_ids") or tokenize(body.get("text") or "")
         if not tokens:
