@@ -59,6 +59,20 @@ def api_group(reg: Registry, group: str) -> dict | None:
     return {"kind": "APIGroup", "apiVersion": "v1", **_group_entry(group, vs)}
 
 
+# Subresources served by routes the cluster layer registers (kubesim/proxy.py, kubelet logs, eviction),
+# listed as the real apiserver lists them so kubectl picks the same code paths (e.g. drain evicts).
+EXTRA_SUBRESOURCES: dict[tuple[str, str], list[dict]] = {
+    ("", "pods"): [
+        {"name": "log", "kind": "Pod", "verbs": ["get"]},
+        {"name": "proxy", "kind": "PodProxyOptions", "verbs": ["create", "delete", "get", "patch", "update"]},
+        {"name": "eviction", "kind": "Eviction", "group": "policy", "version": "v1", "verbs": ["create"]},
+    ],
+    ("", "services"): [
+        {"name": "proxy", "kind": "ServiceProxyOptions", "verbs": ["create", "delete", "get", "patch", "update"]},
+    ],
+}
+
+
 def api_resource_list(reg: Registry, group: str, version: str) -> dict | None:
     if version not in reg.group_versions().get(group, []):
         return None
@@ -78,6 +92,9 @@ def api_resource_list(reg: Registry, group: str, version: str) -> dict | None:
             resources.append({"name": f"{rt.plural}/scale", "singularName": "", "namespaced": rt.namespaced,
                               "group": "autoscaling", "version": "v1", "kind": "Scale",
                               "verbs": SUBRESOURCE_VERBS})
+        for extra in EXTRA_SUBRESOURCES.get((rt.group, rt.plural), []):
+            resources.append({**extra, "name": f"{rt.plural}/{extra['name']}", "singularName": "",
+                              "namespaced": rt.namespaced})
     return {"kind": "APIResourceList", "apiVersion": "v1",
             "groupVersion": f"{group}/{version}" if group else version, "resources": resources}
 
@@ -98,6 +115,11 @@ def _aggregated_resource(rt: ResourceType) -> dict:
         subs.append({"subresource": "status",
                      "responseKind": {"group": rt.group, "version": rt.version, "kind": rt.kind},
                      "verbs": SUBRESOURCE_VERBS})
+    for extra in EXTRA_SUBRESOURCES.get((rt.group, rt.plural), []):
+        subs.append({"subresource": extra["name"],
+                     "responseKind": {"group": extra.get("group", ""), "version": extra.get("version", "v1"),
+                                      "kind": extra["kind"]},
+                     "verbs": extra["verbs"]})
     if subs:
         entry["subresources"] = subs
     return entry

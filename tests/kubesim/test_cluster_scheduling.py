@@ -197,6 +197,24 @@ def test_kubectl_drain_cordons_the_node_and_its_pods_move(make_cluster):
     assert moved.spec.node_name != first.spec.node_name
 
 
+def test_kubectl_drain_evicts_and_so_honours_a_pod_disruption_budget(make_cluster):
+    cluster = make_cluster(nodes="l4-24gb:2x1,cpu:0")
+    cluster.apps.create_namespaced_deployment(NS, deployment("guarded", replicas=1, gpus=1))
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "guarded"},
+           "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}}
+    client.PolicyV1Api(cluster.core.api_client).create_namespaced_pod_disruption_budget(NS, pdb)
+
+    def running():
+        pods = cluster.core.list_namespaced_pod(NS, label_selector="app=guarded").items
+        return pods[0] if len(pods) == 1 and is_ready(pods[0]) else None
+
+    first = wait_for(running, message="Ready")
+    drain = cluster.kubectl("drain", first.spec.node_name, "--ignore-daemonsets", "--timeout=3s", check=False)
+    assert drain.returncode != 0
+    assert "disruption budget" in drain.stderr
+    assert cluster.core.read_namespaced_pod(first.metadata.name, NS).metadata.deletion_timestamp is None
+
+
 def test_pod_anti_affinity_keeps_replicas_on_separate_nodes(make_cluster):
     cluster = make_cluster(nodes="l4-24gb:2x1,cpu:0")
     body = deployment("engine", replicas=3, tolerations=[GPU_TOLERATION])
