@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 LABEL = "controlplane.io/service-uid"
 
 
-def wait_for(predicate, timeout=60.0, interval=0.3, what="condition"):
+def wait_for(predicate, timeout=120.0, interval=0.3, what="condition"):
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -104,7 +104,7 @@ def test_a_service_created_through_the_api_becomes_ready_scales_rolls_and_is_del
         ready = [p for p in pods if any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])]
         return service(pk).phase == "Ready" and len(ready) == 2 and not ({p.metadata.name for p in ready} & old_pods)
 
-    wait_for(rolled, timeout=90, what="a rolling update to new pods")
+    wait_for(rolled, timeout=180, what="a rolling update to new pods")
     args = " ".join(stack["apps"].read_namespaced_deployment("chat", "tenant-acme").spec.template.spec.containers[0].args)
     assert "--max-model-len 4096" in args
 
@@ -213,7 +213,7 @@ def test_services_converge_despite_api_errors_and_conflicts_without_duplicate_ob
         resync.delay()  # what beat does every few seconds: pick up anything behind
         return all(service(pk).phase == "Ready" for pk in ids)
 
-    wait_for(all_ready, timeout=120, interval=2.0, what="every service Ready under injected faults")
+    wait_for(all_ready, timeout=240, interval=2.0, what="every service Ready under injected faults")
     set_faults(stack["url"], error_rate=0.0, conflict_rate=0.0)
     for pk in ids:
         uid = str(service(pk).uid)
@@ -256,4 +256,4 @@ def test_a_worker_killed_mid_reconcile_is_taken_over(stack):
         resync.delay()
         return service(pk).phase == "Ready"
 
-    wait_for(taken_over, timeout=90, interval=2.0, what="a second worker to finish the job")
+    wait_for(taken_over, timeout=180, interval=2.0, what="a second worker to finish the job")
