@@ -36,6 +36,20 @@ from kubesim.workload import Endpoint
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 
 
+async def poisson_arrivals(rate: float, duration: float, rng: random.Random):
+    """Yield 0, 1, 2, ... at Poisson arrival times (real time) for `duration` seconds."""
+    t0, t, i = time.monotonic(), 0.0, 0
+    while True:
+        t += rng.expovariate(rate)
+        if t >= duration:
+            return
+        delay = t0 + t - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        yield i
+        i += 1
+
+
 def make_engine(scale: float, seed: int) -> EngineCore:
     ctx = pod_context(
         "vllm/vllm-openai:v0.33.0",
@@ -78,15 +92,8 @@ async def capacity(
     sending_over = False
     cpu0 = resource.getrusage(resource.RUSAGE_SELF).ru_utime + resource.getrusage(resource.RUSAGE_SELF).ru_stime
     t0 = time.monotonic()
-    t = 0.0
     sent = 0
-    while True:
-        t += rng.expovariate(rate)
-        if t >= duration:
-            break
-        delay = t0 + t - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
+    async for _ in poisson_arrivals(rate, duration, rng):
         core = engines[sent % n_engines]
         tokens = [sent, *base[1:]]  # a distinct first token: no prefix-cache hits
         req = core.add(Request(f"b{sent}", tokens, output, output))
@@ -194,16 +201,9 @@ async def http_client(urls: list[str], rate: float, duration: float, seed: int =
 
     tasks = []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-        t0, t, i = time.monotonic(), 0.0, 0
-        while True:
-            t += rng.expovariate(rate)
-            if t >= duration:
-                break
-            delay = t0 + t - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
+        t0 = time.monotonic()
+        async for i in poisson_arrivals(rate, duration, rng):
             tasks.append(asyncio.create_task(one(session, urls[i % len(urls)], i)))
-            i += 1
         send_lag = time.monotonic() - t0 - duration
         await asyncio.gather(*tasks)
     return {"sent": len(tasks), "errors": errors, "mean": sum(latencies) / max(len(latencies), 1), "send_lag": send_lag}
