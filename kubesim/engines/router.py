@@ -9,6 +9,8 @@ to a prefill engine first, then to a decode engine with the KV-transfer paramete
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import itertools
 import json
 import time
@@ -18,7 +20,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from kubesim.engines.flags import EngineArgError, _Parser
-from kubesim.engines.routing import RequestInfo, RoutingState, pd_role, pick_pd
+from kubesim.engines.routing import RequestInfo, RoutingState, engine_stats, pd_role, pick_pd
 from kubesim.workload import Endpoint, PodContext, WorkloadExit
 
 _rooms = itertools.count(1)
@@ -131,11 +133,17 @@ class RouterWorkload:
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self._cache: dict[str, tuple[float, list[Endpoint]]] = {}
+        # A router knows its backends only through what it tracks (in-flight requests) and scrapes.
         if kind == "pstack-router":
             self.pd = ns.routing_logic.startswith("disaggregated")
             self.state = RoutingState(
-                "pd" if self.pd else ns.routing_logic, session_key=ns.session_key or "x-user-id", seed=ctx.seed
+                "pd" if self.pd else ns.routing_logic,
+                session_key=ns.session_key or "x-user-id",
+                seed=ctx.seed,
+                use_local=False,
             )
+            # kvaware reads the engines' KV usage from their /metrics every --engine-stats-interval.
+            self.stats_interval = float(ns.engine_stats_interval) if ns.routing_logic == "kvaware" else None
         else:
             self.pd = ns.pd_disaggregation
             self.state = RoutingState(
@@ -144,7 +152,10 @@ class RouterWorkload:
                 cache_threshold=ns.cache_threshold,
                 balance_abs_threshold=ns.balance_abs_threshold,
                 balance_rel_threshold=ns.balance_rel_threshold,
+                use_local=False,
             )
+            self.stats_interval = None
+        self._stats_task: asyncio.Task | None = None
         self.registry = CollectorRegistry()
         self.m_requests = Counter("router_requests", "Requests routed, by backend.", ["server"], registry=self.registry)
         self.m_prefix = Gauge(
@@ -172,9 +183,27 @@ class RouterWorkload:
         self.port = site._server.sockets[0].getsockname()[1]
         self.base_url = f"http://127.0.0.1:{self.port}"
         self._logs.append(f"INFO router listening, policy={self.state.policy}")
+        if self.stats_interval:
+            self._stats_task = asyncio.get_running_loop().create_task(self._scrape_stats())
         return self.port
 
+    async def _scrape_stats(self) -> None:
+        while True:
+            for ep in self.backends()[0]:
+                try:
+                    async with self._session.get(ep.base_url + "/metrics") as r:
+                        kv, load = engine_stats(await r.text())
+                except (aiohttp.ClientError, ValueError):
+                    continue
+                self.state.scraped_kv[ep.base_url] = kv
+                self.state.scraped_load[ep.base_url] = load
+            await asyncio.sleep(self.stats_interval)
+
     async def stop(self) -> None:
+        if self._stats_task is not None:
+            self._stats_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._stats_task
         if self._session is not None:
             await self._session.close()
         if self._runner is not None:

@@ -112,6 +112,7 @@ class RoutingState:
         balance_abs_threshold: float = 64,
         balance_rel_threshold: float = 1.5,
         max_index: int = 1_000_000,
+        use_local: bool = True,
     ):
         self.policy = normalise_policy(policy)
         self.session_key = session_key.lower()
@@ -127,6 +128,8 @@ class RoutingState:
         self.index: OrderedDict[int, set[str]] = OrderedDict()
         self.in_flight: dict[str, int] = {}
         self.requests: dict[str, int] = {}
+        # In-process engines are read directly unless the router must rely on what it scraped/tracked.
+        self.use_local = use_local
         self.scraped_load: dict[str, float] = {}
         self.scraped_kv: dict[str, float] = {}
         self.prefix_chunks = 0
@@ -136,7 +139,7 @@ class RoutingState:
     def load(self, ep: Endpoint) -> float:
         from kubesim.engines.server import LOCAL_ENGINES
 
-        eng = LOCAL_ENGINES.get(ep.base_url)
+        eng = LOCAL_ENGINES.get(ep.base_url) if self.use_local else None
         if eng is not None:
             return eng.load()
         if ep.base_url in self.scraped_load:
@@ -146,7 +149,7 @@ class RoutingState:
     def kv_usage(self, ep: Endpoint) -> float:
         from kubesim.engines.server import LOCAL_ENGINES
 
-        eng = LOCAL_ENGINES.get(ep.base_url)
+        eng = LOCAL_ENGINES.get(ep.base_url) if self.use_local else None
         if eng is not None:
             return eng.kv_usage()
         return self.scraped_kv.get(ep.base_url, 0.0)
@@ -232,6 +235,26 @@ class RoutingState:
                 holders.add(ep.base_url)
                 self.index.move_to_end(h)
         return ep
+
+
+def engine_stats(exposition: str) -> tuple[float, float]:
+    """(KV-cache usage, running + waiting requests) from a vLLM or SGLang /metrics page."""
+    kv, load = 0.0, 0.0
+    for line in exposition.splitlines():
+        if line.startswith("#") or " " not in line:
+            continue
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        value = float(line.rsplit(" ", 1)[1])
+        if name in ("vllm:kv_cache_usage_perc", "sglang:token_usage"):
+            kv = max(kv, value)
+        elif name in (
+            "vllm:num_requests_running",
+            "vllm:num_requests_waiting",
+            "sglang:num_running_reqs",
+            "sglang:num_queue_reqs",
+        ):
+            load += value
+    return kv, load
 
 
 def pd_role(ep: Endpoint) -> str | None:

@@ -232,3 +232,55 @@ def test_kv_aware_picks_the_engine_with_the_lowest_kv_usage():
     # 4000 prompt tokens hold 250 of the 1999 usable blocks.
     assert usage >= 250 / 1999
     assert picks == {"idle"}
+
+
+def test_kvaware_router_reads_kv_usage_from_the_engines_metrics():
+    async def go():
+        args = [LLAMA, "--max-model-len", "8192", "--num-gpu-blocks-override", "2000"]
+        busy, idle = [await start(pod_context(VLLM, args, annotations=FAST, name=n)) for n in ("busy", "idle")]
+        router = None
+        try:
+            async with aiohttp.ClientSession() as s:
+                body = {"prompt": " ".join(f"w{i}" for i in range(4000)), "max_tokens": 400, "ignore_eos": True}
+                task = asyncio.create_task(s.post(busy.base_url + "/v1/completions", json=body))
+                while busy.core.kv_usage() == 0:
+                    await asyncio.sleep(0.01)
+                router = await start(
+                    pod_context(
+                        "lmcache/lmstack-router:latest",
+                        [
+                            "--service-discovery",
+                            "static",
+                            "--static-backends",
+                            f"{busy.base_url},{idle.base_url}",
+                            "--routing-logic",
+                            "kvaware",
+                            "--engine-stats-interval",
+                            "1",
+                        ],
+                    )
+                )
+                while len(router.state.scraped_kv) < 2:
+                    await asyncio.sleep(0.01)
+                for _ in range(3):
+                    async with s.post(router.base_url + "/v1/completions", json={"prompt": "hi", "max_tokens": 1}):
+                        pass
+                async with s.get(router.base_url + "/metrics") as r:
+                    text = await r.text()
+                (await task).release()
+            served = {
+                x.labels["server"]: x.value
+                for f in text_string_to_metric_families(text)
+                if f.name == "router_requests"
+                for x in f.samples
+                if x.name.endswith("_total")
+            }
+            return served, router.state.scraped_kv[busy.base_url], idle.base_url
+        finally:
+            for w in (router, busy, idle):
+                if w is not None:
+                    await w.stop()
+
+    served, busy_kv, idle_url = asyncio.run(go())
+    assert busy_kv >= 250 / 1999
+    assert served == {idle_url: 3.0}
