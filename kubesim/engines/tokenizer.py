@@ -89,6 +89,9 @@ def _piece_id(piece: str) -> int:
     return tid
 
 
+_SPACED = [" " + w for w in WORDS]
+
+
 def tokenize(text: str) -> list[int]:
     """Token ids of `text` (crc32 of each piece, stable across processes; memoised per piece)."""
     get = _VOCAB.get
@@ -114,4 +117,4 @@ def chat_prompt(messages: list[dict]) -> str:
 def generated_words(seed: int, request_id: str, n: int) -> list[str]:
     """`n` generated pieces, each exactly one token, deterministic for (seed, request id)."""
     r = random.Random(zlib.crc32(f"{seed}:{request_id}".encode()))
-    return [" " + r.choice(WORDS) for _ in range(n)]
+    return r.choices(_SPACED, k=n)
