@@ -5,8 +5,9 @@
 
 Prompts are words of at most six characters, one token each for the simulated engines, so the prompt
 token distribution is what the engines see. Each session has its own prefix (`--shared-prefix` of each
-prompt) and sends `x-user-id: session-N`. Requests stream, so TTFT and inter-token latency are measured
-at the client; the summary prints requests, errors, TTFT p50/p95/p99, ITL and tokens/s.
+prompt) and sends `x-session-id: session-N` (`--session-header`). Requests stream, so TTFT and
+inter-token latency are measured at the client; the summary prints requests, errors, TTFT p50/p95/p99,
+ITL and tokens/s.
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ class LoadConfig:
     model: str | None = None
     chat: bool = False
     headers: dict = field(default_factory=dict)
-    session_header: str = "x-user-id"
+    session_header: str = "x-session-id"
     timeout: float = 600.0
 
 
@@ -279,6 +280,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p.add_argument("--output-tokens", type=parse_dist, default=parse_dist("128"))
     p.add_argument("--shared-prefix", type=float, default=0.0, help="fraction of each prompt shared per session")
     p.add_argument("--sessions", type=int, default=1)
+    p.add_argument("--session-header", default="x-session-id", help="header carrying the session id")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--model", default=None, help="model name (default: the server's own)")
     p.add_argument("--chat", action="store_true", help="use /v1/chat/completions")
@@ -304,6 +306,7 @@ def main(argv: list[str] | None = None, args: argparse.Namespace | None = None) 
         model=args.model,
         chat=args.chat,
         headers=headers,
+        session_header=args.session_header,
     )
     t0 = time.monotonic()
     results = asyncio.run(run(cfg))

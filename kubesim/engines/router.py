@@ -20,7 +20,14 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from kubesim.engines.flags import EngineArgError, _Parser
-from kubesim.engines.routing import RequestInfo, RoutingState, engine_stats, pd_role, pick_pd
+from kubesim.engines.routing import (
+    DEFAULT_SESSION_HEADER,
+    RequestInfo,
+    RoutingState,
+    engine_stats,
+    pd_role,
+    pick_pd,
+)
 from kubesim.workload import Endpoint, PodContext, WorkloadExit
 
 _rooms = itertools.count(1)
@@ -138,7 +145,7 @@ class RouterWorkload:
             self.pd = ns.routing_logic.startswith("disaggregated")
             self.state = RoutingState(
                 "pd" if self.pd else ns.routing_logic,
-                session_key=ns.session_key or "x-user-id",
+                session_key=ns.session_key or DEFAULT_SESSION_HEADER,
                 seed=ctx.seed,
                 use_local=False,
             )

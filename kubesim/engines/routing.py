@@ -6,7 +6,8 @@ unless the caller passes its own. Load is read from engines in this process when
 length and KV usage of the simulated engine), else from what the router scraped or its in-flight count.
 
 - round robin; random; power of two choices (lower load of two random endpoints);
-- session: rendezvous (consistent) hashing of the session header, least loaded without one;
+- session: rendezvous (consistent) hashing of the session header (`x-session-id` unless configured),
+  least loaded without one;
 - prefix-aware / cache_aware: the prompt in 128-character chunks, chained hashes, an index of which
   endpoint saw each chain; the longest match wins unless load is imbalanced (max - min > abs and
   max > rel x min), when the least-loaded endpoint wins; below `cache_threshold` match ratio, least loaded;
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from kubesim.workload import Endpoint
 
 CHUNK_CHARS = 128
+DEFAULT_SESSION_HEADER = "x-session-id"  # the header AIBrix and the control plane's rendered routers use
 
 POLICY_ALIASES = {
     "roundrobin": "round_robin",
@@ -106,7 +108,7 @@ class RoutingState:
         self,
         policy: str,
         *,
-        session_key: str = "x-user-id",
+        session_key: str = DEFAULT_SESSION_HEADER,
         seed: int = 0,
         cache_threshold: float | None = None,
         balance_abs_threshold: float = 64,
@@ -269,7 +271,7 @@ def pd_role(ep: Endpoint) -> str | None:
 _STATES: dict[tuple[str, str], RoutingState] = {}
 
 
-def state_for(policy: str, service: str = "", session_key: str = "x-user-id") -> RoutingState:
+def state_for(policy: str, service: str = "", session_key: str = DEFAULT_SESSION_HEADER) -> RoutingState:
     """The shared state of `policy` for one service (created on first use)."""
     key = (normalise_policy(policy), service)
     st = _STATES.get(key)
@@ -287,7 +289,7 @@ def proxy_policy(policy: str):
     def choose(request, endpoints: list[Endpoint]) -> Endpoint:
         meta = (request.service or {}).get("metadata") or {}
         service = f"{request.namespace}/{meta.get('name', '')}"
-        session_key = (meta.get("annotations") or {}).get(SESSION_KEY_ANNOTATION, "x-user-id")
+        session_key = (meta.get("annotations") or {}).get(SESSION_KEY_ANNOTATION, DEFAULT_SESSION_HEADER)
         info = RequestInfo.from_http(request.path, request.headers, request.body, service=service)
         return state_for(policy, service, session_key).pick(info, endpoints)
 
