@@ -36,13 +36,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_kubesim(gpu_nodes: int) -> tuple[subprocess.Popen, str]:
+def start_kubesim(gpu_nodes: int, cpu_nodes: int = 1) -> tuple[subprocess.Popen, str]:
     from urllib.request import urlopen
 
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "kubesim", "serve", "--port", str(port), "--fast-start",
-         "--nodes", f"h100-sxm-80gb:{gpu_nodes}x8"],
+         "--nodes", f"h100-sxm-80gb:{gpu_nodes}x8,cpu:{cpu_nodes}"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
@@ -135,7 +135,8 @@ def main() -> int:
     from workers import reconcile as rec
     from workers.tasks.reconcile import resync
 
-    sim, url = start_kubesim(gpu_nodes=max(1, args.services * 2 // 8 + 2))
+    # GPUs for every pool, and CPU nodes for the routers of the disaggregated services.
+    sim, url = start_kubesim(gpu_nodes=max(1, args.services * 2 // 8 + 2), cpu_nodes=args.services // 40 + 1)
     procs = start_workers(args.workers)
     try:
         started = time.monotonic()
