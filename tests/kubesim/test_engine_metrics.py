@@ -343,3 +343,15 @@ def test_a_full_waiting_queue_rejects_with_503_and_counts_the_rejection():
     fams = families(text)
     assert value(fams["vllm:admission_rejections"], "_total", reason="max_num_queued_reqs") == 2
     assert value(fams["vllm:request_success"], "_total") == 3
+
+
+def test_disable_log_stats_removes_the_engine_families():
+    status, text, usages = asyncio.run(
+        serve_and_scrape(
+            "vllm/vllm-openai:v0.33.0",
+            [LLAMA, "--max-model-len", "8192", "--disable-log-stats"],
+            [({"prompt": "hello", "max_tokens": 2}, False)],
+        )
+    )
+    assert status == 200 and usages[0]["completion_tokens"] == 2
+    assert not [name for name in families(text) if name.startswith("vllm:")]
