@@ -70,6 +70,8 @@ class Outcome:
     requeue_after: float | None = None
     message: str = ""
     duration_s: float = 0.0
+    generation: int = 0
+    record: bool = False  # worth a ReconcileRun row (changed something, failed, or not converged)
 
 
 @contextmanager
@@ -88,7 +90,7 @@ def claim(service_id: int):
 
 def reconcile(service_id: int) -> Outcome:
     """Run one pass for the service; raise TransientClusterError for the caller to retry."""
-    started = time.monotonic()
+    started, started_at = time.monotonic(), timezone.now()
     with claim(service_id) as held:
         if not held:
             return Outcome(service_id, "busy", requeue_after=2.0)
@@ -98,6 +100,12 @@ def reconcile(service_id: int) -> Outcome:
             return Outcome(service_id, "gone")
         outcome = _delete(service) if service.is_deleting else _converge(service)
     outcome.duration_s = time.monotonic() - started
+    if outcome.record:
+        ReconcileRun.objects.create(
+            service_id=service_id, started_at=started_at, generation=outcome.generation, result=outcome.result,
+            applied=outcome.applied, pruned=outcome.pruned, duration_ms=round(outcome.duration_s * 1000),
+            message=outcome.message[:2000],
+        )
     return outcome
 
 
@@ -152,9 +160,8 @@ def _converge(service) -> Outcome:
     outcome = Outcome(service.pk, "converged" if phase == Phase.READY else
                       ("failed" if phase == Phase.FAILED else "progressing"),
                       applied=len(result.applied), pruned=len(result.pruned), requeue_after=requeue,
-                      message="; ".join(view.unschedulable + view.crashing))
-    if outcome.applied or outcome.pruned or phase != service.phase or outcome.result != "converged":
-        _record_run(service, generation, outcome)
+                      message="; ".join(view.unschedulable + view.crashing), generation=generation)
+    outcome.record = bool(outcome.applied or outcome.pruned or phase != service.phase or outcome.result != "converged")
     return outcome
 
 
@@ -198,17 +205,7 @@ def _judge(service, view: st.ServiceView, advice: str) -> tuple[str, list[dict],
 def _write_failure(service, generation: int, reason: str, message: str) -> Outcome:
     conds = [st.condition("Reconciled", False, reason, message, service.conditions)]
     _write_status(service, generation, Phase.FAILED, conds, None, service.endpoint)
-    outcome = Outcome(service.pk, "failed", message=f"{reason}: {message}", requeue_after=None)
-    _record_run(service, generation, outcome)
-    return outcome
-
-
-def _record_run(service, generation: int, outcome: Outcome) -> None:
-    ReconcileRun.objects.create(
-        service_id=service.pk, started_at=timezone.now(), generation=generation, result=outcome.result,
-        applied=outcome.applied, pruned=outcome.pruned, duration_ms=int(outcome.duration_s * 1000),
-        message=outcome.message[:2000],
-    )
+    return Outcome(service.pk, "failed", message=f"{reason}: {message}", generation=generation, record=True)
 
 
 def _write_observation(service, view: st.ServiceView, drift: list[dict]) -> None:

@@ -145,6 +145,9 @@ def test_a_steady_state_resync_writes_nothing_to_the_cluster(stack):
     pk = create_service(stack, name="steady")["id"]
     first = reconcile(pk)
     assert first.applied > 0
+    run = ReconcileRun.objects.get(service_id=pk)
+    assert (run.applied, run.result) == (first.applied, "progressing")
+    assert run.duration_ms >= 1  # a pass that applied objects over HTTP took measurable time
     rv_before = stack["apps"].read_namespaced_deployment("steady", "tenant-acme").metadata.resource_version
     wait_for(lambda: reconcile(pk).result == "converged", what="converged")
     again = reconcile(pk)
