@@ -145,8 +145,8 @@ def main() -> int:
         while InferenceService.objects.exclude(phase="Ready").exists():
             if time.monotonic() - started > args.timeout:
                 raise SystemExit("services did not converge in time")
-            resync.delay()
-            time.sleep(2)
+            resync.delay()  # what beat does every RESYNC_TICK_SECONDS
+            time.sleep(10)
         converged = time.monotonic() - started
         from django.db.models import Sum
 

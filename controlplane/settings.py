@@ -241,8 +241,9 @@ CELERY_TASK_ROUTES = {
 }
 CELERY_TIMEZONE = "UTC"
 RECONCILE_RESYNC_SECONDS = strict_int("RECONCILE_RESYNC_SECONDS", 30)
+RESYNC_TICK_SECONDS = strict_int("RESYNC_TICK_SECONDS", 10)
 CELERY_BEAT_SCHEDULE: dict = {
-    "resync-services": {"task": "workers.tasks.reconcile.resync", "schedule": strict_int("RESYNC_TICK_SECONDS", 10)},
+    "resync-services": {"task": "workers.tasks.reconcile.resync", "schedule": RESYNC_TICK_SECONDS},
     "gpu-inventory": {"task": "workers.tasks.reconcile.sync_inventories",
                       "schedule": strict_int("INVENTORY_SECONDS", 30)},
 }

@@ -12,8 +12,11 @@ import logging
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 
+from django.conf import settings
 from django.db import connection
+from django.db.models import F, Q
 from django.utils import timezone
 
 from apps.serving.choices import Phase
@@ -93,7 +96,9 @@ def reconcile(service_id: int) -> Outcome:
     started, started_at = time.monotonic(), timezone.now()
     with claim(service_id) as held:
         if not held:
-            return Outcome(service_id, "busy", requeue_after=2.0)
+            # Another worker is on it; if the spec moved on meanwhile, its pass leaves the service behind
+            # (observed < generation) and the resync picks it up. Requeueing here would only multiply tasks.
+            return Outcome(service_id, "busy")
         try:
             service = InferenceService.objects.select_related("cluster", "tenant").get(pk=service_id)
         except InferenceService.DoesNotExist:
@@ -107,6 +112,22 @@ def reconcile(service_id: int) -> Outcome:
             message=outcome.message[:2000],
         )
     return outcome
+
+
+def due_for_resync(now=None):
+    """Services the periodic resync should enqueue: never reconciled, not checked for one resync interval
+    (drift), or behind their spec / being deleted but not touched in the last tick. Services touched in
+    the last tick are in flight already (on-commit enqueue, self-requeue while deploying); enqueueing them
+    again would only pile up duplicate tasks."""
+    now = now or timezone.now()
+    recent = now - timedelta(seconds=settings.RESYNC_TICK_SECONDS)
+    stale = now - timedelta(seconds=settings.RECONCILE_RESYNC_SECONDS)
+    behind = Q(observed_generation__lt=F("generation")) | Q(deletion_requested_at__isnull=False)
+    return InferenceService.objects.filter(
+        Q(last_reconciled_at__isnull=True)
+        | Q(last_reconciled_at__lt=stale)
+        | (behind & Q(last_reconciled_at__lt=recent))
+    )
 
 
 def _selector(service) -> str:

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import logging
 import random
-from datetime import timedelta
 
 from celery import shared_task
-from django.conf import settings
-from django.db.models import F, Q
-from django.utils import timezone
 
-from apps.serving.models import InferenceService
 from workers import reconcile as rec
 from workers.kube import TransientClusterError
 
@@ -45,13 +40,7 @@ def reconcile_service(self, service_id: int) -> dict:
 def resync() -> int:
     """Enqueue every service that is behind its spec, being deleted, or not checked for one interval
     (drift: a manual `kubectl edit` is undone within one interval)."""
-    interval = timedelta(seconds=settings.RECONCILE_RESYNC_SECONDS)
-    due = InferenceService.objects.filter(
-        Q(observed_generation__lt=F("generation"))
-        | Q(deletion_requested_at__isnull=False)
-        | Q(last_reconciled_at__isnull=True)
-        | Q(last_reconciled_at__lt=timezone.now() - interval)
-    ).values_list("pk", flat=True)
+    due = rec.due_for_resync().values_list("pk", flat=True)
     count = 0
     for pk in due.iterator():
         reconcile_service.delay(pk)
