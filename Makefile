@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEVENV := $(PY) -m controlplane.devenv
 
-.PHONY: demo test lint check venv clean-data compose-secrets
+.PHONY: demo test lint check venv clean-data compose-secrets browser
 
 venv: $(STAMP)
 
@@ -28,8 +28,20 @@ check: $(STAMP)
 	$(DEVENV) test python manage.py makemigrations --check --dry-run
 	$(DEVENV) test python manage.py spectacular --validate --fail-on-warn --file /dev/null
 
-test: lint check
+test: lint check browser
 	$(DEVENV) test python -m pytest $(PYTEST_ARGS)
+
+# The browser tests drive a system Chromium through Playwright (no browser download). As root on Debian
+# it is installed here; elsewhere install your distribution's chromium or set CHROMIUM=/path/to/chrome.
+browser:
+	@if [ -z "$$CHROMIUM" ] && ! command -v chromium >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else \
+	    echo "The browser tests need Chromium: install the chromium package or set CHROMIUM=/path/to/chrome." >&2; \
+	    exit 1; \
+	  fi; \
+	fi
 
 clean-data:
 	-$(PY) -m controlplane.devdb stop

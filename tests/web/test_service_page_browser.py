@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+
 import pytest
 from django.conf import settings
 from django.db import connections
@@ -13,6 +16,8 @@ from apps.serving.models import InferenceService
 from tests.factories import PASSWORD, InferenceServiceFactory
 from tests.web.conftest import point
 
+# Debian's chromium (installed by .ci/run and `make test`), or CHROMIUM=/path/to/chrome.
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
@@ -22,7 +27,7 @@ def browser_page(live_server, monkeypatch):
     # Playwright's sync API runs an event loop in this thread; the test still writes rows through the ORM.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         context = browser.new_context()
 
         def as_user(user):
