@@ -248,9 +248,10 @@ class Kube:
             raise
 
     def list(self, api_version: str, kind: str, *, namespace: str | None = None,
-             label_selector: str | None = None) -> list[dict]:
+             label_selector: str | None = None, field_selector: str | None = None) -> list[dict]:
         res = self.resource(api_version, kind)
-        out = self._call(self._dyn.get, res, namespace=namespace, label_selector=label_selector)
+        out = self._call(self._dyn.get, res, namespace=namespace, label_selector=label_selector,
+                         field_selector=field_selector)
         return list(out.to_dict().get("items", []))
 
     def delete(self, ref: ObjectRef, *, propagation: str = "Background") -> bool:

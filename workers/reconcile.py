@@ -166,9 +166,15 @@ def _converge(service) -> Outcome:
         return _write_failure(service, generation, "ApplyFailed", exc.message)
     workloads = [obj for ref, obj in result.live.items() if ref.kind in WORKLOAD_KINDS]
     pods = kube.list("v1", "Pod", namespace=spec.namespace, label_selector=_selector(service))
-    events = kube.list("v1", "Event", namespace=spec.namespace)
     desired = {p.role: p.replicas for p in spec.pools}
-    view = st.service_view(desired, workloads, pods, events)
+    view = st.service_view(desired, workloads, pods, [])
+    # Events matter while something changes; a steady service keeps the ones it last saw, which spares
+    # the API server one read per object and pass.
+    steady = view.all_ready and not result.applied and not result.pruned
+    events = None if steady else _events_of(kube, spec.namespace,
+                                            [p.name for p in view.pods] + [w["metadata"]["name"] for w in workloads])
+    if events:
+        view = st.service_view(desired, workloads, pods, events)
     advice = _advice(kube, spec, view) if view.unschedulable else ""
     phase, conditions, requeue = _judge(service, view, advice)
     endpoint = service_endpoint(spec)
@@ -177,7 +183,7 @@ def _converge(service) -> Outcome:
     found = st.now_iso()
     _write_observation(service, view, [
         {"object": str(ref), "diff": diff, "cause": cause, "found_at": found} for ref, diff in result.drift.items()
-    ])
+    ], keep_events=events is None)
     outcome = Outcome(service.pk, "converged" if phase == Phase.READY else
                       ("failed" if phase == Phase.FAILED else "progressing"),
                       applied=len(result.applied), pruned=len(result.pruned), requeue_after=requeue,
@@ -229,17 +235,25 @@ def _write_failure(service, generation: int, reason: str, message: str) -> Outco
     return Outcome(service.pk, "failed", message=f"{reason}: {message}", generation=generation, record=True)
 
 
-def _write_observation(service, view: st.ServiceView, drift: list[dict]) -> None:
+def _events_of(kube: Kube, namespace: str, names: list[str]) -> list[dict]:
+    """Events about the named objects (one small field-selected read each, not the namespace's all)."""
+    events = []
+    for name in sorted(set(names)):
+        events += kube.list("v1", "Event", namespace=namespace, field_selector=f"involvedObject.name={name}")
+    return events
+
+
+def _write_observation(service, view: st.ServiceView, drift: list[dict], keep_events: bool = False) -> None:
     """Keep the latest pods, events, pool counts and the last differences found for the service page;
     skip the write when nothing changed."""
+    current = ServiceObservation.objects.filter(service_id=service.pk).values(
+        "pools", "pods", "events", "drift").first()
     data = {
         "pools": [{"role": p.role, "desired": p.desired, "ready": p.ready, "updated": p.updated}
                   for p in view.pools.values()],
         "pods": [vars(p) for p in view.pods],
-        "events": [_event_row(e) for e in view.events[-20:]],
+        "events": current["events"] if keep_events and current else [_event_row(e) for e in view.events[-20:]],
     }
-    current = ServiceObservation.objects.filter(service_id=service.pk).values(
-        "pools", "pods", "events", "drift").first()
     previous_drift = current.pop("drift") if current else []
     if current != data or drift:
         data["drift"] = (drift + previous_drift)[:10]

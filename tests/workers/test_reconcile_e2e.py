@@ -173,6 +173,10 @@ def test_an_unschedulable_service_fails_with_the_schedulers_reason_and_advice(st
     assert schedulable["status"] == "False"
     assert "needs 2 × NVIDIA-L4 per replica; 0 of 2 NVIDIA-L4 nodes have 2 free" in schedulable["message"]
     assert "Insufficient nvidia.com/gpu" in schedulable["message"]
+    from apps.serving.models import ServiceObservation
+
+    events = ServiceObservation.objects.get(service_id=pk).events
+    assert any(e["reason"] == "FailedScheduling" and e["object"].startswith("Pod/too-big-") for e in events)
 
 
 def test_two_reconcilers_never_work_on_one_service_at_once(stack):
