@@ -160,7 +160,10 @@ def _converge(service) -> Outcome:
     shared = [o for o in objects if o not in labelled]
     kube = kube_for(service.cluster)
     try:
-        result = kube.sync(labelled, selector=_selector(service), managed_kinds=MANAGED_KINDS,
+        # Objects of kinds no longer desired can exist only after a spec change (or an interrupted pass,
+        # which leaves the service behind too): only then are all kinds listed for pruning.
+        behind = service.observed_generation < generation
+        result = kube.sync(labelled, selector=_selector(service), managed_kinds=MANAGED_KINDS if behind else (),
                            namespace=spec.namespace, unlabelled=shared)
     except PermanentClusterError as exc:
         return _write_failure(service, generation, "ApplyFailed", exc.message)

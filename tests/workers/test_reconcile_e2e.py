@@ -264,3 +264,26 @@ def test_a_worker_killed_mid_reconcile_is_taken_over(stack):
         return service(pk).phase == "Ready"
 
     wait_for(taken_over, timeout=180, interval=2.0, what="a second worker to finish the job")
+
+
+def test_objects_a_new_spec_no_longer_needs_are_pruned_including_kinds_that_vanish(stack):
+    from workers.reconcile import reconcile
+
+    created = create_service(stack, name="routed", routing_policy="prefix_aware")
+    pk, uid = created["id"], created["uid"]
+    reconcile(pk)
+    rbac = k8s.RbacAuthorizationV1Api(stack["apps"].api_client)
+    assert stack["apps"].read_namespaced_deployment("routed-router", "tenant-acme").metadata.labels[LABEL] == uid
+    assert [r.metadata.name for r in rbac.list_namespaced_role("tenant-acme", label_selector=f"{LABEL}={uid}").items]
+
+    version = stack["api"].get(f"/api/v1/services/{pk}/").json()["version"]
+    response = stack["api"].patch(f"/api/v1/services/{pk}/", {"routing_policy": "round_robin", "version": version},
+                                  format="json")
+    assert response.status_code == 200, response.content
+    outcome = reconcile(pk)
+    assert outcome.pruned >= 4  # router Deployment and Service, its ServiceAccount, Role and RoleBinding
+    names = [d.metadata.name for d in stack["apps"].list_namespaced_deployment(
+        "tenant-acme", label_selector=f"{LABEL}={uid}").items]
+    assert names == ["routed"]
+    assert rbac.list_namespaced_role("tenant-acme", label_selector=f"{LABEL}={uid}").items == []
+    assert rbac.list_namespaced_role_binding("tenant-acme", label_selector=f"{LABEL}={uid}").items == []
