@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import logging
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -26,6 +24,7 @@ from apps.serving.rendering.gpus import gpu_kind
 from apps.serving.rendering.spec import spec_from_service
 from workers import status as st
 from workers.kube import ClusterError, Kube, PermanentClusterError
+from workers.locks import advisory_lock
 
 log = logging.getLogger(__name__)
 
@@ -77,24 +76,10 @@ class Outcome:
     record: bool = False  # worth a ReconcileRun row (changed something, failed, or not converged)
 
 
-@contextmanager
-def claim(service_id: int):
-    """Yield True when this worker holds the service's reconcile lock, False when another one does."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_NAMESPACE, service_id])
-        held = cursor.fetchone()[0]
-    try:
-        yield held
-    finally:
-        if held:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, service_id])
-
-
 def reconcile(service_id: int) -> Outcome:
     """Run one pass for the service; raise TransientClusterError for the caller to retry."""
     started, started_at = time.monotonic(), timezone.now()
-    with claim(service_id) as held:
+    with advisory_lock(LOCK_NAMESPACE, service_id) as held:
         if not held:
             # Another worker is on it; if the spec moved on meanwhile, its pass leaves the service behind
             # (observed < generation) and the resync picks it up. Requeueing here would only multiply tasks.

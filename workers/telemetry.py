@@ -16,12 +16,11 @@ import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 from kubernetes import client as k8s
@@ -41,6 +40,7 @@ from apps.telemetry.models import SERVICE_ROLE, PodStat, ScrapeCycle, SeriesPoin
 from apps.telemetry.promql import PodSelector, PrometheusClient, PrometheusError, query_figures
 from apps.telemetry.series import point_values
 from workers.kube import api_client, classify
+from workers.locks import advisory_lock
 
 log = logging.getLogger(__name__)
 
@@ -335,25 +335,10 @@ def chunks(service_ids: list[int], pods_of: dict[int, list], size: int) -> list[
     return out
 
 
-@contextmanager
-def claim(cluster_id: int):
-    """Yield True when this worker holds the cluster's scrape lock (a PostgreSQL advisory lock on its own
-    connection, released with it), False when another worker's cycle is still running."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_NAMESPACE, cluster_id])
-        held = cursor.fetchone()[0]
-    try:
-        yield held
-    finally:
-        if held:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, cluster_id])
-
-
 def scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport:
     """One cycle for the cluster, unless another worker's cycle for it is still running (then nothing is
     read or written: two cycles at once would compute the same increments twice)."""
-    with claim(cluster.pk) as held:
+    with advisory_lock(LOCK_NAMESPACE, cluster.pk) as held:
         if not held:
             return CycleReport(cluster.name, skipped=True)
         return _scrape_cluster(cluster, at)
