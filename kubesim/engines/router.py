@@ -340,9 +340,12 @@ class RouterWorkload:
             if ctype:
                 resp.content_type = ctype.split(";")[0]
             await resp.prepare(request)
-            async for chunk in upstream.content.iter_any():
-                await resp.write(chunk)
-            await resp.write_eof()
+            try:
+                async for chunk in upstream.content.iter_any():
+                    await resp.write(chunk)
+                await resp.write_eof()
+            except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+                upstream.close()  # the client went away mid-stream: stop reading from the engine too
             return resp
 
 
