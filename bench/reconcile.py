@@ -7,6 +7,10 @@ Prints (1) the time until every service is Ready with real Celery workers and ob
 (3) the time our reconciler takes to apply the same pre-rendered objects into a fresh kubesim against
 `kubectl apply --server-side` of them, and the ratio (aim: within 2x).
 
+By default the runtime image is a mirror path (`mirror.local/vllm/vllm-openai`) that kubesim runs as a
+plain container, so the figures measure the control plane rather than 1,250 simulated GPUs in one
+kubesim process; `--simulate-engines` uses `vllm/vllm-openai` and runs real simulated engines.
+
 Uses DATABASE_URL (or the embedded PostgreSQL) with its own database `controlplane_bench`, dropped and
 recreated on every run, and CELERY_BROKER_URL (or the folder broker).
 """
@@ -75,7 +79,7 @@ def setup_django() -> None:
     call_command("migrate", verbosity=0)
 
 
-def create_services(n: int, url: str) -> list[int]:
+def create_services(n: int, url: str, image: str) -> list[int]:
     from django.contrib.auth import get_user_model
     from rest_framework.test import APIClient
 
@@ -87,7 +91,7 @@ def create_services(n: int, url: str) -> list[int]:
     model = Model.objects.create(name="llama-3-1-8b", source_uri="hf://meta-llama/Llama-3.1-8B-Instruct",
                                  parameters_billions=8.03, layers=32, hidden_size=4096, attention_heads=32,
                                  kv_heads=8, head_dim=128, max_context=131072)
-    runtime = Runtime.objects.create(name="vllm", engine="vllm", image="vllm/vllm-openai", tag="v0.33.0",
+    runtime = Runtime.objects.create(name="vllm", engine="vllm", image=image, tag="v0.33.0",
                                      supported_modes=list(set(MODES)))
     tenants = [Tenant.objects.create(slug=f"team-{i}", name=f"Team {i}", gpu_quota=10_000) for i in range(10)]
     api = APIClient()
@@ -125,6 +129,7 @@ def main() -> int:
     parser.add_argument("--services", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--simulate-engines", action="store_true", help="run simulated vLLM engines in the pods")
     args = parser.parse_args()
 
     setup_django()
@@ -140,7 +145,8 @@ def main() -> int:
     procs = start_workers(args.workers)
     try:
         started = time.monotonic()
-        ids = create_services(args.services, url)
+        image = "vllm/vllm-openai" if args.simulate_engines else "mirror.local/vllm/vllm-openai"
+        ids = create_services(args.services, url, image)
         created = time.monotonic() - started
         while InferenceService.objects.exclude(phase="Ready").exists():
             if time.monotonic() - started > args.timeout:
