@@ -193,16 +193,18 @@ class Store(DeletionMixin):
         rt = self.resource(resource)
         labels = parse_label_selector(label_selector)
         fields = parse_field_selector(field_selector)
-        items = []
-        for (ns, _name), obj in sorted(self._bucket(rt).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
-            if namespace and rt.namespaced and ns != namespace:
+        matched = []
+        for key, obj in self._bucket(rt).items():
+            if namespace and rt.namespaced and key[0] != namespace:
                 continue
             if labels and not labels(obj):
                 continue
             if fields and not fields(obj):
                 continue
-            items.append(self._present(rt, obj))
-        return items, str(self._rv)
+            matched.append((key, obj))
+        # Sort only what matched: a selective list in a large store stays cheap.
+        matched.sort(key=lambda kv: (kv[0][0] or "", kv[0][1]))
+        return [self._present(rt, obj) for _key, obj in matched], str(self._rv)
 
     # ------------------------------------------------------------------ watch
 
