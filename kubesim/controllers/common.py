@@ -10,10 +10,24 @@ import random
 from datetime import UTC, datetime
 
 from kubesim.controllers.base import owner_ref
+from kubesim.errors import ApiError
 from kubesim.events import now, parse_time
 
 PODS = "v1/pods"
 SAFE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand
+
+
+async def delete_pod(api, pods, pod: dict) -> None:
+    """Delete a pod (one already gone is fine) and record the deletion in the pod informer at once, so
+    the controller's next reconcile does not count the pod again."""
+    meta = pod["metadata"]
+    try:
+        gone = await api.delete(PODS, meta["namespace"], meta["name"])
+    except ApiError as error:
+        if error.code != 404:
+            raise
+        gone = pod
+    pods.apply("DELETED", gone)
 
 
 def safe_encode(value: int, length: int) -> str:

@@ -16,6 +16,7 @@ import hashlib
 from kubesim.controllers.base import Controller, Informer, controller_of, key_of, owner_ref
 from kubesim.controllers.common import (
     PODS,
+    delete_pod,
     pod_active,
     pod_from_template,
     pod_ready,
@@ -184,14 +185,7 @@ class LeaderWorkerSetController(Controller):
 
     async def _delete_group(self, lws: dict, members: list[dict], why: str) -> None:
         for pod in members:
-            meta = pod["metadata"]
-            try:
-                gone = await self.api.delete(PODS, meta["namespace"], meta["name"])
-            except ApiError as error:
-                if error.code != 404:
-                    raise
-                gone = pod
-            self.pods.apply("DELETED", gone)
+            await delete_pod(self.api, self.pods, pod)
         if members:
             group = (members[0]["metadata"].get("labels") or {}).get(GROUP_INDEX)
             await self.recorder.record(lws, "RecreateGroup", f"Deleted group {group}: {why}", component=COMPONENT)

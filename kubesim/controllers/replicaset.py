@@ -8,6 +8,7 @@ import random
 from kubesim.controllers.base import Controller, Informer, controller_of, key_of
 from kubesim.controllers.common import (
     PODS,
+    delete_pod,
     drop_condition,
     pod_active,
     pod_available,
@@ -71,14 +72,7 @@ class ReplicaSetController(Controller):
             failure = await self._create(rs, desired - len(active))
         elif len(active) > desired:
             for pod in sorted(active, key=deletion_rank)[: len(active) - desired]:
-                try:
-                    gone = await self.api.delete(PODS, pod["metadata"]["namespace"], pod["metadata"]["name"])
-                except ApiError as error:
-                    if error.code != 404:
-                        raise
-                    gone = pod
-                # Record the deletion now: the next reconcile must not count this pod again.
-                self.pods.apply("DELETED", gone)
+                await delete_pod(self.api, self.pods, pod)
                 await self.recorder.record(
                     rs, "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}", component=COMPONENT
                 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 
 from kubesim.controllers.base import Controller, Informer, controller_of, key_of
-from kubesim.controllers.common import PODS, pod_active, pod_from_template, pod_ready, template_hash
+from kubesim.controllers.common import PODS, delete_pod, pod_active, pod_from_template, pod_ready, template_hash
 from kubesim.errors import ApiError
 
 STATEFULSETS = "apps/v1/statefulsets"
@@ -90,13 +90,7 @@ class StatefulSetController(Controller):
 
     async def _delete(self, sts: dict, pod: dict) -> None:
         meta = pod["metadata"]
-        try:
-            gone = await self.api.delete(PODS, meta["namespace"], meta["name"])
-        except ApiError as error:
-            if error.code != 404:
-                raise
-            gone = pod
-        self.pods.apply("DELETED", gone)
+        await delete_pod(self.api, self.pods, pod)
         await self.recorder.record(
             sts,
             "SuccessfulDelete",
