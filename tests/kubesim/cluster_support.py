@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import urllib.request
 from dataclasses import dataclass
 
-import pytest
 from kubernetes import client
 
 from kubesim.cluster import Cluster, ClusterConfig
 from kubesim.faults import FaultConfig
 from kubesim.server import Server
+from tests.polling import wait_for
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
@@ -55,18 +54,6 @@ class ClusterHandle:
         if check and proc.returncode != 0:
             raise AssertionError(f"{' '.join(cmd)} failed: {proc.stderr}")
         return proc
-
-
-def wait_for(predicate, timeout: float = 15.0, interval: float = 0.05, message: str = "condition"):
-    """Poll `predicate` until it returns something truthy; fail the test with `message` on timeout."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out waiting for {message} (last: {last!r})")
 
 
 def cluster_fixture():

@@ -12,6 +12,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from kubesim.__main__ import main
 from kubesim.cluster import Cluster, ClusterConfig
 from kubesim.server import Server
+from tests.polling import wait_for as poll
+
+
+def wait_for(predicate, message="condition"):
+    return poll(predicate, timeout=20.0, interval=0.1, message=message)
+
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -39,17 +45,6 @@ def cluster():
     yield server, api, ns
     api.close()
     server.stop_in_thread()
-
-
-def wait_for(predicate, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(0.1)
-    pytest.fail(f"timed out waiting for {what} (last: {last!r})")
 
 
 def engine_deployment(name, image, command, args, replicas=1, port=8000):
@@ -109,7 +104,7 @@ def test_vllm_deployment_serves_streams_and_counts_through_the_proxies(cluster):
         ns, engine_deployment("llama", "vllm/vllm-openai:v0.33.0", None, [LLAMA, "--max-model-len", "8192"], replicas=2)
     )
     core.create_namespaced_service(ns, service("llama", 8000, policy="prefix_aware"))
-    wait_for(lambda: ready_replicas(apps, ns, "llama") == 2, what="2 ready vLLM replicas")
+    wait_for(lambda: ready_replicas(apps, ns, "llama") == 2, message="2 ready vLLM replicas")
     base = f"{server.url}/api/v1/namespaces/{ns}/services/llama:8000/proxy"
     status, text = post(base + "/v1/completions", {"prompt": "hello there", "max_tokens": 5, "ignore_eos": True})
     assert status == 200 and json.loads(text)["usage"]["completion_tokens"] == 5
@@ -150,7 +145,7 @@ def test_load_command_drives_a_service_and_its_metrics_move(cluster, capsys):
         ns, engine_deployment("demo", "vllm/vllm-openai:v0.33.0", None, [LLAMA, "--max-model-len", "8192"])
     )
     core.create_namespaced_service(ns, service("demo", 8000))
-    wait_for(lambda: ready_replicas(apps, ns, "demo") == 1, what="ready vLLM replica")
+    wait_for(lambda: ready_replicas(apps, ns, "demo") == 1, message="ready vLLM replica")
     code = main(
         [
             "load",
@@ -195,7 +190,7 @@ def test_misspelled_flag_crash_loops_the_pod_with_the_engines_message(cluster):
                     return pod
         return None
 
-    pod = wait_for(crash_looping, what="CrashLoopBackOff")
+    pod = wait_for(crash_looping, message="CrashLoopBackOff")
     logs = core.read_namespaced_pod_log(pod.metadata.name, ns, previous=True)
     assert "vllm serve: error: unrecognized arguments: --max-num-seq" in logs
 
@@ -217,7 +212,7 @@ def test_sglang_deployment_becomes_ready_and_answers(cluster):
     ]
     apps.create_namespaced_deployment(ns, engine_deployment("sg", "lmsysorg/sglang:v0.5.2", cmd, args, port=30000))
     core.create_namespaced_service(ns, service("sg", 30000))
-    wait_for(lambda: ready_replicas(apps, ns, "sg") == 1, what="ready SGLang replica")
+    wait_for(lambda: ready_replicas(apps, ns, "sg") == 1, message="ready SGLang replica")
     base = f"{server.url}/api/v1/namespaces/{ns}/services/sg:30000/proxy"
     status, text = post(base + "/v1/completions", {"prompt": "a b c", "max_tokens": 3})
     assert status == 200 and json.loads(text)["usage"] == {
@@ -286,7 +281,7 @@ def test_production_stack_router_deployment_discovers_engines_and_routes_by_pref
     core.create_namespaced_service(ns, service("qwen-router", 8000))
     wait_for(
         lambda: ready_replicas(apps, ns, "qwen") == 2 and ready_replicas(apps, ns, "qwen-router") == 1,
-        what="engines and router ready",
+        message="engines and router ready",
     )
     base = f"{server.url}/api/v1/namespaces/{ns}/services/qwen-router:8000/proxy"
     system = "You answer questions about the cluster. " * 30

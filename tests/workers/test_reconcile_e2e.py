@@ -16,20 +16,15 @@ from rest_framework.test import APIClient
 
 from apps.serving.models import InferenceService, ReconcileRun
 from tests.factories import ClusterFactory, ModelFactory, RuntimeFactory, TenantFactory, UserFactory
+from tests.polling import wait_for as poll
 
 pytestmark = pytest.mark.integration
 LABEL = "controlplane.io/service-uid"
 
 
 def wait_for(predicate, timeout=120.0, interval=0.3, what="condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}; last value: {last!r}")
+    """Poll with deadlines generous enough for a loaded 2-core machine."""
+    return poll(predicate, timeout=timeout, interval=interval, message=what)
 
 
 @pytest.fixture
