@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 import logging
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -18,10 +17,11 @@ from typing import TYPE_CHECKING
 import urllib3
 import yaml
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 from kubernetes import dynamic
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
+
+from apps.clusters.kubeclient import api_client
 
 if TYPE_CHECKING:
     from apps.clusters.models import ClusterCredentials
@@ -91,26 +91,6 @@ def _status_message(exc: BaseException) -> str:
     if callable(summary):
         return summary()
     return f"HTTP {getattr(exc, 'status', '?')}: {getattr(exc, 'reason', exc)}"
-
-
-def api_client(creds: ClusterCredentials) -> k8s.ApiClient:
-    """An ApiClient for the cluster: from a kubeconfig when given, else URL + bearer token + CA bundle."""
-    if creds.kubeconfig:
-        return k8s_config.new_client_from_config_dict(yaml.safe_load(creds.kubeconfig))
-    configuration = k8s.Configuration()
-    configuration.host = creds.api_url.rstrip("/")
-    if creds.bearer_token:
-        configuration.api_key = {"authorization": creds.bearer_token}
-        configuration.api_key_prefix = {"authorization": "Bearer"}
-    if creds.ca_bundle:
-        # The client wants a file path; the bundle lives encrypted in the database.
-        handle = tempfile.NamedTemporaryFile("w", suffix=".crt", delete=False)  # noqa: SIM115
-        handle.write(creds.ca_bundle)
-        handle.close()
-        configuration.ssl_ca_cert = handle.name
-    configuration.verify_ssl = creds.verify_tls
-    configuration.retries = False
-    return k8s.ApiClient(configuration)
 
 
 @dataclass(frozen=True)

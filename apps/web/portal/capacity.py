@@ -1,0 +1,52 @@
+"""The live capacity check beside the service form: for each pool, whether the chosen model fits the
+chosen GPUs with the form's engine settings, how many KV-cache tokens that leaves and how many
+sequences of full context run at once. The arithmetic is `apps.serving.capacity` (one definition);
+this module only reads the form and says "unavailable" when that module is not installed."""
+
+from __future__ import annotations
+
+import importlib
+
+
+def _capacity_module():
+    try:
+        return importlib.import_module("apps.serving.capacity")
+    except ImportError:
+        return None
+
+
+def _value(form, name, cast, default=None):
+    raw = form.data.get(form.add_prefix(name)) if form.is_bound else form.initial.get(name)
+    try:
+        return cast(raw) if raw not in (None, "") else default
+    except (TypeError, ValueError):
+        return default
+
+
+def capacity_context(form, pools) -> dict:
+    """{"capacity": {"available": bool, "rows": [...], "note": str}} for the form's current values."""
+    capacity = _capacity_module()
+    if capacity is None or not hasattr(capacity, "describe"):
+        return {"capacity": {"available": False, "rows": [],
+                             "note": "The capacity check is not available in this installation."}}
+    model_id = _value(form, "model", int)
+    model = form.fields["model"].queryset.filter(pk=model_id).first() if model_id else None
+    if model is None:
+        return {"capacity": {"available": True, "rows": [], "note": "Choose a model to see whether it fits."}}
+    settings = {
+        "tp": _value(form, "tensor_parallel_size", int, 1) or 1,
+        "kv_cache_dtype": _value(form, "kv_cache_dtype", str, "auto") or "auto",
+        "gpu_memory_utilization": _value(form, "gpu_memory_utilization", float, 0.9) or 0.9,
+        "max_model_len": _value(form, "max_model_len", int),
+    }
+    rows = []
+    for pool in pools:
+        gpu_type = _value(pool, "gpu_type", str)
+        if not gpu_type:
+            continue
+        try:
+            described = capacity.describe(model, gpu_type, **settings)
+        except (ValueError, KeyError) as exc:
+            described = {"fits": False, "reason": str(exc)}
+        rows.append({"role": pool.pool_role, "gpu_type": gpu_type, **described})
+    return {"capacity": {"available": True, "rows": rows, "note": ""}}
