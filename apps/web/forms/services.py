@@ -17,7 +17,6 @@ from apps.clusters.models import Cluster
 from apps.serving.actions import PoolSpec
 from apps.serving.autoscaling_spec import TARGETS, WINDOWS
 from apps.serving.choices import MODE_POOL_ROLES, Autoscaler, GpuType, PoolRole, RoutingPolicy
-from apps.serving.engines import EngineSettings
 from apps.serving.models import POOL_SPEC_FIELDS, InferenceService
 
 TRISTATE = [("", "Engine default"), ("true", "On"), ("false", "Off")]
@@ -82,7 +81,7 @@ class ServiceForm(forms.Form):
             self.fields["name"].disabled = True
             self.fields["name"].required = False
             if not self.is_bound:
-                self.initial.update(initial_from(instance))
+                self.initial.update(initial_from(instance), base=sign_base(instance))
 
     def engine_settings(self) -> dict:
         """The engine settings dict as stored on the service (defaults omitted)."""
@@ -154,7 +153,7 @@ def initial_from(service: InferenceService) -> dict:
     initial = {
         "name": service.name, "cluster": service.cluster, "model": service.model_id, "runtime": service.runtime_id,
         "adapters": list(service.adapters.values_list("pk", flat=True)), "deployment_mode": service.deployment_mode,
-        "routing_policy": service.routing_policy, "version": service.version, "base": sign_base(service),
+        "routing_policy": service.routing_policy, "version": service.version,
         "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
     }
     for name in ENGINE_FIELDS:
@@ -173,9 +172,25 @@ def initial_from(service: InferenceService) -> dict:
     return initial
 
 
+def form_values(service: InferenceService) -> dict[str, str | list[str]]:
+    """The service as the form posts it (strings; lists for multi-choice), pools included."""
+    values: dict[str, str | list[str]] = {}
+    for name, value in initial_from(service).items():
+        if name in ("version", "base"):
+            continue
+        if name == "adapters":
+            values[name] = [str(v) for v in value]
+        else:
+            values[name] = "" if value is None else str(getattr(value, "name", value))
+    for pool in service.pools.all():
+        values.update({f"pool-{pool.role}-{f}": str(getattr(pool, f)) for f in ("role", *POOL_SPEC_FIELDS)})
+    return values
+
+
 def sign_base(service: InferenceService) -> str:
-    """The spec the form was drawn from, signed, so a stale save can show what changed meanwhile."""
-    return signing.dumps(service_view(service), salt=SIGNER_SALT, compress=True)
+    """The values the form was drawn from, signed, so a stale save can tell what changed meanwhile from
+    what the user changed."""
+    return signing.dumps(form_values(service), salt=SIGNER_SALT, compress=True)
 
 
 def unsign_base(value: str) -> dict | None:
@@ -185,23 +200,23 @@ def unsign_base(value: str) -> dict | None:
         return None
 
 
-def service_view(service: InferenceService) -> dict:
-    """A service's spec as readable values (names, not ids) for showing what changed."""
-    view = {
-        "model": str(service.model), "runtime": str(service.runtime), "cluster": str(service.cluster),
-        "deployment_mode": service.deployment_mode, "routing_policy": service.routing_policy,
-        "adapters": sorted(str(a) for a in service.spec_adapters()),
-        "autoscaling": service.autoscaling,
-    }
-    view.update({f"engine.{k}": v for k, v in EngineSettings.from_dict(service.engine_settings).to_dict().items()})
-    for pool in service.spec_pools():
-        view.update({f"{pool.role}.{f}": getattr(pool, f) for f in POOL_SPEC_FIELDS})
-    return view
+def _posted(data, name: str):
+    return data.getlist(name) if name == "adapters" and hasattr(data, "getlist") else data.get(name, "")
 
 
-def changes_between(before: dict, after: dict) -> list[tuple[str, object, object]]:
-    """(field, before, after) for every value that differs."""
-    return [(k, before.get(k), after.get(k)) for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)]
+def rebase(posted, base: dict, current: dict) -> tuple[dict, list[tuple[str, object, object]]]:
+    """The user's edit moved onto the current version: values the user changed from `base` are kept,
+    the others take the `current` value. Also returns what changed meanwhile (field, before, after)."""
+    def value(values, name):  # a value the form leaves out is the empty one
+        return values.get(name, [] if name == "adapters" else "")
+
+    changed_meanwhile = [(k, value(base, k), value(current, k)) for k in sorted(set(base) | set(current))
+                         if value(base, k) != value(current, k)]
+    merged = {}
+    for name in set(current) | set(base) | {k for k in posted if k != "csrfmiddlewaretoken"}:
+        mine = _posted(posted, name)
+        merged[name] = mine if mine != value(base, name) else value(current, name)
+    return merged, changed_meanwhile
 
 
 class PoolForm(forms.Form):

@@ -9,6 +9,7 @@ import contextlib
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import ValidationError
+from django.http import QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
@@ -23,9 +24,9 @@ from apps.telemetry.series import RANGES
 from apps.web.forms.services import (
     ScaleForm,
     ServiceForm,
-    changes_between,
+    form_values,
     pool_forms,
-    service_view,
+    rebase,
     sign_base,
     unsign_base,
 )
@@ -164,21 +165,33 @@ def service_edit(request, tenant, name: str):
 
 
 def _stale_page(request, tenant, service, form, pools):
-    """The user's values stay in the form; the version and base move to the current service, so saving
-    again applies them on top of what changed meanwhile (shown above the form)."""
+    """The user's edit is moved onto the current version (what they changed is kept, the rest follows
+    what was saved meanwhile) and shown with the changes made meanwhile; saving again applies it."""
     current = get_service(tenant, service.name)
     base = unsign_base(form.data.get("base", "")) or {}
-    now = service_view(current)
+    merged, changed = rebase(form.data, base, form_values(current))
     since = form.cleaned_data.get("version") or 0
     changed_by = sorted({e.actor_repr or "system" for e in AuditEntry.objects.for_object(current)
                          if (e.after or {}).get("version", 0) > since})
-    stale = {"changes": changes_between(base, now), "by": changed_by, "version": current.version}
-    data = form.data.copy()
-    data["version"], data["base"] = current.version, sign_base(current)
+    stale = {"changes": [(_label(k), before, after) for k, before, after in changed], "by": changed_by,
+             "version": current.version}
+    data = QueryDict(mutable=True)
+    for name, value in merged.items():
+        data.setlist(name, value if isinstance(value, list) else [value])
+    data["version"], data["base"] = str(current.version), sign_base(current)
     form = ServiceForm(data, tenant=tenant, instance=current)
     form.is_valid()
     pools = pool_forms(data, mode=data.get("deployment_mode") or current.deployment_mode, service=current)
     return _form_page(request, tenant, form, pools, instance=current, stale=stale, status=409)
+
+
+def _label(key: str) -> str:
+    """A form value's name for people: `pool-decode-replicas` → "decode pool: replicas"."""
+    if key.startswith("pool-"):
+        _, role, field = key.split("-", 2)
+        return f"{role} pool: {field.replace('_', ' ')}"
+    field = ServiceForm.base_fields.get(key)
+    return str(field.label) if field is not None and field.label else key.replace("_", " ")
 
 
 @tenant_page(WRITE)

@@ -46,7 +46,7 @@ def tokens(request, tenant):
     try:
         token.full_clean()
     except ValidationError as exc:
-        form.add_error(None, exc)
+        form.add_error(None, list(exc.messages))
         return _tokens_page(request, tenant, form=form, status=422)
     with transaction.atomic():
         token.save()
