@@ -2,46 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
-from django.conf import settings
-from django.db import connections
-from django.test import Client
 from django.urls import reverse
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from apps.serving.models import InferenceService
-from tests.factories import PASSWORD, InferenceServiceFactory
+from tests.factories import InferenceServiceFactory
 from tests.web.conftest import point
-
-# Debian's chromium (installed by .ci/run and `make test`), or CHROMIUM=/path/to/chrome.
-CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
-
-
-@pytest.fixture
-def browser_page(live_server, monkeypatch):
-    # Playwright's sync API runs an event loop in this thread; the test still writes rows through the ORM.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context()
-
-        def as_user(user):
-            client = Client()
-            assert client.login(username=user.username, password=PASSWORD)
-            cookie = client.cookies[settings.SESSION_COOKIE_NAME]
-            context.add_cookies([{"name": cookie.key, "value": cookie.value, "url": live_server.url}])
-            return context.new_page()
-
-        yield as_user
-        browser.close()
-        # Work done while Playwright's loop runs may open its own database connection; close it so the
-        # test database can be dropped at the end of the run.
-        connections.close_all()
 
 
 @pytest.mark.browser

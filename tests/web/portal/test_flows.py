@@ -30,7 +30,7 @@ def test_creating_a_service_saves_the_whole_spec_and_says_when_it_will_be_ready(
     pool = service.pools.get()
     assert (pool.replicas, pool.min_replicas, pool.max_replicas, pool.gpu_type) == (2, 1, 3, "l4-24gb")
     assert AuditEntry.objects.filter(object_id=str(service.pk), action="create", via="portal").exists()
-    assert "Ready in about a minute" in [str(m) for m in get_messages(response.wsgi_request)][0]
+    assert "Ready in about a minute" in next(str(m) for m in get_messages(response.wsgi_request))
 
 
 def test_bad_input_gets_the_api_s_errors_beside_the_fields_and_writes_nothing(login, operator_a, catalog_a, cluster,
