@@ -8,9 +8,10 @@ from django import forms
 from apps.catalog.choices import DeploymentMode
 from apps.catalog.hfconfig import ConfigError, model_facts
 from apps.catalog.models import Adapter, Model, Runtime
+from apps.web.forms import PlainLabels
 
 
-class CatalogForm(forms.ModelForm):
+class CatalogForm(PlainLabels, forms.ModelForm):
     """Private entries: the tenant is the page's, never chosen in the form."""
 
     def __init__(self, *args, tenant, **kwargs):

@@ -18,6 +18,7 @@ from apps.serving.actions import PoolSpec
 from apps.serving.autoscaling_spec import TARGETS, WINDOWS
 from apps.serving.choices import MODE_POOL_ROLES, Autoscaler, GpuType, PoolRole, RoutingPolicy
 from apps.serving.models import POOL_SPEC_FIELDS, InferenceService
+from apps.web.forms import PlainLabels
 
 TRISTATE = [("", "Engine default"), ("true", "On"), ("false", "Off")]
 ENGINE_FIELDS = ("max_model_len", "kv_cache_dtype", "enable_prefix_caching", "enable_chunked_prefill",
@@ -36,7 +37,7 @@ def _tristate(value: str):
     return {"true": True, "false": False}.get(value)
 
 
-class ServiceForm(forms.Form):
+class ServiceForm(PlainLabels, forms.Form):
     """Everything a service's spec holds except its pools (see `PoolForm`)."""
 
     name = forms.CharField(max_length=40, help_text="Lower case letters, digits and dashes; unique in the tenant.")
@@ -219,7 +220,7 @@ def rebase(posted, base: dict, current: dict) -> tuple[dict, list[tuple[str, obj
     return merged, changed_meanwhile
 
 
-class PoolForm(forms.Form):
+class PoolForm(PlainLabels, forms.Form):
     """One pool's size and hardware; the role is fixed by the deployment mode."""
 
     role = forms.ChoiceField(choices=PoolRole.choices, widget=forms.HiddenInput)
@@ -255,7 +256,7 @@ def pool_forms(data, *, mode: str, service: InferenceService | None = None) -> l
     return forms_
 
 
-class ScaleForm(forms.Form):
+class ScaleForm(PlainLabels, forms.Form):
     """One pool's replicas and bounds (the Scale page)."""
 
     replicas = forms.IntegerField(min_value=0)

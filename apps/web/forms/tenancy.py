@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q
 
 from apps.tenancy.choices import Role
+from apps.web.forms import PlainLabels
 
 EXPIRY_DAYS = (7, 30, 90, 365)
 
@@ -17,7 +18,7 @@ def max_token_days() -> int:
     return int(getattr(settings, "TOKEN_MAX_DAYS", 365))
 
 
-class TokenForm(forms.Form):
+class TokenForm(PlainLabels, forms.Form):
     name = forms.CharField(max_length=100, help_text="What uses it, e.g. ci-deploy.")
     expires_days = forms.TypedChoiceField(label="Expires in", coerce=int, initial=30)
 
@@ -27,7 +28,7 @@ class TokenForm(forms.Form):
         self.fields["expires_days"].choices = [(d, f"{d} days") for d in days]
 
 
-class AddMemberForm(forms.Form):
+class AddMemberForm(PlainLabels, forms.Form):
     user = forms.CharField(label="Username or e-mail", max_length=254)
     role = forms.ChoiceField(choices=Role.choices, initial=Role.VIEWER)
 
@@ -42,5 +43,5 @@ class AddMemberForm(forms.Form):
         return matches[0]
 
 
-class RoleForm(forms.Form):
+class RoleForm(PlainLabels, forms.Form):
     role = forms.ChoiceField(choices=Role.choices)

@@ -25,8 +25,11 @@ def _prompt(data) -> Prompt:
 @tenant_page(READ)
 @require_http_methods(["GET", "POST"])
 def playground(request, tenant, name: str):
-    """htmx: the curl and OpenAI-client snippets for the prompt in the form."""
+    """htmx: the curl and OpenAI-client snippets for the prompt in the form; with `section`, the whole
+    playground section (polled while the service is not Ready yet)."""
     service = get_service(tenant, name)
+    if request.GET.get("section"):
+        return render(request, "portal/partials/playground.html", {"service": service})
     try:
         prompt = _prompt(request.POST or request.GET)
         if not prompt.text.strip():

@@ -7,6 +7,7 @@ from django.urls import reverse
 
 from tests.factories import AdapterFactory, ClusterFactory, InferenceServiceFactory, ModelFactory, RuntimeFactory
 from tests.web.conftest import login  # noqa: F401 (shared fixture)
+from tests.workers.conftest import kubesim_url, workers  # noqa: F401 (a kubesim process and Celery workers)
 
 
 @pytest.fixture
