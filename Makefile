@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(DEVENV) demo sh -c 'python manage.py migrate --noinput && python manage.py seed_demo && \
 	  echo "Control plane: http://127.0.0.1:8000/  (admin: /admin/, API docs: /api/docs/)" && \
+	  echo "Tenant portal: http://127.0.0.1:8000/t/acme/  (log in as acme-owner; the admin login sees every tenant)" && \
 	  exec honcho -f Procfile start'
 
 lint: $(STAMP)

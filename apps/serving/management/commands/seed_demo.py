@@ -240,5 +240,6 @@ class Command(BaseCommand):
             self.count += 1
 
         self.stdout.write(f"Demo data ready ({self.count} objects created).")
-        self.stdout.write(f"Admin: admin / {password}")
-        self.stdout.write(f"Tenant users: acme-owner, acme-operator, acme-viewer, globex-owner, ... / {password}")
+        self.stdout.write(f"Admin (staff, every tenant): admin / {password}")
+        self.stdout.write(f"Tenant portal login: acme-owner / {password}  (also acme-operator, acme-viewer, "
+                          "globex-owner, ...)")
