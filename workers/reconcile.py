@@ -19,11 +19,12 @@ from django.utils import timezone
 
 from apps.serving.choices import Phase
 from apps.serving.models import InferenceService, Pool, ReconcileRun, ServiceObservation
-from apps.serving.rendering import SERVICE_UID_LABEL, render_service, service_endpoint, service_objects
+from apps.serving.names import service_selector, tenant_namespace
+from apps.serving.rendering import render_service, service_endpoint, service_objects
 from apps.serving.rendering.gpus import gpu_kind
 from apps.serving.rendering.spec import spec_from_service
 from workers import status as st
-from workers.kube import ClusterError, Kube, PermanentClusterError
+from workers.kube import ClusterError, Kube, PermanentClusterError, kube_for
 from workers.locks import advisory_lock
 
 log = logging.getLogger(__name__)
@@ -46,20 +47,6 @@ MANAGED_KINDS = (
 WORKLOAD_KINDS = {"Deployment", "LeaderWorkerSet"}
 REQUEUE_WHILE_DEPLOYING = 3.0
 REQUEUE_WHILE_FAILING = 15.0
-
-_clients: dict[tuple[int, str], Kube] = {}
-
-
-def kube_for(cluster) -> Kube:
-    """A cached client per cluster row version (a credentials change builds a new one)."""
-    key = (cluster.pk, cluster.updated.isoformat() if getattr(cluster, "updated", None) else "")
-    client = _clients.get(key)
-    if client is None:
-        for stale in [k for k in _clients if k[0] == cluster.pk]:
-            _clients.pop(stale).close()
-        client = _clients[key] = Kube(cluster.credentials())
-    return client
-
 
 @dataclass
 class Outcome:
@@ -115,18 +102,14 @@ def due_for_resync(now=None):
     )
 
 
-def _selector(service) -> str:
-    return f"{SERVICE_UID_LABEL}={service.uid}"
-
-
 def _delete(service) -> Outcome:
     """Remove the service's objects from the cluster, then the row."""
     from apps.serving.actions import finalize_deletion
 
     kube = kube_for(service.cluster)
-    namespace = f"tenant-{service.tenant.slug}"
-    result = kube.sync([], selector=_selector(service), managed_kinds=MANAGED_KINDS, namespace=namespace)
-    remaining = kube.list("v1", "Pod", namespace=namespace, label_selector=_selector(service))
+    namespace = tenant_namespace(service.tenant.slug)
+    result = kube.sync([], selector=service_selector(service.uid), managed_kinds=MANAGED_KINDS, namespace=namespace)
+    remaining = kube.list("v1", "Pod", namespace=namespace, label_selector=service_selector(service.uid))
     if remaining and result.pruned:
         # Pods go with their owners; look again shortly rather than wait here.
         return Outcome(service.pk, "progressing", pruned=len(result.pruned), requeue_after=REQUEUE_WHILE_DEPLOYING)
@@ -148,12 +131,12 @@ def _converge(service) -> Outcome:
         # Objects of kinds no longer desired can exist only after a spec change (or an interrupted pass,
         # which leaves the service behind too): only then are all kinds listed for pruning.
         behind = service.observed_generation < generation
-        result = kube.sync(labelled, selector=_selector(service), managed_kinds=MANAGED_KINDS if behind else (),
-                           namespace=spec.namespace, unlabelled=shared)
+        result = kube.sync(labelled, selector=service_selector(service.uid),
+                           managed_kinds=MANAGED_KINDS if behind else (), namespace=spec.namespace, unlabelled=shared)
     except PermanentClusterError as exc:
         return _write_failure(service, generation, "ApplyFailed", exc.message)
     workloads = [obj for ref, obj in result.live.items() if ref.kind in WORKLOAD_KINDS]
-    pods = kube.list("v1", "Pod", namespace=spec.namespace, label_selector=_selector(service))
+    pods = kube.list("v1", "Pod", namespace=spec.namespace, label_selector=service_selector(service.uid))
     desired = {p.role: p.replicas for p in spec.pools}
     view = st.service_view(desired, workloads, pods, [])
     # Events matter while something changes; a steady service keeps the ones it last saw, which spares

@@ -53,12 +53,12 @@ def sync_inventories() -> dict:
     """Refresh the GPU inventory of every cluster; an unreachable cluster is reported, not fatal."""
     from apps.clusters.models import Cluster
     from workers.inventory import sync_inventory
-    from workers.kube import ClusterError
+    from workers.kube import ClusterError, kube_for
 
     counts = {}
     for cluster in Cluster.objects.all():
         try:
-            counts[cluster.name] = sync_inventory(cluster, rec.kube_for(cluster))
+            counts[cluster.name] = sync_inventory(cluster, kube_for(cluster))
         except ClusterError as exc:
             log.warning("inventory of cluster %s failed: %s", cluster.name, exc.message)
             counts[cluster.name] = None

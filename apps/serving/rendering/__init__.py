@@ -7,9 +7,10 @@ server-side apply and prunes objects labelled with the service uid that are no l
 
 from __future__ import annotations
 
+from apps.serving.names import SERVICE_UID_LABEL, TENANT_LABEL, tenant_namespace
 from apps.serving.rendering.extras import autoscaling_objects, model_cache_claim, tenant_objects
 from apps.serving.rendering.gateway import gateway_objects
-from apps.serving.rendering.pods import FIELD_PREFIX, needs_cache
+from apps.serving.rendering.pods import needs_cache
 from apps.serving.rendering.routers import RenderError, needs_router, router_objects, supported_routing
 from apps.serving.rendering.spec import (
     AdapterSpec,
@@ -18,15 +19,8 @@ from apps.serving.rendering.spec import (
     PoolSpec,
     ServiceSpec,
     spec_from_service,
-    tenant_namespace,
 )
 from apps.serving.rendering.workloads import engine_objects
-
-SERVICE_UID_LABEL = f"{FIELD_PREFIX}/service-uid"
-# Objects of service `x` are named `x` or `x<suffix>`: a sibling service named e.g. `x-router` would
-# collide with them, so validation may refuse such names when `x` exists in the tenant.
-RESERVED_SUFFIXES = ("-engine", "-prefill", "-decode", "-router", "-epp")
-TENANT_LABEL = f"{FIELD_PREFIX}/tenant"
 
 # Apply order: what others refer to comes first (namespace, quota, storage, RBAC, then workloads).
 KIND_ORDER = (
@@ -71,7 +65,6 @@ def service_endpoint(spec: ServiceSpec) -> str:
 
 __all__ = [
     "KIND_ORDER",
-    "RESERVED_SUFFIXES",
     "SERVICE_UID_LABEL",
     "TENANT_LABEL",
     "AdapterSpec",

@@ -7,11 +7,11 @@ saved InferenceService (tenant, cluster, model, runtime, adapters, pools) in a f
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from apps.serving.engines import EngineSettings
+from apps.serving.names import tenant_namespace
 
 MODES = ("standard", "pd_disaggregated", "multi_node", "serverless")
 ROUTING_POLICIES = ("round_robin", "session", "prefix_aware", "kv_aware", "cache_aware")
@@ -139,11 +139,6 @@ class ServiceSpec:
         return f"{self.image}:{self.tag}"
 
 
-def tenant_namespace(tenant_slug: str) -> str:
-    """The namespace a tenant's services live in on every cluster."""
-    return f"tenant-{tenant_slug}"[:63].rstrip("-")
-
-
 def spec_from_service(service) -> ServiceSpec:
     """The ServiceSpec of a saved InferenceService (reloaded with its related rows in 3 queries)."""
     from apps.serving.models import InferenceService
@@ -196,11 +191,3 @@ def spec_from_service(service) -> ServiceSpec:
         has_gateway=service.cluster.has_gateway,
         model_token_secret=getattr(model, "token_secret_name", None) or None,
     )
-
-
-_NON_DNS = re.compile(r"[^a-z0-9-]+")
-
-
-def dns_label(text: str) -> str:
-    """`text` squeezed into a DNS-1123 label alphabet (lower case, digits, dashes)."""
-    return _NON_DNS.sub("-", text.lower()).strip("-") or "x"
