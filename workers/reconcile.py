@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
 
+from apps.serving.actions import finalize_deletion
 from apps.serving.choices import Phase
 from apps.serving.models import InferenceService, Pool, ReconcileRun, ServiceObservation
 from apps.serving.names import service_selector, tenant_namespace
@@ -24,6 +25,7 @@ from apps.serving.rendering import render_service, service_endpoint, service_obj
 from apps.serving.rendering.gpus import gpu_kind
 from apps.serving.rendering.spec import spec_from_service
 from workers import status as st
+from workers.inventory import observe_nodes
 from workers.kube import ClusterError, Kube, PermanentClusterError, kube_for
 from workers.locks import advisory_lock
 
@@ -104,8 +106,6 @@ def due_for_resync(now=None):
 
 def _delete(service) -> Outcome:
     """Remove the service's objects from the cluster, then the row."""
-    from apps.serving.actions import finalize_deletion
-
     kube = kube_for(service.cluster)
     namespace = tenant_namespace(service.tenant.slug)
     result = kube.sync([], selector=service_selector(service.uid), managed_kinds=MANAGED_KINDS, namespace=namespace)
@@ -164,8 +164,6 @@ def _converge(service) -> Outcome:
 
 
 def _advice(kube: Kube, spec, view: st.ServiceView) -> str:
-    from workers.inventory import observe_nodes
-
     nodes = observe_nodes(kube)
     stuck_roles = {p.role for p in view.pods if p.phase == "Pending" and not p.node}
     parts = []

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from apps.serving.engines import EngineSettings
+from apps.catalog.engines import EngineSettings
 from apps.serving.rendering import (
     AdapterSpec,
     AutoscalingSpec,

@@ -7,11 +7,12 @@ server-side apply and prunes objects labelled with the service uid that are no l
 
 from __future__ import annotations
 
+from apps.catalog.engines import get_adapter
 from apps.serving.names import SERVICE_UID_LABEL, TENANT_LABEL, tenant_namespace
 from apps.serving.rendering.extras import autoscaling_objects, model_cache_claim, tenant_objects
 from apps.serving.rendering.gateway import gateway_objects
 from apps.serving.rendering.pods import needs_cache
-from apps.serving.rendering.routers import RenderError, needs_router, router_objects, supported_routing
+from apps.serving.rendering.routers import ROUTER_PORT, RenderError, needs_router, router_objects, supported_routing
 from apps.serving.rendering.spec import (
     AdapterSpec,
     AutoscalingSpec,
@@ -56,9 +57,6 @@ def service_objects(objects: list[dict]) -> list[dict]:
 
 def service_endpoint(spec: ServiceSpec) -> str:
     """The in-cluster URL of the service's OpenAI-compatible API."""
-    from apps.serving.engines import get_adapter
-    from apps.serving.rendering.routers import ROUTER_PORT
-
     port = ROUTER_PORT if needs_router(spec) else get_adapter(spec.engine).port
     return f"http://{spec.name}.{spec.namespace}.svc.cluster.local:{port}"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import yaml
 
-from apps.serving.engines import get_adapter
+from apps.catalog.engines import get_adapter
 from apps.serving.names import NAME_LABEL, ROLE_LABEL, TEMPLATE_HASH_ANNOTATION, labels, object_name, selector
 from apps.serving.rendering.pods import metadata, with_template_hash
 from apps.serving.rendering.routers import ROUTER_PORT, rbac_objects

@@ -15,7 +15,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from apps.serving.engines import EngineAdapter, LoraAdapter, MultiNode, get_adapter
+from apps.catalog.engines import EngineAdapter, LoraAdapter, MultiNode, get_adapter
 from apps.serving.names import TEMPLATE_HASH_ANNOTATION, cache_claim_name, dns_label, labels
 from apps.serving.rendering.gpus import gpu_kind
 from apps.serving.rendering.spec import PoolSpec, ServiceSpec

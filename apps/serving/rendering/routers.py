@@ -7,7 +7,7 @@ follow scaling without a restart; each gets a ServiceAccount allowed to list and
 
 from __future__ import annotations
 
-from apps.serving.engines import get_adapter
+from apps.catalog.engines import get_adapter
 from apps.serving.names import (
     COMPONENT_LABEL,
     NAME_LABEL,

@@ -10,7 +10,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from apps.serving.engines import EngineSettings
+from apps.catalog.engines import EngineSettings
+from apps.serving.models import InferenceService
 from apps.serving.names import tenant_namespace
 
 MODES = ("standard", "pd_disaggregated", "multi_node", "serverless")
@@ -141,8 +142,6 @@ class ServiceSpec:
 
 def spec_from_service(service) -> ServiceSpec:
     """The ServiceSpec of a saved InferenceService (reloaded with its related rows in 3 queries)."""
-    from apps.serving.models import InferenceService
-
     service = (
         InferenceService.objects.select_related("tenant", "cluster", "model", "runtime")
         .prefetch_related("pools", "adapters")

@@ -3,7 +3,7 @@ LeaderWorkerSet of a multi-node service, their Services and PodDisruptionBudgets
 
 from __future__ import annotations
 
-from apps.serving.engines import MultiNode, get_adapter
+from apps.catalog.engines import MultiNode, get_adapter
 from apps.serving.names import (
     AUTOSCALER_ANNOTATION,
     GENERATION_ANNOTATION,
