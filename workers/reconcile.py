@@ -18,7 +18,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from apps.serving.actions import finalize_deletion
-from apps.serving.choices import Phase
+from apps.serving.choices import Phase, ReconcileResult
 from apps.serving.models import InferenceService, Pool, ReconcileRun, ServiceObservation
 from apps.serving.names import service_selector, tenant_namespace
 from apps.serving.rendering import render_service, service_endpoint, service_objects
@@ -55,7 +55,7 @@ class Outcome:
     """What a pass did and whether the service wants another look soon."""
 
     service_id: int
-    result: str  # converged | progressing | failed | deleted | busy | gone | error
+    result: ReconcileResult
     applied: int = 0
     pruned: int = 0
     requeue_after: float | None = None
@@ -72,11 +72,11 @@ def reconcile(service_id: int) -> Outcome:
         if not held:
             # Another worker is on it; if the spec moved on meanwhile, its pass leaves the service behind
             # (observed < generation) and the resync picks it up. Requeueing here would only multiply tasks.
-            return Outcome(service_id, "busy")
+            return Outcome(service_id, ReconcileResult.BUSY)
         try:
             service = InferenceService.objects.select_related("cluster", "tenant").get(pk=service_id)
         except InferenceService.DoesNotExist:
-            return Outcome(service_id, "gone")
+            return Outcome(service_id, ReconcileResult.GONE)
         outcome = _delete(service) if service.is_deleting else _converge(service)
     outcome.duration_s = time.monotonic() - started
     if outcome.record:
@@ -112,9 +112,10 @@ def _delete(service) -> Outcome:
     remaining = kube.list("v1", "Pod", namespace=namespace, label_selector=service_selector(service.uid))
     if remaining and result.pruned:
         # Pods go with their owners; look again shortly rather than wait here.
-        return Outcome(service.pk, "progressing", pruned=len(result.pruned), requeue_after=REQUEUE_WHILE_DEPLOYING)
+        return Outcome(service.pk, ReconcileResult.PROGRESSING, pruned=len(result.pruned),
+                       requeue_after=REQUEUE_WHILE_DEPLOYING)
     finalize_deletion(service)
-    return Outcome(service.pk, "deleted", pruned=len(result.pruned))
+    return Outcome(service.pk, ReconcileResult.DELETED, pruned=len(result.pruned))
 
 
 def _converge(service) -> Outcome:
@@ -155,11 +156,12 @@ def _converge(service) -> Outcome:
     _write_observation(service, view, [
         {"object": str(ref), "diff": diff, "cause": cause, "found_at": found} for ref, diff in result.drift.items()
     ], keep_events=events is None)
-    outcome = Outcome(service.pk, "converged" if phase == Phase.READY else
-                      ("failed" if phase == Phase.FAILED else "progressing"),
+    outcome = Outcome(service.pk, ReconcileResult.CONVERGED if phase == Phase.READY else
+                      (ReconcileResult.FAILED if phase == Phase.FAILED else ReconcileResult.PROGRESSING),
                       applied=len(result.applied), pruned=len(result.pruned), requeue_after=requeue,
                       message="; ".join(view.unschedulable + view.crashing), generation=generation)
-    outcome.record = bool(outcome.applied or outcome.pruned or phase != service.phase or outcome.result != "converged")
+    outcome.record = bool(outcome.applied or outcome.pruned or phase != service.phase
+                          or outcome.result != ReconcileResult.CONVERGED)
     return outcome
 
 
@@ -201,7 +203,8 @@ def _judge(service, view: st.ServiceView, advice: str) -> tuple[str, list[dict],
 def _write_failure(service, generation: int, reason: str, message: str) -> Outcome:
     conds = [st.condition("Reconciled", False, reason, message, service.conditions)]
     _write_status(service, generation, Phase.FAILED, conds, None, service.endpoint)
-    return Outcome(service.pk, "failed", message=f"{reason}: {message}", generation=generation, record=True)
+    return Outcome(service.pk, ReconcileResult.FAILED, message=f"{reason}: {message}", generation=generation,
+                   record=True)
 
 
 def _events_of(kube: Kube, namespace: str, names: list[str]) -> list[dict]:
@@ -266,4 +269,4 @@ def record_transient(service_id: int, exc: ClusterError) -> None:
     cond = st.condition("Reconciled", False, "TransientError", exc.message, service.conditions)
     InferenceService.objects.filter(pk=service_id).update(conditions=[cond, *others])
     ReconcileRun.objects.create(service_id=service_id, started_at=timezone.now(), generation=service.generation,
-                                result="retrying", message=exc.message[:2000])
+                                result=ReconcileResult.RETRYING, message=exc.message[:2000])

@@ -18,7 +18,7 @@ from apps.catalog.engines import EngineSettings
 from apps.core.access import TenantScopedQuerySet, can_write_tenant
 from apps.core.models import TimestampedModel
 from apps.core.validators import dns1123_label
-from apps.serving.choices import GpuType, Phase, PoolRole, RoutingPolicy
+from apps.serving.choices import GpuType, Phase, PoolRole, ReconcileResult, RoutingPolicy
 from apps.serving.validation import service_errors
 
 # Fields whose change is a spec change (bumps generation); pools and adapters are compared too.
@@ -253,7 +253,7 @@ class ReconcileRun(models.Model):
     service = models.ForeignKey(InferenceService, on_delete=models.CASCADE, related_name="reconcile_runs")
     started_at = models.DateTimeField(db_index=True)
     generation = models.PositiveBigIntegerField()
-    result = models.CharField(max_length=16)  # converged | progressing | failed | deleted | error
+    result = models.CharField(max_length=16, choices=ReconcileResult.choices)
     applied = models.PositiveIntegerField(default=0)
     pruned = models.PositiveIntegerField(default=0)
     duration_ms = models.PositiveIntegerField(default=0)

@@ -37,7 +37,7 @@ def compact() -> dict:
 @shared_task(name=names.SEND_HEARTBEATS, ignore_result=True)
 def send_heartbeats() -> None:
     """Send one heartbeat through every queue; `heartbeat` notes how long it waited there."""
-    prefix = getattr(settings, "CELERY_QUEUE_PREFIX", "")
+    prefix = settings.CELERY_QUEUE_PREFIX
     now = timezone.now()
     for name in QUEUES:
         queue = prefix + name

@@ -172,7 +172,6 @@ def spec_from_service(service) -> ServiceSpec:
             head_dim=model.head_dim,
             max_context=model.max_context,
             dtype=model.dtype,
-            size_bytes=getattr(model, "size_bytes", None),
         ),
         adapters=tuple(
             AdapterSpec(a.name, a.source_uri, a.rank) for a in sorted(service.adapters.all(), key=lambda a: a.name)
@@ -188,5 +187,4 @@ def spec_from_service(service) -> ServiceSpec:
         routing=service.routing_policy,
         autoscaling=AutoscalingSpec.from_dict(service.autoscaling),
         has_gateway=service.cluster.has_gateway,
-        model_token_secret=getattr(model, "token_secret_name", None) or None,
     )
