@@ -17,6 +17,7 @@ from kubesim.cluster import Cluster as SimCluster
 from kubesim.cluster import ClusterConfig
 from kubesim.server import Server
 from tests.factories import ClusterFactory, InferenceServiceFactory, RuntimeFactory
+from tests.polling import wait_for
 from workers.inventory import sync_inventory
 from workers.kube import kube_for
 from workers.reconcile import reconcile
@@ -29,10 +30,7 @@ def sim():
     cluster = SimCluster(server, ClusterConfig(nodes="h100-sxm-80gb:1x8,l4-24gb:2x1", fast_start=True, seed=5))
     cluster.install()
     server.start_in_thread()
-    deadline = time.monotonic() + 15
-    while not (cluster.ready is not None and cluster.ready.is_set()):
-        assert time.monotonic() < deadline, "kubesim cluster did not start"
-        time.sleep(0.05)
+    wait_for(lambda: cluster.ready is not None and cluster.ready.is_set(), message="the kubesim cluster to start")
     yield server
     server.stop_in_thread()
 
@@ -98,3 +96,24 @@ def send_load(server: Server, service, requests: int = 24, concurrency: int = 8,
 
     with ThreadPoolExecutor(concurrency) as pool:
         return list(pool.map(one, range(requests)))
+
+
+def running_requests(service) -> float:
+    """Requests the service's engines are running now, read from their `/metrics` through the pod proxy."""
+    from apps.telemetry.figures import ENGINES
+    from workers.telemetry import list_engine_pods, scrape_pod
+
+    core = kube_for(service.cluster).core
+    total = 0.0
+    for pod in list_engine_pods(core, {str(service.uid): service.pk}, timeout=5):
+        result = scrape_pod(core, pod, timeout=5)
+        if result.snapshot is not None:
+            names = ENGINES[result.snapshot.engine]
+            total += sum(result.snapshot.gauges.get(names.running, {}).values())
+    return total
+
+
+def wait_for_requests_in_flight(service, timeout: float = 30.0) -> float:
+    """Poll until the engines report at least one running request (load caught in flight)."""
+    return wait_for(lambda: running_requests(service), timeout=timeout, interval=0.1,
+                    message=f"requests in flight on {service.name}")

@@ -12,7 +12,7 @@ import psycopg
 from django.db import connection
 
 from apps.telemetry.models import SERVICE_ROLE, PodStat, ScrapeCycle, SeriesPoint
-from tests.telemetry.conftest import send_load
+from tests.telemetry.conftest import send_load, wait_for_requests_in_flight
 from workers.telemetry import LOCK_NAMESPACE, scrape_all
 
 
@@ -40,7 +40,7 @@ def test_load_drives_ttft_and_kv_figures_into_the_database(deploy, tenant_a, sim
     # Long generations still decoding at the second scrape hold KV-cache blocks and count as running.
     background = threading.Thread(target=send_load, args=(sim, service), kwargs={"requests": 8, "max_tokens": 400})
     background.start()
-    time.sleep(0.8)
+    wait_for_requests_in_flight(service)
     scrape_all()
     background.join(60)
 
