@@ -34,15 +34,8 @@ from apps.serving.names import (
     SERVICE_UID_LABEL,
     pod_role,
 )
-from apps.telemetry.figures import (
-    Increments,
-    NotAnEngineExposition,
-    Snapshot,
-    figures_from_increments,
-    increments,
-    merge_increments,
-    parse_snapshot,
-)
+from apps.telemetry.exposition import NotAnEngineExposition, Snapshot, parse_snapshot
+from apps.telemetry.figures import Increments, figures_from_increments, increments, merge_increments
 from apps.telemetry.models import SERVICE_ROLE, PodStat, ScrapeCycle, SeriesPoint
 from apps.telemetry.promql import PodSelector, PrometheusClient, PrometheusError, query_figures
 from apps.telemetry.scrape import ACCEPT

@@ -100,7 +100,7 @@ def send_load(server: Server, service, requests: int = 24, concurrency: int = 8,
 
 def running_requests(service) -> float:
     """Requests the service's engines are running now, read from their `/metrics` through the pod proxy."""
-    from apps.telemetry.figures import ENGINES
+    from apps.telemetry.exposition import ENGINES
     from workers.telemetry import list_engine_pods, scrape_pod
 
     core = kube_for(service.cluster).core
