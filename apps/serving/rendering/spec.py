@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apps.catalog.engines import EngineSettings
+from apps.serving.choices import GpuType
 from apps.serving.models import InferenceService
 from apps.serving.names import tenant_namespace
 
@@ -57,14 +58,15 @@ class AdapterSpec:
 
 @dataclass(frozen=True)
 class PoolSpec:
-    """The replicas of one role: engine, prefill, decode or leader (a multi-node group)."""
+    """The replicas of one role: engine, prefill, decode or leader (a multi-node group). What the API,
+    admin and commands save (`actions.save_service`) and what the renderer reads; defaults as a new Pool."""
 
     role: str
-    replicas: int
-    min_replicas: int
-    max_replicas: int
-    gpus_per_replica: int  # per pod; per node of the group for multi-node
-    gpu_type: str
+    replicas: int = 1
+    min_replicas: int = 1
+    max_replicas: int = 1
+    gpus_per_replica: int = 1  # per pod; per node of the group for multi-node
+    gpu_type: str = GpuType.H100_SXM_80GB.value
     nodes_per_replica: int = 1
 
 

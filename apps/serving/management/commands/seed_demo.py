@@ -17,8 +17,9 @@ from apps.catalog.models import Model, Runtime
 from apps.clusters.models import Cluster
 from apps.core.audit import record_change
 from apps.core.choices import AuditAction, AuditVia, Role
-from apps.serving.actions import PoolSpec, save_service
+from apps.serving.actions import save_service
 from apps.serving.models import InferenceService
+from apps.serving.rendering.spec import PoolSpec
 from apps.tenancy.models import Membership, Tenant
 
 LABEL = "command:seed_demo"
