@@ -284,7 +284,7 @@ SESSION_KEY_ANNOTATION = "kubesim.io/session-key"
 
 
 def proxy_policy(policy: str):
-    """A service-proxy routing function (kubesim.proxy.register_routing_policy) for `policy`."""
+    """A service-proxy routing function (kubesim.cluster.proxy.register_routing_policy) for `policy`."""
 
     def choose(request, endpoints: list[Endpoint]) -> Endpoint:
         meta = (request.service or {}).get("metadata") or {}

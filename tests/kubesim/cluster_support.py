@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 from kubernetes import client
 
-from kubesim.cluster import Cluster, ClusterConfig
-from kubesim.faults import FaultConfig
-from kubesim.server import Server
+from kubesim.apiserver.server import Server
+from kubesim.cluster.assembly import Cluster, ClusterConfig
+from kubesim.cluster.faults import FaultConfig
 from tests.polling import wait_for
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}

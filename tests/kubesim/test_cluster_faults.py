@@ -11,7 +11,7 @@ import urllib3
 from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
-from kubesim.faults import FaultConfig
+from kubesim.cluster.faults import FaultConfig
 from tests.kubesim.cluster_support import cluster_fixture, pod_manifest
 
 NS = "default"

@@ -8,7 +8,7 @@ import pytest
 import requests
 from kubernetes.client.rest import ApiException
 
-from kubesim.events import expire_events, now
+from kubesim.cluster.events import expire_events, now
 from tests.kubesim.cluster_support import (
     cluster_fixture,
     deployment,

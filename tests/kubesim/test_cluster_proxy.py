@@ -6,7 +6,7 @@ import time
 import pytest
 import requests
 
-from kubesim.proxy import register_routing_policy
+from kubesim.cluster.proxy import register_routing_policy
 from tests.kubesim.cluster_support import cluster_fixture, deployment, is_ready, pod_manifest, wait_for
 
 NS = "default"

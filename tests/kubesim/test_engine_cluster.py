@@ -10,8 +10,8 @@ from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from kubesim.__main__ import main
-from kubesim.cluster import Cluster, ClusterConfig
-from kubesim.server import Server
+from kubesim.apiserver.server import Server
+from kubesim.cluster.assembly import Cluster, ClusterConfig
 from tests.polling import wait_for as poll
 
 

@@ -13,9 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from apps.serving.choices import Phase
-from kubesim.cluster import Cluster as SimCluster
-from kubesim.cluster import ClusterConfig
-from kubesim.server import Server
+from kubesim.apiserver.server import Server
+from kubesim.cluster.assembly import Cluster as SimCluster
+from kubesim.cluster.assembly import ClusterConfig
 from tests.factories import ClusterFactory, InferenceServiceFactory, RuntimeFactory
 from workers.inventory import sync_inventory
 from workers.reconcile import kube_for, reconcile

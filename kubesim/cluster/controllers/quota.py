@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import copy
 
-from kubesim.controllers.base import Controller, Informer, key_of
-from kubesim.controllers.common import pod_active
-from kubesim.errors import ApiError
-from kubesim.quantities import add, format_units, pod_resources, to_units
-from kubesim.scheduler import extended_resource_tolerations
+from kubesim.apiserver.errors import ApiError
+from kubesim.apiserver.quantities import add, format_units, pod_resources, to_units
+from kubesim.cluster.controllers.base import Controller, Informer, key_of
+from kubesim.cluster.controllers.common import pod_active
+from kubesim.cluster.placement import extended_resource_tolerations
 
 QUOTAS = "v1/resourcequotas"
 PODS = "v1/pods"

@@ -29,11 +29,11 @@ thread that runs the server, which makes each call atomic):
     with store.raw_results(): ...  # calls return stored objects uncopied (serializers only; never mutate)
 
 `res` is a ResourceType, a `(group, version, plural)` tuple or `"group/version/plural"` (`"v1/pods"` for
-the core group). Errors are `kubesim.errors.ApiError` with the apiserver's code, reason and message.
+the core group). Errors are `kubesim.apiserver.errors.ApiError` with the apiserver's code, reason and message.
 Objects handed out are copies: mutate them freely and write them back with update/patch.
 
-Layout: this module holds objects, history and the write paths; `kubesim.collector` adds delete and
-garbage collection, `kubesim.watch` the subscriptions, `kubesim.objects` shared helpers and defaults.
+Layout: this module holds objects, history and the write paths; `kubesim.apiserver.collector` adds delete and
+garbage collection, `kubesim.apiserver.watch` the subscriptions, `kubesim.apiserver.objects` shared helpers and defaults.
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ import math
 
 from aiohttp import web
 
-from kubesim.controllers.base import Controller, Informer, key_of
-from kubesim.controllers.common import pod_active, pod_ready, selector_matches, set_condition
-from kubesim.errors import ApiError
+from kubesim.apiserver.errors import ApiError
+from kubesim.cluster.controllers.base import Controller, Informer, key_of
+from kubesim.cluster.controllers.common import pod_active, pod_ready, selector_matches, set_condition
 
 PDBS = "policy/v1/poddisruptionbudgets"
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import aiohttp
 from aiohttp import web
 
-from kubesim.errors import ApiError
+from kubesim.apiserver.errors import ApiError
 from kubesim.workload import Endpoint
 
 log = logging.getLogger(__name__)

@@ -13,8 +13,9 @@ from __future__ import annotations
 import copy
 import hashlib
 
-from kubesim.controllers.base import Controller, Informer, controller_of, key_of, owner_ref
-from kubesim.controllers.common import (
+from kubesim.apiserver.errors import ApiError
+from kubesim.cluster.controllers.base import Controller, Informer, controller_of, key_of, owner_ref
+from kubesim.cluster.controllers.common import (
     PODS,
     delete_pod,
     pod_active,
@@ -23,7 +24,6 @@ from kubesim.controllers.common import (
     set_condition,
     template_hash,
 )
-from kubesim.errors import ApiError
 
 LWS = "leaderworkerset.x-k8s.io/v1/leaderworkersets"
 SERVICES = "v1/services"

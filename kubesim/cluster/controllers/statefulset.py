@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import copy
 
-from kubesim.controllers.base import Controller, Informer, controller_of, key_of
-from kubesim.controllers.common import PODS, delete_pod, pod_active, pod_from_template, pod_ready, template_hash
-from kubesim.errors import ApiError
+from kubesim.apiserver.errors import ApiError
+from kubesim.cluster.controllers.base import Controller, Informer, controller_of, key_of
+from kubesim.cluster.controllers.common import PODS, delete_pod, pod_active, pod_from_template, pod_ready, template_hash
 
 STATEFULSETS = "apps/v1/statefulsets"
 COMPONENT = "statefulset-controller"

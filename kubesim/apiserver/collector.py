@@ -18,7 +18,7 @@ GC_MANAGER = "kube-controller-manager"
 
 
 class DeletionMixin:
-    """The delete verb and the garbage collector; mixed into kubesim.store.Store."""
+    """The delete verb and the garbage collector; mixed into kubesim.apiserver.store.Store."""
 
     def delete(self, resource, namespace: str | None, name: str, *, propagation_policy: str | None = None,
                preconditions: dict | None = None, dry_run: bool = False) -> tuple[dict, bool]:

@@ -1,5 +1,5 @@
 """Watch plumbing: committed change events, per-watch subscriptions with selector transitions, and the
-WatchEvent in-process watchers receive. The Store owns history and fan-out; see kubesim.store.
+WatchEvent in-process watchers receive. The Store owns history and fan-out; see kubesim.apiserver.store.
 """
 
 from __future__ import annotations

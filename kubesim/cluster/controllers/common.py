@@ -9,9 +9,9 @@ import math
 import random
 from datetime import UTC, datetime
 
-from kubesim.controllers.base import owner_ref
-from kubesim.errors import ApiError
-from kubesim.events import now, parse_time
+from kubesim.apiserver.errors import ApiError
+from kubesim.cluster.controllers.base import owner_ref
+from kubesim.cluster.events import now, parse_time
 
 PODS = "v1/pods"
 SAFE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand

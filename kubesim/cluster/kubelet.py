@@ -1,6 +1,6 @@
 """The kubelet: runs bound pods through ContainerCreating -> Running -> Ready and keeps them running.
 
-Each container gets a workload from kubesim/workloads.py (a simulated engine or the generic one) that
+Each container gets a workload from kubesim/cluster/generic_workload.py (a simulated engine or the generic one) that
 listens on a real loopback port; readiness comes after the workload's `startup_seconds()` (capped by
 `--fast-start`) and, when the container has an HTTP readiness probe, once the probe answers 2xx.
 A workload that exits (WorkloadExit, or a crash fault) is restarted with exponential back-off and the
@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from kubesim.containerenv import ContainerConfigError, env_sources, qos_class, resolve_env, source_data
-from kubesim.events import now
-from kubesim.nodes import node_gpu_key
-from kubesim.quantities import pod_resources
+from kubesim.apiserver.quantities import pod_resources
+from kubesim.cluster.containerenv import ContainerConfigError, env_sources, qos_class, resolve_env, source_data
+from kubesim.cluster.events import now
+from kubesim.cluster.generic_workload import resolve
+from kubesim.cluster.nodes import node_gpu_key
 from kubesim.workload import ClusterView, PodContext, Workload, WorkloadExit
-from kubesim.workloads import resolve
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Extension points for the simulated cluster built on top (scheduler, controllers, kubelet, proxies):
 
     server = Server(port=0, token=None, seed=1, state_file=None)
-    server.store                                # the in-process Store (see kubesim.store)
+    server.store                                # the in-process Store (see kubesim.apiserver.store)
     server.add_admission_hook(fn)               # fn(AdmissionRequest) -> None; raise ApiError to reject
     server.add_route("GET", "/api/v1/namespaces/{namespace}/pods/{name}/log", handler)
     server.add_middleware(mw)                   # aiohttp @web.middleware; runs inside auth, outside the API
@@ -43,7 +43,7 @@ try:  # the C loader is much faster for apply bodies
 except AttributeError:  # pragma: no cover - depends on how PyYAML was built
     _YamlLoader = yaml.SafeLoader
 
-log = logging.getLogger("kubesim.server")
+log = logging.getLogger("kubesim.apiserver.server")
 JSON = "application/json"
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 # request.app[SERVER_KEY] is the Server, for handlers registered with add_route.

@@ -20,12 +20,12 @@ import time
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from kubesim.controllers.base import Controller, Informer, key_of
-from kubesim.controllers.common import pod_ready, set_condition
-from kubesim.errors import ApiError
-from kubesim.events import now
-from kubesim.quantities import parse_quantity
-from kubesim.selectors import parse_label_selector
+from kubesim.apiserver.errors import ApiError
+from kubesim.apiserver.quantities import parse_quantity
+from kubesim.apiserver.selectors import parse_label_selector
+from kubesim.cluster.controllers.base import Controller, Informer, key_of
+from kubesim.cluster.controllers.common import pod_ready, set_condition
+from kubesim.cluster.events import now
 
 HPAS = "autoscaling/v2/horizontalpodautoscalers"
 COMPONENT = "horizontal-pod-autoscaler"
