@@ -16,8 +16,10 @@ import asyncio
 import contextlib
 import logging
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kubesim import engines
 from kubesim.apiserver.selectors import parse_label_selector
 from kubesim.cluster.controllers.api import ClusterApi
 from kubesim.cluster.controllers.autoscaler import HPAS, HorizontalPodAutoscalerController
@@ -35,7 +37,8 @@ from kubesim.cluster.events import EventRecorder, expire_events
 from kubesim.cluster.faults import FaultConfig, FaultInjector, admin_routes, fault_middleware
 from kubesim.cluster.kubelet import Kubelet, KubeletConfig
 from kubesim.cluster.nodes import build_nodes
-from kubesim.cluster.proxy import Proxies
+from kubesim.cluster.proxy import Proxies, RoutingPolicy
+from kubesim.engines.routing import service_proxy_policies
 from kubesim.workload import Endpoint
 
 log = logging.getLogger(__name__)
@@ -82,7 +85,9 @@ class ClusterView:
 class Cluster:
     """All cluster components of one kubesim server."""
 
-    def __init__(self, server, config: ClusterConfig | None = None):
+    def __init__(self, server, config: ClusterConfig | None = None, *,
+                 routing_policies: Mapping[str, RoutingPolicy] | None = None):
+        """`routing_policies` adds service-proxy policies by name to the engines' own (tests use it)."""
         self.server = server
         self.config = config or ClusterConfig()
         self.nodes = build_nodes(self.config.nodes)  # fails fast on a bad --nodes
@@ -110,6 +115,7 @@ class Cluster:
             self.api.as_manager("kubelet"),
             self.recorder,
             KubeletConfig(fast_start=self.config.fast_start, seed=self.config.seed),
+            workload_for=engines.workload_for,
         )
         self.view = ClusterView(pods, self.kubelet)
         self.kubelet.cluster_view = self.view
@@ -141,7 +147,9 @@ class Cluster:
         )
         self.controllers.append(self.autoscaler)
         pods.handlers.append(self._kubelet_pod_changed)
-        self.proxies = Proxies(server.store, self.kubelet, self.view)
+        # The engines' routing policies are wired here, where the cluster is assembled: nothing registers on import.
+        policies = {**service_proxy_policies(), **(routing_policies or {})}
+        self.proxies = Proxies(server.store, self.kubelet, self.view, policies)
         self._tasks: list[asyncio.Task] = []
         self._spawned: set[asyncio.Task] = set()
         self._kubelet_running = False

@@ -23,7 +23,7 @@ from kubesim.cluster.containerenv import ContainerConfigError, env_sources, qos_
 from kubesim.cluster.events import now
 from kubesim.cluster.generic_workload import resolve
 from kubesim.cluster.nodes import node_gpu_key
-from kubesim.workload import ClusterView, PodContext, Workload, WorkloadExit
+from kubesim.workload import ClusterView, PodContext, Workload, WorkloadExit, WorkloadFactory
 
 log = logging.getLogger(__name__)
 
@@ -266,7 +266,7 @@ class PodRuntime:
         container.container_id = f"containerd://{hashlib.sha256(seed).hexdigest()}"
         ctx = await self.wait_for_config(container)
         await self.event("Created", f"Created container: {container.name}", container=container)
-        workload = resolve(ctx)
+        workload = resolve(ctx, self.kubelet.workload_for)
         container.workload = workload
         container.logs = []
         try:
@@ -468,8 +468,10 @@ class PodRuntime:
 class Kubelet:
     """All nodes' kubelets in one: starts runtimes for bound pods, stops them on deletion or node failure."""
 
-    def __init__(self, api, recorder, config: KubeletConfig, cluster_view: ClusterView | None = None):
+    def __init__(self, api, recorder, config: KubeletConfig, cluster_view: ClusterView | None = None,
+                 workload_for: WorkloadFactory | None = None):
         self.api = api
+        self.workload_for = workload_for  # the engines' factory; None runs every image as the generic workload
         self.recorder = recorder
         self.config = config
         self.cluster_view = cluster_view

@@ -62,11 +62,16 @@ def cluster_fixture():
     started: list[ClusterHandle] = []
 
     def make(
-        nodes: str = "h100-sxm-80gb:1x8,l4-24gb:2x1", faults: FaultConfig | None = None, fast_start: bool = True
+        nodes: str = "h100-sxm-80gb:1x8,l4-24gb:2x1",
+        faults: FaultConfig | None = None,
+        fast_start: bool = True,
+        routing_policies: dict | None = None,
     ) -> ClusterHandle:
         server = Server(port=0, seed=7)
         cluster = Cluster(
-            server, ClusterConfig(nodes=nodes, fast_start=fast_start, seed=7, faults=faults or FaultConfig())
+            server,
+            ClusterConfig(nodes=nodes, fast_start=fast_start, seed=7, faults=faults or FaultConfig()),
+            routing_policies=routing_policies,
         )
         cluster.install()
         server.start_in_thread()

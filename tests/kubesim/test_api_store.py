@@ -28,7 +28,7 @@ from .conftest import api_client_for, deployment
 
 
 def test_store_calls_share_semantics_with_http(kubesim, apps, namespace):
-    store = kubesim.apiserver.store
+    store = kubesim.store
     created = kubesim.call(store.create, "apps/v1/deployments", namespace, deployment("web"), field_manager="ctrl")
     assert created["metadata"]["generation"] == 1
     over_http = apps.read_namespaced_deployment("web", namespace)
@@ -45,7 +45,7 @@ def test_store_calls_share_semantics_with_http(kubesim, apps, namespace):
 
 def test_in_process_watch_receives_changes_made_over_http(kubesim, core, namespace):
     async def subscribe():
-        return kubesim.apiserver.store.watch("v1/configmaps", namespace)
+        return kubesim.store.watch("v1/configmaps", namespace)
 
     sub = asyncio.run_coroutine_threadsafe(subscribe(), kubesim.loop).result(5)
     core.create_namespaced_config_map(namespace, {"metadata": {"name": "a"}})
