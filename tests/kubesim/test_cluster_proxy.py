@@ -3,17 +3,13 @@
 import json
 import time
 
-import pytest
 import requests
 
-from tests.kubesim.cluster_support import cluster_fixture, deployment, is_ready, pod_manifest, wait_for
+from tests.kubesim.cluster_support import deployment, is_ready, pod_manifest
+from tests.polling import wait_for
 
 NS = "default"
 
-
-@pytest.fixture
-def make_cluster():
-    yield from cluster_fixture()
 
 
 def web_service(name: str = "web", annotations: dict | None = None) -> dict:

@@ -14,26 +14,15 @@ import pytest
 
 from apps.serving.choices import Phase
 from kubesim.apiserver.server import Server
-from kubesim.cluster.assembly import Cluster as SimCluster
-from kubesim.cluster.assembly import ClusterConfig
 from tests.factories import ClusterFactory, InferenceServiceFactory, RuntimeFactory
 from workers.inventory import sync_inventory
 from workers.reconcile import kube_for, reconcile
 
 
 @pytest.fixture
-def sim():
-    """A kubesim cluster with one 8-GPU H100 node and two L4 nodes; engines start fast."""
-    server = Server(port=0, seed=5)
-    cluster = SimCluster(server, ClusterConfig(nodes="h100-sxm-80gb:1x8,l4-24gb:2x1", fast_start=True, seed=5))
-    cluster.install()
-    server.start_in_thread()
-    deadline = time.monotonic() + 15
-    while not (cluster.ready is not None and cluster.ready.is_set()):
-        assert time.monotonic() < deadline, "kubesim cluster did not start"
-        time.sleep(0.05)
-    yield server
-    server.stop_in_thread()
+def sim(make_cluster):
+    """A kubesim cluster with one 8-GPU H100 node and two L4 nodes; engines start fast. Yields its API server."""
+    return make_cluster(nodes="h100-sxm-80gb:1x8,l4-24gb:2x1", seed=5).server
 
 
 @pytest.fixture
