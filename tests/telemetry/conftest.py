@@ -11,6 +11,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from apps.serving.choices import Phase
 from kubesim.apiserver.server import Server
@@ -68,6 +69,14 @@ def proxy_base(server: Server, service) -> str:
     host = urllib.parse.urlsplit(service.endpoint)
     name, namespace = host.hostname.split(".")[:2]
     return f"{server.url}/api/v1/namespaces/{namespace}/services/{name}:{host.port}/proxy"
+
+
+def requests_running(server: Server, service) -> float:
+    """`vllm:num_requests_running` of the engine pod the service proxy picks for a `/metrics` request."""
+    with urllib.request.urlopen(f"{proxy_base(server, service)}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+               if sample.name == "vllm:num_requests_running")
 
 
 def send_load(server: Server, service, requests: int = 24, concurrency: int = 8, max_tokens: int = 16) -> list:
