@@ -16,6 +16,7 @@ from kubesim.cluster.controllers.common import (
     resolve_int_or_percent,
     set_condition,
     template_hash,
+    write_status,
 )
 from kubesim.cluster.controllers.replicaset import REPLICASETS
 from kubesim.cluster.events import now, parse_time
@@ -311,9 +312,4 @@ class DeploymentController(Controller):
         for name in ("replicas", "updatedReplicas", "readyReplicas", "availableReplicas", "unavailableReplicas"):
             if not status[name]:
                 status.pop(name)
-        if status != old_status:
-            body = copy.deepcopy(deployment)
-            body["status"] = status
-            result = await self.api.update_status(DEPLOYMENTS, body)
-            if result is not None:
-                self.deployments.apply("MODIFIED", result)
+        await write_status(self.api, DEPLOYMENTS, self.deployments, deployment, status)

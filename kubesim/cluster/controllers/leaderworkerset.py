@@ -10,7 +10,6 @@ readyReplicas, updatedReplicas, conditions and `hpaPodSelector` for the scale su
 
 from __future__ import annotations
 
-import copy
 import hashlib
 
 from kubesim.apiserver.errors import ApiError
@@ -23,6 +22,7 @@ from kubesim.cluster.controllers.common import (
     pod_ready,
     set_condition,
     template_hash,
+    write_status,
 )
 
 LWS = "leaderworkerset.x-k8s.io/v1/leaderworkersets"
@@ -217,9 +217,4 @@ class LeaderWorkerSetController(Controller):
             "conditions": conditions,
             "hpaPodSelector": f"{NAME}={name},{WORKER_INDEX}=0",
         }
-        if status != old:
-            body = copy.deepcopy(lws)
-            body["status"] = status
-            result = await self.api.update_status(LWS, body)
-            if result is not None:
-                self.sets.apply("MODIFIED", result)
+        await write_status(self.api, LWS, self.sets, lws, status)
