@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from .resources import ResourceType
-
-if TYPE_CHECKING:
-    from .store import Store
 
 
 @dataclass(slots=True)
@@ -24,7 +21,7 @@ class AdmissionRequest:
     old_object: dict | None
     subresource: str | None
     dry_run: bool
-    store: Store
+    store: Any  # the kubesim.apiserver.store.Store being written (hooks read other objects through it)
 
 
 AdmissionHook = Callable[[AdmissionRequest], None]

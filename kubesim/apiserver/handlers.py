@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import json
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import yaml
 from aiohttp import web
@@ -19,10 +19,7 @@ from . import discovery, tables
 from .apply import PATCH_TYPES
 from .errors import ApiError
 from .resources import ResourceType
-from .store import Subscription
-
-if TYPE_CHECKING:
-    from .server import Server
+from .store import Store, Subscription
 
 try:  # the C loader is much faster for apply bodies
     _YamlLoader = yaml.CSafeLoader
@@ -65,10 +62,20 @@ def _truthy(v: str | None) -> bool:
     return v is not None and v.lower() in ("true", "1")
 
 
+class HandlerHost(Protocol):
+    """What the handlers need of the server that mounts them (`kubesim.apiserver.server.Server`)."""
+
+    store: Store
+    host: str
+    port: int
+    bookmark_interval: float
+    watch_coalesce: float
+
+
 class ApiHandlers:
     """Handlers for discovery, OpenAPI and the resource REST API."""
 
-    def __init__(self, server: Server):
+    def __init__(self, server: HandlerHost):
         self.server = server
         self.store = server.store
 

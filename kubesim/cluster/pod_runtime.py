@@ -15,7 +15,7 @@ import hashlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import aiohttp
 
@@ -24,10 +24,7 @@ from kubesim.cluster.containerenv import ContainerConfigError, env_sources, qos_
 from kubesim.cluster.events import now
 from kubesim.cluster.generic_workload import resolve
 from kubesim.cluster.nodes import node_gpu_key
-from kubesim.workload import PodContext, Workload, WorkloadExit
-
-if TYPE_CHECKING:
-    from kubesim.cluster.kubelet import Kubelet
+from kubesim.workload import ClusterView, PodContext, Workload, WorkloadExit, WorkloadFactory
 
 log = logging.getLogger(__name__)
 
@@ -133,10 +130,28 @@ def pod_ready_conditions(ready: bool, reason: str | None, stamp: str, previous: 
     ]
 
 
+class PodHost(Protocol):
+    """What a pod runtime needs of the kubelet that runs it (`kubesim.cluster.kubelet.Kubelet`)."""
+
+    api: Any  # the kubelet's ClusterApi view of the store
+    recorder: Any  # EventRecorder
+    config: KubeletConfig
+    cluster_view: ClusterView | None
+    workload_for: WorkloadFactory | None
+
+    def session(self) -> aiohttp.ClientSession: ...
+
+    def node_ip(self, node: dict) -> str: ...
+
+    def release_ip(self, node: dict, key: tuple[str, str]) -> None: ...
+
+    async def publish(self, runtime: PodRuntime) -> None: ...
+
+
 class PodRuntime:
     """Everything the kubelet runs for one pod."""
 
-    def __init__(self, kubelet: Kubelet, pod: dict, node: dict):
+    def __init__(self, kubelet: PodHost, pod: dict, node: dict):
         self.kubelet = kubelet
         self.namespace = pod["metadata"].get("namespace") or "default"
         self.name = pod["metadata"]["name"]
