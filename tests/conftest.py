@@ -37,9 +37,10 @@ def encryption_key(settings):
 def make_cluster():
     """`make_cluster(nodes=..., faults=..., fast_start=..., routing_policies=..., seed=...)` starts a simulated
     kubesim cluster (tests/simcluster.py) and returns its handle; every cluster is stopped after the test."""
-    from tests.simcluster import start_clusters  # kubesim is imported only by the tests that start one
+    from tests.simcluster import cluster_starter  # kubesim is imported only by the tests that start one
 
-    yield from start_clusters()
+    with cluster_starter() as make:
+        yield make
 
 
 @pytest.fixture

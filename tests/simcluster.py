@@ -4,6 +4,7 @@ fixture from tests/conftest.py."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import urllib.request
@@ -55,9 +56,10 @@ class ClusterHandle:
         return proc
 
 
-def start_clusters():
-    """Body of the `make_cluster` fixture (tests/conftest.py): `make_cluster(nodes=..., faults=FaultConfig(...))`
-    starts a fast-start cluster, stopped after the test."""
+@contextlib.contextmanager
+def cluster_starter():
+    """Behind the `make_cluster` fixture (tests/conftest.py), usable for a module-scoped cluster too:
+    `make(nodes=..., faults=FaultConfig(...))` starts a fast-start cluster; all are stopped on exit."""
     started: list[ClusterHandle] = []
 
     def make(
@@ -82,7 +84,9 @@ def start_clusters():
         wait_for(lambda: cluster.ready is not None and cluster.ready.is_set(), message="cluster start")
         return handle
 
-    yield make
-    for handle in started:
-        handle.api_client.close()
-        handle.server.stop_in_thread()
+    try:
+        yield make
+    finally:
+        for handle in started:
+            handle.api_client.close()
+            handle.server.stop_in_thread()
