@@ -34,6 +34,16 @@ def encryption_key(settings):
 
 
 @pytest.fixture
+def make_cluster():
+    """`make_cluster(nodes=..., faults=..., fast_start=..., routing_policies=..., seed=...)` starts a simulated
+    kubesim cluster (tests/simcluster.py) and returns its handle; every cluster is stopped after the test."""
+    from tests.simcluster import cluster_starter  # kubesim is imported only by the tests that start one
+
+    with cluster_starter() as make:
+        yield make
+
+
+@pytest.fixture
 def tenant_a(db):
     return TenantFactory(slug="alpha", name="Alpha Team", gpu_quota=64)
 

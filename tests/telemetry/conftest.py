@@ -11,28 +11,20 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from apps.serving.choices import Phase
-from kubesim.cluster import Cluster as SimCluster
-from kubesim.cluster import ClusterConfig
-from kubesim.server import Server
+from kubesim.apiserver.server import Server
 from tests.factories import ClusterFactory, InferenceServiceFactory, RuntimeFactory
-from tests.polling import wait_for
 from workers.inventory import sync_inventory
 from workers.kube import kube_for
 from workers.reconcile import reconcile
 
 
 @pytest.fixture
-def sim():
-    """A kubesim cluster with one 8-GPU H100 node and two L4 nodes; engines start fast."""
-    server = Server(port=0, seed=5)
-    cluster = SimCluster(server, ClusterConfig(nodes="h100-sxm-80gb:1x8,l4-24gb:2x1", fast_start=True, seed=5))
-    cluster.install()
-    server.start_in_thread()
-    wait_for(lambda: cluster.ready is not None and cluster.ready.is_set(), message="the kubesim cluster to start")
-    yield server
-    server.stop_in_thread()
+def sim(make_cluster):
+    """A kubesim cluster with one 8-GPU H100 node and two L4 nodes; engines start fast. Yields its API server."""
+    return make_cluster(nodes="h100-sxm-80gb:1x8,l4-24gb:2x1", seed=5).server
 
 
 @pytest.fixture
@@ -80,6 +72,14 @@ def proxy_base(server: Server, service) -> str:
     return f"{server.url}/api/v1/namespaces/{namespace}/services/{name}:{host.port}/proxy"
 
 
+def requests_running(server: Server, service) -> float:
+    """`vllm:num_requests_running` of the engine pod the service proxy picks for a `/metrics` request."""
+    with urllib.request.urlopen(f"{proxy_base(server, service)}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+               if sample.name == "vllm:num_requests_running")
+
+
 def send_load(server: Server, service, requests: int = 24, concurrency: int = 8, max_tokens: int = 16) -> list:
     """Send completions through the service proxy; returns each response's usage."""
     base = proxy_base(server, service)
@@ -96,24 +96,3 @@ def send_load(server: Server, service, requests: int = 24, concurrency: int = 8,
 
     with ThreadPoolExecutor(concurrency) as pool:
         return list(pool.map(one, range(requests)))
-
-
-def running_requests(service) -> float:
-    """Requests the service's engines are running now, read from their `/metrics` through the pod proxy."""
-    from apps.telemetry.exposition import ENGINES
-    from workers.telemetry import list_engine_pods, scrape_pod
-
-    core = kube_for(service.cluster).core
-    total = 0.0
-    for pod in list_engine_pods(core, {str(service.uid): service.pk}, timeout=5):
-        result = scrape_pod(core, pod, timeout=5)
-        if result.snapshot is not None:
-            names = ENGINES[result.snapshot.engine]
-            total += sum(result.snapshot.gauges.get(names.running, {}).values())
-    return total
-
-
-def wait_for_requests_in_flight(service, timeout: float = 30.0) -> float:
-    """Poll until the engines report at least one running request (load caught in flight)."""
-    return wait_for(lambda: running_requests(service), timeout=timeout, interval=0.1,
-                    message=f"requests in flight on {service.name}")

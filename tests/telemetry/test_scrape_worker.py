@@ -7,7 +7,7 @@ import pytest
 
 from apps.telemetry.models import QueueHeartbeat, SeriesPoint
 from controlplane.celery import app
-from tests.kubesim.cluster_support import wait_for
+from tests.polling import wait_for
 from tests.workers.conftest import workers  # noqa: F401 (the real-worker fixture)
 from workers.tasks import telemetry as tasks
 

@@ -8,7 +8,8 @@ import threading
 from django.urls import reverse
 
 from apps.telemetry.models import PodStat
-from tests.telemetry.conftest import send_load, wait_for_requests_in_flight
+from tests.polling import wait_for
+from tests.telemetry.conftest import requests_running, send_load
 from workers.telemetry import scrape_all
 
 
@@ -18,7 +19,8 @@ def test_load_drives_ttft_and_kv_figures_onto_the_service_page(deploy, tenant_a,
     send_load(sim, service, requests=12, concurrency=6)
     background = threading.Thread(target=send_load, args=(sim, service), kwargs={"requests": 6, "max_tokens": 400})
     background.start()
-    wait_for_requests_in_flight(service)
+    # Scrape once an engine reports some of them running (polled, not slept: the machine may be slow).
+    wait_for(lambda: requests_running(sim, service) > 0, message="requests running")
     scrape_all()
     background.join(60)
 

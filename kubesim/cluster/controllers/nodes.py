@@ -7,10 +7,10 @@ controllers recreate them on healthy nodes. A recovered node becomes Ready and l
 
 from __future__ import annotations
 
-from kubesim.controllers.common import PODS
-from kubesim.errors import ApiError
-from kubesim.events import now
-from kubesim.nodes import ready_conditions
+from kubesim.apiserver.errors import ApiError
+from kubesim.cluster.controllers.common import PODS
+from kubesim.cluster.events import now
+from kubesim.cluster.nodes import ready_conditions
 
 NODES = "v1/nodes"
 COMPONENT = "node-controller"

@@ -3,14 +3,13 @@ Eviction subresource that honours those budgets."""
 
 from __future__ import annotations
 
-import copy
 import math
 
 from aiohttp import web
 
-from kubesim.controllers.base import Controller, Informer, key_of
-from kubesim.controllers.common import pod_active, pod_ready, selector_matches, set_condition
-from kubesim.errors import ApiError
+from kubesim.apiserver.errors import ApiError
+from kubesim.cluster.controllers.base import Controller, Informer, key_of
+from kubesim.cluster.controllers.common import pod_active, pod_ready, selector_matches, set_condition, write_status
 
 PDBS = "policy/v1/poddisruptionbudgets"
 
@@ -76,13 +75,7 @@ class DisruptionController(Controller):
         if pdb is None:
             return
         status = budget_status(pdb, self.pods.list(key[0]))
-        if status == pdb.get("status"):
-            return
-        body = copy.deepcopy(pdb)
-        body["status"] = status
-        result = await self.api.update_status(PDBS, body)
-        if result is not None:
-            self.budgets.apply("MODIFIED", result)
+        await write_status(self.api, PDBS, self.budgets, pdb, status)
 
 
 def eviction_route(store):

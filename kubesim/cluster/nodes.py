@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kubesim.quantities import format_units
+from kubesim.apiserver.quantities import format_units
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ import math
 import random
 from datetime import UTC, datetime
 
-from kubesim.controllers.base import owner_ref
-from kubesim.errors import ApiError
-from kubesim.events import now, parse_time
+from kubesim.apiserver.errors import ApiError
+from kubesim.cluster.controllers.base import owner_ref
+from kubesim.cluster.events import now, parse_time
 
 PODS = "v1/pods"
 SAFE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand
@@ -28,6 +28,16 @@ async def delete_pod(api, pods, pod: dict) -> None:
             raise
         gone = pod
     pods.apply("DELETED", gone)
+
+
+async def write_status(api, resource: str, informer, obj: dict, status: dict) -> None:
+    """Write `status` onto `obj` when it changed, and record the result in `informer` at once, so the
+    controller's next reconcile starts from its own write."""
+    if status == (obj.get("status") or {}):
+        return
+    result = await api.update_status(resource, {**obj, "status": status})
+    if result is not None:
+        informer.apply("MODIFIED", result)
 
 
 def safe_encode(value: int, length: int) -> str:
@@ -165,20 +175,3 @@ def selector_matches(selector: dict | None, labels: dict) -> bool:
         if operator == "DoesNotExist" and key in labels:
             return False
     return True
-
-
-def selector_string(selector: dict | None) -> str:
-    """A LabelSelector in the string form the scale subresource reports."""
-    parts = [f"{k}={v}" for k, v in sorted(((selector or {}).get("matchLabels") or {}).items())]
-    for expression in (selector or {}).get("matchExpressions") or []:
-        key, operator = expression.get("key"), expression.get("operator")
-        values = ",".join(sorted(expression.get("values") or []))
-        if operator == "In":
-            parts.append(f"{key} in ({values})")
-        elif operator == "NotIn":
-            parts.append(f"{key} notin ({values})")
-        elif operator == "Exists":
-            parts.append(key)
-        elif operator == "DoesNotExist":
-            parts.append(f"!{key}")
-    return ",".join(parts)

@@ -7,13 +7,11 @@ toleration for the GPU taint, as on GKE and AKS, so a GPU request alone is enoug
 
 from __future__ import annotations
 
-import copy
-
-from kubesim.controllers.base import Controller, Informer, key_of
-from kubesim.controllers.common import pod_active
-from kubesim.errors import ApiError
-from kubesim.quantities import add, format_units, pod_resources, to_units
-from kubesim.scheduler import extended_resource_tolerations
+from kubesim.apiserver.errors import ApiError
+from kubesim.apiserver.quantities import add, format_units, pod_resources, to_units
+from kubesim.cluster.controllers.base import Controller, Informer, key_of
+from kubesim.cluster.controllers.common import pod_active, write_status
+from kubesim.cluster.placement import extended_resource_tolerations
 
 QUOTAS = "v1/resourcequotas"
 PODS = "v1/pods"
@@ -133,10 +131,4 @@ class QuotaController(Controller):
         used_units = namespace_usage(self.pods.list(key[0]), sorted(hard))
         used = {item: _fmt(item, units) for item, units in used_units.items()}
         status = {"hard": hard, "used": used}
-        if quota.get("status") == status:
-            return
-        body = copy.deepcopy(quota)
-        body["status"] = status
-        result = await self.api.update_status(QUOTAS, body)
-        if result is not None:
-            self.quotas.apply("MODIFIED", result)
+        await write_status(self.api, QUOTAS, self.quotas, quota, status)

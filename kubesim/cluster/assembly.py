@@ -1,12 +1,12 @@
 """The simulated GPU cluster behind kubesim's API server: nodes, scheduler, controllers, kubelet,
-proxies and faults, wired onto a `kubesim.server.Server`.
+proxies and faults, wired onto a `kubesim.apiserver.server.Server`.
 
     server = Server(port=0, seed=1)
     cluster = Cluster(server, ClusterConfig(nodes="h100-sxm-80gb:1x8,l4-24gb:2x1", fast_start=True))
     cluster.install()          # before server.start(): admission, routes, middleware, background task
     await server.start()
 
-Everything runs on the server's event loop and talks to the store in-process (kubesim/controllers/api.py).
+Everything runs on the server's event loop and talks to the store in-process (kubesim/cluster/controllers/api.py).
 """
 
 from __future__ import annotations
@@ -16,26 +16,29 @@ import asyncio
 import contextlib
 import logging
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kubesim.controllers.api import ClusterApi
-from kubesim.controllers.autoscaler import HPAS, HorizontalPodAutoscalerController
-from kubesim.controllers.base import Informer
-from kubesim.controllers.deployment import DEPLOYMENTS, DeploymentController
-from kubesim.controllers.disruption import PDBS, DisruptionController, eviction_route
-from kubesim.controllers.endpoints import ENDPOINTS, EndpointsController
-from kubesim.controllers.leaderworkerset import LWS, LeaderWorkerSetController
-from kubesim.controllers.nodes import NODES, NodeLifecycle, register_nodes
-from kubesim.controllers.quota import QUOTAS, QuotaController, pod_admission
-from kubesim.controllers.replicaset import REPLICASETS, ReplicaSetController
-from kubesim.controllers.scheduling import Scheduler
-from kubesim.controllers.statefulset import STATEFULSETS, StatefulSetController
-from kubesim.events import EventRecorder, expire_events
-from kubesim.faults import FaultConfig, FaultInjector, admin_routes, fault_middleware
-from kubesim.kubelet import Kubelet, KubeletConfig
-from kubesim.nodes import build_nodes
-from kubesim.proxy import Proxies
-from kubesim.selectors import parse_label_selector
+from kubesim import engines
+from kubesim.apiserver.selectors import parse_label_selector
+from kubesim.cluster.controllers.api import ClusterApi
+from kubesim.cluster.controllers.autoscaler import HPAS, HorizontalPodAutoscalerController
+from kubesim.cluster.controllers.base import Informer
+from kubesim.cluster.controllers.deployment import DEPLOYMENTS, DeploymentController
+from kubesim.cluster.controllers.disruption import PDBS, DisruptionController, eviction_route
+from kubesim.cluster.controllers.endpoints import ENDPOINTS, EndpointsController
+from kubesim.cluster.controllers.leaderworkerset import LWS, LeaderWorkerSetController
+from kubesim.cluster.controllers.nodes import NODES, NodeLifecycle, register_nodes
+from kubesim.cluster.controllers.quota import QUOTAS, QuotaController, pod_admission
+from kubesim.cluster.controllers.replicaset import REPLICASETS, ReplicaSetController
+from kubesim.cluster.controllers.scheduling import Scheduler
+from kubesim.cluster.controllers.statefulset import STATEFULSETS, StatefulSetController
+from kubesim.cluster.events import EventRecorder, expire_events
+from kubesim.cluster.faults import FaultConfig, FaultInjector, admin_routes, fault_middleware
+from kubesim.cluster.kubelet import Kubelet, KubeletConfig
+from kubesim.cluster.nodes import build_nodes
+from kubesim.cluster.proxy import Proxies, RoutingPolicy
+from kubesim.engines.routing import service_proxy_policies
 from kubesim.workload import Endpoint
 
 log = logging.getLogger(__name__)
@@ -82,7 +85,9 @@ class ClusterView:
 class Cluster:
     """All cluster components of one kubesim server."""
 
-    def __init__(self, server, config: ClusterConfig | None = None):
+    def __init__(self, server, config: ClusterConfig | None = None, *,
+                 routing_policies: Mapping[str, RoutingPolicy] | None = None):
+        """`routing_policies` adds service-proxy policies by name to the engines' own (tests use it)."""
         self.server = server
         self.config = config or ClusterConfig()
         self.nodes = build_nodes(self.config.nodes)  # fails fast on a bad --nodes
@@ -110,6 +115,7 @@ class Cluster:
             self.api.as_manager("kubelet"),
             self.recorder,
             KubeletConfig(fast_start=self.config.fast_start, seed=self.config.seed),
+            workload_for=engines.workload_for,
         )
         self.view = ClusterView(pods, self.kubelet)
         self.kubelet.cluster_view = self.view
@@ -141,7 +147,9 @@ class Cluster:
         )
         self.controllers.append(self.autoscaler)
         pods.handlers.append(self._kubelet_pod_changed)
-        self.proxies = Proxies(server.store, self.kubelet, self.view)
+        # The engines' routing policies are wired here, where the cluster is assembled: nothing registers on import.
+        policies = {**service_proxy_policies(), **(routing_policies or {})}
+        self.proxies = Proxies(server.store, self.kubelet, self.view, policies)
         self._tasks: list[asyncio.Task] = []
         self._spawned: set[asyncio.Task] = set()
         self._kubelet_running = False

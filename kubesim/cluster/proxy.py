@@ -5,26 +5,24 @@ forward any method, headers, query and body to the workload's loopback port and 
 back chunk by chunk (server-sent events arrive as the workload writes them).
 
 The service proxy picks a ready endpoint with a routing policy: round robin unless the Service carries
-the annotation `kubesim.io/routing-policy: <name>` naming a policy registered with
-`register_routing_policy(name, fn)`; `fn(request: ProxyRequest, endpoints: list[Endpoint])` returns
-the Endpoint to use (or None for round robin), and may be a coroutine function.
+the annotation `kubesim.io/routing-policy: <name>` naming one of the policies `Proxies` was built with
+(the cluster assembly passes the engines' policies); `fn(request: ProxyRequest, endpoints: list[Endpoint])`
+returns the Endpoint to use (or None for round robin), and may be a coroutine function.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import importlib
 import inspect
 import itertools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 import aiohttp
 from aiohttp import web
 
-from kubesim.errors import ApiError
+from kubesim.apiserver.errors import ApiError
 from kubesim.workload import Endpoint
 
 log = logging.getLogger(__name__)
@@ -59,16 +57,6 @@ class ProxyRequest:
 
 
 RoutingPolicy = Callable[[ProxyRequest, list[Endpoint]], "Endpoint | Awaitable[Endpoint | None] | None"]
-_POLICIES: dict[str, RoutingPolicy] = {}
-
-
-def register_routing_policy(name: str, policy: RoutingPolicy) -> None:
-    """Make `policy` available to Services annotated `kubesim.io/routing-policy: <name>`."""
-    _POLICIES[name] = policy
-
-
-def routing_policy(name: str | None) -> RoutingPolicy | None:
-    return _POLICIES.get(name) if name else None
 
 
 def parse_target(target: str) -> tuple[str, str | None]:
@@ -84,14 +72,18 @@ def parse_target(target: str) -> tuple[str, str | None]:
 class Proxies:
     """The pod proxy, the service proxy and the log endpoint, over the cluster's kubelet and informers."""
 
-    def __init__(self, store, kubelet, cluster_view):
+    def __init__(self, store, kubelet, cluster_view, policies: Mapping[str, RoutingPolicy] | None = None):
         self.store = store
         self.kubelet = kubelet
         self.view = cluster_view
         self._session: aiohttp.ClientSession | None = None
         self._round_robin: dict[tuple[str, str], itertools.count] = {}
-        with contextlib.suppress(ImportError):  # the engines package registers its policies on import
-            importlib.import_module("kubesim.engines")
+        # Services annotated `kubesim.io/routing-policy: <name>` route through policies[name].
+        self.policies: dict[str, RoutingPolicy] = dict(policies or {})
+
+    def routing_policy(self, name: str | None) -> RoutingPolicy | None:
+        """The policy a Service's routing annotation names, or None (round robin)."""
+        return self.policies.get(name) if name else None
 
     def routes(self) -> list[tuple[str, str, Callable]]:
         base = "/api/v1/namespaces/{namespace}"
@@ -163,7 +155,7 @@ class Proxies:
     async def choose(self, request: web.Request, service: dict, endpoints: list[Endpoint], body: bytes) -> Endpoint:
         """The routing policy's pick among ready endpoints, round robin by default."""
         annotations = service["metadata"].get("annotations") or {}
-        policy = routing_policy(annotations.get(ROUTING_ANNOTATION))
+        policy = self.routing_policy(annotations.get(ROUTING_ANNOTATION))
         if policy is not None:
             info = ProxyRequest(
                 method=request.method,

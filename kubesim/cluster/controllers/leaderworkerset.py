@@ -10,11 +10,11 @@ readyReplicas, updatedReplicas, conditions and `hpaPodSelector` for the scale su
 
 from __future__ import annotations
 
-import copy
 import hashlib
 
-from kubesim.controllers.base import Controller, Informer, controller_of, key_of, owner_ref
-from kubesim.controllers.common import (
+from kubesim.apiserver.errors import ApiError
+from kubesim.cluster.controllers.base import Controller, Informer, controller_of, key_of, owner_ref
+from kubesim.cluster.controllers.common import (
     PODS,
     delete_pod,
     pod_active,
@@ -22,8 +22,8 @@ from kubesim.controllers.common import (
     pod_ready,
     set_condition,
     template_hash,
+    write_status,
 )
-from kubesim.errors import ApiError
 
 LWS = "leaderworkerset.x-k8s.io/v1/leaderworkersets"
 SERVICES = "v1/services"
@@ -217,9 +217,4 @@ class LeaderWorkerSetController(Controller):
             "conditions": conditions,
             "hpaPodSelector": f"{NAME}={name},{WORKER_INDEX}=0",
         }
-        if status != old:
-            body = copy.deepcopy(lws)
-            body["status"] = status
-            result = await self.api.update_status(LWS, body)
-            if result is not None:
-                self.sets.apply("MODIFIED", result)
+        await write_status(self.api, LWS, self.sets, lws, status)

@@ -1,4 +1,4 @@
-"""How the cluster components talk to the API server's store: async wrappers over `kubesim.store.Store`.
+"""How the cluster components talk to the API server's store: async wrappers over `kubesim.apiserver.store.Store`.
 
 The store is synchronous and atomic on the server's event loop; the wrappers give controllers one
 small vocabulary (resources named `"v1/pods"`, `"apps/v1/deployments"`) and one field manager per
@@ -11,7 +11,7 @@ import asyncio
 import copy
 from collections.abc import AsyncIterator, Callable
 
-from kubesim.errors import ApiError
+from kubesim.apiserver.errors import ApiError
 
 
 class ClusterApi:

@@ -13,19 +13,18 @@ without metrics-server does, and only enforce min/max replicas.
 from __future__ import annotations
 
 import asyncio
-import copy
 import math
 import time
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from kubesim.controllers.base import Controller, Informer, key_of
-from kubesim.controllers.common import pod_ready, set_condition
-from kubesim.errors import ApiError
-from kubesim.events import now
-from kubesim.quantities import parse_quantity
-from kubesim.selectors import parse_label_selector
+from kubesim.apiserver.errors import ApiError
+from kubesim.apiserver.quantities import parse_quantity
+from kubesim.apiserver.selectors import parse_label_selector
+from kubesim.cluster.controllers.base import Controller, Informer, key_of
+from kubesim.cluster.controllers.common import pod_ready, set_condition, write_status
+from kubesim.cluster.events import now
 
 HPAS = "autoscaling/v2/horizontalpodautoscalers"
 COMPONENT = "horizontal-pod-autoscaler"
@@ -284,10 +283,4 @@ class HorizontalPodAutoscalerController(Controller):
     async def _write(self, hpa: dict, status: dict) -> None:
         for condition in status.get("conditions") or []:
             condition.pop("lastUpdateTime", None)  # HorizontalPodAutoscalerCondition has no lastUpdateTime
-        if status == hpa.get("status"):
-            return
-        body = copy.deepcopy(hpa)
-        body["status"] = status
-        result = await self.api.update_status(HPAS, body)
-        if result is not None:
-            self.hpas.apply("MODIFIED", result)
+        await write_status(self.api, HPAS, self.hpas, hpa, status)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import copy
 
-from kubesim.controllers.base import Controller, Informer, key_of
-from kubesim.controllers.common import pod_active, pod_ready
-from kubesim.errors import ApiError
+from kubesim.apiserver.errors import ApiError
+from kubesim.cluster.controllers.base import Controller, Informer, key_of
+from kubesim.cluster.controllers.common import pod_active, pod_ready
 
 ENDPOINTS = "v1/endpoints"
 COMPONENT = "endpoint-controller"

@@ -1,7 +1,7 @@
 """The controller machinery: informers (a cache of objects kept current from store watches) and
 level-based controllers fed by a deduplicating work queue.
 
-Controllers read from the informer caches and write through `ClusterApi` (kubesim/controllers/api.py),
+Controllers read from the informer caches and write through `ClusterApi` (kubesim/cluster/controllers/api.py),
 so a reconcile never lists the whole store and doing it twice changes nothing.
 """
 

@@ -3,14 +3,14 @@
 `place()` picks a node for one pod or returns a `FitError` whose message is the scheduler's
 ("0/6 nodes are available: 2 node(s) didn't match Pod's node affinity/selector, 4 Insufficient
 nvidia.com/gpu. preemption: ..."). `place_gang()` places a group of pods all or nothing.
-The controller that drives it from the store lives in kubesim/controllers/scheduling.py.
+The controller that drives it from the store lives in kubesim/cluster/controllers/scheduling.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kubesim.quantities import add, node_allocatable, pod_requests
+from kubesim.apiserver.quantities import add, node_allocatable, pod_requests
 
 UNSCHEDULABLE = "node(s) were unschedulable"
 NODE_AFFINITY = "node(s) didn't match Pod's node affinity/selector"

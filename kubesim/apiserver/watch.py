@@ -1,17 +1,16 @@
 """Watch plumbing: committed change events, per-watch subscriptions with selector transitions, and the
-WatchEvent in-process watchers receive. The Store owns history and fan-out; see kubesim.store.
+WatchEvent in-process watchers receive. The store owns history and fan-out and
+reaches subscriptions through its public `present` and `unsubscribe` (EventSource); this module imports
+no store.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 from .resources import ResourceType
 from .selectors import parse_field_selector, parse_label_selector
-
-if TYPE_CHECKING:
-    from .store import Store
 
 
 class WatchEvent(NamedTuple):
@@ -32,10 +31,22 @@ class _Event:
         self.wire: dict[str, bytes] = {}  # serialized line per (type, apiVersion), shared by HTTP watchers
 
 
+class EventSource(Protocol):
+    """What a subscription needs of the store that feeds it (the store's public interface)."""
+
+    def present(self, rt: ResourceType, obj: dict) -> dict:
+        """A stored object as callers receive it."""
+        ...
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        """Stop delivering events to `sub`."""
+        ...
+
+
 class Subscription:
     """A watch on one resource: an async iterator of WatchEvent (in-process) or raw events (HTTP)."""
 
-    def __init__(self, store: Store, rt: ResourceType, namespace: str | None, label_selector: str | None,
+    def __init__(self, store: EventSource, rt: ResourceType, namespace: str | None, label_selector: str | None,
                  field_selector: str | None):
         self.store = store
         self.rt = rt
@@ -76,7 +87,7 @@ class Subscription:
 
     def close(self) -> None:
         self.closed = True
-        self.store._unsubscribe(self)
+        self.store.unsubscribe(self)
 
     def __aiter__(self):
         return self
@@ -85,4 +96,4 @@ class Subscription:
         if self.closed:
             raise StopAsyncIteration
         t, ev = await self.queue.get()
-        return WatchEvent(t, self.store._present(self.rt, ev.obj))
+        return WatchEvent(t, self.store.present(self.rt, ev.obj))

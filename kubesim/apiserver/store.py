@@ -29,11 +29,12 @@ thread that runs the server, which makes each call atomic):
     with store.raw_results(): ...  # calls return stored objects uncopied (serializers only; never mutate)
 
 `res` is a ResourceType, a `(group, version, plural)` tuple or `"group/version/plural"` (`"v1/pods"` for
-the core group). Errors are `kubesim.errors.ApiError` with the apiserver's code, reason and message.
+the core group). Errors are `kubesim.apiserver.errors.ApiError` with the apiserver's code, reason and message.
 Objects handed out are copies: mutate them freely and write them back with update/patch.
 
-Layout: this module holds objects, history and the write paths; `kubesim.collector` adds delete and
-garbage collection, `kubesim.watch` the subscriptions, `kubesim.objects` shared helpers and defaults.
+Layout: this module holds objects, history, create and update; mixins add the other verbs:
+`collector` (delete, garbage collection), `apply` (patch, server-side apply), `scale` (the scale
+subresource), `persistence` (snapshots). `watch` has the subscriptions, `objects` shared helpers.
 """
 
 from __future__ import annotations
@@ -41,19 +42,17 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import os
 import random
 import uuid
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from .admission import AdmissionHook, AdmissionRequest
+from .apply import PATCH_TYPES, PatchMixin
 from .collector import DeletionMixin
 from .errors import ApiError
-from .fieldmanager import FieldManager, strip_nulls
+from .fieldmanager import FieldManager
 from .objects import (
-    _dotted,
-    _set_dotted,
     _spec_of,
     _status_scope,
     _without_times,
@@ -61,45 +60,21 @@ from .objects import (
     clone,
     now_rfc3339,
 )
-from .patching import json_patch, merge_patch, strategic_merge
+from .persistence import PersistenceMixin
 from .resources import Registry, ResourceType, preinstalled_crds, types_from_crd
-from .selectors import parse_field_selector, parse_label_selector, selector_from_label_selector
+from .scale import ScaleMixin
+from .selectors import parse_field_selector, parse_label_selector
 from .validation import validate
 from .watch import Subscription, WatchEvent, _Event
 
 __all__ = ["PATCH_TYPES", "AdmissionHook", "AdmissionRequest", "Store", "Subscription", "WatchEvent"]
 
-PATCH_TYPES = {
-    "application/merge-patch+json": "merge",
-    "application/json-patch+json": "json",
-    "application/strategic-merge-patch+json": "strategic",
-    "application/apply-patch+yaml": "apply",
-    "application/apply-patch+json": "apply",
-}
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _GENERATE_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _SERVER_KEPT = ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds")
 
 
-@dataclass(slots=True)
-class AdmissionRequest:
-    """What an admission hook sees before a write is persisted (object is the proposed new state)."""
-
-    operation: str  # CREATE | UPDATE | DELETE
-    resource: ResourceType
-    namespace: str | None
-    name: str
-    object: dict | None
-    old_object: dict | None
-    subresource: str | None
-    dry_run: bool
-    store: Store
-
-
-AdmissionHook = Callable[[AdmissionRequest], None]
-
-
-class Store(DeletionMixin):
+class Store(DeletionMixin, PatchMixin, ScaleMixin, PersistenceMixin):
     """All objects, the global resourceVersion, watch history and subscriptions (see module docstring)."""
 
     def __init__(self, *, seed: int | None = None, history_size: int = 10000, seed_objects: bool = True):
@@ -147,7 +122,8 @@ class Store(DeletionMixin):
     def _ns(self, rt: ResourceType, namespace: str | None) -> str | None:
         return (namespace or "default") if rt.namespaced else None
 
-    def _present(self, rt: ResourceType, obj: dict) -> dict:
+    def present(self, rt: ResourceType, obj: dict) -> dict:
+        """A stored object as callers receive it: a copy with `apiVersion` (uncopied under raw_results)."""
         if self._raw:
             # the HTTP layer serializes the stored object directly and never mutates it
             return obj if obj.get("apiVersion") == rt.api_version else {**obj, "apiVersion": rt.api_version}
@@ -185,7 +161,7 @@ class Store(DeletionMixin):
         obj = self._current(rt, namespace, name)
         if subresource == "scale":
             return self._scale_of(rt, obj)
-        return self._present(rt, obj)
+        return self.present(rt, obj)
 
     def list(self, resource, namespace: str | None = None, label_selector: str | None = None,
              field_selector: str | None = None) -> tuple[list[dict], str]:
@@ -204,7 +180,7 @@ class Store(DeletionMixin):
             matched.append((key, obj))
         # Sort only what matched: a selective list in a large store stays cheap.
         matched.sort(key=lambda kv: (kv[0][0] or "", kv[0][1]))
-        return [self._present(rt, obj) for _key, obj in matched], str(self._rv)
+        return [self.present(rt, obj) for _key, obj in matched], str(self._rv)
 
     # ------------------------------------------------------------------ watch
 
@@ -247,9 +223,11 @@ class Store(DeletionMixin):
         return out
 
     def subscribe_raw(self, sub: Subscription) -> None:
+        """Fan events out to `sub` from now on (the HTTP layer queues initial events itself)."""
         self._subs.add(sub)
 
-    def _unsubscribe(self, sub: Subscription) -> None:
+    def unsubscribe(self, sub: Subscription) -> None:
+        """Stop fanning events out to `sub` (what `Subscription.close` calls)."""
         self._subs.discard(sub)
 
     # ------------------------------------------------------------------ commit
@@ -361,14 +339,14 @@ class Store(DeletionMixin):
             meta["managedFields"] = managed
         self._admit("CREATE", rt, ns, name, obj, None, None, dry_run)
         if dry_run:
-            return self._present(rt, obj)
+            return self.present(rt, obj)
         committed = self._commit(rt, ns, name, obj, None, "ADDED")
         if rt.kind == "CustomResourceDefinition" and rt.group == "apiextensions.k8s.io":
             self._serve_crd(committed)
         refs = meta.get("ownerReferences") or []
         if refs and not any(r.get("uid") in self._by_uid for r in refs):
             self._collect_dangling(rt, ns, name, committed["metadata"]["uid"])
-        return self._present(rt, committed)
+        return self.present(rt, committed)
 
     def _defaults(self, rt: ResourceType, obj: dict) -> None:
         """The few apiserver defaults clients rely on; status of kinds with /status starts empty."""
@@ -443,55 +421,13 @@ class Store(DeletionMixin):
             return self._write_scale(rt, old, body, manager, dry_run)
         new = self._prepare(rt, old, body, subresource)
         written = self._write(rt, old, new, manager, subresource, dry_run)
-        return self._present(rt, written)
+        return self.present(rt, written)
 
     def update_status(self, resource, namespace: str | None, name: str, obj: dict, *,
                       field_manager: str | None = None, dry_run: bool = False) -> dict:
         """PUT /status: only `.status` of `obj` is taken."""
         return self.update(resource, namespace, name, obj, subresource="status", field_manager=field_manager,
                            dry_run=dry_run)
-
-    def patch(self, resource, namespace: str | None, name: str, patch, patch_type: str = "merge", *,
-              field_manager: str | None = None, force: bool = False, subresource: str | None = None,
-              dry_run: bool = False) -> dict:
-        """PATCH with "merge", "json", "strategic" or "apply" (server-side apply; creates when absent)."""
-        rt = self.resource(resource)
-        patch_type = PATCH_TYPES.get(patch_type, patch_type)
-        if patch_type not in ("merge", "json", "strategic", "apply"):
-            raise ApiError.unsupported_media_type(patch_type)
-        if patch_type == "strategic" and rt.custom:
-            raise ApiError.unsupported_media_type(patch_type)
-        if patch_type == "apply":
-            if not field_manager:
-                raise ApiError.bad_request("fieldManager is required for apply requests")
-            return self._apply(rt, namespace, name, patch, field_manager, force, subresource, dry_run)
-        old = self._current(rt, namespace, name)
-        manager = field_manager or "kubesim"
-        if subresource == "scale":
-            scale = self._scale_of(rt, old)
-            patched = self._patch_doc(scale, patch, patch_type)
-            if (patched.get("metadata") or {}).get("resourceVersion") not in (None, scale["metadata"]
-                                                                               ["resourceVersion"]):
-                raise ApiError.conflict(rt.group_resource, name, rt.group, rt.plural)
-            return self._write_scale(rt, old, patched, manager, dry_run)
-        patched = self._patch_doc(old, patch, patch_type)
-        if not isinstance(patched, dict):
-            raise ApiError.bad_request("the patch produced something that is not an object")
-        if (patched.get("metadata") or {}).get("resourceVersion") != old["metadata"]["resourceVersion"] and \
-                (patched.get("metadata") or {}).get("resourceVersion") is not None:
-            raise ApiError.conflict(rt.group_resource, name, rt.group, rt.plural)
-        new = self._prepare(rt, old, patched, subresource)
-        return self._present(rt, self._write(rt, old, new, manager, subresource, dry_run))
-
-    @staticmethod
-    def _patch_doc(doc: dict, patch, patch_type: str):
-        if patch_type == "json":
-            return json_patch(clone(doc), patch)
-        if not isinstance(patch, dict):
-            raise ApiError.bad_request("the patch must be a JSON object")
-        if patch_type == "merge":
-            return merge_patch(clone(doc), patch)
-        return strategic_merge(clone(doc), patch)
 
     def _prepare(self, rt: ResourceType, old: dict, body: dict, subresource: str | None) -> dict:
         """The object a write proposes: status isolation plus server-owned metadata kept from `old`."""
@@ -559,137 +495,3 @@ class Store(DeletionMixin):
         if ometa.get("deletionTimestamp"):
             self._process_finalizers(rt, ns, name)
         return written
-
-    def _apply(self, rt: ResourceType, namespace, name: str, config, manager: str, force: bool,
-               subresource: str | None, dry_run: bool) -> dict:
-        if not isinstance(config, dict):
-            raise ApiError.bad_request("the apply configuration must be an object")
-        config = strip_nulls(config)
-        cmeta = config.get("metadata") if isinstance(config.get("metadata"), dict) else {}
-        if (config.get("kind") and config.get("kind") != rt.kind) or \
-                (config.get("apiVersion") and config.get("apiVersion") != rt.api_version):
-            raise ApiError.bad_request(
-                f"the API version in the data ({config.get('apiVersion')}) does not match the expected API "
-                f"version ({rt.api_version})" if config.get("apiVersion") != rt.api_version else
-                f"the kind in the data ({config.get('kind')}) does not match the expected kind ({rt.kind})")
-        if cmeta.get("name") and cmeta["name"] != name:
-            raise ApiError.bad_request(
-                f"the name of the object ({cmeta['name']}) does not match the name on the URL ({name})")
-        ns = self._ns(rt, namespace)
-        old = self._bucket(rt).get((ns, name))
-        if cmeta.get("resourceVersion") and (old is None or cmeta["resourceVersion"] !=
-                                             old["metadata"]["resourceVersion"]):
-            if old is None:
-                raise ApiError.not_found(rt.group_resource, name, rt.group, rt.plural)
-            raise ApiError.conflict(rt.group_resource, name, rt.group, rt.plural)
-        config = clone(config)
-        config["apiVersion"], config["kind"] = rt.api_version, rt.kind
-        cfg_meta = config.setdefault("metadata", {})
-        cfg_meta["name"] = name
-        if rt.namespaced:
-            cfg_meta["namespace"] = ns
-        for k in ("resourceVersion", "uid", "managedFields", "creationTimestamp", "generation"):
-            cfg_meta.pop(k, None)
-        status_scope = _status_scope(rt, subresource)
-        if status_scope is False:
-            config.pop("status", None)
-        elif status_scope is True:
-            config = {"apiVersion": rt.api_version, "kind": rt.kind, "metadata": {"name": name},
-                      "status": config.get("status") or {}}
-        fm = FieldManager(rt.api_version, now_rfc3339())
-        if old is None:
-            if subresource:
-                raise ApiError.not_found(rt.group_resource, name, rt.group, rt.plural)
-            skeleton = {"apiVersion": rt.api_version, "kind": rt.kind, "metadata": {}}
-            new, managed = fm.apply(skeleton, config, None, manager, force=force, status=status_scope)
-            return self._create(rt, ns, new, manager, dry_run, managed=managed)
-        live = clone(old)
-        new, managed = fm.apply(live, config, old["metadata"].get("managedFields"), manager, force=force,
-                                subresource=subresource or "", status=status_scope)
-        new = self._prepare(rt, old, new, subresource) if subresource != "status" else new
-        if subresource == "status":
-            new["metadata"] = clone(old["metadata"])
-        return self._present(rt, self._write(rt, old, new, manager, subresource, dry_run, managed=managed))
-
-    # ------------------------------------------------------------------ scale
-
-    def _scale_of(self, rt: ResourceType, obj: dict) -> dict:
-        if rt.scale is None:
-            raise ApiError.path_not_found()
-        meta = obj["metadata"]
-        spec_replicas = _dotted(obj, rt.scale.spec_replicas)
-        status_replicas = _dotted(obj, rt.scale.status_replicas)
-        if rt.custom:
-            selector = _dotted(obj, rt.scale.label_selector) if rt.scale.label_selector else None
-        else:
-            selector = selector_from_label_selector((obj.get("spec") or {}).get("selector"))
-        status = {"replicas": int(status_replicas or 0)}
-        if selector:
-            status["selector"] = selector
-        return {
-            "kind": "Scale", "apiVersion": "autoscaling/v1",
-            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
-                         if k in meta},
-            "spec": {"replicas": int(spec_replicas or 0)},
-            "status": status,
-        }
-
-    def _write_scale(self, rt: ResourceType, old: dict, scale: dict, manager: str, dry_run: bool) -> dict:
-        if rt.scale is None:
-            raise ApiError.path_not_found()
-        rv = (scale.get("metadata") or {}).get("resourceVersion")
-        if rv and rv != old["metadata"]["resourceVersion"]:
-            raise ApiError.conflict(rt.group_resource, old["metadata"]["name"], rt.group, rt.plural)
-        replicas = (scale.get("spec") or {}).get("replicas", 0)
-        if not isinstance(replicas, int) or replicas < 0:
-            raise ApiError.invalid("Scale", "Scale.autoscaling", old["metadata"]["name"], "autoscaling", [{
-                "reason": "FieldValueInvalid", "field": "spec.replicas",
-                "message": f"Invalid value: {replicas}: must be greater than or equal to 0"}])
-        new = clone(old)
-        _set_dotted(new, rt.scale.spec_replicas, replicas)
-        written = self._write(rt, old, new, manager, "scale", dry_run)
-        return self._scale_of(rt, written)
-
-    # ------------------------------------------------------------------ persistence
-
-    def snapshot(self) -> dict:
-        """Everything needed to restore the store: resourceVersion and all objects (CRDs first)."""
-        objects = []
-        crd_gp = ("apiextensions.k8s.io", "customresourcedefinitions")
-        for gp in sorted(self._objects, key=lambda g: g != crd_gp):
-            for obj in self._objects[gp].values():
-                objects.append({"group": gp[0], "plural": gp[1], "object": obj})
-        return {"resourceVersion": self._rv, "objects": objects}
-
-    def save(self, path: str) -> None:
-        """Write a snapshot atomically to `path`."""
-        tmp = f"{path}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(self.snapshot(), f, separators=(",", ":"))
-        os.replace(tmp, path)
-
-    def restore(self, snap: dict) -> None:
-        """Replace the contents with a snapshot; older resourceVersions become 410 for watchers."""
-        self._objects.clear()
-        self._by_uid.clear()
-        self._dependents.clear()
-        for item in snap.get("objects") or []:
-            obj = item["object"]
-            gp = (item["group"], item["plural"])
-            ns, name = obj["metadata"].get("namespace"), obj["metadata"]["name"]
-            self._objects.setdefault(gp, {})[(ns, name)] = obj
-            self._by_uid[obj["metadata"]["uid"]] = (gp, ns, name)
-            self._index_owners(obj, gp, ns, name, add=True)
-            if gp == ("apiextensions.k8s.io", "customresourcedefinitions"):
-                self._serve_crd(obj)
-        self._rv = int(snap.get("resourceVersion") or 0)
-        self._history.clear()
-        self._compacted = self._rv
-
-    def load(self, path: str) -> bool:
-        """Restore from `path` if it exists; returns whether it did."""
-        if not os.path.exists(path):
-            return False
-        with open(path) as f:
-            self.restore(json.load(f))
-        return True

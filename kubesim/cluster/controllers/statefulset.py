@@ -3,11 +3,17 @@
 
 from __future__ import annotations
 
-import copy
-
-from kubesim.controllers.base import Controller, Informer, controller_of, key_of
-from kubesim.controllers.common import PODS, delete_pod, pod_active, pod_from_template, pod_ready, template_hash
-from kubesim.errors import ApiError
+from kubesim.apiserver.errors import ApiError
+from kubesim.cluster.controllers.base import Controller, Informer, controller_of, key_of
+from kubesim.cluster.controllers.common import (
+    PODS,
+    delete_pod,
+    pod_active,
+    pod_from_template,
+    pod_ready,
+    template_hash,
+    write_status,
+)
 
 STATEFULSETS = "apps/v1/statefulsets"
 COMPONENT = "statefulset-controller"
@@ -114,12 +120,7 @@ class StatefulSetController(Controller):
             "updateRevision": revision,
             "collisionCount": 0,
         }
-        if status != old:
-            body = copy.deepcopy(sts)
-            body["status"] = status
-            result = await self.api.update_status(STATEFULSETS, body)
-            if result is not None:
-                self.statefulsets.apply("MODIFIED", result)
+        await write_status(self.api, STATEFULSETS, self.statefulsets, sts, status)
 
 
 def _ordinal(pod_name: str, set_name: str) -> int:

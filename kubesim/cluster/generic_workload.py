@@ -1,7 +1,7 @@
 """What a pod's container runs: the engines' simulated workloads when they claim the image, else generic.
 
-`resolve(ctx)` asks `kubesim.engines.workload_for(ctx)` (the vLLM/SGLang engine and router simulator)
-when that module is importable and falls back to `GenericWorkload`, which serves `/health` (and echoes
+`resolve(ctx, workload_for)` asks the engines' factory (`kubesim.engines.workload_for`, which the cluster
+assembly hands to the kubelet) and falls back to `GenericWorkload`, which serves `/health` (and echoes
 other requests, streaming `/stream` as server-sent events) on a real loopback port, so the kubelet
 and the API server's proxies treat every pod alike. `PUT /health?code=503` makes its health
 endpoints answer that code (to exercise readiness and liveness probes); `/metrics` reports
@@ -13,7 +13,6 @@ exits, which is how a crash loop is demonstrated.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import logging
 import re
@@ -21,7 +20,7 @@ import time
 
 from aiohttp import web
 
-from kubesim.workload import PodContext, Workload, WorkloadExit
+from kubesim.workload import PodContext, Workload, WorkloadExit, WorkloadFactory
 
 log = logging.getLogger(__name__)
 
@@ -31,18 +30,8 @@ _EXIT = re.compile(r"(?:^|[;&|\s])exit\s+(\d+)")
 _ECHO = re.compile(r"echo\s+([^;&|]*)")
 
 
-def _engines_resolver():
-    """`kubesim.engines.workload_for`, or None while the engines package is absent or lacks it."""
-    try:
-        engines = importlib.import_module("kubesim.engines")
-    except ImportError:
-        return None
-    return getattr(engines, "workload_for", None)
-
-
-def resolve(ctx: PodContext) -> Workload:
+def resolve(ctx: PodContext, workload_for: WorkloadFactory | None) -> Workload:
     """The workload for a container: the engines' choice when they make one, else generic."""
-    workload_for = _engines_resolver()
     if workload_for is not None:
         workload = workload_for(ctx)
         if workload is not None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import copy
 import random
 
-from kubesim.controllers.base import Controller, Informer, controller_of, key_of
-from kubesim.controllers.common import (
+from kubesim.apiserver.errors import ApiError
+from kubesim.cluster.controllers.base import Controller, Informer, controller_of, key_of
+from kubesim.cluster.controllers.common import (
     PODS,
     delete_pod,
     drop_condition,
@@ -18,7 +19,6 @@ from kubesim.controllers.common import (
     selector_matches,
     set_condition,
 )
-from kubesim.errors import ApiError
 
 REPLICASETS = "apps/v1/replicasets"
 COMPONENT = "replicaset-controller"

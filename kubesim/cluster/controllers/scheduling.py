@@ -1,4 +1,4 @@
-"""The scheduler loop: binds pending pods to nodes with kubesim/scheduler.py, or reports why it cannot.
+"""The scheduler loop: binds pending pods to nodes with kubesim/cluster/placement.py, or reports why it cannot.
 
 Usage per node is kept incrementally from the pod informer plus the placements made but not yet seen
 back, so a placement costs one pass over the nodes. LeaderWorkerSet groups (pods sharing the
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import time
 
-from kubesim.controllers.base import Controller, Informer, key_of
-from kubesim.controllers.common import PODS, pod_active
-from kubesim.events import now
-from kubesim.quantities import pod_requests
-from kubesim.scheduler import FitError, NodeUsage, PlacedPod, place, place_gang
+from kubesim.apiserver.quantities import pod_requests
+from kubesim.cluster.controllers.base import Controller, Informer, key_of
+from kubesim.cluster.controllers.common import PODS, pod_active
+from kubesim.cluster.events import now
+from kubesim.cluster.placement import FitError, NodeUsage, PlacedPod, place, place_gang
 
 COMPONENT = "default-scheduler"
 GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"

@@ -1,11 +1,11 @@
-"""The kubelet: runs bound pods through ContainerCreating -> Running -> Ready and keeps them running.
+"""One pod on the kubelet: its containers through ContainerCreating -> Running -> Ready, kept running.
 
-Each container gets a workload from kubesim/workloads.py (a simulated engine or the generic one) that
+Each container gets a workload from kubesim/cluster/generic_workload.py (a simulated engine or the generic one) that
 listens on a real loopback port; readiness comes after the workload's `startup_seconds()` (capped by
 `--fast-start`) and, when the container has an HTTP readiness probe, once the probe answers 2xx.
 A workload that exits (WorkloadExit, or a crash fault) is restarted with exponential back-off and the
 pod shows CrashLoopBackOff meanwhile. Logs of the current and previous container are kept for
-`kubectl logs` (and `--previous`).
+`kubectl logs` (and `--previous`). `kubesim.cluster.kubelet.Kubelet` holds one PodRuntime per bound pod.
 """
 
 from __future__ import annotations
@@ -15,15 +15,16 @@ import hashlib
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import aiohttp
 
-from kubesim.containerenv import ContainerConfigError, env_sources, qos_class, resolve_env, source_data
-from kubesim.events import now
-from kubesim.nodes import node_gpu_key
-from kubesim.quantities import pod_resources
-from kubesim.workload import ClusterView, PodContext, Workload, WorkloadExit
-from kubesim.workloads import resolve
+from kubesim.apiserver.quantities import pod_resources
+from kubesim.cluster.containerenv import ContainerConfigError, env_sources, qos_class, resolve_env, source_data
+from kubesim.cluster.events import now
+from kubesim.cluster.generic_workload import resolve
+from kubesim.cluster.nodes import node_gpu_key
+from kubesim.workload import ClusterView, PodContext, Workload, WorkloadExit, WorkloadFactory
 
 log = logging.getLogger(__name__)
 
@@ -129,10 +130,28 @@ def pod_ready_conditions(ready: bool, reason: str | None, stamp: str, previous: 
     ]
 
 
+class PodHost(Protocol):
+    """What a pod runtime needs of the kubelet that runs it (`kubesim.cluster.kubelet.Kubelet`)."""
+
+    api: Any  # the kubelet's ClusterApi view of the store
+    recorder: Any  # EventRecorder
+    config: KubeletConfig
+    cluster_view: ClusterView | None
+    workload_for: WorkloadFactory | None
+
+    def session(self) -> aiohttp.ClientSession: ...
+
+    def node_ip(self, node: dict) -> str: ...
+
+    def release_ip(self, node: dict, key: tuple[str, str]) -> None: ...
+
+    async def publish(self, runtime: PodRuntime) -> None: ...
+
+
 class PodRuntime:
     """Everything the kubelet runs for one pod."""
 
-    def __init__(self, kubelet: Kubelet, pod: dict, node: dict):
+    def __init__(self, kubelet: PodHost, pod: dict, node: dict):
         self.kubelet = kubelet
         self.namespace = pod["metadata"].get("namespace") or "default"
         self.name = pod["metadata"]["name"]
@@ -266,7 +285,7 @@ class PodRuntime:
         container.container_id = f"containerd://{hashlib.sha256(seed).hexdigest()}"
         ctx = await self.wait_for_config(container)
         await self.event("Created", f"Created container: {container.name}", container=container)
-        workload = resolve(ctx)
+        workload = resolve(ctx, self.kubelet.workload_for)
         container.workload = workload
         container.logs = []
         try:
@@ -463,134 +482,3 @@ class PodRuntime:
                     chosen = container
         chosen = chosen or next((c for c in self.containers if c.port is not None), None)
         return chosen.port if chosen is not None and chosen.workload is not None else None
-
-
-class Kubelet:
-    """All nodes' kubelets in one: starts runtimes for bound pods, stops them on deletion or node failure."""
-
-    def __init__(self, api, recorder, config: KubeletConfig, cluster_view: ClusterView | None = None):
-        self.api = api
-        self.recorder = recorder
-        self.config = config
-        self.cluster_view = cluster_view
-        self.runtimes: dict[tuple[str, str], PodRuntime] = {}
-        self.failed_nodes: set[str] = set()
-        self._ips: dict[str, dict[tuple[str, str], int]] = {}
-        self._session: aiohttp.ClientSession | None = None
-        self._publishing: dict[tuple[str, str], asyncio.Event] = {}
-
-    def session(self) -> aiohttp.ClientSession:
-        """One HTTP client for all probes."""
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession()
-        return self._session
-
-    # --- addresses ------------------------------------------------------------------------------
-
-    @staticmethod
-    def node_ip(node: dict) -> str:
-        for address in (node.get("status") or {}).get("addresses") or []:
-            if address.get("type") == "InternalIP":
-                return address["address"]
-        return "10.0.0.1"
-
-    def allocate_ip(self, node: dict, key: tuple[str, str]) -> str:
-        cidr = (node.get("spec") or {}).get("podCIDR") or "10.244.0.0/24"
-        prefix = cidr.rsplit(".", 1)[0]
-        taken = self._ips.setdefault(node["metadata"]["name"], {})
-        if key not in taken:
-            used = set(taken.values())
-            taken[key] = next(i for i in range(2, 100_000) if i not in used)
-        host = taken[key]
-        # A /24 has 254 hosts; spill over into the next octets for nodes running more pods than that.
-        if host < 255:
-            return f"{prefix}.{host}"
-        return f"{prefix.rsplit('.', 1)[0]}.{host // 254 + 100}.{host % 254 + 1}"
-
-    def release_ip(self, node: dict, key: tuple[str, str]) -> None:
-        self._ips.get(node["metadata"]["name"], {}).pop(key, None)
-
-    # --- pods -----------------------------------------------------------------------------------
-
-    async def sync_pod(self, pod: dict, node: dict | None) -> None:
-        """Start a runtime for a pod bound to a healthy node (idempotent)."""
-        meta = pod["metadata"]
-        key = (meta.get("namespace") or "default", meta["name"])
-        existing = self.runtimes.get(key)
-        if existing is not None:
-            if existing.uid == meta.get("uid"):
-                existing.pod = pod
-                return
-            await self.remove_pod(*key)
-        if node is None or node["metadata"]["name"] in self.failed_nodes:
-            return
-        if meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            return
-        runtime = PodRuntime(self, pod, node)
-        self.runtimes[key] = runtime
-        runtime.task = asyncio.get_running_loop().create_task(self._run(runtime))
-
-    async def _run(self, runtime: PodRuntime) -> None:
-        try:
-            await runtime.run()
-        except asyncio.CancelledError:
-            pass
-        except Exception:
-            log.exception("kubelet: pod %s/%s failed", runtime.namespace, runtime.name)
-
-    async def remove_pod(self, namespace: str, name: str, reason: str = "deleted") -> None:
-        """Stop a pod's containers (a `Killing` event for each running one)."""
-        runtime = self.runtimes.pop((namespace, name), None)
-        if runtime is None:
-            return
-        if reason == "deleted":
-            for container in runtime.containers:
-                if container.workload is not None:
-                    await runtime.event("Killing", f"Stopping container {container.name}", container=container)
-        await runtime.stop()
-
-    async def stop_node(self, node_name: str) -> list[tuple[str, str]]:
-        """Stop every runtime on a failed node; returns the pods that were running there."""
-        keys = [key for key, runtime in self.runtimes.items() if runtime.node_name == node_name]
-        for key in keys:
-            await self.remove_pod(*key, reason="node failed")
-        return keys
-
-    async def crash(self, namespace: str, name: str, container: str | None = None) -> bool:
-        runtime = self.runtimes.get((namespace, name))
-        return runtime is not None and await runtime.crash(container)
-
-    async def publish(self, runtime: PodRuntime) -> None:
-        """Write the runtime's view into the pod's status (skipped once the pod is gone)."""
-        if runtime.stopping:
-            return
-        try:
-            await self.api.set_status("v1/pods", runtime.namespace, runtime.name, runtime.status, uid=runtime.uid)
-        except Exception as error:
-            log.debug("kubelet: status of %s/%s not written: %r", runtime.namespace, runtime.name, error)
-
-    def logs(self, namespace: str, name: str, container: str | None, previous: bool) -> list[str] | None:
-        """What `kubectl logs` shows, or None when the pod or container is not running here."""
-        runtime = self.runtimes.get((namespace, name))
-        if runtime is None:
-            return None
-        for candidate in runtime.containers:
-            if container in (None, "", candidate.name):
-                if previous:
-                    return candidate.previous_logs
-                return candidate.current_logs()
-        return None
-
-    def port(self, namespace: str, name: str, port: str | int | None) -> int | None:
-        runtime = self.runtimes.get((namespace, name))
-        return runtime.port_for(port) if runtime is not None else None
-
-    def is_ready(self, namespace: str, name: str) -> bool:
-        runtime = self.runtimes.get((namespace, name))
-        return runtime is not None and runtime.ready()
-
-    async def shutdown(self) -> None:
-        for key in list(self.runtimes):
-            await self.remove_pod(*key, reason="shutdown")
-        if self._session is not None:
-            await self._session.close()

@@ -18,7 +18,7 @@ GC_MANAGER = "kube-controller-manager"
 
 
 class DeletionMixin:
-    """The delete verb and the garbage collector; mixed into kubesim.store.Store."""
+    """The delete verb and the garbage collector; mixed into kubesim.apiserver.store.Store."""
 
     def delete(self, resource, namespace: str | None, name: str, *, propagation_policy: str | None = None,
                preconditions: dict | None = None, dry_run: bool = False) -> tuple[dict, bool]:
@@ -49,7 +49,7 @@ class DeletionMixin:
             raise ApiError.bad_request(f"unsupported propagation policy {policy!r}")
         self._admit("DELETE", rt, ns, name, None, old, None, dry_run)
         if dry_run:
-            return self._present(rt, old), False
+            return self.present(rt, old), False
         finalizers = list(ometa.get("finalizers") or [])
         wanted = {"Orphan": "orphan", "Foreground": "foregroundDeletion"}.get(policy)
         is_namespace = rt.key == ("", "v1", "namespaces")
@@ -72,10 +72,10 @@ class DeletionMixin:
             self._process_finalizers(rt, ns, name)
             current = self._bucket(rt).get((ns, name))
             if current is None:
-                return self._present(rt, new), True
-            return self._present(rt, current), False
+                return self.present(rt, new), True
+            return self.present(rt, current), False
         gone = self._remove(rt, ns, name, old=old)
-        return self._present(rt, gone), True
+        return self.present(rt, gone), True
 
     def _remove(self, rt: ResourceType, ns, name: str, old: dict) -> dict:
         """Remove for real (DELETED), then collect dependents and finish waiting owners/namespaces."""

@@ -10,15 +10,16 @@ from __future__ import annotations
 import copy
 from datetime import UTC, datetime
 
-from kubesim.controllers.base import Controller, Informer, controller_of, key_of, owner_ref
-from kubesim.controllers.common import (
+from kubesim.cluster.controllers.base import Controller, Informer, controller_of, key_of, owner_ref
+from kubesim.cluster.controllers.common import (
     pod_active,
     resolve_int_or_percent,
     set_condition,
     template_hash,
+    write_status,
 )
-from kubesim.controllers.replicaset import REPLICASETS
-from kubesim.events import now, parse_time
+from kubesim.cluster.controllers.replicaset import REPLICASETS
+from kubesim.cluster.events import now, parse_time
 
 DEPLOYMENTS = "apps/v1/deployments"
 COMPONENT = "deployment-controller"
@@ -311,9 +312,4 @@ class DeploymentController(Controller):
         for name in ("replicas", "updatedReplicas", "readyReplicas", "availableReplicas", "unavailableReplicas"):
             if not status[name]:
                 status.pop(name)
-        if status != old_status:
-            body = copy.deepcopy(deployment)
-            body["status"] = status
-            result = await self.api.update_status(DEPLOYMENTS, body)
-            if result is not None:
-                self.deployments.apply("MODIFIED", result)
+        await write_status(self.api, DEPLOYMENTS, self.deployments, deployment, status)
