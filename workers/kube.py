@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import difflib
 import logging
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import urllib3
 import yaml
+from django.conf import settings
 from kubernetes import client as k8s
 from kubernetes import dynamic
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
 from apps.clusters.kubeclient import api_client
+from apps.serving.names import FIELD_MANAGER
 
 if TYPE_CHECKING:
     from apps.clusters.models import ClusterCredentials
@@ -29,7 +32,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 REQUEST_TIMEOUT_SECONDS = 10.0
 
-FIELD_MANAGER = "controlplane"
 TRANSIENT_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
 
@@ -167,10 +169,11 @@ def drift_diff(ref: ObjectRef, desired: dict, live: dict) -> str:
 class Kube:
     """One cluster's API: a DynamicClient with discovery cached for the life of the object."""
 
-    def __init__(self, creds: ClusterCredentials, timeout_seconds: float = REQUEST_TIMEOUT_SECONDS):
+    def __init__(self, creds: ClusterCredentials, timeout_seconds: float = REQUEST_TIMEOUT_SECONDS,
+                 pool_size: int | None = None):
         self.creds = creds
         self.timeout_seconds = timeout_seconds
-        self._api = api_client(creds)
+        self._api = api_client(creds, pool_size)
         self._dyn: dynamic.DynamicClient | None = None
         self._resources: dict[tuple[str, str], object] = {}
         self.requests = 0  # API calls made (reads and writes), for metrics and benchmarks
@@ -292,3 +295,21 @@ class Kube:
             result.drift[ref] = drift_diff(ref, desired, current)
         result.live[ref] = self.apply(desired)
         result.applied.append(ref)
+
+
+_clients: dict[tuple[int, str], Kube] = {}
+_clients_lock = threading.Lock()
+
+
+def kube_for(cluster) -> Kube:
+    """The process's client for a cluster row (reconcile, inventory and telemetry share it), rebuilt when
+    the row changes (new credentials). Its connection pool fits the scraper's thread pool."""
+    key = (cluster.pk, cluster.updated.isoformat())
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            for stale in [k for k in _clients if k[0] == cluster.pk]:
+                _clients.pop(stale).close()
+            pool_size = max(settings.TELEMETRY_SCRAPE_CONCURRENCY, 4)
+            client = _clients[key] = Kube(cluster.credentials(), pool_size=pool_size)
+        return client

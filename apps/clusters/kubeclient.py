@@ -15,11 +15,18 @@ if TYPE_CHECKING:
     from apps.clusters.models import ClusterCredentials
 
 
-def api_client(creds: ClusterCredentials) -> k8s.ApiClient:
-    """An ApiClient for the cluster: from a kubeconfig when given, else URL + bearer token + CA bundle."""
-    if creds.kubeconfig:
-        return k8s_config.new_client_from_config_dict(yaml.safe_load(creds.kubeconfig))
+def api_client(creds: ClusterCredentials, pool_size: int | None = None) -> k8s.ApiClient:
+    """An ApiClient for the cluster: from a kubeconfig when given, else URL + bearer token + CA bundle.
+
+    `pool_size` bounds the connections kept per host; the client's default (5 x CPUs) would drop
+    connections under a wider thread pool such as the scraper's.
+    """
     configuration = k8s.Configuration()
+    if pool_size:
+        configuration.connection_pool_maxsize = pool_size
+    if creds.kubeconfig:
+        k8s_config.load_kube_config_from_dict(yaml.safe_load(creds.kubeconfig), client_configuration=configuration)
+        return k8s.ApiClient(configuration)
     configuration.host = creds.api_url.rstrip("/")
     if creds.bearer_token:
         configuration.api_key = {"authorization": creds.bearer_token}

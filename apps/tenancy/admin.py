@@ -9,8 +9,7 @@ from django.utils import timezone
 
 from apps.core.admin import AuditedModelAdmin
 from apps.core.audit import record_change, snapshot
-from apps.core.choices import AuditAction, AuditVia
-from apps.tenancy.choices import Role
+from apps.core.choices import AuditAction, AuditVia, Role
 from apps.tenancy.models import LAST_OWNER_MESSAGE, ApiToken, Membership, Tenant
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
-from apps.tenancy.choices import Role
+from apps.core.choices import Role
 from apps.tenancy.models import Membership
 
 

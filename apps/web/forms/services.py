@@ -14,10 +14,10 @@ from django.core import signing
 from apps.catalog.choices import DeploymentMode
 from apps.catalog.models import Adapter, Model, Runtime
 from apps.clusters.models import Cluster
-from apps.serving.actions import PoolSpec
 from apps.serving.autoscaling_spec import TARGETS, WINDOWS
 from apps.serving.choices import MODE_POOL_ROLES, Autoscaler, GpuType, PoolRole, RoutingPolicy
 from apps.serving.models import POOL_SPEC_FIELDS, InferenceService
+from apps.serving.rendering.spec import PoolSpec
 from apps.web.forms import PlainLabels
 
 TRISTATE = [("", "Engine default"), ("true", "On"), ("false", "Off")]
@@ -48,7 +48,7 @@ class ServiceForm(PlainLabels, forms.Form):
                                               help_text="LoRA adapters of the chosen model.")
     deployment_mode = forms.ChoiceField(label="Mode", choices=DeploymentMode.choices)
     routing_policy = forms.ChoiceField(label="Routing", choices=RoutingPolicy.choices)
-    # Engine settings (apps.serving.engines.EngineSettings); empty means the engine's default.
+    # Engine settings (apps.catalog.engines.EngineSettings); empty means the engine's default.
     max_model_len = forms.IntegerField(label="Max model length (tokens)", required=False, min_value=1)
     kv_cache_dtype = forms.CharField(label="KV-cache dtype", required=False, help_text="e.g. auto, fp8_e4m3")
     enable_prefix_caching = forms.ChoiceField(label="Prefix caching", choices=TRISTATE, required=False)

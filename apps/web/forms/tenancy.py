@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Q
 
-from apps.tenancy.choices import Role
+from apps.core.choices import Role
 from apps.web.forms import PlainLabels
 
 EXPIRY_DAYS = (7, 30, 90, 365)

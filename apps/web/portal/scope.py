@@ -14,7 +14,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404
 
-from apps.tenancy.access import can_own_tenant, can_write_tenant, is_platform_staff, tenant_roles
+from apps.core.access import can_own_tenant, can_write_tenant, is_platform_staff, tenant_roles
 from apps.tenancy.models import Tenant
 
 READ, WRITE, OWN = "read", "write", "own"

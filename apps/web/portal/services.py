@@ -17,9 +17,10 @@ from django.views.decorators.http import require_http_methods
 from apps.catalog.choices import DeploymentMode, EngineKind
 from apps.core.choices import AuditVia
 from apps.core.models import AuditEntry
-from apps.serving.actions import PoolSpec, ServiceDeleting, StaleVersion, request_deletion, save_service
+from apps.serving.actions import ServiceDeleting, StaleVersion, request_deletion, save_service
 from apps.serving.choices import Phase
 from apps.serving.models import POOL_SPEC_FIELDS, InferenceService
+from apps.serving.rendering.spec import PoolSpec
 from apps.telemetry.series import RANGES
 from apps.web.forms.services import (
     ScaleForm,

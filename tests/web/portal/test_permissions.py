@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from apps.core.choices import Role
 from apps.core.models import AuditEntry
-from apps.tenancy.choices import Role
 from apps.tenancy.models import Membership
 from tests.factories import MembershipFactory, UserFactory, issue_token
 from tests.web.portal.conftest import page_urls

@@ -14,8 +14,9 @@ from django.urls import reverse
 from playwright.sync_api import expect
 
 from apps.core.choices import AuditVia
-from apps.serving.actions import PoolSpec, save_service
+from apps.serving.actions import save_service
 from apps.serving.models import InferenceService
+from apps.serving.rendering.spec import PoolSpec
 from tests.factories import InferenceServiceFactory, issue_token
 from tests.web.portal.conftest import page_urls
 
