@@ -35,7 +35,9 @@ def capacity_context(form, pools) -> dict:
         return {"capacity": {"available": True, "rows": [], "note": "Choose a model to see whether it fits."}}
     settings = {
         "tp": _value(form, "tensor_parallel_size", int, 1) or 1,
-        "kv_cache_dtype": _value(form, "kv_cache_dtype", str, "auto") or "auto",
+        # The planner knows two KV-cache sizes: the model's dtype ("auto") and one byte ("fp8"); every
+        # engine spelling of an fp8 cache (fp8_e4m3, fp8_e5m2, …) is the latter.
+        "kv_cache_dtype": "fp8" if "fp8" in (_value(form, "kv_cache_dtype", str, "") or "") else "auto",
         "gpu_memory_utilization": _value(form, "gpu_memory_utilization", float, 0.9) or 0.9,
         "max_model_len": _value(form, "max_model_len", int),
     }
