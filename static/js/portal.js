@@ -46,6 +46,14 @@
   document.addEventListener("DOMContentLoaded", function () { focusNotice(document); });
   document.addEventListener("htmx:afterSwap", function (event) { focusNotice(event.target); });
 
+  // A service deleted while its page is open: its status poll answers 404, so go back to the list.
+  document.addEventListener("htmx:responseError", function (event) {
+    var target = event.detail.elt;
+    if (event.detail.xhr.status === 404 && target && target.dataset.goneUrl) {
+      window.location.assign(target.dataset.goneUrl);
+    }
+  });
+
   // The playground: POST the prompt, read newline-delimited JSON events as they arrive.
   document.addEventListener("submit", function (event) {
     var form = event.target;

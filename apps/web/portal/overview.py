@@ -72,7 +72,10 @@ def _day(text: str, end: bool = False) -> datetime | None:
 def audit(request, tenant):
     """The tenant's audit entries, filtered by object, actor and date, with each change before → after."""
     entries = AuditEntry.objects.filter(tenant=tenant).select_related("content_type")
-    filters = {k: request.GET.get(k, "").strip() for k in ("object", "actor", "since", "until")}
+    filters = {k: request.GET.get(k, "").strip() for k in ("kind", "object", "actor", "since", "until")}
+    kinds = sorted(set(entries.values_list("content_type__model", flat=True)))
+    if filters["kind"]:
+        entries = entries.filter(content_type__model=filters["kind"])
     if filters["object"]:
         entries = entries.filter(object_repr__icontains=filters["object"])
     if filters["actor"]:
@@ -84,5 +87,5 @@ def audit(request, tenant):
     page = Paginator(entries, 25).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
-    return render(request, "portal/audit.html", {"tenant": tenant, "page": page, "filters": filters,
+    return render(request, "portal/audit.html", {"tenant": tenant, "page": page, "filters": filters, "kinds": kinds,
                                                   "query": query.urlencode(), "filtered": any(filters.values())})

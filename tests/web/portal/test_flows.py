@@ -184,3 +184,16 @@ def test_the_audit_page_filters_by_object_and_actor_and_shows_before_and_after(l
     html = page.content.decode()
     assert "<code>generation</code>: <del>1</del> → <ins>2</ins>" in html
     assert "owner-ci" not in html
+
+
+def test_the_audit_page_filters_by_kind(login, owner_a, service_a):
+    login(owner_a).post(reverse("web:tokens", args=["alpha"]), {"name": "owner-ci", "expires_days": 7})
+    page = login(owner_a).get(reverse("web:audit", args=["alpha"]), {"kind": "apitoken"})
+    assert [e.content_type.model for e in page.context["page"].object_list] == ["apitoken"]
+    assert "apitoken" in page.context["kinds"]
+
+
+def test_the_fleet_page_links_a_member_to_their_tenants(login, viewer_a, tenant_b):
+    html = login(viewer_a).get(reverse("web:home")).content.decode()
+    assert f'href="{reverse("web:overview", args=["alpha"])}"' in html
+    assert reverse("web:overview", args=["bravo"]) not in html

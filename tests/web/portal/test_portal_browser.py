@@ -178,3 +178,13 @@ def test_axe_finds_no_serious_or_critical_violation_on_any_portal_page(browser_p
         if serious:
             problems[url] = serious
     assert not problems, problems
+
+
+def test_a_service_page_left_open_returns_to_the_list_once_the_service_is_gone(browser_page, live_server,
+                                                                               viewer_a, service_a):
+    page = browser_page(viewer_a)
+    page.goto(live_server.url + reverse("web:service", args=["alpha", "chat"]))
+    expect(page.locator("#phase")).to_have_text("Pending")
+    InferenceService.objects.filter(pk=service_a.pk).delete()  # what the reconciler does once the objects are gone
+    page.wait_for_url(live_server.url + reverse("web:tenant-services", args=["alpha"]), timeout=20_000)
+    expect(page.locator("#service-rows")).to_contain_text("No services yet")
