@@ -22,6 +22,7 @@ from apps.serving.models import InferenceService, Pool, ReconcileRun, ServiceObs
 from apps.serving.rendering import SERVICE_UID_LABEL, render_service, service_endpoint, service_objects
 from apps.serving.rendering.gpus import gpu_kind
 from apps.serving.rendering.spec import spec_from_service
+from controlplane import logcontext
 from workers import status as st
 from workers.kube import ClusterError, Kube, PermanentClusterError
 from workers.locks import advisory_lock
@@ -88,7 +89,8 @@ def reconcile(service_id: int) -> Outcome:
             service = InferenceService.objects.select_related("cluster", "tenant").get(pk=service_id)
         except InferenceService.DoesNotExist:
             return Outcome(service_id, "gone")
-        outcome = _delete(service) if service.is_deleting else _converge(service)
+        with logcontext.bind(tenant=service.tenant.slug, service=f"{service.tenant.slug}/{service.name}"):
+            outcome = _delete(service) if service.is_deleting else _converge(service)
     outcome.duration_s = time.monotonic() - started
     if outcome.record:
         ReconcileRun.objects.create(
