@@ -24,6 +24,7 @@ from kubesim.controllers.base import Informer
 from kubesim.controllers.deployment import DEPLOYMENTS, DeploymentController
 from kubesim.controllers.disruption import PDBS, DisruptionController, eviction_route
 from kubesim.controllers.endpoints import ENDPOINTS, EndpointsController
+from kubesim.controllers.job import JOBS, JobController
 from kubesim.controllers.leaderworkerset import LWS, LeaderWorkerSetController
 from kubesim.controllers.nodes import NODES, NodeLifecycle, register_nodes
 from kubesim.controllers.quota import QUOTAS, QuotaController, pod_admission
@@ -103,6 +104,7 @@ class Cluster:
                 QUOTAS,
                 PDBS,
                 HPAS,
+                JOBS,
             )
         }
         pods = self.informers[PODS]
@@ -130,6 +132,7 @@ class Cluster:
             EndpointsController(manager, self.informers[SERVICES], pods, self.informers[ENDPOINTS]),
             QuotaController(manager, self.informers[QUOTAS], pods),
             DisruptionController(manager, self.informers[PDBS], pods),
+            JobController(self.api.as_manager("job-controller"), self.recorder, self.informers[JOBS], pods, self.rng),
         ]
         self.autoscaler = HorizontalPodAutoscalerController(
             self.api.as_manager(COMPONENT_HPA),
