@@ -41,6 +41,11 @@ def replace(**fields) -> None:
     _context.set({k: str(v) for k, v in fields.items() if v is not None})
 
 
+def update(**fields) -> None:
+    """Add fields to the bound ones without a block (they last until the next `replace`)."""
+    _context.set(_context.get() | {k: str(v) for k, v in fields.items() if v is not None})
+
+
 class ContextFilter(logging.Filter):
     """Copies the bound fields onto each record (empty string when unknown), for any formatter."""
 

@@ -23,6 +23,8 @@ from kubernetes import dynamic
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
+from workers import incluster
+
 if TYPE_CHECKING:
     from apps.clusters.models import ClusterCredentials
 
@@ -94,7 +96,8 @@ def _status_message(exc: BaseException) -> str:
 
 
 def api_client(creds: ClusterCredentials) -> k8s.ApiClient:
-    """An ApiClient for the cluster: from a kubeconfig when given, else URL + bearer token + CA bundle."""
+    """An ApiClient for the cluster: from a kubeconfig when given, else URL + bearer token + CA bundle, or
+    URL + the pod's own ServiceAccount token and CA (in-cluster)."""
     if creds.kubeconfig:
         return k8s_config.new_client_from_config_dict(yaml.safe_load(creds.kubeconfig))
     configuration = k8s.Configuration()
@@ -102,6 +105,11 @@ def api_client(creds: ClusterCredentials) -> k8s.ApiClient:
     if creds.bearer_token:
         configuration.api_key = {"authorization": creds.bearer_token}
         configuration.api_key_prefix = {"authorization": "Bearer"}
+    if creds.service_account_dir:
+        try:
+            incluster.configure(configuration, creds.service_account_dir)
+        except incluster.InClusterCredentialsMissing as exc:
+            raise PermanentClusterError(str(exc)) from exc
     if creds.ca_bundle:
         # The client wants a file path; the bundle lives encrypted in the database.
         handle = tempfile.NamedTemporaryFile("w", suffix=".crt", delete=False)  # noqa: SIM115

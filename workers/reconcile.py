@@ -89,8 +89,9 @@ def reconcile(service_id: int) -> Outcome:
             service = InferenceService.objects.select_related("cluster", "tenant").get(pk=service_id)
         except InferenceService.DoesNotExist:
             return Outcome(service_id, "gone")
-        with logcontext.bind(tenant=service.tenant.slug, service=f"{service.tenant.slug}/{service.name}"):
-            outcome = _delete(service) if service.is_deleting else _converge(service)
+        # Bound until the task ends (task_postrun clears it), so the task's summary line carries them too.
+        logcontext.update(tenant=service.tenant.slug, service=f"{service.tenant.slug}/{service.name}")
+        outcome = _delete(service) if service.is_deleting else _converge(service)
     outcome.duration_s = time.monotonic() - started
     if outcome.record:
         ReconcileRun.objects.create(
