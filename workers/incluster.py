@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 from kubernetes import client as k8s
 
 TOKEN_FILE = "token"
 CA_FILE = "ca.crt"
+REREAD_SECONDS = 60.0
 
 
 class InClusterCredentialsMissing(Exception):
@@ -27,6 +29,7 @@ class ServiceAccountToken:
     def __init__(self, path: Path):
         self.path = path
         self._seen: tuple[int, int, int] | None = None  # (inode, mtime_ns, size) of the file last read
+        self._read_at = 0.0
         self._lock = threading.Lock()
 
     def _stamp(self) -> tuple[int, int, int]:
@@ -40,9 +43,11 @@ class ServiceAccountToken:
         except OSError as exc:
             raise InClusterCredentialsMissing(f"no ServiceAccount token at {self.path}: {exc.strerror}") from exc
         with self._lock:
-            if stamp != self._seen:
+            # Re-read on any change of the file, and at least every minute in case a change kept the same
+            # size within one timestamp tick (the kubernetes client's own in-cluster loader's period).
+            if stamp != self._seen or time.monotonic() - self._read_at > REREAD_SECONDS:
                 configuration.api_key["authorization"] = self.path.read_text().strip()
-                self._seen = stamp
+                self._seen, self._read_at = stamp, time.monotonic()
 
 
 def configure(configuration: k8s.Configuration, service_account_dir: str) -> None:
