@@ -14,6 +14,7 @@ import re
 import uuid
 from contextvars import ContextVar
 
+from django.core.signals import request_finished
 from pythonjsonlogger.json import JsonFormatter
 
 FIELDS = ("request_id", "tenant", "service")
@@ -83,18 +84,25 @@ def request_id_from(header: str | None) -> str:
 
 
 class RequestContextMiddleware:
-    """Binds a request id for the duration of each request and returns it in `X-Request-ID`."""
+    """Binds a request id for each request (until it is finished) and returns it in `X-Request-ID`."""
 
     def __init__(self, get_response):
         self.get_response = get_response
+        # Cleared when the response is finished, not when this middleware returns: Django logs a 4xx/5xx
+        # after the middleware chain, and that line should carry the request id too.
+        request_finished.connect(_clear, dispatch_uid="controlplane.logcontext.clear")
 
     def __call__(self, request):
         request_id = request_id_from(request.headers.get(REQUEST_ID_HEADER))
         request.request_id = request_id
-        with bind(request_id=request_id):
-            response = self.get_response(request)
+        replace(request_id=request_id)
+        response = self.get_response(request)
         response[REQUEST_ID_HEADER] = request_id
         return response
+
+
+def _clear(**_) -> None:
+    replace()
 
 
 def logging_config(log_format: str, level: str) -> dict:
