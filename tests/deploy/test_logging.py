@@ -18,8 +18,7 @@ from apps.serving.models import ReconcileRun
 from controlplane.logcontext import ContextFilter, JsonLogFormatter
 from tests.factories import ClusterFactory, ModelFactory, RuntimeFactory, TenantFactory, UserFactory
 from tests.polling import wait_for
-from tests.workers.conftest import ROOT, _stop
-from tests.workers.conftest import kubesim_url, workers  # noqa: F401 (fixtures)
+from tests.workers.conftest import ROOT, _stop, kubesim_url, workers  # noqa: F401 (fixtures)
 
 
 @pytest.fixture
