@@ -15,7 +15,7 @@ import time
 import django
 
 WEB_PORT = 8000
-CELERY_APP = "workers"
+CELERY_APP = "controlplane"
 QUEUES = ("default", "reconcile", "telemetry", "autoscale")
 ROLES = ("web", "worker", "beat", "migrate", "wait-for-migrations", "manage")
 # gunicorn's graceful timeout and the worker's longest task both fit in the pods' grace period

@@ -14,7 +14,7 @@ from cryptography.x509.oid import NameOID
 from django.core.exceptions import ValidationError
 
 from apps.clusters.models import Cluster
-from kubesim.server import Server
+from kubesim.apiserver.server import Server
 from workers.kube import Kube, PermanentClusterError
 
 TOKEN = "sa-token-one"

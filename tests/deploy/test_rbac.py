@@ -13,13 +13,13 @@ from aiohttp import web
 
 from apps.serving.rendering.gateway import EPP_RULES
 from apps.serving.rendering.routers import POD_READER
-from kubesim.cluster import Cluster as SimCluster
-from kubesim.cluster import ClusterConfig
-from kubesim.server import Server
+from kubesim.apiserver.server import Server
+from kubesim.cluster.assembly import Cluster as SimCluster
+from kubesim.cluster.assembly import ClusterConfig
 from tests.deploy.manifests import find, render
 from tests.polling import wait_for
 from tests.workers import test_reconcile_e2e as e2e
-from tests.workers.conftest import workers  # noqa: F401 (fixture)
+from tests.workers.conftest import DEMO_NODES, workers  # noqa: F401 (fixture)
 from tests.workers.test_reconcile_e2e import stack  # noqa: F401 (fixture; uses kubesim_url below)
 from workers.reconcile import MANAGED_KINDS
 
@@ -48,19 +48,13 @@ def recorded():
         return response
 
     server = Server(port=0, seed=11)
-    cluster = SimCluster(server, ClusterConfig(nodes=e2e_nodes(), fast_start=True, seed=11))
+    cluster = SimCluster(server, ClusterConfig(nodes=DEMO_NODES, fast_start=True, seed=11))
     cluster.install()
     server.add_middleware(record)
     server.start_in_thread()
     wait_for(lambda: cluster.ready is not None and cluster.ready.is_set(), message="kubesim cluster start")
     yield server, calls
     server.stop_in_thread()
-
-
-def e2e_nodes() -> str:
-    from tests.workers.conftest import DEMO_NODES
-
-    return DEMO_NODES
 
 
 @pytest.fixture

@@ -3,16 +3,9 @@ pods failed than `backoffLimit` allows."""
 
 from __future__ import annotations
 
-import pytest
 from kubernetes import client
 
-from tests.kubesim.cluster_support import cluster_fixture
 from tests.polling import wait_for
-
-
-@pytest.fixture
-def make_cluster():
-    yield from cluster_fixture()
 
 
 def job(name: str, command: list[str] | None = None, backoff_limit: int = 6, completions: int = 1,

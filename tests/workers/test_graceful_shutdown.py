@@ -35,7 +35,7 @@ def runs(folder) -> list[str]:
 
 
 def test_sigterm_lets_the_running_task_finish_and_loses_none(tmp_path):
-    from workers.celery import app
+    from controlplane.celery import app
 
     grace = find(render("production"), "Deployment", "controlplane-worker")["spec"]["template"]["spec"][
         "terminationGracePeriodSeconds"]
