@@ -81,6 +81,13 @@ def test_every_container_runs_the_image_entrypoint_with_a_role_it_knows(overlay)
             assert container["args"][0] in entrypoint.ROLES, where
 
 
+def test_the_worker_liveness_probe_pings_the_celery_app_the_entrypoint_starts():
+    worker = find(render("production"), "Deployment", "controlplane-worker")["spec"]["template"]["spec"]
+    probe = " ".join(worker["containers"][0]["livenessProbe"]["exec"]["command"])
+    assert f"celery -A {entrypoint.CELERY_APP} inspect ping" in probe
+    assert entrypoint.worker_argv({})[:4] == ["celery", "-A", entrypoint.CELERY_APP, "worker"]
+
+
 def test_compose_runs_the_same_image_with_the_same_roles():
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     apps = {name: svc for name, svc in compose["services"].items() if svc.get("build") == "."}
