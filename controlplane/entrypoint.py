@@ -26,7 +26,7 @@ WEB_GRACEFUL_TIMEOUT = 25
 def web_argv(env: dict[str, str]) -> list[str]:
     return [
         "gunicorn", "controlplane.wsgi", "--bind", f"0.0.0.0:{WEB_PORT}",
-        "--workers", env.get("WEB_CONCURRENCY", "2"), "--access-logfile", "-",
+        "--workers", env.get("WEB_CONCURRENCY", "2"),  # access lines come from controlplane.logcontext
         "--graceful-timeout", str(WEB_GRACEFUL_TIMEOUT), "--worker-tmp-dir", tempfile.gettempdir(),
     ]
 

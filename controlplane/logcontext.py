@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import time
 import uuid
 from contextvars import ContextVar
 
@@ -21,6 +22,7 @@ FIELDS = ("request_id", "tenant", "service")
 _context: ContextVar[dict[str, str]] = ContextVar("log_context", default={})  # noqa: B039 (never mutated)
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 REQUEST_ID_HEADER = "X-Request-ID"
+access_log = logging.getLogger("controlplane.access")
 
 
 def current() -> dict[str, str]:
@@ -84,7 +86,8 @@ def request_id_from(header: str | None) -> str:
 
 
 class RequestContextMiddleware:
-    """Binds a request id for each request (until it is finished) and returns it in `X-Request-ID`."""
+    """Binds a request id for each request (until it is finished), returns it in `X-Request-ID` and writes
+    the access log line."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -96,8 +99,13 @@ class RequestContextMiddleware:
         request_id = request_id_from(request.headers.get(REQUEST_ID_HEADER))
         request.request_id = request_id
         replace(request_id=request_id)
+        started = time.monotonic()
         response = self.get_response(request)
         response[REQUEST_ID_HEADER] = request_id
+        # The access log (gunicorn's own is off): one line per request, in LOG_FORMAT like every other.
+        access_log.info("%s %s %s", request.method, request.path, response.status_code, extra={
+            "method": request.method, "path": request.path, "status": response.status_code,
+            "duration_ms": round((time.monotonic() - started) * 1000, 1)})
         return response
 
 

@@ -23,27 +23,31 @@ from tests.workers.conftest import ROOT, _stop, kubesim_url, workers  # noqa: F4
 
 @pytest.fixture
 def json_capture():
-    """The django.request logger written through the JSON formatter into a buffer."""
+    """The access and django.request loggers written through the JSON formatter into a buffer."""
     buffer = io.StringIO()
     handler = logging.StreamHandler(buffer)
     handler.setFormatter(JsonLogFormatter())
     handler.addFilter(ContextFilter())
-    logger = logging.getLogger("django.request")
-    logger.addHandler(handler)
+    loggers = [logging.getLogger("controlplane.access"), logging.getLogger("django.request")]
+    for logger in loggers:
+        logger.addHandler(handler)
     yield buffer
-    logger.removeHandler(handler)
+    for logger in loggers:
+        logger.removeHandler(handler)
 
 
 @pytest.mark.django_db
 def test_a_request_logs_json_with_the_callers_request_id_and_echoes_it(client, json_capture):
     response = client.get("/no-such-page/", HTTP_X_REQUEST_ID="req-42.abc")
     assert response.status_code == 404 and response["X-Request-ID"] == "req-42.abc"
-    (line,) = json_capture.getvalue().splitlines()
-    record = json.loads(line)
-    assert record["request_id"] == "req-42.abc"
-    assert record["level"] == "WARNING" and record["logger"] == "django.request"
-    assert record["message"] == "Not Found: /no-such-page/"
-    assert "tenant" not in record and "service" not in record  # unknown here, so absent
+    records = [json.loads(line) for line in json_capture.getvalue().splitlines()]
+    assert [(r["logger"], r["level"], r["message"]) for r in records] == [
+        ("controlplane.access", "INFO", "GET /no-such-page/ 404"),
+        ("django.request", "WARNING", "Not Found: /no-such-page/"),
+    ]
+    assert [r["request_id"] for r in records] == ["req-42.abc", "req-42.abc"]
+    assert records[0]["status"] == 404 and records[0]["method"] == "GET" and records[0]["duration_ms"] >= 0
+    assert all("tenant" not in r and "service" not in r for r in records)  # unknown here, so absent
 
 
 @pytest.mark.django_db
