@@ -38,6 +38,8 @@ def test_a_job_of_an_image_kubesim_does_not_simulate_completes(make_cluster):
     assert sorted(p.status.phase for p in pods) == ["Succeeded", "Succeeded"]
     assert all(p.metadata.owner_references[0].kind == "Job" for p in pods)
     assert all(p.status.container_statuses[0].restart_count == 0 for p in pods)
+    table = cluster.kubectl("get", "job", "migrate").stdout.split()
+    assert table[:6] == ["NAME", "STATUS", "COMPLETIONS", "AGE", "migrate", "Complete"] and table[6] == "2/2"
 
 
 def test_a_job_whose_pods_keep_failing_stops_at_the_backoff_limit(make_cluster):
