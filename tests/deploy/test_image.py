@@ -88,6 +88,14 @@ def test_the_worker_liveness_probe_pings_the_celery_app_the_entrypoint_starts():
     assert entrypoint.worker_argv({})[:4] == ["celery", "-A", entrypoint.CELERY_APP, "worker"]
 
 
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_web_grace_period_outlasts_gunicorns_graceful_timeout(overlay):
+    web = find(render(overlay), "Deployment", "controlplane-web")["spec"]["template"]["spec"]
+    assert web["terminationGracePeriodSeconds"] > entrypoint.WEB_GRACEFUL_TIMEOUT
+    argv = entrypoint.web_argv({})
+    assert argv[argv.index("--graceful-timeout") + 1] == str(entrypoint.WEB_GRACEFUL_TIMEOUT)
+
+
 def test_compose_runs_the_same_image_with_the_same_roles():
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     apps = {name: svc for name, svc in compose["services"].items() if svc.get("build") == "."}
