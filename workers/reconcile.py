@@ -20,8 +20,8 @@ from django.utils import timezone
 from apps.serving.choices import Phase
 from apps.serving.models import InferenceService, Pool, ReconcileRun, ServiceObservation
 from apps.serving.rendering import SERVICE_UID_LABEL, render_service, service_endpoint, service_objects
-from apps.serving.rendering.gpus import gpu_kind
 from apps.serving.rendering.spec import spec_from_service
+from capacity.gpus import gpu_for
 from workers import status as st
 from workers.kube import ClusterError, Kube, PermanentClusterError
 from workers.locks import advisory_lock
@@ -188,7 +188,7 @@ def _advice(kube: Kube, spec, view: st.ServiceView) -> str:
     parts = []
     for pool in spec.pools:
         if pool.role in stuck_roles or len(spec.pools) == 1:
-            parts.append(st.gpu_advice(pool.gpus_per_replica, gpu_kind(pool.gpu_type).product, nodes))
+            parts.append(st.gpu_advice(pool.gpus_per_replica, gpu_for(pool.gpu_type).product, nodes))
     return "; ".join(parts)
 
 
