@@ -29,6 +29,7 @@ class Knobs:
     quantization: str | None = None
     max_num_batched_tokens: int | None = None
     engine: str = "vllm"  # "vllm" | "sglang"
+    pp: int = 1  # pipeline-parallel stages: each holds 1/pp of the layers (weights and KV)
 
 
 @dataclass
@@ -87,8 +88,9 @@ def smallest_tp(model: a.ModelArch, gpu: Gpu, knobs: Knobs, *, weights_only: boo
 def _size(model: a.ModelArch, gpu: Gpu, tp: int, knobs: Knobs) -> Plan:
     max_len = knobs.max_model_len or model.max_context
     kv_b = a.kv_dtype_bytes(knobs.kv_cache_dtype, model)
-    per_token = model.kv_bytes_per_token(kv_b, max(tp, 1))
-    weights = model.weights_bytes(a.weight_bytes_per_param(knobs.quantization, model.dtype_bytes), max(tp, 1))
+    per_token = model.kv_bytes_per_token(kv_b, max(tp, 1)) / knobs.pp
+    weights = model.weights_bytes(a.weight_bytes_per_param(knobs.quantization, model.dtype_bytes), max(tp, 1),
+                                  knobs.pp)
     block = a.BLOCK_SIZE * per_token
     if knobs.engine == "sglang":
         chunk = knobs.max_num_batched_tokens or a.sglang_default_chunked_prefill(gpu)
