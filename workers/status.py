@@ -67,14 +67,14 @@ def pod_view(pod: dict) -> PodView:
     meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
     statuses = status.get("containerStatuses") or []
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-    reason, message, restarts, container = "", "", 0, ""
+    reason, message, restarts, crashed = "", "", 0, ""
     for cs in statuses:
         restarts += cs.get("restartCount", 0)
         waiting = (cs.get("state") or {}).get("waiting") or {}
         terminated = (cs.get("lastState") or {}).get("terminated") or {}
         if waiting.get("reason") and not reason:
             reason, message = waiting["reason"], waiting.get("message", "") or terminated.get("message", "")
-            container = cs.get("name", "")
+            crashed = cs.get("name", "")
     if not reason:
         for cond in status.get("conditions") or []:
             if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
@@ -88,7 +88,7 @@ def pod_view(pod: dict) -> PodView:
     return PodView(
         name=meta.get("name", ""), role=_role_of(meta.get("labels") or {}), phase=status.get("phase", "Pending"),
         ready=ready, node=spec.get("nodeName") or "", reason=reason, message=message, restarts=restarts, gpus=gpus,
-        container=container,
+        container=crashed,
     )
 
 
