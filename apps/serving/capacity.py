@@ -96,16 +96,22 @@ def describe(model, gpu_type: str, tp: int = 1, kv_cache_dtype: str = "auto", gp
 
 
 def suggest(model, rate: float, prompt_tokens: int, output_tokens: int, ttft_slo: float,
-            kv_cache_dtype: str = "auto", gpu_memory_utilization: float = 0.9, limit: int = 10) -> list[dict]:
+            kv_cache_dtype: str = "auto", gpu_memory_utilization: float = 0.9, gpu_types: list[str] | None = None,
+            limit: int = 10) -> list[dict]:
     """GPU kind × TP × replicas that serve `rate` requests/s of `prompt_tokens` + `output_tokens` within
-    a TTFT p95 of `ttft_slo` seconds, fewest GPUs first (see capacity.advisor for the model)."""
+    a TTFT p95 of `ttft_slo` seconds, fewest GPUs first (see capacity.advisor for the model); `gpu_types`
+    limits the kinds considered (e.g. those a cluster has)."""
     load = Load(rate, prompt_tokens, output_tokens, ttft_slo)
     errors = load.errors()
+    unknown = [key for key in gpu_types or [] if key not in GPUS]
+    if unknown:
+        errors["gpu_types"] = f"unknown GPU type(s) {', '.join(unknown)}; known: {', '.join(GPUS)}"
     if errors:
         raise CapacityInputError(errors)
     _knobs(kv_cache_dtype, gpu_memory_utilization, None, model)
+    offered = {key: GPUS[key] for key in gpu_types} if gpu_types else None
     return [s.as_dict() for s in advise(arch_of(model), load, kv_cache_dtype=kv_cache_dtype,
-                                        gpu_memory_utilization=gpu_memory_utilization, limit=limit)]
+                                        gpu_memory_utilization=gpu_memory_utilization, gpus=offered, limit=limit)]
 
 
 # -- admission ------------------------------------------------------------------------------------------

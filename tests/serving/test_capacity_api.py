@@ -66,6 +66,10 @@ def test_suggestions_over_the_api(api, models):
     assert response.status_code == 200, response.content
     options = response.json()["suggestions"]
     assert options and all(o["ttft_p95_s"] <= 0.5 for o in options)
+    response = api("viewer_a").get(URL + "suggestions/", {
+        "model": "llama-3-1-8b-instruct", "rate": 10, "prompt_tokens": 512, "output_tokens": 128, "ttft_slo": 0.5,
+        "gpu_types": "h100-sxm-80gb,l4-24gb"})
+    assert {o["gpu"] for o in response.json()["suggestions"]} <= {"h100-sxm-80gb", "l4-24gb"}
     response = api("viewer_a").get(URL + "suggestions/", {"model": "llama-3-1-8b-instruct", "rate": 10})
     assert response.status_code == 400 and "ttft_slo" in response.json()
 

@@ -99,3 +99,13 @@ def test_advisor_refuses_a_non_positive_rate(llama):
         run("--model", "llama-3-1-8b-instruct", "--rate", "0", "--prompt-tokens", "512", "--output-tokens", "128",
             "--ttft-slo", "0.5")
     assert "--rate" in str(info.value) and info.value.returncode == 2
+
+
+def test_advisor_considers_only_the_offered_gpus(llama):
+    data = json.loads(run("--model", "llama-3-1-8b-instruct", "--rate", "8", "--prompt-tokens", "512",
+                          "--output-tokens", "128", "--ttft-slo", "0.5", "--gpus", "l4-24gb", "--json"))
+    assert data["suggestions"] and {o["gpu"] for o in data["suggestions"]} == {"l4-24gb"}
+    with pytest.raises(CommandError) as info:
+        run("--model", "llama-3-1-8b-instruct", "--rate", "8", "--prompt-tokens", "512", "--output-tokens", "128",
+            "--ttft-slo", "0.5", "--gpus", "t4-16gb")
+    assert "--gpus: unknown GPU type(s) t4-16gb" in str(info.value) and info.value.returncode == 2

@@ -40,6 +40,7 @@ class SuggestionQuery(_Query):
     prompt_tokens = serializers.IntegerField(min_value=1)
     output_tokens = serializers.IntegerField(min_value=1)
     ttft_slo = serializers.FloatField(min_value=0.001, help_text="TTFT objective for the 95th percentile, seconds.")
+    gpu_types = serializers.CharField(required=False, help_text="Only these GPU keys, comma-separated.")
 
 
 class CapacityPlanSerializer(serializers.Serializer):
@@ -123,7 +124,8 @@ class CapacitySuggestionsView(_CapacityView):
         try:
             options = suggest(model, data["rate"], data["prompt_tokens"], data["output_tokens"], data["ttft_slo"],
                               kv_cache_dtype=data["kv_cache_dtype"],
-                              gpu_memory_utilization=data["gpu_memory_utilization"])
+                              gpu_memory_utilization=data["gpu_memory_utilization"],
+                              gpu_types=[k.strip() for k in data.get("gpu_types", "").split(",") if k.strip()] or None)
         except CapacityInputError as exc:
             raise self.refused(exc) from exc
         return Response({"model": model.name, "suggestions": options})

@@ -35,6 +35,7 @@ class Command(BaseCommand):
         parser.add_argument("--prompt-tokens", type=int, help="sizing: prompt tokens per request")
         parser.add_argument("--output-tokens", type=int, help="sizing: output tokens per request")
         parser.add_argument("--ttft-slo", type=float, help="sizing: time-to-first-token objective (p95), seconds")
+        parser.add_argument("--gpus", help="sizing: only these GPU keys, comma-separated (default: every kind)")
         parser.add_argument("--json", action="store_true", help="print one JSON object")
 
     def handle(self, *args, **opts):
@@ -55,7 +56,8 @@ class Command(BaseCommand):
                 self._describe(model, opts)
         except CapacityInputError as exc:
             reasons = "; ".join(f"--{name.replace('_', '-')}: {reason}" for name, reason in exc.errors.items())
-            raise CommandError(reasons.replace("--gpu-type", "--gpu"), returncode=USAGE_ERROR) from exc
+            reasons = reasons.replace("--gpu-types", "--gpus").replace("--gpu-type:", "--gpu:")
+            raise CommandError(reasons, returncode=USAGE_ERROR) from exc
 
     def _describe(self, model, opts) -> None:
         result = describe(model, opts["gpu"], tp=opts["tp"], kv_cache_dtype=opts["kv_cache_dtype"],
@@ -86,8 +88,10 @@ class Command(BaseCommand):
             self.stdout.write(f"  {label.ljust(width)}  {value}")
 
     def _advise(self, model, opts) -> None:
+        offered = [key.strip() for key in opts["gpus"].split(",") if key.strip()] if opts["gpus"] else None
         options = suggest(model, opts["rate"], opts["prompt_tokens"], opts["output_tokens"], opts["ttft_slo"],
-                          kv_cache_dtype=opts["kv_cache_dtype"], gpu_memory_utilization=opts["gpu_memory_utilization"])
+                          kv_cache_dtype=opts["kv_cache_dtype"], gpu_memory_utilization=opts["gpu_memory_utilization"],
+                          gpu_types=offered)
         if opts["json"]:
             self.stdout.write(json.dumps({"model": model.name, "suggestions": options}))
             return
