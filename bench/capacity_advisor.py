@@ -4,10 +4,10 @@
 
 For each case the advisor (capacity.advisor, the roofline kubesim's engines step with) ranks GPU kind × TP ×
 replicas; the top pick is started in-process as `replicas` simulated vLLM engines with the suggested flags
-(`-tp`, `--max-model-len`, `--gpu-memory-utilization`) on the suggested GPU, behind the simulated
-production-stack router (round robin), with fast start. kubesim's load generator then sends Poisson
-arrivals at the rate for `--duration` seconds (real time) and the script prints the measured TTFT p95
-beside the prediction and the SLO.
+(`-tp`, `--max-model-len`, `--gpu-memory-utilization`) on the suggested GPU, with fast start. kubesim's
+load generator then sends Poisson arrivals at the rate for `--duration` seconds (real time), split evenly
+over the replicas as a random router would, and the script prints the measured TTFT p95 (at the client,
+streaming) beside the prediction and the SLO.
 """
 
 from __future__ import annotations
@@ -24,11 +24,9 @@ from capacity.advisor import Load, suggest
 from capacity.gpus import GPUS
 from capacity.known import KNOWN_MODELS
 from kubesim import loadgen
-from kubesim.engines.harness import StaticCluster, pod_context, start
-from kubesim.workload import Endpoint
+from kubesim.engines.harness import pod_context, start
 
 VLLM = "vllm/vllm-openai:v0.33.0"
-ROUTER = "lmcache/lmstack-router:latest"
 # model, load, the GPU kinds the cluster offers (the advisor ranks only those)
 CASES = [
     ("meta-llama/Llama-3.1-8B-Instruct", Load(rate=8, prompt_tokens=512, output_tokens=128, ttft_slo_s=0.5),
@@ -44,22 +42,20 @@ async def measure(model: str, load: Load, pick, duration: float, seed: int) -> d
     args = ["--model", model, "--max-model-len", str(pick.max_model_len), "--gpu-memory-utilization",
             str(pick.gpu_memory_utilization), "--tensor-parallel-size", str(pick.tp)]
     engines = [await start(pod_context(VLLM, args, gpu_key=pick.gpu, gpu_count=pick.tp, name=f"engine-{i}",
-                                       labels={"app": "bench"}, seed=seed + i))
+                                       seed=seed + i))
                for i in range(pick.replicas)]
-    endpoints = [Endpoint(f"engine-{i}", w.base_url, {"app": "bench"}) for i, w in enumerate(engines)]
-    router = await start(pod_context(ROUTER, ["--service-discovery", "k8s", "--k8s-label-selector", "app=bench",
-                                              "--routing-logic", "roundrobin"], cluster=StaticCluster(endpoints)))
     try:
-        cfg = loadgen.LoadConfig(
-            base_url=router.base_url, rate=load.rate, duration=duration, pattern="poisson",
+        # One Poisson stream of rate R / replicas per engine: the split a random router makes (and the
+        # advisor assumes), without a router hop competing for this one process's CPU.
+        configs = [loadgen.LoadConfig(
+            base_url=w.base_url, rate=load.rate / pick.replicas, duration=duration, pattern="poisson",
             prompt_tokens=loadgen.parse_dist(str(load.prompt_tokens)),
-            output_tokens=loadgen.parse_dist(str(load.output_tokens)), seed=seed,
-        )
+            output_tokens=loadgen.parse_dist(str(load.output_tokens)), seed=seed * 100 + i,
+        ) for i, w in enumerate(engines)]
         t0 = time.monotonic()
-        results = await loadgen.run(cfg)
+        results = [r for batch in await asyncio.gather(*(loadgen.run(c) for c in configs)) for r in batch]
         return loadgen.summarise(results, time.monotonic() - t0)
     finally:
-        await router.stop()
         for w in engines:
             await w.stop()
 
