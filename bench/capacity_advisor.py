@@ -29,10 +29,10 @@ from kubesim.engines.harness import pod_context, start
 VLLM = "vllm/vllm-openai:v0.33.0"
 # model, load, the GPU kinds the cluster offers (the advisor ranks only those)
 CASES = [
-    ("meta-llama/Llama-3.1-8B-Instruct", Load(rate=8, prompt_tokens=512, output_tokens=128, ttft_slo_s=0.5),
+    ("meta-llama/Llama-3.1-8B-Instruct", Load(rate=16, prompt_tokens=512, output_tokens=128, ttft_slo_s=0.5),
      ["l4-24gb"]),
-    ("Qwen/Qwen2.5-7B-Instruct", Load(rate=16, prompt_tokens=1024, output_tokens=128, ttft_slo_s=1.0),
-     ["h100-sxm-80gb", "l4-24gb"]),
+    ("Qwen/Qwen2.5-7B-Instruct", Load(rate=12, prompt_tokens=512, output_tokens=128, ttft_slo_s=0.5),
+     ["rtx4090-24gb"]),
     ("meta-llama/Llama-3.1-70B-Instruct", Load(rate=2, prompt_tokens=2048, output_tokens=128, ttft_slo_s=2.0),
      ["h100-sxm-80gb", "a100-sxm-80gb"]),
 ]
