@@ -175,7 +175,7 @@ def admission(model, engine: str, settings, pools) -> tuple[dict[str, list[str]]
 def service_warnings(service) -> list[str]:
     """Capacity warnings of a saved service (low headroom, or a spec admitted before the rules that
     no longer fits); empty when the spec cannot be read."""
-    from apps.serving.engines import EngineSettingsError
+    from apps.catalog.engines import EngineSettingsError
 
     try:
         settings = service.engine_settings_obj()
