@@ -107,4 +107,4 @@ class Command(BaseCommand):
                  o["max_model_len"]) for o in options]
         widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
         for row in [header, *rows]:
-            self.stdout.write("  " + "  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)))
+            self.stdout.write(("  " + "  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True))).rstrip())
