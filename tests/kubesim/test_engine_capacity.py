@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
-
-import pytest
-
 from capacity.gpus import GPUS
 from capacity.known import KNOWN_MODELS
 from capacity.plan import Knobs, plan
 from kubesim.engines import workload_for
 from kubesim.engines.harness import pod_context
-from kubesim.workload import WorkloadExit
+from tests.kubesim.test_engine_flags import start_error
 
 VLLM = "vllm/vllm-openai:v0.33.0"
 SGLANG = "lmsysorg/sglang:v0.5.23"
 SGLANG_CMD = ["python3", "-m", "sglang.launch_server"]
 LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
-
-
-def start_error(ctx) -> WorkloadExit:
-    w = workload_for(ctx)
-    with pytest.raises(WorkloadExit) as info:
-        asyncio.run(w.start())
-    return info.value
 
 
 def test_vllm_70b_on_one_l4_dies_loading_weights_with_cuda_out_of_memory():
