@@ -114,3 +114,12 @@ def test_the_service_page_shows_the_capacity_warning(client, viewer_a, tenant_a,
     client.force_login(viewer_a)
     html = client.get(reverse("web:service", args=[service.pk])).content.decode()
     assert "Low headroom on the engine pool (1 × L4 (TP 1))" in html
+
+
+def test_a_tensor_parallel_size_that_does_not_divide_the_heads_is_refused(post, catalog):
+    # Llama 8B has 32 attention heads; 3 does not divide them (vLLM refuses to start).
+    response = post(body(catalog, gpu_type="h100-sxm-80gb", gpus=3, max_model_len=8192, tensor_parallel_size=3))
+    assert response.status_code == 400
+    assert response.json()["engine_settings"] == [
+        "tensor_parallel_size: Total number of attention heads (32) must be divisible by tensor parallel size (3)."
+    ]
