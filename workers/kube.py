@@ -23,7 +23,8 @@ from kubernetes import dynamic
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
-from apps.clusters.kubeclient import api_client
+from apps.clusters import kubeclient
+from apps.clusters.incluster import InClusterCredentialsMissing
 from apps.serving.names import FIELD_MANAGER
 
 if TYPE_CHECKING:
@@ -93,6 +94,14 @@ def _status_message(exc: BaseException) -> str:
     if callable(summary):
         return summary()
     return f"HTTP {getattr(exc, 'status', '?')}: {getattr(exc, 'reason', exc)}"
+
+
+def api_client(creds: ClusterCredentials, pool_size: int | None = None) -> k8s.ApiClient:
+    """`apps.clusters.kubeclient.api_client`, with missing in-cluster credentials as a permanent error."""
+    try:
+        return kubeclient.api_client(creds, pool_size)
+    except InClusterCredentialsMissing as exc:
+        raise PermanentClusterError(str(exc)) from exc
 
 
 @dataclass(frozen=True)
@@ -236,6 +245,16 @@ class Kube:
         out = self._call(self._dyn.get, res, namespace=namespace, label_selector=label_selector,
                          field_selector=field_selector)
         return list(out.to_dict().get("items", []))
+
+    def previous_log(self, namespace: str, pod: str, container: str, tail_lines: int = 50) -> str:
+        """The last lines the container's previous run printed (`kubectl logs --previous`); '' when none."""
+        try:
+            return self._call(self.core.read_namespaced_pod_log, pod, namespace, container=container or None,
+                              previous=True, tail_lines=tail_lines) or ""
+        except ClusterError as exc:
+            if exc.status in (400, 404):  # no previous container yet, or the pod is gone
+                return ""
+            raise
 
     def delete(self, ref: ObjectRef, *, propagation: str = "Background") -> bool:
         """Delete one object; False when it was already gone."""

@@ -11,12 +11,15 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from apps.clusters import incluster
+
 if TYPE_CHECKING:
     from apps.clusters.models import ClusterCredentials
 
 
 def api_client(creds: ClusterCredentials, pool_size: int | None = None) -> k8s.ApiClient:
-    """An ApiClient for the cluster: from a kubeconfig when given, else URL + bearer token + CA bundle.
+    """An ApiClient for the cluster: from a kubeconfig when given, else URL + bearer token + CA bundle, or
+    URL + the pod's own ServiceAccount token and CA (in-cluster).
 
     `pool_size` bounds the connections kept per host; the client's default (5 x CPUs) would drop
     connections under a wider thread pool such as the scraper's.
@@ -31,6 +34,9 @@ def api_client(creds: ClusterCredentials, pool_size: int | None = None) -> k8s.A
     if creds.bearer_token:
         configuration.api_key = {"authorization": creds.bearer_token}
         configuration.api_key_prefix = {"authorization": "Bearer"}
+    if creds.service_account_dir:
+        # Raises InClusterCredentialsMissing when nothing is mounted (the workers make it a permanent error).
+        incluster.configure(configuration, creds.service_account_dir)
     if creds.ca_bundle:
         # The client wants a file path; the bundle lives encrypted in the database.
         handle = tempfile.NamedTemporaryFile("w", suffix=".crt", delete=False)  # noqa: SIM115

@@ -17,6 +17,7 @@ import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from apps.clusters.incluster import InClusterCredentialsMissing
 from apps.clusters.kubeclient import api_client
 from apps.serving.choices import DeploymentMode, Phase
 from apps.serving.models import ServiceObservation
@@ -97,7 +98,10 @@ def stream_prompt(service, prompt: Prompt) -> Iterator[dict]:
     if service.phase != Phase.READY:
         raise PlaygroundError(f"The service is {service.phase}; the playground needs it Ready.")
     prefix, pod = proxy_target(service)
-    api = api_client(service.cluster.credentials())
+    try:
+        api = api_client(service.cluster.credentials())
+    except InClusterCredentialsMissing as exc:
+        raise PlaygroundError(f"The control plane cannot reach the cluster: {exc}") from exc
     try:
         method, url, headers, body, _ = api.param_serialize(
             "POST", prefix + prompt.path(), header_params={"Content-Type": "application/json",

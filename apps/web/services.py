@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.clusters.models import GpuNode
+from apps.serving.capacity import service_warnings
 from apps.serving.models import InferenceService, ReconcileRun, ServiceObservation
 from apps.telemetry.models import PodStat
 from apps.telemetry.series import RANGES, BadSeriesQuery, latest_points, series_payload, window_from_query
@@ -82,6 +83,7 @@ def status_context(service) -> dict:
         "observation": observation,
         "conditions": conditions,
         "problems": [c for c in conditions if c.get("status") in (False, "False") and c.get("message")],
+        "capacity_warnings": service_warnings(service),
         "pools": list(service.pools.all()),
         "observed_pools": {p["role"]: p for p in (observation.pools if observation else [])},
         "pods": pod_rows(service, observation),
