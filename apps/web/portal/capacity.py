@@ -49,6 +49,24 @@ def capacity_context(form, pools) -> dict:
         try:
             described = capacity.describe(model, gpu_type, **settings)
         except (ValueError, KeyError) as exc:
-            described = {"fits": False, "reason": str(exc)}
-        rows.append({"role": pool.pool_role, "gpu_type": gpu_type, **described})
+            rows.append({"role": pool.pool_role, "gpu_type": gpu_type, "fits": False, "reason": str(exc)})
+            continue
+        row = {"role": pool.pool_role, "gpu_type": gpu_type, **described}
+        if not described.get("fits"):
+            row["fits_on"] = _fits_on(capacity, model, settings)
+        rows.append(row)
     return {"capacity": {"available": True, "rows": rows, "note": ""}}
+
+
+def _fits_on(capacity, model, settings) -> list[str]:
+    """The GPU types on which the model fits with the same settings (a suggestion beside a no)."""
+    from apps.serving.choices import GpuType
+
+    fitting = []
+    for key, label in GpuType.choices:
+        try:
+            if capacity.describe(model, key, **settings).get("fits"):
+                fitting.append(label)
+        except (ValueError, KeyError):
+            continue
+    return fitting

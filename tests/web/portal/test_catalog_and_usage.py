@@ -87,20 +87,28 @@ def test_the_overview_shows_quota_and_gpu_hours(login, viewer_a, tenant_a, servi
     assert '<div class="stat" id="gpu-hours-day">0.0</div>' in html
 
 
-def test_the_capacity_slot_answers_as_the_form_changes(login, operator_a, catalog_a, cluster):
+def test_the_capacity_slot_answers_as_the_form_changes(login, operator_a, catalog_a, cluster, tenant_a):
+    from tests.factories import ModelFactory
     from tests.web.portal.forms import service_post
 
+    url = reverse("web:service-form-parts", args=["alpha"])
     data = service_post(model=catalog_a["model"], runtime=catalog_a["runtime"])
-    response = login(operator_a).post(reverse("web:service-form-parts", args=["alpha"]), data,
-                                      HTTP_HX_REQUEST="true")
+    response = login(operator_a).post(url, data, HTTP_HX_REQUEST="true")
     assert response.status_code == 200
     html = response.content.decode()
     assert 'id="capacity"' in html and 'hx-swap-oob="true"' in html
-    capacity = response.context["capacity"]
-    try:
-        import apps.serving.capacity  # noqa: F401
-    except ImportError:
-        assert capacity == {"available": False, "rows": [],
-                            "note": "The capacity check is not available in this installation."}
-    else:
-        assert capacity["available"] and capacity["rows"][0]["role"] == "engine"
+    row = response.context["capacity"]["rows"][0]
+    # Llama 3.1 8B in bf16: K and V x 32 layers x 8 KV heads x 128 dims x 2 bytes per token.
+    assert row["role"] == "engine" and row["fits"] is True
+    assert row["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2
+
+    # A 70.6 B model in bf16 is 141.2 GB of weights: more than 90 % of an H100's or an H200's memory at TP 1,
+    # less than 90 % of an MI300X's 192 GB.
+    big = ModelFactory(name="big", tenant=tenant_a, parameters_billions=70.6, layers=80, hidden_size=8192,
+                       attention_heads=64, kv_heads=8, head_dim=128)
+    response = login(operator_a).post(url, {**data, "model": big.pk}, HTTP_HX_REQUEST="true")
+    row = response.context["capacity"]["rows"][0]
+    assert row["fits"] is False and "weights need" in row["reason"]
+    assert "AMD Instinct MI300X 192GB" in row["fits_on"]
+    assert "NVIDIA H200 141GB" not in row["fits_on"] and "NVIDIA H100 SXM 80GB" not in row["fits_on"]
+    assert "Suggestion: with these settings it fits on" in response.content.decode()
