@@ -102,11 +102,12 @@ def test_the_capacity_slot_answers_as_the_form_changes(login, operator_a, catalo
     assert row["role"] == "engine" and row["fits"] is True
     assert row["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2
 
-    # A 70.6 B model in bf16 is 141.2 GB of weights: more than 90 % of an H100's or an H200's memory at TP 1,
-    # less than 90 % of an MI300X's 192 GB.
+    # A 70.6 B model in bf16 is 141.2 GB of weights: more than 90 % of an H100's or an H200's memory at TP 1.
+    # 90 % of an MI300X's 192 GB leaves 31.6 GB, enough for one 8,192-token sequence at 2 x 80 layers x 8 KV
+    # heads x 128 dims x 2 bytes = 327,680 bytes a token (2.7 GB), not for the model's full 131,072 (42.9 GB).
     big = ModelFactory(name="big", tenant=tenant_a, parameters_billions=70.6, layers=80, hidden_size=8192,
                        attention_heads=64, kv_heads=8, head_dim=128)
-    response = login(operator_a).post(url, {**data, "model": big.pk}, HTTP_HX_REQUEST="true")
+    response = login(operator_a).post(url, {**data, "model": big.pk, "max_model_len": 8192}, HTTP_HX_REQUEST="true")
     row = response.context["capacity"]["rows"][0]
     assert row["fits"] is False and "weights need" in row["reason"]
     assert "AMD Instinct MI300X 192GB" in row["fits_on"]
