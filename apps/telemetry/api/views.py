@@ -10,8 +10,10 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 
+from apps.serving.choices import PoolRole
 from apps.serving.models import InferenceService
 from apps.telemetry.api.serializers import ServiceMetricsSerializer
+from apps.telemetry.models import SERVICE_ROLE
 from apps.telemetry.series import BadSeriesQuery, series_payload, window_from_query
 
 PARAMETERS = [
@@ -43,5 +45,8 @@ class ServiceMetricsView(GenericAPIView):
             window = window_from_query(request.query_params)
         except BadSeriesQuery as exc:
             raise ValidationError({"detail": str(exc)}) from exc
-        payload = series_payload(service.pk, window, role=request.query_params.get("role", ""))
+        role = request.query_params.get("role", SERVICE_ROLE)
+        if role != SERVICE_ROLE and role not in PoolRole.values:
+            raise ValidationError({"detail": f"role must be one of {', '.join(PoolRole.values)}, or left out"})
+        payload = series_payload(service.pk, window, role=role)
         return Response(ServiceMetricsSerializer(payload).data)

@@ -1,0 +1,77 @@
+"""Query parameter values that do not parse answer 400 with the parameter and the reason, never 500.
+
+Every list endpoint is tried with the values that used to crash somewhere (a NUL byte, which
+PostgreSQL refuses in text; digits outside ASCII, which `str.isdigit()` accepts but `int()` does not;
+numbers too large for a timedelta or a bigint), and the metrics endpoint with each of its own
+parameters.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.factories import InferenceServiceFactory
+
+LISTS = ("tenants", "memberships", "tokens", "models", "adapters", "runtimes", "clusters", "gpu-nodes", "services",
+         "audit-entries")
+GENERIC = ("search", "ordering", "page", "page_size")
+BAD_VALUES = ("\x00", "a\x00b", "²", "9" * 40)
+
+
+@pytest.mark.parametrize("resource", LISTS)
+@pytest.mark.parametrize("param", GENERIC)
+@pytest.mark.parametrize("value", BAD_VALUES)
+def test_generic_list_parameters_never_crash(api, tenant_a, resource, param, value):
+    response = api("staff").get(f"/api/v1/{resource}/", {param: value})
+
+    # A page that does not exist is DRF's 404; anything else unreadable is a 400; never a 500.
+    assert response.status_code in (200, 400, 404), response.content
+    if response.status_code == 400:
+        assert param in response.content.decode()
+
+
+@pytest.mark.parametrize("resource, param", [
+    ("services", "tenant"), ("services", "model"), ("services", "phase"), ("services", "cluster"),
+    ("tokens", "revoked"), ("models", "platform_wide"), ("memberships", "user"), ("audit-entries", "object_id"),
+])
+@pytest.mark.parametrize("value", BAD_VALUES)
+def test_filter_values_never_crash(api, tenant_a, resource, param, value):
+    response = api("staff").get(f"/api/v1/{resource}/", {param: value})
+
+    assert response.status_code in (200, 400), response.content
+    if response.status_code == 400:
+        assert param in response.json()
+
+
+@pytest.mark.parametrize("params, named", [
+    ({"since": "99999999999d"}, "since"),
+    ({"until": "99999999999d"}, "until"),
+    ({"since": "²"}, "since"),
+    ({"since": "1²m"}, "since"),
+    ({"step": "1e20"}, "step"),
+    ({"step": "9" * 40}, "step"),
+    ({"step": "99999999999d"}, "step"),
+    ({"step": "²"}, "step"),
+    ({"since": "\x00"}, "since"),
+    ({"since": "0001-01-01T00:00:00"}, "since"),
+    ({"until": "9999-12-31T23:59:59-14:00"}, "until"),
+    ({"role": "\x00"}, "role"),
+    ({"role": "no-such-pool"}, "role"),
+])
+def test_metrics_parameters_that_do_not_parse_are_400(api, tenant_a, params, named):
+    service = InferenceServiceFactory(tenant=tenant_a, name="chat")
+
+    response = api("viewer_a").get(f"/api/v1/services/{service.pk}/metrics/", params)
+
+    assert response.status_code == 400, response.content
+    assert named in response.json()["detail"]
+
+
+@pytest.mark.parametrize("path", [
+    "/api/v1/services/{huge}/", "/api/v1/services/{huge}/metrics/", "/api/v1/services/{huge}/manifests/",
+    "/api/v1/tokens/{huge}/", "/api/v1/models/{huge}/", "/api/v1/audit-entries/{huge}/",
+])
+def test_ids_beyond_bigint_are_404(api, tenant_a, path):
+    response = api("staff").get(path.format(huge="9" * 40))
+
+    assert response.status_code == 404, response.content
