@@ -188,6 +188,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
 }
+# Abuse resistance (README "Security"): API tokens live at most TOKEN_MAX_DAYS from when their secret was
+# issued; rotation issues a new secret and a new period.
+TOKEN_MAX_DAYS = strict_int("TOKEN_MAX_DAYS", 90)
+if TOKEN_MAX_DAYS < 1:
+    raise ImproperlyConfigured(f"TOKEN_MAX_DAYS={TOKEN_MAX_DAYS} must be at least 1.")
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "Inference control plane API",
     "DESCRIPTION": "Models, runtimes, clusters and inference services for LLM serving on Kubernetes.",

@@ -47,6 +47,8 @@ def expected(resource: str, actor: str, action: str) -> int:
         status = 202 if resource == "services" else 204
     if resource == "tokens" and action == "create" and actor == "viewer_a":
         status = 201  # a viewer may mint a token for themselves: it carries only their own role
+    if resource == "tokens" and action in ("update", "delete") and actor == "operator_a":
+        status = 403  # A's token belongs to its owner: only they, a tenant owner or staff change it
     if resource == "tokens" and action == "create" and actor == "staff":
         status = 400  # staff are not members of A, so they cannot bind a token to it
     return status
