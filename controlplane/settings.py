@@ -182,6 +182,11 @@ REST_FRAMEWORK = {
         "apps.core.api.filters.SearchFilter",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # The browsable API's forms are for staff only (apps/core/api/renderers.py).
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "apps.core.api.renderers.BrowsableAPIRenderer",
+    ],
     # Bearer first so an anonymous request gets 401 with `WWW-Authenticate: Bearer`.
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "apps.tenancy.authentication.BearerTokenAuthentication",
