@@ -207,6 +207,16 @@ def window_from_query(params, now: datetime | None = None) -> SeriesWindow:
     return choose_window(since, until, step)
 
 
+def role_from_query(params) -> str:
+    """`role`: a pool of a multi-pool service, or the whole service when left out."""
+    from apps.serving.choices import PoolRole
+
+    role = params.get("role") or SERVICE_ROLE
+    if role != SERVICE_ROLE and role not in PoolRole.values:
+        raise BadSeriesQuery(f"role must be one of {', '.join(PoolRole.values)}, or left out")
+    return role
+
+
 def series_payload(service_id: int, window: SeriesWindow, role: str = SERVICE_ROLE) -> dict:
     """The JSON the service page charts and `GET /api/v1/services/{id}/metrics/` return."""
     data = read_series(service_id, window, role)

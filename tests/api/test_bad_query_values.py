@@ -75,3 +75,15 @@ def test_ids_beyond_bigint_are_404(api, tenant_a, path):
     response = api("staff").get(path.format(huge="9" * 40))
 
     assert response.status_code == 404, response.content
+
+
+@pytest.mark.parametrize("params", [{"role": "\x00"}, {"since": "99999999999d"}, {"step": "²"}, {"range": "\x00"}])
+def test_service_page_series_answers_400_or_200_never_500(client, viewer_a, tenant_a, params):
+    service = InferenceServiceFactory(tenant=tenant_a, name="chat")
+    client.force_login(viewer_a)
+
+    response = client.get(f"/services/{service.pk}/series/", params)
+
+    assert response.status_code in (200, 400)
+    if "range" not in params:
+        assert response.status_code == 400

@@ -12,6 +12,7 @@ from apps.core.api.serializers import ValidatedModelSerializer
 from apps.core.choices import AuditVia
 from apps.serving.actions import PoolSpec, save_service
 from apps.serving.choices import PoolRole
+from apps.serving.disclosure import conditions_for
 from apps.serving.models import EDITABLE_FIELDS, POOL_SPEC_FIELDS, STATUS_FIELDS, InferenceService, Pool
 from apps.tenancy.models import Tenant
 
@@ -42,6 +43,13 @@ class InferenceServiceSerializer(ValidatedModelSerializer):
         model = InferenceService
         fields = ["id", *EDITABLE_FIELDS, "pools", "version", *STATUS_FIELDS]
         read_only_fields = STATUS_FIELDS
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        if request is not None:
+            data["conditions"] = conditions_for(request.user, data.get("conditions"))
+        return data
 
     def build_instance(self, attrs):
         spec = {k: v for k, v in attrs.items() if k not in ("pools", "adapters", "version")}

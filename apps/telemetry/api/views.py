@@ -10,11 +10,9 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 
-from apps.serving.choices import PoolRole
 from apps.serving.models import InferenceService
 from apps.telemetry.api.serializers import ServiceMetricsSerializer
-from apps.telemetry.models import SERVICE_ROLE
-from apps.telemetry.series import BadSeriesQuery, series_payload, window_from_query
+from apps.telemetry.series import BadSeriesQuery, role_from_query, series_payload, window_from_query
 
 PARAMETERS = [
     OpenApiParameter("since", OpenApiTypes.STR, description="ISO 8601 time, or a duration back from now "
@@ -43,10 +41,8 @@ class ServiceMetricsView(GenericAPIView):
         service = get_object_or_404(self.get_queryset(), pk=pk)
         try:
             window = window_from_query(request.query_params)
+            role = role_from_query(request.query_params)
         except BadSeriesQuery as exc:
             raise ValidationError({"detail": str(exc)}) from exc
-        role = request.query_params.get("role", SERVICE_ROLE)
-        if role != SERVICE_ROLE and role not in PoolRole.values:
-            raise ValidationError({"detail": f"role must be one of {', '.join(PoolRole.values)}, or left out"})
         payload = series_payload(service.pk, window, role=role)
         return Response(ServiceMetricsSerializer(payload).data)
