@@ -7,6 +7,7 @@ boolean, integer or URL stops start-up with a message that names the variable.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -77,6 +78,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "django_htmx",
+    "axes",
     "apps.core",
     "apps.tenancy",
     "apps.catalog",
@@ -98,6 +100,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes requires: it answers a locked-out sign-in with LOCKOUT_RESPONSE.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "controlplane.urls"
@@ -157,6 +161,23 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
+
+# Password sign-in (dashboard and admin) is guarded by django-axes: after LOGIN_FAILURE_LIMIT failures for
+# one username, or from one client address, attempts are refused for LOGIN_LOCKOUT_MINUTES. Failures for
+# unknown usernames count the same way, so neither the answer nor the lockout tells whether a user exists.
+AUTHENTICATION_BACKENDS = [
+    "apps.core.lockout.LockoutBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = strict_int("LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=strict_int("LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "apps.core.lockout.locked_out"
+AXES_VERBOSE = False
+# Behind a reverse proxy every client has the proxy's address: name the header that carries the client's
+# (e.g. HTTP_X_FORWARDED_FOR) so the per-client limit applies per client, not to everyone at once.
+AXES_IPWARE_META_PRECEDENCE_ORDER = tuple(env.list("LOGIN_CLIENT_IP_HEADERS", default=["REMOTE_ADDR"]))
 
 LOGIN_URL = "web:login"
 LOGIN_REDIRECT_URL = "web:home"
