@@ -7,6 +7,7 @@ boolean, integer or URL stops start-up with a message that names the variable.
 from __future__ import annotations
 
 import os
+import re
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import unquote
@@ -203,6 +204,15 @@ REST_FRAMEWORK = {
         "apps.core.api.filters.SearchFilter",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": [
+        "apps.core.api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    "DEFAULT_THROTTLE_CLASSES": [
+        "apps.core.api.throttling.TokenRateThrottle",
+        "apps.core.api.throttling.AnonymousRateThrottle",
+    ],
     # The browsable API's forms are for staff only (apps/core/api/renderers.py).
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
@@ -219,6 +229,32 @@ REST_FRAMEWORK = {
 TOKEN_MAX_DAYS = strict_int("TOKEN_MAX_DAYS", 90)
 if TOKEN_MAX_DAYS < 1:
     raise ImproperlyConfigured(f"TOKEN_MAX_DAYS={TOKEN_MAX_DAYS} must be at least 1.")
+
+
+
+def throttle_rate(name: str, default: str) -> str:
+    """A DRF rate such as `600/min`: a count, a slash and a period (s, min, hour or day)."""
+    raw = os.environ.get(name, default).strip()
+    if not re.fullmatch(r"[0-9]+/(s|sec|second|m|min|minute|h|hour|d|day)", raw):
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a rate such as 600/min (count/s, min, hour or day).")
+    return raw
+
+
+# Requests per API token (per user for sessions), and per client address for anonymous requests.
+API_THROTTLE_RATES = {
+    "user": throttle_rate("API_THROTTLE_RATE", "1200/min"),
+    "anon": throttle_rate("API_ANON_THROTTLE_RATE", "60/min"),
+}
+# JSON request bodies larger than this are answered 413; form bodies are bounded by the same figure.
+API_MAX_BODY_BYTES = strict_int("API_MAX_BODY_BYTES", 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
+# Throttle counts live in the cache: per process by default; set CACHE_URL (redis://…) so that every
+# web process shares them.
+CACHES = {
+    "default": env.cache_url_config(os.environ["CACHE_URL"])
+    if os.environ.get("CACHE_URL")
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Inference control plane API",

@@ -33,6 +33,14 @@ def encryption_key(settings):
         settings.FIELD_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
 
 
+@pytest.fixture(autouse=True)
+def fresh_throttles():
+    # Throttle counts live in the (per-process) cache; each test starts with full budgets.
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 @pytest.fixture
 def tenant_a(db):
     return TenantFactory(slug="alpha", name="Alpha Team", gpu_quota=64)
