@@ -199,7 +199,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
+        "apps.core.api.filters.FilterBackend",
         "rest_framework.filters.OrderingFilter",
         "apps.core.api.filters.SearchFilter",
     ],
@@ -261,6 +261,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Models, runtimes, clusters and inference services for LLM serving on Kubernetes.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "apps.core.api.schema.add_error_responses",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "MembershipRoleEnum": "apps.tenancy.choices.Role",
         "PoolRoleEnum": "apps.serving.choices.PoolRole",

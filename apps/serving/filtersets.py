@@ -2,10 +2,11 @@
 
 import django_filters
 
+from apps.core.api.filters import StrictFilterSet
 from apps.serving.models import InferenceService
 
 
-class InferenceServiceFilterSet(django_filters.FilterSet):
+class InferenceServiceFilterSet(StrictFilterSet):
     tenant = django_filters.CharFilter(field_name="tenant__slug")
     cluster = django_filters.CharFilter(field_name="cluster__name")
     engine = django_filters.CharFilter(field_name="runtime__engine")

@@ -87,3 +87,50 @@ def test_service_page_series_answers_400_or_200_never_500(client, viewer_a, tena
     assert response.status_code in (200, 400)
     if "range" not in params:
         assert response.status_code == 400
+
+
+@pytest.mark.parametrize("resource, param, value", [
+    ("services", "page_size", "null"), ("services", "page_size", "²"), ("services", "page_size", "-3"),
+    ("tokens", "revoked", "null"), ("tokens", "revoked", "maybe"), ("models", "platform_wide", "yes please"),
+])
+def test_values_of_the_wrong_type_are_400_not_ignored(api, tenant_a, resource, param, value):
+    response = api("staff").get(f"/api/v1/{resource}/", {param: value})
+
+    assert response.status_code == 400, response.content
+    assert param in response.json()
+
+
+@pytest.mark.parametrize("path", ["/api/v1/services/0.5/", "/api/v1/tokens/0.5/", "/api/v1/nothing-here/"])
+def test_unknown_api_paths_are_json_404(api, path):
+    response = api("staff").get(path)
+
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert "detail" in response.json()
+
+
+@pytest.mark.parametrize("field, value", [
+    ("engine_settings", {"extra_args": ["--x\x00"]}), ("engine_settings", {"a\x00": 1}), ("routing_policy", "a\x00"),
+])
+def test_nul_characters_in_a_body_are_400_naming_the_field(api, tenant_a, owner_a, field, value):
+    service = InferenceServiceFactory(tenant=tenant_a, name="chat")
+
+    response = api("owner_a").patch(f"/api/v1/services/{service.pk}/", {field: value}, format="json")
+
+    assert response.status_code == 400, response.content
+    assert field in response.json()
+
+
+def test_nul_characters_in_a_text_field_are_400(api, tenant_a, owner_a):
+    response = api("owner_a").patch(f"/api/v1/tenants/{tenant_a.pk}/", {"description": "a\x00b"}, format="json")
+
+    assert response.status_code == 400
+    assert "description" in response.json()
+
+
+@pytest.mark.parametrize("value", ["0.99", "2", "yes"])
+def test_boolean_filters_of_model_fields_refuse_other_values(api, staff, value):
+    response = api("staff").get("/api/v1/clusters/", {"has_gateway": value})
+
+    assert response.status_code == 400
+    assert "has_gateway" in response.json()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import django_filters
 from rest_framework import serializers, viewsets
 
+from apps.core.api.filters import StrictFilterSet
 from apps.core.api.pagination import StandardPagination
 from apps.core.models import AuditEntry
 
@@ -30,7 +31,7 @@ class AuditEntrySerializer(serializers.ModelSerializer):
         ]
 
 
-class AuditEntryFilterSet(django_filters.FilterSet):
+class AuditEntryFilterSet(StrictFilterSet):
     object_type = django_filters.CharFilter(field_name="content_type__model")
     tenant = django_filters.CharFilter(field_name="tenant__slug")
 

@@ -15,6 +15,16 @@ from rest_framework.validators import UniqueTogetherValidator, UniqueValidator
 from apps.core.api.exceptions import api_error
 
 
+def _has_nul(value) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
 class ValidatedModelSerializer(serializers.ModelSerializer):
     # Related fields whose choices are not narrowed to the user (e.g. clusters, chosen by name).
     unscoped_related_fields: tuple[str, ...] = ()
@@ -45,6 +55,10 @@ class ValidatedModelSerializer(serializers.ModelSerializer):
 
     def validate(self, attrs):
         attrs = super().validate(attrs)
+        for name, value in attrs.items():
+            if _has_nul(value):
+                # PostgreSQL text and jsonb cannot hold U+0000; CharFields refuse it, JSON fields need this.
+                raise serializers.ValidationError({name: "Null characters (U+0000) are not allowed."})
         if self.instance is not None:
             for name in self.create_only_fields:
                 if name in attrs and attrs[name] != getattr(self.instance, name):
