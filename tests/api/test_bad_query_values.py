@@ -134,3 +134,11 @@ def test_boolean_filters_of_model_fields_refuse_other_values(api, staff, value):
 
     assert response.status_code == 400
     assert "has_gateway" in response.json()
+
+
+@pytest.mark.parametrize("fmt", ["json", "multipart"])
+def test_nul_characters_in_a_related_slug_are_400(api, tenant_a, owner_a, fmt):
+    response = api("owner_a").post("/api/v1/services/", {"tenant": "alp\x00ha", "name": "x"}, format=fmt)
+
+    assert response.status_code == 400
+    assert "tenant" in response.json()

@@ -53,12 +53,17 @@ class ValidatedModelSerializer(serializers.ModelSerializer):
                 relation.queryset = queryset.for_user(user)
         return fields
 
+    def to_internal_value(self, data):
+        # PostgreSQL text and jsonb cannot hold U+0000, and a related field would look it up as a slug:
+        # refuse it before any field is read.
+        items = data.lists() if hasattr(data, "lists") else data.items() if isinstance(data, dict) else ()
+        nul = sorted(str(name) for name, value in items if _has_nul(name) or _has_nul(value))
+        if nul:
+            raise serializers.ValidationError(dict.fromkeys(nul, ["Null characters (U+0000) are not allowed."]))
+        return super().to_internal_value(data)
+
     def validate(self, attrs):
         attrs = super().validate(attrs)
-        for name, value in attrs.items():
-            if _has_nul(value):
-                # PostgreSQL text and jsonb cannot hold U+0000; CharFields refuse it, JSON fields need this.
-                raise serializers.ValidationError({name: "Null characters (U+0000) are not allowed."})
         if self.instance is not None:
             for name in self.create_only_fields:
                 if name in attrs and attrs[name] != getattr(self.instance, name):
