@@ -2,7 +2,7 @@
 
 drf-spectacular documents the success responses; clients (and schemathesis) also need to know that any
 operation may answer 400/401/403/404/429, writes 409/413, and conditional writes 412, all with the same
-JSON error body.
+JSON error body. Optional query parameters are marked `allowEmptyValue`: the API reads `?name=` as not given.
 """
 
 from __future__ import annotations
@@ -44,6 +44,10 @@ def add_error_responses(result, generator, request, public):
                 codes |= WRITES
             if any(p.get("name") == "If-Match" for p in operation.get("parameters", [])):
                 codes |= PRECONDITION
+            for parameter in operation.get("parameters", []):
+                # Every optional query parameter treats an empty value as not given (`?engine=`).
+                if parameter.get("in") == "query" and not parameter.get("required"):
+                    parameter["allowEmptyValue"] = True
             responses = operation.setdefault("responses", {})
             for code, description in codes.items():
                 responses.setdefault(code, _response(description))

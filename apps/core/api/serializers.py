@@ -59,7 +59,7 @@ class ValidatedModelSerializer(serializers.ModelSerializer):
         items = data.lists() if hasattr(data, "lists") else data.items() if isinstance(data, dict) else ()
         nul = sorted(str(name) for name, value in items if _has_nul(name) or _has_nul(value))
         if nul:
-            raise serializers.ValidationError(dict.fromkeys(nul, ["Null characters (U+0000) are not allowed."]))
+            raise serializers.ValidationError({key: ["Null characters (U+0000) are not allowed."] for key in nul})
         return super().to_internal_value(data)
 
     def validate(self, attrs):
