@@ -92,7 +92,7 @@ def test_a_form_body_over_the_limit_is_refused_not_500(api, owner_a, settings):
 
     response = api("owner_a").post("/api/v1/tokens/", {"name": "x" * 4096}, format="multipart")
 
-    assert response.status_code in (400, 413)
+    assert response.status_code == 400
 
 
 @pytest.mark.parametrize("body", ["[" * 100_000, '{"a":' * 50_000, "{", "\x00", "1e999999", '"\\ud800"'])

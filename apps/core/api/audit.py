@@ -12,7 +12,7 @@ from apps.core.models import AuditEntry
 
 class AuditEntrySerializer(serializers.ModelSerializer):
     object_type = serializers.CharField(source="content_type.model", read_only=True)
-    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
 
     class Meta:
         model = AuditEntry
