@@ -14,7 +14,7 @@ from cryptography.fernet import Fernet
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from apps.tenancy.choices import Role
+from apps.core.choices import Role
 from tests.factories import MembershipFactory, TenantFactory, UserFactory, issue_token
 
 ACTORS = ("owner_a", "operator_a", "viewer_a", "member_b", "staff", "anonymous", "expired_token", "revoked_token")
@@ -39,6 +39,16 @@ def fresh_throttles():
     from django.core.cache import cache
 
     cache.clear()
+
+
+@pytest.fixture
+def make_cluster():
+    """`make_cluster(nodes=..., faults=..., fast_start=..., routing_policies=..., seed=...)` starts a simulated
+    kubesim cluster (tests/simcluster.py) and returns its handle; every cluster is stopped after the test."""
+    from tests.simcluster import cluster_starter  # kubesim is imported only by the tests that start one
+
+    with cluster_starter() as make:
+        yield make
 
 
 @pytest.fixture

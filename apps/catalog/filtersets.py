@@ -2,12 +2,13 @@
 
 import django_filters
 
-from apps.catalog.models import Adapter, Model, Runtime
 from apps.core.api.filters import StrictBooleanFilter, StrictFilterSet
+from apps.catalog.models import Adapter, Model, Runtime
 
 
 class CatalogEntryFilterSet(StrictFilterSet):
-    tenant = django_filters.CharFilter(field_name="tenant__slug")
+    name = django_filters.CharFilter(field_name="name", help_text="Exact name.")
+    tenant = django_filters.CharFilter(field_name="tenant__slug", help_text="Tenant slug.")
     platform_wide = StrictBooleanFilter(field_name="tenant", lookup_expr="isnull")
 
 
