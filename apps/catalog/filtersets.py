@@ -2,8 +2,8 @@
 
 import django_filters
 
-from apps.core.api.filters import StrictBooleanFilter, StrictFilterSet
 from apps.catalog.models import Adapter, Model, Runtime
+from apps.core.api.filters import StrictBooleanFilter, StrictFilterSet
 
 
 class CatalogEntryFilterSet(StrictFilterSet):

@@ -9,7 +9,7 @@ allow-list: a reason added later is summarised until someone decides its message
 
 from __future__ import annotations
 
-from apps.tenancy.access import is_platform_staff
+from apps.core.access import is_platform_staff
 
 # Reasons whose messages are written about the tenant's own workload or spec.
 WORKLOAD_REASONS = frozenset({

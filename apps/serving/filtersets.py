@@ -2,8 +2,8 @@
 
 import django_filters
 
-from apps.core.api.filters import StrictFilterSet
 from apps.catalog.choices import EngineKind
+from apps.core.api.filters import StrictFilterSet
 from apps.serving.models import InferenceService
 
 

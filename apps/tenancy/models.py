@@ -14,7 +14,6 @@ from django.utils import timezone
 from apps.core.access import (
     TenantScopedQuerySet,
     can_own_tenant,
-    can_write_tenant,
     is_platform_staff,
     token_tenant_id,
 )

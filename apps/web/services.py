@@ -15,8 +15,8 @@ from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
 from apps.clusters.models import GpuNode
-from apps.serving.disclosure import conditions_for, run_message_for
 from apps.serving.capacity import service_warnings
+from apps.serving.disclosure import conditions_for, run_message_for
 from apps.serving.models import InferenceService, ReconcileRun, ServiceObservation
 from apps.telemetry.models import PodStat
 from apps.telemetry.series import (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from rest_framework import renderers
 
-from apps.tenancy.access import is_platform_staff
+from apps.core.access import is_platform_staff
 
 
 class BrowsableAPIRenderer(renderers.BrowsableAPIRenderer):
