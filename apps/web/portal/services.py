@@ -75,7 +75,7 @@ def service_list(request, tenant):
 def service_detail(request, tenant, name: str):
     """A service's page: status, live charts, controls for writers and the playground when Ready."""
     service = get_service(tenant, name)
-    context = status_context(service) | {"tenant": tenant}
+    context = status_context(service, request.user) | {"tenant": tenant}
     if is_fragment(request):
         return render(request, "web/partials/service_status.html", {**context, "oob": True})
     context["refresh_ms"] = settings.TELEMETRY_SCRAPE_SECONDS * 1000
