@@ -15,7 +15,7 @@ from typing import Protocol
 import yaml
 from aiohttp import web
 
-from . import discovery, tables
+from . import discovery, paging, tables
 from .apply import PATCH_TYPES
 from .errors import ApiError
 from .resources import ResourceType
@@ -209,19 +209,23 @@ class ApiHandlers:
                 raise ApiError.bad_request(f"the body of the request could not be decoded: {e}") from None
 
     def _list(self, request: web.Request, rt: ResourceType, namespace: str | None) -> web.Response:
+        q = request.query
         with self.store.raw_results():
-            items, rv = self.store.list(rt, namespace, request.query.get("labelSelector"),
-                                        request.query.get("fieldSelector"))
+            result = paging.page(self.store, rt, namespace, q.get("labelSelector"), q.get("fieldSelector"),
+                                 paging.parse_limit(q.get("limit")), q.get("continue"))
         if tables.wants_table(request.headers.get("Accept")):
-            return self._table_response(request, rt, items, rv)
+            return self._table_response(request, rt, result.items, result.resource_version, result.list_meta())
         return json_response({"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
-                              "metadata": {"resourceVersion": rv}, "items": items})
+                              "metadata": result.list_meta(), "items": result.items})
 
     def _columns(self, rt: ResourceType) -> list:
         return tables.columns_for(rt, self.store.crd_of(rt) if rt.custom else None)
 
-    def _table_response(self, request: web.Request, rt: ResourceType, items: list[dict], rv) -> web.Response:
+    def _table_response(self, request: web.Request, rt: ResourceType, items: list[dict], rv,
+                        list_meta: dict | None = None) -> web.Response:
         body = tables.table(self._columns(rt), items, rv, request.query.get("includeObject", "Metadata"))
+        if list_meta:
+            body["metadata"] = list_meta
         return json_response(body, content_type=tables.TABLE_CONTENT_TYPE)
 
     async def _create(self, request: web.Request, rt: ResourceType, namespace: str | None) -> web.Response:
