@@ -64,6 +64,10 @@ EXTRA_SUBRESOURCES: dict[tuple[str, str], list[dict]] = {
         {"name": "proxy", "kind": "PodProxyOptions", "verbs": ["create", "delete", "get", "patch", "update"]},
         {"name": "eviction", "kind": "Eviction", "group": "policy", "version": "v1", "verbs": ["create"]},
     ],
+    ("", "serviceaccounts"): [
+        {"name": "token", "kind": "TokenRequest", "group": "authentication.k8s.io", "version": "v1",
+         "verbs": ["create"]},
+    ],
     ("", "services"): [
         {"name": "proxy", "kind": "ServiceProxyOptions", "verbs": ["create", "delete", "get", "patch", "update"]},
     ],

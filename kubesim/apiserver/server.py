@@ -2,11 +2,12 @@
 
 Extension points for the simulated cluster built on top (scheduler, controllers, kubelet, proxies):
 
-    server = Server(port=0, token=None, seed=1, state_file=None)
+    server = Server(port=0, token=None, seed=1, state_file=None, authorization="open")   # or "rbac"
     server.store                                # the in-process Store (see kubesim.apiserver.store)
     server.add_admission_hook(fn)               # fn(AdmissionRequest) -> None; raise ApiError to reject
     server.add_route("GET", "/api/v1/namespaces/{namespace}/pods/{name}/log", handler)
     server.add_middleware(mw)                   # aiohttp @web.middleware; runs inside auth, outside the API
+    server.access                               # authentication, RBAC and tokens (kubesim.apiserver.access)
     server.add_background_task(fn)              # fn(server) -> coroutine, started with the server, cancelled
                                                 #   at shutdown (controllers)
     await server.start(); server.url; await server.stop()      # on a running loop
@@ -30,6 +31,8 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from . import rbac
+from .access import Access
 from .admission import AdmissionHook
 from .errors import ApiError
 from .handlers import ApiHandlers, status_response
@@ -48,7 +51,7 @@ class Server:
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, token: str | None = None,
                  seed: int | None = None, state_file: str | None = None, history_size: int = 10000,
                  bookmark_interval: float = 30.0, watch_coalesce: float = 0.002, tune_gc: bool = False,
-                 store: Store | None = None):
+                 store: Store | None = None, authorization: str = "open"):
         self.host = host
         self.port = port
         self.token = token
@@ -59,6 +62,9 @@ class Server:
         self.store = store or Store(seed=seed, history_size=history_size)
         if state_file:
             self.store.load(state_file)
+        rbac.install_defaults(self.store)
+        # authentication, RBAC ("rbac" enforces it; "open" lets every authenticated request through), tokens
+        self.access = Access(self.store, mode=authorization, admin_token=token)
         self._dirty = False
         self.store.on_change.append(self._mark_dirty)
         self._routes: list[tuple[str, str, Callable]] = []
@@ -96,10 +102,10 @@ class Server:
     # ------------------------------------------------------------------ app
 
     def build_app(self) -> web.Application:
-        app = web.Application(middlewares=[self._error_middleware, self._auth_middleware, *self._middlewares],
+        app = web.Application(middlewares=[self._error_middleware, self.access.middleware, *self._middlewares],
                               client_max_size=64 * 1024 * 1024)
         app[SERVER_KEY] = self
-        for method, path, handler in self._routes:
+        for method, path, handler in [*self._routes, *self.access.routes()]:
             app.router.add_route(method, path, handler)
         api = ApiHandlers(self)
         r = app.router
@@ -137,12 +143,6 @@ class Server:
             log.exception("internal error serving %s %s", request.method, request.path)
             return status_response(ApiError(500, "InternalError", f"Internal error occurred: {e}",
                                             {"causes": [{"message": str(e)}]}))
-
-    @web.middleware
-    async def _auth_middleware(self, request: web.Request, handler):
-        if self.token and request.headers.get("Authorization") != f"Bearer {self.token}":
-            raise ApiError.unauthorized()
-        return await handler(request)
 
     async def _on_startup(self, app: web.Application) -> None:
         for fn in self._tasks_fns:
