@@ -13,6 +13,8 @@ from urllib.parse import unquote
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from controlplane import tasknames
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -174,10 +176,10 @@ X_FRAME_OPTIONS = "DENY"
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "apps.core.api.pagination.StandardPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
+        "apps.core.api.filters.StrictFilterBackend",
         "rest_framework.filters.OrderingFilter",
         "rest_framework.filters.SearchFilter",
     ],
@@ -194,7 +196,7 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "ENUM_NAME_OVERRIDES": {
-        "MembershipRoleEnum": "apps.tenancy.choices.Role",
+        "MembershipRoleEnum": "apps.core.choices.Role",
         "PoolRoleEnum": "apps.serving.choices.PoolRole",
         "DeploymentModeEnum": "apps.catalog.choices.DeploymentMode",
     },
@@ -236,15 +238,13 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # A prefix lets several stacks (or test runs) share one broker without taking each other's tasks.
 CELERY_QUEUE_PREFIX = env.str("CELERY_QUEUE_PREFIX", default="")
 CELERY_TASK_DEFAULT_QUEUE = CELERY_QUEUE_PREFIX + "default"
-CELERY_TASK_ROUTES = {
-    f"workers.tasks.{kind}.*": {"queue": CELERY_QUEUE_PREFIX + kind} for kind in ("reconcile", "telemetry", "autoscale")
-}
+CELERY_TASK_ROUTES = tasknames.routes(CELERY_QUEUE_PREFIX)
 CELERY_TIMEZONE = "UTC"
 RECONCILE_RESYNC_SECONDS = strict_int("RECONCILE_RESYNC_SECONDS", 30)
 RESYNC_TICK_SECONDS = strict_int("RESYNC_TICK_SECONDS", 10)
 CELERY_BEAT_SCHEDULE: dict = {
-    "resync-services": {"task": "workers.tasks.reconcile.resync", "schedule": RESYNC_TICK_SECONDS},
-    "gpu-inventory": {"task": "workers.tasks.reconcile.sync_inventories",
+    "resync-services": {"task": tasknames.RESYNC, "schedule": RESYNC_TICK_SECONDS},
+    "gpu-inventory": {"task": tasknames.SYNC_INVENTORIES,
                       "schedule": strict_int("INVENTORY_SECONDS", 30)},
 }
 
@@ -259,10 +259,10 @@ QUEUE_HEARTBEAT_SECONDS = strict_int("QUEUE_HEARTBEAT_SECONDS", 15)
 # Bearer token for the control plane's own /metrics; staff sessions are always let in.
 METRICS_TOKEN = secret("METRICS_TOKEN", "")
 CELERY_BEAT_SCHEDULE |= {
-    "telemetry-scrape": {"task": "workers.tasks.telemetry.scrape", "schedule": TELEMETRY_SCRAPE_SECONDS,
+    "telemetry-scrape": {"task": tasknames.TELEMETRY_SCRAPE, "schedule": TELEMETRY_SCRAPE_SECONDS,
                          "options": {"expires": TELEMETRY_SCRAPE_SECONDS}},
-    "telemetry-compact": {"task": "workers.tasks.telemetry.compact", "schedule": 300},
-    "queue-heartbeats": {"task": "workers.tasks.telemetry.send_heartbeats", "schedule": QUEUE_HEARTBEAT_SECONDS},
+    "telemetry-compact": {"task": tasknames.TELEMETRY_COMPACT, "schedule": 300},
+    "queue-heartbeats": {"task": tasknames.SEND_HEARTBEATS, "schedule": QUEUE_HEARTBEAT_SECONDS},
 }
 
 LOGGING = {

@@ -11,17 +11,21 @@ from __future__ import annotations
 import difflib
 import logging
 import tempfile
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import urllib3
 import yaml
+from django.conf import settings
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes import dynamic
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
+
+from apps.serving.names import FIELD_MANAGER
 
 if TYPE_CHECKING:
     from apps.clusters.models import ClusterCredentials
@@ -29,7 +33,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 REQUEST_TIMEOUT_SECONDS = 10.0
 
-FIELD_MANAGER = "controlplane"
 TRANSIENT_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
 
@@ -93,11 +96,18 @@ def _status_message(exc: BaseException) -> str:
     return f"HTTP {getattr(exc, 'status', '?')}: {getattr(exc, 'reason', exc)}"
 
 
-def api_client(creds: ClusterCredentials) -> k8s.ApiClient:
-    """An ApiClient for the cluster: from a kubeconfig when given, else URL + bearer token + CA bundle."""
-    if creds.kubeconfig:
-        return k8s_config.new_client_from_config_dict(yaml.safe_load(creds.kubeconfig))
+def api_client(creds: ClusterCredentials, pool_size: int | None = None) -> k8s.ApiClient:
+    """An ApiClient for the cluster: from a kubeconfig when given, else URL + bearer token + CA bundle.
+
+    `pool_size` bounds the connections kept per host; the client's default (5 x CPUs) would drop
+    connections under a wider thread pool such as the scraper's.
+    """
     configuration = k8s.Configuration()
+    if pool_size:
+        configuration.connection_pool_maxsize = pool_size
+    if creds.kubeconfig:
+        k8s_config.load_kube_config_from_dict(yaml.safe_load(creds.kubeconfig), client_configuration=configuration)
+        return k8s.ApiClient(configuration)
     configuration.host = creds.api_url.rstrip("/")
     if creds.bearer_token:
         configuration.api_key = {"authorization": creds.bearer_token}
@@ -187,10 +197,11 @@ def drift_diff(ref: ObjectRef, desired: dict, live: dict) -> str:
 class Kube:
     """One cluster's API: a DynamicClient with discovery cached for the life of the object."""
 
-    def __init__(self, creds: ClusterCredentials, timeout_seconds: float = REQUEST_TIMEOUT_SECONDS):
+    def __init__(self, creds: ClusterCredentials, timeout_seconds: float = REQUEST_TIMEOUT_SECONDS,
+                 pool_size: int | None = None):
         self.creds = creds
         self.timeout_seconds = timeout_seconds
-        self._api = api_client(creds)
+        self._api = api_client(creds, pool_size)
         self._dyn: dynamic.DynamicClient | None = None
         self._resources: dict[tuple[str, str], object] = {}
         self.requests = 0  # API calls made (reads and writes), for metrics and benchmarks
@@ -312,3 +323,21 @@ class Kube:
             result.drift[ref] = drift_diff(ref, desired, current)
         result.live[ref] = self.apply(desired)
         result.applied.append(ref)
+
+
+_clients: dict[tuple[int, str], Kube] = {}
+_clients_lock = threading.Lock()
+
+
+def kube_for(cluster) -> Kube:
+    """The process's client for a cluster row (reconcile, inventory and telemetry share it), rebuilt when
+    the row changes (new credentials). Its connection pool fits the scraper's thread pool."""
+    key = (cluster.pk, cluster.updated.isoformat())
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            for stale in [k for k in _clients if k[0] == cluster.pk]:
+                _clients.pop(stale).close()
+            pool_size = max(settings.TELEMETRY_SCRAPE_CONCURRENCY, 4)
+            client = _clients[key] = Kube(cluster.credentials(), pool_size=pool_size)
+        return client

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-COMPONENT = "app.kubernetes.io/component"
-POOL_ROLE_LABEL = "controlplane.io/pool"
+from apps.serving.names import pod_role
+
 CRASH_REASONS = {"CrashLoopBackOff", "Error", "OOMKilled", "CreateContainerConfigError", "ImagePullBackOff",
                  "ErrImagePull", "RunContainerError"}
 
@@ -57,10 +57,6 @@ class ServiceView:
         return all(p.ready >= p.desired and p.updated >= p.desired for p in self.pools.values())
 
 
-def _role_of(labels: dict) -> str:
-    return labels.get(POOL_ROLE_LABEL) or labels.get(COMPONENT) or "engine"
-
-
 def pod_view(pod: dict) -> PodView:
     meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
     statuses = status.get("containerStatuses") or []
@@ -83,7 +79,7 @@ def pod_view(pod: dict) -> PodView:
             if key.endswith(".com/gpu"):
                 gpus += int(str(value))
     return PodView(
-        name=meta.get("name", ""), role=_role_of(meta.get("labels") or {}), phase=status.get("phase", "Pending"),
+        name=meta.get("name", ""), role=pod_role(meta.get("labels") or {}), phase=status.get("phase", "Pending"),
         ready=ready, node=spec.get("nodeName") or "", reason=reason, message=message, restarts=restarts, gpus=gpus,
     )
 
@@ -102,7 +98,7 @@ def service_view(desired_pools: dict[str, int], workloads: list[dict], pods: lis
     """Combine live workloads, pods and events into per-pool counts and failure reasons."""
     view = ServiceView(pools={role: PoolView(role, n) for role, n in desired_pools.items()})
     for obj in workloads:
-        role = _role_of(obj.get("metadata", {}).get("labels") or {})
+        role = pod_role(obj.get("metadata", {}).get("labels") or {})
         role = "leader" if obj.get("kind") == "LeaderWorkerSet" and role not in view.pools else role
         if role in view.pools:
             pool = view.pools[role]

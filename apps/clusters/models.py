@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from apps.core.access import is_platform_staff
 from apps.core.fields import EncryptedTextField
 from apps.core.models import TimestampedModel
 from apps.core.validators import dns1123_label
-from apps.tenancy.access import is_platform_staff
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,18 @@ class Phase(models.TextChoices):
     DELETING = "Deleting", "Deleting"
 
 
+class ReconcileResult(models.TextChoices):
+    """What one reconcile pass came to (the `ReconcileRun` history and the worker's log)."""
+
+    CONVERGED = "converged", "Converged"
+    PROGRESSING = "progressing", "Progressing"
+    FAILED = "failed", "Failed"
+    RETRYING = "retrying", "Retrying (transient error)"
+    DELETED = "deleted", "Deleted"
+    BUSY = "busy", "Busy (another worker holds the service)"
+    GONE = "gone", "Gone (no such service)"
+
+
 class PoolRole(models.TextChoices):
     ENGINE = "engine", "Engine"
     PREFILL = "prefill", "Prefill"

@@ -12,6 +12,7 @@ from collections import defaultdict
 from django.core.exceptions import ValidationError
 
 from apps.catalog.choices import DeploymentMode
+from apps.catalog.engines import EngineSettings, EngineSettingsError, get_adapter
 from apps.serving.autoscaling_spec import autoscaling_errors
 from apps.serving.choices import ENGINE_ONLY_ROUTING, MODE_POOL_ROLES, Phase
 
@@ -72,8 +73,6 @@ def service_errors(service, pools: list, adapters: list) -> dict[str, list[str]]
 
 def _engine_settings(service, runtime, model, errors):
     """Parse and validate engine settings with the engine's adapter; returns them or None."""
-    from apps.serving.engines import EngineSettings, EngineSettingsError, get_adapter
-
     try:
         settings = EngineSettings.from_dict(service.engine_settings)
     except EngineSettingsError as exc:
@@ -129,9 +128,8 @@ def _quota_errors(service, pools, errors) -> None:
     """The tenant's services at their maximum replicas must fit in its GPU quota."""
     if not service.tenant_id:
         return
-    from apps.serving.models import InferenceService
-
-    others = InferenceService.objects.filter(tenant_id=service.tenant_id).exclude(phase=Phase.DELETING)
+    # The service's own model class: validation is imported by the models module, never the reverse.
+    others = type(service)._default_manager.filter(tenant_id=service.tenant_id).exclude(phase=Phase.DELETING)
     if service.pk:
         others = others.exclude(pk=service.pk)
     used = others.gpus_at_max()

@@ -84,7 +84,7 @@ def status_context(service) -> dict:
         "observed_pools": {p["role"]: p for p in (observation.pools if observation else [])},
         "pods": pod_rows(service, observation),
         "events": own_events(service, observation),
-        "drift": list(getattr(observation, "drift", None) or []),
+        "drift": list(observation.drift) if observation else [],
         "runs": list(ReconcileRun.objects.filter(service=service).order_by("-started_at")[:10]),
     }
 

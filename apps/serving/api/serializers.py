@@ -10,9 +10,10 @@ from apps.clusters.models import Cluster
 from apps.core.api.exceptions import api_error
 from apps.core.api.serializers import ValidatedModelSerializer
 from apps.core.choices import AuditVia
-from apps.serving.actions import PoolSpec, save_service
+from apps.serving.actions import save_service
 from apps.serving.choices import PoolRole
 from apps.serving.models import EDITABLE_FIELDS, POOL_SPEC_FIELDS, STATUS_FIELDS, InferenceService, Pool
+from apps.serving.rendering.spec import PoolSpec
 from apps.tenancy.models import Tenant
 
 

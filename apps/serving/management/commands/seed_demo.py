@@ -16,10 +16,10 @@ from apps.catalog.choices import DeploymentMode, EngineKind
 from apps.catalog.models import Model, Runtime
 from apps.clusters.models import Cluster
 from apps.core.audit import record_change
-from apps.core.choices import AuditAction, AuditVia
-from apps.serving.actions import PoolSpec, save_service
+from apps.core.choices import AuditAction, AuditVia, Role
+from apps.serving.actions import save_service
 from apps.serving.models import InferenceService
-from apps.tenancy.choices import Role
+from apps.serving.rendering.spec import PoolSpec
 from apps.tenancy.models import Membership, Tenant
 
 LABEL = "command:seed_demo"
