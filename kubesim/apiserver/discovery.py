@@ -63,6 +63,8 @@ EXTRA_SUBRESOURCES: dict[tuple[str, str], list[dict]] = {
         {"name": "log", "kind": "Pod", "verbs": ["get"]},
         {"name": "proxy", "kind": "PodProxyOptions", "verbs": ["create", "delete", "get", "patch", "update"]},
         {"name": "eviction", "kind": "Eviction", "group": "policy", "version": "v1", "verbs": ["create"]},
+        {"name": "exec", "kind": "PodExecOptions", "verbs": ["create", "get"]},
+        {"name": "portforward", "kind": "PodPortForwardOptions", "verbs": ["create", "get"]},
     ],
     ("", "serviceaccounts"): [
         {"name": "token", "kind": "TokenRequest", "group": "authentication.k8s.io", "version": "v1",

@@ -38,6 +38,7 @@ from kubesim.cluster.faults import FaultConfig, FaultInjector, admin_routes, fau
 from kubesim.cluster.kubelet import Kubelet, KubeletConfig
 from kubesim.cluster.nodes import build_nodes
 from kubesim.cluster.proxy import Proxies, RoutingPolicy
+from kubesim.cluster.streaming import Streaming
 from kubesim.engines.routing import service_proxy_policies
 from kubesim.workload import Endpoint
 
@@ -150,6 +151,7 @@ class Cluster:
         # The engines' routing policies are wired here, where the cluster is assembled: nothing registers on import.
         policies = {**service_proxy_policies(), **(routing_policies or {})}
         self.proxies = Proxies(server.store, self.kubelet, self.view, policies)
+        self.streaming = Streaming(server.store, self.kubelet)  # kubectl exec and port-forward
         self._tasks: list[asyncio.Task] = []
         self._spawned: set[asyncio.Task] = set()
         self._kubelet_running = False
@@ -158,7 +160,8 @@ class Cluster:
     def install(self) -> None:
         """Register admission, routes, the fault middleware and the cluster's background task."""
         self.server.add_admission_hook(pod_admission)
-        for method, path, handler in [*self.proxies.routes(), eviction_route(self.server.store)]:
+        for method, path, handler in [*self.proxies.routes(), *self.streaming.routes(),
+                                      eviction_route(self.server.store)]:
             self.server.add_route(method, path, handler)
         for route in admin_routes(self.faults):
             self.server.add_route(route.method, route.path, route.handler)

@@ -24,6 +24,12 @@ class GpuType:
     vendor: str = "nvidia"
     cpu_per_gpu: int = 24  # vCPUs per GPU on the cloud instance families that carry this GPU
     memory_gib_per_gpu: int = 240
+    device_name: str = ""  # the name nvidia-smi and DCGM report, when it is not the product with spaces
+
+    @property
+    def name(self) -> str:
+        """The device name as nvidia-smi prints it (the feature-discovery label has dashes for spaces)."""
+        return self.device_name or self.product.replace("-", " ")
 
     @property
     def resource(self) -> str:
@@ -36,8 +42,10 @@ GPU_TYPES: dict[str, GpuType] = {
         GpuType("h100-sxm-80gb", "NVIDIA-H100-80GB-HBM3", 81559),
         GpuType("h100-pcie-80gb", "NVIDIA-H100-PCIe", 81559, cpu_per_gpu=16, memory_gib_per_gpu=180),
         GpuType("h200-141gb", "NVIDIA-H200", 143771),
-        GpuType("a100-sxm-80gb", "NVIDIA-A100-SXM4-80GB", 81920, cpu_per_gpu=12, memory_gib_per_gpu=140),
-        GpuType("a100-40gb", "NVIDIA-A100-SXM4-40GB", 40960, cpu_per_gpu=12, memory_gib_per_gpu=140),
+        GpuType("a100-sxm-80gb", "NVIDIA-A100-SXM4-80GB", 81920, cpu_per_gpu=12, memory_gib_per_gpu=140,
+                device_name="NVIDIA A100-SXM4-80GB"),
+        GpuType("a100-40gb", "NVIDIA-A100-SXM4-40GB", 40960, cpu_per_gpu=12, memory_gib_per_gpu=140,
+                device_name="NVIDIA A100-SXM4-40GB"),
         GpuType("l40s-48gb", "NVIDIA-L40S", 46068, cpu_per_gpu=16, memory_gib_per_gpu=64),
         GpuType("l4-24gb", "NVIDIA-L4", 23034, cpu_per_gpu=8, memory_gib_per_gpu=32),
         GpuType("rtx4090-24gb", "NVIDIA-GeForce-RTX-4090", 24564, cpu_per_gpu=8, memory_gib_per_gpu=32),
