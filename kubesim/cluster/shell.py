@@ -243,7 +243,7 @@ def _smi_table(container: Container) -> str:
         power = f"{_power(device, reading):.0f}W / {device.tdp_watts:>4}W"
         memory = f"{reading.used_mib}MiB / {reading.total_mib:>6}MiB"
         lines += [f"| {i:>3}  {name:<28}   On  | {device.bus_id:>18} Off | {0:>20} |",
-                  f"| N/A   {_temperature(reading):>2}C    P0 {power:>27} | {memory:>22} | "
+                  f"| N/A   {_temperature(reading):>2}C    P0 {power:>23} | {memory:>22} | "
                   f"{round(reading.utilization * 100):>6}%      Default |",
                   "|                                         |                        |             Disabled |",
                   bar]

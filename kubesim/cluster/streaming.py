@@ -25,6 +25,7 @@ from aiohttp import WSMsgType, web
 
 from kubesim.apiserver.errors import ApiError
 from kubesim.cluster import shell, spdy
+from kubesim.engines import VLLM_IMAGES, image_repo
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,8 @@ SPDY_REFUSED = ("kubesim streams exec and port-forward over WebSocket only (v5.c
                 "SPDY/3.1+portforward.k8s.io), not over SPDY: use kubectl 1.31 or later without "
                 "KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false or PORT_FORWARD_WEBSOCKETS=false")
 STDOUT, STDERR, ERROR = 1, 2, 3
+# PID 1 of images run without a command: their ENTRYPOINT
+_ENTRYPOINTS = {repo: ["python3", "-m", "vllm.entrypoints.openai.api_server"] for repo in VLLM_IMAGES}
 CHUNK = 32 * 1024
 
 
@@ -103,7 +106,8 @@ class Streaming:
             "/var/run/secrets/kubernetes.io/serviceaccount/namespace": namespace,
         }
         files.update(self._volume_files(namespace, spec, cspec))
-        command = [*(cspec.get("command") or []), *(cspec.get("args") or [])]
+        entrypoint = cspec.get("command") or _ENTRYPOINTS.get(image_repo(cspec.get("image", "")), [])
+        command = [*entrypoint, *(cspec.get("args") or [])]
         started = ((running.state.get("running") or {}).get("startedAt"))
         started_at = datetime.fromisoformat(started.replace("Z", "+00:00")).timestamp() if started else time.time()
         gpus = [(d, self.kubelet.gpus.read(d, running.workload))
@@ -217,6 +221,9 @@ class Streaming:
             with contextlib.suppress(ConnectionError, RuntimeError):
                 while chunk := await reader.read(CHUNK):
                     await ws.send_bytes(bytes([2 * index]) + chunk)
+            writers.pop(index, None)
+            if not writers:  # every forwarded connection ended: so does the stream, as on the kubelet
+                await ws.close()
 
         for i, port in enumerate(ports):
             for channel in (2 * i, 2 * i + 1):
@@ -244,7 +251,7 @@ class Streaming:
         finally:
             for task in pumps:
                 task.cancel()
-            for writer in writers.values():
+            for writer in list(writers.values()):
                 writer.close()
 
 
@@ -284,14 +291,23 @@ class SpdyTunnel:
             await self.send(spdy.ping_frame(frame.data))
         elif frame.type == spdy.SYN_STREAM:
             self.last_stream = max(self.last_stream, frame.stream_id)
-            await self.send(self.framer.syn_reply(frame.stream_id))
             kind, request_id = frame.headers.get("streamtype"), frame.headers.get("requestid", "")
+            connected: tuple | str | None = None
+            if kind == "data":  # connect before replying, so no data frame can arrive ahead of the connection
+                connected = await self.connect(frame.headers.get("port", ""))
+            await self.send(self.framer.syn_reply(frame.stream_id))
             if kind == "error":
                 self.error_streams[request_id] = frame.stream_id
-            elif kind == "data":
-                task = asyncio.ensure_future(self.open(frame.stream_id, request_id, frame.headers.get("port", "")))
+            elif isinstance(connected, tuple):
+                self.writers[frame.stream_id] = connected[1]
+                task = asyncio.ensure_future(self.pump(frame.stream_id, request_id, *connected))
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
+            elif kind == "data":
+                error_stream = self.error_streams.get(request_id)
+                if error_stream is not None:
+                    await self.send(spdy.data_frame(error_stream, str(connected).encode(), fin=True))
+                await self.send(spdy.data_frame(frame.stream_id, b"", fin=True))
         elif frame.type == 0:
             writer = self.writers.get(frame.stream_id)
             if writer is None:
@@ -311,21 +327,20 @@ class SpdyTunnel:
             if writer is not None:
                 writer.close()
 
-    async def open(self, stream_id: int, request_id: str, port: str) -> None:
+    async def connect(self, port: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | str:
+        """A connection to the container's port, or the error message the kubelet would send."""
         local = self.streaming._target(self.namespace, self.name, int(port)) if port.isdigit() else None
         try:
             if local is None:
                 raise OSError("connect: connection refused")
-            reader, writer = await asyncio.open_connection("127.0.0.1", local)
+            return await asyncio.open_connection("127.0.0.1", local)
         except OSError as error:
-            message = (f"error forwarding port {port} to pod {self.uid}, uid : failed to execute portforward in "
-                       f"network namespace: failed to connect to localhost:{port} inside namespace: {error}")
-            error_stream = self.error_streams.get(request_id)
-            if error_stream is not None:
-                await self.send(spdy.data_frame(error_stream, message.encode(), fin=True))
-            await self.send(spdy.data_frame(stream_id, b"", fin=True))
-            return
-        self.writers[stream_id] = writer
+            return (f"error forwarding port {port} to pod {self.uid}, uid : failed to execute portforward in "
+                    f"network namespace: failed to connect to localhost:{port} inside namespace: {error}")
+
+    async def pump(self, stream_id: int, request_id: str, reader: asyncio.StreamReader,
+                   writer: asyncio.StreamWriter) -> None:
+        """Container -> client until the container closes, then FIN on the data and error streams."""
         try:
             while chunk := await reader.read(CHUNK):
                 await self.send(spdy.data_frame(stream_id, chunk))

@@ -153,7 +153,7 @@ class EngineWorkload(InferenceHandlers):
         """(fraction of each GPU's memory held, GPU utilization 0..1) as nvidia-smi and DCGM see this server:
         vLLM holds `--gpu-memory-utilization` of every GPU, SGLang `--mem-fraction-static`; utilization follows
         the share of the batch in use while requests run."""
-        held = float(self.spec.cache_info.get("gpu_memory_utilization") or 0.9) if self.spec.kind == "vllm" \
+        held = float(self.spec.cache_info["gpu_memory_utilization"]) if self.spec.kind == "vllm" \
             else self.spec.mem_fraction
         running = sum(len(c.running) for c in self.cores)
         if not running:
