@@ -14,6 +14,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from controlplane import tasknames
+from controlplane.logcontext import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -91,6 +92,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "controlplane.health.HealthMiddleware",  # first: probes skip host checks, HTTPS redirects and auth
+    "controlplane.logcontext.RequestContextMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -235,6 +238,8 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Workers log through LOGGING above (LOG_FORMAT), not Celery's own root handler.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # A prefix lets several stacks (or test runs) share one broker without taking each other's tasks.
 CELERY_QUEUE_PREFIX = env.str("CELERY_QUEUE_PREFIX", default="")
 CELERY_TASK_DEFAULT_QUEUE = CELERY_QUEUE_PREFIX + "default"
@@ -265,9 +270,13 @@ CELERY_BEAT_SCHEDULE |= {
     "queue-heartbeats": {"task": tasknames.SEND_HEARTBEATS, "schedule": QUEUE_HEARTBEAT_SECONDS},
 }
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-}
+# LOG_FORMAT=json: one JSON object per line with request id, tenant and service where known.
+try:
+    LOGGING = logging_config(env.str("LOG_FORMAT", default="text").strip().lower(),
+                             env.str("LOG_LEVEL", default="INFO"))
+except ValueError as exc:
+    raise ImproperlyConfigured(str(exc)) from exc
+
+# In-cluster credentials (a Cluster with `in_cluster`): the pod's ServiceAccount token and CA.
+KUBERNETES_SERVICE_ACCOUNT_DIR = env.str("KUBERNETES_SERVICE_ACCOUNT_DIR",
+                                         default="/var/run/secrets/kubernetes.io/serviceaccount")

@@ -26,6 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
 from apps.serving.names import FIELD_MANAGER
+from workers import incluster
 
 if TYPE_CHECKING:
     from apps.clusters.models import ClusterCredentials
@@ -97,7 +98,8 @@ def _status_message(exc: BaseException) -> str:
 
 
 def api_client(creds: ClusterCredentials, pool_size: int | None = None) -> k8s.ApiClient:
-    """An ApiClient for the cluster: from a kubeconfig when given, else URL + bearer token + CA bundle.
+    """An ApiClient for the cluster: from a kubeconfig when given, else URL + bearer token + CA bundle, or
+    URL + the pod's own ServiceAccount token and CA (in-cluster).
 
     `pool_size` bounds the connections kept per host; the client's default (5 x CPUs) would drop
     connections under a wider thread pool such as the scraper's.
@@ -112,6 +114,11 @@ def api_client(creds: ClusterCredentials, pool_size: int | None = None) -> k8s.A
     if creds.bearer_token:
         configuration.api_key = {"authorization": creds.bearer_token}
         configuration.api_key_prefix = {"authorization": "Bearer"}
+    if creds.service_account_dir:
+        try:
+            incluster.configure(configuration, creds.service_account_dir)
+        except incluster.InClusterCredentialsMissing as exc:
+            raise PermanentClusterError(str(exc)) from exc
     if creds.ca_bundle:
         # The client wants a file path; the bundle lives encrypted in the database.
         handle = tempfile.NamedTemporaryFile("w", suffix=".crt", delete=False)  # noqa: SIM115
@@ -264,6 +271,16 @@ class Kube:
         out = self._call(self._dyn.get, res, namespace=namespace, label_selector=label_selector,
                          field_selector=field_selector)
         return list(out.to_dict().get("items", []))
+
+    def previous_log(self, namespace: str, pod: str, container: str, tail_lines: int = 50) -> str:
+        """The last lines the container's previous run printed (`kubectl logs --previous`); '' when none."""
+        try:
+            return self._call(self.core.read_namespaced_pod_log, pod, namespace, container=container or None,
+                              previous=True, tail_lines=tail_lines) or ""
+        except ClusterError as exc:
+            if exc.status in (400, 404):  # no previous container yet, or the pod is gone
+                return ""
+            raise
 
     def delete(self, ref: ObjectRef, *, propagation: str = "Background") -> bool:
         """Delete one object; False when it was already gone."""

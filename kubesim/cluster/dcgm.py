@@ -73,7 +73,7 @@ def exposition(node_name: str, readings: list[tuple[Device, Reading]]) -> str:
     for name, help_ in COUNTERS:
         lines += [f"# HELP {name} {help_}", f"# TYPE {name} gauge"]
         for device, _reading, counters in rows:
-            labels = [str(device.index), device.uuid, device.bus_id, f"nvidia{device.index}", device.gpu.name,
+            labels = [str(device.index), device.uuid, device.bus_id, f"nvidia{device.index}", device.name,
                       node_name, DRIVER_VERSION]
             pairs = list(zip(LABELS, labels, strict=True))
             if device.holder is not None:  # the pod-resources mapping labels GPUs held by a pod

@@ -13,11 +13,14 @@ import uuid
 from dataclasses import dataclass
 
 from kubesim.apiserver.quantities import pod_resources
-from kubesim.cluster.nodes import GPU_TYPES, node_gpu_key
+from capacity.gpus import GPUS
+from kubesim.cluster.nodes import node_gpu_key
 
 # Reserved by the driver and CUDA on every device before any process allocates (nvidia-smi's baseline).
 DRIVER_RESERVED_MIB = 512
 IDLE_POWER_FRACTION = 0.12
+# The device name nvidia-smi and DCGM report, where it is not the feature-discovery product with spaces for dashes.
+_DEVICE_NAMES = {"a100-sxm-80gb": "NVIDIA A100-SXM4-80GB", "a100-40gb": "NVIDIA A100-SXM4-40GB"}
 _TDP_WATTS = {"h100-sxm-80gb": 700, "h100-pcie-80gb": 350, "h200-141gb": 700, "a100-sxm-80gb": 400,
               "a100-40gb": 400, "l40s-48gb": 350, "l4-24gb": 72, "rtx4090-24gb": 450, "b200-180gb": 1000,
               "mi300x-192gb": 750}
@@ -34,7 +37,12 @@ class Device:
 
     @property
     def gpu(self):
-        return GPU_TYPES[self.gpu_key]
+        return GPUS[self.gpu_key]
+
+    @property
+    def name(self) -> str:
+        """The device name as nvidia-smi prints it, e.g. "NVIDIA H100 80GB HBM3"."""
+        return _DEVICE_NAMES.get(self.gpu_key) or self.gpu.product.replace("-", " ")
 
     @property
     def uuid(self) -> str:
@@ -72,8 +80,8 @@ class GpuDevices:
         name = node["metadata"]["name"]
         if name not in self._nodes:
             key = node_gpu_key(node)
-            count = int(((node.get("status") or {}).get("capacity") or {}).get(GPU_TYPES[key].resource, 0)) \
-                if key in GPU_TYPES else 0
+            count = int(((node.get("status") or {}).get("capacity") or {}).get(GPUS[key].resource, 0)) \
+                if key in GPUS else 0
             self._nodes[name] = [Device(name, i, key) for i in range(count)]
         return self._nodes[name]
 

@@ -181,7 +181,7 @@ def _ps(container: Container, args: list[str]) -> Result:
 
 _QUERY_FIELDS = {
     "index": ("index", lambda d, r: str(d.index), ""),
-    "name": ("name", lambda d, r: d.gpu.name, ""),
+    "name": ("name", lambda d, r: d.name, ""),
     "uuid": ("uuid", lambda d, r: d.uuid, ""),
     "pci.bus_id": ("pci.bus_id", lambda d, r: d.bus_id, ""),
     "memory.total": ("memory.total [MiB]", lambda d, r: str(r.total_mib), " MiB"),
@@ -205,7 +205,7 @@ def _power(device: Device, reading: Reading) -> float:
 
 def _nvidia_smi(container: Container, args: list[str]) -> Result:
     if "-L" in args or "--list-gpus" in args:
-        return Result("".join(f"GPU {i}: {d.gpu.name} (UUID: {d.uuid})\n" for i, (d, _r) in enumerate(container.gpus)))
+        return Result("".join(f"GPU {i}: {d.name} (UUID: {d.uuid})\n" for i, (d, _r) in enumerate(container.gpus)))
     query = next((a.split("=", 1)[1] for a in args if a.startswith("--query-gpu=")), None)
     if query is not None:
         fmt = next((a.split("=", 1)[1] for a in args if a.startswith("--format=")), "")
@@ -239,7 +239,7 @@ def _smi_table(container: Container) -> str:
              "|                                         |                        |               MIG M. |",
              "|=========================================+========================+======================|"]
     for i, (device, reading) in enumerate(container.gpus):
-        name = device.gpu.name[:28]
+        name = device.name[:28]
         power = f"{_power(device, reading):.0f}W / {device.tdp_watts:>4}W"
         memory = f"{reading.used_mib}MiB / {reading.total_mib:>6}MiB"
         lines += [f"| {i:>3}  {name:<28}   On  | {device.bus_id:>18} Off | {0:>20} |",
