@@ -12,8 +12,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from kubesim.apiserver.quantities import pod_resources
 from capacity.gpus import GPUS
+from kubesim.apiserver.quantities import pod_resources
 from kubesim.cluster.nodes import node_gpu_key
 
 # Reserved by the driver and CUDA on every device before any process allocates (nvidia-smi's baseline).
