@@ -58,6 +58,9 @@ def run(container: Container, argv: list[str]) -> Result:
         if any(token in ("|", "&&", "||", ";", ">", "<") for token in inner):
             return Result(stderr="sh: kubesim runs one simple command per exec (no pipes or lists)\n", exit_code=2)
         return run(container, inner) if inner else Result()
+    if name in ("sh", "/bin/sh", "bash", "/bin/bash"):
+        return Result(stderr="kubesim does not simulate interactive shells: run one command, e.g. "
+                             "kubectl exec POD -- ls /etc, or sh -c 'ONE COMMAND'\n", exit_code=126)
     handler = _COMMANDS.get(posixpath.basename(name))
     if handler is None or (handler is _nvidia_smi and not container.gpus):
         return Result(stderr=f"sh: 1: {name}: not found\n", exit_code=127)

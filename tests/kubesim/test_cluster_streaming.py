@@ -83,6 +83,10 @@ def test_unknown_command_exits_127_with_a_shells_message(cluster):
     assert "command terminated with exit code 127" in proc.stderr
     proc = _kubectl(cluster, "exec", "web", "--", "nvidia-smi")  # no GPUs: the runtime injects no nvidia-smi
     assert proc.returncode == 127
+    proc = _kubectl(cluster, "exec", "web", "--", "sh")  # an interactive shell is refused, not run
+    assert proc.returncode == 126
+    assert "kubesim does not simulate interactive shells" in proc.stderr
+    assert _kubectl(cluster, "exec", "web", "--", "sh", "-c", "echo hi there", check=True).stdout == "hi there\n"
 
 
 def test_kubectl_exec_nvidia_smi_shows_the_pods_gpus_and_memory(cluster):
