@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import json
 import signal
+import ssl
 import sys
 import urllib.error
 import urllib.request
@@ -16,13 +17,16 @@ import yaml
 from .cluster.assembly import add_cluster_arguments, cluster_config_from_args
 
 
-def kubeconfig(host: str, port: int, token: str | None = None) -> dict:
-    """A kubeconfig whose current context points at a kubesim on host:port."""
+def kubeconfig(host: str, port: int, token: str | None = None, tls: bool = False) -> dict:
+    """A kubeconfig whose current context points at a kubesim on host:port (HTTPS with `tls`)."""
     user = {"token": token} if token else {}
+    cluster = {"server": f"{'https' if tls else 'http'}://{host}:{port}"}
+    if tls:  # the certificate is made anew at every start
+        cluster["insecure-skip-tls-verify"] = True
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "kubesim", "cluster": {"server": f"http://{host}:{port}"}}],
+        "clusters": [{"name": "kubesim", "cluster": cluster}],
         "users": [{"name": "kubesim", "user": user}],
         "contexts": [{"name": "kubesim", "context": {"cluster": "kubesim", "user": "kubesim",
                                                       "namespace": "default"}}],
@@ -36,7 +40,7 @@ async def _serve(args) -> None:
     from .cluster.assembly import Cluster
 
     server = Server(host=args.host, port=args.port, token=args.token, seed=args.seed, state_file=args.state,
-                    tune_gc=True, authorization=args.authorization)
+                    tune_gc=True, authorization=args.authorization, tls=args.tls)
     Cluster(server, cluster_config_from_args(args)).install()  # nodes, scheduler, controllers, kubelet
     await server.start()
     print(f"kubesim API server listening on {server.url}", flush=True)
@@ -61,8 +65,10 @@ def _token(args) -> int:
     if args.token:
         headers["Authorization"] = f"Bearer {args.token}"
     request = urllib.request.Request(url, data=body, method="POST", headers=headers)  # noqa: S310 - any server URL
+    # a kubesim --tls server's certificate is self-signed and made at start: nothing to verify it against
+    context = ssl._create_unverified_context() if url.startswith("https") else None  # noqa: S323
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=30, context=context) as response:  # noqa: S310
             print(json.loads(response.read())["status"]["token"])
             return 0
     except urllib.error.HTTPError as error:
@@ -85,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--token", default=None, help="require Authorization: Bearer TOKEN")
     serve.add_argument("--seed", type=int, default=None, help="seed for uids and generated names")
     serve.add_argument("--state", default=None, help="snapshot file: load at start, save on change and exit")
+    serve.add_argument("--tls", action="store_true",
+                       help="serve HTTPS with a self-signed certificate (kubectl sends tokens over HTTPS only)")
     serve.add_argument("--authorization", choices=["open", "rbac"], default="open",
                        help="rbac: refuse requests RBAC does not allow (403); open (default): allow every request")
     add_cluster_arguments(serve)
@@ -92,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     kc.add_argument("--port", type=int, default=6443)
     kc.add_argument("--host", default="127.0.0.1")
     kc.add_argument("--token", default=None)
+    kc.add_argument("--tls", action="store_true", help="for a server started with --tls")
     tok = commands.add_parser("token", help="print a ServiceAccount token from a running server (TokenRequest)")
     tok.add_argument("--sa", required=True, metavar="NAMESPACE/NAME", help="the ServiceAccount")
     tok.add_argument("--server", default="http://127.0.0.1:6443", help="the kubesim server")
@@ -106,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "token":
         return _token(args)
     if args.command == "kubeconfig":
-        sys.stdout.write(yaml.safe_dump(kubeconfig(args.host, args.port, args.token), sort_keys=False))
+        sys.stdout.write(yaml.safe_dump(kubeconfig(args.host, args.port, args.token, args.tls), sort_keys=False))
         return 0
     try:
         cluster_config_from_args(args)  # refuse a bad --nodes or fault flag with a usage error

@@ -2,7 +2,8 @@
 
 Extension points for the simulated cluster built on top (scheduler, controllers, kubelet, proxies):
 
-    server = Server(port=0, token=None, seed=1, state_file=None, authorization="open")   # or "rbac"
+    server = Server(port=0, token=None, seed=1, state_file=None, authorization="open",   # or "rbac"
+                    tls=False)                  # True: HTTPS, self-signed (kubectl sends tokens over HTTPS only)
     server.store                                # the in-process Store (see kubesim.apiserver.store)
     server.add_admission_hook(fn)               # fn(AdmissionRequest) -> None; raise ApiError to reject
     server.add_route("GET", "/api/v1/namespaces/{namespace}/pods/{name}/log", handler)
@@ -37,6 +38,7 @@ from .admission import AdmissionHook
 from .errors import ApiError
 from .handlers import ApiHandlers, status_response
 from .store import Store
+from .tls import self_signed
 
 __all__ = ["SERVER_KEY", "Server"]
 
@@ -51,10 +53,12 @@ class Server:
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, token: str | None = None,
                  seed: int | None = None, state_file: str | None = None, history_size: int = 10000,
                  bookmark_interval: float = 30.0, watch_coalesce: float = 0.002, tune_gc: bool = False,
-                 store: Store | None = None, authorization: str = "open"):
+                 store: Store | None = None, authorization: str = "open", tls: bool = False):
         self.host = host
         self.port = port
         self.token = token
+        self.tls = tls  # serve HTTPS with a self-signed certificate made at start (kubesim.apiserver.tls)
+        self.ca_pem: bytes | None = None
         self.state_file = state_file
         self.bookmark_interval = bookmark_interval
         self.watch_coalesce = watch_coalesce  # seconds a watch waits to batch events into one write
@@ -94,7 +98,7 @@ class Server:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     def _mark_dirty(self) -> None:
         self._dirty = True
@@ -197,7 +201,10 @@ class Server:
         self._runner = web.AppRunner(self.build_app(), access_log=None, handle_signals=False,
                                      shutdown_timeout=1.0)
         await self._runner.setup()
-        await web.SockSite(self._runner, sock).start()
+        ssl_context = None
+        if self.tls:
+            ssl_context, self.ca_pem = self_signed(self.host)
+        await web.SockSite(self._runner, sock, ssl_context=ssl_context).start()
 
     async def stop(self) -> None:
         if self._runner is not None:

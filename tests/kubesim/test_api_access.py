@@ -196,3 +196,34 @@ def test_cli_token_and_open_mode(kubesim_factory):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert proc.stderr.strip() == 'error: serviceaccounts "ghost" not found'
+
+
+def test_kubectl_sends_service_account_tokens_to_a_tls_server(kubesim_factory, tmp_path):
+    server = kubesim_factory(authorization="rbac", tls=True)
+    assert server.url.startswith("https://")
+    ca = tmp_path / "ca.pem"
+    ca.write_bytes(server.ca_pem)  # the self-signed certificate the server made at start
+    cfg = client.Configuration()
+    cfg.host, cfg.ssl_ca_cert = server.url, str(ca)
+    with client.ApiClient(cfg) as admin:
+        core = client.CoreV1Api(admin)
+        core.create_namespaced_service_account("default", {"metadata": {"name": "tls-bot"}})
+        client.RbacAuthorizationV1Api(admin).create_namespaced_role_binding("default", {
+            "metadata": {"name": "tls-bot-admin"},
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": "tls-bot", "namespace": "default"}]})
+    token = subprocess.run([sys.executable, "-m", "kubesim", "token", "--sa", "default/tls-bot", "--server", server.url],
+                           capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+
+    def kubectl(*args):
+        return subprocess.run(["kubectl", "--server", server.url, "--insecure-skip-tls-verify", "--token", token,
+                               "--cache-dir", str(tmp_path / "kcache"), *args], capture_output=True, text=True,
+                              timeout=60)
+
+    assert kubectl("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}").stdout == \
+        "system:serviceaccount:default:tls-bot"
+    assert kubectl("get", "configmaps", "-n", "default").returncode == 0  # cluster-admin bound in default
+    denied = kubectl("get", "configmaps", "-n", "kube-system")
+    assert denied.returncode == 1
+    assert ('configmaps is forbidden: User "system:serviceaccount:default:tls-bot" cannot list resource '
+            '"configmaps" in API group "" in the namespace "kube-system"') in denied.stderr
