@@ -98,41 +98,33 @@ class VllmMetrics(EngineObserver):
 
         if not log_stats:
             return
-        self.running = self._family(
-            Gauge, "vllm:num_requests_running", "Number of requests in model execution batches.", names, registry=r
-        ).labels(*lv)
-        self.waiting = self._family(
-            Gauge, "vllm:num_requests_waiting", "Number of requests waiting to be processed.", names, registry=r
-        ).labels(*lv)
-        wbr = self._family(
-            Gauge,
-            "vllm:num_requests_waiting_by_reason",
-            "Number of requests waiting, by reason.",
-            [*names, "reason"],
-            registry=r,
-        )
+
+        def fam(cls, name, doc, *extra, **kwargs):
+            """The family `name` labelled model_name, engine and then `extra`."""
+            return self._family(cls, name, doc, [*names, *extra], registry=r, **kwargs)
+
+        def one(cls, name, doc):
+            """This engine's child of a family labelled by model_name and engine only."""
+            return fam(cls, name, doc).labels(*lv)
+
+        def hist(name, doc, buckets):
+            return fam(Histogram, name, doc, buckets=buckets).labels(*lv)
+
+        self.running = one(Gauge, "vllm:num_requests_running", "Number of requests in model execution batches.")
+        self.waiting = one(Gauge, "vllm:num_requests_waiting", "Number of requests waiting to be processed.")
+        wbr = fam(Gauge, "vllm:num_requests_waiting_by_reason", "Number of requests waiting, by reason.", "reason")
         self.waiting_capacity = wbr.labels(*lv, "capacity")
         self.waiting_deferred = wbr.labels(*lv, "deferred")
         self.waiting_deferred.set(0)
         if kv_consumer:
-            fetch = self._family(
-                Gauge,
-                "vllm:num_requests_kv_fetch_by_stage",
-                "Requests fetching remote KV, by stage.",
-                [*names, "stage"],
-                registry=r,
-            )
+            fetch = fam(Gauge, "vllm:num_requests_kv_fetch_by_stage", "Requests fetching remote KV, by stage.", "stage")
             self.fetch_in_progress = fetch.labels(*lv, "in_progress")
             fetch.labels(*lv, "waiting_to_start").set(0)
             fetch.labels(*lv, "completed_waiting").set(0)
         else:
             self.fetch_in_progress = None
-        self.kv_usage = self._family(
-            Gauge, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", names, registry=r
-        ).labels(*lv)
-        sleep = self._family(
-            Gauge, "vllm:engine_sleep_state", "Engine sleep state.", [*names, "sleep_state"], registry=r
-        )
+        self.kv_usage = one(Gauge, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
+        sleep = fam(Gauge, "vllm:engine_sleep_state", "Engine sleep state.", "sleep_state")
         sleep.labels(*lv, "awake").set(1)
         sleep.labels(*lv, "weights_offloaded").set(0)
         sleep.labels(*lv, "discard_all").set(0)
@@ -155,61 +147,25 @@ class VllmMetrics(EngineObserver):
             self.max_loras = max_loras
         else:
             self.lora_info = None
-        self.prefix_queries = self._family(
-            Counter, "vllm:prefix_cache_queries", "Prefix cache queries, in terms of tokens.", names, registry=r
-        ).labels(*lv)
-        self.prefix_hits = self._family(
-            Counter, "vllm:prefix_cache_hits", "Prefix cache hits, in terms of tokens.", names, registry=r
-        ).labels(*lv)
-        self._family(
-            Counter,
-            "vllm:external_prefix_cache_queries",
-            "External prefix cache queries, in tokens.",
-            names,
-            registry=r,
-        ).labels(*lv)
-        self._family(
-            Counter, "vllm:external_prefix_cache_hits", "External prefix cache hits, in tokens.", names, registry=r
-        ).labels(*lv)
-        self.preemptions = self._family(
-            Counter, "vllm:num_preemptions", "Cumulative number of preemption from the engine.", names, registry=r
-        ).labels(*lv)
-        self.prompt_tokens = self._family(
-            Counter, "vllm:prompt_tokens", "Number of prefill tokens processed.", names, registry=r
-        ).labels(*lv)
-        self.generation_tokens = self._family(
-            Counter, "vllm:generation_tokens", "Number of generation tokens processed.", names, registry=r
-        ).labels(*lv)
-        by_source = self._family(
-            Counter,
-            "vllm:prompt_tokens_by_source",
-            "Number of prompt tokens by source.",
-            [*names, "source"],
-            registry=r,
-        )
+        self.prefix_queries = one(Counter, "vllm:prefix_cache_queries", "Prefix cache queries, in terms of tokens.")
+        self.prefix_hits = one(Counter, "vllm:prefix_cache_hits", "Prefix cache hits, in terms of tokens.")
+        one(Counter, "vllm:external_prefix_cache_queries", "External prefix cache queries, in tokens.")
+        one(Counter, "vllm:external_prefix_cache_hits", "External prefix cache hits, in tokens.")
+        self.preemptions = one(Counter, "vllm:num_preemptions", "Cumulative number of preemption from the engine.")
+        self.prompt_tokens = one(Counter, "vllm:prompt_tokens", "Number of prefill tokens processed.")
+        self.generation_tokens = one(Counter, "vllm:generation_tokens", "Number of generation tokens processed.")
+        by_source = fam(Counter, "vllm:prompt_tokens_by_source", "Number of prompt tokens by source.", "source")
         self.prompt_local = by_source.labels(*lv, "local_compute")
         self.prompt_hit = by_source.labels(*lv, "local_cache_hit")
         self.prompt_external = by_source.labels(*lv, "external_kv_transfer")
-        self.prompt_cached = self._family(
-            Counter, "vllm:prompt_tokens_cached", "Number of cached prompt tokens.", names, registry=r
-        ).labels(*lv)
-        cached_src = self._family(
-            Counter,
-            "vllm:prompt_tokens_cached_by_source",
-            "Number of cached prompt tokens by source.",
-            [*names, "source"],
-            registry=r,
+        self.prompt_cached = one(Counter, "vllm:prompt_tokens_cached", "Number of cached prompt tokens.")
+        cached_src = fam(
+            Counter, "vllm:prompt_tokens_cached_by_source", "Number of cached prompt tokens by source.", "source"
         )
         self.cached_device = cached_src.labels(*lv, "device")
         for src in ("host", "p2p", "disk", "external_unspecified"):
             cached_src.labels(*lv, src)
-        success = self._family(
-            Counter,
-            "vllm:request_success",
-            "Count of successfully processed requests.",
-            [*names, "finished_reason"],
-            registry=r,
-        )
+        success = fam(Counter, "vllm:request_success", "Count of successfully processed requests.", "finished_reason")
         self.success = {reason: success.labels(*lv, reason) for reason in VLLM_FINISH_REASONS}
         rejections = self._family(
             Counter,
@@ -225,10 +181,7 @@ class VllmMetrics(EngineObserver):
             "estimated_read_bytes_per_gpu",
             "estimated_write_bytes_per_gpu",
         ):
-            self._family(Counter, f"vllm:{name}", f"Estimated {name.replace('_', ' ')}.", names, registry=r).labels(*lv)
-
-        def hist(name, doc, buckets):
-            return self._family(Histogram, name, doc, names, buckets=buckets, registry=r).labels(*lv)
+            one(Counter, f"vllm:{name}", f"Estimated {name.replace('_', ' ')}.")
 
         self.ttft = hist(
             "vllm:time_to_first_token_seconds",
