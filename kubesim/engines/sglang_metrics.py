@@ -100,8 +100,16 @@ class SglangMetrics(EngineObserver):
         t = (model_name, engine_type)
         self.s, self.t = s, t
 
+        def sched(cls, name, doc, *extra, **kwargs):
+            """A scheduler family `sglang:name`, labelled by SG_SCHED_LABELS and then `extra`."""
+            return cls(f"sglang:{name}", doc, [*SG_SCHED_LABELS, *extra], registry=r, **kwargs)
+
+        def tok(cls, name, doc, *extra, **kwargs):
+            """A tokenizer-manager family `sglang:name`, labelled by SG_TOK_LABELS and then `extra`."""
+            return cls(f"sglang:{name}", doc, [*SG_TOK_LABELS, *extra], registry=r, **kwargs)
+
         def sg(name, doc):
-            return Gauge(f"sglang:{name}", doc, SG_SCHED_LABELS, registry=r).labels(*s)
+            return sched(Gauge, name, doc).labels(*s)
 
         self.num_running = sg("num_running_reqs", "The number of running requests.")
         self.num_queue = sg("num_queue_reqs", "The number of requests in the waiting queue.")
@@ -122,83 +130,37 @@ class SglangMetrics(EngineObserver):
             "num_decode_transfer_queue_reqs",
         ):
             setattr(self, q, sg(q, f"The number of requests in the {q[4:-5].replace('_', ' ')}."))
-        eff = Counter(
-            "sglang:prefill_effective_tokens",
-            "Prefill tokens by where they came from.",
-            [*SG_SCHED_LABELS, "mode"],
-            registry=r,
-        )
+        eff = sched(Counter, "prefill_effective_tokens", "Prefill tokens by where they came from.", "mode")
         self.eff_input = eff.labels(*s, "input")
         self.eff_device = eff.labels(*s, "device_hit")
         eff.labels(*s, "host_hit")
         eff.labels(*s, "storage_hit")
-        rt = Counter("sglang:realtime_tokens", "Tokens processed, by mode.", [*SG_SCHED_LABELS, "mode"], registry=r)
+        rt = sched(Counter, "realtime_tokens", "Tokens processed, by mode.", "mode")
         self.rt_compute = rt.labels(*s, "prefill_compute")
         self.rt_cache = rt.labels(*s, "prefill_cache")
         self.rt_decode = rt.labels(*s, "decode")
-        self.queue_time = Histogram(
-            "sglang:queue_time_seconds",
-            "Histogram of queueing time in seconds.",
-            SG_SCHED_LABELS,
-            buckets=SGLANG_QUEUE,
-            registry=r,
+        self.queue_time = sched(
+            Histogram, "queue_time_seconds", "Histogram of queueing time in seconds.", buckets=SGLANG_QUEUE
         ).labels(*s)
         # Tokenizer-manager families
-        self.prompt_tokens = Counter(
-            "sglang:prompt_tokens",
-            "Number of prefill tokens processed.",
-            [*SG_TOK_LABELS, "is_streaming"],
-            registry=r,
+        streaming = "is_streaming"
+        self.prompt_tokens = tok(Counter, "prompt_tokens", "Number of prefill tokens processed.", streaming)
+        self.generation_tokens = tok(Counter, "generation_tokens", "Number of generation tokens processed.", streaming)
+        self.num_requests = tok(Counter, "num_requests", "Number of requests processed.", streaming)
+        self.cached_tokens = tok(Counter, "cached_tokens", "Number of cached prompt tokens.", "cache_source").labels(
+            *t, "total"
         )
-        self.generation_tokens = Counter(
-            "sglang:generation_tokens",
-            "Number of generation tokens processed.",
-            [*SG_TOK_LABELS, "is_streaming"],
-            registry=r,
-        )
-        self.num_requests = Counter(
-            "sglang:num_requests",
-            "Number of requests processed.",
-            [*SG_TOK_LABELS, "is_streaming"],
-            registry=r,
-        )
-        self.cached_tokens = Counter(
-            "sglang:cached_tokens",
-            "Number of cached prompt tokens.",
-            [*SG_TOK_LABELS, "cache_source"],
-            registry=r,
-        ).labels(*t, "total")
-        self.aborted = Counter(
-            "sglang:num_aborted_requests", "Number of requests aborted.", SG_TOK_LABELS, registry=r
-        ).labels(*t)
-        self.ttft = Histogram(
-            "sglang:time_to_first_token_seconds",
-            "Histogram of time to first token in seconds.",
-            [*SG_TOK_LABELS, "is_streaming"],
-            buckets=b.get("ttft", SGLANG_TTFT),
-            registry=r,
-        )
-        self.itl = Histogram(
-            "sglang:inter_token_latency_seconds",
-            "Histogram of inter-token latency in seconds.",
-            SG_TOK_LABELS,
-            buckets=b.get("itl", SGLANG_ITL),
-            registry=r,
-        ).labels(*t)
-        self.tpot = Histogram(
-            "sglang:request_time_per_output_token_seconds",
-            "Histogram of time per output token in seconds.",
-            [*SG_TOK_LABELS, "is_streaming"],
-            buckets=b.get("itl", SGLANG_ITL),
-            registry=r,
-        )
-        self.e2e = Histogram(
-            "sglang:e2e_request_latency_seconds",
-            "Histogram of End-to-end request latency.",
-            [*SG_TOK_LABELS, "is_streaming"],
-            buckets=b.get("e2e", SGLANG_E2E),
-            registry=r,
-        )
+        self.aborted = tok(Counter, "num_aborted_requests", "Number of requests aborted.").labels(*t)
+        itl_buckets = b.get("itl", SGLANG_ITL)
+        ttft_doc = "Histogram of time to first token in seconds."
+        ttft_buckets = b.get("ttft", SGLANG_TTFT)
+        self.ttft = tok(Histogram, "time_to_first_token_seconds", ttft_doc, streaming, buckets=ttft_buckets)
+        itl_doc = "Histogram of inter-token latency in seconds."
+        self.itl = tok(Histogram, "inter_token_latency_seconds", itl_doc, buckets=itl_buckets).labels(*t)
+        tpot_doc = "Histogram of time per output token in seconds."
+        self.tpot = tok(Histogram, "request_time_per_output_token_seconds", tpot_doc, streaming, buckets=itl_buckets)
+        e2e_doc = "Histogram of End-to-end request latency."
+        self.e2e = tok(Histogram, "e2e_request_latency_seconds", e2e_doc, streaming, buckets=b.get("e2e", SGLANG_E2E))
         self.last_prefill_hits = 0
         self.last_prefill_input = 0
 
