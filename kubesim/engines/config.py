@@ -132,6 +132,18 @@ def _startup(weights_total: float, phys: Physics, ctx: PodContext, scale: float)
     return (weights_total / phys.storage_bandwidth + phys.warmup_s) / scale
 
 
+def _core(
+    ctx: PodContext, arch: cap.ModelArch, wbytes: float, ranks: int, warmup_s: float, **resolved
+) -> tuple[CoreConfig, float, float]:
+    """The core config with the pod's physics and the weights split over `ranks` GPUs, its startup time and
+    the pod's time scale: the part both engines resolve alike."""
+    phys = physics_for(ctx, warmup_s)
+    scale = _float_setting(ctx, "time-scale", 1.0)
+    rank_bytes = arch.weights_bytes(wbytes) / ranks
+    core = CoreConfig(model=arch, weight_bytes_rank=rank_bytes, physics=phys, **resolved)
+    return core, _startup(rank_bytes, phys, ctx, scale), scale
+
+
 def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     """The simulated vLLM instance a `vllm serve` command line describes on this pod's GPUs."""
     logs: list[str] = []
@@ -201,11 +213,12 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
             f"ValueError: Unsupported kv_role: {kv_cfg.get('kv_role')}. Supported roles are "
             "['kv_producer', 'kv_consumer', 'kv_both']"
         )
-    phys = physics_for(ctx, 20.0)
-    scale = _float_setting(ctx, "time-scale", 1.0)
-    weights_total = arch.weights_bytes(wbytes)
-    core = CoreConfig(
-        model=arch,
+    core, startup_s, scale = _core(
+        ctx,
+        arch,
+        wbytes,
+        tp * pp,
+        20.0,
         gpu=gpu,
         tp=tp,
         num_blocks=blocks,
@@ -214,12 +227,10 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         max_num_batched_tokens=batched,
         max_model_len=max_len,
         kv_bytes_per_token_rank=per_token,
-        weight_bytes_rank=weights_total / (tp * pp),
         prefix_caching=ns.enable_prefix_caching is not False,
         chunked_prefill=chunked,
         kv_role=role,
         reserve_null_block=True,
-        physics=phys,
         seed=ns.seed or ctx.seed,
     )
     enable_lora = bool(ns.enable_lora)
@@ -254,7 +265,7 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     logs += [
         f"INFO [api_server.py] vLLM API server version {VLLM_VERSION}",
         f"INFO [api_server.py] args: model={ns.model} served_model_name={names} tensor_parallel_size={tp}",
-        f"INFO [gpu_model_runner.py] Model loading took {weights_total / tp / pp / GIB:.4f} GiB",
+        f"INFO [gpu_model_runner.py] Model loading took {core.weight_bytes_rank / GIB:.4f} GiB",
         f"INFO [kv_cache_utils.py] GPU KV cache size: {capacity:,} tokens",
         f"INFO [kv_cache_utils.py] Maximum concurrency for {max_len:,} tokens per request: {capacity / max_len:.2f}x",
         f"INFO [api_server.py] Starting vLLM API server 0 on http://0.0.0.0:{ns.port}",
@@ -265,7 +276,7 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         model=ns.model,
         port=ns.port,
         core=core,
-        startup_s=_startup(weights_total / (tp * pp), phys, ctx, scale),
+        startup_s=startup_s,
         time_scale=scale,
         enable_lora=enable_lora,
         runtime_lora=runtime and enable_lora,
@@ -342,12 +353,13 @@ def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     unit = 16
     blocks = tokens // unit
     per_token = arch.kv_bytes_per_token(kv_bytes, tp)
-    phys = physics_for(ctx, 15.0)
-    scale = _float_setting(ctx, "time-scale", 1.0)
-    weights_total = arch.weights_bytes(wbytes)
     role = {"prefill": "producer", "decode": "consumer"}.get(ns.disaggregation_mode)
-    core = CoreConfig(
-        model=arch,
+    core, startup_s, scale = _core(
+        ctx,
+        arch,
+        wbytes,
+        tp,
+        15.0,
         gpu=gpu,
         tp=tp,
         num_blocks=blocks,
@@ -356,12 +368,10 @@ def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         max_num_batched_tokens=chunk if chunk > 0 else ns.max_prefill_tokens,
         max_model_len=ctx_len,
         kv_bytes_per_token_rank=per_token,
-        weight_bytes_rank=weights_total / tp,
         prefix_caching=not ns.disable_radix_cache,
         chunked_prefill=chunk > 0,
         kv_role=role,
         reserve_null_block=False,
-        physics=phys,
         seed=ns.random_seed if ns.random_seed is not None else ctx.seed,
     )
     lora_modules = _lora_modules(ns.lora_paths or [])
@@ -378,7 +388,7 @@ def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     logs += [
         f"[INFO] server_args=ServerArgs(model_path='{ns.model_path}', tp_size={tp}, "
         f"mem_fraction_static={mem_fraction}, chunked_prefill_size={chunk}, port={ns.port})",
-        f"[INFO] Load weight end. mem usage={weights_total / tp / GIB:.2f} GB.",
+        f"[INFO] Load weight end. mem usage={core.weight_bytes_rank / GIB:.2f} GB.",
         f"[INFO] KV Cache is allocated. #tokens: {tokens}, K size: {tokens * per_token / 2 / GIB:.2f} GB, "
         f"V size: {tokens * per_token / 2 / GIB:.2f} GB",
         f"[INFO] max_total_num_tokens={tokens}, chunked_prefill_size={chunk}, max_prefill_tokens="
@@ -392,7 +402,7 @@ def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         model=ns.model_path,
         port=ns.port,
         core=core,
-        startup_s=_startup(weights_total / tp, phys, ctx, scale),
+        startup_s=startup_s,
         time_scale=scale,
         enable_lora=bool(ns.enable_lora or ns.lora_paths),
         runtime_lora=True,
