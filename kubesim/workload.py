@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from aiohttp import web
+
 
 @dataclass(frozen=True)
 class Endpoint:
@@ -80,3 +82,11 @@ class Workload(Protocol):
 # What the kubelet is given to pick a container's workload (`kubesim.engines.workload_for`): None means
 # kubesim does not simulate the image and the generic workload runs it.
 WorkloadFactory = Callable[[PodContext], "Workload | None"]
+
+
+async def listen_on_loopback(runner: web.AppRunner) -> int:
+    """Set up `runner` and serve it on a free 127.0.0.1 port; returns the port."""
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return site._server.sockets[0].getsockname()[1]

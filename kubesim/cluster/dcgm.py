@@ -17,7 +17,7 @@ from aiohttp import web
 
 from kubesim.cluster.gpus import Device, Reading
 from kubesim.cluster.shell import DRIVER_VERSION
-from kubesim.workload import PodContext
+from kubesim.workload import PodContext, listen_on_loopback
 
 NAMESPACE = "gpu-operator"
 APP = "nvidia-dcgm-exporter"
@@ -112,10 +112,7 @@ class DcgmExporter:
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/health", self._health)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        return site._server.sockets[0].getsockname()[1]
+        return await listen_on_loopback(self._runner)
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -21,7 +21,7 @@ import time
 
 from aiohttp import web
 
-from kubesim.workload import PodContext, Workload, WorkloadExit, WorkloadFactory
+from kubesim.workload import PodContext, Workload, WorkloadExit, WorkloadFactory, listen_on_loopback
 
 log = logging.getLogger(__name__)
 
@@ -87,10 +87,7 @@ class GenericWorkload:
         app.router.add_route("*", "/stream", self._stream)
         app.router.add_route("*", "/{path:.*}", self._echo)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]
+        port = await listen_on_loopback(self._runner)
         image = self.ctx.container.get("image", "")
         self._log(f"starting {image} in pod {self.ctx.namespace}/{self.ctx.pod_name}")
         self._log(f"listening on 127.0.0.1:{port}")

@@ -28,7 +28,7 @@ from kubesim.engines.routing import (
     pd_role,
     pick_pd,
 )
-from kubesim.workload import Endpoint, PodContext, WorkloadExit
+from kubesim.workload import Endpoint, PodContext, WorkloadExit, listen_on_loopback
 
 _rooms = itertools.count(1)
 
@@ -184,10 +184,7 @@ class RouterWorkload:
         app.router.add_post("/v1/chat/completions", self._forward)
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None))
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]
+        self.port = await listen_on_loopback(self._runner)
         self.base_url = f"http://127.0.0.1:{self.port}"
         self._logs.append(f"INFO router listening, policy={self.state.policy}")
         if self.stats_interval:

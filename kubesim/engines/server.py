@@ -20,6 +20,7 @@ from kubesim.engines.metrics import VllmMetrics
 from kubesim.engines.request import Request
 from kubesim.engines.sglang_metrics import SglangMetrics
 from kubesim.engines.tokenizer import tokenize
+from kubesim.workload import listen_on_loopback
 
 # Engines running in this process by base URL, so an in-process router can read their load directly.
 LOCAL_ENGINES: dict[str, EngineWorkload] = {}
@@ -92,10 +93,7 @@ class EngineWorkload(InferenceHandlers):
         app = web.Application(client_max_size=64 * 1024**2)
         self._routes(app)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]
+        self.port = await listen_on_loopback(self._runner)
         self.base_url = f"http://127.0.0.1:{self.port}"
         self._ready_at = time.monotonic() + spec.startup_s
         LOCAL_ENGINES[self.base_url] = self
