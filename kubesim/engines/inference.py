@@ -19,6 +19,24 @@ from kubesim.engines.request import Request
 from kubesim.engines.tokenizer import generated_words, tokenize
 
 
+def sse_event(payload: dict) -> bytes:
+    """One server-sent event carrying `payload` as JSON."""
+    return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+
+async def send_events(resp: web.StreamResponse, req: Request, core: EngineCore, events) -> web.StreamResponse:
+    """Write `events` and the closing `[DONE]` to the prepared `resp`; a client that goes away aborts `req`."""
+    try:
+        async for event in events:
+            await resp.write(event)
+        await resp.write(b"data: [DONE]\n\n")
+    except (ConnectionResetError, asyncio.CancelledError):
+        core.abort(req)
+        raise
+    await resp.write_eof()
+    return resp
+
+
 class InferenceHandlers:
     """`/v1/completions`, `/v1/chat/completions` and `/generate` of EngineWorkload."""
 
@@ -155,16 +173,12 @@ class InferenceHandlers:
             return web.json_response({"text": "".join(words[: req.generated]), "meta_info": meta()})
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
-        try:
+
+        async def events():
             while (n := await req.queue.get()) is not None:
-                payload = {"text": "".join(words[:n]), "meta_info": meta()}
-                await resp.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
-            await resp.write(b"data: [DONE]\n\n")
-        except (ConnectionResetError, asyncio.CancelledError):
-            core.abort(req)
-            raise
-        await resp.write_eof()
-        return resp
+                yield sse_event({"text": "".join(words[:n]), "meta_info": meta()})
+
+        return await send_events(resp, req, core, events())
 
     @staticmethod
     def _usage(req: Request) -> dict:
@@ -195,11 +209,11 @@ class InferenceHandlers:
             payload = {"id": rid, "object": obj, "created": created, "model": model, "choices": [choice]}
             if include_usage:
                 payload["usage"] = None
-            return b"data: " + json.dumps(payload).encode() + b"\n\n"
+            return sse_event(payload)
 
-        try:
+        async def events():
             if chat:
-                await resp.write(chunk(None, None, first=True))
+                yield chunk(None, None, first=True)
             sent = 0
             while True:
                 n = await req.queue.get()
@@ -207,22 +221,12 @@ class InferenceHandlers:
                     break
                 pieces = "".join(words[sent:n])
                 sent = n
-                await resp.write(chunk(pieces, None))
-            await resp.write(chunk(None, req.finish_reason))
+                yield chunk(pieces, None)
+            yield chunk(None, req.finish_reason)
             if include_usage:
                 usage = self._usage(req)
-                payload = {
-                    "id": rid,
-                    "object": obj,
-                    "created": created,
-                    "model": model,
-                    "choices": [],
-                    "usage": usage,
-                }
-                await resp.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
-            await resp.write(b"data: [DONE]\n\n")
-        except (ConnectionResetError, asyncio.CancelledError):
-            core.abort(req)
-            raise
-        await resp.write_eof()
-        return resp
+                yield sse_event(
+                    {"id": rid, "object": obj, "created": created, "model": model, "choices": [], "usage": usage}
+                )
+
+        return await send_events(resp, req, core, events())
