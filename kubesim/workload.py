@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import aiohttp
 from aiohttp import web
 
 
@@ -90,3 +91,13 @@ async def listen_on_loopback(runner: web.AppRunner) -> int:
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     return site._server.sockets[0].getsockname()[1]
+
+
+async def relay(upstream: aiohttp.ClientResponse, response: web.StreamResponse) -> None:
+    """Copy `upstream`'s body to the prepared `response` as it arrives, then end it."""
+    try:
+        async for chunk in upstream.content.iter_any():
+            await response.write(chunk)
+        await response.write_eof()
+    except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+        upstream.close()  # the client went away mid-stream: stop reading upstream too

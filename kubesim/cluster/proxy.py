@@ -23,7 +23,7 @@ import aiohttp
 from aiohttp import web
 
 from kubesim.apiserver.errors import ApiError
-from kubesim.workload import Endpoint
+from kubesim.workload import Endpoint, relay
 
 log = logging.getLogger(__name__)
 
@@ -209,11 +209,7 @@ class Proxies:
                     response.headers.add(key, value)
             await response.prepare(request)
             try:
-                async for chunk in upstream.content.iter_any():
-                    await response.write(chunk)
-                await response.write_eof()
-            except (ConnectionResetError, aiohttp.ClientConnectionResetError):
-                upstream.close()  # the client went away mid-stream: stop reading from the pod too
+                await relay(upstream, response)
             except aiohttp.ClientPayloadError:
                 log.debug("upstream %s ended mid-stream", base_url + path)
             return response

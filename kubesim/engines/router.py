@@ -28,7 +28,7 @@ from kubesim.engines.routing import (
     pd_role,
     pick_pd,
 )
-from kubesim.workload import Endpoint, PodContext, WorkloadExit, listen_on_loopback
+from kubesim.workload import Endpoint, PodContext, WorkloadExit, listen_on_loopback, relay
 
 _rooms = itertools.count(1)
 
@@ -337,12 +337,7 @@ class RouterWorkload:
             if ctype:
                 resp.content_type = ctype.split(";")[0]
             await resp.prepare(request)
-            try:
-                async for chunk in upstream.content.iter_any():
-                    await resp.write(chunk)
-                await resp.write_eof()
-            except (ConnectionResetError, aiohttp.ClientConnectionResetError):
-                upstream.close()  # the client went away mid-stream: stop reading from the engine too
+            await relay(upstream, resp)
             return resp
 
 
