@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import ApiError
-from .selectors import parse_label_selector
+from .selectors import parse_label_selector, selector_from_label_selector
 
 MASTERS = "system:masters"
 AUTHENTICATED = "system:authenticated"
@@ -210,18 +210,8 @@ class Authorizer:
 
 def labels_match(selector: dict, obj: dict) -> bool:
     """Whether `obj` matches a LabelSelector's matchLabels and matchExpressions (an empty one matches nothing)."""
-    terms = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
-    for expr in selector.get("matchExpressions") or []:
-        op, key, values = expr.get("operator"), expr.get("key"), expr.get("values") or []
-        if op == "In":
-            terms.append(f"{key} in ({','.join(values)})")
-        elif op == "NotIn":
-            terms.append(f"{key} notin ({','.join(values)})")
-        elif op == "Exists":
-            terms.append(key)
-        elif op == "DoesNotExist":
-            terms.append(f"!{key}")
-    match = parse_label_selector(",".join(terms)) if terms else None
+    terms = selector_from_label_selector(selector)
+    match = parse_label_selector(terms) if terms else None
     return match is not None and bool(match(obj))
 
 
