@@ -12,7 +12,7 @@ from datetime import timedelta
 from django.contrib.auth.decorators import login_required
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import JsonResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
 from django.utils import timezone
 
@@ -29,7 +29,7 @@ from apps.telemetry.series import (
     series_payload,
     window_from_query,
 )
-from apps.web.htmx import is_fragment
+from apps.web.htmx import render_page
 
 RECENT = timedelta(minutes=2)  # a series row older than this is no longer "now"
 
@@ -50,8 +50,7 @@ def with_latest(services: list) -> list:
 def service_list(request):
     """Every service the user may see, with its phase and current figures."""
     services = with_latest(list(visible_services(request.user).with_related().order_by("tenant__slug", "name")[:500]))
-    template = "web/partials/service_rows.html" if is_fragment(request) else "web/services.html"
-    return render(request, template, {"services": services})
+    return render_page(request, "web/services.html", "web/partials/service_rows.html", {"services": services})
 
 
 def pod_rows(service, observation: ServiceObservation | None) -> list[dict]:

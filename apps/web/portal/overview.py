@@ -16,7 +16,7 @@ from apps.core.models import AuditEntry
 from apps.serving.models import InferenceService
 from apps.telemetry.usage import gpu_hours, gpus_by_type
 from apps.tenancy.models import Tenant
-from apps.web.htmx import is_fragment
+from apps.web.htmx import render_page
 from apps.web.portal.scope import READ, tenant_page
 from apps.web.services import with_latest
 
@@ -44,8 +44,7 @@ def overview(request, tenant):
         "decisions": latest_decisions(tenant),
         "audit": AuditEntry.objects.filter(tenant=tenant).select_related("content_type")[:8],
     }
-    template = "portal/partials/overview.html" if is_fragment(request) else "portal/overview.html"
-    return render(request, template, context)
+    return render_page(request, "portal/overview.html", "portal/partials/overview.html", context)
 
 
 def switch(request):

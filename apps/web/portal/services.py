@@ -31,7 +31,7 @@ from apps.web.forms.services import (
     sign_base,
     unsign_base,
 )
-from apps.web.htmx import is_fragment
+from apps.web.htmx import is_fragment, render_page
 from apps.web.portal.capacity import capacity_context
 from apps.web.portal.scope import READ, WRITE, tenant_page
 from apps.web.services import series_response, status_context, with_latest
@@ -67,8 +67,7 @@ def service_list(request, tenant):
     context = {"tenant": tenant, "services": with_latest(list(services[:500])), "filters": chosen,
                "filtered": any(chosen.values()), "phases": Phase.choices, "modes": DeploymentMode.choices,
                "engines": EngineKind.choices, "query": request.GET.urlencode()}
-    template = "portal/partials/service_rows.html" if is_fragment(request) else "portal/services.html"
-    return render(request, template, context)
+    return render_page(request, "portal/services.html", "portal/partials/service_rows.html", context)
 
 
 @tenant_page(READ)

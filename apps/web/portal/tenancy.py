@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
@@ -15,7 +15,7 @@ from apps.core.audit import record_change, snapshot
 from apps.core.choices import AuditAction, AuditVia
 from apps.tenancy.models import ApiToken, Membership, Tenant
 from apps.web.forms.tenancy import AddMemberForm, RoleForm, TokenForm
-from apps.web.htmx import is_fragment
+from apps.web.htmx import is_fragment, render_page
 from apps.web.portal.scope import OWN, READ, WRITE, tenant_page
 
 
@@ -28,8 +28,7 @@ def visible_tokens(request, tenant):
 def _tokens_page(request, tenant, form=None, issued=None, status=200):
     context = {"tenant": tenant, "tokens": visible_tokens(request, tenant).order_by("revoked_at", "-created"),
                "form": form or TokenForm(), "issued": issued, "now": timezone.now()}
-    template = "portal/partials/tokens.html" if is_fragment(request) else "portal/tokens.html"
-    return render(request, template, context, status=status)
+    return render_page(request, "portal/tokens.html", "portal/partials/tokens.html", context, status=status)
 
 
 @tenant_page(READ, write_methods_need=WRITE)
@@ -78,8 +77,7 @@ def token_revoke(request, tenant, pk: int):
 def _members_page(request, tenant, form=None, errors=None, status=200):
     members = Membership.objects.filter(tenant=tenant).select_related("user").order_by("user__username")
     context = {"tenant": tenant, "members": members, "form": form or AddMemberForm(), "row_errors": errors or {}}
-    template = "portal/partials/members.html" if is_fragment(request) else "portal/members.html"
-    return render(request, template, context, status=status)
+    return render_page(request, "portal/members.html", "portal/partials/members.html", context, status=status)
 
 
 @tenant_page(READ, write_methods_need=OWN)
