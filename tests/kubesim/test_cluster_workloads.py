@@ -176,13 +176,25 @@ def lws_pods(cluster, name: str) -> list:
     return cluster.core.list_namespaced_pod(NS, label_selector=f"leaderworkerset.sigs.k8s.io/name={name}").items
 
 
+def wait_for_lws_pods_ready(cluster, name: str, count: int, message: str) -> None:
+    """Wait until the LeaderWorkerSet has `count` pods, all Ready."""
+    wait_for(lambda: len(pods := lws_pods(cluster, name)) == count and all(is_ready(p) for p in pods), message=message)
+
+
+def lws_status_when(cluster, name: str, field: str, value) -> dict:
+    """The LeaderWorkerSet's status once its `field` equals `value`."""
+
+    def reached():
+        status = cluster.custom.get_namespaced_custom_object_status(*LWS_GROUP, NS, "leaderworkersets", name)["status"]
+        return status.get(field) == value and status
+
+    return wait_for(reached, message="status")
+
+
 def test_leaderworkerset_groups_labels_status_and_scale(make_cluster):
     cluster = make_cluster()
     cluster.custom.create_namespaced_custom_object(*LWS_GROUP, NS, "leaderworkersets", lws_body("mn", 2, 3))
-    wait_for(
-        lambda: len(lws_pods(cluster, "mn")) == 6 and all(is_ready(p) for p in lws_pods(cluster, "mn")),
-        message="two groups of three Ready",
-    )
+    wait_for_lws_pods_ready(cluster, "mn", 6, "two groups of three Ready")
     names = sorted(p.metadata.name for p in lws_pods(cluster, "mn"))
     assert names == ["mn-0", "mn-0-1", "mn-0-2", "mn-1", "mn-1-1", "mn-1-2"]
     worker = next(p for p in lws_pods(cluster, "mn") if p.metadata.name == "mn-1-2")
@@ -192,18 +204,7 @@ def test_leaderworkerset_groups_labels_status_and_scale(make_cluster):
     env = {e.name: e.value for e in worker.spec.containers[0].env}
     assert env["LWS_LEADER_ADDRESS"] == f"mn-1.mn.{NS}"
     assert (env["LWS_GROUP_SIZE"], env["LWS_WORKER_INDEX"]) == ("3", "2")
-    status = wait_for(
-        lambda: (
-            (
-                s := cluster.custom.get_namespaced_custom_object_status(*LWS_GROUP, NS, "leaderworkersets", "mn")[
-                    "status"
-                ]
-            ).get("readyReplicas")
-            == 2
-            and s
-        ),
-        message="status",
-    )
+    status = lws_status_when(cluster, "mn", "readyReplicas", 2)
     assert status["replicas"] == 2
     assert status["hpaPodSelector"] == "leaderworkerset.sigs.k8s.io/name=mn,leaderworkerset.sigs.k8s.io/worker-index=0"
     cluster.custom.patch_namespaced_custom_object_scale(
@@ -218,10 +219,7 @@ def test_leaderworkerset_groups_labels_status_and_scale(make_cluster):
 def test_leaderworkerset_recreates_a_group_when_a_member_crashes(make_cluster):
     cluster = make_cluster()
     cluster.custom.create_namespaced_custom_object(*LWS_GROUP, NS, "leaderworkersets", lws_body("mn", 1, 2))
-    wait_for(
-        lambda: len(lws_pods(cluster, "mn")) == 2 and all(is_ready(p) for p in lws_pods(cluster, "mn")),
-        message="group Ready",
-    )
+    wait_for_lws_pods_ready(cluster, "mn", 2, "group Ready")
     leader_uid = cluster.core.read_namespaced_pod("mn-0", NS).metadata.uid
     cluster.faults("POST", {"namespace": NS, "pod": "mn-0-1"}, path="/kubesim/faults/crash")
 
@@ -348,10 +346,7 @@ def test_recreate_strategy_removes_old_pods_before_starting_new_ones(make_cluste
 def test_leaderworkerset_template_change_replaces_groups_one_at_a_time(make_cluster):
     cluster = make_cluster()
     cluster.custom.create_namespaced_custom_object(*LWS_GROUP, NS, "leaderworkersets", lws_body("mn", 2, 2))
-    wait_for(
-        lambda: len(lws_pods(cluster, "mn")) == 4 and all(is_ready(p) for p in lws_pods(cluster, "mn")),
-        message="two groups Ready",
-    )
+    wait_for_lws_pods_ready(cluster, "mn", 4, "two groups Ready")
     revisions = {
         p.metadata.labels["leaderworkerset.sigs.k8s.io/template-revision-hash"] for p in lws_pods(cluster, "mn")
     }
@@ -368,18 +363,7 @@ def test_leaderworkerset_template_change_replaces_groups_one_at_a_time(make_clus
 
     new_revisions = wait_for(all_new, message="every group on the new template")
     assert not new_revisions & revisions
-    status = wait_for(
-        lambda: (
-            (
-                s := cluster.custom.get_namespaced_custom_object_status(*LWS_GROUP, NS, "leaderworkersets", "mn")[
-                    "status"
-                ]
-            ).get("updatedReplicas")
-            == 2
-            and s
-        ),
-        message="status",
-    )
+    status = lws_status_when(cluster, "mn", "updatedReplicas", 2)
     assert status["readyReplicas"] == 2
 
 
