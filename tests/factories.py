@@ -13,6 +13,16 @@ from apps.serving.models import InferenceService, Pool
 from apps.tenancy.models import ApiToken, Membership, Tenant
 
 PASSWORD = "correct-horse-battery-staple"
+# Qwen2.5-7B-Instruct's dimensions as its config.json gives them: the catalog fields of a second model.
+QWEN25_7B_ARCH = {
+    "parameters_billions": 7.62,
+    "layers": 28,
+    "hidden_size": 3584,
+    "attention_heads": 28,
+    "kv_heads": 4,
+    "head_dim": 128,
+    "max_context": 32768,
+}
 
 
 class UserFactory(factory.django.DjangoModelFactory):

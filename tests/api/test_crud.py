@@ -5,6 +5,7 @@ from __future__ import annotations
 from apps.core.choices import Role
 from tests.api.crud import CrudTests
 from tests.factories import (
+    QWEN25_7B_ARCH,
     AdapterFactory,
     ClusterFactory,
     InferenceServiceFactory,
@@ -74,13 +75,7 @@ class TestModelCrud(CrudTests):
             "name": "qwen2-5-7b",
             "source_uri": "hf://Qwen/Qwen2.5-7B-Instruct@main",
             "license": "apache-2.0",
-            "parameters_billions": 7.62,
-            "layers": 28,
-            "hidden_size": 3584,
-            "attention_heads": 28,
-            "kv_heads": 4,
-            "head_dim": 128,
-            "max_context": 32768,
+            **QWEN25_7B_ARCH,
             "dtype": "bfloat16",
         }
 

@@ -11,6 +11,7 @@ from apps.serving.models import InferenceService
 from apps.tenancy.models import ApiToken
 from tests.conftest import ACTORS
 from tests.factories import (
+    QWEN25_7B_ARCH,
     AdapterFactory,
     ClusterFactory,
     InferenceServiceFactory,
@@ -96,13 +97,7 @@ def request_for(resource: str, action: str, world: dict) -> tuple[str, str, dict
             "tenant": "alpha",
             "name": "alpha-new-model",
             "source_uri": "hf://Qwen/Qwen2.5-7B-Instruct",
-            "parameters_billions": 7.62,
-            "layers": 28,
-            "hidden_size": 3584,
-            "attention_heads": 28,
-            "kv_heads": 4,
-            "head_dim": 128,
-            "max_context": 32768,
+            **QWEN25_7B_ARCH,
         },
         "runtimes": {
             "tenant": "alpha",
