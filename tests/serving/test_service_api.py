@@ -32,20 +32,16 @@ def test_write_with_current_if_match_succeeds_and_moves_the_etag(api, service):
     assert response["ETag"] == '"2"'
 
 
-def test_stale_if_match_is_412_and_changes_nothing(api, service):
+@pytest.mark.parametrize(
+    ("body", "headers", "status"),
+    [({}, {"HTTP_IF_MATCH": '"1"'}, 412), ({"version": 1}, {}, 409)],
+    ids=["stale-if-match-is-412", "stale-version-in-the-body-is-409"],
+)
+def test_a_stale_write_is_refused_and_changes_nothing(api, service, body, headers, status):
     client = api("owner_a")
     client.patch(url(service), {"routing_policy": "session"}, format="json")
-    response = client.patch(url(service), {"routing_policy": "kv_aware"}, format="json", HTTP_IF_MATCH='"1"')
-    assert response.status_code == 412
-    service.refresh_from_db()
-    assert service.routing_policy == "session"
-
-
-def test_stale_version_in_the_body_is_409(api, service):
-    client = api("owner_a")
-    client.patch(url(service), {"routing_policy": "session"}, format="json")
-    response = client.patch(url(service), {"routing_policy": "kv_aware", "version": 1}, format="json")
-    assert response.status_code == 409
+    response = client.patch(url(service), {"routing_policy": "kv_aware", **body}, format="json", **headers)
+    assert response.status_code == status
     service.refresh_from_db()
     assert service.routing_policy == "session"
 
