@@ -8,6 +8,38 @@ from kubernetes import client
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
+def deployment_of(name: str, replicas: int, pod_spec: dict, pod_annotations: dict | None = None) -> dict:
+    """An apps/v1 Deployment labelled and selecting `app: name` whose pods run `pod_spec`."""
+    labels = {"app": name}
+    pod_metadata = {"labels": labels}
+    if pod_annotations:
+        pod_metadata["annotations"] = pod_annotations
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": pod_metadata, "spec": pod_spec},
+        },
+    }
+
+
+def _pod_spec(container: dict, gpus: int, command, node_selector, tolerations) -> dict:
+    """A pod spec of one container, asking for `gpus` GPUs; tolerations are set unless None."""
+    if gpus:
+        container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
+    if command:
+        container["command"] = command
+    spec = {"containers": [container]}
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    if tolerations is not None:
+        spec["tolerations"] = tolerations
+    return spec
+
+
 def deployment(
     name: str,
     replicas: int = 1,
@@ -19,27 +51,8 @@ def deployment(
     command: list[str] | None = None,
 ) -> dict:
     """An apps/v1 Deployment whose container may ask for GPUs."""
-    labels = {"app": name}
     container = {"name": "app", "image": image, "ports": [{"containerPort": 8080, "name": "http"}]}
-    if gpus:
-        container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
-    if command:
-        container["command"] = command
-    spec = {"containers": [container]}
-    if node_selector:
-        spec["nodeSelector"] = node_selector
-    if tolerations:
-        spec["tolerations"] = tolerations
-    body = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": spec},
-        },
-    }
+    body = deployment_of(name, replicas, _pod_spec(container, gpus, command, node_selector, tolerations or None))
     if strategy:
         body["spec"]["strategy"] = strategy
     return body
@@ -54,16 +67,7 @@ def pod_manifest(
     command: list[str] | None = None,
     labels: dict | None = None,
 ) -> dict:
-    container = {"name": "app", "image": image}
-    if gpus:
-        container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
-    if command:
-        container["command"] = command
-    spec = {"containers": [container]}
-    if node_selector:
-        spec["nodeSelector"] = node_selector
-    if tolerations is not None:
-        spec["tolerations"] = tolerations
+    spec = _pod_spec({"name": "app", "image": image}, gpus, command, node_selector, tolerations)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels or {}}, "spec": spec}
 
 

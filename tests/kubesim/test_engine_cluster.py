@@ -9,6 +9,7 @@ from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from kubesim.__main__ import main
+from tests.kubesim.cluster_support import GPU_TOLERATION, deployment_of
 from tests.polling import wait_for as poll
 from tests.simcluster import cluster_starter
 
@@ -18,7 +19,6 @@ def wait_for(predicate, message="condition"):
 
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
-TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,6 @@ def cluster():
 
 
 def engine_deployment(name, image, command, args, replicas=1, port=8000):
-    labels = {"app": name}
     container = {
         "name": "engine",
         "image": image,
@@ -42,19 +41,8 @@ def engine_deployment(name, image, command, args, replicas=1, port=8000):
     }
     if command:
         container["command"] = command
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels, "annotations": {"kubesim.io/time-scale": "5"}},
-                "spec": {"containers": [container], "tolerations": [TOLERATION]},
-            },
-        },
-    }
+    pod_spec = {"containers": [container], "tolerations": [GPU_TOLERATION]}
+    return deployment_of(name, replicas, pod_spec, {"kubesim.io/time-scale": "5"})
 
 
 def service(name, port, policy=None):
