@@ -75,6 +75,12 @@ def is_ready(pod) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
 
 
+def only_ready_pod(core: client.CoreV1Api, namespace: str, selector: str):
+    """The one pod matching `selector` once it is Ready; None while there is none, several or it is not Ready."""
+    pods = core.list_namespaced_pod(namespace, label_selector=selector).items
+    return pods[0] if len(pods) == 1 and is_ready(pods[0]) else None
+
+
 def events_for(core: client.CoreV1Api, namespace: str, name: str, reason: str | None = None) -> list:
     events = core.list_namespaced_event(namespace).items
     return [e for e in events if e.involved_object.name == name and (reason is None or e.reason == reason)]

@@ -9,7 +9,7 @@ import requests
 from kubernetes.client.rest import ApiException
 
 from kubesim.cluster.events import expire_events, now
-from tests.kubesim.cluster_support import deployment, events_for, is_ready, pod_manifest
+from tests.kubesim.cluster_support import deployment, events_for, is_ready, only_ready_pod, pod_manifest
 from tests.polling import wait_for
 
 NS = "default"
@@ -108,8 +108,7 @@ def test_a_failed_node_goes_not_ready_and_its_pods_move_elsewhere(make_cluster):
     cluster.apps.create_namespaced_deployment(NS, deployment("llm", replicas=1, gpus=1))
 
     def the_pod():
-        pods = cluster.core.list_namespaced_pod(NS, label_selector="app=llm").items
-        return pods[0] if len(pods) == 1 and is_ready(pods[0]) else None
+        return only_ready_pod(cluster.core, NS, "app=llm")
 
     first = wait_for(the_pod, message="the pod Ready")
     failed_node = first.spec.node_name

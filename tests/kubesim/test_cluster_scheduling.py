@@ -3,7 +3,7 @@ FailedScheduling wording, selectors and tolerations, and LeaderWorkerSet gang pl
 
 from kubernetes import client
 
-from tests.kubesim.cluster_support import GPU_TOLERATION, deployment, events_for, is_ready, pod_manifest
+from tests.kubesim.cluster_support import GPU_TOLERATION, deployment, events_for, is_ready, only_ready_pod, pod_manifest
 from tests.polling import wait_for
 
 NS = "default"
@@ -175,8 +175,7 @@ def test_kubectl_drain_cordons_the_node_and_its_pods_move(make_cluster):
     cluster.apps.create_namespaced_deployment(NS, deployment("llm", replicas=1, gpus=1))
 
     def running():
-        pods = cluster.core.list_namespaced_pod(NS, label_selector="app=llm").items
-        return pods[0] if len(pods) == 1 and is_ready(pods[0]) else None
+        return only_ready_pod(cluster.core, NS, "app=llm")
 
     first = wait_for(running, message="Ready")
     cluster.kubectl("drain", first.spec.node_name, "--ignore-daemonsets", "--timeout=20s")
@@ -193,8 +192,7 @@ def test_kubectl_drain_evicts_and_so_honours_a_pod_disruption_budget(make_cluste
     client.PolicyV1Api(cluster.core.api_client).create_namespaced_pod_disruption_budget(NS, pdb)
 
     def running():
-        pods = cluster.core.list_namespaced_pod(NS, label_selector="app=guarded").items
-        return pods[0] if len(pods) == 1 and is_ready(pods[0]) else None
+        return only_ready_pod(cluster.core, NS, "app=guarded")
 
     first = wait_for(running, message="Ready")
     drain = cluster.kubectl("drain", first.spec.node_name, "--ignore-daemonsets", "--timeout=3s", check=False)
