@@ -1,6 +1,7 @@
 """Routing policies and the simulated routers (production-stack and SGLang)."""
 
 import asyncio
+import contextlib
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
@@ -122,46 +123,18 @@ def test_prefix_aware_routing_beats_round_robin_on_a_shared_prefix_workload():
     assert fams["router_prefix_match_ratio"].samples[0].value > 0.5
 
 
+def sglang_pd_context(mode: str, name: str):
+    """An SGLang pod of the given disaggregation mode (prefill or decode) serving LLAMA."""
+    argv = ["python3", "-m", "sglang.launch_server", "--model-path", LLAMA, "--disaggregation-mode", mode]
+    return pod_context(
+        "lmsysorg/sglang:latest", [*argv, "--context-length", "8192", "--enable-metrics"], annotations=FAST, name=name
+    )
+
+
 def test_sglang_router_streams_and_routes_prefill_to_decode():
     async def go():
-        pre = await start(
-            pod_context(
-                "lmsysorg/sglang:latest",
-                [
-                    "python3",
-                    "-m",
-                    "sglang.launch_server",
-                    "--model-path",
-                    LLAMA,
-                    "--disaggregation-mode",
-                    "prefill",
-                    "--context-length",
-                    "8192",
-                    "--enable-metrics",
-                ],
-                annotations=FAST,
-                name="p",
-            )
-        )
-        dec = await start(
-            pod_context(
-                "lmsysorg/sglang:latest",
-                [
-                    "python3",
-                    "-m",
-                    "sglang.launch_server",
-                    "--model-path",
-                    LLAMA,
-                    "--disaggregation-mode",
-                    "decode",
-                    "--context-length",
-                    "8192",
-                    "--enable-metrics",
-                ],
-                annotations=FAST,
-                name="d",
-            )
-        )
+        pre = await start(sglang_pd_context("prefill", "p"))
+        dec = await start(sglang_pd_context("decode", "d"))
         router = await start(
             pod_context(
                 "lmsysorg/sglang-router:v0.2.1",
@@ -208,25 +181,33 @@ def test_sglang_router_streams_and_routes_prefill_to_decode():
     assert gen == {"prefill": 1, "decode": 5}
 
 
+@contextlib.asynccontextmanager
+async def busy_and_idle_engines():
+    """Two vLLM engines, `busy` holding a 4000-token request's KV cache; yields them, the client session and
+    the busy request's task."""
+    args = [LLAMA, "--max-model-len", "8192", "--num-gpu-blocks-override", "2000"]
+    busy, idle = [await start(pod_context(VLLM, args, annotations=FAST, name=n)) for n in ("busy", "idle")]
+    try:
+        async with aiohttp.ClientSession() as s:
+            body = {"prompt": " ".join(f"w{i}" for i in range(4000)), "max_tokens": 400, "ignore_eos": True}
+            task = asyncio.create_task(s.post(busy.base_url + "/v1/completions", json=body))
+            while busy.core.kv_usage() == 0:
+                await asyncio.sleep(0.01)
+            yield busy, idle, s, task
+    finally:
+        await busy.stop()
+        await idle.stop()
+
+
 def test_kv_aware_picks_the_engine_with_the_lowest_kv_usage():
     async def go():
-        args = [LLAMA, "--max-model-len", "8192", "--num-gpu-blocks-override", "2000"]
-        busy, idle = [await start(pod_context(VLLM, args, annotations=FAST, name=n)) for n in ("busy", "idle")]
-        try:
-            async with aiohttp.ClientSession() as s:
-                body = {"prompt": " ".join(f"w{i}" for i in range(4000)), "max_tokens": 400, "ignore_eos": True}
-                task = asyncio.create_task(s.post(busy.base_url + "/v1/completions", json=body))
-                while busy.core.kv_usage() == 0:
-                    await asyncio.sleep(0.01)
-                eps = [Endpoint("busy", busy.base_url), Endpoint("idle", idle.base_url)]
-                st = RoutingState("kvaware")
-                picks = {st.pick(info("anything"), eps).pod_name for _ in range(5)}
-                usage = busy.core.kv_usage()
-                (await task).release()
-            return picks, usage
-        finally:
-            await busy.stop()
-            await idle.stop()
+        async with busy_and_idle_engines() as (busy, idle, _, task):
+            eps = [Endpoint("busy", busy.base_url), Endpoint("idle", idle.base_url)]
+            st = RoutingState("kvaware")
+            picks = {st.pick(info("anything"), eps).pod_name for _ in range(5)}
+            usage = busy.core.kv_usage()
+            (await task).release()
+        return picks, usage
 
     picks, usage = asyncio.run(go())
     # 4000 prompt tokens hold 250 of the 1999 usable blocks.
@@ -236,30 +217,23 @@ def test_kv_aware_picks_the_engine_with_the_lowest_kv_usage():
 
 def test_kvaware_router_reads_kv_usage_from_the_engines_metrics():
     async def go():
-        args = [LLAMA, "--max-model-len", "8192", "--num-gpu-blocks-override", "2000"]
-        busy, idle = [await start(pod_context(VLLM, args, annotations=FAST, name=n)) for n in ("busy", "idle")]
-        router = None
-        try:
-            async with aiohttp.ClientSession() as s:
-                body = {"prompt": " ".join(f"w{i}" for i in range(4000)), "max_tokens": 400, "ignore_eos": True}
-                task = asyncio.create_task(s.post(busy.base_url + "/v1/completions", json=body))
-                while busy.core.kv_usage() == 0:
-                    await asyncio.sleep(0.01)
-                router = await start(
-                    pod_context(
-                        "lmcache/lmstack-router:latest",
-                        [
-                            "--service-discovery",
-                            "static",
-                            "--static-backends",
-                            f"{busy.base_url},{idle.base_url}",
-                            "--routing-logic",
-                            "kvaware",
-                            "--engine-stats-interval",
-                            "1",
-                        ],
-                    )
+        async with busy_and_idle_engines() as (busy, idle, s, task):
+            router = await start(
+                pod_context(
+                    "lmcache/lmstack-router:latest",
+                    [
+                        "--service-discovery",
+                        "static",
+                        "--static-backends",
+                        f"{busy.base_url},{idle.base_url}",
+                        "--routing-logic",
+                        "kvaware",
+                        "--engine-stats-interval",
+                        "1",
+                    ],
                 )
+            )
+            try:
                 while len(router.state.scraped_kv) < 2:
                     await asyncio.sleep(0.01)
                 for _ in range(3):
@@ -268,18 +242,17 @@ def test_kvaware_router_reads_kv_usage_from_the_engines_metrics():
                 async with s.get(router.base_url + "/metrics") as r:
                     text = await r.text()
                 (await task).release()
-            served = {
-                x.labels["server"]: x.value
-                for f in text_string_to_metric_families(text)
-                if f.name == "router_requests"
-                for x in f.samples
-                if x.name.endswith("_total")
-            }
-            return served, router.state.scraped_kv[busy.base_url], idle.base_url
-        finally:
-            for w in (router, busy, idle):
-                if w is not None:
-                    await w.stop()
+                busy_kv = router.state.scraped_kv[busy.base_url]
+            finally:
+                await router.stop()
+        served = {
+            x.labels["server"]: x.value
+            for f in text_string_to_metric_families(text)
+            if f.name == "router_requests"
+            for x in f.samples
+            if x.name.endswith("_total")
+        }
+        return served, busy_kv, idle.base_url
 
     served, busy_kv, idle_url = asyncio.run(go())
     assert busy_kv >= 250 / 1999
