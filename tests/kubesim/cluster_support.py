@@ -1,11 +1,16 @@
-"""Manifests and checks the simulated-cluster tests share (the cluster itself is the `make_cluster` fixture
-in tests/conftest.py)."""
+"""Manifests, container argv and checks the simulated-cluster and engine tests share (the cluster itself is
+the `make_cluster` fixture in tests/conftest.py)."""
 
 from __future__ import annotations
 
 from kubernetes import client
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def sglang_argv(model: str, *flags: str) -> list[str]:
+    """An SGLang container's argv: `python3 -m sglang.launch_server --model-path <model>` and `flags`."""
+    return ["python3", "-m", "sglang.launch_server", "--model-path", model, *flags]
 
 
 def deployment_of(name: str, replicas: int, pod_spec: dict, pod_annotations: dict | None = None) -> dict:

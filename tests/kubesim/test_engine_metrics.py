@@ -6,6 +6,7 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from kubesim.engines.harness import pod_context, start
+from tests.kubesim.cluster_support import sglang_argv
 from tests.polling import until
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
@@ -220,25 +221,12 @@ def test_vllm_exposition_has_the_families_labels_and_buckets_of_vllm_0_33():
 
 
 def test_sglang_metrics_need_enable_metrics():
-    status, _, _ = asyncio.run(
-        serve_and_scrape("lmsysorg/sglang:v0.5.2", ["python3", "-m", "sglang.launch_server", "--model-path", LLAMA], [])
-    )
+    status, _, _ = asyncio.run(serve_and_scrape("lmsysorg/sglang:v0.5.2", sglang_argv(LLAMA), []))
     assert status == 404
 
 
 def test_sglang_exposition_has_the_families_labels_and_buckets_of_sglang_0_5():
-    args = [
-        "python3",
-        "-m",
-        "sglang.launch_server",
-        "--model-path",
-        LLAMA,
-        "--enable-metrics",
-        "--host",
-        "0.0.0.0",
-        "--context-length",
-        "8192",
-    ]
+    args = sglang_argv(LLAMA, "--enable-metrics", "--host", "0.0.0.0", "--context-length", "8192")
     reqs = [
         ({"prompt": "a b c d e f", "max_tokens": 5}, False),
         (

@@ -8,6 +8,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kubesim.engines.harness import pod_context, start
+from tests.kubesim.cluster_support import sglang_argv
 from tests.polling import until
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
@@ -90,17 +91,7 @@ def test_kv_blocks_follow_paged_attention_arithmetic_for_bf16_fp8_and_tp2():
 
 def test_sglang_token_pool_follows_mem_fraction_static():
     async def go(extra):
-        args = [
-            "python3",
-            "-m",
-            "sglang.launch_server",
-            "--model-path",
-            LLAMA,
-            "--enable-metrics",
-            "--mem-fraction-static",
-            "0.85",
-            *extra,
-        ]
+        args = sglang_argv(LLAMA, "--enable-metrics", "--mem-fraction-static", "0.85", *extra)
         w = await start(pod_context("lmsysorg/sglang:latest", args, annotations={"kubesim.io/time-scale": "20"}))
         try:
             return scrape(await metrics_text(w))

@@ -9,6 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kubesim.engines.harness import StaticCluster, pod_context, start
 from kubesim.engines.routing import RequestInfo, RoutingState, chunk_hashes, pick
 from kubesim.workload import Endpoint
+from tests.kubesim.cluster_support import sglang_argv
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 VLLM = "vllm/vllm-openai:v0.33.0"
@@ -125,10 +126,8 @@ def test_prefix_aware_routing_beats_round_robin_on_a_shared_prefix_workload():
 
 def sglang_pd_context(mode: str, name: str):
     """An SGLang pod of the given disaggregation mode (prefill or decode) serving LLAMA."""
-    argv = ["python3", "-m", "sglang.launch_server", "--model-path", LLAMA, "--disaggregation-mode", mode]
-    return pod_context(
-        "lmsysorg/sglang:latest", [*argv, "--context-length", "8192", "--enable-metrics"], annotations=FAST, name=name
-    )
+    argv = sglang_argv(LLAMA, "--disaggregation-mode", mode, "--context-length", "8192", "--enable-metrics")
+    return pod_context("lmsysorg/sglang:latest", argv, annotations=FAST, name=name)
 
 
 def test_sglang_router_streams_and_routes_prefill_to_decode():
