@@ -123,25 +123,19 @@ class EngineWorkload(InferenceHandlers):
         waiting = sum(len(c.waiting) for c in self.cores)
         if spec.max_queued_requests is not None and waiting >= spec.max_queued_requests:
             if spec.kind == "vllm":
-                if self.metrics.enabled:
-                    self.metrics.reject_reqs.inc()
-                return self._error(
-                    503,
-                    f"The waiting queue is full (max_num_queued_reqs={spec.max_queued_requests}).",
-                    "ServiceUnavailableError",
-                )
+                return self._vllm_queue_full("reject_reqs", "max_num_queued_reqs", spec.max_queued_requests)
             return self._error(503, "The request queue is full.", "ServiceUnavailableError")
         if spec.max_queued_tokens is not None:
             queued = sum(r.prompt_len for c in self.cores for r in c.waiting)
             if queued + prompt_len > spec.max_queued_tokens:
-                if self.metrics.enabled:
-                    self.metrics.reject_tokens.inc()
-                return self._error(
-                    503,
-                    f"The waiting queue is full (max_num_queued_tokens={spec.max_queued_tokens}).",
-                    "ServiceUnavailableError",
-                )
+                return self._vllm_queue_full("reject_tokens", "max_num_queued_tokens", spec.max_queued_tokens)
         return None
+
+    def _vllm_queue_full(self, counter: str, setting: str, limit: int) -> web.Response:
+        """vLLM's 503 for a full waiting queue, counted in the admission-rejection child `counter`."""
+        if self.metrics.enabled:
+            getattr(self.metrics, counter).inc()
+        return self._error(503, f"The waiting queue is full ({setting}={limit}).", "ServiceUnavailableError")
 
     def load(self) -> int:
         """Requests running, waiting or receiving KV across the cores."""
