@@ -31,6 +31,17 @@ def deployment_of(name: str, replicas: int, pod_spec: dict, pod_annotations: dic
     }
 
 
+
+def service_of(name: str, ports: list[dict]) -> dict:
+    """A v1 Service `name` in front of the pods labelled `app: name`."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name},
+        "spec": {"selector": {"app": name}, "ports": ports},
+    }
+
+
 def _pod_spec(container: dict, gpus: int, command, node_selector, tolerations) -> dict:
     """A pod spec of one container, asking for `gpus` GPUs; tolerations are set unless None."""
     if gpus:

@@ -9,6 +9,7 @@ import urllib.request
 
 import pytest
 
+from tests.kubesim.cluster_support import GPU_TOLERATION, deployment_of, service_of
 from tests.polling import wait_for
 from tests.simcluster import cluster_starter
 
@@ -24,17 +25,12 @@ def cluster():
         handle = make(nodes="h100-sxm-80gb:1x4", seed=9, dcgm_exporter=True)
         core, apps = handle.core, handle.apps
         core.create_namespace({"metadata": {"name": NS}})
-        apps.create_namespaced_deployment(NS, {
-            "metadata": {"name": "llama"},
-            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "llama"}}, "template": {
-                "metadata": {"labels": {"app": "llama"}, "annotations": {"kubesim.io/time-scale": "1"}},
-                "spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                         "containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.33.0",
-                                         "args": [LLAMA, "--max-model-len", "8192", "--max-num-seqs", "8"],
-                                         "ports": [{"containerPort": 8000}],
-                                         "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}})
-        core.create_namespaced_service(NS, {"metadata": {"name": "llama"}, "spec": {
-            "selector": {"app": "llama"}, "ports": [{"port": 8000}]}})
+        engine = {"name": "engine", "image": "vllm/vllm-openai:v0.33.0",
+                  "args": [LLAMA, "--max-model-len", "8192", "--max-num-seqs", "8"],
+                  "ports": [{"containerPort": 8000}], "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+        pod_spec = {"tolerations": [GPU_TOLERATION], "containers": [engine]}
+        apps.create_namespaced_deployment(NS, deployment_of("llama", 1, pod_spec, {"kubesim.io/time-scale": "1"}))
+        core.create_namespaced_service(NS, service_of("llama", [{"port": 8000}]))
         core.create_namespaced_pod(NS, {"metadata": {"name": "tiny"}, "spec": {"containers": [{
             "name": "app", "image": "busybox:1.36",
             "resources": {"limits": {"cpu": "1m", "memory": "10Mi"}}}]}})

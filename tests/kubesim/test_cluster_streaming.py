@@ -13,6 +13,7 @@ import pytest
 from kubernetes import client
 from kubernetes.stream import portforward, stream
 
+from tests.kubesim.cluster_support import GPU_TOLERATION, deployment_of, service_of
 from tests.polling import wait_for
 from tests.simcluster import cluster_starter
 
@@ -28,17 +29,11 @@ def cluster():
         core.create_namespace({"metadata": {"name": NS}})
         core.create_namespaced_config_map(NS, {"metadata": {"name": "app-config"},
                                                "data": {"app.yaml": "mode: demo\n", "level": "debug"}})
-        apps.create_namespaced_deployment(NS, {
-            "metadata": {"name": "llama"},
-            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "llama"}}, "template": {
-                "metadata": {"labels": {"app": "llama"}, "annotations": {"kubesim.io/time-scale": "5"}},
-                "spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                         "containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.33.0",
-                                         "args": [LLAMA, "--max-model-len", "8192"],
-                                         "ports": [{"containerPort": 8000, "name": "http"}],
-                                         "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}}})
-        core.create_namespaced_service(NS, {"metadata": {"name": "llama"}, "spec": {
-            "selector": {"app": "llama"}, "ports": [{"port": 8000, "targetPort": 8000}]}})
+        engine = {"name": "engine", "image": "vllm/vllm-openai:v0.33.0", "args": [LLAMA, "--max-model-len", "8192"],
+                  "ports": [{"containerPort": 8000, "name": "http"}], "resources": {"limits": {"nvidia.com/gpu": "2"}}}
+        pod_spec = {"tolerations": [GPU_TOLERATION], "containers": [engine]}
+        apps.create_namespaced_deployment(NS, deployment_of("llama", 1, pod_spec, {"kubesim.io/time-scale": "5"}))
+        core.create_namespaced_service(NS, service_of("llama", [{"port": 8000, "targetPort": 8000}]))
         core.create_namespaced_pod(NS, {"metadata": {"name": "web"}, "spec": {
             "containers": [{"name": "app", "image": "nginx:1.27", "ports": [{"containerPort": 80}],
                             "env": [{"name": "GREETING", "value": "hello"},

@@ -9,7 +9,7 @@ import requests
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
-from tests.kubesim.cluster_support import deployment, events_for, is_ready, pod_manifest
+from tests.kubesim.cluster_support import deployment, events_for, is_ready, pod_manifest, service_of
 from tests.polling import wait_for
 
 NS = "default"
@@ -234,15 +234,7 @@ def test_leaderworkerset_recreates_a_group_when_a_member_crashes(make_cluster):
 def test_endpoints_list_ready_pods_of_a_service(make_cluster):
     cluster = make_cluster()
     cluster.apps.create_namespaced_deployment(NS, deployment("web", replicas=2))
-    cluster.core.create_namespaced_service(
-        NS,
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": "web"},
-            "spec": {"selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]},
-        },
-    )
+    cluster.core.create_namespaced_service(NS, service_of("web", [{"name": "http", "port": 80, "targetPort": "http"}]))
     wait_for(lambda: len(ready_pods(cluster, "app=web")) == 2, message="pods Ready")
 
     def addresses():
@@ -428,15 +420,7 @@ def test_hpa_scales_a_deployment_on_a_pods_metric_scraped_from_its_pods(make_clu
     cluster = make_cluster()
     autoscaling = client.AutoscalingV2Api(cluster.api_client)
     cluster.apps.create_namespaced_deployment(NS, deployment("web", replicas=1))
-    cluster.core.create_namespaced_service(
-        NS,
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": "web"},
-            "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]},
-        },
-    )
+    cluster.core.create_namespaced_service(NS, service_of("web", [{"port": 80, "targetPort": 8080}]))
     wait_for(lambda: len(ready_pods(cluster, "app=web")) == 1, message="one Ready pod")
     in_flight = {
         "type": "Pods",

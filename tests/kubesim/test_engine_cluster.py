@@ -211,44 +211,29 @@ def test_production_stack_router_deployment_discovers_engines_and_routes_by_pref
             replicas=2,
         ),
     )
-    router = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "qwen-router"},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": "qwen-router"}},
-            "template": {
-                "metadata": {"labels": {"app": "qwen-router"}},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "router",
-                            "image": "lmcache/lmstack-router:latest",
-                            "command": ["vllm-router"],
-                            "args": [
-                                "--host",
-                                "0.0.0.0",
-                                "--port",
-                                "8000",
-                                "--service-discovery",
-                                "k8s",
-                                "--k8s-namespace",
-                                ns,
-                                "--k8s-port",
-                                "8000",
-                                "--k8s-label-selector",
-                                "app in (qwen)",
-                                "--routing-logic",
-                                "prefixaware",
-                            ],
-                            "ports": [{"containerPort": 8000, "name": "http"}],
-                        }
-                    ]
-                },
-            },
-        },
+    router_container = {
+        "name": "router",
+        "image": "lmcache/lmstack-router:latest",
+        "command": ["vllm-router"],
+        "args": [
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "8000",
+            "--service-discovery",
+            "k8s",
+            "--k8s-namespace",
+            ns,
+            "--k8s-port",
+            "8000",
+            "--k8s-label-selector",
+            "app in (qwen)",
+            "--routing-logic",
+            "prefixaware",
+        ],
+        "ports": [{"containerPort": 8000, "name": "http"}],
     }
+    router = deployment_of("qwen-router", 1, {"containers": [router_container]})
     apps.create_namespaced_deployment(ns, router)
     core.create_namespaced_service(ns, service("qwen-router", 8000))
     wait_for(
