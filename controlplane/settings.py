@@ -265,6 +265,15 @@ CELERY_BEAT_SCHEDULE |= {
     "queue-heartbeats": {"task": "workers.tasks.telemetry.send_heartbeats", "schedule": QUEUE_HEARTBEAT_SECONDS},
 }
 
+# Built-in autoscaler (apps/autoscaling, workers/tasks/autoscale.py): evaluation period and decision retention.
+AUTOSCALE_SECONDS = strict_int("AUTOSCALE_SECONDS", 15)
+AUTOSCALE_DECISION_RETENTION_DAYS = strict_int("AUTOSCALE_DECISION_RETENTION_DAYS", 30)
+CELERY_BEAT_SCHEDULE |= {
+    "autoscale": {"task": "workers.tasks.autoscale.evaluate_all", "schedule": AUTOSCALE_SECONDS,
+                  "options": {"expires": AUTOSCALE_SECONDS}},
+    "autoscale-prune": {"task": "workers.tasks.autoscale.prune", "schedule": 3600},
+}
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -152,6 +152,21 @@ class InferenceService(TimestampedModel):
         errors = service_errors(self, self.spec_pools(), self.spec_adapters())
         if errors:
             raise ValidationError(errors)
+        self.fill_autoscaling_defaults()
+
+    def fill_autoscaling_defaults(self) -> None:
+        """Write the built-in autoscaler's defaults into the stored policy, so the API shows what runs."""
+        from apps.autoscaling.policy import normalized_builtin
+        from apps.serving.choices import Autoscaler
+
+        if isinstance(self.autoscaling, dict) and self.autoscaling.get("autoscaler") == Autoscaler.BUILTIN:
+            self.autoscaling = normalized_builtin(self.autoscaling, [p.role for p in self.spec_pools()])
+
+    @property
+    def autoscaled_by_builtin(self) -> bool:
+        from apps.serving.choices import Autoscaler
+
+        return isinstance(self.autoscaling, dict) and self.autoscaling.get("autoscaler") == Autoscaler.BUILTIN
 
     # -- helpers -----------------------------------------------------------------------------
 
