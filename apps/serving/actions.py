@@ -105,12 +105,13 @@ def _save_service(service, pools, adapters, actor, via, expected_version, actor_
         staged = []
         for spec in pools:
             pool = existing.get(spec.role) or Pool(service=service if service.pk else None, role=spec.role)
+            live_replicas = pool.replicas
             for field in POOL_SPEC_FIELDS:
                 setattr(pool, field, getattr(spec, field))
             if service.autoscaled_by_builtin and spec.role in existing:
                 # The built-in autoscaler owns replicas: a spec update moves the bounds, and the current
                 # count is kept within them instead of being reset to what the client last read.
-                pool.replicas = min(max(existing[spec.role].replicas, pool.min_replicas), pool.max_replicas)
+                pool.replicas = min(max(live_replicas, pool.min_replicas), pool.max_replicas)
             staged.append(pool)
         service.stage_spec(pools=staged, adapters=list(adapters))
         service.full_clean()
