@@ -39,6 +39,7 @@ from apps.telemetry.figures import (
 from apps.telemetry.models import SERVICE_ROLE, PodStat, ScrapeCycle, SeriesPoint
 from apps.telemetry.promql import PodSelector, PrometheusClient, PrometheusError, query_figures
 from apps.telemetry.series import point_values
+from workers.activation import check_cluster as check_activation
 from workers.kube import api_client, classify
 from workers.locks import advisory_lock
 
@@ -341,7 +342,9 @@ def scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport:
     with advisory_lock(LOCK_NAMESPACE, cluster.pk) as held:
         if not held:
             return CycleReport(cluster.name, skipped=True)
-        return _scrape_cluster(cluster, at)
+        report = _scrape_cluster(cluster, at)
+        check_activation(cluster, core_for(cluster), float(settings.TELEMETRY_SCRAPE_TIMEOUT_SECONDS))
+        return report
 
 
 def _scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport:
