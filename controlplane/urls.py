@@ -9,6 +9,7 @@ from controlplane.views import healthz
 
 urlpatterns = [
     path("", include("apps.web.urls")),
+    path("", include("apps.autoscaling.urls")),
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),

@@ -44,6 +44,7 @@ MANAGED_KINDS = (
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
 )
 WORKLOAD_KINDS = {"Deployment", "LeaderWorkerSet"}
+AUTOSCALER_KINDS = {"HorizontalPodAutoscaler", "ScaledObject"}  # their status is read back for the page
 REQUEUE_WHILE_DEPLOYING = 3.0
 REQUEUE_WHILE_FAILING = 15.0
 
@@ -153,6 +154,7 @@ def _converge(service) -> Outcome:
     except PermanentClusterError as exc:
         return _write_failure(service, generation, "ApplyFailed", exc.message)
     workloads = [obj for ref, obj in result.live.items() if ref.kind in WORKLOAD_KINDS]
+    autoscalers = st.autoscaler_rows([obj for ref, obj in result.live.items() if ref.kind in AUTOSCALER_KINDS])
     pods = kube.list("v1", "Pod", namespace=spec.namespace, label_selector=_selector(service))
     desired = {p.role: p.replicas for p in spec.pools}
     view = st.service_view(desired, workloads, pods, [])
@@ -171,7 +173,7 @@ def _converge(service) -> Outcome:
     found = st.now_iso()
     _write_observation(service, view, [
         {"object": str(ref), "diff": diff, "cause": cause, "found_at": found} for ref, diff in result.drift.items()
-    ], keep_events=events is None)
+    ], keep_events=events is None, autoscalers=autoscalers)
     outcome = Outcome(service.pk, "converged" if phase == Phase.READY else
                       ("failed" if phase == Phase.FAILED else "progressing"),
                       applied=len(result.applied), pruned=len(result.pruned), requeue_after=requeue,
@@ -231,16 +233,18 @@ def _events_of(kube: Kube, namespace: str, names: list[str]) -> list[dict]:
     return events
 
 
-def _write_observation(service, view: st.ServiceView, drift: list[dict], keep_events: bool = False) -> None:
+def _write_observation(service, view: st.ServiceView, drift: list[dict], keep_events: bool = False,
+                       autoscalers: list[dict] | None = None) -> None:
     """Keep the latest pods, events, pool counts and the last differences found for the service page;
     skip the write when nothing changed."""
     current = ServiceObservation.objects.filter(service_id=service.pk).values(
-        "pools", "pods", "events", "drift").first()
+        "pools", "pods", "events", "drift", "autoscalers").first()
     data = {
         "pools": [{"role": p.role, "desired": p.desired, "ready": p.ready, "updated": p.updated}
                   for p in view.pools.values()],
         "pods": [vars(p) for p in view.pods],
         "events": current["events"] if keep_events and current else [_event_row(e) for e in view.events[-20:]],
+        "autoscalers": autoscalers or [],
     }
     previous_drift = current.pop("drift") if current else []
     if current != data or drift:

@@ -264,6 +264,8 @@ class ServiceObservation(models.Model):
     pods = models.JSONField(default=list, blank=True)  # [{name, role, phase, ready, node, gpus, reason, ...}]
     events = models.JSONField(default=list, blank=True)  # [{type, reason, message, object, time, count}]
     drift = models.JSONField(default=list, blank=True)  # [{object, diff, found_at}]: live differed from desired
+    # Live status of the service's HPAs / KEDA ScaledObjects: [{kind, name, current, desired, conditions, ...}]
+    autoscalers = models.JSONField(default=list, blank=True)
     observed_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:

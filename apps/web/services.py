@@ -14,6 +14,7 @@ from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
+from apps.autoscaling.panel import panel_context
 from apps.clusters.models import GpuNode
 from apps.serving.models import InferenceService, ReconcileRun, ServiceObservation
 from apps.telemetry.models import PodStat
@@ -101,6 +102,7 @@ def service_detail(request, pk: int):
     context["ranges"] = list(RANGES)
     context["range"] = request.GET.get("range") if request.GET.get("range") in RANGES else "15m"
     context["roles"] = [p.role for p in context["pools"]] if len(context["pools"]) > 1 else []
+    context["scaling"] = panel_context(service)
     return render(request, "web/service_detail.html", context)
 
 
