@@ -239,6 +239,24 @@ def record_scale(history: History, t: float, current: int, desired: int, longest
     return replace(history, scale_up_events=ups, scale_down_events=downs)
 
 
+def normalize(policy: PoolPolicy, history: History, t: float, current: int,
+              raw: int) -> tuple[int, int, History, str, str]:
+    """normalizeDesiredReplicasWithBehaviors: stabilize, then rate-limit and clamp (the metric path's floor is
+    1). Returns (stabilized, limited, history with this recommendation, limiting rule, words)."""
+    stabilized, hist = stabilize(policy.scale_up, policy.scale_down, history, t, current, raw)
+    limited, rule, words = rate_limit(policy, hist, t, current, stabilized, max(policy.min_replicas, 1))
+    return stabilized, limited, hist, rule, words
+
+
+def external_replicas(total: float, target: float, current: int, tolerance: float) -> int:
+    """GetExternalPerPodMetricReplicas (an External metric with an AverageValue target, as KEDA's
+    ScaledObject gives the HPA): ratio = total / (target × current); within tolerance keep `current`, else
+    ceil(total / target)."""
+    if current and abs(1.0 - total / (target * current)) <= tolerance:
+        return current
+    return math.ceil(total / target)
+
+
 # --- the decision -----------------------------------------------------------------------------------------
 
 _LABELS = {
@@ -345,13 +363,12 @@ def evaluate(policy: PoolPolicy, obs: Observation, history: History) -> Evaluati
     elif guard_floor is not None and raw < guard_floor:
         raw, rule, why = guard_floor, ScalingRule.SLO_GUARD, guard_words
 
-    stabilized, hist = stabilize(policy.scale_up, policy.scale_down, history, obs.t, current, raw)
+    stabilized, limited, hist, limit_rule, limit_words = normalize(policy, history, obs.t, current, raw)
     if stabilized != raw:
         direction = ScalingRule.SCALE_UP_STABILIZED if raw >= current else ScalingRule.SCALE_DOWN_STABILIZED
         window = (policy.scale_up if raw >= current else policy.scale_down).stabilization_window_s
         pick = "lowest" if raw >= current else "highest"
         rule, why = direction, f"{why} → {raw}; held at {stabilized} ({pick} recommendation of the last {window} s)"
-    limited, limit_rule, limit_words = rate_limit(policy, hist, obs.t, current, stabilized, low)
     if limited != stabilized:
         rule, why = limit_rule, f"{why} → {stabilized} replicas; limited by {limit_words} → {limited}"
     elif limited != current and stabilized == raw:
