@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from apps.autoscaling.policy import PoolPolicy, normalized_builtin, pool_policy
 from apps.autoscaling.rules import (
     History,
     Observation,
@@ -51,6 +50,7 @@ from apps.autoscaling.rules import (
     normalize,
     record_scale,
 )
+from apps.serving.scaling_policy import PoolPolicy, normalized_builtin, pool_policy
 from kubesim.engines import config, flags
 from kubesim.engines.core import Request
 from kubesim.engines.harness import pod_context

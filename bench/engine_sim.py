@@ -26,9 +26,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from kubesim.engines import config, flags
-from kubesim.engines.core import Clock, EngineCore, Request
+from kubesim.engines.core import Clock, EngineCore
 from kubesim.engines.harness import pod_context
 from kubesim.engines.metrics import VllmMetrics
+from kubesim.engines.request import Request
 from kubesim.engines.routing import RequestInfo, RoutingState
 from kubesim.engines.tokenizer import tokenize
 from kubesim.workload import Endpoint

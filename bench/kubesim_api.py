@@ -166,7 +166,7 @@ async def run(args) -> None:
 
 async def serve(port: int) -> None:
     """The API server alone, as the benchmark's subprocess."""
-    from kubesim.server import Server
+    from kubesim.apiserver.server import Server
 
     server = Server(port=port, tune_gc=True)  # as `python -m kubesim serve` runs it
     await server.start()

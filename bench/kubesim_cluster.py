@@ -19,11 +19,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kubernetes import client
 
-from kubesim.cluster import Cluster, ClusterConfig
-from kubesim.nodes import build_nodes
-from kubesim.quantities import pod_requests
-from kubesim.scheduler import NodeUsage, place
-from kubesim.server import Server
+from kubesim.apiserver.quantities import pod_requests
+from kubesim.apiserver.server import Server
+from kubesim.cluster.assembly import Cluster, ClusterConfig
+from kubesim.cluster.nodes import build_nodes
+from kubesim.cluster.placement import NodeUsage, place
 
 
 def deployment(name: str, replicas: int) -> dict:

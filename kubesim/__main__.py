@@ -9,7 +9,7 @@ import sys
 
 import yaml
 
-from .cluster import add_cluster_arguments, cluster_config_from_args
+from .cluster.assembly import add_cluster_arguments, cluster_config_from_args
 
 
 def kubeconfig(host: str, port: int, token: str | None = None) -> dict:
@@ -28,8 +28,8 @@ def kubeconfig(host: str, port: int, token: str | None = None) -> dict:
 
 
 async def _serve(args) -> None:
-    from .cluster import Cluster
-    from .server import Server
+    from .apiserver.server import Server
+    from .cluster.assembly import Cluster
 
     server = Server(host=args.host, port=args.port, token=args.token, seed=args.seed, state_file=args.state,
                     tune_gc=True)

@@ -1,12 +1,13 @@
 """The contract between the kubelet (what runs a pod) and what a pod's container serves.
 
-The kubelet asks `kubesim.engines.workload_for(ctx)` for a workload; engine and router images get a
-simulated vLLM/SGLang engine or router, anything else the generic workload that answers `/health`.
+The kubelet asks the factory it was given (`kubesim.engines.workload_for(ctx)`) for a workload; engine and
+router images get a simulated vLLM/SGLang engine or router, anything else the generic workload (`/health`).
 A workload listens on a real loopback port so the pod and service proxies forward plain HTTP to it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -71,3 +72,8 @@ class Workload(Protocol):
     def logs(self) -> list[str]:
         """Lines the container printed so far (what `kubectl logs` returns)."""
         ...
+
+
+# What the kubelet is given to pick a container's workload (`kubesim.engines.workload_for`): None means
+# kubesim does not simulate the image and the generic workload runs it.
+WorkloadFactory = Callable[[PodContext], "Workload | None"]

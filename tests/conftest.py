@@ -14,7 +14,7 @@ from cryptography.fernet import Fernet
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from apps.tenancy.choices import Role
+from apps.core.choices import Role
 from tests.factories import MembershipFactory, TenantFactory, UserFactory, issue_token
 
 ACTORS = ("owner_a", "operator_a", "viewer_a", "member_b", "staff", "anonymous", "expired_token", "revoked_token")
@@ -31,6 +31,16 @@ def encryption_key(settings):
     # `make test` may run without FIELD_ENCRYPTION_KEY; a throw-away key per test is enough then.
     if not settings.FIELD_ENCRYPTION_KEYS:
         settings.FIELD_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
+
+
+@pytest.fixture
+def make_cluster():
+    """`make_cluster(nodes=..., faults=..., fast_start=..., routing_policies=..., seed=...)` starts a simulated
+    kubesim cluster (tests/simcluster.py) and returns its handle; every cluster is stopped after the test."""
+    from tests.simcluster import cluster_starter  # kubesim is imported only by the tests that start one
+
+    with cluster_starter() as make:
+        yield make
 
 
 @pytest.fixture

@@ -20,14 +20,15 @@ from apps.autoscaling.models import ActivationSignal
 from apps.catalog.choices import DeploymentMode
 from apps.clusters.models import Cluster
 from apps.serving.models import Pool
+from apps.serving.names import COMPONENT_LABEL, MANAGED_SELECTOR, SERVICE_UID_LABEL
+from controlplane.celery import app as celery_app
+from controlplane.tasknames import AUTOSCALE_EVALUATE_SERVICE
 from workers.kube import classify
 
 log = logging.getLogger(__name__)
 
 PENDING_GAUGE = "router_activation_pending_requests"
-ROUTER_SELECTOR = "app.kubernetes.io/managed-by=controlplane,app.kubernetes.io/component=router"
-SERVICE_UID = "controlplane.io/service-uid"
-EVALUATE_TASK = "workers.tasks.autoscale.evaluate_service"
+ROUTER_SELECTOR = f"{MANAGED_SELECTOR},{COMPONENT_LABEL}=router"
 
 
 def services_at_zero(cluster: Cluster) -> dict[str, int]:
@@ -62,7 +63,7 @@ def check_cluster(cluster: Cluster, core: k8s.CoreV1Api, timeout: float) -> dict
     held: dict[int, int] = {}
     for pod in pods:
         meta = pod.get("metadata") or {}
-        service_id = services.get((meta.get("labels") or {}).get(SERVICE_UID, ""))
+        service_id = services.get((meta.get("labels") or {}).get(SERVICE_UID_LABEL, ""))
         if service_id is None or (pod.get("status") or {}).get("phase") != "Running":
             continue
         port = next((p["containerPort"] for c in pod["spec"].get("containers", []) for p in c.get("ports", [])
@@ -84,9 +85,7 @@ def check_cluster(cluster: Cluster, core: k8s.CoreV1Api, timeout: float) -> dict
 
 
 def _evaluate_now(service_id: int) -> None:
-    from workers.celery import app
-
     try:
-        app.send_task(EVALUATE_TASK, args=[service_id], retry=False)
+        celery_app.send_task(AUTOSCALE_EVALUATE_SERVICE, args=[service_id], retry=False)
     except Exception:  # the broker may be down; the beat evaluation reads the same signal
         log.warning("activation: could not enqueue an evaluation of service %s", service_id)

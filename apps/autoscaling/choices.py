@@ -29,14 +29,3 @@ class ScalingRule(models.TextChoices):
     QUOTA = "quota", "Tenant GPU quota"
     CAPACITY = "capacity", "Free GPUs of the type"
     SCALE_FAILED = "scale_failed", "The scale action failed"
-
-
-class PolicySelect(models.TextChoices):
-    MAX = "Max", "Max (most change)"
-    MIN = "Min", "Min (least change)"
-    DISABLED = "Disabled", "Disabled"
-
-
-class RatePolicyType(models.TextChoices):
-    PERCENT = "Percent", "Percent"
-    PODS = "Pods", "Pods"

@@ -23,16 +23,16 @@ from django.utils import timezone
 
 from apps.autoscaling.choices import ScalingAction, ScalingRule
 from apps.autoscaling.models import ActivationSignal, PoolAutoscalerState, ScalingDecision
-from apps.autoscaling.policy import METRIC_FIGURES, pool_policy
 from apps.autoscaling.rules import History, Observation, PodSample, evaluate, record_scale
 from apps.clusters.models import GpuNode
 from apps.core.choices import AuditVia
 from apps.serving.actions import ServiceDeleting, scale_pool
 from apps.serving.choices import Phase
 from apps.serving.models import InferenceService, Pool, ServiceObservation
-from apps.serving.rendering.gpus import gpu_kind
+from apps.serving.scaling_policy import METRIC_FIGURES, pool_policy
 from apps.telemetry.choices import Resolution
 from apps.telemetry.models import SERVICE_ROLE, PodStat, SeriesPoint
+from capacity.gpus import gpu_for
 
 log = logging.getLogger(__name__)
 LATENCY_LOOKBACK_S = 30  # a p95 is null in an interval without first tokens; look back this far for one
@@ -124,7 +124,7 @@ def _quota_room(service: InferenceService, gpus_per: int) -> tuple[int, str]:
 
 def _capacity_room(service: InferenceService, pool: Pool) -> tuple[int | None, str]:
     """Replicas the free GPUs of the pool's type can place (None when the inventory is unknown)."""
-    product = gpu_kind(pool.gpu_type).product
+    product = gpu_for(pool.gpu_type).product
     nodes = list(GpuNode.objects.filter(cluster_id=service.cluster_id, gpu_product=product, ready=True))
     if not GpuNode.objects.filter(cluster_id=service.cluster_id).exists():
         return None, "GPU inventory not observed yet"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from apps.autoscaling.policy import PolicyError, replay_policy
 from apps.autoscaling.rules import History, Observation, PodSample, evaluate, record_scale
+from apps.serving.scaling_policy import PolicyError, replay_policy
 
 OPTIONAL_NUMBERS = ("ttft_p95_s", "itl_p95_s", "idle_for_s", "cold_start_s")
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from apps.autoscaling.choices import PolicySelect, RatePolicyType, ScalingRule
-from apps.autoscaling.policy import PoolPolicy, ScalingRules
+from apps.autoscaling.choices import ScalingRule
+from apps.serving.choices import PolicySelect, RatePolicyType
+from apps.serving.scaling_policy import PoolPolicy, ScalingRules
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from apps.autoscaling.policy import MAX_WINDOW_S, behavior_errors, tolerance_errors
 from apps.serving.choices import Autoscaler, PoolRole
+from apps.serving.scaling_policy import MAX_WINDOW_S, behavior_errors, tolerance_errors
 
 TARGETS: dict[str, tuple[float, float | None]] = {
     # name -> (exclusive lower bound, inclusive upper bound or None)

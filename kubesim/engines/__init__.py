@@ -5,7 +5,8 @@ SGLang image (`lmsysorg/sglang:*`) a simulated SGLang server (or the SGLang rout
 runs `sglang_router.launch_router`), the vLLM production-stack router image (`lmcache/lmstack-router:*`)
 and the SGLang router images a simulated router; anything else returns None (the generic workload).
 A bad command line raises WorkloadExit from `start()`, so the pod crash-loops with the engine's message.
-On import the routing policies are registered with kubesim's service proxy (`kubesim.io/routing-policy`).
+The service proxy's routing policies (`kubesim.io/routing-policy`) come from
+`kubesim.engines.routing.service_proxy_policies()`, which the cluster assembly passes to the proxies.
 """
 
 from __future__ import annotations
@@ -88,18 +89,3 @@ def workload_for(ctx: PodContext) -> Workload | None:
     except WorkloadExit as exc:
         return _FailedWorkload(exc)
 
-
-def _register_service_proxy_policies() -> None:
-    """Services annotated `kubesim.io/routing-policy: prefix_aware` (etc.) route through these policies."""
-    try:
-        from kubesim import proxy
-    except ImportError:  # the cluster layer is not there (engines used standalone)
-        return
-    from kubesim.engines import routing
-
-    for name, canonical in routing.POLICY_ALIASES.items():
-        if canonical != "pd":
-            proxy.register_routing_policy(name, routing.proxy_policy(name))
-
-
-_register_service_proxy_policies()

@@ -6,7 +6,8 @@ tokens it still needs within the batched-token budget (decodes 1, prefills a chu
 waiting requests while sequences and blocks allow. A step lasts the roofline of its FLOPs (prefill)
 and the bytes it reads (weights plus KV, decode), so latency follows the GPU. Blocks run out →
 the newest running request is preempted and recomputed later. Times are simulated seconds on a
-clock that can run faster than the wall clock (`time_scale`) for tests.
+clock that can run faster than the wall clock (`time_scale`) for tests. The block pool and prefix
+cache are in `blocks`, the request and the observer hooks in `request`.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ import math
 import random
 import time
 import zlib
-from array import array
 from collections import deque
 from dataclasses import dataclass, field
 
-from kubesim.engines.hardware import GPU, ModelArch
-
-ALLREDUCE_LATENCY_S = 8e-6
+from capacity import roofline
+from capacity.arch import ModelArch
+from capacity.gpus import Gpu
+from kubesim.engines.blocks import BlockPool, block_hashes
+from kubesim.engines.request import EngineObserver, Request
 
 
 class Clock:
@@ -46,9 +48,9 @@ class Clock:
 class Physics:
     """Achieved fractions of the nominal GPU figures and the other physical constants of the model."""
 
-    prefill_flops_fraction: float = 0.5
-    decode_bandwidth_fraction: float = 0.7
-    step_overhead_s: float = 0.002  # scheduler, sampling and kernel launches per step
+    prefill_flops_fraction: float = roofline.PREFILL_FLOPS_FRACTION
+    decode_bandwidth_fraction: float = roofline.DECODE_BANDWIDTH_FRACTION
+    step_overhead_s: float = roofline.STEP_OVERHEAD_S  # scheduler, sampling and kernel launches per step
     kv_link_bandwidth: float = 50e9  # bytes/s between prefill and decode engines (400 Gb/s RDMA)
     kv_link_latency_s: float = 0.001
     storage_bandwidth: float = 2e9  # bytes/s reading weights at start-up
@@ -60,7 +62,7 @@ class CoreConfig:
     """What the step loop needs, already resolved from the engine's flags."""
 
     model: ModelArch
-    gpu: GPU
+    gpu: Gpu
     tp: int
     num_blocks: int
     block_size: int
@@ -75,182 +77,6 @@ class CoreConfig:
     reserve_null_block: bool = True
     physics: Physics = field(default_factory=Physics)
     seed: int = 0
-
-
-class BlockPool:
-    """Fixed blocks with reference counts; free blocks keep their hash (evictable cache) in LRU order.
-
-    As in vLLM's free queue, never-used blocks are handed out before freed ones, and freed blocks are
-    reused least recently freed first. Blocks are plain integer ids with counts in an array, so a
-    hundred pools of ~30k blocks give the garbage collector nothing to traverse.
-    """
-
-    def __init__(self, num_blocks: int, reserve_null: bool):
-        usable = num_blocks - 1 if reserve_null and num_blocks > 0 else num_blocks
-        self.capacity = max(usable, 0)
-        self.fresh = self.capacity  # blocks never allocated yet (ids capacity - fresh ...)
-        self.ref = array("i", [0]) * self.capacity
-        self.free: dict[int, None] = {}  # freed block ids, least recently freed first
-        self.hash_of: dict[int, int] = {}  # block id -> hash while the block holds a cached prefix
-        self.cached: dict[int, int] = {}  # hash -> block id
-
-    @property
-    def num_free(self) -> int:
-        return self.fresh + len(self.free)
-
-    def usage(self) -> float:
-        return 1.0 - (self.fresh + len(self.free)) / self.capacity if self.capacity else 0.0
-
-    def evictable(self) -> int:
-        """Free blocks that still hold a cached prefix."""
-        return sum(1 for bid in self.free if bid in self.hash_of)
-
-    def allocate(self, n: int) -> list[int] | None:
-        if n > self.fresh + len(self.free):
-            return None
-        ref = self.ref
-        take_fresh = min(n, self.fresh)
-        first = self.capacity - self.fresh
-        self.fresh -= take_fresh
-        out = list(range(first, first + take_fresh))
-        for bid in out:
-            ref[bid] = 1
-        free, cached, hash_of = self.free, self.cached, self.hash_of
-        for _ in range(n - take_fresh):
-            bid = next(iter(free))
-            del free[bid]
-            h = hash_of.pop(bid, None)
-            if h is not None and cached.get(h) == bid:
-                del cached[h]
-            ref[bid] = 1
-            out.append(bid)
-        return out
-
-    def touch(self, bid: int) -> None:
-        if self.ref[bid] == 0:
-            del self.free[bid]
-        self.ref[bid] += 1
-
-    def release(self, blocks: list[int]) -> None:
-        ref, free = self.ref, self.free
-        for bid in reversed(blocks):
-            ref[bid] -= 1
-            if ref[bid] == 0:
-                free[bid] = None
-
-    def lookup(self, hashes: list[int], limit: int) -> list[int]:
-        hits = []
-        cached = self.cached
-        for h in hashes[:limit]:
-            bid = cached.get(h)
-            if bid is None:
-                break
-            hits.append(bid)
-        return hits
-
-    def register(self, bid: int, block_hash: int) -> None:
-        if block_hash not in self.cached and bid not in self.hash_of:
-            self.hash_of[bid] = block_hash
-            self.cached[block_hash] = bid
-
-    def reset_cache(self) -> None:
-        self.hash_of.clear()
-        self.cached.clear()
-
-
-def block_hashes(tokens: list[int], block_size: int) -> list[int]:
-    """Chained hashes of the full blocks: each depends on its parent, so equal hashes mean equal prefixes."""
-    out = []
-    parent = 0
-    for i in range(0, len(tokens) - block_size + 1, block_size):
-        parent = hash((parent, *tokens[i : i + block_size]))
-        out.append(parent)
-    return out
-
-
-class Request:
-    """One request inside the engine; times are simulated seconds."""
-
-    __slots__ = (
-        "arrival",
-        "block_hashes",
-        "blocks",
-        "cached_tokens",
-        "done",
-        "finish_reason",
-        "first_scheduled",
-        "first_token",
-        "generated",
-        "kv_ready_at",
-        "last_token",
-        "lora",
-        "max_tokens",
-        "num_computed",
-        "num_registered",
-        "num_tokens",
-        "output_len",
-        "preemptions",
-        "prefill_done",
-        "prompt_len",
-        "prompt_tokens",
-        "queue",
-        "remote_kv",
-        "request_id",
-        "stream",
-    )
-
-    def __init__(
-        self,
-        request_id: str,
-        prompt_tokens: list[int],
-        output_len: int,
-        max_tokens: int,
-        *,
-        stream: bool = False,
-        remote_kv: bool = False,
-        lora: str | None = None,
-    ):
-        self.request_id = request_id
-        self.prompt_tokens = prompt_tokens
-        self.prompt_len = len(prompt_tokens)
-        self.output_len = output_len
-        self.max_tokens = max_tokens
-        self.stream = stream
-        self.remote_kv = remote_kv
-        self.lora = lora
-        self.block_hashes: list[int] = []
-        self.blocks: list[int] = []
-        self.num_computed = 0
-        self.num_registered = 0
-        self.generated = 0
-        self.num_tokens = self.prompt_len  # prompt plus generated
-        self.cached_tokens = -1  # set at first admission
-        self.preemptions = 0
-        self.arrival = 0.0
-        self.first_scheduled: float | None = None
-        self.prefill_done: float | None = None
-        self.first_token: float | None = None
-        self.last_token = 0.0
-        self.kv_ready_at = 0.0
-        self.finish_reason: str | None = None
-        self.done: asyncio.Future | None = None
-        self.queue: asyncio.Queue | None = None
-
-
-class EngineObserver:
-    """Hooks the metrics layer implements; the defaults do nothing."""
-
-    def on_admit(self, req: Request, hit_tokens: int, now: float) -> None: ...
-
-    def on_step(self, req_tokens: int, prefill_tokens: int, hit_tokens: int, duration: float) -> None: ...
-
-    def on_tokens(self, itl: float, count: int) -> None: ...
-
-    def on_first_token(self, req: Request) -> None: ...
-
-    def on_finish(self, req: Request) -> None: ...
-
-    def on_preempt(self, req: Request) -> None: ...
 
 
 class EngineCore:
@@ -274,11 +100,12 @@ class EngineCore:
         self._lead = 0.0
         self.last_prefill_hit_rate = 0.0
         self.gen_tokens_window: deque[tuple[float, int]] = deque()
-        self._dense_flops = 2 * cfg.model.active / cfg.tp
-        self._attn_flops = 4 * cfg.model.layers * cfg.model.hidden / cfg.tp
         phys = cfg.physics
-        self._flops_rate = cfg.gpu.flops * phys.prefill_flops_fraction
-        self._bw_rate = cfg.gpu.bandwidth * phys.decode_bandwidth_fraction
+        self.roofline = roofline.Roofline(
+            cfg.model, cfg.gpu, cfg.tp, cfg.weight_bytes_rank, cfg.kv_bytes_per_token_rank,
+            flops_fraction=phys.prefill_flops_fraction, bandwidth_fraction=phys.decode_bandwidth_fraction,
+            step_overhead_s=phys.step_overhead_s,
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -317,34 +144,12 @@ class EngineCore:
     # -- model -------------------------------------------------------------------------------------------
     def step_time(self, prefill: list[tuple[int, int]], decode_ctx: list[int]) -> float:
         """Roofline of one step: prefill chunks (start, length) and decode contexts, on this engine's GPU."""
-        cfg = self.cfg
-        tokens = len(decode_ctx)
-        attn = 0.0
-        for start, n in prefill:
-            tokens += n
-            attn += n * (start + n / 2)
-        kv_ctx = sum(decode_ctx)
-        attn += kv_ctx
-        flops = self._dense_flops * tokens + self._attn_flops * attn
-        compute = flops / self._flops_rate
-        kv_read = kv_ctx + sum(start + n for start, n in prefill)
-        memory = (cfg.weight_bytes_rank + kv_read * cfg.kv_bytes_per_token_rank) / self._bw_rate
-        comm = 0.0
-        if cfg.tp > 1:
-            # Two all-reduces of the activations per layer: a fixed latency plus a ring's 2(tp-1)/tp bytes.
-            volume = tokens * cfg.model.hidden * 2 * 2 * (cfg.tp - 1) / cfg.tp
-            comm = 2 * cfg.model.layers * (ALLREDUCE_LATENCY_S + volume / cfg.gpu.interconnect)
-        return max(compute, memory) + comm + cfg.physics.step_overhead_s
+        return self.roofline.step_time(prefill, decode_ctx)
 
     def prefill_seconds(self, prompt_len: int) -> float:
         """Modelled time of one prompt's prefill alone, chunked by the batched-token budget."""
         budget = self.cfg.max_num_batched_tokens if self.cfg.chunked_prefill else max(prompt_len, 1)
-        t, start = 0.0, 0
-        while start < prompt_len:
-            n = min(budget, prompt_len - start)
-            t += self.step_time([(start, n)], [])
-            start += n
-        return t
+        return self.roofline.prefill_seconds(prompt_len, budget)
 
     def kv_transfer_seconds(self, tokens: int) -> float:
         cfg = self.cfg

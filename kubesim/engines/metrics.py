@@ -12,7 +12,8 @@ import time
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from kubesim.engines.core import EngineCore, EngineObserver, Request
+from kubesim.engines.core import EngineCore
+from kubesim.engines.request import EngineObserver, Request
 
 VLLM_TTFT = [
     0.001,

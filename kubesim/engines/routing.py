@@ -284,7 +284,7 @@ SESSION_KEY_ANNOTATION = "kubesim.io/session-key"
 
 
 def proxy_policy(policy: str):
-    """A service-proxy routing function (kubesim.proxy.register_routing_policy) for `policy`."""
+    """A service-proxy routing function (see `kubesim.cluster.proxy.Proxies`) for `policy`."""
 
     def choose(request, endpoints: list[Endpoint]) -> Endpoint:
         meta = (request.service or {}).get("metadata") or {}
@@ -294,6 +294,11 @@ def proxy_policy(policy: str):
         return state_for(policy, service, session_key).pick(info, endpoints)
 
     return choose
+
+
+def service_proxy_policies() -> dict:
+    """Every policy name the service proxy serves (all but "pd", which needs a router) -> its routing function."""
+    return {name: proxy_policy(name) for name, canonical in POLICY_ALIASES.items() if canonical != "pd"}
 
 
 def pick(

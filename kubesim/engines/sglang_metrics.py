@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from kubesim.engines.core import EngineCore, EngineObserver, Request
+from kubesim.engines.core import EngineCore
 from kubesim.engines.metrics import observe_many
+from kubesim.engines.request import EngineObserver, Request
 
 SGLANG_TTFT = [0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400]
 SGLANG_ITL = [

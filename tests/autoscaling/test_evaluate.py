@@ -14,8 +14,8 @@ from apps.autoscaling.models import ActivationSignal, PoolAutoscalerState, Scali
 from apps.clusters.models import GpuNode
 from apps.core.models import AuditEntry
 from apps.serving.models import Pool
-from apps.serving.rendering.gpus import gpu_kind
 from apps.telemetry.models import PodStat, SeriesPoint
+from capacity.gpus import gpu_for
 from tests.factories import InferenceServiceFactory
 
 BUILTIN = {"autoscaler": "builtin", "targets": {"waiting_requests_per_replica": 4}}
@@ -97,7 +97,7 @@ def test_a_scale_up_beyond_the_tenant_quota_is_blocked_with_the_figures(tenant_a
 
 def test_a_scale_up_is_bounded_by_the_free_gpus_of_the_pools_type(tenant_a):
     service = service_with(tenant_a)
-    product = gpu_kind("h100-sxm-80gb").product
+    product = gpu_for("h100-sxm-80gb").product
     GpuNode.objects.create(cluster=service.cluster, name="h100-a", gpu_product=product, gpu_count=8,
                            allocatable=8, allocated=7)
     GpuNode.objects.create(cluster=service.cluster, name="l4-a", gpu_product="NVIDIA-L4", gpu_count=4,

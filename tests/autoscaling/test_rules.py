@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from apps.autoscaling.policy import PolicyError
 from apps.autoscaling.replay import replay
+from apps.serving.scaling_policy import PolicyError
 
 W = "waiting_requests_per_replica"
 K = "kv_cache_usage"

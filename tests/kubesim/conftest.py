@@ -1,7 +1,7 @@
 """Fixtures that start real kubesim API servers on free loopback ports and clients that talk to them.
 
 `kubesim_factory(configure=None, **server_options)` starts an extra server (options as for
-`kubesim.server.Server`, e.g. token=, history_size=, bookmark_interval=); `configure(server)` runs before
+`kubesim.apiserver.server.Server`, e.g. token=, history_size=, bookmark_interval=); `configure(server)` runs before
 it starts, so cluster tests can register controllers, routes and hooks. `kubesim` is a shared server.
 """
 
@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
-from kubesim.server import Server
+from kubesim.apiserver.server import Server
 
 
 @pytest.fixture(scope="session")

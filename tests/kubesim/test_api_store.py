@@ -20,9 +20,9 @@ from aiohttp import web
 from kubernetes import client
 from kubernetes.client import ApiException
 
-from kubesim.errors import ApiError
-from kubesim.server import Server
-from kubesim.store import Store
+from kubesim.apiserver.errors import ApiError
+from kubesim.apiserver.server import Server
+from kubesim.apiserver.store import Store
 
 from .conftest import api_client_for, deployment
 

@@ -4,18 +4,14 @@ line crash-loops with the engine's own message in the logs."""
 
 import json
 
-import pytest
 import requests
 
-from tests.kubesim.cluster_support import cluster_fixture, is_ready, wait_for
+from tests.kubesim.cluster_support import is_ready
+from tests.polling import wait_for
 
 NS = "default"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
-
-@pytest.fixture
-def make_cluster():
-    yield from cluster_fixture()
 
 
 def vllm_pod(name: str, extra_args: list[str] | None = None) -> dict:

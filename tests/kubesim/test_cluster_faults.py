@@ -11,15 +11,11 @@ import urllib3
 from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
-from kubesim.faults import FaultConfig
-from tests.kubesim.cluster_support import cluster_fixture, pod_manifest
+from kubesim.cluster.faults import FaultConfig
+from tests.kubesim.cluster_support import pod_manifest
 
 NS = "default"
 
-
-@pytest.fixture
-def make_cluster():
-    yield from cluster_fixture()
 
 
 @pytest.mark.parametrize(("code", "reason"), [(500, "InternalError"), (503, "ServiceUnavailable")])

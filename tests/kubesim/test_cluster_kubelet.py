@@ -8,22 +8,12 @@ import pytest
 import requests
 from kubernetes.client.rest import ApiException
 
-from kubesim.events import expire_events, now
-from tests.kubesim.cluster_support import (
-    cluster_fixture,
-    deployment,
-    events_for,
-    is_ready,
-    pod_manifest,
-    wait_for,
-)
+from kubesim.cluster.events import expire_events, now
+from tests.kubesim.cluster_support import deployment, events_for, is_ready, pod_manifest
+from tests.polling import wait_for
 
 NS = "default"
 
-
-@pytest.fixture
-def make_cluster():
-    yield from cluster_fixture()
 
 
 def test_a_pod_goes_through_the_lifecycle_with_an_event_for_each_step(make_cluster):

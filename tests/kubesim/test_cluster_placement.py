@@ -2,9 +2,9 @@
 
 import pytest
 
-from kubesim.nodes import build_nodes, parse_nodes
-from kubesim.quantities import format_units, pod_requests, to_units
-from kubesim.scheduler import (
+from kubesim.apiserver.quantities import format_units, pod_requests, to_units
+from kubesim.cluster.nodes import build_nodes, parse_nodes
+from kubesim.cluster.placement import (
     FitError,
     NodeUsage,
     PlacedPod,

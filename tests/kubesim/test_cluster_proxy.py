@@ -3,18 +3,13 @@
 import json
 import time
 
-import pytest
 import requests
 
-from kubesim.proxy import register_routing_policy
-from tests.kubesim.cluster_support import cluster_fixture, deployment, is_ready, pod_manifest, wait_for
+from tests.kubesim.cluster_support import deployment, is_ready, pod_manifest
+from tests.polling import wait_for
 
 NS = "default"
 
-
-@pytest.fixture
-def make_cluster():
-    yield from cluster_fixture()
 
 
 def web_service(name: str = "web", annotations: dict | None = None) -> dict:
@@ -94,8 +89,7 @@ def test_a_routing_policy_named_by_annotation_picks_the_endpoint(make_cluster):
         calls.append((request.method, request.path, request.body))
         return sorted(endpoints, key=lambda e: e.pod_name)[-1]
 
-    register_routing_policy("test-last", last_endpoint)
-    cluster = make_cluster()
+    cluster = make_cluster(routing_policies={"test-last": last_endpoint})
     cluster.apps.create_namespaced_deployment(NS, deployment("web", replicas=2))
     cluster.core.create_namespaced_service(NS, web_service(annotations={"kubesim.io/routing-policy": "test-last"}))
     pods = wait_for(

@@ -1,25 +1,13 @@
 """Scheduling on simulated GPU nodes, seen through the official client: placement, the scheduler's
 FailedScheduling wording, selectors and tolerations, and LeaderWorkerSet gang placement."""
 
-import pytest
 from kubernetes import client
 
-from tests.kubesim.cluster_support import (
-    GPU_TOLERATION,
-    cluster_fixture,
-    deployment,
-    events_for,
-    is_ready,
-    pod_manifest,
-    wait_for,
-)
+from tests.kubesim.cluster_support import GPU_TOLERATION, deployment, events_for, is_ready, pod_manifest
+from tests.polling import wait_for
 
 NS = "default"
 
-
-@pytest.fixture
-def make_cluster():
-    yield from cluster_fixture()
 
 
 def test_nodes_show_gpus_labels_and_taints(make_cluster):

@@ -9,22 +9,12 @@ import requests
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
-from tests.kubesim.cluster_support import (
-    cluster_fixture,
-    deployment,
-    events_for,
-    is_ready,
-    pod_manifest,
-    wait_for,
-)
+from tests.kubesim.cluster_support import deployment, events_for, is_ready, pod_manifest
+from tests.polling import wait_for
 
 NS = "default"
 LWS_GROUP = ("leaderworkerset.x-k8s.io", "v1")
 
-
-@pytest.fixture
-def make_cluster():
-    yield from cluster_fixture()
 
 
 def ready_pods(cluster, selector: str) -> list:

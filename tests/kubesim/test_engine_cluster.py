@@ -2,7 +2,6 @@
 service proxy (streaming too), expose /metrics through the pod proxy, and a misspelled flag crash-loops."""
 
 import json
-import time
 import urllib.request
 
 import pytest
@@ -10,9 +9,8 @@ from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from kubesim.__main__ import main
-from kubesim.cluster import Cluster, ClusterConfig
-from kubesim.server import Server
 from tests.polling import wait_for as poll
+from tests.simcluster import cluster_starter
 
 
 def wait_for(predicate, message="condition"):
@@ -25,26 +23,12 @@ TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedu
 
 @pytest.fixture(scope="module")
 def cluster():
-    server = Server(port=0, seed=3)
-    Cluster(server, ClusterConfig(nodes="h100-sxm-80gb:1x8", fast_start=True, seed=3)).install()
-    server.start_in_thread()
-    cfg = client.Configuration()
-    cfg.host = server.url
-    api = client.ApiClient(cfg)
-    core = client.CoreV1Api(api)
-    ns = "engines"
-    deadline = time.monotonic() + 10
-    while True:  # the cluster creates nodes and starts controllers right after the server starts
-        try:
-            core.create_namespace({"metadata": {"name": ns}})
-            break
-        except client.ApiException:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-    yield server, api, ns
-    api.close()
-    server.stop_in_thread()
+    """One cluster for the module (engines take a while to become Ready): (server, api client, namespace)."""
+    with cluster_starter() as make:
+        handle = make(nodes="h100-sxm-80gb:1x8", seed=3)
+        ns = "engines"
+        handle.core.create_namespace({"metadata": {"name": ns}})
+        yield handle.server, handle.api_client, ns
 
 
 def engine_deployment(name, image, command, args, replicas=1, port=8000):

@@ -6,6 +6,7 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from kubesim.engines.harness import pod_context, start
+from tests.polling import until
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 FAST = {"kubesim.io/time-scale": "20"}
@@ -329,9 +330,10 @@ def test_a_full_waiting_queue_rejects_with_503_and_counts_the_rejection():
                 body = {"prompt": "x " * 100, "max_tokens": 200, "ignore_eos": True}
                 # One runs, two wait; the next ones find the queue full.
                 answers = []
-                for _ in range(5):
+                for i in range(5):
                     answers.append(asyncio.create_task(s.post(w.base_url + "/v1/completions", json=body)))
-                    await asyncio.sleep(0.02)
+                    if i < 3:  # admitted in order before the next one arrives
+                        await until(lambda n=i + 1: w.load() == n, message=f"{i + 1} requests in the engine")
                 statuses = sorted([(await a).status for a in answers])
                 async with s.get(w.base_url + "/metrics") as r:
                     return statuses, await r.text()

@@ -8,6 +8,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kubesim.engines.harness import pod_context, start
+from tests.polling import until
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 VLLM = "vllm/vllm-openai:v0.33.0"
@@ -203,10 +204,10 @@ def test_long_prompts_stall_colocated_decodes_but_not_disaggregated_ones():
     fast = {"kubesim.io/time-scale": "10"}
     base = [LLAMA, "--max-model-len", "16384"]
 
-    async def decodes_and_long_prompts(decode_url, long_prompt):
+    async def decodes_and_long_prompts(engine, long_prompt):
         async with aiohttp.ClientSession() as s:
-            decodes = [asyncio.create_task(complete(s, decode_url, words(100, f"d{i}"), 300)) for i in range(8)]
-            await asyncio.sleep(0.05)
+            decodes = [asyncio.create_task(complete(s, engine.base_url, words(100, f"d{i}"), 300)) for i in range(8)]
+            await until(lambda: engine.load() >= 8, message="the eight decodes in the engine")
             for i in range(4):
                 await long_prompt(s, words(8000, f"L{i}"))
             await asyncio.gather(*decodes)
@@ -214,7 +215,7 @@ def test_long_prompts_stall_colocated_decodes_but_not_disaggregated_ones():
     async def colocated():
         w = await start(pod_context(VLLM, base, annotations=fast))
         try:
-            await decodes_and_long_prompts(w.base_url, lambda s, p: complete(s, w.base_url, p, 1))
+            await decodes_and_long_prompts(w, lambda s, p: complete(s, w.base_url, p, 1))
             return scrape(await metrics_text(w))
         finally:
             await w.stop()
@@ -235,7 +236,7 @@ def test_long_prompts_stall_colocated_decodes_but_not_disaggregated_ones():
         try:
             async with aiohttp.ClientSession() as s:
                 decodes = [asyncio.create_task(decode_only(s, words(100, f"d{i}"), 300)) for i in range(8)]
-                await asyncio.sleep(0.05)
+                await until(lambda: dec.load() >= 8, message="the eight decodes in the decode engine")
                 for i in range(4):
                     await long_prompt(s, words(8000, f"L{i}"))
                 await asyncio.gather(*decodes)

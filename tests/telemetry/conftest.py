@@ -11,29 +11,20 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from apps.serving.choices import Phase
-from kubesim.cluster import Cluster as SimCluster
-from kubesim.cluster import ClusterConfig
-from kubesim.server import Server
+from kubesim.apiserver.server import Server
 from tests.factories import ClusterFactory, InferenceServiceFactory, RuntimeFactory
 from workers.inventory import sync_inventory
-from workers.reconcile import kube_for, reconcile
+from workers.kube import kube_for
+from workers.reconcile import reconcile
 
 
 @pytest.fixture
-def sim():
-    """A kubesim cluster with one 8-GPU H100 node and two L4 nodes; engines start fast."""
-    server = Server(port=0, seed=5)
-    cluster = SimCluster(server, ClusterConfig(nodes="h100-sxm-80gb:1x8,l4-24gb:2x1", fast_start=True, seed=5))
-    cluster.install()
-    server.start_in_thread()
-    deadline = time.monotonic() + 15
-    while not (cluster.ready is not None and cluster.ready.is_set()):
-        assert time.monotonic() < deadline, "kubesim cluster did not start"
-        time.sleep(0.05)
-    yield server
-    server.stop_in_thread()
+def sim(make_cluster):
+    """A kubesim cluster with one 8-GPU H100 node and two L4 nodes; engines start fast. Yields its API server."""
+    return make_cluster(nodes="h100-sxm-80gb:1x8,l4-24gb:2x1", seed=5).server
 
 
 @pytest.fixture
@@ -79,6 +70,14 @@ def proxy_base(server: Server, service) -> str:
     host = urllib.parse.urlsplit(service.endpoint)
     name, namespace = host.hostname.split(".")[:2]
     return f"{server.url}/api/v1/namespaces/{namespace}/services/{name}:{host.port}/proxy"
+
+
+def requests_running(server: Server, service) -> float:
+    """`vllm:num_requests_running` of the engine pod the service proxy picks for a `/metrics` request."""
+    with urllib.request.urlopen(f"{proxy_base(server, service)}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+               if sample.name == "vllm:num_requests_running")
 
 
 def send_load(server: Server, service, requests: int = 24, concurrency: int = 8, max_tokens: int = 16) -> list:

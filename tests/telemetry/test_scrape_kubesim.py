@@ -12,7 +12,8 @@ import psycopg
 from django.db import connection
 
 from apps.telemetry.models import SERVICE_ROLE, PodStat, ScrapeCycle, SeriesPoint
-from tests.telemetry.conftest import send_load
+from tests.polling import wait_for
+from tests.telemetry.conftest import requests_running, send_load
 from workers.telemetry import LOCK_NAMESPACE, scrape_all
 
 
@@ -40,7 +41,8 @@ def test_load_drives_ttft_and_kv_figures_into_the_database(deploy, tenant_a, sim
     # Long generations still decoding at the second scrape hold KV-cache blocks and count as running.
     background = threading.Thread(target=send_load, args=(sim, service), kwargs={"requests": 8, "max_tokens": 400})
     background.start()
-    time.sleep(0.8)
+    # Scrape once an engine reports some of them running (polled, not slept: the machine may be slow).
+    wait_for(lambda: requests_running(sim, service) > 0, message="requests running")
     scrape_all()
     background.join(60)
 

@@ -9,11 +9,12 @@ import logging
 from celery import shared_task
 
 from apps.autoscaling import evaluate
+from controlplane import tasknames as names
 
 log = logging.getLogger(__name__)
 
 
-@shared_task(name="workers.tasks.autoscale.evaluate_all", ignore_result=True)
+@shared_task(name=names.AUTOSCALE_EVALUATE_ALL, ignore_result=True)
 def evaluate_all() -> int:
     """Evaluate every builtin-autoscaled service; one service's failure does not stop the others."""
     count = 0
@@ -29,12 +30,12 @@ def evaluate_all() -> int:
     return count
 
 
-@shared_task(name="workers.tasks.autoscale.evaluate_service", ignore_result=True)
+@shared_task(name=names.AUTOSCALE_EVALUATE_SERVICE, ignore_result=True)
 def evaluate_service(service_id: int) -> list[dict]:
     """Evaluate one service now (activation of a serverless service at zero replicas)."""
     return [vars(o) for o in evaluate.evaluate_service(service_id)]
 
 
-@shared_task(name="workers.tasks.autoscale.prune", ignore_result=True)
+@shared_task(name=names.AUTOSCALE_PRUNE, ignore_result=True)
 def prune() -> int:
     return evaluate.prune_decisions()

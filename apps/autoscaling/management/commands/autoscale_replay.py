@@ -7,8 +7,8 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.autoscaling.policy import PolicyError
 from apps.autoscaling.replay import replay
+from apps.serving.scaling_policy import PolicyError
 
 
 class Command(BaseCommand):

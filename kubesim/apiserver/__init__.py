@@ -1,0 +1,1 @@
+"""The Kubernetes API server half of kubesim: storage, watch, apply, discovery and the HTTP handlers."""

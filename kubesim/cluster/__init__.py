@@ -1,0 +1,1 @@
+"""The cluster half of kubesim: nodes, scheduler, controllers, kubelet, proxies, faults and the assembly."""

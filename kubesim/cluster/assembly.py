@@ -1,0 +1,280 @@
+"""The simulated GPU cluster behind kubesim's API server: nodes, scheduler, controllers, kubelet,
+proxies and faults, wired onto a `kubesim.apiserver.server.Server`.
+
+    server = Server(port=0, seed=1)
+    cluster = Cluster(server, ClusterConfig(nodes="h100-sxm-80gb:1x8,l4-24gb:2x1", fast_start=True))
+    cluster.install()          # before server.start(): admission, routes, middleware, background task
+    await server.start()
+
+Everything runs on the server's event loop and talks to the store in-process (kubesim/cluster/controllers/api.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from kubesim import engines
+from kubesim.apiserver.selectors import parse_label_selector
+from kubesim.cluster.controllers.api import ClusterApi
+from kubesim.cluster.controllers.autoscaler import HPAS, HorizontalPodAutoscalerController
+from kubesim.cluster.controllers.base import Informer
+from kubesim.cluster.controllers.deployment import DEPLOYMENTS, DeploymentController
+from kubesim.cluster.controllers.disruption import PDBS, DisruptionController, eviction_route
+from kubesim.cluster.controllers.endpoints import ENDPOINTS, EndpointsController
+from kubesim.cluster.controllers.job import JOBS, JobController
+from kubesim.cluster.controllers.leaderworkerset import LWS, LeaderWorkerSetController
+from kubesim.cluster.controllers.nodes import NODES, NodeLifecycle, register_nodes
+from kubesim.cluster.controllers.quota import QUOTAS, QuotaController, pod_admission
+from kubesim.cluster.controllers.replicaset import REPLICASETS, ReplicaSetController
+from kubesim.cluster.controllers.scheduling import Scheduler
+from kubesim.cluster.controllers.statefulset import STATEFULSETS, StatefulSetController
+from kubesim.cluster.events import EventRecorder, expire_events
+from kubesim.cluster.faults import FaultConfig, FaultInjector, admin_routes, fault_middleware
+from kubesim.cluster.kubelet import Kubelet, KubeletConfig
+from kubesim.cluster.nodes import build_nodes
+from kubesim.cluster.proxy import Proxies, RoutingPolicy
+from kubesim.engines.routing import service_proxy_policies
+from kubesim.workload import Endpoint
+
+log = logging.getLogger(__name__)
+
+PODS = "v1/pods"
+SERVICES = "v1/services"
+EVENT_TTL_SECONDS = 3600.0
+COMPONENT_HPA = "horizontal-pod-autoscaler"
+
+
+@dataclass
+class ClusterConfig:
+    """What `python -m kubesim serve` passes down: node set, timings, seed and initial faults."""
+
+    nodes: str | None = None
+    fast_start: bool = False
+    seed: int = 0
+    faults: FaultConfig = field(default_factory=FaultConfig)
+
+
+class ClusterView:
+    """The `kubesim.workload.ClusterView` routers use to find their backends."""
+
+    def __init__(self, pods: Informer, kubelet: Kubelet):
+        self.pods = pods
+        self.kubelet = kubelet
+
+    def ready_endpoints(self, namespace: str, label_selector: str, port: int | str | None = None) -> list[Endpoint]:
+        match = parse_label_selector(label_selector) if label_selector else None
+        out = []
+        for pod in sorted(self.pods.list(namespace), key=lambda p: p["metadata"]["name"]):
+            if match is not None and not match(pod):
+                continue
+            name = pod["metadata"]["name"]
+            if not self.kubelet.is_ready(namespace, name):
+                continue
+            local = self.kubelet.port(namespace, name, port)
+            if local is None:
+                continue
+            out.append(Endpoint(name, f"http://127.0.0.1:{local}", dict(pod["metadata"].get("labels") or {})))
+        return out
+
+
+class Cluster:
+    """All cluster components of one kubesim server."""
+
+    def __init__(self, server, config: ClusterConfig | None = None, *,
+                 routing_policies: Mapping[str, RoutingPolicy] | None = None):
+        """`routing_policies` adds service-proxy policies by name to the engines' own (tests use it)."""
+        self.server = server
+        self.config = config or ClusterConfig()
+        self.nodes = build_nodes(self.config.nodes)  # fails fast on a bad --nodes
+        self.rng = random.Random(self.config.seed)
+        self.api = ClusterApi(server.store)
+        self.recorder = EventRecorder(self.api.as_manager("kubesim-events"))
+        self.informers = {
+            resource: Informer(self.api, resource)
+            for resource in (
+                PODS,
+                NODES,
+                DEPLOYMENTS,
+                REPLICASETS,
+                STATEFULSETS,
+                LWS,
+                SERVICES,
+                ENDPOINTS,
+                QUOTAS,
+                PDBS,
+                HPAS,
+                JOBS,
+            )
+        }
+        pods = self.informers[PODS]
+        self.kubelet = Kubelet(
+            self.api.as_manager("kubelet"),
+            self.recorder,
+            KubeletConfig(fast_start=self.config.fast_start, seed=self.config.seed),
+            workload_for=engines.workload_for,
+        )
+        self.view = ClusterView(pods, self.kubelet)
+        self.kubelet.cluster_view = self.view
+        self.faults = FaultInjector(self.config.faults, seed=self.config.seed + 1)
+        self.lifecycle = NodeLifecycle(self.api.as_manager("node-controller"), self.recorder, self.kubelet, pods)
+        self.faults.on_nodes_changed = self.lifecycle.set_failed
+        self.faults.on_crash = self.kubelet.crash
+        manager = self.api.as_manager("kube-controller-manager")
+        self.scheduler = Scheduler(self.api.as_manager("default-scheduler"), self.recorder, pods, self.informers[NODES])
+        self.controllers = [
+            self.scheduler,
+            ReplicaSetController(manager, self.recorder, self.informers[REPLICASETS], pods, self.rng),
+            DeploymentController(
+                manager, self.recorder, self.informers[DEPLOYMENTS], self.informers[REPLICASETS], pods
+            ),
+            StatefulSetController(manager, self.recorder, self.informers[STATEFULSETS], pods),
+            LeaderWorkerSetController(self.api.as_manager("lws-controller"), self.recorder, self.informers[LWS], pods),
+            EndpointsController(manager, self.informers[SERVICES], pods, self.informers[ENDPOINTS]),
+            QuotaController(manager, self.informers[QUOTAS], pods),
+            DisruptionController(manager, self.informers[PDBS], pods),
+            JobController(self.api.as_manager("job-controller"), self.recorder, self.informers[JOBS], pods, self.rng),
+        ]
+        self.autoscaler = HorizontalPodAutoscalerController(
+            self.api.as_manager(COMPONENT_HPA),
+            self.recorder,
+            self.informers[HPAS],
+            pods,
+            self.kubelet,
+            sync_seconds=1.0 if self.config.fast_start else 15.0,
+        )
+        self.controllers.append(self.autoscaler)
+        pods.handlers.append(self._kubelet_pod_changed)
+        # The engines' routing policies are wired here, where the cluster is assembled: nothing registers on import.
+        policies = {**service_proxy_policies(), **(routing_policies or {})}
+        self.proxies = Proxies(server.store, self.kubelet, self.view, policies)
+        self._tasks: list[asyncio.Task] = []
+        self._spawned: set[asyncio.Task] = set()
+        self._kubelet_running = False
+        self.ready: asyncio.Event | None = None  # set once nodes exist and controllers run
+
+    def install(self) -> None:
+        """Register admission, routes, the fault middleware and the cluster's background task."""
+        self.server.add_admission_hook(pod_admission)
+        for method, path, handler in [*self.proxies.routes(), eviction_route(self.server.store)]:
+            self.server.add_route(method, path, handler)
+        for route in admin_routes(self.faults):
+            self.server.add_route(route.method, route.path, route.handler)
+        self.server.add_middleware(fault_middleware(self.faults))
+        self.server.add_background_task(lambda _server: self.run())
+
+    def _kubelet_pod_changed(self, event_type: str, pod: dict, _old: dict | None) -> None:
+        if not self._kubelet_running:
+            return  # run() starts the pods found at start once nodes and pods are both listed
+        meta = pod["metadata"]
+        key = (meta.get("namespace") or "default", meta["name"])
+        loop = asyncio.get_running_loop()
+        if event_type == "DELETED":
+            runtime = self.kubelet.runtimes.get(key)
+            if runtime is not None and runtime.uid == meta.get("uid"):
+                self._spawn(loop.create_task(self.kubelet.remove_pod(*key)))
+            return
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if not node_name:
+            return
+        runtime = self.kubelet.runtimes.get(key)
+        if runtime is not None and runtime.uid == meta.get("uid"):
+            runtime.pod = pod
+            return
+        self._spawn(loop.create_task(self.kubelet.sync_pod(pod, self.informers[NODES].get("", node_name))))
+
+    def _spawn(self, task: asyncio.Task) -> None:
+        self._spawned.add(task)
+        task.add_done_callback(self._spawned.discard)
+
+    async def _expire_events(self) -> None:
+        """Drop Events older than an hour, as the apiserver does, so a long demo does not pile them up."""
+        api = self.api.as_manager("kube-apiserver")
+        while True:
+            await asyncio.sleep(60)
+            await expire_events(api, EVENT_TTL_SECONDS)
+
+    async def run(self) -> None:
+        """Register nodes, start informers, wait for their first lists, then run the controllers."""
+        self.ready = asyncio.Event()
+        try:
+            await register_nodes(self.api.as_manager("kubelet"), self.nodes)
+            for informer in self.informers.values():
+                self._tasks.append(asyncio.ensure_future(informer.run()))
+            for informer in self.informers.values():
+                await informer.synced.wait()
+            self._kubelet_running = True
+            for pod in self.informers[PODS].list():  # e.g. restored from --state: run them again
+                self._kubelet_pod_changed("ADDED", pod, None)
+            for controller in self.controllers:
+                self._tasks.append(asyncio.ensure_future(controller.run()))
+            if self.config.faults.failed_nodes:
+                await self.lifecycle.set_failed(set(self.config.faults.failed_nodes))
+            self._tasks.append(asyncio.ensure_future(self._expire_events()))
+            self._tasks.append(asyncio.ensure_future(self.autoscaler.tick()))
+            self.ready.set()
+            await asyncio.gather(*self._tasks)
+        finally:
+            for task in [*self._tasks, *self._spawned]:
+                task.cancel()
+            for task in self._tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            await self.kubelet.shutdown()
+            await self.proxies.close()
+            await self.autoscaler.close()
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """The cluster's flags for `python -m kubesim serve`."""
+    group = parser.add_argument_group("simulated cluster")
+    group.add_argument(
+        "--nodes",
+        default=None,
+        help="GPUKEY:COUNTxGPUS[,...] (e.g. h100-sxm-80gb:2x8,l4-24gb:4x1) and cpu:COUNT; "
+        "default h100-sxm-80gb:1x8,l4-24gb:2x1,cpu:1",
+    )
+    group.add_argument("--fast-start", action="store_true", help="every pod Ready within a second")
+    group.add_argument(
+        "--fault-error-rate", type=float, default=0.0, help="probability that an API request fails with 500, 503 or 429"
+    )
+    group.add_argument("--fault-error-codes", default="500,503,429", help="codes injected errors pick from")
+    group.add_argument("--fault-latency-ms", type=float, default=0.0, help="latency added to API requests")
+    group.add_argument("--fault-latency-jitter-ms", type=float, default=0.0, help="random extra latency")
+    group.add_argument(
+        "--fault-watch-drop-seconds",
+        type=float,
+        default=None,
+        help="cut every watch connection after this many seconds",
+    )
+    group.add_argument(
+        "--fault-conflict-rate",
+        type=float,
+        default=0.0,
+        help="probability that an update (PUT/PATCH) gets 409 Conflict",
+    )
+    group.add_argument("--fault-failed-nodes", default="", help="comma-separated nodes that start NotReady")
+
+
+def cluster_config_from_args(args: argparse.Namespace) -> ClusterConfig:
+    """A ClusterConfig from parsed flags; a bad value raises ValueError with the reason."""
+    faults = FaultConfig.from_dict(
+        {
+            "error_rate": args.fault_error_rate,
+            "error_codes": [int(code) for code in args.fault_error_codes.split(",") if code.strip()],
+            "latency_ms": args.fault_latency_ms,
+            "latency_jitter_ms": args.fault_latency_jitter_ms,
+            "watch_drop_seconds": args.fault_watch_drop_seconds,
+            "conflict_rate": args.fault_conflict_rate,
+            "failed_nodes": [name for name in args.fault_failed_nodes.split(",") if name.strip()],
+        }
+    )
+    # Without --seed every run differs, as on a real cluster; with it, names and fault draws repeat.
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    build_nodes(args.nodes)  # a bad --nodes fails here, before the server starts
+    return ClusterConfig(nodes=args.nodes, fast_start=args.fast_start, seed=seed, faults=faults)

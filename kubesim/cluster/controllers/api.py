@@ -1,0 +1,110 @@
+"""How the cluster components talk to the API server's store: async wrappers over `kubesim.apiserver.store.Store`.
+
+The store is synchronous and atomic on the server's event loop; the wrappers give controllers one
+small vocabulary (resources named `"v1/pods"`, `"apps/v1/deployments"`) and one field manager per
+component, and turn a watch into an async stream that reports when its initial list is delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import AsyncIterator, Callable
+
+from kubesim.apiserver.errors import ApiError
+
+
+class ClusterApi:
+    """The store as the scheduler, controllers and kubelet use it."""
+
+    def __init__(self, store, field_manager: str = "kube-controller-manager"):
+        self.store = store
+        self.field_manager = field_manager
+
+    def as_manager(self, field_manager: str) -> ClusterApi:
+        return ClusterApi(self.store, field_manager)
+
+    @staticmethod
+    def _where(obj: dict) -> tuple[str | None, str]:
+        meta = obj.get("metadata") or {}
+        return meta.get("namespace"), meta.get("name")
+
+    async def get(self, resource: str, namespace: str | None, name: str) -> dict | None:
+        try:
+            return self.store.get(resource, namespace, name)
+        except ApiError as error:
+            if error.code == 404:
+                return None
+            raise
+
+    async def list(self, resource: str, namespace: str | None = None, label_selector: str | None = None):
+        items, _rv = self.store.list(resource, namespace, label_selector)
+        return items
+
+    async def create(self, resource: str, obj: dict) -> dict:
+        namespace, _name = self._where(obj)
+        return self.store.create(resource, namespace, obj, field_manager=self.field_manager)
+
+    async def update(self, resource: str, obj: dict) -> dict:
+        namespace, name = self._where(obj)
+        return self.store.update(resource, namespace, name, obj, field_manager=self.field_manager)
+
+    async def update_status(self, resource: str, obj: dict) -> dict | None:
+        """Write `obj["status"]` onto the current object (controllers own status: no resourceVersion race)."""
+        namespace, name = self._where(obj)
+        status = obj.get("status") or {}
+        return await self.set_status(resource, namespace, name, lambda _old: status,
+                                     uid=(obj.get("metadata") or {}).get("uid"))
+
+    async def set_status(
+        self, resource: str, namespace: str | None, name: str, compute: Callable[[dict], dict], uid: str | None = None
+    ) -> dict | None:
+        """Write `compute(current status)` as the status of the current object (no resourceVersion race)."""
+        current = await self.get(resource, namespace, name)
+        if current is None or (uid and current["metadata"].get("uid") != uid):
+            return None
+        status = compute(copy.deepcopy(current.get("status") or {}))
+        if status == current.get("status"):
+            return current
+        current["status"] = status
+        return self.store.update_status(resource, namespace, name, current, field_manager=self.field_manager)
+
+    async def mutate(
+        self, resource: str, namespace: str | None, name: str, change: Callable[[dict], None]
+    ) -> dict | None:
+        """Apply `change` to the current object and write it back (None when it is gone)."""
+        current = await self.get(resource, namespace, name)
+        if current is None:
+            return None
+        before = copy.deepcopy(current)
+        change(current)
+        if current == before:
+            return current
+        return self.store.update(resource, namespace, name, current, field_manager=self.field_manager)
+
+    async def delete(
+        self, resource: str, namespace: str | None, name: str, propagation_policy: str | None = None
+    ) -> dict:
+        """Delete; returns the object's last state (with the deletion's resourceVersion)."""
+        gone, _removed = self.store.delete(resource, namespace, name, propagation_policy=propagation_policy)
+        return gone
+
+    async def watch(self, resource: str, on_synced: Callable[[], None] | None = None) -> AsyncIterator:
+        """(type, object) for every current object, then every change; calls `on_synced` in between."""
+        sub = self.store.watch(resource)
+        initial = sub.queue.qsize()
+        try:
+            if initial == 0 and on_synced is not None:
+                on_synced()
+            delivered = 0
+            async for event in sub:
+                yield event.type, event.object
+                delivered += 1
+                if delivered == initial and on_synced is not None:
+                    on_synced()
+        finally:
+            sub.close()
+
+    async def settle(self) -> None:
+        """Let queued watch events reach their informers."""
+        await asyncio.sleep(0)

@@ -1,0 +1,90 @@
+"""A request inside the simulated engine core, and the hooks the metrics layer implements."""
+
+from __future__ import annotations
+
+import asyncio
+
+
+class Request:
+    """One request inside the engine; times are simulated seconds."""
+
+    __slots__ = (
+        "arrival",
+        "block_hashes",
+        "blocks",
+        "cached_tokens",
+        "done",
+        "finish_reason",
+        "first_scheduled",
+        "first_token",
+        "generated",
+        "kv_ready_at",
+        "last_token",
+        "lora",
+        "max_tokens",
+        "num_computed",
+        "num_registered",
+        "num_tokens",
+        "output_len",
+        "preemptions",
+        "prefill_done",
+        "prompt_len",
+        "prompt_tokens",
+        "queue",
+        "remote_kv",
+        "request_id",
+        "stream",
+    )
+
+    def __init__(
+        self,
+        request_id: str,
+        prompt_tokens: list[int],
+        output_len: int,
+        max_tokens: int,
+        *,
+        stream: bool = False,
+        remote_kv: bool = False,
+        lora: str | None = None,
+    ):
+        self.request_id = request_id
+        self.prompt_tokens = prompt_tokens
+        self.prompt_len = len(prompt_tokens)
+        self.output_len = output_len
+        self.max_tokens = max_tokens
+        self.stream = stream
+        self.remote_kv = remote_kv
+        self.lora = lora
+        self.block_hashes: list[int] = []
+        self.blocks: list[int] = []
+        self.num_computed = 0
+        self.num_registered = 0
+        self.generated = 0
+        self.num_tokens = self.prompt_len  # prompt plus generated
+        self.cached_tokens = -1  # set at first admission
+        self.preemptions = 0
+        self.arrival = 0.0
+        self.first_scheduled: float | None = None
+        self.prefill_done: float | None = None
+        self.first_token: float | None = None
+        self.last_token = 0.0
+        self.kv_ready_at = 0.0
+        self.finish_reason: str | None = None
+        self.done: asyncio.Future | None = None
+        self.queue: asyncio.Queue | None = None
+
+
+class EngineObserver:
+    """Hooks the metrics layer implements; the defaults do nothing."""
+
+    def on_admit(self, req: Request, hit_tokens: int, now: float) -> None: ...
+
+    def on_step(self, req_tokens: int, prefill_tokens: int, hit_tokens: int, duration: float) -> None: ...
+
+    def on_tokens(self, itl: float, count: int) -> None: ...
+
+    def on_first_token(self, req: Request) -> None: ...
+
+    def on_finish(self, req: Request) -> None: ...
+
+    def on_preempt(self, req: Request) -> None: ...
