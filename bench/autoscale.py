@@ -13,7 +13,8 @@ Every 15 s each policy sees what a scrape would show (per-pod waiting and runnin
 usage, TTFT/ITL p95 of the last interval) and decides with the same code the control plane runs
 (`apps.autoscaling.rules`):
 - builtin: the built-in autoscaler with its defaults (Kubernetes' default behavior, tolerance 0.1) on a
-  serverless pool: targets of running requests per replica and TTFT p95 = the SLO, scale to zero after 300 s;
+  serverless pool: targets of 16 running and 4 waiting requests per replica and TTFT p95 = the SLO, scale to
+  zero after 300 s;
 - keda_queue: KEDA on sum(vllm:num_requests_waiting) threshold 5, polling 15 s, min 1, the HPA's default
   behavior (vLLM production stack's ScaledObject);
 - keda_queue_matched: the same at the cheapest threshold in 1…10 whose TTFT attainment reaches builtin's
@@ -64,7 +65,7 @@ ITL_SLO_S = 0.1
 MAX_REPLICAS = 16
 ROUTER_CAP = 96  # requests in flight per replica before the router holds more (an engine batches ~50 here)
 BUILTIN_SPEC = {"autoscaler": "builtin",
-                "targets": {"running_requests_per_replica": 12, "waiting_requests_per_replica": 4,
+                "targets": {"running_requests_per_replica": 16, "waiting_requests_per_replica": 4,
                             "ttft_p95_seconds": TTFT_SLO_S},
                 "scale_to_zero_after_seconds": 300}
 

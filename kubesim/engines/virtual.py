@@ -24,7 +24,8 @@ class _Finished(EngineObserver):
 class VirtualEngine:
     """One engine instance on a virtual timeline (seconds)."""
 
-    def __init__(self, cfg: CoreConfig, start: float = 0.0):
+    def __init__(self, cfg: CoreConfig, start: float = 0.0, fast_forward: bool = True):
+        self.fast_forward = fast_forward  # off: every step through the exact path (tests compare the two)
         self._finished = _Finished()
         self.core = EngineCore(cfg, Clock(), self._finished)
         self.vt = start  # when the engine is next free to start a step
@@ -65,7 +66,7 @@ class VirtualEngine:
         """Execute every step that starts before `t` (the last may end after it)."""
         core = self.core
         while self.vt < t and (core.running or core.waiting):
-            if not core.waiting and self._decode_only() and self._fast_forward(t):
+            if self.fast_forward and not core.waiting and self._decode_only() and self._fast_forward(t):
                 continue
             batch = core._schedule(self.vt)
             if not batch:

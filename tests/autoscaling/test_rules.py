@@ -270,3 +270,13 @@ def test_a_bad_policy_is_refused_naming_the_field(change, message):
 def test_steps_out_of_order_are_refused():
     with pytest.raises(PolicyError, match=r"steps\[1\]\.t \(5\) is earlier than the step before \(10\)"):
         run([{"t": 10, "replicas": 1, "pods": pods(1)}, {"t": 5, "replicas": 1, "pods": pods(1)}])
+
+
+def test_an_external_average_value_metric_divides_the_total_by_the_target():
+    # replica_calculator.go GetExternalPerPodMetricReplicas (how KEDA's ScaledObject drives the HPA):
+    # ratio = total / (target × current); within tolerance keep current, else ceil(total / target).
+    from apps.autoscaling.rules import external_replicas
+
+    assert external_replicas(23, 5, 2, 0.1) == 5  # ratio 2.3 → ceil(4.6)
+    assert external_replicas(10.4, 5, 2, 0.1) == 2  # ratio 1.04 is within tolerance
+    assert external_replicas(0, 5, 3, 0.1) == 0  # the HPA then clamps to minReplicas
