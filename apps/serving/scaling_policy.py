@@ -140,9 +140,10 @@ def rules_errors(rules: Any, where: str) -> list[str]:
     select = rules.get("select_policy", PolicySelect.MAX)
     if select not in PolicySelect.values:
         problems.append(f"{where}.select_policy must be one of {', '.join(PolicySelect.values)}.")
-    policies = rules.get("policies", [])
-    if not isinstance(policies, list) or (not policies and select != PolicySelect.DISABLED):
+    policies = rules.get("policies")  # left out: Kubernetes' default policies for the direction
+    if policies is not None and (not isinstance(policies, list) or (not policies and select != PolicySelect.DISABLED)):
         problems.append(f"{where}.policies must be a non-empty list unless select_policy is Disabled.")
+    if not isinstance(policies, list):
         policies = []
     for i, policy in enumerate(policies):
         at = f"{where}.policies[{i}]"

@@ -145,3 +145,14 @@ def test_bad_decision_parameters_are_400_naming_the_parameter(api, owner_a, deci
 def test_another_tenants_decisions_are_404(api, member_b, decided):
     assert api("member_b").get(f"/api/v1/services/{decided.pk}/decisions/").status_code == 404
     assert api("anonymous").get(f"/api/v1/services/{decided.pk}/decisions/").status_code == 401
+
+
+def test_a_partial_behavior_keeps_kubernetes_default_policies(api, owner_a, payload):
+    body = copy.deepcopy(payload)
+    body["autoscaling"]["behavior"] = {"scale_down": {"stabilization_window_s": 60}}
+    response = api("owner_a").post("/api/v1/services/", body, format="json")
+    assert response.status_code == 201, response.content
+    assert response.json()["autoscaling"]["behavior"]["scale_down"] == {
+        "stabilization_window_s": 60, "select_policy": "Max",
+        "policies": [{"type": "Percent", "value": 100, "period_s": 15}]}
+    assert response.json()["autoscaling"]["scale_down_stabilization_seconds"] == 60
