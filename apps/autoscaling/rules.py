@@ -350,8 +350,12 @@ def evaluate(policy: PoolPolicy, obs: Observation, history: History) -> Evaluati
             rule, why = ScalingRule.METRIC, metric_words(top)
         elif raw < current:
             rule, why = ScalingRule.METRIC, "all metrics below target: " + words
-        else:
+        elif all(abs(1.0 - r.ratio) <= policy.tolerance for r in valid):
             rule, why = ScalingRule.TOLERANCE, "within tolerance: " + words
+        else:
+            # The HPA's missing-pod rule: pods without the metric counted as 0 (up) or the target (down)
+            # bring the ratio within tolerance or reverse its direction, so the count stays.
+            rule, why = ScalingRule.METRIC, "no change once pods without metrics are counted: " + words
         if len(valid) < len(results) and raw < current:
             # A metric failed and the others point down: do not scale (the HPA's rule).
             raw, rule, why = current, ScalingRule.NO_METRICS, "a metric is missing, so no scale-down: " + words

@@ -68,3 +68,15 @@ def test_the_command_exits_non_zero_with_the_message_on_stderr(tmp_path):
     assert done.returncode != 0
     assert done.stdout == ""
     assert "is not JSON" in done.stderr
+
+
+def test_the_readme_scenario_replays_as_worked_out_by_hand():
+    # t=0: ceil(3.55 × 2) = 8, limited to 2 + 4 = 6. t=15: 2 ready pods at 6, 4 not ready; ratio 1.5 up, the 4
+    # count as 0 → (12 + 0) / 6 = 2 → ratio 0.5 reverses the direction → keep 6. t=60: raw ceil(0.25 × 6) = 2,
+    # the 8 of t=0 is in the 300 s scale-down window → 6. t=400: every earlier recommendation is older than
+    # 300 s → 2 (Percent 100 / 15 s allows it).
+    out = StringIO()
+    call_command("autoscale_replay", "apps/autoscaling/scenarios/burst.json", "--json", stdout=out)
+    results = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [r["desired"] for r in results] == [6, 6, 6, 2]
+    assert [r["rule"] for r in results] == ["ScaleUpLimit", "metric", "ScaleDownStabilized", "metric"]
