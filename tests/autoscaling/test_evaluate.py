@@ -152,3 +152,23 @@ def test_decisions_past_retention_are_pruned(tenant_a, settings):
     ScalingDecision.objects.create(time=timezone.now() - timedelta(days=6), **common)
     assert prune_decisions() == 1
     assert ScalingDecision.objects.count() == 1
+
+
+def test_prefill_and_decode_pools_are_decided_apart_on_their_own_signals(tenant_a):
+    service = InferenceServiceFactory(
+        tenant=tenant_a, deployment_mode="pd_disaggregated",
+        autoscaling={"autoscaler": "builtin", "targets": {"waiting_requests_per_replica": 4,
+                                                          "running_requests_per_replica": 16}},
+        pools=[{"role": "prefill", "replicas": 1, "max_replicas": 4}, {"role": "decode", "replicas": 2, "max_replicas": 4}])
+    now = timezone.now()
+    # Prefill queues (waiting 12 → ratio 3 → 3 replicas); decode runs 16 per replica (ratio 1). Decode also
+    # reports waiting 12, but waiting is not a decode signal, so it must not scale decode.
+    PodStat.objects.create(service=service, pod="p-0", role="prefill", scraped_at=now,
+                           figures={"waiting": 12, "running": 2})
+    for i in range(2):
+        PodStat.objects.create(service=service, pod=f"d-{i}", role="decode", scraped_at=now,
+                               figures={"waiting": 12, "running": 16})
+    outcomes = {o.pool: o for o in evaluate_service(service.pk)}
+    assert (outcomes["prefill"].action, outcomes["prefill"].desired) == ("scaled", 3)
+    assert (outcomes["decode"].action, outcomes["decode"].desired) == (None, 2)
+    assert list(ScalingDecision.objects.filter(service=service).values_list("pool", flat=True)) == ["prefill"]
