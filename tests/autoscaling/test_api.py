@@ -130,11 +130,12 @@ def test_decisions_are_listed_newest_first_and_filtered(api, owner_a, decided):
     assert [d["reason"] for d in recent["results"]] == ["1 minutes ago", "5 minutes ago"]
     older = api("owner_a").get(url, {"until": "3m", "pool": "prefill"}).json()
     assert [d["reason"] for d in older["results"]] == ["30 minutes ago"]
+    assert api("owner_a").get(url, {"pool": "", "since": ""}).json()["count"] == 3  # empty = not given
 
 
 @pytest.mark.parametrize(("params", "field"), [
     ({"since": "yesterday"}, "since"), ({"until": "-5"}, "until"), ({"since": "5m", "until": "10m"}, "since"),
-    ({"pool": "engine"}, "pool"),
+    ({"pool": "engine"}, "pool"), ({"pol": "decode"}, "pol"),
 ])
 def test_bad_decision_parameters_are_400_naming_the_parameter(api, owner_a, decided, params, field):
     response = api("owner_a").get(f"/api/v1/services/{decided.pk}/decisions/", params)

@@ -104,22 +104,22 @@ def test_load_scales_up_then_down_to_zero_and_a_request_activates_it(deploy, ten
     with Beat():
         with Load(base, model, concurrency=32):
             up = wait_for(lambda: ScalingDecision.objects.filter(service=service, action="scaled",
-                                                                 desired_replicas__gt=1).first(),
+                                                                 desired_replicas__gt=1).order_by("time").first(),
                           timeout=120, message="a scale-up decision")
             assert up.current_replicas == 1 and up.metrics[0]["name"] == "running_requests_per_replica"
             assert "running" in up.reason and "> target 8" in up.reason
-            wait_for(lambda: SeriesPoint.objects.filter(service=service, ready_replicas=up.desired_replicas,
+            wait_for(lambda: SeriesPoint.objects.filter(service=service, role="", ready_replicas__gt=1,
                                                         ttft_p95__isnull=False).count() >= 3,
-                     timeout=120, message=f"{up.desired_replicas} replicas Ready and serving")
+                     timeout=180, message="the new replicas Ready and serving")
             time.sleep(2)
         # TTFT under the same load, before and after the new replicas were Ready.
         loaded = SeriesPoint.objects.filter(service=service, role="", ttft_p95__isnull=False, running__gt=0)
         before = [p.ttft_p95 for p in loaded.filter(ready_replicas=1)]
-        after = [p.ttft_p95 for p in loaded.filter(ready_replicas=up.desired_replicas)]
+        after = [p.ttft_p95 for p in loaded.filter(ready_replicas__gt=1)]
         assert before and after
         assert statistics.median(after) < statistics.median(before)
 
-        wait_for(lambda: replicas(service) == 0, timeout=120, message="scaled to zero after the load stopped")
+        wait_for(lambda: replicas(service) == 0, timeout=180, message="scaled to zero after the load stopped")
         rules = list(ScalingDecision.objects.filter(service=service, action="scaled").order_by("time")
                      .values_list("rule", flat=True))
         assert rules[-1] == "idle_to_zero"

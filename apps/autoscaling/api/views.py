@@ -24,6 +24,9 @@ PARAMETERS = [
 ]
 
 
+KNOWN_PARAMETERS = {"since", "until", "pool", "page", "page_size", "format"}
+
+
 class ServiceDecisionsView(ListAPIView):
     serializer_class = ScalingDecisionSerializer
     filter_backends = []
@@ -36,7 +39,8 @@ class ServiceDecisionsView(ListAPIView):
         params = self.request.query_params
         rows = ScalingDecision.objects.filter(service=service)
         now = timezone.now()
-        errors = {}
+        errors = {name: ["Unknown query parameter; this list takes since, until, pool, page and page_size."]
+                  for name in params if name not in KNOWN_PARAMETERS}
         bounds = {}
         for name in ("since", "until"):
             if params.get(name):
@@ -46,7 +50,7 @@ class ServiceDecisionsView(ListAPIView):
                     errors[name] = [str(exc)]
         if "since" in bounds and "until" in bounds and bounds["since"] >= bounds["until"]:
             errors["since"] = ["since must be earlier than until."]
-        pool = params.get("pool")
+        pool = params.get("pool") or None  # `?pool=` is not given, as everywhere in the API
         if pool is not None:
             roles = list(service.pools.values_list("role", flat=True))
             if pool not in roles:
