@@ -41,7 +41,7 @@ def test_consecutive_held_decisions_fold_into_one_line_with_a_count(login, viewe
 def test_the_service_page_includes_the_panel(login, viewer_a, tenant_a):
     service = InferenceServiceFactory(tenant=tenant_a, autoscaling=BUILTIN)
     decide(service, 5, reason="waiting 14.2 per replica > target 4 (×3.55) → 4 replicas")
-    html = login(viewer_a).get(reverse("web:service", args=[service.pk])).content.decode()
+    html = login(viewer_a).get(reverse("web:service", args=[service.tenant.slug, service.name])).content.decode()
     assert 'id="scaling"' in html and "waiting 14.2 per replica &gt; target 4 (×3.55) → 4 replicas" in html
 
 

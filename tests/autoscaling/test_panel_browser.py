@@ -9,8 +9,7 @@ from playwright.sync_api import expect
 
 from tests.autoscaling.test_panel import BUILTIN, decide
 from tests.factories import InferenceServiceFactory
-from tests.web.conftest import point
-from tests.web.test_service_page_browser import browser_page  # noqa: F401 (the Chromium fixture)
+from tests.web.conftest import browser_page, point  # noqa: F401 (the Chromium fixture)
 
 
 @pytest.mark.browser
@@ -20,7 +19,7 @@ def test_the_scaling_panel_updates_without_a_reload(browser_page, live_server, v
     point(service, 1, ready_replicas=2)
     decide(service, 50, current=1, desired=2, reason="waiting 9.0 per replica > target 4 (×2.25) → 2 replicas")
     page = browser_page(viewer_a)
-    page.goto(live_server.url + reverse("web:service", args=[service.pk]))
+    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]))
     expect(page.locator("#scaling-timeline li")).to_have_count(1, timeout=15000)
     page.evaluate("window.loadedOnce = true")
 
