@@ -40,13 +40,17 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_kubesim(gpu_nodes: int, cpu_nodes: int = 1) -> tuple[subprocess.Popen, str]:
+def start_kubesim(gpu_nodes: int, cpu_nodes: int = 1, profile: str | None = None) -> tuple[subprocess.Popen, str]:
     from urllib.request import urlopen
 
     port = free_port()
+    command = [sys.executable, "-m", "kubesim", "serve", "--port", str(port), "--fast-start",
+               "--nodes", f"h100-sxm-80gb:{gpu_nodes}x8,cpu:{cpu_nodes}"]
+    if profile:  # a flame graph of the simulator while it serves the run (py-spy, the `bench` extra)
+        command = [str(Path(sys.executable).with_name("py-spy")), "record", "--nonblocking", "--rate", "50",
+                   "--output", profile, "--", *command]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kubesim", "serve", "--port", str(port), "--fast-start",
-         "--nodes", f"h100-sxm-80gb:{gpu_nodes}x8,cpu:{cpu_nodes}"],
+        command,
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
@@ -57,6 +61,17 @@ def start_kubesim(gpu_nodes: int, cpu_nodes: int = 1) -> tuple[subprocess.Popen,
         except OSError:
             time.sleep(0.2)
     raise SystemExit("kubesim did not start")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop kubesim; under py-spy an interrupt makes it write the flame graph first."""
+    import signal
+
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def setup_django() -> None:
@@ -130,6 +145,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--simulate-engines", action="store_true", help="run simulated vLLM engines in the pods")
+    parser.add_argument("--profile", metavar="SVG", help="record kubesim with py-spy into this flame graph")
     args = parser.parse_args()
 
     setup_django()
@@ -141,7 +157,8 @@ def main() -> int:
     from workers.tasks.reconcile import resync
 
     # GPUs for every pool, and CPU nodes for the routers of the disaggregated services.
-    sim, url = start_kubesim(gpu_nodes=max(1, args.services * 2 // 8 + 2), cpu_nodes=args.services // 40 + 1)
+    sim, url = start_kubesim(gpu_nodes=max(1, args.services * 2 // 8 + 2), cpu_nodes=args.services // 40 + 1,
+                              profile=args.profile)
     procs = start_workers(args.workers)
     try:
         started = time.monotonic()
@@ -175,7 +192,7 @@ def main() -> int:
     finally:
         for proc in procs:
             proc.terminate()
-        sim.terminate()
+        stop(sim)
 
     # The same objects applied by our reconciler and by kubectl, each into a fresh kubesim.
     sim_a, url_a = start_kubesim(gpu_nodes=2)
