@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import gc
 import os
-import random
 import statistics
 import sys
 import time
