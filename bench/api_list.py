@@ -96,13 +96,17 @@ class GcClock:
     def __init__(self):
         self.total = 0.0
         self._started = 0.0
+        self.by_generation = [[0, 0.0], [0, 0.0], [0, 0.0]]  # collections and seconds per generation
         gc.callbacks.append(self._callback)
 
     def _callback(self, phase: str, info: dict) -> None:
         if phase == "start":
             self._started = time.perf_counter()
         else:
-            self.total += time.perf_counter() - self._started
+            spent = time.perf_counter() - self._started
+            self.total += spent
+            self.by_generation[info["generation"]][0] += 1
+            self.by_generation[info["generation"]][1] += spent
 
 
 GC = GcClock()
@@ -174,9 +178,13 @@ def main() -> None:
             f"Created {SERVICES} services across {TENANTS} tenants in {time.perf_counter() - started:.1f} s; "
             f"{ROUNDS} requests of a {PAGE}-item page each."
         )
+        tracked = len(gc.get_objects())
         for how in ("page", "cursor"):
             report("staff", how, measure(staff_token, SERVICES // PAGE, cursor=how == "cursor"))
             report("member", how, measure(member_token, SERVICES // TENANTS // PAGE, cursor=how == "cursor"))
+        print(f"GC: {tracked} objects tracked at the start of the measurement; collections (count, total ms) "
+              "by generation: " + ", ".join(f"gen{g} {n} / {t * 1000:.0f} ms"
+                                             for g, (n, t) in enumerate(GC.by_generation)))
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)
 

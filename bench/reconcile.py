@@ -11,7 +11,7 @@ By default the runtime image is a mirror path (`mirror.local/vllm/vllm-openai`) 
 plain container, so the figures measure the control plane rather than 1,250 simulated GPUs in one
 kubesim process; `--simulate-engines` uses `vllm/vllm-openai` and runs real simulated engines.
 
-Uses DATABASE_URL (or the embedded PostgreSQL) with its own database `controlplane_bench`, dropped and
+Uses DATABASE_URL (or the embedded PostgreSQL) with its own database `<name>_bench` beside it, dropped and
 recreated on every run, and CELERY_BROKER_URL (or the folder broker).
 """
 
@@ -78,8 +78,9 @@ def setup_django() -> None:
     from controlplane.devenv import apply_defaults
 
     apply_defaults("controlplane_bench")
-    base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
-    os.environ["DATABASE_URL"] = f"{base}/controlplane_bench"
+    base, name = os.environ["DATABASE_URL"].rsplit("/", 1)
+    bench_db = f"{name}_bench" if name != "controlplane_bench" else name  # beside DATABASE_URL's, not shared
+    os.environ["DATABASE_URL"] = f"{base}/{bench_db}"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
     os.environ["CELERY_QUEUE_PREFIX"] = f"bench{uuid.uuid4().hex[:6]}-"
     import django
@@ -87,8 +88,8 @@ def setup_django() -> None:
 
     django.setup()
     with connection._nodb_cursor() as cursor:
-        cursor.execute("DROP DATABASE IF EXISTS controlplane_bench WITH (FORCE)")
-        cursor.execute("CREATE DATABASE controlplane_bench")
+        cursor.execute(f'DROP DATABASE IF EXISTS "{bench_db}" WITH (FORCE)')
+        cursor.execute(f'CREATE DATABASE "{bench_db}"')
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
