@@ -121,10 +121,9 @@ class Store(DeletionMixin, PatchMixin, ScaleMixin, PersistenceMixin):
         return self._bucket_of((rt.group, rt.plural))
 
     def _bucket_of(self, gp: tuple[str, str]) -> IndexedBucket:
-        bucket = self._objects.get(gp)
-        if bucket is None:
-            bucket = self._objects[gp] = IndexedBucket(INDEXED_FIELDS.get(gp, ()))
-        return bucket
+        if gp not in self._objects:
+            self._objects[gp] = IndexedBucket(INDEXED_FIELDS.get(gp, ()))
+        return self._objects[gp]
 
     def _ns(self, rt: ResourceType, namespace: str | None) -> str | None:
         return (namespace or "default") if rt.namespaced else None
@@ -271,19 +270,6 @@ class Store(DeletionMixin, PatchMixin, ScaleMixin, PersistenceMixin):
         for cb in self.on_change:
             cb()
         return obj
-
-    def _index_owners(self, obj: dict, gp, ns, name, *, add: bool) -> None:
-        for ref in obj["metadata"].get("ownerReferences") or []:
-            uid = ref.get("uid")
-            if not uid:
-                continue
-            deps = self._dependents.setdefault(uid, set())
-            if add:
-                deps.add((gp, ns, name))
-            else:
-                deps.discard((gp, ns, name))
-                if not deps:
-                    self._dependents.pop(uid, None)
 
     def _admit(self, operation: str, rt: ResourceType, ns, name, obj, old, subresource, dry_run) -> None:
         if not self._hooks:

@@ -28,3 +28,14 @@ def test_resync_takes_the_never_seen_the_stale_and_the_behind_but_not_what_is_in
     make("behind-in-flight", 5, behind=True)
     due = set(due_for_resync(now).values_list("name", flat=True))
     assert due == {"never", "stale", "behind-idle"}
+
+
+def test_a_tick_sends_work_that_is_behind_now_and_spreads_drift_checks_over_the_tick():
+    from workers.tasks.reconcile import spread
+
+    # Services 1-4 are up to date (drift checks), 5 is behind its spec; a tick of 10 s.
+    plan = dict(spread([(1, False), (2, False), (5, True), (3, False), (4, False)], tick_seconds=10))
+    assert plan[5] == 0.0
+    # Four checks over 90% of the tick: 0, 2.25, 4.5 and 6.75 s.
+    assert sorted(plan[pk] for pk in (1, 2, 3, 4)) == [0.0, 2.25, 4.5, 6.75]
+    assert len(plan) == 5

@@ -6,6 +6,7 @@ import logging
 import random
 
 from celery import shared_task
+from django.conf import settings
 
 from workers import reconcile as rec
 from workers.kube import TransientClusterError
@@ -36,16 +37,32 @@ def reconcile_service(self, service_id: int) -> dict:
     return {"service": service_id, "result": outcome.result, "applied": outcome.applied, "pruned": outcome.pruned}
 
 
+SPREAD_SHARE_OF_TICK = 0.9  # drift checks finish before the next tick looks at what is due
+
+
+def spread(due: list[tuple[int, bool]], tick_seconds: float) -> list[tuple[int, float]]:
+    """(service, countdown) for one resync tick: work that is behind goes now; drift checks of services
+    that are up to date are spread evenly over the tick, so that services converged together do not
+    hit the cluster together every interval (no thundering herd)."""
+    checks = [pk for pk, behind in due if not behind]
+    step = tick_seconds * SPREAD_SHARE_OF_TICK / max(len(checks), 1)
+    return [(pk, 0.0) for pk, behind in due if behind] + [(pk, i * step) for i, pk in enumerate(checks)]
+
+
 @shared_task(name="workers.tasks.reconcile.resync")
 def resync() -> int:
     """Enqueue every service that is behind its spec, being deleted, or not checked for one interval
     (drift: a manual `kubectl edit` is undone within one interval)."""
-    due = rec.due_for_resync().values_list("pk", flat=True)
-    count = 0
-    for pk in due.iterator():
-        reconcile_service.delay(pk)
-        count += 1
-    return count
+    rows = rec.due_for_resync().order_by("pk").values_list(
+        "pk", "generation", "observed_generation", "last_reconciled_at", "deletion_requested_at")
+    due = [(pk, seen is None or observed < generation or deleting is not None)
+           for pk, generation, observed, seen, deleting in rows.iterator()]
+    for pk, countdown in spread(due, settings.RESYNC_TICK_SECONDS):
+        if countdown:
+            reconcile_service.apply_async(args=[pk], countdown=countdown)
+        else:
+            reconcile_service.delay(pk)
+    return len(due)
 
 
 @shared_task(name="workers.tasks.reconcile.sync_inventories")
