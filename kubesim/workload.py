@@ -73,6 +73,10 @@ class Workload(Protocol):
         """Lines the container printed so far (what `kubectl logs` returns)."""
         ...
 
+    # Optional: `probe(method, path) -> int | None` answers the kubelet's httpGet probes in-process with
+    # the status the path would answer over HTTP (None: ask over HTTP). Without it every probe is a
+    # loopback HTTP request.
+
 
 # What the kubelet is given to pick a container's workload (`kubesim.engines.workload_for`): None means
 # kubesim does not simulate the image and the generic workload runs it.
