@@ -33,9 +33,21 @@ def test_resync_takes_the_never_seen_the_stale_and_the_behind_but_not_what_is_in
 def test_a_tick_sends_work_that_is_behind_now_and_spreads_drift_checks_over_the_tick():
     from workers.tasks.reconcile import spread
 
-    # Services 1-4 are up to date (drift checks), 5 is behind its spec; a tick of 10 s.
-    plan = dict(spread([(1, False), (2, False), (5, True), (3, False), (4, False)], tick_seconds=10))
+    # Services 1-4 are up to date (drift checks, oldest first), 5 is behind its spec; a tick of 10 s.
+    plan = dict(spread([(1, False), (2, False), (5, True), (3, False), (4, False)], tick_seconds=10, share=10))
     assert plan[5] == 0.0
     # Four checks over 90% of the tick: 0, 2.25, 4.5 and 6.75 s.
     assert sorted(plan[pk] for pk in (1, 2, 3, 4)) == [0.0, 2.25, 4.5, 6.75]
     assert len(plan) == 5
+
+
+def test_a_tick_starts_at_most_its_share_of_drift_checks_oldest_first():
+    from workers.tasks.reconcile import spread, tick_share
+
+    # 2,000 services checked every 30 s, a tick every 10 s: 667 a tick, 834 with the 25% headroom.
+    assert tick_share(2000, 10, 30) == 834
+    due = [(pk, False) for pk in range(1, 2001)] + [(9999, True)]
+    plan = spread(due, tick_seconds=10, share=834)
+    assert [pk for pk, _ in plan][:2] == [9999, 1]  # behind first, then the oldest check
+    assert len(plan) == 835 and plan[-1][0] == 834
+    assert plan[-1][1] < 9.0  # the last check starts within 90% of the tick

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import math
 import random
 
 from celery import shared_task
 from django.conf import settings
+from django.db.models import F
 
 from workers import reconcile as rec
 from workers.kube import TransientClusterError
@@ -38,31 +40,44 @@ def reconcile_service(self, service_id: int) -> dict:
 
 
 SPREAD_SHARE_OF_TICK = 0.9  # drift checks finish before the next tick looks at what is due
+SHARE_HEADROOM = 1.25  # a tick may take a little more than its share, so a backlog drains
 
 
-def spread(due: list[tuple[int, bool]], tick_seconds: float) -> list[tuple[int, float]]:
-    """(service, countdown) for one resync tick: work that is behind goes now; drift checks of services
-    that are up to date are spread evenly over the tick, so that services converged together do not
-    hit the cluster together every interval (no thundering herd)."""
-    checks = [pk for pk, behind in due if not behind]
+def spread(due: list[tuple[int, bool]], tick_seconds: float, share: int) -> list[tuple[int, float]]:
+    """(service, countdown) for one resync tick. Work that is behind goes now. Drift checks of services
+    that are up to date (`due` lists them oldest first) are capped at `share` per tick and spread
+    evenly over the tick: services that converged together are checked over the whole interval, not
+    all in the same second of every interval (no thundering herd); the rest wait for the next tick."""
+    checks = [pk for pk, behind in due if not behind][:share]
     step = tick_seconds * SPREAD_SHARE_OF_TICK / max(len(checks), 1)
     return [(pk, 0.0) for pk, behind in due if behind] + [(pk, i * step) for i, pk in enumerate(checks)]
 
 
+def tick_share(services: int, tick_seconds: float, interval_seconds: float) -> int:
+    """Drift checks one tick may start: every service once per interval, with some headroom."""
+    return math.ceil(services * tick_seconds / interval_seconds * SHARE_HEADROOM)
+
+
 @shared_task(name="workers.tasks.reconcile.resync")
 def resync() -> int:
-    """Enqueue every service that is behind its spec, being deleted, or not checked for one interval
-    (drift: a manual `kubectl edit` is undone within one interval)."""
-    rows = rec.due_for_resync().order_by("pk").values_list(
+    """Enqueue every service that is behind its spec or being deleted, and the drift checks of services
+    not checked for one interval, oldest first and spread over the tick (drift: a manual `kubectl edit`
+    is undone within about one interval)."""
+    from apps.serving.models import InferenceService
+
+    rows = rec.due_for_resync().order_by(F("last_reconciled_at").asc(nulls_first=True), "pk").values_list(
         "pk", "generation", "observed_generation", "last_reconciled_at", "deletion_requested_at")
     due = [(pk, seen is None or observed < generation or deleting is not None)
            for pk, generation, observed, seen, deleting in rows.iterator()]
-    for pk, countdown in spread(due, settings.RESYNC_TICK_SECONDS):
+    share = tick_share(InferenceService.objects.count(), settings.RESYNC_TICK_SECONDS,
+                       settings.RECONCILE_RESYNC_SECONDS)
+    plan = spread(due, settings.RESYNC_TICK_SECONDS, share)
+    for pk, countdown in plan:
         if countdown:
             reconcile_service.apply_async(args=[pk], countdown=countdown)
         else:
             reconcile_service.delay(pk)
-    return len(due)
+    return len(plan)
 
 
 @shared_task(name="workers.tasks.reconcile.sync_inventories")
