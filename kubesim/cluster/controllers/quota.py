@@ -46,6 +46,11 @@ def pod_usage(pod: dict, items: list[str]) -> dict[str, int]:
     return usage
 
 
+def _as_usage(pod: dict) -> tuple:
+    """Everything of a pod that its quota usage depends on."""
+    return pod_active(pod), (pod.get("spec") or {}).get("containers"), (pod.get("spec") or {}).get("initContainers")
+
+
 def namespace_usage(pods: list[dict], items: list[str]) -> dict[str, int]:
     total = {item: 0 for item in items if quota_name_to_usage_key(item) is not None}
     for pod in pods:
@@ -121,7 +126,9 @@ class QuotaController(Controller):
         quotas.handlers.append(lambda _t, quota, _old: self.enqueue(key_of(quota)))
         pods.handlers.append(self._pod_changed)
 
-    def _pod_changed(self, _type: str, pod: dict, _old: dict | None) -> None:
+    def _pod_changed(self, event_type: str, pod: dict, old: dict | None) -> None:
+        if event_type == "MODIFIED" and old is not None and _as_usage(pod) == _as_usage(old):
+            return  # most pod updates (container states) change nothing a quota counts
         namespace = pod["metadata"].get("namespace") or ""
         for quota in self.quotas.list(namespace):
             self.enqueue(key_of(quota))
