@@ -27,6 +27,7 @@ from kubernetes import client as k8s
 
 from apps.clusters.models import Cluster
 from apps.serving.models import InferenceService, Pool
+from apps.telemetry.bulkwrite import upsert_pod_stats
 from apps.telemetry.figures import (
     Increments,
     NotAnEngineExposition,
@@ -438,14 +439,8 @@ def write_chunk(service_ids: list[int], found: CycleFigures, ready_count, multi_
             )
     with transaction.atomic():
         SeriesPoint.objects.bulk_create(points, ignore_conflicts=True)
-        if found.stats:
-            PodStat.objects.bulk_create(
-                found.stats, update_conflicts=True, unique_fields=["service", "pod"],
-                update_fields=["role", "node", "snapshot", "figures", "error", "scraped_at"],
-            )
-        if found.failed:
-            PodStat.objects.bulk_create(found.failed, update_conflicts=True, unique_fields=["service", "pod"],
-                                        update_fields=["role", "node", "error"])
+        upsert_pod_stats(found.stats, ("role", "node", "snapshot", "figures", "error", "scraped_at"))
+        upsert_pod_stats(found.failed, ("role", "node", "error"))
     return len(points)
 
 
