@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEVENV := $(PY) -m controlplane.devenv
 
-.PHONY: demo test lint check venv clean-data compose-secrets browser
+.PHONY: demo test lint layers check venv clean-data compose-secrets browser kubectl
 
 venv: $(STAMP)
 
@@ -24,11 +24,15 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
+# The import layers of DESIGN.md, as contracts in pyproject.toml ([tool.importlinter]).
+layers: $(STAMP)
+	$(VENV)/bin/lint-imports
+
 check: $(STAMP)
 	$(DEVENV) test python manage.py makemigrations --check --dry-run
 	$(DEVENV) test python manage.py spectacular --validate --fail-on-warn --file /dev/null
 
-test: lint check browser
+test: lint layers check browser kubectl
 	$(DEVENV) test python -m pytest $(PYTEST_ARGS)
 
 # The browser tests drive a system Chromium through Playwright (no browser download). As root on Debian
@@ -39,6 +43,18 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
 	  else \
 	    echo "The browser tests need Chromium: install the chromium package or set CHROMIUM=/path/to/chrome." >&2; \
+	    exit 1; \
+	  fi; \
+	fi
+
+# The kubesim tests drive kubectl against the simulator. As root on Debian it is installed here (Debian's
+# kubernetes-client package); elsewhere install kubectl from your distribution or Kubernetes' own packages.
+kubectl:
+	@if ! command -v kubectl >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client; \
+	  else \
+	    echo "The kubesim tests need kubectl on PATH: install the kubernetes-client package (Debian) or kubectl." >&2; \
 	    exit 1; \
 	  fi; \
 	fi

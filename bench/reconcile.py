@@ -248,6 +248,7 @@ def main() -> int:
     from apps.serving.rendering.output import to_yaml
     from apps.serving.rendering.spec import spec_from_service
     from workers import reconcile as rec
+    from workers.kube import kube_for
     from workers.tasks.reconcile import resync
 
     # GPUs for every pool, and CPU nodes for the routers of the disaggregated services.
@@ -273,7 +274,7 @@ def main() -> int:
         print(f"ours: all Ready through the API {ours_ready:.1f} s after the first create "
               f"({ours_ready - created:.1f} s after the last), with {args.workers} workers; objects applied: {applied}")
 
-        kube = rec.kube_for(InferenceService.objects.first().cluster)
+        kube = kube_for(InferenceService.objects.first().cluster)
         kube.requests = kube.writes = 0
         for pk in ids:
             rec.reconcile(pk)

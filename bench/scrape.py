@@ -74,13 +74,14 @@ def grown(text: str, factor: float) -> str:
 def serve(port: int, engines: int, services: int) -> None:
     from aiohttp import web
 
+    from apps.serving.names import COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, SERVICE_UID_LABEL
+
     template = asyncio.run(engine_exposition())
     variants = [grown(template, 1 + 0.05 * n).encode() for n in range(VARIANTS)]
     uids = [f"00000000-0000-4000-8000-{i:012d}" for i in range(services)]
     pods = []
     for i in range(engines):
-        labels = {"app.kubernetes.io/managed-by": "controlplane", "app.kubernetes.io/component": "engine",
-                  "controlplane.io/service-uid": uids[i % services]}
+        labels = {MANAGED_BY_LABEL: MANAGED_BY, COMPONENT_LABEL: "engine", SERVICE_UID_LABEL: uids[i % services]}
         pods.append({
             "metadata": {"name": f"engine-{i:04d}", "namespace": f"tenant-{i % 10}", "labels": labels},
             "spec": {"nodeName": f"gpu-{i // 8:03d}",

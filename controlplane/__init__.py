@@ -1,5 +1,5 @@
-"""The Django project: settings, URLs, WSGI/ASGI. The Celery app lives in `workers.celery`."""
+"""The Django project: settings, URLs, WSGI/ASGI and the Celery app (`controlplane.celery`)."""
 
-from workers.celery import app as celery_app
+from controlplane.celery import app as celery_app
 
-__all__ = ["celery_app"]
+__all__ = ("celery_app",)

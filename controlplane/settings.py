@@ -13,6 +13,9 @@ from urllib.parse import unquote
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from controlplane import tasknames
+from controlplane.logcontext import logging_config
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -89,6 +92,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "controlplane.health.HealthMiddleware",  # first: probes skip host checks, HTTPS redirects and auth
+    "controlplane.logcontext.RequestContextMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -174,10 +179,10 @@ X_FRAME_OPTIONS = "DENY"
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "apps.core.api.pagination.StandardPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
+        "apps.core.api.filters.StrictFilterBackend",
         "rest_framework.filters.OrderingFilter",
         "rest_framework.filters.SearchFilter",
     ],
@@ -194,7 +199,7 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "ENUM_NAME_OVERRIDES": {
-        "MembershipRoleEnum": "apps.tenancy.choices.Role",
+        "MembershipRoleEnum": "apps.core.choices.Role",
         "PoolRoleEnum": "apps.serving.choices.PoolRole",
         "DeploymentModeEnum": "apps.catalog.choices.DeploymentMode",
     },
@@ -233,18 +238,18 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Workers log through LOGGING above (LOG_FORMAT), not Celery's own root handler.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # A prefix lets several stacks (or test runs) share one broker without taking each other's tasks.
 CELERY_QUEUE_PREFIX = env.str("CELERY_QUEUE_PREFIX", default="")
 CELERY_TASK_DEFAULT_QUEUE = CELERY_QUEUE_PREFIX + "default"
-CELERY_TASK_ROUTES = {
-    f"workers.tasks.{kind}.*": {"queue": CELERY_QUEUE_PREFIX + kind} for kind in ("reconcile", "telemetry", "autoscale")
-}
+CELERY_TASK_ROUTES = tasknames.routes(CELERY_QUEUE_PREFIX)
 CELERY_TIMEZONE = "UTC"
 RECONCILE_RESYNC_SECONDS = strict_int("RECONCILE_RESYNC_SECONDS", 30)
 RESYNC_TICK_SECONDS = strict_int("RESYNC_TICK_SECONDS", 10)
 CELERY_BEAT_SCHEDULE: dict = {
-    "resync-services": {"task": "workers.tasks.reconcile.resync", "schedule": RESYNC_TICK_SECONDS},
-    "gpu-inventory": {"task": "workers.tasks.reconcile.sync_inventories",
+    "resync-services": {"task": tasknames.RESYNC, "schedule": RESYNC_TICK_SECONDS},
+    "gpu-inventory": {"task": tasknames.SYNC_INVENTORIES,
                       "schedule": strict_int("INVENTORY_SECONDS", 30)},
 }
 
@@ -259,15 +264,19 @@ QUEUE_HEARTBEAT_SECONDS = strict_int("QUEUE_HEARTBEAT_SECONDS", 15)
 # Bearer token for the control plane's own /metrics; staff sessions are always let in.
 METRICS_TOKEN = secret("METRICS_TOKEN", "")
 CELERY_BEAT_SCHEDULE |= {
-    "telemetry-scrape": {"task": "workers.tasks.telemetry.scrape", "schedule": TELEMETRY_SCRAPE_SECONDS,
+    "telemetry-scrape": {"task": tasknames.TELEMETRY_SCRAPE, "schedule": TELEMETRY_SCRAPE_SECONDS,
                          "options": {"expires": TELEMETRY_SCRAPE_SECONDS}},
-    "telemetry-compact": {"task": "workers.tasks.telemetry.compact", "schedule": 300},
-    "queue-heartbeats": {"task": "workers.tasks.telemetry.send_heartbeats", "schedule": QUEUE_HEARTBEAT_SECONDS},
+    "telemetry-compact": {"task": tasknames.TELEMETRY_COMPACT, "schedule": 300},
+    "queue-heartbeats": {"task": tasknames.SEND_HEARTBEATS, "schedule": QUEUE_HEARTBEAT_SECONDS},
 }
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-}
+# LOG_FORMAT=json: one JSON object per line with request id, tenant and service where known.
+try:
+    LOGGING = logging_config(env.str("LOG_FORMAT", default="text").strip().lower(),
+                             env.str("LOG_LEVEL", default="INFO"))
+except ValueError as exc:
+    raise ImproperlyConfigured(str(exc)) from exc
+
+# In-cluster credentials (a Cluster with `in_cluster`): the pod's ServiceAccount token and CA.
+KUBERNETES_SERVICE_ACCOUNT_DIR = env.str("KUBERNETES_SERVICE_ACCOUNT_DIR",
+                                         default="/var/run/secrets/kubernetes.io/serviceaccount")

@@ -5,11 +5,9 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from apps.telemetry.views import metrics
-from controlplane.views import healthz
 
 urlpatterns = [
     path("", include("apps.web.urls")),
-    path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("apps.tenancy.api.urls")),

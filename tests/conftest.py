@@ -14,7 +14,7 @@ from cryptography.fernet import Fernet
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from apps.tenancy.choices import Role
+from apps.core.choices import Role
 from tests.factories import MembershipFactory, TenantFactory, UserFactory, issue_token
 
 ACTORS = ("owner_a", "operator_a", "viewer_a", "member_b", "staff", "anonymous", "expired_token", "revoked_token")

@@ -8,8 +8,8 @@ from django.contrib.auth import get_user_model
 from apps.catalog.choices import DeploymentMode, EngineKind
 from apps.catalog.models import Adapter, Model, Runtime
 from apps.clusters.models import Cluster
+from apps.core.choices import Role
 from apps.serving.models import InferenceService, Pool
-from apps.tenancy.choices import Role
 from apps.tenancy.models import ApiToken, Membership, Tenant
 
 PASSWORD = "correct-horse-battery-staple"

@@ -54,3 +54,27 @@ def test_production_refuses_to_start_without_a_secret_key():
     result = manage("check", **env)
     assert result.returncode != 0
     assert "Set the SECRET_KEY environment variable" in result.stderr
+
+
+def bare(*args: str, **env: str) -> subprocess.CompletedProcess:
+    """`manage.py` as typed into a fresh shell: nothing in the environment but PATH and HOME."""
+    base = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env={**base, **env},
+        capture_output=True, text=True, timeout=180,
+    )
+
+
+def test_manage_py_in_a_bare_shell_uses_the_local_defaults_and_says_so_in_one_line():
+    result = bare("check")
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "System check identified no issues" in result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("manage.py: DATABASE_URL and SECRET_KEY are unset"), lines
+
+
+def test_manage_py_never_falls_back_when_a_secret_key_is_set():
+    result = bare("check", SECRET_KEY=PRODUCTION_ENV["SECRET_KEY"])
+    assert result.returncode != 0
+    assert "local defaults" not in result.stderr
+    assert "Set the " in result.stderr  # names the missing setting instead

@@ -11,17 +11,22 @@ from __future__ import annotations
 import difflib
 import logging
 import tempfile
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import urllib3
 import yaml
+from django.conf import settings
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes import dynamic
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
+
+from apps.serving.names import FIELD_MANAGER
+from workers import incluster
 
 if TYPE_CHECKING:
     from apps.clusters.models import ClusterCredentials
@@ -29,7 +34,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 REQUEST_TIMEOUT_SECONDS = 10.0
 
-FIELD_MANAGER = "controlplane"
 TRANSIENT_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
 
@@ -93,15 +97,28 @@ def _status_message(exc: BaseException) -> str:
     return f"HTTP {getattr(exc, 'status', '?')}: {getattr(exc, 'reason', exc)}"
 
 
-def api_client(creds: ClusterCredentials) -> k8s.ApiClient:
-    """An ApiClient for the cluster: from a kubeconfig when given, else URL + bearer token + CA bundle."""
-    if creds.kubeconfig:
-        return k8s_config.new_client_from_config_dict(yaml.safe_load(creds.kubeconfig))
+def api_client(creds: ClusterCredentials, pool_size: int | None = None) -> k8s.ApiClient:
+    """An ApiClient for the cluster: from a kubeconfig when given, else URL + bearer token + CA bundle, or
+    URL + the pod's own ServiceAccount token and CA (in-cluster).
+
+    `pool_size` bounds the connections kept per host; the client's default (5 x CPUs) would drop
+    connections under a wider thread pool such as the scraper's.
+    """
     configuration = k8s.Configuration()
+    if pool_size:
+        configuration.connection_pool_maxsize = pool_size
+    if creds.kubeconfig:
+        k8s_config.load_kube_config_from_dict(yaml.safe_load(creds.kubeconfig), client_configuration=configuration)
+        return k8s.ApiClient(configuration)
     configuration.host = creds.api_url.rstrip("/")
     if creds.bearer_token:
         configuration.api_key = {"authorization": creds.bearer_token}
         configuration.api_key_prefix = {"authorization": "Bearer"}
+    if creds.service_account_dir:
+        try:
+            incluster.configure(configuration, creds.service_account_dir)
+        except incluster.InClusterCredentialsMissing as exc:
+            raise PermanentClusterError(str(exc)) from exc
     if creds.ca_bundle:
         # The client wants a file path; the bundle lives encrypted in the database.
         handle = tempfile.NamedTemporaryFile("w", suffix=".crt", delete=False)  # noqa: SIM115
@@ -187,10 +204,11 @@ def drift_diff(ref: ObjectRef, desired: dict, live: dict) -> str:
 class Kube:
     """One cluster's API: a DynamicClient with discovery cached for the life of the object."""
 
-    def __init__(self, creds: ClusterCredentials, timeout_seconds: float = REQUEST_TIMEOUT_SECONDS):
+    def __init__(self, creds: ClusterCredentials, timeout_seconds: float = REQUEST_TIMEOUT_SECONDS,
+                 pool_size: int | None = None):
         self.creds = creds
         self.timeout_seconds = timeout_seconds
-        self._api = api_client(creds)
+        self._api = api_client(creds, pool_size)
         self._dyn: dynamic.DynamicClient | None = None
         self._resources: dict[tuple[str, str], object] = {}
         self.requests = 0  # API calls made (reads and writes), for metrics and benchmarks
@@ -254,6 +272,16 @@ class Kube:
                          field_selector=field_selector)
         return list(out.to_dict().get("items", []))
 
+    def previous_log(self, namespace: str, pod: str, container: str, tail_lines: int = 50) -> str:
+        """The last lines the container's previous run printed (`kubectl logs --previous`); '' when none."""
+        try:
+            return self._call(self.core.read_namespaced_pod_log, pod, namespace, container=container or None,
+                              previous=True, tail_lines=tail_lines) or ""
+        except ClusterError as exc:
+            if exc.status in (400, 404):  # no previous container yet, or the pod is gone
+                return ""
+            raise
+
     def delete(self, ref: ObjectRef, *, propagation: str = "Background") -> bool:
         """Delete one object; False when it was already gone."""
         res = self.resource(ref.api_version, ref.kind)
@@ -312,3 +340,21 @@ class Kube:
             result.drift[ref] = drift_diff(ref, desired, current)
         result.live[ref] = self.apply(desired)
         result.applied.append(ref)
+
+
+_clients: dict[tuple[int, str], Kube] = {}
+_clients_lock = threading.Lock()
+
+
+def kube_for(cluster) -> Kube:
+    """The process's client for a cluster row (reconcile, inventory and telemetry share it), rebuilt when
+    the row changes (new credentials). Its connection pool fits the scraper's thread pool."""
+    key = (cluster.pk, cluster.updated.isoformat())
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            for stale in [k for k in _clients if k[0] == cluster.pk]:
+                _clients.pop(stale).close()
+            pool_size = max(settings.TELEMETRY_SCRAPE_CONCURRENCY, 4)
+            client = _clients[key] = Kube(cluster.credentials(), pool_size=pool_size)
+        return client

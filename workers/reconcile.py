@@ -17,13 +17,17 @@ from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
 
-from apps.serving.choices import Phase
+from apps.serving.actions import finalize_deletion
+from apps.serving.choices import Phase, ReconcileResult
 from apps.serving.models import InferenceService, Pool, ReconcileRun, ServiceObservation
-from apps.serving.rendering import SERVICE_UID_LABEL, render_service, service_endpoint, service_objects
-from apps.serving.rendering.gpus import gpu_kind
+from apps.serving.names import service_selector, tenant_namespace
+from apps.serving.rendering import render_service, service_endpoint, service_objects
 from apps.serving.rendering.spec import spec_from_service
+from capacity.gpus import gpu_for
+from controlplane import logcontext
 from workers import status as st
-from workers.kube import ClusterError, Kube, PermanentClusterError
+from workers.inventory import observe_nodes
+from workers.kube import ClusterError, Kube, PermanentClusterError, kube_for
 from workers.locks import advisory_lock
 
 log = logging.getLogger(__name__)
@@ -47,26 +51,12 @@ WORKLOAD_KINDS = {"Deployment", "LeaderWorkerSet"}
 REQUEUE_WHILE_DEPLOYING = 3.0
 REQUEUE_WHILE_FAILING = 15.0
 
-_clients: dict[tuple[int, str], Kube] = {}
-
-
-def kube_for(cluster) -> Kube:
-    """A cached client per cluster row version (a credentials change builds a new one)."""
-    key = (cluster.pk, cluster.updated.isoformat() if getattr(cluster, "updated", None) else "")
-    client = _clients.get(key)
-    if client is None:
-        for stale in [k for k in _clients if k[0] == cluster.pk]:
-            _clients.pop(stale).close()
-        client = _clients[key] = Kube(cluster.credentials())
-    return client
-
-
 @dataclass
 class Outcome:
     """What a pass did and whether the service wants another look soon."""
 
     service_id: int
-    result: str  # converged | progressing | failed | deleted | busy | gone | error
+    result: ReconcileResult
     applied: int = 0
     pruned: int = 0
     requeue_after: float | None = None
@@ -83,11 +73,13 @@ def reconcile(service_id: int) -> Outcome:
         if not held:
             # Another worker is on it; if the spec moved on meanwhile, its pass leaves the service behind
             # (observed < generation) and the resync picks it up. Requeueing here would only multiply tasks.
-            return Outcome(service_id, "busy")
+            return Outcome(service_id, ReconcileResult.BUSY)
         try:
             service = InferenceService.objects.select_related("cluster", "tenant").get(pk=service_id)
         except InferenceService.DoesNotExist:
-            return Outcome(service_id, "gone")
+            return Outcome(service_id, ReconcileResult.GONE)
+        # Bound until the task ends (task_postrun clears it), so the task's summary line carries them too.
+        logcontext.update(tenant=service.tenant.slug, service=f"{service.tenant.slug}/{service.name}")
         outcome = _delete(service) if service.is_deleting else _converge(service)
     outcome.duration_s = time.monotonic() - started
     if outcome.record:
@@ -115,23 +107,18 @@ def due_for_resync(now=None):
     )
 
 
-def _selector(service) -> str:
-    return f"{SERVICE_UID_LABEL}={service.uid}"
-
-
 def _delete(service) -> Outcome:
     """Remove the service's objects from the cluster, then the row."""
-    from apps.serving.actions import finalize_deletion
-
     kube = kube_for(service.cluster)
-    namespace = f"tenant-{service.tenant.slug}"
-    result = kube.sync([], selector=_selector(service), managed_kinds=MANAGED_KINDS, namespace=namespace)
-    remaining = kube.list("v1", "Pod", namespace=namespace, label_selector=_selector(service))
+    namespace = tenant_namespace(service.tenant.slug)
+    result = kube.sync([], selector=service_selector(service.uid), managed_kinds=MANAGED_KINDS, namespace=namespace)
+    remaining = kube.list("v1", "Pod", namespace=namespace, label_selector=service_selector(service.uid))
     if remaining and result.pruned:
         # Pods go with their owners; look again shortly rather than wait here.
-        return Outcome(service.pk, "progressing", pruned=len(result.pruned), requeue_after=REQUEUE_WHILE_DEPLOYING)
+        return Outcome(service.pk, ReconcileResult.PROGRESSING, pruned=len(result.pruned),
+                       requeue_after=REQUEUE_WHILE_DEPLOYING)
     finalize_deletion(service)
-    return Outcome(service.pk, "deleted", pruned=len(result.pruned))
+    return Outcome(service.pk, ReconcileResult.DELETED, pruned=len(result.pruned))
 
 
 def _converge(service) -> Outcome:
@@ -148,12 +135,12 @@ def _converge(service) -> Outcome:
         # Objects of kinds no longer desired can exist only after a spec change (or an interrupted pass,
         # which leaves the service behind too): only then are all kinds listed for pruning.
         behind = service.observed_generation < generation
-        result = kube.sync(labelled, selector=_selector(service), managed_kinds=MANAGED_KINDS if behind else (),
-                           namespace=spec.namespace, unlabelled=shared)
+        result = kube.sync(labelled, selector=service_selector(service.uid),
+                           managed_kinds=MANAGED_KINDS if behind else (), namespace=spec.namespace, unlabelled=shared)
     except PermanentClusterError as exc:
         return _write_failure(service, generation, "ApplyFailed", exc.message)
     workloads = [obj for ref, obj in result.live.items() if ref.kind in WORKLOAD_KINDS]
-    pods = kube.list("v1", "Pod", namespace=spec.namespace, label_selector=_selector(service))
+    pods = kube.list("v1", "Pod", namespace=spec.namespace, label_selector=service_selector(service.uid))
     desired = {p.role: p.replicas for p in spec.pools}
     view = st.service_view(desired, workloads, pods, [])
     # Events matter while something changes; a steady service keeps the ones it last saw, which spares
@@ -164,7 +151,8 @@ def _converge(service) -> Outcome:
     if events:
         view = st.service_view(desired, workloads, pods, events)
     advice = _advice(kube, spec, view) if view.unschedulable else ""
-    phase, conditions, requeue = _judge(service, view, advice)
+    crash = _crash_detail(kube, service, spec.namespace, view) if view.crashing else ""
+    phase, conditions, requeue = _judge(service, view, advice, crash)
     endpoint = service_endpoint(spec)
     _write_status(service, generation, phase, conditions, view, endpoint)
     cause = "drift" if service.observed_generation == generation else "update"
@@ -172,27 +160,51 @@ def _converge(service) -> Outcome:
     _write_observation(service, view, [
         {"object": str(ref), "diff": diff, "cause": cause, "found_at": found} for ref, diff in result.drift.items()
     ], keep_events=events is None)
-    outcome = Outcome(service.pk, "converged" if phase == Phase.READY else
-                      ("failed" if phase == Phase.FAILED else "progressing"),
+    outcome = Outcome(service.pk, ReconcileResult.CONVERGED if phase == Phase.READY else
+                      (ReconcileResult.FAILED if phase == Phase.FAILED else ReconcileResult.PROGRESSING),
                       applied=len(result.applied), pruned=len(result.pruned), requeue_after=requeue,
                       message="; ".join(view.unschedulable + view.crashing), generation=generation)
-    outcome.record = bool(outcome.applied or outcome.pruned or phase != service.phase or outcome.result != "converged")
+    outcome.record = bool(outcome.applied or outcome.pruned or phase != service.phase
+                          or outcome.result != ReconcileResult.CONVERGED)
     return outcome
 
 
 def _advice(kube: Kube, spec, view: st.ServiceView) -> str:
-    from workers.inventory import observe_nodes
-
     nodes = observe_nodes(kube)
     stuck_roles = {p.role for p in view.pods if p.phase == "Pending" and not p.node}
     parts = []
     for pool in spec.pools:
         if pool.role in stuck_roles or len(spec.pools) == 1:
-            parts.append(st.gpu_advice(pool.gpus_per_replica, gpu_kind(pool.gpu_type).product, nodes))
+            parts.append(st.gpu_advice(pool.gpus_per_replica, gpu_for(pool.gpu_type).product, nodes))
     return "; ".join(parts)
 
 
-def _judge(service, view: st.ServiceView, advice: str) -> tuple[str, list[dict], float | None]:
+def _crash_detail(kube: Kube, service, namespace: str, view: st.ServiceView) -> str:
+    """'engine exited: <its last error line>' from the crashing container's previous log, plus the capacity
+    planner's explanation when it knows why the engine cannot start on that pool."""
+    from apps.catalog.engines import EngineSettingsError
+    from apps.serving.capacity import crash_explanation
+
+    pod = st.crashing_pod(view)
+    if pod is None:
+        return ""
+    line = st.last_error_line(kube.previous_log(namespace, pod.name, pod.container))
+    parts = [f"engine exited: {line}"] if line else []
+    pool = next((p for p in service.pools.all() if p.role == pod.role), None)
+    try:
+        settings = service.engine_settings_obj()
+    except EngineSettingsError:
+        settings = None
+    if pool is not None and settings is not None:
+        explanation = crash_explanation(service.model, service.runtime.engine, settings, pool)
+        if explanation:
+            parts.append(explanation)
+    if not parts:
+        return ""
+    return f"{'; '.join(parts)} (pod {pod.name}: {pod.reason}, {pod.restarts} restarts)"
+
+
+def _judge(service, view: st.ServiceView, advice: str, crash: str = "") -> tuple[str, list[dict], float | None]:
     previous = service.conditions or []
     conds = [st.condition("Reconciled", True, "Applied", "Desired objects applied.", previous)]
     if view.unschedulable:
@@ -202,7 +214,7 @@ def _judge(service, view: st.ServiceView, advice: str) -> tuple[str, list[dict],
     else:
         conds.append(st.condition("Schedulable", True, "Scheduled", "", previous))
     if view.crashing:
-        conds.append(st.condition("Healthy", False, "CrashLoop", view.crashing[0], previous))
+        conds.append(st.condition("Healthy", False, "CrashLoop", crash or view.crashing[0], previous))
     else:
         conds.append(st.condition("Healthy", True, "Running", "", previous))
     ready = view.all_ready
@@ -220,7 +232,8 @@ def _judge(service, view: st.ServiceView, advice: str) -> tuple[str, list[dict],
 def _write_failure(service, generation: int, reason: str, message: str) -> Outcome:
     conds = [st.condition("Reconciled", False, reason, message, service.conditions)]
     _write_status(service, generation, Phase.FAILED, conds, None, service.endpoint)
-    return Outcome(service.pk, "failed", message=f"{reason}: {message}", generation=generation, record=True)
+    return Outcome(service.pk, ReconcileResult.FAILED, message=f"{reason}: {message}", generation=generation,
+                   record=True)
 
 
 def _events_of(kube: Kube, namespace: str, names: list[str]) -> list[dict]:
@@ -285,4 +298,4 @@ def record_transient(service_id: int, exc: ClusterError) -> None:
     cond = st.condition("Reconciled", False, "TransientError", exc.message, service.conditions)
     InferenceService.objects.filter(pk=service_id).update(conditions=[cond, *others])
     ReconcileRun.objects.create(service_id=service_id, started_at=timezone.now(), generation=service.generation,
-                                result="retrying", message=exc.message[:2000])
+                                result=ReconcileResult.RETRYING, message=exc.message[:2000])

@@ -7,11 +7,12 @@ needs, and what the cluster has free.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-COMPONENT = "app.kubernetes.io/component"
-POOL_ROLE_LABEL = "controlplane.io/pool"
+from apps.serving.names import pod_role
+
 CRASH_REASONS = {"CrashLoopBackOff", "Error", "OOMKilled", "CreateContainerConfigError", "ImagePullBackOff",
                  "ErrImagePull", "RunContainerError"}
 
@@ -27,6 +28,7 @@ class PodView:
     message: str = ""
     restarts: int = 0
     gpus: int = 0
+    container: str = ""  # the container the reason is about
 
 
 @dataclass
@@ -57,21 +59,18 @@ class ServiceView:
         return all(p.ready >= p.desired and p.updated >= p.desired for p in self.pools.values())
 
 
-def _role_of(labels: dict) -> str:
-    return labels.get(POOL_ROLE_LABEL) or labels.get(COMPONENT) or "engine"
-
-
 def pod_view(pod: dict) -> PodView:
     meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
     statuses = status.get("containerStatuses") or []
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-    reason, message, restarts = "", "", 0
+    reason, message, restarts, crashed = "", "", 0, ""
     for cs in statuses:
         restarts += cs.get("restartCount", 0)
         waiting = (cs.get("state") or {}).get("waiting") or {}
         terminated = (cs.get("lastState") or {}).get("terminated") or {}
         if waiting.get("reason") and not reason:
             reason, message = waiting["reason"], waiting.get("message", "") or terminated.get("message", "")
+            crashed = cs.get("name", "")
     if not reason:
         for cond in status.get("conditions") or []:
             if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
@@ -83,8 +82,9 @@ def pod_view(pod: dict) -> PodView:
             if key.endswith(".com/gpu"):
                 gpus += int(str(value))
     return PodView(
-        name=meta.get("name", ""), role=_role_of(meta.get("labels") or {}), phase=status.get("phase", "Pending"),
+        name=meta.get("name", ""), role=pod_role(meta.get("labels") or {}), phase=status.get("phase", "Pending"),
         ready=ready, node=spec.get("nodeName") or "", reason=reason, message=message, restarts=restarts, gpus=gpus,
+        container=crashed,
     )
 
 
@@ -102,7 +102,7 @@ def service_view(desired_pools: dict[str, int], workloads: list[dict], pods: lis
     """Combine live workloads, pods and events into per-pool counts and failure reasons."""
     view = ServiceView(pools={role: PoolView(role, n) for role, n in desired_pools.items()})
     for obj in workloads:
-        role = _role_of(obj.get("metadata", {}).get("labels") or {})
+        role = pod_role(obj.get("metadata", {}).get("labels") or {})
         role = "leader" if obj.get("kind") == "LeaderWorkerSet" and role not in view.pools else role
         if role in view.pools:
             pool = view.pools[role]
@@ -137,6 +137,25 @@ def _concerns(involved: dict, owned: set[str]) -> bool:
         return True
     base, _, suffix = name.rpartition("-")
     return involved.get("kind") == "ReplicaSet" and base in owned and suffix.isalnum()
+
+
+_ERROR_LINE = re.compile(r"\b[\w.]*(Error|Exception)\b:")
+
+
+def last_error_line(log: str) -> str:
+    """The engine's last error line in a container log (a Python exception line such as
+    `torch.OutOfMemoryError: CUDA out of memory ...`), else its last non-empty line."""
+    lines = [line.strip() for line in (log or "").splitlines() if line.strip()]
+    for line in reversed(lines):
+        match = _ERROR_LINE.search(line)
+        if match:
+            return line[match.start():]
+    return lines[-1] if lines else ""
+
+
+def crashing_pod(view: ServiceView) -> PodView | None:
+    """The first pod whose container crash-loops (or failed in another way CRASH_REASONS names)."""
+    return next((p for p in view.pods if p.reason in CRASH_REASONS), None)
 
 
 def gpu_advice(gpus_per_replica: int, product: str, nodes: list[dict]) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -27,32 +26,26 @@ from kubernetes import client as k8s
 
 from apps.clusters.models import Cluster
 from apps.serving.models import InferenceService, Pool
-from apps.telemetry.bulkwrite import upsert_pod_stats
-from apps.telemetry.figures import (
-    Increments,
-    NotAnEngineExposition,
-    Snapshot,
-    figures_from_increments,
-    increments,
-    merge_increments,
-    parse_snapshot,
+from apps.serving.names import (
+    COMPONENT_LABEL,
+    ENGINE_COMPONENTS,
+    LWS_WORKER_INDEX_LABEL,
+    MANAGED_SELECTOR,
+    SERVICE_UID_LABEL,
+    pod_role,
 )
+from apps.telemetry.bulkwrite import upsert_pod_stats
+from apps.telemetry.exposition import NotAnEngineExposition, Snapshot, parse_snapshot
+from apps.telemetry.figures import Increments, figures_from_increments, increments, merge_increments
 from apps.telemetry.models import SERVICE_ROLE, PodStat, ScrapeCycle, SeriesPoint
 from apps.telemetry.promql import PodSelector, PrometheusClient, PrometheusError, query_figures
+from apps.telemetry.scrape import ACCEPT
 from apps.telemetry.series import point_values
-from workers.kube import api_client, classify
+from workers.kube import classify, kube_for
 from workers.locks import advisory_lock
 
 log = logging.getLogger(__name__)
 
-MANAGED_SELECTOR = "app.kubernetes.io/managed-by=controlplane"
-COMPONENT = "app.kubernetes.io/component"
-SERVICE_UID = "controlplane.io/service-uid"
-POOL_LABEL = "controlplane.io/pool"
-LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
-LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
-ENGINE_COMPONENTS = frozenset({"engine", "prefill", "decode"})
-ACCEPT = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
 # PromQL rates need at least two of Prometheus' own scrapes in the window (15-30 s intervals are usual).
 PROMETHEUS_WINDOW_S = 60
 LOCK_NAMESPACE = 0x7E1E  # first key of the two-int advisory lock; the second is the cluster id
@@ -104,26 +97,7 @@ class CycleReport:
 
 # --- Clients --------------------------------------------------------------------------------------------
 
-_clients: dict[tuple[int, str], k8s.CoreV1Api] = {}
-_clients_lock = threading.Lock()
 _executor: ThreadPoolExecutor | None = None
-
-
-def core_for(cluster: Cluster) -> k8s.CoreV1Api:
-    """A CoreV1Api per cluster row version whose connection pool fits the scrape concurrency."""
-    key = (cluster.pk, cluster.updated.isoformat() if getattr(cluster, "updated", None) else "")
-    with _clients_lock:
-        core = _clients.get(key)
-        if core is None:
-            for stale in [k for k in _clients if k[0] == cluster.pk]:
-                _clients.pop(stale).api_client.close()
-            base = api_client(cluster.credentials())
-            configuration = base.configuration
-            base.close()
-            # The client's default pool (5 x CPUs) would drop connections under a wide thread pool.
-            configuration.connection_pool_maxsize = max(settings.TELEMETRY_SCRAPE_CONCURRENCY, 4)
-            core = _clients[key] = k8s.CoreV1Api(k8s.ApiClient(configuration))
-        return core
 
 
 def executor() -> ThreadPoolExecutor:
@@ -158,12 +132,12 @@ def engine_pods(pods: list[dict], service_ids: dict[str, int]) -> list[EnginePod
     for pod in pods:
         meta = pod.get("metadata") or {}
         labels = meta.get("labels") or {}
-        service_id = service_ids.get(labels.get(SERVICE_UID, ""))
-        if service_id is None or labels.get(COMPONENT) not in ENGINE_COMPONENTS:
+        service_id = service_ids.get(labels.get(SERVICE_UID_LABEL, ""))
+        if service_id is None or labels.get(COMPONENT_LABEL) not in ENGINE_COMPONENTS:
             continue
-        if labels.get(LWS_WORKER_INDEX, "0") != "0":
+        if labels.get(LWS_WORKER_INDEX_LABEL, "0") != "0":
             continue  # LeaderWorkerSet workers hold shards; the leader serves the API and the metrics
-        role = labels.get(POOL_LABEL) or ("leader" if LWS_NAME in labels else labels[COMPONENT])
+        role = pod_role(labels)
         out.append(EnginePod(
             service_id=service_id, namespace=meta.get("namespace", ""), name=meta.get("name", ""), role=role,
             node=(pod.get("spec") or {}).get("nodeName") or "", port=_http_port(pod), ready=_is_ready(pod),
@@ -179,7 +153,7 @@ def list_engine_pods(core: k8s.CoreV1Api, service_ids: dict[str, int], timeout: 
     return engine_pods(json.loads(response.data).get("items") or [], service_ids)
 
 
-def fetch_metrics(core: k8s.CoreV1Api, pod: EnginePod, timeout: float) -> PodResult:
+def scrape_pod(core: k8s.CoreV1Api, pod: EnginePod, timeout: float) -> PodResult:
     """GET the pod's /metrics through the API server's pod proxy and parse it; errors end up in the result."""
     result = PodResult(pod)
     try:
@@ -361,7 +335,7 @@ def _scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport
     if not services:
         return report
     timeout = float(settings.TELEMETRY_SCRAPE_TIMEOUT_SECONDS)
-    core = core_for(cluster)
+    core = kube_for(cluster).core
     try:
         pods = list_engine_pods(core, services, timeout)
     except Exception as exc:  # an unreachable cluster is a failed cycle, not a crash
@@ -389,7 +363,7 @@ def _scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport
         if client is not None:
             return {sid: pool.submit(query_service, client, engines[sid], pods_of[sid], sid in multi_pool)
                     for sid in chunk if sid in pods_of}
-        return {sid: [pool.submit(fetch_metrics, core, p, timeout) for p in pods_of[sid]]
+        return {sid: [pool.submit(scrape_pod, core, p, timeout) for p in pods_of[sid]]
                 for sid in chunk if sid in pods_of}
 
     # One chunk in flight ahead of the one being written: the pool stays busy, and the writing thread is

@@ -6,7 +6,8 @@ from apps.catalog.models import Adapter, Model, Runtime
 
 
 class CatalogEntryFilterSet(django_filters.FilterSet):
-    tenant = django_filters.CharFilter(field_name="tenant__slug")
+    name = django_filters.CharFilter(field_name="name", help_text="Exact name.")
+    tenant = django_filters.CharFilter(field_name="tenant__slug", help_text="Tenant slug.")
     platform_wide = django_filters.BooleanFilter(field_name="tenant", lookup_expr="isnull")
 
 

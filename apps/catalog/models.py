@@ -9,20 +9,17 @@ from django.db import models
 from django.db.models import Q
 
 from apps.catalog.choices import DeploymentMode, EngineKind, ModelDtype
+from apps.catalog.engines import EngineSettings, get_adapter
 from apps.catalog.validators import validate_source_uri
+from apps.core.access import TenantScopedQuerySet, can_write_tenant
 from apps.core.models import TimestampedModel
 from apps.core.validators import dns1123_label
-from apps.tenancy.access import can_write_tenant, is_platform_staff, member_tenant_ids
 
 
-class CatalogQuerySet(models.QuerySet):
-    def for_user(self, user) -> CatalogQuerySet:
-        """Everyone signed in sees the platform-wide entries plus their tenants' private ones."""
-        if is_platform_staff(user):
-            return self
-        if not user.is_authenticated:
-            return self.none()
-        return self.filter(Q(tenant__isnull=True) | Q(tenant_id__in=member_tenant_ids(user)))
+class CatalogQuerySet(TenantScopedQuerySet):
+    """Everyone signed in sees the platform-wide entries plus their tenants' private ones."""
+
+    platform_wide_visible = True
 
     def usable_by_tenant(self, tenant_id: int | None) -> CatalogQuerySet:
         return self.filter(Q(tenant__isnull=True) | Q(tenant_id=tenant_id))
@@ -152,8 +149,6 @@ class Runtime(CatalogEntry):
             errors["default_args"] = ["Default args must be a list of strings."]
         elif self.engine and self.default_args:
             # Default args may not repeat a flag that a structured engine setting owns.
-            from apps.serving.engines import EngineSettings, get_adapter
-
             clash = get_adapter(self.engine).validate(EngineSettings(extra_args=tuple(self.default_args)))
             if clash.get("extra_args"):
                 errors["default_args"] = [clash["extra_args"]]

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.contrib.contenttypes.models import ContentType
 from django.db import models
 
+from apps.core.access import TenantScopedQuerySet
 from apps.core.choices import AuditAction, AuditVia
 
 
@@ -19,19 +20,9 @@ class TimestampedModel(models.Model):
         abstract = True
 
 
-class AuditEntryQuerySet(models.QuerySet):
+class AuditEntryQuerySet(TenantScopedQuerySet):
     def for_object(self, obj: models.Model) -> AuditEntryQuerySet:
         return self.filter(content_type=ContentType.objects.get_for_model(obj), object_id=str(obj.pk))
-
-    def for_user(self, user) -> AuditEntryQuerySet:
-        """Staff see every entry; tenant members see the entries of their tenants."""
-        from apps.tenancy.access import is_platform_staff, member_tenant_ids
-
-        if is_platform_staff(user):
-            return self
-        if not user.is_authenticated:
-            return self.none()
-        return self.filter(tenant_id__in=member_tenant_ids(user))
 
 
 class AuditEntry(models.Model):

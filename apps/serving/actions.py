@@ -8,8 +8,6 @@ reconcile after commit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -19,6 +17,7 @@ from apps.core.choices import AuditAction, AuditVia
 from apps.serving.choices import Phase
 from apps.serving.dispatch import enqueue_reconcile
 from apps.serving.models import POOL_SPEC_FIELDS, SPEC_FIELDS, InferenceService, Pool
+from apps.serving.rendering.spec import PoolSpec
 from apps.tenancy.models import Tenant
 
 SPEC_COLUMNS = [name.removesuffix("_id") for name in SPEC_FIELDS]
@@ -34,19 +33,6 @@ class StaleVersion(Exception):
 
 class ServiceDeleting(Exception):
     """The service is being deleted; its spec can no longer change."""
-
-
-@dataclass
-class PoolSpec:
-    """Desired values for one pool, keyed by role."""
-
-    role: str
-    replicas: int = 1
-    min_replicas: int = 1
-    max_replicas: int = 1
-    gpus_per_replica: int = 1
-    gpu_type: str = "h100-sxm-80gb"
-    nodes_per_replica: int = 1
 
 
 def _lock_for_write(service: InferenceService, expected_version: int | None) -> InferenceService | None:

@@ -9,8 +9,9 @@ from django.core.exceptions import ValidationError
 
 from apps.core.admin import AuditedModelAdmin
 from apps.core.choices import AuditVia
-from apps.serving.actions import PoolSpec, request_deletion, save_service
+from apps.serving.actions import request_deletion, save_service
 from apps.serving.models import EDITABLE_FIELDS, POOL_SPEC_FIELDS, STATUS_FIELDS, InferenceService, Pool
+from apps.serving.rendering.spec import PoolSpec
 from apps.serving.validation import service_errors
 
 STATUS_ADMIN_FIELDS = [*STATUS_FIELDS, "version", "last_reconciled_at"]

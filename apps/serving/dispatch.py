@@ -6,9 +6,10 @@ import logging
 
 from django.db import transaction
 
-logger = logging.getLogger(__name__)
+from controlplane.celery import app as celery_app
+from controlplane.tasknames import RECONCILE_SERVICE
 
-RECONCILE_TASK = "workers.tasks.reconcile.reconcile_service"
+logger = logging.getLogger(__name__)
 
 
 def enqueue_reconcile(service_id: int) -> None:
@@ -19,10 +20,8 @@ def enqueue_reconcile(service_id: int) -> None:
     """
 
     def send() -> None:
-        from workers.celery import app
-
         try:
-            app.send_task(RECONCILE_TASK, args=[service_id], retry=False)
+            celery_app.send_task(RECONCILE_SERVICE, args=[service_id], retry=False)
         except Exception:  # the broker may be down; resync will catch up
             logger.warning("Could not enqueue reconcile for service %s; resync will retry.", service_id)
 

@@ -14,10 +14,12 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from apps.catalog.choices import DeploymentMode
+from apps.catalog.engines import EngineSettings
+from apps.core.access import TenantScopedQuerySet, can_write_tenant
 from apps.core.models import TimestampedModel
 from apps.core.validators import dns1123_label
-from apps.serving.choices import GpuType, Phase, PoolRole, RoutingPolicy
-from apps.tenancy.access import can_write_tenant, is_platform_staff, member_tenant_ids
+from apps.serving.choices import GpuType, Phase, PoolRole, ReconcileResult, RoutingPolicy
+from apps.serving.validation import service_errors
 
 # Fields whose change is a spec change (bumps generation); pools and adapters are compared too.
 SPEC_FIELDS = (
@@ -52,14 +54,8 @@ def default_autoscaling() -> dict:
     return {"autoscaler": "none"}
 
 
-class InferenceServiceQuerySet(models.QuerySet):
-    def for_user(self, user) -> InferenceServiceQuerySet:
-        """Staff see every service; tenant members see their tenants' services."""
-        if is_platform_staff(user):
-            return self
-        if not user.is_authenticated:
-            return self.none()
-        return self.filter(tenant_id__in=member_tenant_ids(user))
+class InferenceServiceQuerySet(TenantScopedQuerySet):
+    """Members see their tenants' services."""
 
     def with_related(self) -> InferenceServiceQuerySet:
         """Everything a list page renders, in a fixed number of queries."""
@@ -89,7 +85,7 @@ class InferenceService(TimestampedModel):
     adapters = models.ManyToManyField("catalog.Adapter", blank=True, related_name="services")
     deployment_mode = models.CharField(max_length=32, choices=DeploymentMode.choices, default=DeploymentMode.STANDARD)
     engine_settings = models.JSONField(
-        default=dict, blank=True, help_text="Keys of apps.serving.engines.EngineSettings."
+        default=dict, blank=True, help_text="Keys of apps.catalog.engines.EngineSettings."
     )
     routing_policy = models.CharField(max_length=32, choices=RoutingPolicy.choices, default=RoutingPolicy.ROUND_ROBIN)
     autoscaling = models.JSONField(
@@ -144,8 +140,6 @@ class InferenceService(TimestampedModel):
         return list(self.adapters.all()) if self.pk else []
 
     def clean(self) -> None:
-        from apps.serving.validation import service_errors
-
         if getattr(self, "_defer_spec_validation", False):
             # The admin form validates the spec in its pool formset, once the pools are known.
             return
@@ -185,8 +179,6 @@ class InferenceService(TimestampedModel):
 
     def engine_settings_obj(self):
         """The stored engine settings as `EngineSettings` (raises EngineSettingsError when invalid)."""
-        from apps.serving.engines import EngineSettings
-
         return EngineSettings.from_dict(self.engine_settings)
 
     def gpus_at_max(self, pools: list[Pool] | None = None) -> int:
@@ -261,7 +253,7 @@ class ReconcileRun(models.Model):
     service = models.ForeignKey(InferenceService, on_delete=models.CASCADE, related_name="reconcile_runs")
     started_at = models.DateTimeField(db_index=True)
     generation = models.PositiveBigIntegerField()
-    result = models.CharField(max_length=16)  # converged | progressing | failed | deleted | error
+    result = models.CharField(max_length=16, choices=ReconcileResult.choices)
     applied = models.PositiveIntegerField(default=0)
     pruned = models.PositiveIntegerField(default=0)
     duration_ms = models.PositiveIntegerField(default=0)

@@ -18,7 +18,8 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 
-from .figures import ENGINES, SGLANG, VLLM, Figures
+from .exposition import ENGINES, SGLANG, VLLM
+from .figures import Figures
 
 QUANTILES = {"ttft_p50_s": ("ttft", 0.5), "ttft_p95_s": ("ttft", 0.95), "ttft_p99_s": ("ttft", 0.99)}
 QUANTILES |= {"itl_p50_s": ("itl", 0.5), "itl_p95_s": ("itl", 0.95)}

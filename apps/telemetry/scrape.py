@@ -1,7 +1,7 @@
 """Fetch an engine's `/metrics` over plain HTTP, for `manage.py engine_stats` and direct URLs.
 
 The scraper worker reads pods through the Kubernetes API server's pod proxy instead and hands the text
-to `figures.parse_snapshot`; this module never talks to Kubernetes.
+to `exposition.parse_snapshot`; this module never talks to Kubernetes.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from .figures import Snapshot, parse_snapshot
+from .exposition import Snapshot, parse_snapshot
 
 # Engines answer with the Prometheus text format; OpenMetrics is not asked for because the parser
 # used downstream reads the classic text format.

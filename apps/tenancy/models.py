@@ -11,22 +11,24 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from apps.core.access import (
+    TenantScopedQuerySet,
+    can_own_tenant,
+    can_write_tenant,
+    is_platform_staff,
+    token_tenant_id,
+)
+from apps.core.choices import Role
 from apps.core.models import TimestampedModel
 from apps.core.validators import dns1123_label
-from apps.tenancy.access import can_own_tenant, is_platform_staff, member_tenant_ids, token_tenant_id
-from apps.tenancy.choices import Role
 
 TOKEN_PREFIX_LENGTH = 8
 
 
-class TenantQuerySet(models.QuerySet):
-    def for_user(self, user) -> TenantQuerySet:
-        """Staff see every tenant; members see the tenants they belong to."""
-        if is_platform_staff(user):
-            return self
-        if not user.is_authenticated:
-            return self.none()
-        return self.filter(pk__in=member_tenant_ids(user))
+class TenantQuerySet(TenantScopedQuerySet):
+    """Members see the tenants they belong to."""
+
+    tenant_field = "pk"
 
 
 class Tenant(TimestampedModel):
@@ -51,13 +53,8 @@ class Tenant(TimestampedModel):
         return can_own_tenant(user, self.pk)
 
 
-class MembershipQuerySet(models.QuerySet):
-    def for_user(self, user) -> MembershipQuerySet:
-        if is_platform_staff(user):
-            return self
-        if not user.is_authenticated:
-            return self.none()
-        return self.filter(tenant_id__in=member_tenant_ids(user))
+class MembershipQuerySet(TenantScopedQuerySet):
+    """Members see the memberships of their tenants."""
 
 
 class Membership(TimestampedModel):
@@ -97,17 +94,13 @@ def hash_token(plaintext: str) -> str:
     return hashlib.sha256(plaintext.encode()).hexdigest()
 
 
-class ApiTokenQuerySet(models.QuerySet):
-    def for_user(self, user) -> ApiTokenQuerySet:
-        """Staff see every token; others see their own and those bound to their tenants."""
-        if is_platform_staff(user):
-            return self
-        if not user.is_authenticated:
-            return self.none()
+class ApiTokenQuerySet(TenantScopedQuerySet):
+    def visible_to(self, user) -> Q:
+        """Their own tokens and those bound to their tenants."""
         if token_tenant_id(user) is not None:
             # A tenant-bound token manages that tenant's tokens only, not its user's other tokens.
-            return self.filter(tenant_id=token_tenant_id(user), tenant_id__in=member_tenant_ids(user))
-        return self.filter(Q(user_id=user.pk) | Q(tenant_id__in=member_tenant_ids(user)))
+            return Q(tenant_id=token_tenant_id(user)) & super().visible_to(user)
+        return Q(user_id=user.pk) | super().visible_to(user)
 
 
 class ApiToken(TimestampedModel):
@@ -176,8 +169,6 @@ class ApiToken(TimestampedModel):
         return not (self.is_revoked or self.is_expired)
 
     def user_can_write(self, user) -> bool:
-        from apps.tenancy.access import can_write_tenant
-
         if is_platform_staff(user) or self.user_id == user.pk:
             return True
         return can_write_tenant(user, self.tenant_id)

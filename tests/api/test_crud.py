@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from apps.tenancy.choices import Role
+from apps.core.choices import Role
 from tests.api.crud import CrudTests
 from tests.factories import (
     AdapterFactory,

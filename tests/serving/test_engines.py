@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from apps.serving.engines import (
+from apps.catalog.engines import (
     EngineSettings,
     EngineSettingsError,
     LoraAdapter,

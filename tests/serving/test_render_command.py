@@ -7,7 +7,7 @@ import pytest
 import yaml
 from django.core.management import CommandError, call_command
 
-from apps.serving.engines import EngineSettings
+from apps.catalog.engines import EngineSettings
 from apps.serving.models import InferenceService
 from apps.serving.rendering import render_service, spec_from_service
 from tests.factories import (

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from apps.serving.engines import EngineSettings
+from apps.catalog.engines import EngineSettings
 from apps.serving.rendering import (
     AdapterSpec,
     AutoscalingSpec,
@@ -311,7 +311,7 @@ def test_cached_weights_keep_the_source_directory_name():
 
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_service_objects_are_named_after_the_service_with_reserved_suffixes(name):
-    from apps.serving.rendering import RESERVED_SUFFIXES
+    from apps.serving.names import RESERVED_SUFFIXES
 
     allowed = {"chat", *(f"chat{suffix}" for suffix in RESERVED_SUFFIXES)}
     assert {o["metadata"]["name"] for o in service_objects(render_service(SPECS[name]()))} <= allowed

@@ -127,7 +127,8 @@ def test_list_queries_do_not_grow_with_page_size(api, tenant_a, owner_a, staff, 
 
 
 def test_a_spec_update_keeps_status_the_reconciler_wrote_meanwhile(service, owner_a):
-    from apps.serving.actions import PoolSpec, save_service
+    from apps.serving.actions import save_service
+    from apps.serving.rendering.spec import PoolSpec
 
     loaded = type(service).objects.get(pk=service.pk)  # a client loads the service...
     # ...the reconciler reports while the client is editing...

@@ -17,7 +17,8 @@ from apps.serving.choices import Phase
 from kubesim.apiserver.server import Server
 from tests.factories import ClusterFactory, InferenceServiceFactory, RuntimeFactory
 from workers.inventory import sync_inventory
-from workers.reconcile import kube_for, reconcile
+from workers.kube import kube_for
+from workers.reconcile import reconcile
 
 
 @pytest.fixture

@@ -5,7 +5,8 @@ import math
 
 import pytest
 
-from apps.telemetry.figures import NotAnEngineExposition, Snapshot, figures, parse_snapshot
+from apps.telemetry.exposition import NotAnEngineExposition, Snapshot, parse_snapshot
+from apps.telemetry.figures import figures
 from tests.telemetry import expositions as ex
 
 # A trimmed vLLM 0.33 /metrics as prometheus_client writes it (two data-parallel engines).

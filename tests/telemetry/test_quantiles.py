@@ -9,14 +9,8 @@ import math
 
 import pytest
 
-from apps.telemetry.figures import (
-    figures,
-    figures_from_increments,
-    histogram_quantile,
-    increments,
-    merge_increments,
-    parse_snapshot,
-)
+from apps.telemetry.exposition import parse_snapshot
+from apps.telemetry.figures import figures, figures_from_increments, histogram_quantile, increments, merge_increments
 from tests.telemetry import expositions as ex
 
 INF = math.inf

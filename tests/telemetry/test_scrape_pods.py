@@ -36,10 +36,13 @@ def test_engine_prefill_and_decode_pods_of_known_services_are_scraped_on_their_h
 
 
 def test_only_the_leader_of_a_leader_worker_set_group_is_scraped_and_its_pool_is_leader():
+    # The renderer labels each side of the group with its rank role; LeaderWorkerSet adds name and index.
     lws = {"leaderworkerset.sigs.k8s.io/name": "big"}
     pods = [
-        pod("big-0", extra_labels={**lws, "leaderworkerset.sigs.k8s.io/worker-index": "0"}),
-        pod("big-0-1", extra_labels={**lws, "leaderworkerset.sigs.k8s.io/worker-index": "1"}),
+        pod("big-0", extra_labels={**lws, "leaderworkerset.sigs.k8s.io/worker-index": "0",
+                                   "controlplane.io/role": "leader"}),
+        pod("big-0-1", extra_labels={**lws, "leaderworkerset.sigs.k8s.io/worker-index": "1",
+                                     "controlplane.io/role": "worker"}),
     ]
 
     assert [(p.name, p.role) for p in engine_pods(pods, {UID: 1})] == [("big-0", "leader")]

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from apps.telemetry.models import QueueHeartbeat, SeriesPoint
+from controlplane.celery import app
 from tests.polling import wait_for
 from tests.workers.conftest import workers  # noqa: F401 (the real-worker fixture)
-from workers.celery import app
 from workers.tasks import telemetry as tasks
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 from django.core.management import call_command
 
-from apps.telemetry.figures import parse_snapshot
+from apps.telemetry.exposition import parse_snapshot
 from apps.telemetry.scrape import fetch_metrics
 from kubesim.engines import workload_for
 from kubesim.workload import PodContext

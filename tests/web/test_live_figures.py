@@ -4,12 +4,12 @@ the pod proxy, and the figures on the service page, its chart data, the fleet ov
 from __future__ import annotations
 
 import threading
-import time
 
 from django.urls import reverse
 
 from apps.telemetry.models import PodStat
-from tests.telemetry.conftest import send_load
+from tests.polling import wait_for
+from tests.telemetry.conftest import requests_running, send_load
 from workers.telemetry import scrape_all
 
 
@@ -19,7 +19,8 @@ def test_load_drives_ttft_and_kv_figures_onto_the_service_page(deploy, tenant_a,
     send_load(sim, service, requests=12, concurrency=6)
     background = threading.Thread(target=send_load, args=(sim, service), kwargs={"requests": 6, "max_tokens": 400})
     background.start()
-    time.sleep(0.8)
+    # Scrape once an engine reports some of them running (polled, not slept: the machine may be slow).
+    wait_for(lambda: requests_running(sim, service) > 0, message="requests running")
     scrape_all()
     background.join(60)
 

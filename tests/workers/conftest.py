@@ -16,6 +16,8 @@ from urllib.request import urlopen
 import pytest
 from django.db import connection
 
+from controlplane import tasknames
+
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_NODES = "h100-sxm-80gb:1x8,l4-24gb:2x1"
 
@@ -71,7 +73,7 @@ def database_url_of_test_db() -> str:
 def _start_worker(queues: list[str], extra_env: dict[str, str]) -> subprocess.Popen:
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "controlplane.settings", **extra_env}
     return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "workers", "worker", "--pool", "solo", "--queues", ",".join(queues),
+        [sys.executable, "-m", "celery", "-A", "controlplane", "worker", "--pool", "solo", "--queues", ",".join(queues),
          "--loglevel", "INFO", "--without-heartbeat", "--without-gossip", "--without-mingle",
          "--hostname", f"test-{uuid.uuid4().hex[:8]}@%h"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -95,13 +97,12 @@ def workers(transactional_db):
 
     Tasks the test process enqueues (after commit) are routed to the same private queues.
     """
-    from workers.celery import app
+    from controlplane.celery import app
 
     prefix = f"t{uuid.uuid4().hex[:8]}-"
     queues = [prefix + q for q in ("default", "reconcile", "telemetry", "autoscale")]
     saved = (app.conf.task_routes, app.conf.task_default_queue)
-    app.conf.task_routes = {f"workers.tasks.{k}.*": {"queue": prefix + k} for k in ("reconcile", "telemetry",
-                                                                                      "autoscale")}
+    app.conf.task_routes = tasknames.routes(prefix)
     app.conf.task_default_queue = prefix + "default"
     _reroute(app)
     procs: list[subprocess.Popen] = []

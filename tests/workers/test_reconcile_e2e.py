@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import urllib.request
 
 import pytest
@@ -25,6 +24,16 @@ LABEL = "controlplane.io/service-uid"
 def wait_for(predicate, timeout=120.0, interval=0.3, what="condition"):
     """Poll with deadlines generous enough for a loaded 2-core machine."""
     return poll(predicate, timeout=timeout, interval=interval, message=what)
+
+
+def _advisory_lock_held(key1: int, key2: int) -> bool:
+    """Whether some session holds the two-key advisory lock (pg_locks: classid, objid, objsubid 2)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND objid = %s "
+                       "AND objsubid = 2 AND granted", [key1, key2])
+        return cursor.fetchone() is not None
 
 
 @pytest.fixture
@@ -78,7 +87,8 @@ def test_a_service_created_through_the_api_becomes_ready_scales_rolls_and_is_del
     assert deploy.metadata.labels[LABEL] == uid
     assert deploy.spec.template.spec.containers[0].resources.limits["nvidia.com/gpu"] == "1"
     assert deploy.spec.template.spec.node_selector["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
-    assert ReconcileRun.objects.filter(service_id=pk, result="converged").exists()
+    # The pass writes its history row just after the status, so poll rather than race it.
+    wait_for(lambda: ReconcileRun.objects.filter(service_id=pk, result="converged").exists(), what="a converged run")
 
     # Scale through the API: a second engine pod comes up on the cluster.
     response = stack["api"].post(f"/api/v1/services/{pk}/scale/", {"pool": "engine", "replicas": 2}, format="json")
@@ -188,7 +198,8 @@ def test_two_reconcilers_never_work_on_one_service_at_once(stack):
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
-        time.sleep(1.0)
+        # The other session holds the claim once PostgreSQL shows its advisory lock granted.
+        wait_for(lambda: _advisory_lock_held(LOCK_NAMESPACE, pk), what="the other session's claim")
         outcome = reconcile(pk)
         assert outcome.result == "busy"
         assert stack["apps"].list_namespaced_deployment(

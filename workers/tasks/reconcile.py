@@ -10,6 +10,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db.models import F
 
+from controlplane import tasknames as names
 from workers import reconcile as rec
 from workers.kube import TransientClusterError
 
@@ -21,7 +22,7 @@ def backoff(retries: int, base: float = 1.0, cap: float = 60.0) -> float:
     return random.uniform(0, min(cap, base * 2**retries))
 
 
-@shared_task(bind=True, name="workers.tasks.reconcile.reconcile_service", max_retries=20, acks_late=True)
+@shared_task(bind=True, name=names.RECONCILE_SERVICE, max_retries=20, acks_late=True)
 def reconcile_service(self, service_id: int) -> dict:
     """Reconcile one service; retry transient cluster errors with backoff and jitter, re-enqueue while
     the service is still deploying (never sleep waiting for readiness)."""
@@ -58,7 +59,7 @@ def tick_share(services: int, tick_seconds: float, interval_seconds: float) -> i
     return math.ceil(services * tick_seconds / interval_seconds * SHARE_HEADROOM)
 
 
-@shared_task(name="workers.tasks.reconcile.resync")
+@shared_task(name=names.RESYNC)
 def resync() -> int:
     """Enqueue every service that is behind its spec or being deleted, and the drift checks of services
     not checked for one interval, oldest first and spread over the tick (drift: a manual `kubectl edit`
@@ -80,17 +81,17 @@ def resync() -> int:
     return len(plan)
 
 
-@shared_task(name="workers.tasks.reconcile.sync_inventories")
+@shared_task(name=names.SYNC_INVENTORIES)
 def sync_inventories() -> dict:
     """Refresh the GPU inventory of every cluster; an unreachable cluster is reported, not fatal."""
     from apps.clusters.models import Cluster
     from workers.inventory import sync_inventory
-    from workers.kube import ClusterError
+    from workers.kube import ClusterError, kube_for
 
     counts = {}
     for cluster in Cluster.objects.all():
         try:
-            counts[cluster.name] = sync_inventory(cluster, rec.kube_for(cluster))
+            counts[cluster.name] = sync_inventory(cluster, kube_for(cluster))
         except ClusterError as exc:
             log.warning("inventory of cluster %s failed: %s", cluster.name, exc.message)
             counts[cluster.name] = None

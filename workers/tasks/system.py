@@ -2,8 +2,10 @@
 
 from celery import shared_task
 
+from controlplane.tasknames import PING
 
-@shared_task(name="workers.tasks.system.ping")
+
+@shared_task(name=PING)
 def ping(value: str) -> str:
     """Echo `value` back; the integration tests use it to check a real worker and broker."""
     return f"pong:{value}"

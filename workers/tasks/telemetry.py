@@ -12,13 +12,14 @@ from django.utils import timezone
 
 from apps.telemetry.models import QueueHeartbeat
 from apps.telemetry.retention import compact as compact_series
+from controlplane import tasknames as names
 from workers import telemetry
 
 log = logging.getLogger(__name__)
-QUEUES = ("default", "reconcile", "telemetry", "autoscale")
+QUEUES = ("default", *names.QUEUE_FAMILIES)
 
 
-@shared_task(name="workers.tasks.telemetry.scrape", ignore_result=True)
+@shared_task(name=names.TELEMETRY_SCRAPE, ignore_result=True)
 def scrape() -> dict:
     """One scrape cycle of every cluster; a slow cycle is not queued behind (beat sets `expires`)."""
     reports = telemetry.scrape_all()
@@ -27,16 +28,16 @@ def scrape() -> dict:
     return summary
 
 
-@shared_task(name="workers.tasks.telemetry.compact")
+@shared_task(name=names.TELEMETRY_COMPACT)
 def compact() -> dict:
     """Roll raw rows up into one-minute rows and delete what is past retention."""
     return compact_series()
 
 
-@shared_task(name="workers.tasks.telemetry.send_heartbeats", ignore_result=True)
+@shared_task(name=names.SEND_HEARTBEATS, ignore_result=True)
 def send_heartbeats() -> None:
     """Send one heartbeat through every queue; `heartbeat` notes how long it waited there."""
-    prefix = getattr(settings, "CELERY_QUEUE_PREFIX", "")
+    prefix = settings.CELERY_QUEUE_PREFIX
     now = timezone.now()
     for name in QUEUES:
         queue = prefix + name
@@ -48,7 +49,7 @@ def send_heartbeats() -> None:
         heartbeat.apply_async(args=[queue, now.isoformat()], queue=queue, expires=3600)
 
 
-@shared_task(name="workers.tasks.telemetry.heartbeat", ignore_result=True)
+@shared_task(name=names.HEARTBEAT, ignore_result=True)
 def heartbeat(queue: str, sent_at: str) -> None:
     """Record the time this task spent waiting in `queue`."""
     received = timezone.now()

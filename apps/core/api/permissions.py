@@ -3,7 +3,7 @@ may not read is a 404 before this runs; a readable object the user may not chang
 
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
-from apps.tenancy.access import is_platform_staff
+from apps.core.access import is_platform_staff
 
 
 class ObjectWritePermission(BasePermission):

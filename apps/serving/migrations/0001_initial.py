@@ -28,7 +28,7 @@ class Migration(migrations.Migration):
                 ('uid', models.UUIDField(default=uuid.uuid4, editable=False, unique=True)),
                 ('name', models.CharField(help_text='A DNS-1123 label, unique in the tenant; at most 40 characters so role suffixes fit.', max_length=40, validators=[django.core.validators.RegexValidator(re.compile('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'), code='invalid_dns1123', message="Use a DNS-1123 label: lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63 characters.")])),
                 ('deployment_mode', models.CharField(choices=[('standard', 'Standard (one engine pool)'), ('pd_disaggregated', 'Prefill/decode disaggregated'), ('multi_node', 'Multi-node (LeaderWorkerSet)'), ('serverless', 'Serverless (scale to zero)')], default='standard', max_length=32)),
-                ('engine_settings', models.JSONField(blank=True, default=dict, help_text='Keys of apps.serving.engines.EngineSettings.')),
+                ('engine_settings', models.JSONField(blank=True, default=dict, help_text='Keys of apps.catalog.engines.EngineSettings.')),
                 ('routing_policy', models.CharField(choices=[('round_robin', 'Round robin'), ('session', 'Session affinity (sticky by header)'), ('prefix_aware', 'Prefix-aware'), ('kv_aware', 'KV-cache-aware'), ('cache_aware', 'Cache-aware (SGLang router)')], default='round_robin', max_length=32)),
                 ('autoscaling', models.JSONField(blank=True, default=apps.serving.models.default_autoscaling, help_text='{"autoscaler": "builtin|hpa|keda|none", "targets": {...}, ...}; see serving/autoscaling_spec.py.')),
                 ('generation', models.PositiveBigIntegerField(default=1, editable=False)),

@@ -7,10 +7,12 @@ server-side apply and prunes objects labelled with the service uid that are no l
 
 from __future__ import annotations
 
+from apps.catalog.engines import get_adapter
+from apps.serving.names import SERVICE_UID_LABEL, TENANT_LABEL, tenant_namespace
 from apps.serving.rendering.extras import autoscaling_objects, model_cache_claim, tenant_objects
 from apps.serving.rendering.gateway import gateway_objects
-from apps.serving.rendering.pods import FIELD_PREFIX, needs_cache
-from apps.serving.rendering.routers import RenderError, needs_router, router_objects, supported_routing
+from apps.serving.rendering.pods import needs_cache
+from apps.serving.rendering.routers import ROUTER_PORT, RenderError, needs_router, router_objects, supported_routing
 from apps.serving.rendering.spec import (
     AdapterSpec,
     AutoscalingSpec,
@@ -18,15 +20,8 @@ from apps.serving.rendering.spec import (
     PoolSpec,
     ServiceSpec,
     spec_from_service,
-    tenant_namespace,
 )
 from apps.serving.rendering.workloads import engine_objects
-
-SERVICE_UID_LABEL = f"{FIELD_PREFIX}/service-uid"
-# Objects of service `x` are named `x` or `x<suffix>`: a sibling service named e.g. `x-router` would
-# collide with them, so validation may refuse such names when `x` exists in the tenant.
-RESERVED_SUFFIXES = ("-engine", "-prefill", "-decode", "-router", "-epp")
-TENANT_LABEL = f"{FIELD_PREFIX}/tenant"
 
 # Apply order: what others refer to comes first (namespace, quota, storage, RBAC, then workloads).
 KIND_ORDER = (
@@ -62,16 +57,12 @@ def service_objects(objects: list[dict]) -> list[dict]:
 
 def service_endpoint(spec: ServiceSpec) -> str:
     """The in-cluster URL of the service's OpenAI-compatible API."""
-    from apps.serving.engines import get_adapter
-    from apps.serving.rendering.routers import ROUTER_PORT
-
     port = ROUTER_PORT if needs_router(spec) else get_adapter(spec.engine).port
     return f"http://{spec.name}.{spec.namespace}.svc.cluster.local:{port}"
 
 
 __all__ = [
     "KIND_ORDER",
-    "RESERVED_SUFFIXES",
     "SERVICE_UID_LABEL",
     "TENANT_LABEL",
     "AdapterSpec",

@@ -3,28 +3,19 @@ and KEDA ScaledObjects or HPAs when a service asks for them."""
 
 from __future__ import annotations
 
-from apps.serving.rendering.pods import (
-    FIELD_PREFIX,
-    MANAGED_BY,
+from apps.serving.names import (
+    MODEL_SOURCE_ANNOTATION,
+    QUOTA_NAME,
     cache_claim_name,
+    model_cache_labels,
+    object_name,
+    tenant_labels,
+)
+from apps.serving.rendering.pods import (
     cache_size_gib,
     metadata,
-    object_name,
 )
 from apps.serving.rendering.spec import PoolSpec, ServiceSpec
-
-QUOTA_NAME = "gpu-quota"
-
-
-def tenant_labels(tenant: str) -> dict[str, str]:
-    """Tenant-level objects carry no service uid, so pruning a service never removes them."""
-    return {
-        "app.kubernetes.io/managed-by": MANAGED_BY,
-        "app.kubernetes.io/name": "controlplane",
-        "app.kubernetes.io/instance": tenant,
-        "app.kubernetes.io/component": "tenant",
-        f"{FIELD_PREFIX}/tenant": tenant,
-    }
 
 
 def tenant_objects(tenant: str, namespace: str, gpu_quota: int) -> list[dict]:
@@ -42,18 +33,12 @@ def tenant_objects(tenant: str, namespace: str, gpu_quota: int) -> list[dict]:
 
 def model_cache_claim(spec: ServiceSpec) -> dict:
     """Shared by every pod (and service) of the model in the namespace, so ReadWriteMany."""
-    cache_labels = {
-        "app.kubernetes.io/managed-by": MANAGED_BY,
-        "app.kubernetes.io/name": "model-cache",
-        "app.kubernetes.io/instance": spec.model.name,
-        "app.kubernetes.io/component": "model-cache",
-        f"{FIELD_PREFIX}/tenant": spec.tenant,
-    }
+    cache_labels = model_cache_labels(spec.tenant, spec.model.name)
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": {"name": cache_claim_name(spec), "namespace": spec.namespace, "labels": cache_labels,
-                     "annotations": {f"{FIELD_PREFIX}/model-source": spec.model.source_uri}},
+                     "annotations": {MODEL_SOURCE_ANNOTATION: spec.model.source_uri}},
         "spec": {
             "accessModes": ["ReadWriteMany"],
             "volumeMode": "Filesystem",

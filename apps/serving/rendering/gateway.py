@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import yaml
 
-from apps.serving.engines import get_adapter
-from apps.serving.rendering.pods import TEMPLATE_HASH, labels, metadata, object_name, selector, with_template_hash
+from apps.catalog.engines import get_adapter
+from apps.serving.names import NAME_LABEL, ROLE_LABEL, TEMPLATE_HASH_ANNOTATION, labels, object_name, selector
+from apps.serving.rendering.pods import metadata, with_template_hash
 from apps.serving.rendering.routers import ROUTER_PORT, rbac_objects
 from apps.serving.rendering.spec import ServiceSpec
-from apps.serving.rendering.workloads import ROLE_LABEL, ROLLING, service
+from apps.serving.rendering.workloads import ROLLING, service
 
 EPP_IMAGE = "registry.k8s.io/gateway-api-inference-extension/epp:v1.0.0"
 EPP_PORT = 9002
@@ -59,7 +60,7 @@ def _epp_args(spec: ServiceSpec) -> list[str]:
 
 def endpoint_picker(spec: ServiceSpec) -> list[dict]:
     name = object_name(spec, "epp")
-    epp_selector = selector(spec, "router", **{"app.kubernetes.io/name": EPP_APP})
+    epp_selector = selector(spec, "router", **{NAME_LABEL: EPP_APP})
     health = {"grpc": {"port": EPP_HEALTH_PORT, "service": "inference-extension"},
               "initialDelaySeconds": 5, "periodSeconds": 10}
     template, digest = with_template_hash({
@@ -89,7 +90,8 @@ def endpoint_picker(spec: ServiceSpec) -> list[dict]:
         {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
-            "metadata": metadata(spec, name, "router", app_name=EPP_APP, annotations={TEMPLATE_HASH: digest}),
+            "metadata": metadata(spec, name, "router", app_name=EPP_APP,
+                                 annotations={TEMPLATE_HASH_ANNOTATION: digest}),
             "spec": {
                 "replicas": 1,
                 "selector": {"matchLabels": epp_selector},

@@ -1,4 +1,4 @@
-"""Names, labels and the engine pod template shared by every deployment mode.
+"""The engine pod template shared by every deployment mode (names and labels: `apps.serving.names`).
 
 An engine pod: one init container per artifact to fetch (model, LoRA adapters) into the per-model cache
 volume, skipped when the artifact is already there; the engine container with the adapter's flags, GPU
@@ -15,13 +15,11 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from apps.serving.engines import EngineAdapter, LoraAdapter, MultiNode, get_adapter
-from apps.serving.rendering.gpus import gpu_kind
-from apps.serving.rendering.spec import PoolSpec, ServiceSpec, dns_label
+from apps.catalog.engines import EngineAdapter, LoraAdapter, MultiNode, get_adapter
+from apps.serving.names import TEMPLATE_HASH_ANNOTATION, cache_claim_name, dns_label, labels
+from apps.serving.rendering.spec import PoolSpec, ServiceSpec
+from capacity.gpus import gpu_for
 
-MANAGED_BY = "controlplane"
-FIELD_PREFIX = "controlplane.io"
-TEMPLATE_HASH = f"{FIELD_PREFIX}/pod-template-hash"
 MODELS_DIR = "/models"
 SOURCE_DIR = "/model-source"
 S3_IMAGE = "amazon/aws-cli:2.27.0"
@@ -31,34 +29,6 @@ READ_BYTES_PER_SECOND = 500e6
 DOWNLOAD_BYTES_PER_SECOND = 100e6
 ENGINE_WARMUP_SECONDS = 300
 STARTUP_PERIOD_SECONDS = 10
-
-
-def object_name(spec: ServiceSpec, suffix: str = "") -> str:
-    """`<service>` or `<service>-<suffix>`; service names are at most 40 characters, so it fits 63."""
-    return f"{spec.name}-{suffix}" if suffix else spec.name
-
-
-def selector(spec: ServiceSpec, component: str, **extra: str) -> dict[str, str]:
-    """Labels that pick one component's pods of one service (stable across changes)."""
-    return {
-        "app.kubernetes.io/instance": spec.name,
-        "app.kubernetes.io/component": component,
-        f"{FIELD_PREFIX}/service-uid": spec.uid,
-        **extra,
-    }
-
-
-def labels(spec: ServiceSpec, component: str, name: str | None = None, **extra: str) -> dict[str, str]:
-    """The recommended labels of every object of a service (DESIGN.md)."""
-    return {
-        "app.kubernetes.io/managed-by": MANAGED_BY,
-        "app.kubernetes.io/name": name or spec.engine,
-        "app.kubernetes.io/instance": spec.name,
-        "app.kubernetes.io/component": component,
-        f"{FIELD_PREFIX}/tenant": spec.tenant,
-        f"{FIELD_PREFIX}/service-uid": spec.uid,
-        **extra,
-    }
 
 
 def metadata(spec: ServiceSpec, name: str, component: str, *, annotations: dict | None = None,
@@ -78,20 +48,11 @@ def with_template_hash(template: dict) -> tuple[dict, str]:
     """The template with its own hash annotated, and the hash."""
     digest = template_hash(template)
     meta = template["metadata"]
-    meta["annotations"] = {**meta.get("annotations", {}), TEMPLATE_HASH: digest}
+    meta["annotations"] = {**meta.get("annotations", {}), TEMPLATE_HASH_ANNOTATION: digest}
     return template, digest
 
 
 # -- model cache ------------------------------------------------------------------------------------
-
-def _short_hash(text: str, n: int = 8) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:n]
-
-
-def cache_claim_name(spec: ServiceSpec) -> str:
-    """The per-model cache PVC: one per model source in the tenant namespace, shared by services."""
-    return f"model-{dns_label(spec.model.name)[:45]}-{_short_hash(spec.model.source_uri)}"
-
 
 _PATH_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -275,7 +236,7 @@ def engine_container(spec: ServiceSpec, pool: PoolSpec, role: PodRole, mounts: l
         spec.settings, model_path=model_path(spec), served_name=served_name(spec), port=adapter.port,
         adapters=loras, role=role.disaggregation, default_args=spec.runtime_args, multi_node=role.multi_node,
     )
-    gpu = gpu_kind(pool.gpu_type)
+    gpu = gpu_for(pool.gpu_type)
     gpus = str(pool.gpus_per_replica)
     ports = [{"name": "http", "containerPort": adapter.port, "protocol": "TCP"}]
     env: list[dict] = []
@@ -316,7 +277,7 @@ def engine_container(spec: ServiceSpec, pool: PoolSpec, role: PodRole, mounts: l
 
 def engine_pod_template(spec: ServiceSpec, pool: PoolSpec, role: PodRole) -> dict:
     """The pod template of one engine pool (or one side of a multi-node group), hash annotated."""
-    gpu = gpu_kind(pool.gpu_type)
+    gpu = gpu_for(pool.gpu_type)
     vols, mounts = volumes(spec, pool.gpus_per_replica)
     annotations = {}
     if role.disaggregation == "prefill" and spec.engine == "sglang":

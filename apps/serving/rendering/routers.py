@@ -7,17 +7,19 @@ follow scaling without a restart; each gets a ServiceAccount allowed to list and
 
 from __future__ import annotations
 
-from apps.serving.engines import get_adapter
-from apps.serving.rendering.pods import (
-    TEMPLATE_HASH,
+from apps.catalog.engines import get_adapter
+from apps.serving.names import (
+    COMPONENT_LABEL,
+    NAME_LABEL,
+    ROLE_LABEL,
+    TEMPLATE_HASH_ANNOTATION,
     labels,
-    metadata,
     object_name,
     selector,
-    with_template_hash,
 )
+from apps.serving.rendering.pods import metadata, with_template_hash
 from apps.serving.rendering.spec import ServiceSpec
-from apps.serving.rendering.workloads import ROLE_LABEL, ROLLING, service
+from apps.serving.rendering.workloads import ROLLING, service
 
 ROUTER_PORT = 8000
 VLLM_ROUTER_IMAGE = "lmcache/lmstack-router:latest"
@@ -55,8 +57,8 @@ def _equality(sel: dict[str, str]) -> list[str]:
 def vllm_router_args(spec: ServiceSpec) -> list[str]:
     engine_port = get_adapter("vllm").port
     if spec.mode == "pd_disaggregated":
-        base = {k: v for k, v in selector(spec, "prefill").items() if k != "app.kubernetes.io/component"}
-        label_selector = ",".join([*_equality(base), "app.kubernetes.io/component in (prefill,decode)"])
+        base = {k: v for k, v in selector(spec, "prefill").items() if k != COMPONENT_LABEL}
+        label_selector = ",".join([*_equality(base), f"{COMPONENT_LABEL} in (prefill,decode)"])
     else:
         label_selector = ",".join(_equality(_backend_selector(spec)))
     args = ["--host", "0.0.0.0", "--port", str(ROUTER_PORT),
@@ -127,7 +129,7 @@ def router_app_name(spec: ServiceSpec) -> str:
 
 def router_selector(spec: ServiceSpec) -> dict[str, str]:
     """The router's pods (the gateway's endpoint picker is a router component too, by another name)."""
-    return selector(spec, "router", **{"app.kubernetes.io/name": router_app_name(spec)})
+    return selector(spec, "router", **{NAME_LABEL: router_app_name(spec)})
 
 
 def rbac_objects(spec: ServiceSpec, name: str, app: str, rules: list[dict]) -> list[dict]:
@@ -166,7 +168,7 @@ def router_objects(spec: ServiceSpec) -> list[dict]:
         {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
-            "metadata": metadata(spec, name, "router", app_name=app, annotations={TEMPLATE_HASH: digest}),
+            "metadata": metadata(spec, name, "router", app_name=app, annotations={TEMPLATE_HASH_ANNOTATION: digest}),
             "spec": {
                 "replicas": 1,
                 "selector": {"matchLabels": router_selector(spec)},

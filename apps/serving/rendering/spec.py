@@ -7,11 +7,13 @@ saved InferenceService (tenant, cluster, model, runtime, adapters, pools) in a f
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from apps.serving.engines import EngineSettings
+from apps.catalog.engines import EngineSettings
+from apps.serving.choices import GpuType
+from apps.serving.models import InferenceService
+from apps.serving.names import tenant_namespace
 
 MODES = ("standard", "pd_disaggregated", "multi_node", "serverless")
 ROUTING_POLICIES = ("round_robin", "session", "prefix_aware", "kv_aware", "cache_aware")
@@ -56,14 +58,15 @@ class AdapterSpec:
 
 @dataclass(frozen=True)
 class PoolSpec:
-    """The replicas of one role: engine, prefill, decode or leader (a multi-node group)."""
+    """The replicas of one role: engine, prefill, decode or leader (a multi-node group). What the API,
+    admin and commands save (`actions.save_service`) and what the renderer reads; defaults as a new Pool."""
 
     role: str
-    replicas: int
-    min_replicas: int
-    max_replicas: int
-    gpus_per_replica: int  # per pod; per node of the group for multi-node
-    gpu_type: str
+    replicas: int = 1
+    min_replicas: int = 1
+    max_replicas: int = 1
+    gpus_per_replica: int = 1  # per pod; per node of the group for multi-node
+    gpu_type: str = GpuType.H100_SXM_80GB.value
     nodes_per_replica: int = 1
 
 
@@ -139,15 +142,8 @@ class ServiceSpec:
         return f"{self.image}:{self.tag}"
 
 
-def tenant_namespace(tenant_slug: str) -> str:
-    """The namespace a tenant's services live in on every cluster."""
-    return f"tenant-{tenant_slug}"[:63].rstrip("-")
-
-
 def spec_from_service(service) -> ServiceSpec:
     """The ServiceSpec of a saved InferenceService (reloaded with its related rows in 3 queries)."""
-    from apps.serving.models import InferenceService
-
     service = (
         InferenceService.objects.select_related("tenant", "cluster", "model", "runtime")
         .prefetch_related("pools", "adapters")
@@ -178,7 +174,6 @@ def spec_from_service(service) -> ServiceSpec:
             head_dim=model.head_dim,
             max_context=model.max_context,
             dtype=model.dtype,
-            size_bytes=getattr(model, "size_bytes", None),
         ),
         adapters=tuple(
             AdapterSpec(a.name, a.source_uri, a.rank) for a in sorted(service.adapters.all(), key=lambda a: a.name)
@@ -194,13 +189,4 @@ def spec_from_service(service) -> ServiceSpec:
         routing=service.routing_policy,
         autoscaling=AutoscalingSpec.from_dict(service.autoscaling),
         has_gateway=service.cluster.has_gateway,
-        model_token_secret=getattr(model, "token_secret_name", None) or None,
     )
-
-
-_NON_DNS = re.compile(r"[^a-z0-9-]+")
-
-
-def dns_label(text: str) -> str:
-    """`text` squeezed into a DNS-1123 label alphabet (lower case, digits, dashes)."""
-    return _NON_DNS.sub("-", text.lower()).strip("-") or "x"

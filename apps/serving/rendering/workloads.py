@@ -3,21 +3,29 @@ LeaderWorkerSet of a multi-node service, their Services and PodDisruptionBudgets
 
 from __future__ import annotations
 
-from apps.serving.engines import MultiNode, get_adapter
+from apps.catalog.engines import MultiNode, get_adapter
+from apps.serving.names import (
+    AUTOSCALER_ANNOTATION,
+    GENERATION_ANNOTATION,
+    MAX_REPLICAS_ANNOTATION,
+    MIN_REPLICAS_ANNOTATION,
+    ROLE_LABEL,
+    SCALE_TO_ZERO_AFTER_ANNOTATION,
+    SCALE_TO_ZERO_ANNOTATION,
+    TEMPLATE_HASH_ANNOTATION,
+    VLLM_ROUTER_MODEL_LABEL,
+    object_name,
+    selector,
+)
 from apps.serving.rendering.pods import (
-    FIELD_PREFIX,
-    TEMPLATE_HASH,
     PodRole,
     engine_pod_template,
     metadata,
-    object_name,
     progress_deadline_seconds,
-    selector,
     template_hash,
 )
 from apps.serving.rendering.spec import PoolSpec, ServiceSpec
 
-ROLE_LABEL = f"{FIELD_PREFIX}/role"
 # Rendezvous port of the leader of a multi-node group (vLLM --master-port, SGLang --dist-init-addr).
 DIST_PORT = 29500
 ROLLING = {"maxUnavailable": 0, "maxSurge": 1}
@@ -29,23 +37,23 @@ def external_autoscaler(spec: ServiceSpec) -> bool:
 
 
 def workload_annotations(spec: ServiceSpec, pool: PoolSpec, digest: str) -> dict[str, str]:
-    notes = {TEMPLATE_HASH: digest, f"{FIELD_PREFIX}/generation": str(spec.generation)}
+    notes = {TEMPLATE_HASH_ANNOTATION: digest, GENERATION_ANNOTATION: str(spec.generation)}
     if spec.autoscaling.autoscaler != "none" or spec.mode == "serverless":
         notes.update({
-            f"{FIELD_PREFIX}/autoscaler": spec.autoscaling.autoscaler,
-            f"{FIELD_PREFIX}/min-replicas": str(pool.min_replicas),
-            f"{FIELD_PREFIX}/max-replicas": str(pool.max_replicas),
+            AUTOSCALER_ANNOTATION: spec.autoscaling.autoscaler,
+            MIN_REPLICAS_ANNOTATION: str(pool.min_replicas),
+            MAX_REPLICAS_ANNOTATION: str(pool.max_replicas),
         })
     if spec.mode == "serverless":
-        notes[f"{FIELD_PREFIX}/scale-to-zero"] = "true" if pool.min_replicas == 0 else "false"
+        notes[SCALE_TO_ZERO_ANNOTATION] = "true" if pool.min_replicas == 0 else "false"
         if spec.autoscaling.scale_to_zero_after_seconds is not None:
-            notes[f"{FIELD_PREFIX}/scale-to-zero-after-seconds"] = str(spec.autoscaling.scale_to_zero_after_seconds)
+            notes[SCALE_TO_ZERO_AFTER_ANNOTATION] = str(spec.autoscaling.scale_to_zero_after_seconds)
     return notes
 
 
 def engine_deployment(spec: ServiceSpec, pool: PoolSpec, name: str, role: PodRole) -> dict:
     template = engine_pod_template(spec, pool, role)
-    digest = template["metadata"]["annotations"][TEMPLATE_HASH]
+    digest = template["metadata"]["annotations"][TEMPLATE_HASH_ANNOTATION]
     body: dict = {}
     if not external_autoscaler(spec):
         body["replicas"] = pool.replicas
@@ -150,7 +158,7 @@ def engine_objects(spec: ServiceSpec, has_router: bool) -> list[dict]:
             extra = ()
             if spec.engine == "vllm":
                 # The production-stack router tells prefill from decode pods by their `model` label.
-                extra = (("model", object_name(spec, role)),)
+                extra = ((VLLM_ROUTER_MODEL_LABEL, object_name(spec, role)),)
             pod_role = PodRole(role, disaggregation=role, extra_labels=extra)
             objects.append(engine_deployment(spec, pool, object_name(spec, role), pod_role))
             ports = [("http", port)]

@@ -7,8 +7,8 @@ from django.utils import timezone
 from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied
 
+from apps.core.access import is_platform_staff, token_tenant_id
 from apps.core.api.serializers import ValidatedModelSerializer
-from apps.tenancy.access import is_platform_staff, token_tenant_id
 from apps.tenancy.models import ApiToken, Membership, Tenant
 
 

@@ -4,7 +4,7 @@ Each spec also exercises other features (adapters, gated models, routers, autosc
 sources) so the goldens cover them without a spec per feature. Model facts: gpus-and-models.md.
 """
 
-from apps.serving.engines import EngineSettings
+from apps.catalog.engines import EngineSettings
 from apps.serving.rendering import AdapterSpec, AutoscalingSpec, ModelSpec, PoolSpec, ServiceSpec
 
 UID = "5f2c1e4a-8d3b-4c6e-9a71-0b2d4e6f8a10"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from apps.serving.choices import ReconcileResult
 from apps.serving.models import InferenceService
 from workers.kube import ClusterError
 from workers.reconcile import reconcile
@@ -41,6 +42,6 @@ class Command(BaseCommand):
                 f"service {pk}: {outcome.result} (applied {outcome.applied}, pruned {outcome.pruned}, "
                 f"{outcome.duration_s:.2f}s){' — ' + outcome.message if outcome.message else ''}"
             )
-            failures += outcome.result == "failed"
+            failures += outcome.result == ReconcileResult.FAILED
         if failures:
             raise CommandError(f"{failures} of {len(ids)} services failed to reconcile.")

@@ -12,7 +12,8 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.telemetry.figures import NotAnEngineExposition, figures
+from apps.telemetry.exposition import NotAnEngineExposition
+from apps.telemetry.figures import figures
 from apps.telemetry.scrape import ScrapeError, metrics_url, scrape
 
 # (label, key, format) rows of the human-readable table.

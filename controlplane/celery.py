@@ -1,4 +1,7 @@
-"""The Celery app. Configuration comes from Django settings (`CELERY_*`); tasks live in `workers.tasks`."""
+"""The Celery app. Configuration comes from Django settings (`CELERY_*`); tasks live in `workers.tasks`.
+
+Apps enqueue through this app by task name (`controlplane.tasknames`), so they never import `workers/`.
+"""
 
 import os
 

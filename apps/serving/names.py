@@ -1,0 +1,134 @@
+"""The one definition of every label and annotation key, object-name rule, selector and namespace rule.
+
+Rendering writes these labels, and reconcile, status, telemetry and inventory read them back, so each
+key is spelled here once and imported everywhere (a key spelled twice drifted once: status read a role
+label the renderer never wrote). Pure functions over plain values and anything with a service spec's
+attributes (`name`, `uid`, `tenant`, `engine`): no database, no cluster.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+MANAGED_BY = "controlplane"
+FIELD_MANAGER = "controlplane"
+FIELD_PREFIX = "controlplane.io"
+
+# Recommended labels (DESIGN.md "Reconciliation").
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+NAME_LABEL = "app.kubernetes.io/name"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+TENANT_LABEL = f"{FIELD_PREFIX}/tenant"
+SERVICE_UID_LABEL = f"{FIELD_PREFIX}/service-uid"
+# The rank side of a multi-node group's pods: "leader" (serves the API) or "worker".
+ROLE_LABEL = f"{FIELD_PREFIX}/role"
+# The production-stack router tells prefill from decode pods by this label.
+VLLM_ROUTER_MODEL_LABEL = "model"
+
+# Annotations the renderer writes.
+TEMPLATE_HASH_ANNOTATION = f"{FIELD_PREFIX}/pod-template-hash"
+GENERATION_ANNOTATION = f"{FIELD_PREFIX}/generation"
+AUTOSCALER_ANNOTATION = f"{FIELD_PREFIX}/autoscaler"
+MIN_REPLICAS_ANNOTATION = f"{FIELD_PREFIX}/min-replicas"
+MAX_REPLICAS_ANNOTATION = f"{FIELD_PREFIX}/max-replicas"
+SCALE_TO_ZERO_ANNOTATION = f"{FIELD_PREFIX}/scale-to-zero"
+SCALE_TO_ZERO_AFTER_ANNOTATION = f"{FIELD_PREFIX}/scale-to-zero-after-seconds"
+MODEL_SOURCE_ANNOTATION = f"{FIELD_PREFIX}/model-source"
+
+# Labels LeaderWorkerSet's controller puts on the pods of a group.
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+
+# Components: the engine pools, the router, and the tenant- and model-level objects.
+ENGINE_COMPONENTS = frozenset({"engine", "prefill", "decode"})
+TENANT_COMPONENT = "tenant"
+MODEL_CACHE_COMPONENT = "model-cache"
+
+# Every object we manage carries this; the scraper lists pods with it.
+MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+
+NAMESPACE_PREFIX = "tenant-"
+QUOTA_NAME = "gpu-quota"  # the tenant's ResourceQuota in its namespace
+# Objects of service `x` are named `x` or `x<suffix>`: a sibling service named e.g. `x-router` would
+# collide with them, so validation may refuse such names when `x` exists in the tenant.
+RESERVED_SUFFIXES = ("-engine", "-prefill", "-decode", "-router", "-epp")
+DNS_LABEL_MAX = 63
+_HASH_CHARS = 8
+_NON_DNS = re.compile(r"[^a-z0-9-]+")
+
+
+def short_hash(text: str, n: int = _HASH_CHARS) -> str:
+    """The first `n` hex digits of the text's SHA-256: a stable, DNS-safe disambiguator."""
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def dns_label(text: str) -> str:
+    """`text` squeezed into a DNS-1123 label alphabet (lower case, digits, dashes)."""
+    return _NON_DNS.sub("-", text.lower()).strip("-") or "x"
+
+
+def fit_label(name: str, limit: int = DNS_LABEL_MAX) -> str:
+    """`name` when it fits `limit` characters; else its head plus a hash of the whole, so two long
+    names that share a head never map to one label."""
+    if len(name) <= limit:
+        return name
+    head = name[: limit - _HASH_CHARS - 1].rstrip("-")
+    return f"{head}-{short_hash(name)}"
+
+
+def tenant_namespace(tenant_slug: str) -> str:
+    """The namespace a tenant's services live in on every cluster: `tenant-<slug>`, unique per tenant."""
+    return fit_label(f"{NAMESPACE_PREFIX}{tenant_slug}")
+
+
+def object_name(spec, suffix: str = "") -> str:
+    """`<service>` or `<service>-<suffix>`; service names are at most 40 characters, so it fits 63."""
+    return f"{spec.name}-{suffix}" if suffix else spec.name
+
+
+def cache_claim_name(spec) -> str:
+    """The per-model cache PVC: one per model source in the tenant namespace, shared by services."""
+    return f"model-{dns_label(spec.model.name)[:45]}-{short_hash(spec.model.source_uri)}"
+
+
+def service_selector(uid) -> str:
+    """The label selector of every object of one service."""
+    return f"{SERVICE_UID_LABEL}={uid}"
+
+
+def selector(spec, component: str, **extra: str) -> dict[str, str]:
+    """Labels that pick one component's pods of one service (stable across changes)."""
+    return {INSTANCE_LABEL: spec.name, COMPONENT_LABEL: component, SERVICE_UID_LABEL: spec.uid, **extra}
+
+
+def labels(spec, component: str, name: str | None = None, **extra: str) -> dict[str, str]:
+    """The recommended labels of every object of a service (DESIGN.md)."""
+    return {
+        MANAGED_BY_LABEL: MANAGED_BY,
+        NAME_LABEL: name or spec.engine,
+        INSTANCE_LABEL: spec.name,
+        COMPONENT_LABEL: component,
+        TENANT_LABEL: spec.tenant,
+        SERVICE_UID_LABEL: spec.uid,
+        **extra,
+    }
+
+
+def tenant_labels(tenant: str) -> dict[str, str]:
+    """Tenant-level objects carry no service uid, so pruning a service never removes them."""
+    return {MANAGED_BY_LABEL: MANAGED_BY, NAME_LABEL: "controlplane", INSTANCE_LABEL: tenant,
+            COMPONENT_LABEL: TENANT_COMPONENT, TENANT_LABEL: tenant}
+
+
+def model_cache_labels(tenant: str, model_name: str) -> dict[str, str]:
+    """The per-model cache claim is shared by services, so it too carries no service uid."""
+    return {MANAGED_BY_LABEL: MANAGED_BY, NAME_LABEL: MODEL_CACHE_COMPONENT, INSTANCE_LABEL: model_name,
+            COMPONENT_LABEL: MODEL_CACHE_COMPONENT, TENANT_LABEL: tenant}
+
+
+def pod_role(pod_labels: dict, default: str = "engine") -> str:
+    """The pool role a pod or workload plays, read back from the labels the renderer wrote: `leader` or
+    `worker` in a multi-node group, else its component (engine, prefill, decode, router)."""
+    return pod_labels.get(ROLE_LABEL) or pod_labels.get(COMPONENT_LABEL) or default

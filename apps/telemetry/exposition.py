@@ -1,0 +1,233 @@
+"""Engine expositions: which metric families vLLM and SGLang export, and parsing one `/metrics` text
+into a `Snapshot` (the first step of the telemetry pipeline; the math follows in `figures.py`).
+
+Pure functions over text, with no Django models and no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
+
+LabelKey = tuple[tuple[str, str], ...]
+"""A series' labels as sorted (name, value) pairs (without `le` for histogram buckets)."""
+
+VLLM = "vllm"
+SGLANG = "sglang"
+
+
+class NotAnEngineExposition(ValueError):
+    """The text is not a Prometheus exposition of a vLLM or SGLang engine."""
+
+
+@dataclass(frozen=True)
+class EngineMetricNames:
+    """Where each figure lives in one engine's exposition (family names without the prefix)."""
+
+    prefix: str
+    kv_usage: str
+    running: str
+    waiting: str
+    preemptions: str | None
+    ttft: str = "time_to_first_token_seconds"
+    itl: str = "inter_token_latency_seconds"
+    prompt_tokens: str = "prompt_tokens"
+    generation_tokens: str = "generation_tokens"
+
+
+ENGINES: dict[str, EngineMetricNames] = {
+    VLLM: EngineMetricNames(
+        prefix="vllm:",
+        kv_usage="kv_cache_usage_perc",
+        running="num_requests_running",
+        waiting="num_requests_waiting",
+        preemptions="num_preemptions",
+    ),
+    # SGLang has no preemption (retraction) counter in its exposition.
+    SGLANG: EngineMetricNames(
+        prefix="sglang:",
+        kv_usage="token_usage",
+        running="num_running_reqs",
+        waiting="num_queue_reqs",
+        preemptions=None,
+    ),
+}
+
+# Counter families the engine-specific ratios read (prefix-cache hit rate, success rate).
+EXTRA_FAMILIES: dict[str, tuple[str, ...]] = {
+    VLLM: ("prefix_cache_hits", "prefix_cache_queries", "request_success"),
+    SGLANG: ("prefill_effective_tokens", "num_requests", "num_aborted_requests"),
+}
+_SAMPLE_SUFFIXES = ("_bucket", "_count", "_sum", "_total", "_created")
+
+# --- Parsing -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One scrape of one engine: its kind, model and every engine series, keyed by family name.
+
+    Family names have the engine prefix and the `_total` suffix removed (`prompt_tokens`); histograms
+    map each series to its cumulative bucket counts by upper bound (`math.inf` for `+Inf`). `created`
+    holds the `_created` timestamps of counters and histograms, which change when the engine restarts.
+    """
+
+    engine: str
+    model: str | None
+    scraped_at: float
+    histograms: Mapping[str, Mapping[LabelKey, Mapping[float, float]]]
+    counters: Mapping[str, Mapping[LabelKey, float]]
+    gauges: Mapping[str, Mapping[LabelKey, float]]
+    created: Mapping[tuple[str, LabelKey], float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """A JSON-ready form, so a worker can keep the previous scrape of a pod between runs."""
+
+        def series(family_map, encode=lambda v: v):
+            return {name: [[dict(key), encode(v)] for key, v in by_key.items()] for name, by_key in family_map.items()}
+
+        return {
+            "engine": self.engine,
+            "model": self.model,
+            "scraped_at": self.scraped_at,
+            "histograms": series(self.histograms, lambda b: [[_bound_text(ub), n] for ub, n in b.items()]),
+            "counters": series(self.counters),
+            "gauges": series(self.gauges),
+            "created": [[name, dict(key), ts] for (name, key), ts in self.created.items()],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Snapshot:
+        """The Snapshot `to_dict` described."""
+
+        def series(family_map, decode=lambda v: v):
+            return {name: {_label_key(labels): decode(v) for labels, v in items} for name, items in family_map.items()}
+
+        return cls(
+            engine=data["engine"],
+            model=data["model"],
+            scraped_at=data["scraped_at"],
+            histograms=series(data["histograms"], lambda b: {float(ub): n for ub, n in b}),
+            counters=series(data["counters"]),
+            gauges=series(data["gauges"]),
+            created={(name, _label_key(labels)): ts for name, labels, ts in data["created"]},
+        )
+
+
+def _bound_text(bound: float) -> str:
+    return "+Inf" if bound == math.inf else repr(bound)
+
+
+def _label_key(labels: Mapping[str, str], drop: str | None = None) -> LabelKey:
+    return tuple(sorted((k, v) for k, v in labels.items() if k != drop))
+
+
+def detect_engine(text: str) -> str | None:
+    """The engine whose prefix starts the most lines of the exposition, or None when neither does."""
+    counts = {kind: text.count("\n" + names.prefix) + text.startswith(names.prefix) for kind, names in ENGINES.items()}
+    kind, best = max(counts.items(), key=lambda item: item[1])
+    return kind if best else None
+
+
+def figure_families(engine: str) -> frozenset[str]:
+    """The families (without prefix or suffix) the figures of `engine` are computed from."""
+    names = ENGINES[engine]
+    wanted = {names.ttft, names.itl, names.kv_usage, names.running, names.waiting}
+    wanted |= {names.prompt_tokens, names.generation_tokens, *EXTRA_FAMILIES[engine]}
+    if names.preemptions:
+        wanted.add(names.preemptions)
+    return frozenset(wanted)
+
+
+def _family_of(metric: str) -> str:
+    for suffix in _SAMPLE_SUFFIXES:
+        if metric.endswith(suffix):
+            return metric[: -len(suffix)]
+    return metric
+
+
+def _select_lines(text: str, prefix: str, wanted: frozenset[str]) -> str:
+    # A vLLM exposition has ~700 lines and the figures need a tenth of them; dropping the rest before
+    # the (pure-Python) parser cuts the scraper's CPU per engine several times over.
+    keep = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            parts = line.split(None, 3)
+            metric = parts[2] if len(parts) > 2 else ""
+        else:
+            metric = line.split("{", 1)[0].split(" ", 1)[0]
+        if metric.startswith(prefix) and _family_of(metric[len(prefix) :]) in wanted:
+            keep.append(line)
+    return "\n".join(keep) + "\n"
+
+
+def parse_snapshot(text: str, scraped_at: float | None = None, *, all_families: bool = False) -> Snapshot:
+    """Parse a Prometheus text exposition of a vLLM or SGLang engine into a Snapshot.
+
+    Only the families the figures use are kept unless `all_families` is set. Raises
+    NotAnEngineExposition when the text carries no engine metrics or does not parse.
+    """
+    engine = detect_engine(text)
+    if engine is None:
+        raise NotAnEngineExposition("no vllm: or sglang: metrics in the exposition")
+    prefix = ENGINES[engine].prefix
+    if not all_families:
+        text = _select_lines(text, prefix, figure_families(engine))
+    try:
+        families = list(text_string_to_metric_families(text))
+    except ValueError as exc:
+        raise NotAnEngineExposition(f"not a Prometheus text exposition: {exc}") from exc
+
+    histograms: dict[str, dict[LabelKey, dict[float, float]]] = {}
+    counters: dict[str, dict[LabelKey, float]] = {}
+    gauges: dict[str, dict[LabelKey, float]] = {}
+    created_gauges: dict[tuple[str, LabelKey], float] = {}
+    model: str | None = None
+
+    for family in families:
+        if not family.name.startswith(prefix):
+            continue
+        name = family.name[len(prefix) :]
+        # A labelled family with no series yet (SGLang creates them on the first request) is still
+        # exported: an idle engine then shows 0 tokens/s rather than no figure.
+        if family.type == "counter":
+            counters.setdefault(name, {})
+        elif family.type == "histogram":
+            histograms.setdefault(name, {})
+        for sample in family.samples:
+            if model is None and sample.labels.get("model_name"):
+                model = sample.labels["model_name"]
+            sample_name = sample.name[len(prefix) :]
+            if family.type == "histogram":
+                if sample_name == f"{name}_bucket":
+                    bound = float(sample.labels["le"])
+                    series = histograms.setdefault(name, {}).setdefault(_label_key(sample.labels, "le"), {})
+                    series[bound] = sample.value
+                elif sample_name == f"{name}_created":
+                    created_gauges[(name, _label_key(sample.labels))] = sample.value
+            elif family.type == "counter":
+                if sample_name in (f"{name}_total", name):
+                    counters.setdefault(name, {})[_label_key(sample.labels)] = sample.value
+                elif sample_name == f"{name}_created":
+                    created_gauges[(name, _label_key(sample.labels))] = sample.value
+            elif family.type in ("gauge", "unknown"):
+                if sample_name.endswith("_created"):
+                    # prometheus_client writes `<family>_created` as a separate gauge family.
+                    created_gauges[(sample_name.removesuffix("_created"), _label_key(sample.labels))] = sample.value
+                else:
+                    gauges.setdefault(name, {})[_label_key(sample.labels)] = sample.value
+
+    created = {key: ts for key, ts in created_gauges.items() if key[0] in counters or key[0] in histograms}
+    return Snapshot(
+        engine=engine,
+        model=model,
+        scraped_at=time.time() if scraped_at is None else scraped_at,
+        histograms=histograms,
+        counters=counters,
+        gauges=gauges,
+        created=created,
+    )

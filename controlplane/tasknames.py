@@ -1,0 +1,19 @@
+"""The name of every Celery task, defined once: the tasks register under these names, beat schedules
+and routes refer to them, and apps enqueue by them (`send_task`) without importing `workers/`."""
+
+RECONCILE_SERVICE = "workers.tasks.reconcile.reconcile_service"
+RESYNC = "workers.tasks.reconcile.resync"
+SYNC_INVENTORIES = "workers.tasks.reconcile.sync_inventories"
+PING = "workers.tasks.system.ping"
+TELEMETRY_SCRAPE = "workers.tasks.telemetry.scrape"
+TELEMETRY_COMPACT = "workers.tasks.telemetry.compact"
+SEND_HEARTBEATS = "workers.tasks.telemetry.send_heartbeats"
+HEARTBEAT = "workers.tasks.telemetry.heartbeat"
+
+# Queues by task family: `workers.tasks.<family>.*` goes to queue `<prefix><family>`.
+QUEUE_FAMILIES = ("reconcile", "telemetry", "autoscale")
+
+
+def routes(prefix: str = "") -> dict[str, dict[str, str]]:
+    """Celery task routes sending each family's tasks to its own (optionally prefixed) queue."""
+    return {f"workers.tasks.{family}.*": {"queue": prefix + family} for family in QUEUE_FAMILIES}
