@@ -51,11 +51,30 @@ def _as_usage(pod: dict) -> tuple:
     return pod_active(pod), (pod.get("spec") or {}).get("containers"), (pod.get("spec") or {}).get("initContainers")
 
 
+# A pod's usage by (uid, resourceVersion, quota items): admission and the controller sum a whole
+# namespace for every pod created, and parsing every pod's quantities each time made that quadratic.
+_usage_memo: dict[tuple, dict[str, int]] = {}
+_USAGE_MEMO_SIZE = 200_000
+
+
+def _memo_usage(pod: dict, items: list[str]) -> dict[str, int]:
+    meta = pod.get("metadata") or {}
+    if not meta.get("uid") or not meta.get("resourceVersion"):
+        return pod_usage(pod, items)  # not stored yet: nothing identifies this version of it
+    key = (meta["uid"], meta["resourceVersion"], tuple(items))
+    usage = _usage_memo.get(key)
+    if usage is None:
+        if len(_usage_memo) >= _USAGE_MEMO_SIZE:
+            _usage_memo.clear()
+        usage = _usage_memo[key] = pod_usage(pod, items)
+    return usage
+
+
 def namespace_usage(pods: list[dict], items: list[str]) -> dict[str, int]:
     total = {item: 0 for item in items if quota_name_to_usage_key(item) is not None}
     for pod in pods:
         if pod_active(pod):
-            total = add(total, pod_usage(pod, items))
+            total = add(total, _memo_usage(pod, items))
     return total
 
 
