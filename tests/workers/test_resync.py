@@ -14,14 +14,15 @@ def test_resync_takes_the_never_seen_the_stale_and_the_behind_but_not_what_is_in
     settings.RECONCILE_RESYNC_SECONDS = 30
     now = timezone.now()
 
-    def make(name, checked_seconds_ago, behind=False):
+    def make(name, checked_seconds_ago, behind=False, created_seconds_ago=600):
         svc = InferenceServiceFactory(name=name)
         InferenceService.objects.filter(pk=svc.pk).update(
-            generation=2, observed_generation=1 if behind else 2,
+            generation=2, observed_generation=1 if behind else 2, created=now - timedelta(seconds=created_seconds_ago),
             last_reconciled_at=None if checked_seconds_ago is None else now - timedelta(seconds=checked_seconds_ago))
         return name
 
     make("never", None)
+    make("never-but-just-created", None, created_seconds_ago=20)  # its on-save task is still queued
     make("stale", 31)
     make("fresh", 20)
     make("behind-idle", 15, behind=True)
@@ -51,3 +52,11 @@ def test_a_tick_starts_at_most_its_share_of_drift_checks_oldest_first():
     assert [pk for pk, _ in plan][:2] == [9999, 1]  # behind first, then the oldest check
     assert len(plan) == 835 and plan[-1][0] == 834
     assert plan[-1][1] < 9.0  # the last check starts within 90% of the tick
+
+
+def test_looks_at_a_deploying_service_come_less_often_the_longer_it_takes():
+    from workers.tasks.reconcile import requeue_delay
+
+    # 3 s, then x1.5 per look that found it still deploying, capped at 15 s.
+    assert [requeue_delay(3.0, waits) for waits in range(6)] == [3.0, 4.5, 6.75, 10.125, 15.0, 15.0]
+    assert requeue_delay(15.0, 0) == 15.0  # a failing service's own pace is kept

@@ -22,10 +22,21 @@ def backoff(retries: int, base: float = 1.0, cap: float = 60.0) -> float:
     return random.uniform(0, min(cap, base * 2**retries))
 
 
+REQUEUE_GROWTH = 1.5  # each look that finds a service still deploying waits this much longer...
+REQUEUE_CAP_SECONDS = 15.0  # ...up to this
+
+
+def requeue_delay(base: float, waits: int) -> float:
+    """Seconds until the next look at a service still deploying after `waits` such looks in a row: the
+    first comes soon (a small rollout is seen Ready quickly), later ones less often, so that a thousand
+    services rolling out at once do not spend the workers on looking."""
+    return max(base, min(base * REQUEUE_GROWTH**waits, REQUEUE_CAP_SECONDS))
+
+
 @shared_task(bind=True, name=names.RECONCILE_SERVICE, max_retries=20, acks_late=True)
-def reconcile_service(self, service_id: int) -> dict:
+def reconcile_service(self, service_id: int, waits: int = 0) -> dict:
     """Reconcile one service; retry transient cluster errors with backoff and jitter, re-enqueue while
-    the service is still deploying (never sleep waiting for readiness)."""
+    the service is still deploying (never sleep waiting for readiness), less often the longer it takes."""
     try:
         outcome = rec.reconcile(service_id)
     except TransientClusterError as exc:
@@ -34,7 +45,9 @@ def reconcile_service(self, service_id: int) -> dict:
         log.info("reconcile %s: transient error (%s); retry in %.1fs", service_id, exc.message, delay)
         raise self.retry(exc=exc, countdown=delay) from exc
     if outcome.requeue_after is not None:
-        reconcile_service.apply_async(args=[service_id], countdown=outcome.requeue_after)
+        waits = waits + 1 if not (outcome.applied or outcome.pruned) else 0
+        reconcile_service.apply_async(args=[service_id], kwargs={"waits": waits},
+                                      countdown=requeue_delay(outcome.requeue_after, waits))
     log.info("reconcile %s: %s applied=%d pruned=%d in %.2fs %s", service_id, outcome.result, outcome.applied,
              outcome.pruned, outcome.duration_s, outcome.message)
     return {"service": service_id, "result": outcome.result, "applied": outcome.applied, "pruned": outcome.pruned}
