@@ -142,7 +142,7 @@ def create_services(n: int, url: str, image: str) -> list[int]:
 def start_workers(n: int) -> list[subprocess.Popen]:
     prefix = os.environ["CELERY_QUEUE_PREFIX"]
     queues = ",".join(prefix + q for q in ("default", "reconcile"))
-    return [subprocess.Popen([sys.executable, "-m", "celery", "-A", "workers", "worker", "--pool", "solo",
+    return [subprocess.Popen([sys.executable, "-m", "celery", "-A", "controlplane", "worker", "--pool", "solo",
                               "--queues", queues, "--loglevel", "WARNING", "--without-gossip", "--without-mingle",
                               "--hostname", f"bench{i}@%h"], cwd=ROOT, env=dict(os.environ),
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(n)]
