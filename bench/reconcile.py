@@ -91,10 +91,13 @@ def setup_django() -> None:
     os.environ["DATABASE_URL"] = f"{base}/{bench_db}"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
     os.environ["CELERY_QUEUE_PREFIX"] = f"bench{uuid.uuid4().hex[:6]}-"
+    import logging
+
     import django
     from django.db import connection
 
     django.setup()
+    logging.getLogger("controlplane.access").setLevel(logging.WARNING)  # one line per create is noise here
     with connection._nodb_cursor() as cursor:
         cursor.execute(f'DROP DATABASE IF EXISTS "{bench_db}" WITH (FORCE)')
         cursor.execute(f'CREATE DATABASE "{bench_db}"')
