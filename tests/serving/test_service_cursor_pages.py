@@ -77,3 +77,13 @@ def test_a_garbled_cursor_is_400(api, services, staff):
     response = api("staff").get("/api/v1/services/?cursor=not-a-cursor")
     assert response.status_code == 400
     assert "cursor" in response.json()
+
+
+def test_a_forged_cursor_out_of_the_columns_range_is_400(api, services, staff):
+    import base64
+    import json
+
+    raw = json.dumps({"o": ["tenant_id", "name", "pk"], "p": [10**30, "x", 1]}).encode()
+    response = api("staff").get(f"/api/v1/services/?cursor={base64.urlsafe_b64encode(raw).decode()}")
+    assert response.status_code == 400
+    assert "cursor" in response.json()

@@ -143,8 +143,13 @@ def _decode(cursor: str, ordering: list[str], fields: list) -> list | None:
         raise ValidationError({"cursor": "This cursor was made for another ordering; start again with an "
                                          "empty `cursor`."})
     try:
-        return [field.target_field.to_python(v) if field.is_relation else field.to_python(v)
-                for field, v in zip(fields, position, strict=True)]
+        values = []
+        for field, raw_value in zip(fields, position, strict=True):
+            target = field.target_field if field.is_relation else field
+            value = target.to_python(raw_value)
+            target.run_validators(value)  # e.g. an integer beyond the column's range
+            values.append(value)
+        return values
     except DjangoValidationError:
         raise ValidationError({"cursor": "Invalid cursor; start again with an empty `cursor`."}) from None
 
