@@ -36,6 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+STEADY_SAMPLE = 250  # services whose steady-state pass is counted request by request
 HOP_HEADERS = ("host", "content-length", "transfer-encoding", "connection")
 MODES = ("standard", "standard", "serverless", "pd_disaggregated")  # mixed, weighted like a real fleet
 
@@ -279,10 +280,11 @@ def main() -> int:
 
         kube = kube_for(InferenceService.objects.first().cluster)
         kube.requests = kube.writes = 0
-        for pk in ids:
+        sample = ids[:: max(1, len(ids) // STEADY_SAMPLE)]  # every service alike: a spread sample is enough
+        for pk in sample:
             rec.reconcile(pk)
-        print(f"steady-state resync of {len(ids)} services, one after another: {kube.requests} API requests "
-              f"({kube.requests / len(ids):.1f} per service), {kube.writes} writes")
+        print(f"steady-state pass of {len(sample)} of the {len(ids)} services, one after another: {kube.requests} "
+              f"API requests ({kube.requests / len(sample):.1f} per service), {kube.writes} writes")
 
         # The periodic resync as the workers run it, seen at the API server: requests per second over two
         # resync intervals, through a counting proxy the cluster row now points at.
