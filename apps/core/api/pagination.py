@@ -34,6 +34,13 @@ class StandardPagination(PageNumberPagination):
         "Every page costs the same at any depth; the response has no `count`."
     )
 
+    def get_page_size(self, request):
+        """`page_size` between 1 and 500 (larger is capped); anything else is a 400, not silently ignored."""
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw and not (raw.isascii() and raw.isdigit() and int(raw) >= 1):
+            raise ValidationError({self.page_size_query_param: [f"A whole number from 1 to {self.max_page_size}."]})
+        return super().get_page_size(request)
+
     def paginate_queryset(self, queryset, request, view=None):
         self.cursor_mode = self.cursor_query_param in request.query_params
         if not self.cursor_mode:
@@ -84,6 +91,7 @@ class StandardPagination(PageNumberPagination):
         parameters.append({
             "name": self.cursor_query_param, "required": False, "in": "query",
             "description": self.cursor_query_description, "schema": {"type": "string"},
+            "allowEmptyValue": True,  # an empty cursor asks for the first page
         })
         return parameters
 
