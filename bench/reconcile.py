@@ -192,6 +192,12 @@ class CountingProxy:
             counts = self.per_second.setdefault(second, [0, 0])
             counts[0 if request.method in ("GET", "HEAD") else 1] += 1
             body = await request.read()
+            try:
+                return await send(request, body)
+            except aiohttp.ClientError:
+                return web.Response(status=502)  # kubesim stopped at the end of the run
+
+        async def send(request: web.Request, body: bytes) -> web.Response:
             async with session.request(request.method, self.upstream + request.path_qs, data=body,
                                        headers={k: v for k, v in request.headers.items()
                                                 if k.lower() not in HOP_HEADERS},
