@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 import logging
-import tempfile
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -20,13 +19,13 @@ import urllib3
 import yaml
 from django.conf import settings
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 from kubernetes import dynamic
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
+from apps.clusters import kubeclient
+from apps.clusters.incluster import InClusterCredentialsMissing
 from apps.serving.names import FIELD_MANAGER
-from workers import incluster
 
 if TYPE_CHECKING:
     from apps.clusters.models import ClusterCredentials
@@ -98,36 +97,11 @@ def _status_message(exc: BaseException) -> str:
 
 
 def api_client(creds: ClusterCredentials, pool_size: int | None = None) -> k8s.ApiClient:
-    """An ApiClient for the cluster: from a kubeconfig when given, else URL + bearer token + CA bundle, or
-    URL + the pod's own ServiceAccount token and CA (in-cluster).
-
-    `pool_size` bounds the connections kept per host; the client's default (5 x CPUs) would drop
-    connections under a wider thread pool such as the scraper's.
-    """
-    configuration = k8s.Configuration()
-    if pool_size:
-        configuration.connection_pool_maxsize = pool_size
-    if creds.kubeconfig:
-        k8s_config.load_kube_config_from_dict(yaml.safe_load(creds.kubeconfig), client_configuration=configuration)
-        return k8s.ApiClient(configuration)
-    configuration.host = creds.api_url.rstrip("/")
-    if creds.bearer_token:
-        configuration.api_key = {"authorization": creds.bearer_token}
-        configuration.api_key_prefix = {"authorization": "Bearer"}
-    if creds.service_account_dir:
-        try:
-            incluster.configure(configuration, creds.service_account_dir)
-        except incluster.InClusterCredentialsMissing as exc:
-            raise PermanentClusterError(str(exc)) from exc
-    if creds.ca_bundle:
-        # The client wants a file path; the bundle lives encrypted in the database.
-        handle = tempfile.NamedTemporaryFile("w", suffix=".crt", delete=False)  # noqa: SIM115
-        handle.write(creds.ca_bundle)
-        handle.close()
-        configuration.ssl_ca_cert = handle.name
-    configuration.verify_ssl = creds.verify_tls
-    configuration.retries = False
-    return k8s.ApiClient(configuration)
+    """`apps.clusters.kubeclient.api_client`, with missing in-cluster credentials as a permanent error."""
+    try:
+        return kubeclient.api_client(creds, pool_size)
+    except InClusterCredentialsMissing as exc:
+        raise PermanentClusterError(str(exc)) from exc
 
 
 @dataclass(frozen=True)
