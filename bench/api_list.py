@@ -171,6 +171,9 @@ def report(who: str, how: str, samples: dict[str, list[tuple[float, int, float, 
 
 
 def main() -> None:
+    import logging
+
+    logging.getLogger("controlplane.access").setLevel(logging.WARNING)  # a line per request buries the figures
     setup_test_environment()
     old_name = connection.settings_dict["NAME"]
     # Its own database name, so a concurrent pytest run (test_<name>) is not clobbered.
