@@ -5,7 +5,10 @@ from django.db import models
 from apps.catalog.choices import DeploymentMode, EngineKind
 from capacity.gpus import choices as gpu_choices
 
-__all__ = ["Autoscaler", "DeploymentMode", "EngineKind", "GpuType", "Phase", "PoolRole", "RoutingPolicy"]
+__all__ = [
+    "Autoscaler", "DeploymentMode", "EngineKind", "GpuType", "Phase", "PolicySelect", "PoolRole", "RatePolicyType",
+    "RoutingPolicy",
+]  # fmt: skip
 
 
 class Phase(models.TextChoices):
@@ -67,3 +70,15 @@ MODE_POOL_ROLES: dict[str, frozenset[str]] = {
 
 # Routing policies only one engine's router implements.
 ENGINE_ONLY_ROUTING: dict[str, str] = {RoutingPolicy.CACHE_AWARE: EngineKind.SGLANG}
+
+
+# Rate policies of the built-in autoscaler's behavior (Kubernetes' HPAScalingRules vocabulary).
+class PolicySelect(models.TextChoices):
+    MAX = "Max", "Max (most change)"
+    MIN = "Min", "Min (least change)"
+    DISABLED = "Disabled", "Disabled"
+
+
+class RatePolicyType(models.TextChoices):
+    PERCENT = "Percent", "Percent"
+    PODS = "Pods", "Pods"
