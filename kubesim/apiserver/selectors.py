@@ -139,11 +139,8 @@ def label_equalities(selector: str | None) -> dict[str, str]:
             continue
         if "!=" in req or " in " in req or "notin" in req:
             continue
-        for op in ("==", "="):
-            if op in req:
-                key, value = (s.strip() for s in req.split(op, 1))
-                out[key] = value
-                break
+        if (pair := _equality(req)) is not None:
+            out[pair[0]] = pair[1]
     return out
 
 
@@ -153,9 +150,15 @@ def field_equalities(selector: str | None) -> dict[str, str]:
     for req in _split_top(selector or ""):
         if "!=" in req:
             continue
-        for op in ("==", "="):
-            if op in req:
-                path, value = (s.strip() for s in req.split(op, 1))
-                out[path] = value
-                break
+        if (pair := _equality(req)) is not None:
+            out[pair[0]] = pair[1]
     return out
+
+
+def _equality(req: str) -> tuple[str, str] | None:
+    """The two sides of an `a==b` or `a=b` requirement, stripped; None for any other requirement."""
+    for op in ("==", "="):
+        if op in req:
+            left, right = (s.strip() for s in req.split(op, 1))
+            return left, right
+    return None
