@@ -31,7 +31,6 @@ def deployment_of(name: str, replicas: int, pod_spec: dict, pod_annotations: dic
     }
 
 
-
 def service_of(name: str, ports: list[dict]) -> dict:
     """A v1 Service `name` in front of the pods labelled `app: name`."""
     return {
@@ -95,6 +94,12 @@ def only_ready_pod(core: client.CoreV1Api, namespace: str, selector: str):
     """The one pod matching `selector` once it is Ready; None while there is none, several or it is not Ready."""
     pods = core.list_namespaced_pod(namespace, label_selector=selector).items
     return pods[0] if len(pods) == 1 and is_ready(pods[0]) else None
+
+
+def replacement_of(core: client.CoreV1Api, namespace: str, selector: str, first):
+    """The one Ready pod matching `selector` once it is another pod than `first`; None until then."""
+    pod = only_ready_pod(core, namespace, selector)
+    return pod if pod is not None and pod.metadata.name != first.metadata.name else None
 
 
 def events_for(core: client.CoreV1Api, namespace: str, name: str, reason: str | None = None) -> list:

@@ -9,7 +9,7 @@ import requests
 from kubernetes.client.rest import ApiException
 
 from kubesim.cluster.events import expire_events, now
-from tests.kubesim.cluster_support import deployment, events_for, is_ready, only_ready_pod, pod_manifest
+from tests.kubesim.cluster_support import deployment, events_for, is_ready, only_ready_pod, pod_manifest, replacement_of
 from tests.polling import wait_for
 
 NS = "default"
@@ -106,11 +106,7 @@ def test_a_crash_fault_restarts_the_container_and_counts_the_restart(make_cluste
 def test_a_failed_node_goes_not_ready_and_its_pods_move_elsewhere(make_cluster):
     cluster = make_cluster(nodes="l4-24gb:2x1,cpu:0")
     cluster.apps.create_namespaced_deployment(NS, deployment("llm", replicas=1, gpus=1))
-
-    def the_pod():
-        return only_ready_pod(cluster.core, NS, "app=llm")
-
-    first = wait_for(the_pod, message="the pod Ready")
+    first = wait_for(lambda: only_ready_pod(cluster.core, NS, "app=llm"), message="the pod Ready")
     failed_node = first.spec.node_name
     other = ({"gpu-l4-24gb-0", "gpu-l4-24gb-1"} - {failed_node}).pop()
     assert cluster.faults("PATCH", {"failed_nodes": [failed_node]})["failed_nodes"] == [failed_node]
@@ -121,8 +117,7 @@ def test_a_failed_node_goes_not_ready_and_its_pods_move_elsewhere(make_cluster):
         ("node.kubernetes.io/unreachable", "NoExecute"),
     }
     moved = wait_for(
-        lambda: (p := the_pod()) and p.metadata.name != first.metadata.name and p,
-        message="a replacement Ready elsewhere",
+        lambda: replacement_of(cluster.core, NS, "app=llm", first), message="a replacement Ready elsewhere"
     )
     assert moved.spec.node_name == other
     assert events_for(cluster.core, NS, first.metadata.name, "TaintManagerEviction")

@@ -3,7 +3,15 @@ FailedScheduling wording, selectors and tolerations, and LeaderWorkerSet gang pl
 
 from kubernetes import client
 
-from tests.kubesim.cluster_support import GPU_TOLERATION, deployment, events_for, is_ready, only_ready_pod, pod_manifest
+from tests.kubesim.cluster_support import (
+    GPU_TOLERATION,
+    deployment,
+    events_for,
+    is_ready,
+    only_ready_pod,
+    pod_manifest,
+    replacement_of,
+)
 from tests.polling import wait_for
 
 NS = "default"
@@ -173,14 +181,10 @@ def test_deleting_a_pod_frees_its_gpus_for_a_pending_one(make_cluster):
 def test_kubectl_drain_cordons_the_node_and_its_pods_move(make_cluster):
     cluster = make_cluster(nodes="l4-24gb:2x1,cpu:0")
     cluster.apps.create_namespaced_deployment(NS, deployment("llm", replicas=1, gpus=1))
-
-    def running():
-        return only_ready_pod(cluster.core, NS, "app=llm")
-
-    first = wait_for(running, message="Ready")
+    first = wait_for(lambda: only_ready_pod(cluster.core, NS, "app=llm"), message="Ready")
     cluster.kubectl("drain", first.spec.node_name, "--ignore-daemonsets", "--timeout=20s")
     assert cluster.core.read_node(first.spec.node_name).spec.unschedulable is True
-    moved = wait_for(lambda: (p := running()) and p.metadata.name != first.metadata.name and p, message="moved")
+    moved = wait_for(lambda: replacement_of(cluster.core, NS, "app=llm", first), message="moved")
     assert moved.spec.node_name != first.spec.node_name
 
 
@@ -190,11 +194,7 @@ def test_kubectl_drain_evicts_and_so_honours_a_pod_disruption_budget(make_cluste
     pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "guarded"},
            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}}
     client.PolicyV1Api(cluster.core.api_client).create_namespaced_pod_disruption_budget(NS, pdb)
-
-    def running():
-        return only_ready_pod(cluster.core, NS, "app=guarded")
-
-    first = wait_for(running, message="Ready")
+    first = wait_for(lambda: only_ready_pod(cluster.core, NS, "app=guarded"), message="Ready")
     drain = cluster.kubectl("drain", first.spec.node_name, "--ignore-daemonsets", "--timeout=3s", check=False)
     assert drain.returncode != 0
     assert "disruption budget" in drain.stderr
