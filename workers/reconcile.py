@@ -93,16 +93,18 @@ def reconcile(service_id: int) -> Outcome:
 
 
 def due_for_resync(now=None):
-    """Services the periodic resync should enqueue: never reconciled, not checked for one resync interval
-    (drift), or behind their spec / being deleted but not touched in the last tick. Services touched in
-    the last tick are in flight already (on-commit enqueue, self-requeue while deploying); enqueueing them
-    again would only pile up duplicate tasks."""
+    """Services the periodic resync should enqueue: never reconciled for one resync interval after they
+    were created, not checked for one resync interval (drift), or behind their spec / being deleted but
+    not touched in the last tick. Services touched in the last tick are in flight already (on-commit
+    enqueue, self-requeue while deploying); enqueueing them again would only pile up duplicate tasks."""
     now = now or timezone.now()
     recent = now - timedelta(seconds=settings.RESYNC_TICK_SECONDS)
     stale = now - timedelta(seconds=settings.RECONCILE_RESYNC_SECONDS)
     behind = Q(observed_generation__lt=F("generation")) | Q(deletion_requested_at__isnull=False)
     return InferenceService.objects.filter(
-        Q(last_reconciled_at__isnull=True)
+        # A new service was enqueued when it was saved; resync takes it only if that task got lost (not
+        # seen for one interval), or a backlog of new services would be enqueued again every tick.
+        Q(last_reconciled_at__isnull=True, created__lt=stale)
         | Q(last_reconciled_at__lt=stale)
         | (behind & Q(last_reconciled_at__lt=recent))
     )

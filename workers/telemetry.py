@@ -34,6 +34,7 @@ from apps.serving.names import (
     SERVICE_UID_LABEL,
     pod_role,
 )
+from apps.telemetry.bulkwrite import upsert_pod_stats
 from apps.telemetry.exposition import NotAnEngineExposition, Snapshot, parse_snapshot
 from apps.telemetry.figures import Increments, figures_from_increments, increments, merge_increments
 from apps.telemetry.models import SERVICE_ROLE, PodStat, ScrapeCycle, SeriesPoint
@@ -415,14 +416,8 @@ def write_chunk(service_ids: list[int], found: CycleFigures, ready_count, multi_
             )
     with transaction.atomic():
         SeriesPoint.objects.bulk_create(points, ignore_conflicts=True)
-        if found.stats:
-            PodStat.objects.bulk_create(
-                found.stats, update_conflicts=True, unique_fields=["service", "pod"],
-                update_fields=["role", "node", "snapshot", "figures", "error", "scraped_at"],
-            )
-        if found.failed:
-            PodStat.objects.bulk_create(found.failed, update_conflicts=True, unique_fields=["service", "pod"],
-                                        update_fields=["role", "node", "error"])
+        upsert_pod_stats(found.stats, ("role", "node", "snapshot", "figures", "error", "scraped_at"))
+        upsert_pod_stats(found.failed, ("role", "node", "error"))
     return len(points)
 
 

@@ -272,6 +272,10 @@ class RouterWorkload:
         eps = self._static(ns.worker_urls) + pre + dec
         return eps, pre, dec
 
+    def probe(self, method: str, path: str) -> int | None:
+        """The kubelet's health probe answered in-process (what `/health` answers); other paths over HTTP."""
+        return 200 if method == "GET" and path == "/health" else None
+
     # -- HTTP -----------------------------------------------------------------------------------------------
     async def _health(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "healthy"})
