@@ -70,3 +70,9 @@ def latest_decisions(user, limit: int = 15) -> list[ScalingDecision]:
     """The newest decisions that scaled or were blocked, across the services the user may see."""
     return list(ScalingDecision.objects.for_user(user).exclude(action=ScalingAction.HELD)
                 .select_related("service", "service__tenant").order_by("-time", "-id")[:limit])
+
+
+def tenant_decisions(tenant, limit: int = 8) -> list[ScalingDecision]:
+    """The newest decisions that scaled or were blocked among one tenant's services (the portal's Overview)."""
+    return list(ScalingDecision.objects.filter(service__tenant=tenant).exclude(action=ScalingAction.HELD)
+                .select_related("service").order_by("-time", "-id")[:limit])

@@ -16,10 +16,11 @@ Replica bounds live on the pools (min_replicas, max_replicas); min 0 is for serv
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from apps.serving.choices import Autoscaler, PoolRole
-from apps.serving.scaling_policy import MAX_WINDOW_S, behavior_errors, tolerance_errors
+from apps.serving.scaling_policy import MAX_WINDOW_S, behavior_errors, role_targets, tolerance_errors
 
 TARGETS: dict[str, tuple[float, float | None]] = {
     # name -> (exclusive lower bound, inclusive upper bound or None)
@@ -102,3 +103,45 @@ def _target_errors(targets: Any, where: str) -> list[str]:
             bound = f"in ({low}, {high}]" if high is not None else f"greater than {low}"
             problems.append(f"{where}.{name} must be a number {bound}.")
     return problems
+
+
+def merged_policy(stored: Any, shown: dict) -> dict:
+    """`shown` (the autoscaler, the service-wide targets and the windows, as a form edits them) applied onto the
+    `stored` policy, keeping everything it does not cover: tolerance, behavior rates and per-pool settings.
+
+    A form that rebuilt the policy from its own fields would reset settings made through the API to the defaults
+    on every save. Two values are mirrored where they take effect: a changed stabilization window also moves
+    the builtin behavior's window, and per-pool targets that were only derived from the old service-wide targets
+    are derived again from the new ones (custom ones stay). Builtin-only keys go when the autoscaler is no longer
+    builtin, as `autoscaling_errors` refuses them on any other autoscaler.
+    """
+    out = copy.deepcopy(stored) if isinstance(stored, dict) else {}
+    old_targets = out.get("targets") if isinstance(out.get("targets"), dict) else {}
+    old_windows = {name: out.get(name) for name in WINDOWS}
+    out["autoscaler"] = shown.get("autoscaler") or Autoscaler.NONE
+    new_targets = {k: v for k, v in (shown.get("targets") or {}).items() if v is not None}
+    if new_targets:
+        out["targets"] = new_targets
+    else:
+        out.pop("targets", None)
+    for name in WINDOWS:
+        if shown.get(name) is not None:
+            out[name] = shown[name]
+        else:
+            out.pop(name, None)
+    if out["autoscaler"] != Autoscaler.BUILTIN:
+        for key in BUILTIN_KEYS:
+            out.pop(key, None)
+        return out
+    behavior = out.get("behavior")
+    for name, direction in (("scale_up_stabilization_seconds", "scale_up"),
+                            ("scale_down_stabilization_seconds", "scale_down")):
+        rules = behavior.get(direction) if isinstance(behavior, dict) else None
+        if shown.get(name) is not None and shown[name] != old_windows[name] and isinstance(rules, dict):
+            rules["stabilization_window_s"] = shown[name]
+    pools = out.get("pools")
+    if new_targets != old_targets and isinstance(pools, dict):
+        for role, entry in pools.items():
+            if isinstance(entry, dict) and entry.get("targets") == role_targets(old_targets, role):
+                entry.pop("targets")
+    return out

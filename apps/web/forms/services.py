@@ -14,7 +14,7 @@ from django.core import signing
 from apps.catalog.choices import DeploymentMode
 from apps.catalog.models import Adapter, Model, Runtime
 from apps.clusters.models import Cluster
-from apps.serving.autoscaling_spec import TARGETS, WINDOWS
+from apps.serving.autoscaling_spec import TARGETS, WINDOWS, merged_policy
 from apps.serving.choices import MODE_POOL_ROLES, Autoscaler, GpuType, PoolRole, RoutingPolicy
 from apps.serving.models import POOL_SPEC_FIELDS, InferenceService
 from apps.serving.rendering.spec import PoolSpec
@@ -32,6 +32,14 @@ TARGET_LABELS = {
     "generation_tokens_per_s_per_replica": "Target generated tokens/s per replica",
     "ttft_p95_seconds": "Target TTFT p95 (seconds)",
     "itl_p95_seconds": "Target inter-token latency p95 (seconds)",
+}
+WINDOW_LABELS = {
+    "scale_up_stabilization_seconds": ("Scale-up stabilization window (seconds)",
+                                       "0 reacts at once (Kubernetes' default)."),
+    "scale_down_stabilization_seconds": ("Scale-down stabilization window (seconds)",
+                                         "The highest recommendation within it holds; Kubernetes' default is 300."),
+    "scale_to_zero_after_seconds": ("Scale to zero after idle (seconds)",
+                                    "Serverless mode only: the pool goes to 0 after this long without requests."),
 }
 SIGNER_SALT = "portal.service-form.base"
 
@@ -76,8 +84,9 @@ class ServiceForm(PlainLabels, forms.Form):
         for name in TARGETS:
             self.fields[f"target_{name}"] = forms.FloatField(label=TARGET_LABELS[name], required=False)
         for name in WINDOWS:
-            self.fields[name] = forms.IntegerField(label=name.replace("_", " ").capitalize(), required=False,
-                                                   min_value=0)
+            # No bounds here: clean() says what a window may be, with the same words as the API.
+            label, help_text = WINDOW_LABELS[name]
+            self.fields[name] = forms.IntegerField(label=label, help_text=help_text, required=False)
         self.fields["model"].queryset = Model.objects.usable_by_tenant(tenant.pk)
         self.fields["runtime"].queryset = Runtime.objects.usable_by_tenant(tenant.pk)
         self.fields["adapters"].queryset = Adapter.objects.usable_by_tenant(tenant.pk).select_related("base_model")
@@ -100,14 +109,13 @@ class ServiceForm(PlainLabels, forms.Form):
         values["pipeline_parallel_size"] = values["pipeline_parallel_size"] or 1
         return {k: v for k, v in values.items() if v is not None and v != []}
 
-    def autoscaling(self) -> dict:
+    def autoscaling(self, stored: dict | None = None) -> dict:
+        """The form's autoscaling fields applied onto the stored policy: what the form does not show (tolerance,
+        behavior rates, per-pool targets set through the API) survives the save."""
         data = self.cleaned_data
-        policy: dict = {"autoscaler": data.get("autoscaler") or Autoscaler.NONE}
-        targets = {n: data[f"target_{n}"] for n in TARGETS if data.get(f"target_{n}") is not None}
-        if targets:
-            policy["targets"] = targets
-        policy.update({n: data[n] for n in WINDOWS if data.get(n) is not None})
-        return policy
+        shown = {"autoscaler": data.get("autoscaler") or Autoscaler.NONE,
+                 "targets": {n: data.get(f"target_{n}") for n in TARGETS}, **{n: data.get(n) for n in WINDOWS}}
+        return merged_policy(stored, shown)
 
     def to_service(self) -> InferenceService:
         """The service as it would be saved (unsaved): the stored one with this form's values applied."""
@@ -116,7 +124,8 @@ class ServiceForm(PlainLabels, forms.Form):
         data = self.cleaned_data
         service.cluster, service.model, service.runtime = data["cluster"], data["model"], data["runtime"]
         service.deployment_mode, service.routing_policy = data["deployment_mode"], data["routing_policy"]
-        service.engine_settings, service.autoscaling = self.engine_settings(), self.autoscaling()
+        service.engine_settings = self.engine_settings()
+        service.autoscaling = self.autoscaling(service.autoscaling if self.instance else None)
         return service
 
     def attach_errors(self, errors: dict[str, list[str]], pool_forms: list[PoolForm]) -> None:
@@ -134,6 +143,8 @@ class ServiceForm(PlainLabels, forms.Form):
                         form.add_error(name, rest)
                     else:
                         self.add_group_error("pools", message)
+                elif field == "autoscaling" and _autoscaling_input(message) in self.fields:
+                    self.add_error(_autoscaling_input(message), message)
                 elif field in self.fields:
                     self.add_error(field, message)
                 else:
@@ -147,8 +158,30 @@ class ServiceForm(PlainLabels, forms.Form):
     def engine_fields(self):
         return [self[name] for name in ENGINE_FIELDS]
 
+    def kept_autoscaling(self) -> list[str]:
+        """The stored builtin settings this form has no input for, in words; saving the form keeps them."""
+        policy = self.instance.autoscaling if self.instance is not None else None
+        if not isinstance(policy, dict) or policy.get("autoscaler") != Autoscaler.BUILTIN:
+            return []
+        kept = [f"tolerance {policy['tolerance']}"] if "tolerance" in policy else []
+        for direction, rules in (policy.get("behavior") or {}).items():
+            rates = ", ".join(f"{p['type']} {p['value']} per {p['period_s']} s" for p in rules.get("policies", []))
+            kept.append(f"{direction.replace('_', '-')}: {rules.get('select_policy')} of {rates or 'no policy'}")
+        for role, entry in (policy.get("pools") or {}).items():
+            targets = ", ".join(f"{TARGET_LABELS[k].removeprefix('Target ')} {v}"
+                                for k, v in (entry.get("targets") or {}).items() if k in TARGET_LABELS)
+            kept.append(f"{role} pool targets: {targets or 'none'}")
+        return kept
+
     def autoscaling_fields(self):
         return [self["autoscaler"], *(self[f"target_{n}"] for n in TARGETS), *(self[n] for n in WINDOWS)]
+
+
+def _autoscaling_input(message: str) -> str:
+    """The form input an `autoscaling_errors` message is about: "targets.kv_cache_usage must …" →
+    target_kv_cache_usage, "scale_to_zero_after_seconds applies …" → that box, "autoscaler 'x' …" → autoscaler."""
+    head = message.split(" ", 1)[0]
+    return f"target_{head.removeprefix('targets.')}" if head.startswith("targets.") else head
 
 
 def initial_from(service: InferenceService) -> dict:

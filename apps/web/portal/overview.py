@@ -1,17 +1,17 @@
 """The tenant's overview and audit pages: services with live figures, GPU quota per GPU type, GPU-hours,
-the latest scaling decisions (when the autoscaler is installed) and the latest audit entries."""
+the latest scaling decisions (each linking to its service's Scaling panel) and the latest audit entries."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from django.apps import apps as django_apps
 from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_date
 
+from apps.autoscaling.panel import tenant_decisions
 from apps.core.models import AuditEntry
 from apps.serving.models import InferenceService
 from apps.telemetry.usage import gpu_hours, gpus_by_type
@@ -19,15 +19,6 @@ from apps.tenancy.models import Tenant
 from apps.web.htmx import render_page
 from apps.web.portal.scope import READ, tenant_page
 from apps.web.services import with_latest
-
-
-def latest_decisions(tenant, limit: int = 8) -> list | None:
-    """The tenant's newest scaling decisions, or None when no autoscaler app records them."""
-    try:
-        decision = django_apps.get_model("autoscaling", "ScalingDecision")
-    except LookupError:
-        return None
-    return list(decision.objects.filter(service__tenant=tenant).select_related("service").order_by("-pk")[:limit])
 
 
 @tenant_page(READ)
@@ -41,7 +32,8 @@ def overview(request, tenant):
         "gpus_at_max": sum(g["at_max"] for g in gpus), "gpus_ready": sum(g["ready"] for g in gpus),
         "gpu_hours_day": gpu_hours(tenant.pk, now - timedelta(hours=24)),
         "gpu_hours_week": gpu_hours(tenant.pk, now - timedelta(days=7)),
-        "decisions": latest_decisions(tenant),
+        "decisions": tenant_decisions(tenant),
+        "autoscaled": any(s.autoscaled_by_builtin for s in services),
         "audit": AuditEntry.objects.filter(tenant=tenant).select_related("content_type")[:8],
     }
     return render_page(request, "portal/overview.html", "portal/partials/overview.html", context)
