@@ -13,6 +13,7 @@ from urllib.parse import unquote
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from apps.catalog.registries import parse_prefixes
 from controlplane import tasknames
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -62,6 +63,13 @@ DEBUG = strict_bool("DEBUG", False)
 SECRET_KEY = secret("SECRET_KEY", "dev-insecure-key-change-me" if DEBUG else None)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+# Registries (host with an optional path prefix) runtime images may come from, for every tenant; staff add
+# more per tenant in the admin (catalog: tenant image registries). Comma-separated.
+try:
+    IMAGE_REGISTRIES = parse_prefixes(env.list("IMAGE_REGISTRIES", default=["docker.io/vllm", "docker.io/lmsysorg"]),
+                                      "IMAGE_REGISTRIES")
+except ValueError as exc:
+    raise ImproperlyConfigured(str(exc)) from exc
 # Fernet key(s) for secrets at rest (cluster credentials). Comma-separated: the first encrypts,
 # all decrypt, so keys can be rotated.
 FIELD_ENCRYPTION_KEYS = [

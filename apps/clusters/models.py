@@ -41,6 +41,16 @@ class ClusterQuerySet(models.QuerySet):
         """Clusters are platform infrastructure: staff only."""
         return self if is_platform_staff(user) else self.none()
 
+    def usable_by_tenant(self, tenant_id: int | None) -> ClusterQuerySet:
+        """The clusters staff let this tenant deploy to: open to all, or listing the tenant."""
+        return self.filter(models.Q(open_to_all_tenants=True) | models.Q(tenants=tenant_id)).distinct()
+
+
+def unavailable_cluster_message(name) -> str:
+    """One answer for a cluster that does not exist and one the tenant may not use, so that a tenant
+    cannot learn the names of clusters it may not use."""
+    return f"No cluster named {name!s} is available to this tenant."
+
 
 class Cluster(TimestampedModel):
     """A Kubernetes API endpoint. Credentials are write-only outside `credentials()`."""
@@ -63,6 +73,13 @@ class Cluster(TimestampedModel):
         max_length=500, blank=True,
         help_text="A Prometheus server that already scrapes this cluster's engines (labels namespace and pod). "
         "When set, engine telemetry is read from it with PromQL instead of through the pod proxy.",
+    )
+    open_to_all_tenants = models.BooleanField(
+        default=False, help_text="Every tenant may deploy here. Otherwise only the tenants listed below may."
+    )
+    tenants = models.ManyToManyField(
+        "tenancy.Tenant", blank=True, related_name="clusters",
+        help_text="The tenants that may deploy services to this cluster.",
     )
     last_seen_at = models.DateTimeField(null=True, blank=True)
 
