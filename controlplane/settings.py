@@ -250,8 +250,12 @@ CELERY_TASK_ROUTES = tasknames.routes(CELERY_QUEUE_PREFIX)
 CELERY_TIMEZONE = "UTC"
 RECONCILE_RESYNC_SECONDS = strict_int("RECONCILE_RESYNC_SECONDS", 30)
 RESYNC_TICK_SECONDS = strict_int("RESYNC_TICK_SECONDS", 10)
+# A service marked queued longer than this is taken to have lost its message (broker restart): requeued.
+RECONCILE_QUEUED_EXPIRY_SECONDS = strict_int("RECONCILE_QUEUED_EXPIRY_SECONDS", 300)
+RECONCILE_RUN_RETENTION_DAYS = strict_int("RECONCILE_RUN_RETENTION_DAYS", 14)
 CELERY_BEAT_SCHEDULE: dict = {
     "resync-services": {"task": tasknames.RESYNC, "schedule": RESYNC_TICK_SECONDS},
+    "prune-history": {"task": tasknames.PRUNE_HISTORY, "schedule": 3600},
     "gpu-inventory": {"task": tasknames.SYNC_INVENTORIES,
                       "schedule": strict_int("INVENTORY_SECONDS", 30)},
 }

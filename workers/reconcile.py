@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -77,7 +78,16 @@ def reconcile(service_id: int) -> Outcome:
             service = InferenceService.objects.select_related("cluster", "tenant").get(pk=service_id)
         except InferenceService.DoesNotExist:
             return Outcome(service_id, ReconcileResult.GONE)
-        outcome = _delete(service) if service.is_deleting else _converge(service)
+        try:
+            outcome = _delete(service) if service.is_deleting else _converge(service)
+        except (ClusterError, DatabaseError):
+            raise  # classified cluster errors are retried or reported by the task; the database comes back
+        except Exception as exc:
+            # A bug or absurd stored data (an OverflowError, say) must not crash the task on every resync:
+            # it becomes a Failed condition with the message, and waits for the next spec change.
+            log.exception("reconcile %s: unexpected error", service_id)
+            outcome = _write_failure(service, service.generation, "InternalError",
+                                     f"{exc.__class__.__name__}: {exc}")
     outcome.duration_s = time.monotonic() - started
     if outcome.record:
         ReconcileRun.objects.create(
@@ -89,19 +99,20 @@ def reconcile(service_id: int) -> Outcome:
 
 
 def due_for_resync(now=None):
-    """Services the periodic resync should enqueue: never reconciled, not checked for one resync interval
-    (drift), or behind their spec / being deleted but not touched in the last tick. Services touched in
-    the last tick are in flight already (on-commit enqueue, self-requeue while deploying); enqueueing them
-    again would only pile up duplicate tasks."""
+    """Services the periodic resync should enqueue (none with a reconcile queued already): never reconciled,
+    not checked for one resync interval (drift), or behind their spec / being deleted but not touched in the
+    last tick. Services touched in the last tick are in flight already (on-commit enqueue, self-requeue while
+    deploying); enqueueing them again would only pile up duplicate tasks."""
     now = now or timezone.now()
     recent = now - timedelta(seconds=settings.RESYNC_TICK_SECONDS)
     stale = now - timedelta(seconds=settings.RECONCILE_RESYNC_SECONDS)
     behind = Q(observed_generation__lt=F("generation")) | Q(deletion_requested_at__isnull=False)
+    lost = now - timedelta(seconds=settings.RECONCILE_QUEUED_EXPIRY_SECONDS)
     return InferenceService.objects.filter(
         Q(last_reconciled_at__isnull=True)
         | Q(last_reconciled_at__lt=stale)
         | (behind & Q(last_reconciled_at__lt=recent))
-    )
+    ).filter(Q(queued_at__isnull=True) | Q(queued_at__lt=lost))
 
 
 def _delete(service) -> Outcome:

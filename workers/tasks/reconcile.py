@@ -6,7 +6,10 @@ import logging
 import random
 
 from celery import shared_task
+from django.utils import timezone
 
+from apps.serving import retention
+from apps.serving.dispatch import clear_queued, mark_queued
 from controlplane import tasknames as names
 from workers import reconcile as rec
 from workers.kube import TransientClusterError
@@ -23,14 +26,17 @@ def backoff(retries: int, base: float = 1.0, cap: float = 60.0) -> float:
 def reconcile_service(self, service_id: int) -> dict:
     """Reconcile one service; retry transient cluster errors with backoff and jitter, re-enqueue while
     the service is still deploying (never sleep waiting for readiness)."""
+    clear_queued(service_id)  # from here on, a change made meanwhile queues a new pass
     try:
         outcome = rec.reconcile(service_id)
     except TransientClusterError as exc:
         rec.record_transient(service_id, exc)
         delay = max(exc.retry_after or 0.0, backoff(self.request.retries))
         log.info("reconcile %s: transient error (%s); retry in %.1fs", service_id, exc.message, delay)
+        if not mark_queued(service_id):
+            return {"service": service_id, "result": "queued-elsewhere"}
         raise self.retry(exc=exc, countdown=delay) from exc
-    if outcome.requeue_after is not None:
+    if outcome.requeue_after is not None and mark_queued(service_id):
         reconcile_service.apply_async(args=[service_id], countdown=outcome.requeue_after)
     log.info("reconcile %s: %s applied=%d pruned=%d in %.2fs %s", service_id, outcome.result, outcome.applied,
              outcome.pruned, outcome.duration_s, outcome.message)
@@ -41,12 +47,19 @@ def reconcile_service(self, service_id: int) -> dict:
 def resync() -> int:
     """Enqueue every service that is behind its spec, being deleted, or not checked for one interval
     (drift: a manual `kubectl edit` is undone within one interval)."""
-    due = rec.due_for_resync().values_list("pk", flat=True)
+    now = timezone.now()
     count = 0
-    for pk in due.iterator():
-        reconcile_service.delay(pk)
-        count += 1
+    for pk in list(rec.due_for_resync(now).values_list("pk", flat=True)):
+        if mark_queued(pk, now):  # a conditional update: two resyncs at once still queue it once
+            reconcile_service.delay(pk)
+            count += 1
     return count
+
+
+@shared_task(name=names.PRUNE_HISTORY)
+def prune_history() -> dict:
+    """Delete reconcile runs (and other registered history) past retention."""
+    return retention.prune_history()
 
 
 @shared_task(name=names.SYNC_INVENTORIES)
