@@ -204,6 +204,7 @@ class Kube:
         self._api = api_client(creds, pool_size)
         self._dyn: dynamic.DynamicClient | None = None
         self._resources: dict[tuple[str, str], object] = {}
+        self._api_server_cidrs: tuple[str, ...] | None = None
         self.requests = 0  # API calls made (reads and writes), for metrics and benchmarks
         self.writes = 0
 
@@ -215,6 +216,21 @@ class Kube:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def api_server_cidrs(self) -> tuple[str, ...]:
+        """The API server's addresses as /32 (or /128) blocks, read once from the `default/kubernetes`
+        Endpoints: the source of the proxy traffic the tenant NetworkPolicy must let in. Empty (and logged)
+        when the credentials may not read them."""
+        if self._api_server_cidrs is None:
+            try:
+                endpoints = self.get(ObjectRef("v1", "Endpoints", "default", "kubernetes")) or {}
+            except PermanentClusterError as exc:
+                log.warning("cannot read the API server's addresses (%s); tenant NetworkPolicies will not "
+                            "admit its proxy", exc.message)
+                endpoints = {}
+            ips = sorted({a["ip"] for s in endpoints.get("subsets") or [] for a in s.get("addresses") or []})
+            self._api_server_cidrs = tuple(f"{ip}/{128 if ':' in ip else 32}" for ip in ips)
+        return self._api_server_cidrs
 
     @property
     def core(self) -> k8s.CoreV1Api:

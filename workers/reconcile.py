@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from django.conf import settings
@@ -131,14 +131,16 @@ def _delete(service) -> Outcome:
 
 def _converge(service) -> Outcome:
     generation = service.generation
+    kube = kube_for(service.cluster)
     try:
         spec = spec_from_service(service)
+        if not spec.api_server_cidrs:
+            spec = replace(spec, api_server_cidrs=kube.api_server_cidrs())
         objects = render_service(spec)
     except ValueError as exc:  # RenderError and invalid stored settings: permanent until the spec changes
         return _write_failure(service, generation, "RenderFailed", str(exc))
     labelled = service_objects(objects)
     shared = [o for o in objects if o not in labelled]
-    kube = kube_for(service.cluster)
     try:
         # Objects of kinds no longer desired can exist only after a spec change (or an interrupted pass,
         # which leaves the service behind too): only then are all kinds listed for pruning.

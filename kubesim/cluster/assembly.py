@@ -36,6 +36,7 @@ from kubesim.cluster.controllers.statefulset import STATEFULSETS, StatefulSetCon
 from kubesim.cluster.events import EventRecorder, expire_events
 from kubesim.cluster.faults import FaultConfig, FaultInjector, admin_routes, fault_middleware
 from kubesim.cluster.kubelet import Kubelet, KubeletConfig
+from kubesim.cluster.netpol import api_server_objects
 from kubesim.cluster.nodes import build_nodes
 from kubesim.cluster.proxy import Proxies, RoutingPolicy
 from kubesim.engines.routing import service_proxy_policies
@@ -201,6 +202,10 @@ class Cluster:
         self.ready = asyncio.Event()
         try:
             await register_nodes(self.api.as_manager("kubelet"), self.nodes)
+            apiserver = self.api.as_manager("kube-apiserver")
+            for resource, obj in api_server_objects():  # where clients (and NetworkPolicies) find the API server
+                if await apiserver.get(resource, "default", obj["metadata"]["name"]) is None:
+                    await apiserver.create(resource, obj)
             for informer in self.informers.values():
                 self._tasks.append(asyncio.ensure_future(informer.run()))
             for informer in self.informers.values():

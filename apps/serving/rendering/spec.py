@@ -122,6 +122,9 @@ class ServiceSpec:
     has_gateway: bool = False
     gateway_name: str = "inference-gateway"
     model_token_secret: str | None = None  # Secret with key "token" for gated Hugging Face models
+    # Where the API server's proxy traffic comes from (the tenant NetworkPolicy lets it in); the worker fills
+    # it from the cluster (`default/kubernetes` Endpoints) when the Cluster row names none.
+    api_server_cidrs: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.mode not in MODES:
