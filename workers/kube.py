@@ -281,6 +281,16 @@ class Kube:
                          field_selector=field_selector)
         return list(out.to_dict().get("items", []))
 
+    def previous_log(self, namespace: str, pod: str, container: str, tail_lines: int = 50) -> str:
+        """The last lines the container's previous run printed (`kubectl logs --previous`); '' when none."""
+        try:
+            return self._call(self.core.read_namespaced_pod_log, pod, namespace, container=container or None,
+                              previous=True, tail_lines=tail_lines) or ""
+        except ClusterError as exc:
+            if exc.status in (400, 404):  # no previous container yet, or the pod is gone
+                return ""
+            raise
+
     def delete(self, ref: ObjectRef, *, propagation: str = "Background") -> bool:
         """Delete one object; False when it was already gone."""
         res = self.resource(ref.api_version, ref.kind)

@@ -23,8 +23,8 @@ from apps.serving.choices import Phase, ReconcileResult
 from apps.serving.models import InferenceService, Pool, ReconcileRun, ServiceObservation
 from apps.serving.names import service_selector, tenant_namespace
 from apps.serving.rendering import render_service, service_endpoint, service_objects
-from apps.serving.rendering.gpus import gpu_kind
 from apps.serving.rendering.spec import spec_from_service
+from capacity.gpus import gpu_for
 from workers import status as st
 from workers.inventory import observe_nodes
 from workers.kube import ClusterError, Kube, PermanentClusterError, kube_for
@@ -161,7 +161,8 @@ def _converge(service) -> Outcome:
     if events:
         view = st.service_view(desired, workloads, pods, events)
     advice = _advice(kube, spec, view) if view.unschedulable else ""
-    phase, conditions, requeue = _judge(service, view, advice)
+    crash = _crash_detail(kube, service, spec.namespace, view) if view.crashing else ""
+    phase, conditions, requeue = _judge(service, view, advice, crash)
     endpoint = service_endpoint(spec)
     _write_status(service, generation, phase, conditions, view, endpoint)
     cause = "drift" if service.observed_generation == generation else "update"
@@ -184,11 +185,36 @@ def _advice(kube: Kube, spec, view: st.ServiceView) -> str:
     parts = []
     for pool in spec.pools:
         if pool.role in stuck_roles or len(spec.pools) == 1:
-            parts.append(st.gpu_advice(pool.gpus_per_replica, gpu_kind(pool.gpu_type).product, nodes))
+            parts.append(st.gpu_advice(pool.gpus_per_replica, gpu_for(pool.gpu_type).product, nodes))
     return "; ".join(parts)
 
 
-def _judge(service, view: st.ServiceView, advice: str) -> tuple[str, list[dict], float | None]:
+def _crash_detail(kube: Kube, service, namespace: str, view: st.ServiceView) -> str:
+    """'engine exited: <its last error line>' from the crashing container's previous log, plus the capacity
+    planner's explanation when it knows why the engine cannot start on that pool."""
+    from apps.catalog.engines import EngineSettingsError
+    from apps.serving.capacity import crash_explanation
+
+    pod = st.crashing_pod(view)
+    if pod is None:
+        return ""
+    line = st.last_error_line(kube.previous_log(namespace, pod.name, pod.container))
+    parts = [f"engine exited: {line}"] if line else []
+    pool = next((p for p in service.pools.all() if p.role == pod.role), None)
+    try:
+        settings = service.engine_settings_obj()
+    except EngineSettingsError:
+        settings = None
+    if pool is not None and settings is not None:
+        explanation = crash_explanation(service.model, service.runtime.engine, settings, pool)
+        if explanation:
+            parts.append(explanation)
+    if not parts:
+        return ""
+    return f"{'; '.join(parts)} (pod {pod.name}: {pod.reason}, {pod.restarts} restarts)"
+
+
+def _judge(service, view: st.ServiceView, advice: str, crash: str = "") -> tuple[str, list[dict], float | None]:
     previous = service.conditions or []
     conds = [st.condition("Reconciled", True, "Applied", "Desired objects applied.", previous)]
     if view.unschedulable:
@@ -198,7 +224,7 @@ def _judge(service, view: st.ServiceView, advice: str) -> tuple[str, list[dict],
     else:
         conds.append(st.condition("Schedulable", True, "Scheduled", "", previous))
     if view.crashing:
-        conds.append(st.condition("Healthy", False, "CrashLoop", view.crashing[0], previous))
+        conds.append(st.condition("Healthy", False, "CrashLoop", crash or view.crashing[0], previous))
     else:
         conds.append(st.condition("Healthy", True, "Running", "", previous))
     ready = view.all_ready

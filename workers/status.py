@@ -7,6 +7,7 @@ needs, and what the cluster has free.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -27,6 +28,7 @@ class PodView:
     message: str = ""
     restarts: int = 0
     gpus: int = 0
+    container: str = ""  # the container the reason is about
 
 
 @dataclass
@@ -61,13 +63,14 @@ def pod_view(pod: dict) -> PodView:
     meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
     statuses = status.get("containerStatuses") or []
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-    reason, message, restarts = "", "", 0
+    reason, message, restarts, crashed = "", "", 0, ""
     for cs in statuses:
         restarts += cs.get("restartCount", 0)
         waiting = (cs.get("state") or {}).get("waiting") or {}
         terminated = (cs.get("lastState") or {}).get("terminated") or {}
         if waiting.get("reason") and not reason:
             reason, message = waiting["reason"], waiting.get("message", "") or terminated.get("message", "")
+            crashed = cs.get("name", "")
     if not reason:
         for cond in status.get("conditions") or []:
             if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
@@ -81,6 +84,7 @@ def pod_view(pod: dict) -> PodView:
     return PodView(
         name=meta.get("name", ""), role=pod_role(meta.get("labels") or {}), phase=status.get("phase", "Pending"),
         ready=ready, node=spec.get("nodeName") or "", reason=reason, message=message, restarts=restarts, gpus=gpus,
+        container=crashed,
     )
 
 
@@ -133,6 +137,25 @@ def _concerns(involved: dict, owned: set[str]) -> bool:
         return True
     base, _, suffix = name.rpartition("-")
     return involved.get("kind") == "ReplicaSet" and base in owned and suffix.isalnum()
+
+
+_ERROR_LINE = re.compile(r"\b[\w.]*(Error|Exception)\b:")
+
+
+def last_error_line(log: str) -> str:
+    """The engine's last error line in a container log (a Python exception line such as
+    `torch.OutOfMemoryError: CUDA out of memory ...`), else its last non-empty line."""
+    lines = [line.strip() for line in (log or "").splitlines() if line.strip()]
+    for line in reversed(lines):
+        match = _ERROR_LINE.search(line)
+        if match:
+            return line[match.start():]
+    return lines[-1] if lines else ""
+
+
+def crashing_pod(view: ServiceView) -> PodView | None:
+    """The first pod whose container crash-loops (or failed in another way CRASH_REASONS names)."""
+    return next((p for p in view.pods if p.reason in CRASH_REASONS), None)
 
 
 def gpu_advice(gpus_per_replica: int, product: str, nodes: list[dict]) -> str:

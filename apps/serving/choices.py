@@ -3,6 +3,7 @@
 from django.db import models
 
 from apps.catalog.choices import DeploymentMode, EngineKind
+from capacity.gpus import choices as gpu_choices
 
 __all__ = ["Autoscaler", "DeploymentMode", "EngineKind", "GpuType", "Phase", "PoolRole", "RoutingPolicy"]
 
@@ -50,19 +51,10 @@ class Autoscaler(models.TextChoices):
     NONE = "none", "None (fixed replicas)"
 
 
-class GpuType(models.TextChoices):
-    """GPU kinds of reference/gpus-and-models.md; the key maps to a node selector when rendering."""
-
-    H100_SXM_80GB = "h100-sxm-80gb", "NVIDIA H100 SXM 80GB"
-    H100_PCIE_80GB = "h100-pcie-80gb", "NVIDIA H100 PCIe 80GB"
-    H200_141GB = "h200-141gb", "NVIDIA H200 141GB"
-    A100_SXM_80GB = "a100-sxm-80gb", "NVIDIA A100 SXM 80GB"
-    A100_40GB = "a100-40gb", "NVIDIA A100 40GB"
-    L40S_48GB = "l40s-48gb", "NVIDIA L40S 48GB"
-    L4_24GB = "l4-24gb", "NVIDIA L4 24GB"
-    RTX4090_24GB = "rtx4090-24gb", "NVIDIA RTX 4090 24GB"
-    B200_180GB = "b200-180gb", "NVIDIA B200 180GB"
-    MI300X_192GB = "mi300x-192gb", "AMD Instinct MI300X 192GB"
+# GPU kinds of the one GPU table (capacity.gpus); the key maps to a node selector when rendering.
+GpuType = models.TextChoices(
+    "GpuType", [(key.upper().replace("-", "_"), (key, label)) for key, label in gpu_choices()]
+)
 
 
 # Which pool roles each deployment mode needs (exactly these, one pool each).

@@ -69,6 +69,8 @@ def service_errors(service, pools: list, adapters: list) -> dict[str, list[str]]
         )
     )
     _pool_errors(service, pools, settings, errors)
+    if not errors.get("pools") and not errors.get("engine_settings"):
+        _capacity_errors(service, pools, settings, model, runtime, errors)
     if not errors.get("pools"):
         _quota_errors(service, pools, errors)
     return {field: messages for field, messages in errors.items() if messages}
@@ -144,6 +146,38 @@ def _pool_errors(service, pools, settings, errors) -> None:
             )
         if pool.min_replicas == 0 and service.deployment_mode != DeploymentMode.SERVERLESS:
             errors["pools"].append(f"{pool.role}.min_replicas: only serverless services scale to zero.")
+
+
+def _capacity_errors(service, pools, settings, model, runtime, errors) -> None:
+    """Refuse what cannot run (weights or max_model_len beyond the GPUs' memory, apps/serving/capacity.py).
+
+    A saved service whose capacity-relevant spec does not change is not refused: it was admitted before,
+    and `service_warnings` flags it on the page and in the API instead.
+    """
+    from apps.serving.capacity import admission
+
+    if model is None or runtime is None or settings is None:
+        return
+    found, _warnings = admission(model, runtime.engine, settings, pools)
+    if not found or _capacity_spec_unchanged(service, pools):
+        return
+    for field, messages in found.items():
+        errors[field].extend(messages)
+
+
+def _capacity_spec_unchanged(service, pools) -> bool:
+    if not service.pk:
+        return False
+    stored = type(service).objects.filter(pk=service.pk).values("model_id", "runtime_id", "engine_settings").first()
+    if stored is None:
+        return False
+    shape = ("role", "gpu_type", "gpus_per_replica", "nodes_per_replica")
+    stored_pools = sorted(service.pools.model.objects.filter(service_id=service.pk).values_list(*shape))
+    return (
+        stored == {"model_id": service.model_id, "runtime_id": service.runtime_id,
+                   "engine_settings": service.engine_settings}
+        and stored_pools == sorted(tuple(getattr(p, f) for f in shape) for p in pools)
+    )
 
 
 def _quota_errors(service, pools, errors) -> None:

@@ -15,6 +15,7 @@ from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
 from apps.clusters.models import GpuNode
+from apps.serving.capacity import service_warnings
 from apps.serving.models import InferenceService, ReconcileRun, ServiceObservation
 from apps.telemetry.models import PodStat
 from apps.telemetry.series import RANGES, BadSeriesQuery, latest_points, series_payload, window_from_query
@@ -80,6 +81,7 @@ def status_context(service) -> dict:
         "observation": observation,
         "conditions": conditions,
         "problems": [c for c in conditions if c.get("status") in (False, "False") and c.get("message")],
+        "capacity_warnings": service_warnings(service),
         "pools": list(service.pools.all()),
         "observed_pools": {p["role"]: p for p in (observation.pools if observation else [])},
         "pods": pod_rows(service, observation),

@@ -11,41 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from capacity.gpus import GPUS, Gpu
 from kubesim.apiserver.quantities import format_units
-
-
-@dataclass(frozen=True)
-class GpuType:
-    """A GPU kind: the resource name, vendor product label, memory and host shape per GPU."""
-
-    key: str
-    product: str  # value of nvidia.com/gpu.product (or amd.com/gpu.product-name)
-    memory_mib: int
-    vendor: str = "nvidia"
-    cpu_per_gpu: int = 24  # vCPUs per GPU on the cloud instance families that carry this GPU
-    memory_gib_per_gpu: int = 240
-
-    @property
-    def resource(self) -> str:
-        return f"{self.vendor}.com/gpu"
-
-
-GPU_TYPES: dict[str, GpuType] = {
-    gpu.key: gpu
-    for gpu in (
-        GpuType("h100-sxm-80gb", "NVIDIA-H100-80GB-HBM3", 81559),
-        GpuType("h100-pcie-80gb", "NVIDIA-H100-PCIe", 81559, cpu_per_gpu=16, memory_gib_per_gpu=180),
-        GpuType("h200-141gb", "NVIDIA-H200", 143771),
-        GpuType("a100-sxm-80gb", "NVIDIA-A100-SXM4-80GB", 81920, cpu_per_gpu=12, memory_gib_per_gpu=140),
-        GpuType("a100-40gb", "NVIDIA-A100-SXM4-40GB", 40960, cpu_per_gpu=12, memory_gib_per_gpu=140),
-        GpuType("l40s-48gb", "NVIDIA-L40S", 46068, cpu_per_gpu=16, memory_gib_per_gpu=64),
-        GpuType("l4-24gb", "NVIDIA-L4", 23034, cpu_per_gpu=8, memory_gib_per_gpu=32),
-        GpuType("rtx4090-24gb", "NVIDIA-GeForce-RTX-4090", 24564, cpu_per_gpu=8, memory_gib_per_gpu=32),
-        GpuType("b200-180gb", "NVIDIA-B200", 183359, cpu_per_gpu=28, memory_gib_per_gpu=256),
-        GpuType("mi300x-192gb", "AMD-Instinct-MI300X", 196592, vendor="amd", cpu_per_gpu=16,
-                memory_gib_per_gpu=256),
-    )
-}
 
 CPU_NODE_CPUS = 16
 CPU_NODE_MEMORY_GIB = 64
@@ -59,7 +26,7 @@ _ENTRY = re.compile(r"^([a-z0-9-]+):(\d+)(?:x(\d+))?$")
 class NodeGroup:
     """`count` identical nodes with `gpus` GPUs of `gpu` each (gpu None: a CPU node)."""
 
-    gpu: GpuType | None
+    gpu: Gpu | None
     count: int
     gpus: int = 0
 
@@ -78,11 +45,11 @@ def parse_nodes(spec: str | None) -> list[NodeGroup]:
         if key == "cpu":
             groups.append(NodeGroup(None, count))
             continue
-        if key not in GPU_TYPES:
-            raise ValueError(f"unknown GPU key {key!r}; known: {', '.join(sorted(GPU_TYPES))}")
+        if key not in GPUS:
+            raise ValueError(f"unknown GPU key {key!r}; known: {', '.join(sorted(GPUS))}")
         if gpus is None or int(gpus) < 1:
             raise ValueError(f"bad node entry {entry!r}: give the GPUs per node as COUNTxGPUS")
-        groups.append(NodeGroup(GPU_TYPES[key], count, int(gpus)))
+        groups.append(NodeGroup(GPUS[key], count, int(gpus)))
     if not any(group.gpu is None for group in groups):
         # Real clusters keep a system node pool; routers and generic pods do not tolerate GPU taints.
         groups.append(NodeGroup(None, 1))
@@ -106,12 +73,12 @@ def build_nodes(spec: str | None) -> list[dict]:
     return nodes
 
 
-def node_object(name: str, gpu: GpuType | None, gpus: int, ordinal: int) -> dict:
+def node_object(name: str, gpu: Gpu | None, gpus: int, ordinal: int) -> dict:
     """One Node: capacity, allocatable, GPU labels and taint, Ready condition and addresses."""
     if gpu is None:
         cpus, memory_gib = CPU_NODE_CPUS, CPU_NODE_MEMORY_GIB
     else:
-        cpus, memory_gib = gpu.cpu_per_gpu * gpus, gpu.memory_gib_per_gpu * gpus
+        cpus, memory_gib = gpu.cpu_per_gpu * gpus, gpu.host_memory_gib_per_gpu * gpus
     capacity = {
         "cpu": str(cpus),
         "memory": f"{memory_gib}Gi",

@@ -11,6 +11,8 @@ import argparse
 import os
 from dataclasses import dataclass, field
 
+from capacity import arch as cap
+from capacity.gpus import GIB, GPUS, Gpu
 from kubesim.engines import hardware as hw
 from kubesim.engines.core import CoreConfig, Physics
 from kubesim.workload import PodContext, WorkloadExit
@@ -79,18 +81,32 @@ def physics_for(ctx: PodContext, warmup_s: float) -> Physics:
     )
 
 
-def _arch(model: str, ctx: PodContext, aliases: list[str]) -> hw.ModelArch:
+def _arch(model: str, ctx: PodContext, aliases: list[str]) -> cap.ModelArch:
     try:
         return hw.resolve_model(model, ctx.annotations.get(hw.ARCH_ANNOTATION), aliases)
     except ValueError as e:
         raise WorkloadExit(f"kubesim: {e}") from None
 
 
-def _gpu(ctx: PodContext, logs: list[str]) -> hw.GPU:
-    if ctx.gpu_key in hw.GPUS:
-        return hw.GPUS[ctx.gpu_key]
+def _gpu(ctx: PodContext, logs: list[str]) -> Gpu:
+    if ctx.gpu_key in GPUS:
+        return GPUS[ctx.gpu_key]
     logs.append(f"WARNING kubesim: no known GPU on this node ({ctx.gpu_key!r}); simulating {hw.DEFAULT_GPU}")
-    return hw.GPUS[hw.DEFAULT_GPU]
+    return GPUS[hw.DEFAULT_GPU]
+
+
+def _load_weights(gpu: Gpu, arch: cap.ModelArch, weights_rank: float, logs: list[str], sglang: bool) -> None:
+    """Weights that do not fit the GPU fail at load with PyTorch's out-of-memory error, as on real GPUs."""
+    if cap.weights_fit(gpu, weights_rank):
+        return
+    oom = cap.cuda_oom_message(gpu, arch, weights_rank)
+    if sglang:
+        lines = ["[ERROR] Scheduler hit an exception: Traceback (most recent call last):", oom,
+                 "[ERROR] Exception: Rank 0 scheduler is dead. Please check if there are relevant logs.", oom]
+    else:
+        lines = ["INFO [gpu_model_runner.py] Starting to load model " + arch.name + "...",
+                 "ERROR [core.py] EngineCore failed to start.", "Traceback (most recent call last):", oom]
+    raise WorkloadExit(oom, logs=logs + lines)
 
 
 def _nodes(value: str) -> int:
@@ -134,15 +150,15 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         raise WorkloadExit(
             f"ValueError: GPU memory utilization must be within (0, 1]. Got {ns.gpu_memory_utilization}."
         )
-    big = gpu.memory_gib >= 70 and not gpu.key.startswith("a100")
-    batched = ns.max_num_batched_tokens or (16384 if gpu.memory_gib >= 160 else 8192 if big else 2048)
-    max_seqs = ns.max_num_seqs or (1024 if big else 256)
+    batched = ns.max_num_batched_tokens or cap.vllm_default_batched_tokens(gpu)
+    max_seqs = ns.max_num_seqs or cap.vllm_default_max_num_seqs(gpu)
     block_size = ns.block_size or 16
     if block_size not in (1, 8, 16, 32, 64, 128, 256):
         raise WorkloadExit(f"argument --block-size: invalid choice: {block_size}")
-    kv_bytes = hw.kv_dtype_bytes(ns.kv_cache_dtype, arch)
-    wbytes = hw.weight_bytes_per_param(ns.quantization)
-    blocks, _budget = hw.vllm_num_gpu_blocks(
+    kv_bytes = cap.kv_dtype_bytes(ns.kv_cache_dtype, arch)
+    wbytes = cap.weight_bytes_per_param(ns.quantization, arch.dtype_bytes)
+    _load_weights(gpu, arch, arch.weights_bytes(wbytes, tp, pp), logs, sglang=False)
+    blocks, _budget = cap.vllm_num_gpu_blocks(
         gpu,
         arch,
         gpu_memory_utilization=ns.gpu_memory_utilization,
@@ -157,10 +173,7 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     if ns.num_gpu_blocks_override:
         blocks = ns.num_gpu_blocks_override
     if blocks <= 0:
-        raise WorkloadExit(
-            "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
-            "when initializing the engine."
-        )
+        raise WorkloadExit(cap.VLLM_NO_CACHE_MEMORY)
     per_token = arch.kv_bytes_per_token(kv_bytes, tp) / pp
     capacity = blocks * block_size
     max_len = ns.max_model_len if ns.max_model_len not in (None, -1) else arch.max_context
@@ -173,15 +186,7 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
             "maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."
         )
     if max_len > capacity:
-        need_gib = max_len * per_token / hw.GIB
-        have_gib = blocks * block_size * per_token / hw.GIB
-        raise WorkloadExit(
-            f"ValueError: To serve at least one request with the models's max seq len ({max_len}), "
-            f"({need_gib:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
-            f"({have_gib:.2f} GiB). Based on the available memory, the estimated maximum model length is "
-            f"{capacity}. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
-            "initializing the engine."
-        )
+        raise WorkloadExit(cap.vllm_max_model_len_message(max_len, per_token, blocks, block_size))
     chunked = ns.enable_chunked_prefill is not False
     if not chunked and ns.max_num_batched_tokens is None:
         batched = max(max_len, 2048)
@@ -198,7 +203,7 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         )
     phys = physics_for(ctx, 20.0)
     scale = _float_setting(ctx, "time-scale", 1.0)
-    weights_total = arch.params_b * 1e9 * wbytes
+    weights_total = arch.weights_bytes(wbytes)
     core = CoreConfig(
         model=arch,
         gpu=gpu,
@@ -249,7 +254,7 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     logs += [
         f"INFO [api_server.py] vLLM API server version {VLLM_VERSION}",
         f"INFO [api_server.py] args: model={ns.model} served_model_name={names} tensor_parallel_size={tp}",
-        f"INFO [gpu_model_runner.py] Model loading took {weights_total / tp / pp / hw.GIB:.4f} GiB",
+        f"INFO [gpu_model_runner.py] Model loading took {weights_total / tp / pp / GIB:.4f} GiB",
         f"INFO [kv_cache_utils.py] GPU KV cache size: {capacity:,} tokens",
         f"INFO [kv_cache_utils.py] Maximum concurrency for {max_len:,} tokens per request: {capacity / max_len:.2f}x",
         f"INFO [api_server.py] Starting vLLM API server 0 on http://0.0.0.0:{ns.port}",
@@ -309,13 +314,13 @@ def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     _check_gpus(ctx, -(-tp * ns.pp_size * ns.dp_size // _nodes(ns.nnodes)))
     chunk = ns.chunked_prefill_size
     if chunk is None:
-        g = gpu.memory_gib
-        chunk = 2048 if g < 35 else 4096 if g < 60 else 8192 if g < 90 else 16384
-    mem_fraction = ns.mem_fraction_static or hw.sglang_default_mem_fraction(gpu, chunk)
+        chunk = cap.sglang_default_chunked_prefill(gpu)
+    mem_fraction = ns.mem_fraction_static or cap.sglang_default_mem_fraction(gpu, chunk)
     page = ns.page_size or 1
-    kv_bytes = hw.kv_dtype_bytes(ns.kv_cache_dtype, arch)
-    wbytes = hw.weight_bytes_per_param(ns.quantization)
-    tokens = hw.sglang_max_total_tokens(
+    kv_bytes = cap.kv_dtype_bytes(ns.kv_cache_dtype, arch)
+    wbytes = cap.weight_bytes_per_param(ns.quantization, arch.dtype_bytes)
+    _load_weights(gpu, arch, arch.weights_bytes(wbytes, tp), logs, sglang=True)
+    tokens = cap.sglang_max_total_tokens(
         gpu,
         arch,
         mem_fraction_static=mem_fraction,
@@ -339,7 +344,7 @@ def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     per_token = arch.kv_bytes_per_token(kv_bytes, tp)
     phys = physics_for(ctx, 15.0)
     scale = _float_setting(ctx, "time-scale", 1.0)
-    weights_total = arch.params_b * 1e9 * wbytes
+    weights_total = arch.weights_bytes(wbytes)
     role = {"prefill": "producer", "decode": "consumer"}.get(ns.disaggregation_mode)
     core = CoreConfig(
         model=arch,
@@ -373,9 +378,9 @@ def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     logs += [
         f"[INFO] server_args=ServerArgs(model_path='{ns.model_path}', tp_size={tp}, "
         f"mem_fraction_static={mem_fraction}, chunked_prefill_size={chunk}, port={ns.port})",
-        f"[INFO] Load weight end. mem usage={weights_total / tp / hw.GIB:.2f} GB.",
-        f"[INFO] KV Cache is allocated. #tokens: {tokens}, K size: {tokens * per_token / 2 / hw.GIB:.2f} GB, "
-        f"V size: {tokens * per_token / 2 / hw.GIB:.2f} GB",
+        f"[INFO] Load weight end. mem usage={weights_total / tp / GIB:.2f} GB.",
+        f"[INFO] KV Cache is allocated. #tokens: {tokens}, K size: {tokens * per_token / 2 / GIB:.2f} GB, "
+        f"V size: {tokens * per_token / 2 / GIB:.2f} GB",
         f"[INFO] max_total_num_tokens={tokens}, chunked_prefill_size={chunk}, max_prefill_tokens="
         f"{ns.max_prefill_tokens}, max_running_requests={max_running}, context_len={ctx_len}",
         f"[INFO] Uvicorn running on http://{ns.host}:{ns.port} (Press CTRL+C to quit)",

@@ -21,11 +21,11 @@ import zlib
 from collections import deque
 from dataclasses import dataclass, field
 
+from capacity import roofline
+from capacity.arch import ModelArch
+from capacity.gpus import Gpu
 from kubesim.engines.blocks import BlockPool, block_hashes
-from kubesim.engines.hardware import GPU, ModelArch
 from kubesim.engines.request import EngineObserver, Request
-
-ALLREDUCE_LATENCY_S = 8e-6
 
 
 class Clock:
@@ -48,9 +48,9 @@ class Clock:
 class Physics:
     """Achieved fractions of the nominal GPU figures and the other physical constants of the model."""
 
-    prefill_flops_fraction: float = 0.5
-    decode_bandwidth_fraction: float = 0.7
-    step_overhead_s: float = 0.002  # scheduler, sampling and kernel launches per step
+    prefill_flops_fraction: float = roofline.PREFILL_FLOPS_FRACTION
+    decode_bandwidth_fraction: float = roofline.DECODE_BANDWIDTH_FRACTION
+    step_overhead_s: float = roofline.STEP_OVERHEAD_S  # scheduler, sampling and kernel launches per step
     kv_link_bandwidth: float = 50e9  # bytes/s between prefill and decode engines (400 Gb/s RDMA)
     kv_link_latency_s: float = 0.001
     storage_bandwidth: float = 2e9  # bytes/s reading weights at start-up
@@ -62,7 +62,7 @@ class CoreConfig:
     """What the step loop needs, already resolved from the engine's flags."""
 
     model: ModelArch
-    gpu: GPU
+    gpu: Gpu
     tp: int
     num_blocks: int
     block_size: int
@@ -100,11 +100,12 @@ class EngineCore:
         self._lead = 0.0
         self.last_prefill_hit_rate = 0.0
         self.gen_tokens_window: deque[tuple[float, int]] = deque()
-        self._dense_flops = 2 * cfg.model.active / cfg.tp
-        self._attn_flops = 4 * cfg.model.layers * cfg.model.hidden / cfg.tp
         phys = cfg.physics
-        self._flops_rate = cfg.gpu.flops * phys.prefill_flops_fraction
-        self._bw_rate = cfg.gpu.bandwidth * phys.decode_bandwidth_fraction
+        self.roofline = roofline.Roofline(
+            cfg.model, cfg.gpu, cfg.tp, cfg.weight_bytes_rank, cfg.kv_bytes_per_token_rank,
+            flops_fraction=phys.prefill_flops_fraction, bandwidth_fraction=phys.decode_bandwidth_fraction,
+            step_overhead_s=phys.step_overhead_s,
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -143,34 +144,12 @@ class EngineCore:
     # -- model -------------------------------------------------------------------------------------------
     def step_time(self, prefill: list[tuple[int, int]], decode_ctx: list[int]) -> float:
         """Roofline of one step: prefill chunks (start, length) and decode contexts, on this engine's GPU."""
-        cfg = self.cfg
-        tokens = len(decode_ctx)
-        attn = 0.0
-        for start, n in prefill:
-            tokens += n
-            attn += n * (start + n / 2)
-        kv_ctx = sum(decode_ctx)
-        attn += kv_ctx
-        flops = self._dense_flops * tokens + self._attn_flops * attn
-        compute = flops / self._flops_rate
-        kv_read = kv_ctx + sum(start + n for start, n in prefill)
-        memory = (cfg.weight_bytes_rank + kv_read * cfg.kv_bytes_per_token_rank) / self._bw_rate
-        comm = 0.0
-        if cfg.tp > 1:
-            # Two all-reduces of the activations per layer: a fixed latency plus a ring's 2(tp-1)/tp bytes.
-            volume = tokens * cfg.model.hidden * 2 * 2 * (cfg.tp - 1) / cfg.tp
-            comm = 2 * cfg.model.layers * (ALLREDUCE_LATENCY_S + volume / cfg.gpu.interconnect)
-        return max(compute, memory) + comm + cfg.physics.step_overhead_s
+        return self.roofline.step_time(prefill, decode_ctx)
 
     def prefill_seconds(self, prompt_len: int) -> float:
         """Modelled time of one prompt's prefill alone, chunked by the batched-token budget."""
         budget = self.cfg.max_num_batched_tokens if self.cfg.chunked_prefill else max(prompt_len, 1)
-        t, start = 0.0, 0
-        while start < prompt_len:
-            n = min(budget, prompt_len - start)
-            t += self.step_time([(start, n)], [])
-            start += n
-        return t
+        return self.roofline.prefill_seconds(prompt_len, budget)
 
     def kv_transfer_seconds(self, tokens: int) -> float:
         cfg = self.cfg

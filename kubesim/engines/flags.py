@@ -12,6 +12,7 @@ import json
 import re
 import shlex
 
+from capacity.arch import VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
 from kubesim.workload import WorkloadExit
 
 
@@ -80,7 +81,7 @@ VLLM_FLAGS: list[tuple[tuple[str, ...], object, object]] = [
     (("--master-addr",), _STR, "127.0.0.1"),
     (("--master-port",), _INT, 29501),
     (("--max-model-len",), _model_len, None),
-    (("--gpu-memory-utilization",), _FLOAT, 0.92),
+    (("--gpu-memory-utilization",), _FLOAT, VLLM_DEFAULT_GPU_MEMORY_UTILIZATION),
     (("--kv-cache-memory-bytes",), _INT, None),
     (
         ("--kv-cache-dtype",),

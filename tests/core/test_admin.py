@@ -87,7 +87,8 @@ def service_form(tenant_a):
             "model": model.pk,
             "runtime": runtime.pk,
             "deployment_mode": "standard",
-            "engine_settings": "{}",
+            # 16k context: the full 131072 of Llama 3.1 does not fit one L4's KV cache (admission refuses it).
+            "engine_settings": '{"max_model_len": 16384}',
             "routing_policy": "round_robin",
             "autoscaling": '{"autoscaler": "none"}',
             "pools-TOTAL_FORMS": 1,

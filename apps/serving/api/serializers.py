@@ -11,6 +11,7 @@ from apps.core.api.exceptions import api_error
 from apps.core.api.serializers import ValidatedModelSerializer
 from apps.core.choices import AuditVia
 from apps.serving.actions import save_service
+from apps.serving.capacity import service_warnings
 from apps.serving.choices import PoolRole
 from apps.serving.models import EDITABLE_FIELDS, POOL_SPEC_FIELDS, STATUS_FIELDS, InferenceService, Pool
 from apps.serving.rendering.spec import PoolSpec
@@ -40,13 +41,19 @@ class InferenceServiceSerializer(ValidatedModelSerializer):
     version = serializers.IntegerField(
         required=False, min_value=1, help_text="The version you read; a stale one gets 409."
     )
+    warnings = serializers.SerializerMethodField(
+        help_text="Capacity warnings: low KV-cache headroom, or a spec admitted earlier that no longer fits."
+    )
     unscoped_related_fields = ("cluster",)
     create_only_fields = ("tenant", "name")
 
     class Meta:
         model = InferenceService
-        fields = ["id", *EDITABLE_FIELDS, "pools", "version", *STATUS_FIELDS]
+        fields = ["id", *EDITABLE_FIELDS, "pools", "version", *STATUS_FIELDS, "warnings"]
         read_only_fields = STATUS_FIELDS
+
+    def get_warnings(self, instance) -> list[str]:
+        return service_warnings(instance) if instance.pk else []
 
     def build_instance(self, attrs):
         spec = {k: v for k, v in attrs.items() if k not in ("pools", "adapters", "version")}

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from apps.catalog.engines import EngineAdapter, LoraAdapter, MultiNode, get_adapter
 from apps.serving.names import TEMPLATE_HASH_ANNOTATION, cache_claim_name, dns_label, labels
-from apps.serving.rendering.gpus import gpu_kind
 from apps.serving.rendering.spec import PoolSpec, ServiceSpec
+from capacity.gpus import gpu_for
 
 MODELS_DIR = "/models"
 SOURCE_DIR = "/model-source"
@@ -253,7 +253,7 @@ def engine_container(spec: ServiceSpec, pool: PoolSpec, role: PodRole, mounts: l
         spec.settings, model_path=model_path(spec), served_name=served_name(spec), port=adapter.port,
         adapters=loras, role=role.disaggregation, default_args=spec.runtime_args, multi_node=role.multi_node,
     )
-    gpu = gpu_kind(pool.gpu_type)
+    gpu = gpu_for(pool.gpu_type)
     gpus = str(pool.gpus_per_replica)
     ports = [{"name": "http", "containerPort": adapter.port, "protocol": "TCP"}]
     env: list[dict] = []
@@ -300,7 +300,7 @@ def engine_container(spec: ServiceSpec, pool: PoolSpec, role: PodRole, mounts: l
 
 def engine_pod_template(spec: ServiceSpec, pool: PoolSpec, role: PodRole) -> dict:
     """The pod template of one engine pool (or one side of a multi-node group), hash annotated."""
-    gpu = gpu_kind(pool.gpu_type)
+    gpu = gpu_for(pool.gpu_type)
     vols, mounts = volumes(spec, pool.gpus_per_replica)
     annotations = {}
     if role.disaggregation == "prefill" and spec.engine == "sglang":

@@ -1,7 +1,7 @@
 """`manage.py seed_demo`: an idempotent demo world (catalog, runtimes, tenants, users, the local
 simulator cluster, and services covering every deployment mode on both engines).
 
-Architecture facts come from reference/gpus-and-models.md. Running it twice changes nothing.
+Architecture facts come from capacity.known (reference/gpus-and-models.md). Running it twice changes nothing.
 """
 
 from __future__ import annotations
@@ -21,67 +21,20 @@ from apps.serving.actions import save_service
 from apps.serving.models import InferenceService
 from apps.serving.rendering.spec import PoolSpec
 from apps.tenancy.models import Membership, Tenant
+from capacity.known import KNOWN_MODELS
 
 LABEL = "command:seed_demo"
 
-# name, source, params (B), active (B), layers, hidden, heads, kv heads, head dim, max context, license
+# name, source, license; the architecture facts are the published configs of capacity.known.
 MODELS = [
-    (
-        "llama-3-1-8b-instruct",
-        "hf://meta-llama/Llama-3.1-8B-Instruct",
-        8.03,
-        None,
-        32,
-        4096,
-        32,
-        8,
-        128,
-        131072,
-        "llama3.1",
-    ),
-    (
-        "llama-3-1-70b-instruct",
-        "hf://meta-llama/Llama-3.1-70B-Instruct",
-        70.6,
-        None,
-        80,
-        8192,
-        64,
-        8,
-        128,
-        131072,
-        "llama3.1",
-    ),
-    ("qwen2-5-7b-instruct", "hf://Qwen/Qwen2.5-7B-Instruct", 7.62, None, 28, 3584, 28, 4, 128, 32768, "apache-2.0"),
-    ("qwen2-5-32b-instruct", "hf://Qwen/Qwen2.5-32B-Instruct", 32.8, None, 64, 5120, 40, 8, 128, 32768, "apache-2.0"),
-    ("qwen2-5-72b-instruct", "hf://Qwen/Qwen2.5-72B-Instruct", 72.7, None, 80, 8192, 64, 8, 128, 32768, "qwen"),
-    ("qwen3-8b", "hf://Qwen/Qwen3-8B", 8.19, None, 36, 4096, 32, 8, 128, 32768, "apache-2.0"),
-    (
-        "mistral-7b-instruct-v0-3",
-        "hf://mistralai/Mistral-7B-Instruct-v0.3",
-        7.25,
-        None,
-        32,
-        4096,
-        32,
-        8,
-        128,
-        32768,
-        "apache-2.0",
-    ),
-    (
-        "mixtral-8x7b-instruct-v0-1",
-        "hf://mistralai/Mixtral-8x7B-Instruct-v0.1",
-        46.7,
-        12.9,
-        32,
-        4096,
-        32,
-        8,
-        128,
-        32768,
-        "apache-2.0",
-    ),
+    ("llama-3-1-8b-instruct", "hf://meta-llama/Llama-3.1-8B-Instruct", "llama3.1"),
+    ("llama-3-1-70b-instruct", "hf://meta-llama/Llama-3.1-70B-Instruct", "llama3.1"),
+    ("qwen2-5-7b-instruct", "hf://Qwen/Qwen2.5-7B-Instruct", "apache-2.0"),
+    ("qwen2-5-32b-instruct", "hf://Qwen/Qwen2.5-32B-Instruct", "apache-2.0"),
+    ("qwen2-5-72b-instruct", "hf://Qwen/Qwen2.5-72B-Instruct", "qwen"),
+    ("qwen3-8b", "hf://Qwen/Qwen3-8B", "apache-2.0"),
+    ("mistral-7b-instruct-v0-3", "hf://mistralai/Mistral-7B-Instruct-v0.3", "apache-2.0"),
+    ("mixtral-8x7b-instruct-v0-1", "hf://mistralai/Mixtral-8x7B-Instruct-v0.1", "apache-2.0"),
 ]
 
 RUNTIMES = [
@@ -170,21 +123,22 @@ class Command(BaseCommand):
         self.created(admin, made)
 
         models = {}
-        for name, uri, params, active, layers, hidden, heads, kv, head_dim, ctx, license_ in MODELS:
+        for name, uri, license_ in MODELS:
+            arch = KNOWN_MODELS[uri.removeprefix("hf://")]
             models[name], made = Model.objects.get_or_create(
                 tenant=None,
                 name=name,
                 defaults=dict(
-                    display_name=uri.removeprefix("hf://"),
+                    display_name=arch.name,
                     source_uri=uri,
-                    parameters_billions=params,
-                    active_parameters_billions=active,
-                    layers=layers,
-                    hidden_size=hidden,
-                    attention_heads=heads,
-                    kv_heads=kv,
-                    head_dim=head_dim,
-                    max_context=ctx,
+                    parameters_billions=arch.params_b,
+                    active_parameters_billions=arch.active_params_b,
+                    layers=arch.layers,
+                    hidden_size=arch.hidden,
+                    attention_heads=arch.heads,
+                    kv_heads=arch.kv_heads,
+                    head_dim=arch.head_dim,
+                    max_context=arch.max_context,
                     license=license_,
                 ),
             )

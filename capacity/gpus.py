@@ -1,0 +1,86 @@
+"""The one GPU table: every fact about a GPU kind that the simulator, the renderer and the planner use.
+
+Keys are the ones kubesim's `--nodes` takes (reference/gpus-and-models.md). The product string is what
+NVIDIA GPU feature discovery puts on the node label `nvidia.com/gpu.product` (AMD's labeller:
+`amd.com/gpu.product-name`); `memory_mib` is what the device reports (`nvidia.com/gpu.memory`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GIB = 1024**3
+# The largest single node the planner considers (8-GPU servers: HGX, and the 8-GPU L4/L40S instances).
+MAX_GPUS_PER_NODE = 8
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU kind: labels, memory, nominal dense BF16 FLOP/s, memory bandwidth and host shape."""
+
+    key: str
+    label: str  # product name for people, e.g. "NVIDIA L4 24GB"
+    short: str  # what advice sentences say, e.g. "L4", "H100 80GB"
+    product: str  # value of the vendor's product node label
+    memory_gb: int  # nominal memory; the engines' arithmetic counts it in GiB (as the simulator does)
+    memory_mib: int  # reported by the device, published on the node label
+    bandwidth: float  # bytes/s
+    flops: float  # dense BF16 FLOP/s
+    interconnect: float = 64e9  # bytes/s between GPUs of a node (NVLink where the card has it, else PCIe 5)
+    vendor: str = "nvidia"
+    cpu_per_gpu: int = 24  # vCPUs per GPU on the cloud instance families that carry this GPU
+    host_memory_gib_per_gpu: int = 240
+    max_gpus_per_node: int = MAX_GPUS_PER_NODE
+
+    @property
+    def resource(self) -> str:
+        """The extended resource pods request (`nvidia.com/gpu`, `amd.com/gpu`)."""
+        return f"{self.vendor}.com/gpu"
+
+    @property
+    def product_label(self) -> str:
+        """The node label that carries `product`."""
+        return "nvidia.com/gpu.product" if self.vendor == "nvidia" else "amd.com/gpu.product-name"
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.memory_gb * GIB
+
+
+GPUS: dict[str, Gpu] = {
+    g.key: g
+    for g in (
+        Gpu("h100-sxm-80gb", "NVIDIA H100 SXM 80GB", "H100 80GB", "NVIDIA-H100-80GB-HBM3", 80, 81559,
+            3.35e12, 989e12, 900e9),
+        Gpu("h100-pcie-80gb", "NVIDIA H100 PCIe 80GB", "H100 PCIe", "NVIDIA-H100-PCIe", 80, 81559,
+            2.0e12, 756e12, cpu_per_gpu=16, host_memory_gib_per_gpu=180),
+        Gpu("h200-141gb", "NVIDIA H200 141GB", "H200", "NVIDIA-H200", 141, 143771, 4.8e12, 989e12, 900e9),
+        Gpu("a100-sxm-80gb", "NVIDIA A100 SXM 80GB", "A100 80GB", "NVIDIA-A100-SXM4-80GB", 80, 81920,
+            2.04e12, 312e12, 600e9, cpu_per_gpu=12, host_memory_gib_per_gpu=140),
+        Gpu("a100-40gb", "NVIDIA A100 40GB", "A100 40GB", "NVIDIA-A100-SXM4-40GB", 40, 40960,
+            1.56e12, 312e12, cpu_per_gpu=12, host_memory_gib_per_gpu=140),
+        Gpu("l40s-48gb", "NVIDIA L40S 48GB", "L40S", "NVIDIA-L40S", 48, 46068, 0.864e12, 362e12,
+            cpu_per_gpu=16, host_memory_gib_per_gpu=64),
+        Gpu("l4-24gb", "NVIDIA L4 24GB", "L4", "NVIDIA-L4", 24, 23034, 0.30e12, 121e12,
+            cpu_per_gpu=8, host_memory_gib_per_gpu=32),
+        Gpu("rtx4090-24gb", "NVIDIA RTX 4090 24GB", "RTX 4090", "NVIDIA-GeForce-RTX-4090", 24, 24564,
+            1.01e12, 165e12, cpu_per_gpu=8, host_memory_gib_per_gpu=32),
+        Gpu("b200-180gb", "NVIDIA B200 180GB", "B200", "NVIDIA-B200", 180, 183359, 8.0e12, 2250e12, 1800e9,
+            cpu_per_gpu=28, host_memory_gib_per_gpu=256),
+        Gpu("mi300x-192gb", "AMD Instinct MI300X 192GB", "MI300X", "AMD-Instinct-MI300X", 192, 196592,
+            5.3e12, 1307e12, 896e9, vendor="amd", cpu_per_gpu=16, host_memory_gib_per_gpu=256),
+    )
+}
+
+
+def gpu_for(key: str) -> Gpu:
+    """The GPU of a key; ValueError naming the known keys otherwise."""
+    try:
+        return GPUS[key]
+    except KeyError:
+        raise ValueError(f"unknown GPU type {key!r}; known: {', '.join(GPUS)}") from None
+
+
+def choices() -> list[tuple[str, str]]:
+    """(key, label) pairs in table order, for choice fields."""
+    return [(g.key, g.label) for g in GPUS.values()]
