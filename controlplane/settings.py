@@ -253,6 +253,9 @@ RESYNC_TICK_SECONDS = strict_int("RESYNC_TICK_SECONDS", 10)
 # A service marked queued longer than this is taken to have lost its message (broker restart): requeued.
 RECONCILE_QUEUED_EXPIRY_SECONDS = strict_int("RECONCILE_QUEUED_EXPIRY_SECONDS", 300)
 RECONCILE_RUN_RETENTION_DAYS = strict_int("RECONCILE_RUN_RETENTION_DAYS", 14)
+# Every cluster call times out (KUBE_REQUEST_TIMEOUT_SECONDS, discovery included); a reconcile or inventory
+# pass of one service or cluster stops at this total and is retried, so no worker hangs on a cluster.
+RECONCILE_PASS_DEADLINE_SECONDS = strict_int("RECONCILE_PASS_DEADLINE_SECONDS", 60)
 CELERY_BEAT_SCHEDULE: dict = {
     "resync-services": {"task": tasknames.RESYNC, "schedule": RESYNC_TICK_SECONDS},
     "prune-history": {"task": tasknames.PRUNE_HISTORY, "schedule": 3600},
@@ -265,6 +268,9 @@ CELERY_BEAT_SCHEDULE: dict = {
 TELEMETRY_SCRAPE_SECONDS = strict_int("TELEMETRY_SCRAPE_SECONDS", 5)
 TELEMETRY_SCRAPE_TIMEOUT_SECONDS = strict_int("TELEMETRY_SCRAPE_TIMEOUT_SECONDS", 3)
 TELEMETRY_SCRAPE_CONCURRENCY = strict_int("TELEMETRY_SCRAPE_CONCURRENCY", 32)
+# One exposition may be at most this big; a cycle of one cluster stops fetching after this many seconds.
+TELEMETRY_MAX_EXPOSITION_BYTES = strict_int("TELEMETRY_MAX_EXPOSITION_BYTES", 4 * 1024 * 1024)
+TELEMETRY_CYCLE_DEADLINE_SECONDS = strict_int("TELEMETRY_CYCLE_DEADLINE_SECONDS", 30)
 TELEMETRY_RAW_RETENTION_HOURS = strict_int("TELEMETRY_RAW_RETENTION_HOURS", 24)
 TELEMETRY_ROLLUP_RETENTION_DAYS = strict_int("TELEMETRY_ROLLUP_RETENTION_DAYS", 30)
 QUEUE_HEARTBEAT_SECONDS = strict_int("QUEUE_HEARTBEAT_SECONDS", 15)

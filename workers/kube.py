@@ -12,7 +12,9 @@ import difflib
 import logging
 import tempfile
 import threading
+import time
 from collections.abc import Iterable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 REQUEST_TIMEOUT_SECONDS = 10.0
+CONNECT_TIMEOUT_SECONDS = 5.0
+PASS_DEADLINE_MESSAGE = "the pass ran past its deadline; it will be retried"
 
 TRANSIENT_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
@@ -96,7 +100,18 @@ def _status_message(exc: BaseException) -> str:
     return f"HTTP {getattr(exc, 'status', '?')}: {getattr(exc, 'reason', exc)}"
 
 
-def api_client(creds: ClusterCredentials, pool_size: int | None = None) -> k8s.ApiClient:
+class BoundedApiClient(k8s.ApiClient):
+    """An ApiClient whose every request has a timeout: calls that name none (the dynamic client's discovery,
+    for one) get `default_timeout`, a (connect, read) pair."""
+
+    default_timeout: tuple[float, float] = (CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS)
+
+    def call_api(self, *args, _request_timeout=None, **kwargs):
+        return super().call_api(*args, _request_timeout=_request_timeout or self.default_timeout, **kwargs)
+
+
+def api_client(creds: ClusterCredentials, pool_size: int | None = None,
+               timeout_seconds: float = REQUEST_TIMEOUT_SECONDS) -> k8s.ApiClient:
     """An ApiClient for the cluster: from a kubeconfig when given, else URL + bearer token + CA bundle.
 
     `pool_size` bounds the connections kept per host; the client's default (5 x CPUs) would drop
@@ -107,7 +122,7 @@ def api_client(creds: ClusterCredentials, pool_size: int | None = None) -> k8s.A
         configuration.connection_pool_maxsize = pool_size
     if creds.kubeconfig:
         k8s_config.load_kube_config_from_dict(yaml.safe_load(creds.kubeconfig), client_configuration=configuration)
-        return k8s.ApiClient(configuration)
+        return _bounded(configuration, timeout_seconds)
     configuration.host = creds.api_url.rstrip("/")
     if creds.bearer_token:
         configuration.api_key = {"authorization": creds.bearer_token}
@@ -120,7 +135,13 @@ def api_client(creds: ClusterCredentials, pool_size: int | None = None) -> k8s.A
         configuration.ssl_ca_cert = handle.name
     configuration.verify_ssl = creds.verify_tls
     configuration.retries = False
-    return k8s.ApiClient(configuration)
+    return _bounded(configuration, timeout_seconds)
+
+
+def _bounded(configuration: k8s.Configuration, timeout_seconds: float) -> BoundedApiClient:
+    client = BoundedApiClient(configuration)
+    client.default_timeout = (min(CONNECT_TIMEOUT_SECONDS, timeout_seconds), timeout_seconds)
+    return client
 
 
 @dataclass(frozen=True)
@@ -201,7 +222,8 @@ class Kube:
                  pool_size: int | None = None):
         self.creds = creds
         self.timeout_seconds = timeout_seconds
-        self._api = api_client(creds, pool_size)
+        self._api = api_client(creds, pool_size, timeout_seconds)
+        self._deadline = threading.local()  # per thread: the scraper shares one Kube across its pool
         self._dyn: dynamic.DynamicClient | None = None
         self._resources: dict[tuple[str, str], object] = {}
         self._api_server_cidrs: tuple[str, ...] | None = None
@@ -236,16 +258,41 @@ class Kube:
     def core(self) -> k8s.CoreV1Api:
         return k8s.CoreV1Api(self._api)
 
+    @contextmanager
+    def pass_deadline(self, seconds: float):
+        """Bound every call made in this block (in this thread) by one total deadline: each call's timeout
+        shrinks to the time left, and a call past the deadline raises TransientClusterError."""
+        previous = getattr(self._deadline, "at", None)
+        self._deadline.at = time.monotonic() + seconds
+        try:
+            yield
+        finally:
+            self._deadline.at = previous
+
+    def _timeout(self) -> float:
+        at = getattr(self._deadline, "at", None)
+        if at is None:
+            return self.timeout_seconds
+        left = at - time.monotonic()
+        if left <= 0:
+            raise TransientClusterError(PASS_DEADLINE_MESSAGE)
+        return min(self.timeout_seconds, left)
+
     def _call(self, fn, *args, **kwargs):
+        timeout = self._timeout()
         self.requests += 1
         try:
-            return fn(*args, _request_timeout=self.timeout_seconds, **kwargs)
+            return fn(*args, _request_timeout=timeout, **kwargs)
         except Exception as exc:
+            at = getattr(self._deadline, "at", None)
+            if at is not None and time.monotonic() >= at:  # cut short by the pass deadline, not the cluster
+                raise TransientClusterError(PASS_DEADLINE_MESSAGE) from exc
             raise classify(exc) from exc
 
     def resource(self, api_version: str, kind: str):
         key = (api_version, kind)
         if key not in self._resources:
+            self._timeout()  # discovery too respects the pass deadline
             try:
                 if self._dyn is None:
                     self._dyn = dynamic.DynamicClient(self._api)

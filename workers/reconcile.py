@@ -79,7 +79,8 @@ def reconcile(service_id: int) -> Outcome:
         except InferenceService.DoesNotExist:
             return Outcome(service_id, ReconcileResult.GONE)
         try:
-            outcome = _delete(service) if service.is_deleting else _converge(service)
+            with kube_for(service.cluster).pass_deadline(settings.RECONCILE_PASS_DEADLINE_SECONDS):
+                outcome = _delete(service) if service.is_deleting else _converge(service)
         except (ClusterError, DatabaseError):
             raise  # classified cluster errors are retried or reported by the task; the database comes back
         except Exception as exc:

@@ -6,6 +6,7 @@ import logging
 import random
 
 from celery import shared_task
+from django.conf import settings
 from django.utils import timezone
 
 from apps.serving import retention
@@ -72,8 +73,13 @@ def sync_inventories() -> dict:
     counts = {}
     for cluster in Cluster.objects.all():
         try:
-            counts[cluster.name] = sync_inventory(cluster, kube_for(cluster))
+            kube = kube_for(cluster)
+            with kube.pass_deadline(settings.RECONCILE_PASS_DEADLINE_SECONDS):
+                counts[cluster.name] = sync_inventory(cluster, kube)
         except ClusterError as exc:
             log.warning("inventory of cluster %s failed: %s", cluster.name, exc.message)
+            counts[cluster.name] = None
+        except Exception:  # whatever one cluster answers, the others still get their inventory
+            log.exception("inventory of cluster %s failed", cluster.name)
             counts[cluster.name] = None
     return counts
