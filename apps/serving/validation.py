@@ -15,7 +15,7 @@ from apps.catalog.choices import DeploymentMode
 from apps.catalog.engines import EngineSettings, EngineSettingsError, get_adapter
 from apps.clusters.models import Cluster, unavailable_cluster_message
 from apps.serving.autoscaling_spec import autoscaling_errors
-from apps.serving.choices import ENGINE_ONLY_ROUTING, MODE_POOL_ROLES, Phase
+from apps.serving.choices import ENGINE_ONLY_ROUTING, MODE_POOL_ROLES, ROUTER_POLICIES, Phase, RoutingPolicy
 
 
 def service_errors(service, pools: list, adapters: list) -> dict[str, list[str]]:
@@ -57,9 +57,15 @@ def service_errors(service, pools: list, adapters: list) -> dict[str, list[str]]
                 f"it supports {', '.join(runtime.supported_modes)}."
             )
         needed_engine = ENGINE_ONLY_ROUTING.get(service.routing_policy)
+        offered = sorted({RoutingPolicy.ROUND_ROBIN, *ROUTER_POLICIES.get(runtime.engine, {})})
         if needed_engine and runtime.engine != needed_engine:
             errors["routing_policy"].append(
                 f"{service.routing_policy} routing needs a {needed_engine} runtime, not {runtime.engine}."
+            )
+        elif service.routing_policy and service.routing_policy not in offered:
+            errors["routing_policy"].append(
+                f"The {runtime.engine} router has no {service.routing_policy} routing; it offers "
+                f"{', '.join(offered)}."
             )
 
     settings = _engine_settings(service, runtime, model, errors)
