@@ -44,7 +44,9 @@ def enqueue_reconcile(service_id: int) -> None:
         if not mark_queued(service_id):
             return
         try:
-            celery_app.send_task(RECONCILE_SERVICE, args=[service_id], retry=False)
+            # No result subscription: with the broker down, a result backend on it would retry for
+            # ~20 s inside the user's request before giving up.
+            celery_app.send_task(RECONCILE_SERVICE, args=[service_id], retry=False, ignore_result=True)
         except Exception:  # the broker may be down; resync will catch up
             clear_queued(service_id)
             logger.warning("Could not enqueue reconcile for service %s; resync will retry.", service_id)

@@ -38,7 +38,7 @@ def reconcile_service(self, service_id: int) -> dict:
             return {"service": service_id, "result": "queued-elsewhere"}
         raise self.retry(exc=exc, countdown=delay) from exc
     if outcome.requeue_after is not None and mark_queued(service_id):
-        reconcile_service.apply_async(args=[service_id], countdown=outcome.requeue_after)
+        reconcile_service.apply_async(args=[service_id], countdown=outcome.requeue_after, ignore_result=True)
     log.info("reconcile %s: %s applied=%d pruned=%d in %.2fs %s", service_id, outcome.result, outcome.applied,
              outcome.pruned, outcome.duration_s, outcome.message)
     return {"service": service_id, "result": outcome.result, "applied": outcome.applied, "pruned": outcome.pruned}
@@ -52,7 +52,7 @@ def resync() -> int:
     count = 0
     for pk in list(rec.due_for_resync(now).values_list("pk", flat=True)):
         if mark_queued(pk, now):  # a conditional update: two resyncs at once still queue it once
-            reconcile_service.delay(pk)
+            reconcile_service.apply_async(args=[pk], ignore_result=True)
             count += 1
     return count
 
