@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(DEVENV) demo sh -c 'python manage.py migrate --noinput && python manage.py seed_demo && \
 	  echo "Control plane: http://127.0.0.1:8000/  (admin: /admin/, API docs: /api/docs/)" && \
+	  echo "Log in as admin / $$DEMO_PASSWORD (tenant users acme-owner, acme-viewer, ... the same; kept in .data/demo_password unless DEMO_PASSWORD is set)" && \
 	  exec honcho -f Procfile start'
 
 lint: $(STAMP)

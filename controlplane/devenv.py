@@ -1,8 +1,9 @@
 """Run a command with the embedded defaults a fresh machine needs (used by `make demo` and `make test`).
 
 Fills in, only where unset: DATABASE_URL (embedded PostgreSQL under `.data/pg`), a Fernet key for
-secrets at rest (generated once into `.data/field.key`), DEBUG for local runs, and the Celery broker
-(a folder, see settings). Variables already set, as in CI, are left alone.
+secrets at rest (generated once into `.data/field.key`), DEBUG for local runs, the Celery broker
+(a folder, see settings) and, for the demo, DEMO_PASSWORD (generated once into `.data/demo_password`).
+Variables already set, as in CI, are left alone.
 """
 
 from __future__ import annotations
@@ -13,6 +14,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / ".data"
+
+
+def demo_password() -> str:
+    """The demo users' password for `make demo`: generated once into `.data/demo_password` (seed_demo gives
+    it only to users it creates, so it stays right across runs)."""
+    path = DATA / "demo_password"
+    if not path.exists():
+        import secrets
+
+        path.write_text(secrets.token_urlsafe(16))
+        path.chmod(0o600)
+    return path.read_text().strip()
 
 
 def apply_defaults(dbname: str) -> None:
@@ -40,6 +53,8 @@ def main(argv: list[str]) -> int:
         print("usage: python -m controlplane.devenv demo|test COMMAND [ARGS...]", file=sys.stderr)
         return 2
     apply_defaults("controlplane" if argv[0] == "demo" else "controlplane_test")
+    if argv[0] == "demo" and not os.environ.get("DEMO_PASSWORD"):
+        os.environ["DEMO_PASSWORD"] = demo_password()
     bin_dir = Path(sys.executable).parent
     os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
     os.chdir(ROOT)

@@ -7,6 +7,8 @@ boolean, integer or URL stops start-up with a message that names the variable.
 from __future__ import annotations
 
 import os
+import re
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -15,6 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from apps.catalog.registries import parse_prefixes
 from controlplane import tasknames
+from controlplane.logcontext import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -87,6 +90,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "django_htmx",
+    "axes",
     "apps.core",
     "apps.tenancy",
     "apps.catalog",
@@ -99,6 +103,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "controlplane.health.HealthMiddleware",  # first: probes skip host checks, HTTPS redirects and auth
+    "controlplane.logcontext.RequestContextMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -108,6 +114,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes requires: it answers a locked-out sign-in with LOCKOUT_RESPONSE.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "controlplane.urls"
@@ -168,6 +176,23 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 
+# Password sign-in (dashboard and admin) is guarded by django-axes: after LOGIN_FAILURE_LIMIT failures for
+# one username, or from one client address, attempts are refused for LOGIN_LOCKOUT_MINUTES. Failures for
+# unknown usernames count the same way, so neither the answer nor the lockout tells whether a user exists.
+AUTHENTICATION_BACKENDS = [
+    "apps.core.lockout.LockoutBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = strict_int("LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=strict_int("LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "apps.core.lockout.locked_out"
+AXES_VERBOSE = False
+# Behind a reverse proxy every client has the proxy's address: name the header that carries the client's
+# (e.g. HTTP_X_FORWARDED_FOR) so the per-client limit applies per client, not to everyone at once.
+AXES_IPWARE_META_PRECEDENCE_ORDER = tuple(env.list("LOGIN_CLIENT_IP_HEADERS", default=["REMOTE_ADDR"]))
+
 LOGIN_URL = "web:login"
 LOGIN_REDIRECT_URL = "web:home"
 
@@ -189,20 +214,70 @@ REST_FRAMEWORK = {
     "DEFAULT_FILTER_BACKENDS": [
         "apps.core.api.filters.StrictFilterBackend",
         "rest_framework.filters.OrderingFilter",
-        "rest_framework.filters.SearchFilter",
+        "apps.core.api.filters.SearchFilter",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": [
+        "apps.core.api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    "DEFAULT_THROTTLE_CLASSES": [
+        "apps.core.api.throttling.TokenRateThrottle",
+        "apps.core.api.throttling.AnonymousRateThrottle",
+    ],
+    # The browsable API's forms are for staff only (apps/core/api/renderers.py).
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "apps.core.api.renderers.BrowsableAPIRenderer",
+    ],
     # Bearer first so an anonymous request gets 401 with `WWW-Authenticate: Bearer`.
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "apps.tenancy.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
 }
+# Abuse resistance (README "Security"): API tokens live at most TOKEN_MAX_DAYS from when their secret was
+# issued; rotation issues a new secret and a new period.
+TOKEN_MAX_DAYS = strict_int("TOKEN_MAX_DAYS", 90)
+if TOKEN_MAX_DAYS < 1:
+    raise ImproperlyConfigured(f"TOKEN_MAX_DAYS={TOKEN_MAX_DAYS} must be at least 1.")
+
+
+
+def throttle_rate(name: str, default: str) -> str:
+    """A DRF rate such as `600/min`: a count, a slash and a period (s, min, hour or day)."""
+    raw = os.environ.get(name, default).strip()
+    if not re.fullmatch(r"[0-9]+/(s|sec|second|m|min|minute|h|hour|d|day)", raw):
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a rate such as 600/min (count/s, min, hour or day).")
+    return raw
+
+
+# Requests per API token (per user for sessions), and per client address for anonymous requests.
+API_THROTTLE_RATES = {
+    "user": throttle_rate("API_THROTTLE_RATE", "1200/min"),
+    "anon": throttle_rate("API_ANON_THROTTLE_RATE", "60/min"),
+}
+# JSON request bodies larger than this are answered 413; form bodies are bounded by the same figure.
+API_MAX_BODY_BYTES = strict_int("API_MAX_BODY_BYTES", 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
+# Throttle counts live in the cache: per process by default; set CACHE_URL (redis://…) so that every
+# web process shares them.
+CACHES = {
+    "default": env.cache_url_config(os.environ["CACHE_URL"])
+    if os.environ.get("CACHE_URL")
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "Inference control plane API",
     "DESCRIPTION": "Models, runtimes, clusters and inference services for LLM serving on Kubernetes.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "apps.core.api.schema.add_error_responses",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "MembershipRoleEnum": "apps.core.choices.Role",
         "PoolRoleEnum": "apps.serving.choices.PoolRole",
@@ -243,6 +318,8 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Workers log through LOGGING above (LOG_FORMAT), not Celery's own root handler.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # A prefix lets several stacks (or test runs) share one broker without taking each other's tasks.
 CELERY_QUEUE_PREFIX = env.str("CELERY_QUEUE_PREFIX", default="")
 CELERY_TASK_DEFAULT_QUEUE = CELERY_QUEUE_PREFIX + "default"
@@ -283,9 +360,13 @@ CELERY_BEAT_SCHEDULE |= {
     "queue-heartbeats": {"task": tasknames.SEND_HEARTBEATS, "schedule": QUEUE_HEARTBEAT_SECONDS},
 }
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-}
+# LOG_FORMAT=json: one JSON object per line with request id, tenant and service where known.
+try:
+    LOGGING = logging_config(env.str("LOG_FORMAT", default="text").strip().lower(),
+                             env.str("LOG_LEVEL", default="INFO"))
+except ValueError as exc:
+    raise ImproperlyConfigured(str(exc)) from exc
+
+# In-cluster credentials (a Cluster with `in_cluster`): the pod's ServiceAccount token and CA.
+KUBERNETES_SERVICE_ACCOUNT_DIR = env.str("KUBERNETES_SERVICE_ACCOUNT_DIR",
+                                         default="/var/run/secrets/kubernetes.io/serviceaccount")

@@ -5,11 +5,9 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from apps.telemetry.views import metrics
-from controlplane.views import healthz
 
 urlpatterns = [
     path("", include("apps.web.urls")),
-    path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("apps.tenancy.api.urls")),
@@ -21,3 +19,5 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
 ]
+
+handler404 = "controlplane.views.not_found"

@@ -33,6 +33,14 @@ def encryption_key(settings):
         settings.FIELD_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
 
 
+@pytest.fixture(autouse=True)
+def fresh_throttles():
+    # Throttle counts live in the (per-process) cache; each test starts with full budgets.
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 @pytest.fixture
 def make_cluster():
     """`make_cluster(nodes=..., faults=..., fast_start=..., routing_policies=..., seed=...)` starts a simulated

@@ -2,7 +2,18 @@ from django.apps import AppConfig
 
 
 class WorkersConfig(AppConfig):
-    """Registered so that the worker-side management commands (`reconcile`) are found."""
+    """Registered so that the worker-side management commands (`reconcile`) are found, and to bind each
+    task's id into the log context."""
 
     name = "workers"
     label = "workers"
+
+    def ready(self) -> None:
+        from celery.signals import task_postrun, task_prerun
+
+        from controlplane import logcontext
+
+        # Every log line of a task carries its id as the request id (tenant and service are bound by the
+        # code that knows them).
+        task_prerun.connect(lambda task_id=None, **_: logcontext.replace(request_id=task_id), weak=False)
+        task_postrun.connect(lambda **_: logcontext.replace(), weak=False)

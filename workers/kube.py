@@ -29,6 +29,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
 from apps.serving.names import FIELD_MANAGER
+from workers import incluster
 
 if TYPE_CHECKING:
     from apps.clusters.models import ClusterCredentials
@@ -114,7 +115,8 @@ class BoundedApiClient(k8s.ApiClient):
 
 def api_client(creds: ClusterCredentials, pool_size: int | None = None,
                timeout_seconds: float = REQUEST_TIMEOUT_SECONDS) -> k8s.ApiClient:
-    """An ApiClient for the cluster: from a kubeconfig when given, else URL + bearer token + CA bundle.
+    """An ApiClient for the cluster: from a kubeconfig when given, else URL + bearer token + CA bundle, or
+    URL + the pod's own ServiceAccount token and CA (in-cluster). Every request has a timeout.
 
     `pool_size` bounds the connections kept per host; the client's default (5 x CPUs) would drop
     connections under a wider thread pool such as the scraper's.
@@ -129,6 +131,11 @@ def api_client(creds: ClusterCredentials, pool_size: int | None = None,
     if creds.bearer_token:
         configuration.api_key = {"authorization": creds.bearer_token}
         configuration.api_key_prefix = {"authorization": "Bearer"}
+    if creds.service_account_dir:
+        try:
+            incluster.configure(configuration, creds.service_account_dir)
+        except incluster.InClusterCredentialsMissing as exc:
+            raise PermanentClusterError(str(exc)) from exc
     if creds.ca_bundle:
         # The client wants a file path; the bundle lives encrypted in the database.
         handle = tempfile.NamedTemporaryFile("w", suffix=".crt", delete=False)  # noqa: SIM115

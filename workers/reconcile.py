@@ -25,6 +25,7 @@ from apps.serving.names import service_selector, tenant_namespace
 from apps.serving.rendering import render_service, service_endpoint, service_objects
 from apps.serving.rendering.spec import spec_from_service
 from capacity.gpus import gpu_for
+from controlplane import logcontext
 from workers import status as st
 from workers.inventory import observe_nodes
 from workers.kube import ClusterError, Kube, PermanentClusterError, kube_for
@@ -78,6 +79,8 @@ def reconcile(service_id: int) -> Outcome:
             service = InferenceService.objects.select_related("cluster", "tenant").get(pk=service_id)
         except InferenceService.DoesNotExist:
             return Outcome(service_id, ReconcileResult.GONE)
+        # Bound until the task ends (task_postrun clears it), so the task's summary line carries them too.
+        logcontext.update(tenant=service.tenant.slug, service=f"{service.tenant.slug}/{service.name}")
         try:
             with kube_for(service.cluster).pass_deadline(settings.RECONCILE_PASS_DEADLINE_SECONDS):
                 outcome = _delete(service) if service.is_deleting else _converge(service)

@@ -3,12 +3,13 @@
 import django_filters
 
 from apps.catalog.models import Adapter, Model, Runtime
+from apps.core.api.filters import StrictBooleanFilter, StrictFilterSet
 
 
-class CatalogEntryFilterSet(django_filters.FilterSet):
+class CatalogEntryFilterSet(StrictFilterSet):
     name = django_filters.CharFilter(field_name="name", help_text="Exact name.")
     tenant = django_filters.CharFilter(field_name="tenant__slug", help_text="Tenant slug.")
-    platform_wide = django_filters.BooleanFilter(field_name="tenant", lookup_expr="isnull")
+    platform_wide = StrictBooleanFilter(field_name="tenant", lookup_expr="isnull")
 
 
 class ModelFilterSet(CatalogEntryFilterSet):

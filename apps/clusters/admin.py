@@ -22,7 +22,7 @@ class ClusterAdminForm(forms.ModelForm):
 
     class Meta:
         model = Cluster
-        fields = ["name", "description", "api_url", *CREDENTIALS, "insecure_simulator", "has_gateway",
+        fields = ["name", "description", "api_url", *CREDENTIALS, "in_cluster", "insecure_simulator", "has_gateway",
                   "prometheus_url", "open_to_all_tenants", "tenants"]
 
     def __init__(self, *args, **kwargs):
@@ -58,7 +58,7 @@ class GpuNodeInline(admin.TabularInline):
 @admin.register(Cluster)
 class ClusterAdmin(AuditedModelAdmin):
     form = ClusterAdminForm
-    list_display = ["name", "api_url", "insecure_simulator", "has_gateway", "last_seen_at"]
+    list_display = ["name", "api_url", "in_cluster", "insecure_simulator", "has_gateway", "last_seen_at"]
     list_filter = ["insecure_simulator", "has_gateway"]
     search_fields = ["name", "api_url", "description"]
     readonly_fields = ["last_seen_at", "created", "updated"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
@@ -22,6 +23,8 @@ class ClusterCredentials:
     kubeconfig: str
     ca_bundle: str
     verify_tls: bool
+    # In-cluster: the directory holding the pod's ServiceAccount `token` and `ca.crt` ("" otherwise).
+    service_account_dir: str = ""
 
     def __repr__(self) -> str:  # keeps the secrets out of tracebacks and logs
         return (
@@ -61,6 +64,11 @@ class Cluster(TimestampedModel):
     bearer_token = EncryptedTextField(blank=True)
     kubeconfig = EncryptedTextField(blank=True, help_text="A kubeconfig document (YAML), used when set.")
     ca_bundle = EncryptedTextField(blank=True, help_text="PEM CA bundle for the API server certificate.")
+    in_cluster = models.BooleanField(
+        default=False,
+        help_text="Use the worker pod's own ServiceAccount token and CA (the cluster the control plane runs in); "
+        "the token is re-read when Kubernetes rotates it. Instead of a bearer token or kubeconfig.",
+    )
     insecure_simulator = models.BooleanField(
         default=False,
         help_text="The local kubesim: TLS is not verified and no credentials are required. "
@@ -93,9 +101,14 @@ class Cluster(TimestampedModel):
 
     def clean(self) -> None:
         errors = {}
-        if not (self.insecure_simulator or self.bearer_token or self.kubeconfig):
+        if not (self.insecure_simulator or self.in_cluster or self.bearer_token or self.kubeconfig):
             errors["bearer_token"] = [
-                "Give a bearer token or a kubeconfig (or mark the cluster as the local simulator)."
+                "Give a bearer token or a kubeconfig, or use in-cluster credentials "
+                "(or mark the cluster as the local simulator)."
+            ]
+        if self.in_cluster and (self.bearer_token or self.kubeconfig):
+            errors["in_cluster"] = [
+                "In-cluster credentials replace the bearer token and kubeconfig: clear those or untick this."
             ]
         if self.ca_bundle and "BEGIN CERTIFICATE" not in self.ca_bundle:
             errors["ca_bundle"] = ["The CA bundle must be PEM (-----BEGIN CERTIFICATE-----)."]
@@ -114,6 +127,7 @@ class Cluster(TimestampedModel):
             kubeconfig=self.kubeconfig or "",
             ca_bundle=self.ca_bundle or "",
             verify_tls=not self.insecure_simulator,
+            service_account_dir=settings.KUBERNETES_SERVICE_ACCOUNT_DIR if self.in_cluster else "",
         )
 
     def user_can_write(self, user) -> bool:

@@ -3,10 +3,11 @@
 import django_filters
 
 from apps.catalog.choices import EngineKind
+from apps.core.api.filters import StrictFilterSet
 from apps.serving.models import InferenceService
 
 
-class InferenceServiceFilterSet(django_filters.FilterSet):
+class InferenceServiceFilterSet(StrictFilterSet):
     """Services by name, tenant slug, cluster name, model and runtime id (as the API shows them), engine,
     deployment mode, phase and routing policy."""
 

@@ -17,6 +17,9 @@ from apps.clusters.models import Cluster, unavailable_cluster_message
 from apps.serving.autoscaling_spec import autoscaling_errors
 from apps.serving.choices import ENGINE_ONLY_ROUTING, MODE_POOL_ROLES, ROUTER_POLICIES, Phase, RoutingPolicy
 
+# LoRA adapters one service may serve; engines keep each loaded one in GPU memory (vLLM `--max-loras`).
+MAX_ADAPTERS = 64
+
 
 def service_errors(service, pools: list, adapters: list) -> dict[str, list[str]]:
     """Field name → messages for everything wrong with this service; empty when it is valid."""
@@ -42,6 +45,8 @@ def service_errors(service, pools: list, adapters: list) -> dict[str, list[str]]
             errors[field].append(
                 f"This {field} belongs to another tenant; use a platform-wide one or your own."
             )
+    if len(adapters) > MAX_ADAPTERS:
+        errors["adapters"].append(f"A service may serve at most {MAX_ADAPTERS} adapters.")
     for adapter in adapters:
         if adapter.tenant_id not in (None, tenant_id):
             errors["adapters"].append(f"Adapter {adapter.name!r} belongs to another tenant.")

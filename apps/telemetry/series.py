@@ -5,6 +5,7 @@ rows over time (rollups and coarser chart steps), and time-range reads for the p
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -153,6 +154,10 @@ def latest_points(service_ids, since: datetime | None = None) -> dict[int, Serie
 # --- Requests for a series: `since`, `step` and the payload the page and the API return ----------------
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# ASCII digits only: `str.isdigit()` also accepts "²", which `int()` then refuses.
+_DURATION = re.compile(r"([0-9]{1,12})([smhd]?)")
+# Longer than any range that is kept, short enough that no date arithmetic overflows.
+MAX_DURATION_S = 3650 * 86400
 
 
 class BadSeriesQuery(ValueError):
@@ -160,13 +165,14 @@ class BadSeriesQuery(ValueError):
 
 
 def parse_duration(text: str, name: str) -> int:
-    """Seconds from `300`, `300s`, `15m`, `2h` or `7d`."""
-    raw = text.strip().lower()
-    unit = _UNITS.get(raw[-1:]) if raw else None
-    number = raw[:-1] if unit else raw
-    if not number.isdigit() or int(number) <= 0:
+    """Seconds from `300`, `300s`, `15m`, `2h` or `7d` (at most ten years)."""
+    match = _DURATION.fullmatch(text.strip().lower())
+    seconds = int(match[1]) * _UNITS[match[2] or "s"] if match else 0
+    if seconds <= 0:
         raise BadSeriesQuery(f"{name} must be a positive duration such as 300, 90s, 15m, 2h or 7d")
-    return int(number) * (unit or 1)
+    if seconds > MAX_DURATION_S:
+        raise BadSeriesQuery(f"{name} must be a duration of at most {MAX_DURATION_S // 86400} days")
+    return seconds
 
 
 def parse_moment(text: str, name: str, now: datetime) -> datetime:
@@ -176,9 +182,15 @@ def parse_moment(text: str, name: str, now: datetime) -> datetime:
     except ValueError:
         try:
             return now - timedelta(seconds=parse_duration(text, name))
-        except BadSeriesQuery:
+        except BadSeriesQuery as exc:
+            if "at most" in str(exc):
+                raise
             raise BadSeriesQuery(f"{name} must be an ISO 8601 time or a duration back from now such as 15m") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    try:
+        # In UTC, as the database compares it; a time near year 1 or 9999 may not exist there.
+        return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+    except OverflowError:
+        raise BadSeriesQuery(f"{name} is outside the range of times that can be stored") from None
 
 
 def window_from_query(params, now: datetime | None = None) -> SeriesWindow:
@@ -189,9 +201,20 @@ def window_from_query(params, now: datetime | None = None) -> SeriesWindow:
     if since >= until:
         raise BadSeriesQuery("since must be earlier than until")
     if until - since > timedelta(days=settings.TELEMETRY_ROLLUP_RETENTION_DAYS):
-        raise BadSeriesQuery(f"at most {settings.TELEMETRY_ROLLUP_RETENTION_DAYS} days of series are kept")
+        raise BadSeriesQuery(f"since is more than {settings.TELEMETRY_ROLLUP_RETENTION_DAYS} days before until: "
+                             f"at most {settings.TELEMETRY_ROLLUP_RETENTION_DAYS} days of series are kept")
     step = parse_duration(params["step"], "step") if params.get("step") else None
     return choose_window(since, until, step)
+
+
+def role_from_query(params) -> str:
+    """`role`: a pool of a multi-pool service, or the whole service when left out."""
+    from apps.serving.choices import PoolRole
+
+    role = params.get("role") or SERVICE_ROLE
+    if role != SERVICE_ROLE and role not in PoolRole.values:
+        raise BadSeriesQuery(f"role must be one of {', '.join(PoolRole.values)}, or left out")
+    return role
 
 
 def series_payload(service_id: int, window: SeriesWindow, role: str = SERVICE_ROLE) -> dict:

@@ -50,10 +50,16 @@ class ApiTokenAdmin(AuditedModelAdmin):
             return base
         return [*base, "prefix", "revoked_at", "last_used_at", "created", "audit_history"]
 
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        if obj is None:
+            # Left empty, a new token gets the longest life allowed (TOKEN_MAX_DAYS).
+            form.base_fields["expires_at"].required = False
+        return form
+
     def save_model(self, request, obj, form, change):
         if not change:
-            token, plaintext = ApiToken.generate(user=obj.user, tenant=obj.tenant, name=obj.name)
-            obj.prefix, obj.key_hash = token.prefix, token.key_hash
+            plaintext = obj.new_secret(expires_at=obj.expires_at)
             messages.warning(request, f"New token (shown once, store it now): {plaintext}")
         super().save_model(request, obj, form, change)
 

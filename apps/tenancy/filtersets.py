@@ -2,10 +2,11 @@
 
 import django_filters
 
+from apps.core.api.filters import StrictBooleanFilter, StrictFilterSet
 from apps.tenancy.models import ApiToken, Membership
 
 
-class MembershipFilterSet(django_filters.FilterSet):
+class MembershipFilterSet(StrictFilterSet):
     tenant = django_filters.CharFilter(field_name="tenant__slug")
     user = django_filters.CharFilter(field_name="user__username")
 
@@ -14,9 +15,9 @@ class MembershipFilterSet(django_filters.FilterSet):
         fields = ["tenant", "user", "role"]
 
 
-class ApiTokenFilterSet(django_filters.FilterSet):
+class ApiTokenFilterSet(StrictFilterSet):
     tenant = django_filters.CharFilter(field_name="tenant__slug")
-    revoked = django_filters.BooleanFilter(field_name="revoked_at", lookup_expr="isnull", exclude=True)
+    revoked = StrictBooleanFilter(field_name="revoked_at", lookup_expr="isnull", exclude=True)
 
     class Meta:
         model = ApiToken

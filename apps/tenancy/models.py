@@ -14,7 +14,6 @@ from django.utils import timezone
 from apps.core.access import (
     TenantScopedQuerySet,
     can_own_tenant,
-    can_write_tenant,
     is_platform_staff,
     token_tenant_id,
 )
@@ -120,7 +119,9 @@ class ApiToken(TimestampedModel):
     name = models.CharField(max_length=100, blank=True)
     prefix = models.CharField(max_length=TOKEN_PREFIX_LENGTH, editable=False)
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
-    expires_at = models.DateTimeField(null=True, blank=True)
+    # When the current secret was issued (creation or the last rotation); the expiry cap counts from here.
+    issued_at = models.DateTimeField(default=timezone.now, editable=False)
+    expires_at = models.DateTimeField(help_text="Required; at most TOKEN_MAX_DAYS after the secret was issued.")
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
 
@@ -134,17 +135,27 @@ class ApiToken(TimestampedModel):
 
     @classmethod
     def generate(cls, *, user, tenant: Tenant | None = None, name: str = "", expires_days: int | None = None):
-        """Build (unsaved) a token and return it with its plaintext, which is never stored."""
-        plaintext = secrets.token_urlsafe(32)
-        token = cls(
-            user=user,
-            tenant=tenant,
-            name=name,
-            prefix=plaintext[:TOKEN_PREFIX_LENGTH],
-            key_hash=hash_token(plaintext),
-            expires_at=timezone.now() + timedelta(days=expires_days) if expires_days else None,
-        )
+        """Build (unsaved) a token and return it with its plaintext, which is never stored.
+        Without `expires_days` it lives the longest allowed (TOKEN_MAX_DAYS)."""
+        token = cls(user=user, tenant=tenant, name=name)
+        plaintext = token.new_secret(expires_days=expires_days)
         return token, plaintext
+
+    def new_secret(self, *, expires_days: int | None = None, expires_at=None) -> str:
+        """Give the token a fresh secret (issue or rotate) and an expiry, by default the cap; return the
+        plaintext. The old secret, if any, stops working once this is saved."""
+        plaintext = secrets.token_urlsafe(32)
+        self.prefix = plaintext[:TOKEN_PREFIX_LENGTH]
+        self.key_hash = hash_token(plaintext)
+        self.issued_at = timezone.now()
+        days = settings.TOKEN_MAX_DAYS if expires_days is None else expires_days
+        self.expires_at = expires_at or self.issued_at + timedelta(days=days)
+        return plaintext
+
+    @property
+    def latest_expiry(self):
+        """The furthest the expiry may be: TOKEN_MAX_DAYS after the current secret was issued."""
+        return self.issued_at + timedelta(days=settings.TOKEN_MAX_DAYS)
 
     def clean(self) -> None:
         from django.core.exceptions import ValidationError
@@ -155,6 +166,10 @@ class ApiToken(TimestampedModel):
             and not Membership.objects.filter(user_id=self.user_id, tenant_id=self.tenant_id).exists()
         ):
             raise ValidationError({"tenant": "The token's user is not a member of this tenant."})
+        if self.expires_at is not None and self.expires_at > self.latest_expiry:
+            raise ValidationError({"expires_at": ValidationError(
+                "A token may live at most %(days)d days from when its secret was issued (TOKEN_MAX_DAYS); "
+                "rotate it for a new period.", code="max_lifetime", params={"days": settings.TOKEN_MAX_DAYS})})
 
     @property
     def is_revoked(self) -> bool:
@@ -162,13 +177,14 @@ class ApiToken(TimestampedModel):
 
     @property
     def is_expired(self) -> bool:
-        return self.expires_at is not None and self.expires_at <= timezone.now()
+        return self.expires_at <= timezone.now()
 
     @property
     def is_active(self) -> bool:
         return not (self.is_revoked or self.is_expired)
 
     def user_can_write(self, user) -> bool:
+        """Its own user, an owner of its tenant, or staff: an operator cannot take over a colleague's token."""
         if is_platform_staff(user) or self.user_id == user.pk:
             return True
-        return can_write_tenant(user, self.tenant_id)
+        return can_own_tenant(user, self.tenant_id)

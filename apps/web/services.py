@@ -16,9 +16,17 @@ from django.utils import timezone
 
 from apps.clusters.models import GpuNode
 from apps.serving.capacity import service_warnings
+from apps.serving.disclosure import conditions_for, run_message_for
 from apps.serving.models import InferenceService, ReconcileRun, ServiceObservation
 from apps.telemetry.models import PodStat
-from apps.telemetry.series import RANGES, BadSeriesQuery, latest_points, series_payload, window_from_query
+from apps.telemetry.series import (
+    RANGES,
+    BadSeriesQuery,
+    latest_points,
+    role_from_query,
+    series_payload,
+    window_from_query,
+)
 from apps.web.htmx import is_fragment
 
 RECENT = timedelta(minutes=2)  # a series row older than this is no longer "now"
@@ -73,9 +81,13 @@ def own_events(service, observation: ServiceObservation | None, limit: int = 15)
     return list(reversed(ours[-limit:]))
 
 
-def status_context(service) -> dict:
+def status_context(service, user) -> dict:
+    """What the status partial shows `user`: cluster errors are summarised for tenants (apps/serving/disclosure)."""
     observation = ServiceObservation.objects.filter(service=service).first()
-    conditions = service.conditions or []
+    conditions = conditions_for(user, service.conditions)
+    runs = list(ReconcileRun.objects.filter(service=service).order_by("-started_at")[:10])
+    for run in runs:
+        run.message = run_message_for(user, run.result, run.message)
     return {
         "service": service,
         "observation": observation,
@@ -87,7 +99,7 @@ def status_context(service) -> dict:
         "pods": pod_rows(service, observation),
         "events": own_events(service, observation),
         "drift": list(observation.drift) if observation else [],
-        "runs": list(ReconcileRun.objects.filter(service=service).order_by("-started_at")[:10]),
+        "runs": runs,
     }
 
 
@@ -95,7 +107,7 @@ def status_context(service) -> dict:
 def service_detail(request, pk: int):
     """A service's page; htmx polls it for the status partial, the charts poll `service_series`."""
     service = get_object_or_404(visible_services(request.user).with_related(), pk=pk)
-    context = status_context(service)
+    context = status_context(service, request.user)
     if is_fragment(request):
         # The summary (phase, replicas, advice) rides along out of band, so one poll refreshes both.
         return render(request, "web/partials/service_status.html", {**context, "oob": True})
@@ -115,7 +127,8 @@ def service_series(request, pk: int):
         params["since"] = f"{RANGES[params['range']]}s"
     try:
         window = window_from_query(params)
+        role = role_from_query(params)
     except BadSeriesQuery as exc:
         return JsonResponse({"detail": str(exc)}, status=400)
-    payload = series_payload(service.pk, window, role=params.get("role", ""))
+    payload = series_payload(service.pk, window, role=role)
     return JsonResponse(payload, encoder=DjangoJSONEncoder)

@@ -178,6 +178,14 @@ def _hpa_targets(o: dict) -> str:
     return ", ".join(parts) or "<none>"
 
 
+def _job_status(o: dict) -> str:
+    """Complete or Failed once the Job has finished, else Running (kubectl's STATUS column)."""
+    for condition in _get(o, "status.conditions", []) or []:
+        if condition.get("type") in ("Complete", "Failed") and condition.get("status") == "True":
+            return condition["type"]
+    return "Running"
+
+
 NAME: Column = ("Name", "string", "name", 0, _name)
 AGE: Column = ("Age", "string", "", 0, _age)
 
@@ -232,6 +240,13 @@ COLUMNS: dict[tuple[str, str], list[Column]] = {
     ("apps", "statefulsets"): [
         NAME,
         ("Ready", "string", "", 0, lambda o: f"{_get(o, 'status.readyReplicas', 0)}/{_get(o, 'spec.replicas', 0)}"),
+        AGE,
+    ],
+    ("batch", "jobs"): [
+        NAME,
+        ("Status", "string", "", 0, _job_status),
+        ("Completions", "string", "", 0,
+         lambda o: f"{_get(o, 'status.succeeded', 0)}/{_get(o, 'spec.completions', 1)}"),
         AGE,
     ],
     ("autoscaling", "horizontalpodautoscalers"): [

@@ -27,6 +27,7 @@ from kubesim.cluster.controllers.base import Informer
 from kubesim.cluster.controllers.deployment import DEPLOYMENTS, DeploymentController
 from kubesim.cluster.controllers.disruption import PDBS, DisruptionController, eviction_route
 from kubesim.cluster.controllers.endpoints import ENDPOINTS, EndpointsController
+from kubesim.cluster.controllers.job import JOBS, JobController
 from kubesim.cluster.controllers.leaderworkerset import LWS, LeaderWorkerSetController
 from kubesim.cluster.controllers.nodes import NODES, NodeLifecycle, register_nodes
 from kubesim.cluster.controllers.quota import QUOTAS, QuotaController, pod_admission
@@ -109,6 +110,7 @@ class Cluster:
                 QUOTAS,
                 PDBS,
                 HPAS,
+                JOBS,
             )
         }
         pods = self.informers[PODS]
@@ -137,6 +139,7 @@ class Cluster:
             EndpointsController(manager, self.informers[SERVICES], pods, self.informers[ENDPOINTS]),
             QuotaController(manager, self.informers[QUOTAS], pods),
             DisruptionController(manager, self.informers[PDBS], pods),
+            JobController(self.api.as_manager("job-controller"), self.recorder, self.informers[JOBS], pods, self.rng),
         ]
         self.autoscaler = HorizontalPodAutoscalerController(
             self.api.as_manager(COMPONENT_HPA),

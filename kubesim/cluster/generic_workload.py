@@ -7,7 +7,8 @@ and the API server's proxies treat every pod alike. `PUT /health?code=503` makes
 endpoints answer that code (to exercise readiness and liveness probes); `/metrics` reports
 `http_requests_total` and `http_requests_in_flight` (a `/stream` is in flight until it ends).
 A shell command line that ends in `exit N` (`sh -c "echo boom; exit 1"`) prints its echoes and
-exits, which is how a crash loop is demonstrated.
+exits, which is how a crash loop is demonstrated. A Job's pod (label `batch.kubernetes.io/job-name`)
+without such a command exits 0 at once: kubesim cannot run the image's program, so it succeeds.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from kubesim.workload import PodContext, Workload, WorkloadExit, WorkloadFactory
 log = logging.getLogger(__name__)
 
 GENERIC_STARTUP_SECONDS = 1.5
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"  # set on a Job's pods (kubesim/cluster/controllers/job.py)
 HEALTH_PATHS = ("/health", "/healthz", "/ready", "/readyz", "/livez")
 _EXIT = re.compile(r"(?:^|[;&|\s])exit\s+(\d+)")
 _ECHO = re.compile(r"echo\s+([^;&|]*)")
@@ -66,6 +68,10 @@ class GenericWorkload:
         words = [*(self.ctx.container.get("command") or []), *(self.ctx.container.get("args") or [])]
         script = " ".join(str(word) for word in words)
         match = _EXIT.search(script)
+        if match is None and JOB_NAME_LABEL in self.ctx.labels:
+            # A Job's pod runs to completion: kubesim cannot run the image's program, so it succeeds.
+            image = self.ctx.container.get("image", "")
+            return WorkloadExit("Completed", exit_code=0, logs=[f"{image} ran to completion (simulated)"])
         if match is None:
             return None
         printed = [echo.strip().strip("'\"") for echo in _ECHO.findall(script[: match.start()])]

@@ -253,11 +253,11 @@ class PodRuntime:
                 await container.exited.wait()
                 if self.stopping:
                     return
-            container.restart_count += 1 if policy != "Never" else 0
             if policy == "Never" or (policy == "OnFailure" and container.exit_code == 0):
                 self.phase = "Failed" if container.exit_code else "Succeeded"
                 await self.publish()
                 return
+            container.restart_count += 1  # only a container that is started again counts a restart
             self.phase = "Running"  # a restarting container keeps the pod Running (STATUS CrashLoopBackOff)
             delay = self.kubelet.config.backoff(container.restart_count)
             container.state = {

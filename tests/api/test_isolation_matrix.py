@@ -1,6 +1,7 @@
 """The tenant-isolation matrix: every actor against every action on tenant A's services, tokens and
-private catalog entries. Another tenant's object is a 404 (never a 403), viewers read only, and
-nothing tenant B receives mentions tenant A's names."""
+private catalog entries, as JSON and as the browsable API's HTML. Another tenant's object is a 404
+(never a 403), viewers read only, and nothing tenant B receives mentions tenant A's names, other
+tenants' users or a cluster B has no service on."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ A_TOKEN = "alpha-deploy-bot"
 A_MODEL = "alpha-private-model"
 A_RUNTIME = "alpha-private-runtime"
 A_ADAPTER = "alpha-private-lora"
-A_NAMES = ("alpha", A_SERVICE, A_TOKEN, A_MODEL, A_RUNTIME, A_ADAPTER, "olivia-owner")
+HIDDEN_CLUSTER = "hidden-gpu-cluster"
+A_NAMES = ("alpha", A_SERVICE, A_TOKEN, A_MODEL, A_RUNTIME, A_ADAPTER, "olivia-owner", "vera-viewer", HIDDEN_CLUSTER)
 CATALOG = ("models", "runtimes", "adapters")
 
 OK_WRITER = {"list": 200, "get": 200, "create": 201, "update": 200, "delete": None, "scale": 200}
@@ -47,6 +49,8 @@ def expected(resource: str, actor: str, action: str) -> int:
         status = 202 if resource == "services" else 204
     if resource == "tokens" and action == "create" and actor == "viewer_a":
         status = 201  # a viewer may mint a token for themselves: it carries only their own role
+    if resource == "tokens" and action in ("update", "delete") and actor == "operator_a":
+        status = 403  # A's token belongs to its owner: only they, a tenant owner or staff change it
     if resource == "tokens" and action == "create" and actor == "staff":
         status = 400  # staff are not members of A, so they cannot bind a token to it
     return status
@@ -55,6 +59,7 @@ def expected(resource: str, actor: str, action: str) -> int:
 @pytest.fixture
 def world(tenant_a, tenant_b, owner_a, operator_a, viewer_a, member_b, staff):
     cluster = ClusterFactory(name="sim")
+    ClusterFactory(name=HIDDEN_CLUSTER)
     model = ModelFactory(name="llama-shared")
     runtime = RuntimeFactory(name="vllm-shared")
     service = InferenceServiceFactory(tenant=tenant_a, name=A_SERVICE, cluster=cluster, model=model, runtime=runtime)
@@ -141,18 +146,54 @@ CELLS = [
 ]
 
 
+@pytest.mark.parametrize("accept", ["application/json", "text/html"])
 @pytest.mark.parametrize(("resource", "actor", "action"), CELLS)
-def test_isolation_matrix(api, world, resource, actor, action):
+def test_isolation_matrix(api, world, resource, actor, action, accept):
     client = api(actor)
     method, url, payload = request_for(resource, action, world)
-    response = getattr(client, method)(url, payload, format="json")
-    assert response.status_code == expected(resource, actor, action), response.content
+    response = getattr(client, method)(url, payload, format="json", HTTP_ACCEPT=accept)
+    status = expected(resource, actor, action)
+    if status == 204 and accept == "text/html":
+        status = 200  # the browsable API answers a deletion with a page
+    assert response.status_code == status, response.content
+    assert response.status_code == 204 or response["Content-Type"].startswith(accept)
     if actor == "member_b":
         body = response.content.decode().lower()
         # Names B typed itself may be echoed back ("alpha does not exist"); nothing else of A may appear.
         sent = str(payload).lower()
         for name in (n for n in A_NAMES if n not in sent):
             assert name not in body, f"tenant B saw {name!r}"
+
+
+BROWSABLE = ("services", "tokens", "memberships", "tenants", "audit-entries", *CATALOG)
+
+
+@pytest.mark.parametrize("resource", BROWSABLE)
+def test_browsable_api_pages_and_forms_show_tenant_b_nothing_of_others(api, world, resource):
+    # B's own objects' pages too: their forms are where related-field choices (users, clusters) appear.
+    own = {"services": "bravo-chat", "tenants": "bravo"}
+    client = api("member_b")
+    pages = [f"/api/v1/{resource}/"]
+    listed = client.get(f"/api/v1/{resource}/").json()["results"]
+    pages += [f"/api/v1/{resource}/{row['id']}/" for row in listed[:3]]
+
+    for page in pages:
+        response = client.get(page, HTTP_ACCEPT="text/html")
+        assert response.status_code == 200
+        assert response["Content-Type"].startswith("text/html")
+        body = response.content.decode().lower()
+        for name in A_NAMES:
+            assert name not in body, f"tenant B saw {name!r} on {page}"
+    if resource in own:
+        assert own[resource] in client.get(f"/api/v1/{resource}/", HTTP_ACCEPT="text/html").content.decode()
+
+
+def test_staff_keep_the_browsable_forms(api, world):
+    # The counterpart: staff may see every user and cluster, so their forms still offer them.
+    body = api("staff").get("/api/v1/memberships/", HTTP_ACCEPT="text/html").content.decode()
+    assert "<form" in body and "olivia-owner" in body and "boris-bravo" in body
+    body = api("staff").get("/api/v1/services/", HTTP_ACCEPT="text/html").content.decode()
+    assert HIDDEN_CLUSTER in body
 
 
 @pytest.mark.parametrize("resource", ["services", "tokens", *CATALOG])

@@ -19,3 +19,16 @@ def test_schema_has_no_warnings_and_validates(db):
 def test_schema_and_docs_are_served(api, staff):
     assert api("staff").get("/api/schema/").status_code == 200
     assert api("staff").get("/api/docs/").status_code == 200
+
+
+def test_the_audit_entry_tenant_is_documented_as_nullable(api, staff):
+    # Platform-wide objects (a shared model, a cluster) have audit entries without a tenant.
+    from tests.factories import ModelFactory
+
+    model = ModelFactory(name="shared")
+    api("staff").delete(f"/api/v1/models/{model.pk}/")
+    entry = api("staff").get("/api/v1/audit-entries/", {"object_type": "model"}).json()["results"][0]
+    schema = api("staff").get("/api/schema/", HTTP_ACCEPT="application/json").json()
+
+    assert entry["tenant"] is None
+    assert schema["components"]["schemas"]["AuditEntry"]["properties"]["tenant"].get("nullable") is True

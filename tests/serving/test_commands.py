@@ -103,3 +103,42 @@ def test_issue_token_refuses_bad_input_without_writing(owner_a, tenant_b, args, 
     with pytest.raises(CommandError, match=says):
         issue(*args)
     assert ApiToken.objects.count() == 0
+
+
+def test_seed_demo_never_changes_an_existing_users_password(seeded):
+    admin = get_user_model().objects.get(username="admin")
+    admin.set_password("chosen-by-the-admin-42")
+    admin.save()
+
+    said = seed(password="another-demo-pass")
+
+    admin.refresh_from_db()
+    assert admin.check_password("chosen-by-the-admin-42")
+    assert get_user_model().objects.get(username="acme-owner").check_password("demo-pass-123")
+    assert "another-demo-pass" not in said
+    assert "unchanged" in said
+
+
+def test_seed_demo_takes_the_password_from_demo_password(db, monkeypatch):
+    monkeypatch.setenv("DEMO_PASSWORD", "from-the-environment-7")
+
+    said = seed()
+
+    assert get_user_model().objects.get(username="admin").check_password("from-the-environment-7")
+    assert "admin / from-the-environment-7" in said
+
+
+def test_seed_demo_generates_a_password_and_prints_it_once(db, monkeypatch):
+    monkeypatch.delenv("DEMO_PASSWORD", raising=False)
+
+    first = seed()
+    second = seed()
+
+    printed = first.split("admin / ", 1)[1].split()[0]
+    assert len(printed) >= 16
+    assert printed != "controlplane-demo"
+    admin = get_user_model().objects.get(username="admin")
+    assert admin.check_password(printed)
+    assert get_user_model().objects.get(username="globex-viewer").check_password(printed)
+    assert printed not in second
+    assert admin.check_password(printed)

@@ -87,7 +87,8 @@ def test_a_service_created_through_the_api_becomes_ready_scales_rolls_and_is_del
     assert deploy.metadata.labels[LABEL] == uid
     assert deploy.spec.template.spec.containers[0].resources.limits["nvidia.com/gpu"] == "1"
     assert deploy.spec.template.spec.node_selector["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
-    assert ReconcileRun.objects.filter(service_id=pk, result="converged").exists()
+    # The pass writes its history row just after the status, so poll rather than race it.
+    wait_for(lambda: ReconcileRun.objects.filter(service_id=pk, result="converged").exists(), what="a converged run")
 
     # Scale through the API: a second engine pod comes up on the cluster.
     response = stack["api"].post(f"/api/v1/services/{pk}/scale/", {"pool": "engine", "replicas": 2}, format="json")

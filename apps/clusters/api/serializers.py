@@ -32,6 +32,7 @@ class ClusterSerializer(ValidatedModelSerializer):
             "has_bearer_token",
             "has_kubeconfig",
             "has_ca_bundle",
+            "in_cluster",
             "insecure_simulator",
             "has_gateway",
             "prometheus_url",

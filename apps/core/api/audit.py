@@ -5,13 +5,14 @@ from __future__ import annotations
 import django_filters
 from rest_framework import serializers, viewsets
 
+from apps.core.api.filters import StrictFilterSet
 from apps.core.api.pagination import StandardPagination
 from apps.core.models import AuditEntry
 
 
 class AuditEntrySerializer(serializers.ModelSerializer):
     object_type = serializers.CharField(source="content_type.model", read_only=True)
-    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
 
     class Meta:
         model = AuditEntry
@@ -30,7 +31,7 @@ class AuditEntrySerializer(serializers.ModelSerializer):
         ]
 
 
-class AuditEntryFilterSet(django_filters.FilterSet):
+class AuditEntryFilterSet(StrictFilterSet):
     object_type = django_filters.CharFilter(field_name="content_type__model")
     tenant = django_filters.CharFilter(field_name="tenant__slug")
 

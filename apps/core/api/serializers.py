@@ -15,6 +15,16 @@ from rest_framework.validators import UniqueTogetherValidator, UniqueValidator
 from apps.core.api.exceptions import api_error
 
 
+def _has_nul(value) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
 class ValidatedModelSerializer(serializers.ModelSerializer):
     # Related fields whose choices are not narrowed to the user (e.g. clusters, chosen by name).
     unscoped_related_fields: tuple[str, ...] = ()
@@ -42,6 +52,15 @@ class ValidatedModelSerializer(serializers.ModelSerializer):
             if hasattr(queryset, "for_user"):
                 relation.queryset = queryset.for_user(user)
         return fields
+
+    def to_internal_value(self, data):
+        # PostgreSQL text and jsonb cannot hold U+0000, and a related field would look it up as a slug:
+        # refuse it before any field is read.
+        items = data.lists() if hasattr(data, "lists") else data.items() if isinstance(data, dict) else ()
+        nul = sorted(str(name) for name, value in items if _has_nul(name) or _has_nul(value))
+        if nul:
+            raise serializers.ValidationError({key: ["Null characters (U+0000) are not allowed."] for key in nul})
+        return super().to_internal_value(data)
 
     def validate(self, attrs):
         attrs = super().validate(attrs)
@@ -77,3 +96,42 @@ class ValidatedModelSerializer(serializers.ModelSerializer):
             instance.full_clean()
         except DjangoValidationError as exc:
             raise api_error(exc) from exc
+
+
+class PrimaryKeyListField(serializers.ManyRelatedField):
+    """A list of primary keys looked up in one query (DRF's many=True asks once per id), at most
+    `max_length` of them; an id the user may not see is refused like one that does not exist."""
+
+    default_error_messages = {
+        **serializers.ManyRelatedField.default_error_messages,
+        "max_length": "At most {max_length} ids may be given.",
+        "does_not_exist": 'Invalid pk "{pk_value}" - object does not exist.',
+        "incorrect_type": "Incorrect type. Expected pk value, received {data_type}.",
+        "null": "This list may not contain null.",
+    }
+
+    def __init__(self, queryset, max_length: int, **kwargs):
+        self.max_length = max_length
+        super().__init__(child_relation=serializers.PrimaryKeyRelatedField(queryset=queryset), **kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, (str, bytes)) or not hasattr(data, "__iter__"):
+            self.fail("not_a_list", input_type=type(data).__name__)
+        data = list(data)
+        if not self.allow_empty and not data:
+            self.fail("empty")
+        if len(data) > self.max_length:
+            self.fail("max_length", max_length=self.max_length)
+        ids = []
+        for value in data:
+            if value is None:
+                self.fail("null")
+            if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).isascii() \
+                    or not str(value).isdigit():
+                self.fail("incorrect_type", data_type=type(value).__name__)
+            ids.append(int(value))
+        found = self.child_relation.get_queryset().in_bulk(set(ids))
+        for pk in ids:
+            if pk not in found:
+                self.fail("does_not_exist", pk_value=pk)
+        return [found[pk] for pk in dict.fromkeys(ids)]

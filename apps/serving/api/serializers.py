@@ -8,13 +8,15 @@ from rest_framework import serializers
 from apps.catalog.models import Adapter, Model, Runtime
 from apps.clusters.models import Cluster, unavailable_cluster_message
 from apps.core.api.exceptions import api_error
-from apps.core.api.serializers import ValidatedModelSerializer
+from apps.core.api.serializers import PrimaryKeyListField, ValidatedModelSerializer
 from apps.core.choices import AuditVia
 from apps.serving.actions import save_service
 from apps.serving.capacity import service_warnings
 from apps.serving.choices import PoolRole
+from apps.serving.disclosure import conditions_for
 from apps.serving.models import EDITABLE_FIELDS, POOL_SPEC_FIELDS, STATUS_FIELDS, InferenceService, Pool
 from apps.serving.rendering.spec import PoolSpec
+from apps.serving.validation import MAX_ADAPTERS
 from apps.tenancy.models import Tenant
 
 
@@ -36,7 +38,7 @@ class InferenceServiceSerializer(ValidatedModelSerializer):
     )
     model = serializers.PrimaryKeyRelatedField(queryset=Model.objects.all())
     runtime = serializers.PrimaryKeyRelatedField(queryset=Runtime.objects.all())
-    adapters = serializers.PrimaryKeyRelatedField(queryset=Adapter.objects.all(), many=True, required=False)
+    adapters = PrimaryKeyListField(queryset=Adapter.objects.all(), max_length=MAX_ADAPTERS, required=False)
     pools = PoolSerializer(many=True)
     version = serializers.IntegerField(
         required=False, min_value=1, help_text="The version you read; a stale one gets 409."
@@ -51,6 +53,13 @@ class InferenceServiceSerializer(ValidatedModelSerializer):
         model = InferenceService
         fields = ["id", *EDITABLE_FIELDS, "pools", "version", *STATUS_FIELDS, "warnings"]
         read_only_fields = STATUS_FIELDS
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        if request is not None:
+            data["conditions"] = conditions_for(request.user, data.get("conditions"))
+        return data
 
     def get_warnings(self, instance) -> list[str]:
         return service_warnings(instance) if instance.pk else []

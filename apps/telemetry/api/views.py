@@ -12,7 +12,7 @@ from rest_framework.response import Response
 
 from apps.serving.models import InferenceService
 from apps.telemetry.api.serializers import ServiceMetricsSerializer
-from apps.telemetry.series import BadSeriesQuery, series_payload, window_from_query
+from apps.telemetry.series import BadSeriesQuery, role_from_query, series_payload, window_from_query
 
 PARAMETERS = [
     OpenApiParameter("since", OpenApiTypes.STR, description="ISO 8601 time, or a duration back from now "
@@ -41,7 +41,8 @@ class ServiceMetricsView(GenericAPIView):
         service = get_object_or_404(self.get_queryset(), pk=pk)
         try:
             window = window_from_query(request.query_params)
+            role = role_from_query(request.query_params)
         except BadSeriesQuery as exc:
             raise ValidationError({"detail": str(exc)}) from exc
-        payload = series_payload(service.pk, window, role=request.query_params.get("role", ""))
+        payload = series_payload(service.pk, window, role=role)
         return Response(ServiceMetricsSerializer(payload).data)

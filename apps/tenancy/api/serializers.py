@@ -65,6 +65,11 @@ class ApiTokenSerializer(ValidatedModelSerializer):
             "created",
         ]
         read_only_fields = ["prefix", "revoked_at", "last_used_at", "created"]
+        extra_kwargs = {"expires_at": {
+            "required": False,
+            "help_text": "When the token stops working: in the future and at most TOKEN_MAX_DAYS after its secret "
+                         "was issued (the default on create). It cannot be removed.",
+        }}
 
     def to_representation(self, instance):
         data = super().to_representation(instance)
@@ -98,21 +103,33 @@ class ApiTokenSerializer(ValidatedModelSerializer):
     def prepare_instance(self, instance) -> None:
         if instance.user_id is None:
             instance.user = self.context["request"].user
+        if instance.expires_at is None:
+            instance.expires_at = instance.latest_expiry
 
     def create(self, validated_data):
         validated_data.pop("revoked", None)
-        token, plaintext = ApiToken.generate(
+        token = ApiToken(
             user=self.context["request"].user, tenant=validated_data.get("tenant"), name=validated_data.get("name", "")
         )
-        token.expires_at = validated_data.get("expires_at")
+        token.plaintext = token.new_secret(expires_at=validated_data.get("expires_at"))
         token.save()
-        token.plaintext = plaintext
         return token
 
     def update(self, instance, validated_data):
         if validated_data.pop("revoked", False) and not instance.is_revoked:
             instance.revoked_at = timezone.now()
         return super().update(instance, validated_data)
+
+
+class ApiTokenRotationSerializer(serializers.Serializer):
+    expires_at = serializers.DateTimeField(
+        required=False, help_text="The new expiry; by default TOKEN_MAX_DAYS from now, and never later."
+    )
+
+    def validate_expires_at(self, value):
+        if value <= timezone.now():
+            raise serializers.ValidationError("The expiry must be in the future.")
+        return value
 
 
 class IssuedApiTokenSerializer(ApiTokenSerializer):

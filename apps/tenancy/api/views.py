@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import status
+from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from apps.core.api.exceptions import Conflict, api_error
 from apps.core.api.views import ScopedModelViewSet
+from apps.core.choices import AuditVia
 from apps.tenancy.api.serializers import (
+    ApiTokenRotationSerializer,
     ApiTokenSerializer,
     IssuedApiTokenSerializer,
     MembershipSerializer,
@@ -15,6 +20,7 @@ from apps.tenancy.api.serializers import (
 )
 from apps.tenancy.filtersets import ApiTokenFilterSet, MembershipFilterSet
 from apps.tenancy.models import ApiToken, Membership, Tenant
+from apps.tenancy.tokens import TokenRevoked, rotate_token
 
 
 class TenantViewSet(ScopedModelViewSet):
@@ -47,3 +53,22 @@ class ApiTokenViewSet(ScopedModelViewSet):
         self.perform_create(serializer)
         body = IssuedApiTokenSerializer(serializer.instance, context=self.get_serializer_context()).data
         return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=ApiTokenRotationSerializer, responses={200: IssuedApiTokenSerializer})
+    @action(detail=True, methods=["post"])
+    def rotate(self, request, pk=None):
+        """A new secret for this token (shown once) and a new expiry; the old secret stops working now."""
+        token = self.get_object()
+        serializer = ApiTokenRotationSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            plaintext = rotate_token(
+                token, actor=request.user, via=AuditVia.API, expires_at=serializer.validated_data.get("expires_at")
+            )
+        except TokenRevoked as exc:
+            raise Conflict(str(exc)) from exc
+        except DjangoValidationError as exc:
+            raise api_error(exc) from exc
+        token.refresh_from_db()
+        token.plaintext = plaintext
+        return Response(IssuedApiTokenSerializer(token, context=self.get_serializer_context()).data)

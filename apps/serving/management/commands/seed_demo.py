@@ -7,6 +7,7 @@ Architecture facts come from capacity.known (reference/gpus-and-models.md). Runn
 from __future__ import annotations
 
 import os
+import secrets
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
@@ -104,8 +105,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument(
             "--password",
-            default=os.environ.get("DEMO_PASSWORD", "controlplane-demo"),
-            help="Password for every demo user (env DEMO_PASSWORD).",
+            help="Password for the demo users this run creates (env DEMO_PASSWORD; generated when neither is "
+            "given). Users that already exist keep theirs.",
         )
 
     def created(self, obj, was_created: bool) -> None:
@@ -113,14 +114,22 @@ class Command(BaseCommand):
             record_change(actor=None, actor_label=LABEL, obj=obj, action=AuditAction.CREATE, via=AuditVia.COMMAND)
             self.count += 1
 
+    def user(self, username: str, password: str, **defaults):
+        """The demo user, created with `password` when missing; an existing user's password is never touched."""
+        user, made = get_user_model().objects.get_or_create(username=username, defaults=defaults)
+        if made:
+            user.set_password(password)
+            user.save(update_fields=["password"])
+            self.users_created.append(username)
+        self.created(user, made)
+        return user
+
     @transaction.atomic
     def handle(self, *args, password, **options):
         self.count = 0
-        User = get_user_model()
-        admin, made = User.objects.get_or_create(username="admin", defaults={"is_staff": True, "is_superuser": True})
-        admin.set_password(password)
-        admin.save()
-        self.created(admin, made)
+        self.users_created: list[str] = []
+        password = password or os.environ.get("DEMO_PASSWORD") or secrets.token_urlsafe(16)
+        self.user("admin", password, is_staff=True, is_superuser=True)
 
         models = {}
         for name, uri, license_ in MODELS:
@@ -168,10 +177,7 @@ class Command(BaseCommand):
             tenants[slug], made = Tenant.objects.get_or_create(slug=slug, defaults={"name": name, "gpu_quota": quota})
             self.created(tenants[slug], made)
             for role in Role:
-                user, made = User.objects.get_or_create(username=f"{slug}-{role.value}")
-                user.set_password(password)
-                user.save()
-                self.created(user, made)
+                user = self.user(f"{slug}-{role.value}", password)
                 membership, made = Membership.objects.get_or_create(
                     user=user, tenant=tenants[slug], defaults={"role": role}
                 )
@@ -195,5 +201,10 @@ class Command(BaseCommand):
             self.count += 1
 
         self.stdout.write(f"Demo data ready ({self.count} objects created).")
-        self.stdout.write(f"Admin: admin / {password}")
-        self.stdout.write(f"Tenant users: acme-owner, acme-operator, acme-viewer, globex-owner, ... / {password}")
+        if self.users_created:
+            # The only time this password is shown when it was generated.
+            self.stdout.write(f"Created users {', '.join(self.users_created)} with password:")
+            self.stdout.write(f"  admin / {password}")
+            self.stdout.write("  tenant users: acme-owner, acme-operator, acme-viewer, globex-owner, ... (same one)")
+        else:
+            self.stdout.write("The demo users already exist; their passwords are unchanged.")

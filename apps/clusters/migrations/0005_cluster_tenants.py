@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('clusters', '0003_cluster_prometheus_url'),
+        ('clusters', '0004_cluster_in_cluster'),
         ('tenancy', '0001_initial'),
     ]
 

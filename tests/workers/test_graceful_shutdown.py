@@ -1,0 +1,65 @@
+"""SIGTERM to a worker started as the image starts it (`python -m controlplane.entrypoint worker`): the task
+it is running finishes, the worker exits cleanly within the pod's grace period, and the tasks it had not
+started stay queued for the next worker, so none is lost."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from tests.deploy.manifests import find, render
+from tests.polling import wait_for
+from tests.workers.conftest import ROOT, _stop
+
+pytestmark = pytest.mark.integration
+
+
+def start_worker(prefix: str) -> subprocess.Popen:
+    env = {**os.environ, "CELERY_QUEUE_PREFIX": prefix, "WORKER_CONCURRENCY": "1",
+           "DJANGO_SETTINGS_MODULE": "controlplane.settings"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "controlplane.entrypoint", "worker", "--include", "tests.workers.slow_tasks",
+         "--without-heartbeat", "--without-gossip", "--without-mingle", "--hostname", f"{prefix}@%h"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+
+
+def runs(folder) -> list[str]:
+    log = folder / "runs.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_sigterm_lets_the_running_task_finish_and_loses_none(tmp_path):
+    from controlplane.celery import app
+
+    grace = find(render("production"), "Deployment", "controlplane-worker")["spec"]["template"]["spec"][
+        "terminationGracePeriodSeconds"]
+    prefix = f"t{uuid.uuid4().hex[:8]}-"
+    worker = start_worker(prefix)
+    try:
+        for name, seconds in (("first", 4.0), ("second", 0.1), ("third", 0.1)):
+            app.send_task("tests.workers.slow_tasks.mark", args=[str(tmp_path), name, seconds],
+                          queue=prefix + "default")
+        wait_for(lambda: "first started" in runs(tmp_path), timeout=90, interval=0.1,
+                 message="the worker to start the first task")
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=grace)  # the kubelet would SIGKILL after the grace period
+    finally:
+        output = _stop(worker)
+    assert worker.returncode == 0, output
+    assert runs(tmp_path) == ["first started", "first done"], output
+
+    successor = start_worker(prefix)
+    try:
+        wait_for(lambda: len(runs(tmp_path)) == 6, timeout=90, interval=0.1,
+                 message="the next worker to run the tasks left queued")
+    finally:
+        _stop(successor)
+    # Each task ran exactly once: the finished one was not delivered again, the queued ones were not lost.
+    assert runs(tmp_path) == ["first started", "first done", "second started", "second done", "third started",
+                              "third done"]
