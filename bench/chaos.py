@@ -5,7 +5,7 @@ a PostgreSQL restart; at the end every service converges, every change is applie
 
 Everything it disturbs is its own, started here and stopped at the end: an embedded PostgreSQL in a
 temporary directory (never the machine's shared server), a redis-server on a free port (never the shared
-broker), kubesim with 10% API errors, 10% conflicts and watches dropped every few seconds, and Celery
+broker), kubesim with 10% API errors, 10% conflicts and 5% of watches dropped, and Celery
 workers. The script plays beat too (a resync every RESYNC_TICK_SECONDS, skipped while the broker is down).
 
 Phases: create the services and wait until Ready; change half of them and kill a worker with -9 while it
@@ -35,7 +35,7 @@ from urllib.parse import quote
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 RESYNC_TICK = 2
-FAULTS = {"error_rate": 0.1, "error_codes": [500, 503, 429], "conflict_rate": 0.1, "watch_drop_seconds": 3}
+FAULTS = {"error_rate": 0.1, "error_codes": [500, 503, 429], "conflict_rate": 0.1, "watch_drop_rate": 0.05}
 LOCK_NAMESPACE = 0x5EC0  # workers.reconcile's claim
 
 
