@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
 from django.db import models
 
@@ -30,6 +32,14 @@ class ClusterCredentials:
         return (
             f"ClusterCredentials(api_url={self.api_url!r}, verify_tls={self.verify_tls}, secrets=<redacted>)"
         )
+
+
+def _is_cidr(text: str) -> bool:
+    try:
+        ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        return False
+    return "/" in text
 
 
 class HttpsURLField(models.URLField):
@@ -82,6 +92,11 @@ class Cluster(TimestampedModel):
         help_text="A Prometheus server that already scrapes this cluster's engines (labels namespace and pod). "
         "When set, engine telemetry is read from it with PromQL instead of through the pod proxy.",
     )
+    api_server_cidrs = ArrayField(
+        models.CharField(max_length=43), default=list, blank=True,
+        help_text="Where the API server's proxy traffic to pods comes from (CIDRs, comma-separated); the tenant "
+        "NetworkPolicy admits it. Empty: the addresses of the default/kubernetes Endpoints.",
+    )
     open_to_all_tenants = models.BooleanField(
         default=False, help_text="Every tenant may deploy here. Otherwise only the tenants listed below may."
     )
@@ -116,6 +131,9 @@ class Cluster(TimestampedModel):
             errors["api_url"] = [
                 "Use https:// for real clusters; plain http is only for the local simulator."
             ]
+        bad = [c for c in self.api_server_cidrs or [] if not _is_cidr(c)]
+        if bad:
+            errors["api_server_cidrs"] = [f"Not a CIDR: {', '.join(bad)} (e.g. 10.0.0.0/24 or 10.0.0.5/32)."]
         if errors:
             raise ValidationError(errors)
 

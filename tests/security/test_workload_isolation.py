@@ -119,3 +119,24 @@ def test_kubesim_refuses_a_cross_tenant_call_and_serves_a_same_tenant_one(db, ma
         except urllib.error.HTTPError as exc:
             status = exc.code
         assert status == expected, header
+
+
+def test_a_clusters_own_api_server_cidrs_replace_the_discovered_address(db, make_cluster):
+    # Where the API server's proxy traffic comes from another address than its Endpoints (a konnectivity
+    # agent, say), staff name it on the cluster; the NetworkPolicy admits exactly that.
+    handle = make_cluster()
+    cluster = ClusterFactory(name="sim", api_url=handle.url, api_server_cidrs=["10.20.0.0/28"])
+    reconcile_until_ready(InferenceServiceFactory(tenant=TenantFactory(slug="alpha"), name="chat", cluster=cluster,
+                                                  pools=[{"role": "engine", "gpu_type": "h100-sxm-80gb"}]))
+    policy = handle.server.store.get("networking.k8s.io/v1/networkpolicies", "tenant-alpha", "tenant-isolation")
+    blocks = [p["ipBlock"]["cidr"] for r in policy["spec"]["ingress"] for p in r["from"] if "ipBlock" in p]
+    assert blocks == ["10.20.0.0/28"]
+
+
+def test_a_cidr_that_does_not_parse_is_refused_naming_the_field(db):
+    from django.core.exceptions import ValidationError
+
+    cluster = ClusterFactory.build(name="sim", api_server_cidrs=["10.0.0.0/33"])
+    with pytest.raises(ValidationError) as caught:
+        cluster.full_clean()
+    assert "api_server_cidrs" in caught.value.message_dict

@@ -192,4 +192,5 @@ def spec_from_service(service) -> ServiceSpec:
         routing=service.routing_policy,
         autoscaling=AutoscalingSpec.from_dict(service.autoscaling),
         has_gateway=service.cluster.has_gateway,
+        api_server_cidrs=tuple(service.cluster.api_server_cidrs or ()),
     )
