@@ -73,6 +73,9 @@ class Workload(Protocol):
         """Lines the container printed so far (what `kubectl logs` returns)."""
         ...
 
+    # Optional: `gpu_usage() -> (memory fraction held per GPU, utilization 0..1)`. Workloads that have it
+    # (the simulated engines) drive nvidia-smi, the dcgm-exporter and `kubectl top`; others read as idle.
+
 
 # What the kubelet is given to pick a container's workload (`kubesim.engines.workload_for`): None means
 # kubesim does not simulate the image and the generic workload runs it.

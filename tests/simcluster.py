@@ -68,11 +68,13 @@ def cluster_starter():
         fast_start: bool = True,
         routing_policies: dict | None = None,
         seed: int = 7,
+        dcgm_exporter: bool = False,
     ) -> ClusterHandle:
         server = Server(port=0, seed=seed)
         cluster = Cluster(
             server,
-            ClusterConfig(nodes=nodes, fast_start=fast_start, seed=seed, faults=faults or FaultConfig()),
+            ClusterConfig(nodes=nodes, fast_start=fast_start, seed=seed, faults=faults or FaultConfig(),
+                          dcgm_exporter=dcgm_exporter),
             routing_policies=routing_policies,
         )
         cluster.install()

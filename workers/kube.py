@@ -11,7 +11,6 @@ from __future__ import annotations
 import difflib
 import logging
 import random
-import tempfile
 import threading
 import time
 from collections.abc import Iterable
@@ -23,20 +22,19 @@ import urllib3
 import yaml
 from django.conf import settings
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 from kubernetes import dynamic
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
+from apps.clusters import kubeclient
+from apps.clusters.incluster import InClusterCredentialsMissing
 from apps.serving.names import FIELD_MANAGER
-from workers import incluster
 
 if TYPE_CHECKING:
     from apps.clusters.models import ClusterCredentials
 
 log = logging.getLogger(__name__)
-REQUEST_TIMEOUT_SECONDS = 10.0
-CONNECT_TIMEOUT_SECONDS = 5.0
+REQUEST_TIMEOUT_SECONDS = kubeclient.REQUEST_TIMEOUT_SECONDS
 PASS_DEADLINE_MESSAGE = "the pass ran past its deadline; it will be retried"
 CALL_ATTEMPTS = 3  # per call, on transient errors (the task retries the whole pass after that)
 
@@ -103,54 +101,14 @@ def _status_message(exc: BaseException) -> str:
     return f"HTTP {getattr(exc, 'status', '?')}: {getattr(exc, 'reason', exc)}"
 
 
-class BoundedApiClient(k8s.ApiClient):
-    """An ApiClient whose every request has a timeout: calls that name none (the dynamic client's discovery,
-    for one) get `default_timeout`, a (connect, read) pair."""
-
-    default_timeout: tuple[float, float] = (CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS)
-
-    def call_api(self, *args, _request_timeout=None, **kwargs):
-        return super().call_api(*args, _request_timeout=_request_timeout or self.default_timeout, **kwargs)
-
-
 def api_client(creds: ClusterCredentials, pool_size: int | None = None,
                timeout_seconds: float = REQUEST_TIMEOUT_SECONDS) -> k8s.ApiClient:
-    """An ApiClient for the cluster: from a kubeconfig when given, else URL + bearer token + CA bundle, or
-    URL + the pod's own ServiceAccount token and CA (in-cluster). Every request has a timeout.
-
-    `pool_size` bounds the connections kept per host; the client's default (5 x CPUs) would drop
-    connections under a wider thread pool such as the scraper's.
-    """
-    configuration = k8s.Configuration()
-    if pool_size:
-        configuration.connection_pool_maxsize = pool_size
-    if creds.kubeconfig:
-        k8s_config.load_kube_config_from_dict(yaml.safe_load(creds.kubeconfig), client_configuration=configuration)
-        return _bounded(configuration, timeout_seconds)
-    configuration.host = creds.api_url.rstrip("/")
-    if creds.bearer_token:
-        configuration.api_key = {"authorization": creds.bearer_token}
-        configuration.api_key_prefix = {"authorization": "Bearer"}
-    if creds.service_account_dir:
-        try:
-            incluster.configure(configuration, creds.service_account_dir)
-        except incluster.InClusterCredentialsMissing as exc:
-            raise PermanentClusterError(str(exc)) from exc
-    if creds.ca_bundle:
-        # The client wants a file path; the bundle lives encrypted in the database.
-        handle = tempfile.NamedTemporaryFile("w", suffix=".crt", delete=False)  # noqa: SIM115
-        handle.write(creds.ca_bundle)
-        handle.close()
-        configuration.ssl_ca_cert = handle.name
-    configuration.verify_ssl = creds.verify_tls
-    configuration.retries = False
-    return _bounded(configuration, timeout_seconds)
-
-
-def _bounded(configuration: k8s.Configuration, timeout_seconds: float) -> BoundedApiClient:
-    client = BoundedApiClient(configuration)
-    client.default_timeout = (min(CONNECT_TIMEOUT_SECONDS, timeout_seconds), timeout_seconds)
-    return client
+    """`apps.clusters.kubeclient.api_client` (every request with a timeout), with missing in-cluster
+    credentials as a permanent error."""
+    try:
+        return kubeclient.api_client(creds, pool_size, timeout_seconds)
+    except InClusterCredentialsMissing as exc:
+        raise PermanentClusterError(str(exc)) from exc
 
 
 @dataclass(frozen=True)

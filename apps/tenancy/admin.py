@@ -3,16 +3,33 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.forms.models import BaseInlineFormSet
 from django.utils import timezone
 
 from apps.core.admin import AuditedModelAdmin
 from apps.core.audit import record_change, snapshot
-from apps.core.choices import AuditAction, AuditVia
-from apps.tenancy.models import ApiToken, Membership, Tenant
+from apps.core.choices import AuditAction, AuditVia, Role
+from apps.tenancy.models import LAST_OWNER_MESSAGE, ApiToken, Membership, Tenant
+
+
+class MembershipInlineFormSet(BaseInlineFormSet):
+    """Refuses a tenant form that would delete or demote every owner at once."""
+
+    def clean(self):
+        super().clean()
+        owners_before = [f for f in self.forms if f.instance.pk and f.initial.get("role") == Role.OWNER]
+        owners_after = [
+            f for f in self.forms
+            if f.cleaned_data and not f.cleaned_data.get("DELETE") and f.cleaned_data.get("role") == Role.OWNER
+        ]
+        if owners_before and not owners_after:
+            raise ValidationError(LAST_OWNER_MESSAGE.format(action="removed or demoted"))
 
 
 class MembershipInline(admin.TabularInline):
     model = Membership
+    formset = MembershipInlineFormSet
     extra = 0
     autocomplete_fields = ["user"]
 
@@ -32,6 +49,15 @@ class MembershipAdmin(AuditedModelAdmin):
     search_fields = ["user__username", "tenant__slug"]
     list_select_related = ["user", "tenant"]
     autocomplete_fields = ["user", "tenant"]
+
+    def has_delete_permission(self, request, obj=None):
+        # The last owner's delete page is refused outright (Membership.validate_removal says why).
+        if obj is not None:
+            try:
+                obj.validate_removal()
+            except ValidationError:
+                return False
+        return super().has_delete_permission(request, obj)
 
 
 @admin.register(ApiToken)

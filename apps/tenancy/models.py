@@ -22,6 +22,7 @@ from apps.core.models import TimestampedModel
 from apps.core.validators import dns1123_label
 
 TOKEN_PREFIX_LENGTH = 8
+LAST_OWNER_MESSAGE = "The last owner of a tenant cannot be {action}; make another member an owner first."
 
 
 class TenantQuerySet(TenantScopedQuerySet):
@@ -83,6 +84,31 @@ class Membership(TimestampedModel):
                 raise ValidationError(
                     {"user": ValidationError("This user is already a member.", code="unique")}
                 )
+        if self.pk and self.role != Role.OWNER and self._is_last_owner():
+            raise ValidationError(
+                {"role": ValidationError(LAST_OWNER_MESSAGE.format(action="demoted"), code="last_owner")}
+            )
+
+    def _is_last_owner(self) -> bool:
+        """True when the stored row is the tenant's only owner (another owner must exist before it goes)."""
+        stored = Membership.objects.filter(pk=self.pk).values_list("role", "tenant_id").first()
+        if stored is None or stored[0] != Role.OWNER:
+            return False
+        return not Membership.objects.filter(tenant_id=stored[1], role=Role.OWNER).exclude(pk=self.pk).exists()
+
+    def validate_removal(self) -> None:
+        """Raise ValidationError when removing this membership would leave its tenant without an owner."""
+        from django.core.exceptions import ValidationError
+
+        if self.pk and self._is_last_owner():
+            raise ValidationError(
+                {"role": ValidationError(LAST_OWNER_MESSAGE.format(action="removed"), code="last_owner")}
+            )
+
+    def delete(self, *args, **kwargs):
+        # Every door (API, admin, portal) deletes through here, so none can orphan a tenant.
+        self.validate_removal()
+        return super().delete(*args, **kwargs)
 
     def user_can_write(self, user) -> bool:
         return can_own_tenant(user, self.tenant_id)

@@ -1,4 +1,6 @@
-"""Service pages: the list, and one service's status (htmx partial), live charts (JSON) and pods.
+"""Service pages shared by the fleet view and the tenant portal: the cross-tenant list, the status
+context of one service (pods, events, history) and its chart data. The service page itself lives in
+the portal (`apps.web.portal.services`); `/services/<id>/` redirects there.
 
 Every lookup goes through `InferenceService.objects.for_user`, so another tenant's service is a 404.
 """
@@ -7,11 +9,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import JsonResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 
 from apps.clusters.models import GpuNode
@@ -104,24 +106,20 @@ def status_context(service, user) -> dict:
 
 
 @login_required
-def service_detail(request, pk: int):
-    """A service's page; htmx polls it for the status partial, the charts poll `service_series`."""
-    service = get_object_or_404(visible_services(request.user).with_related(), pk=pk)
-    context = status_context(service, request.user)
-    if is_fragment(request):
-        # The summary (phase, replicas, advice) rides along out of band, so one poll refreshes both.
-        return render(request, "web/partials/service_status.html", {**context, "oob": True})
-    context["refresh_ms"] = settings.TELEMETRY_SCRAPE_SECONDS * 1000  # no point polling faster than rows land
-    context["ranges"] = list(RANGES)
-    context["range"] = request.GET.get("range") if request.GET.get("range") in RANGES else "15m"
-    context["roles"] = [p.role for p in context["pools"]] if len(context["pools"]) > 1 else []
-    return render(request, "web/service_detail.html", context)
+def service_redirect(request, pk: int):
+    """The old address of a service page: its page in the tenant portal."""
+    service = get_object_or_404(visible_services(request.user).select_related("tenant"), pk=pk)
+    return redirect(reverse("web:service", args=[service.tenant.slug, service.name]))
 
 
 @login_required
 def service_series(request, pk: int):
     """The chart data of one service (or `role` pool) over `since`/`until` at `step`, as JSON."""
-    service = get_object_or_404(visible_services(request.user), pk=pk)
+    return series_response(request, get_object_or_404(visible_services(request.user), pk=pk))
+
+
+def series_response(request, service) -> JsonResponse:
+    """One service's series for the `range` or `since`/`until`/`step`/`role` of the query, as JSON."""
     params = request.GET.copy()
     if params.get("range") in RANGES and not params.get("since"):
         params["since"] = f"{RANGES[params['range']]}s"

@@ -2,14 +2,41 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from apps.web import services, views
+from apps.web.portal import catalog, overview, playground, tenancy
+from apps.web.portal import services as portal_services
 
 app_name = "web"
+
+T = "t/<slug:tenant>/"
+S = T + "services/<slug:name>/"
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("services/", services.service_list, name="services"),
-    path("services/<int:pk>/", services.service_detail, name="service"),
-    path("services/<int:pk>/series/", services.service_series, name="service-series"),
+    path("services/<int:pk>/", services.service_redirect, name="service-by-id"),
+    path("services/<int:pk>/series/", services.service_series, name="service-series-by-id"),
     path("login/", auth_views.LoginView.as_view(template_name="web/login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(next_page="web:login"), name="logout"),
+    # The tenant portal.
+    path("t/", overview.switch, name="switch"),
+    path(T, overview.overview, name="overview"),
+    path(T + "services/", portal_services.service_list, name="tenant-services"),
+    path(T + "services/new/", portal_services.service_create, name="service-create"),
+    path(T + "services/form-parts/", portal_services.service_form_parts, name="service-form-parts"),
+    path(S, portal_services.service_detail, name="service"),
+    path(S + "series/", portal_services.service_series, name="service-series"),
+    path(S + "edit/", portal_services.service_edit, name="service-edit"),
+    path(S + "scale/", portal_services.service_scale, name="service-scale"),
+    path(S + "delete/", portal_services.service_delete, name="service-delete"),
+    path(S + "playground/", playground.playground, name="playground"),
+    path(S + "playground/stream/", playground.stream, name="playground-stream"),
+    path(T + "tokens/", tenancy.tokens, name="tokens"),
+    path(T + "tokens/<int:pk>/revoke/", tenancy.token_revoke, name="token-revoke"),
+    path(T + "members/", tenancy.members, name="members"),
+    path(T + "members/<int:pk>/", tenancy.member_change, name="member-change"),
+    path(T + "catalog/<str:kind>/", catalog.catalog, name="catalog"),
+    path(T + "catalog/<str:kind>/new/", catalog.catalog_edit, name="catalog-create"),
+    path(T + "catalog/<str:kind>/<int:pk>/", catalog.catalog_edit, name="catalog-edit"),
+    path(T + "catalog/<str:kind>/<int:pk>/delete/", catalog.catalog_delete, name="catalog-delete"),
+    path(T + "audit/", overview.audit, name="audit"),
 ]

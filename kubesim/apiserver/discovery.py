@@ -8,9 +8,6 @@ Serves the legacy documents (`/api`, `/apis`, APIResourceLists), aggregated disc
 
 from __future__ import annotations
 
-import hashlib
-import json
-
 from .resources import Registry, ResourceType
 
 VERSION_INFO = {
@@ -66,6 +63,12 @@ EXTRA_SUBRESOURCES: dict[tuple[str, str], list[dict]] = {
         {"name": "log", "kind": "Pod", "verbs": ["get"]},
         {"name": "proxy", "kind": "PodProxyOptions", "verbs": ["create", "delete", "get", "patch", "update"]},
         {"name": "eviction", "kind": "Eviction", "group": "policy", "version": "v1", "verbs": ["create"]},
+        {"name": "exec", "kind": "PodExecOptions", "verbs": ["create", "get"]},
+        {"name": "portforward", "kind": "PodPortForwardOptions", "verbs": ["create", "get"]},
+    ],
+    ("", "serviceaccounts"): [
+        {"name": "token", "kind": "TokenRequest", "group": "authentication.k8s.io", "version": "v1",
+         "verbs": ["create"]},
     ],
     ("", "services"): [
         {"name": "proxy", "kind": "ServiceProxyOptions", "verbs": ["create", "delete", "get", "patch", "update"]},
@@ -166,13 +169,3 @@ def openapi_v3_document(reg: Registry, group: str, version: str) -> dict | None:
             paths[f"{coll}/{{name}}/status"] = {"put": op("put"), "patch": op("patch")}
     return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.31.0"},
             "paths": paths, "components": {"schemas": {}}}
-
-
-def openapi_v3_index(reg: Registry) -> dict:
-    paths = {}
-    for group, versions in reg.group_versions().items():
-        for v in versions:
-            doc = openapi_v3_document(reg, group, v)
-            digest = hashlib.sha512(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32].upper()
-            paths[_gv_path(group, v)] = {"serverRelativeURL": f"/openapi/v3/{_gv_path(group, v)}?hash={digest}"}
-    return {"paths": paths}

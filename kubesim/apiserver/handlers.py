@@ -15,7 +15,7 @@ from typing import Protocol
 import yaml
 from aiohttp import web
 
-from . import discovery, tables
+from . import discovery, fieldvalidation, openapi, paging, tables
 from .apply import PATCH_TYPES
 from .errors import ApiError
 from .resources import ResourceType
@@ -56,6 +56,13 @@ def _dry_run(request: web.Request, body: dict | None = None) -> bool:
         if v != "All":
             raise ApiError.bad_request(f'Invalid value: "{v}": supported values: "All"')
     return bool(values)
+
+
+def _warned(response: web.Response, warnings: list[str]) -> web.Response:
+    """Add one `Warning` header per text (unknown fields under fieldValidation=Warn)."""
+    for text in warnings:
+        response.headers.add("Warning", fieldvalidation.warning_header(text))
+    return response
 
 
 def _truthy(v: str | None) -> bool:
@@ -104,19 +111,18 @@ class ApiHandlers:
                             headers={"Content-Type": discovery.OPENAPI_V2_PROTOBUF})
 
     async def openapi_v3_index(self, request: web.Request) -> web.Response:
-        return json_response(discovery.openapi_v3_index(self.store.registry))
+        return json_response(openapi.index(self.store))
 
     async def openapi_v3(self, request: web.Request) -> web.Response:
         parts = request.match_info["path"].strip("/").split("/")
+        built = None
         if len(parts) == 2 and parts[0] == "api":
-            doc = discovery.openapi_v3_document(self.store.registry, "", parts[1])
+            built = openapi.document(self.store, "", parts[1])
         elif len(parts) == 3 and parts[0] == "apis":
-            doc = discovery.openapi_v3_document(self.store.registry, parts[1], parts[2])
-        else:
-            doc = None
-        if doc is None:
+            built = openapi.document(self.store, parts[1], parts[2])
+        if built is None:
             raise ApiError.path_not_found()
-        return json_response(doc)
+        return web.Response(body=built[0], headers={"Content-Type": JSON})
 
     # ------------------------------------------------------------------ routing
 
@@ -184,10 +190,12 @@ class ApiHandlers:
                 return json_response(obj)
         if method == "PUT":
             body = await self._json_body(request)
+            warnings = fieldvalidation.check(self.store, rt, body, request.query.get("fieldValidation"),
+                                             operation="update", subresource=sub)
             with self.store.raw_results():
                 obj = self.store.update(rt, namespace, name, body, subresource=sub,
                                         field_manager=_field_manager_from(request), dry_run=_dry_run(request))
-                return json_response(obj)
+                return _warned(json_response(obj), warnings)
         if method == "PATCH":
             return await self._patch(request, rt, namespace, name, sub)
         if method == "DELETE" and sub is None:
@@ -209,29 +217,35 @@ class ApiHandlers:
                 raise ApiError.bad_request(f"the body of the request could not be decoded: {e}") from None
 
     def _list(self, request: web.Request, rt: ResourceType, namespace: str | None) -> web.Response:
+        q = request.query
         with self.store.raw_results():
-            items, rv = self.store.list(rt, namespace, request.query.get("labelSelector"),
-                                        request.query.get("fieldSelector"))
+            result = paging.page(self.store, rt, namespace, q.get("labelSelector"), q.get("fieldSelector"),
+                                 paging.parse_limit(q.get("limit")), q.get("continue"))
         if tables.wants_table(request.headers.get("Accept")):
-            return self._table_response(request, rt, items, rv)
+            return self._table_response(request, rt, result.items, result.resource_version, result.list_meta())
         return json_response({"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
-                              "metadata": {"resourceVersion": rv}, "items": items})
+                              "metadata": result.list_meta(), "items": result.items})
 
     def _columns(self, rt: ResourceType) -> list:
         return tables.columns_for(rt, self.store.crd_of(rt) if rt.custom else None)
 
-    def _table_response(self, request: web.Request, rt: ResourceType, items: list[dict], rv) -> web.Response:
+    def _table_response(self, request: web.Request, rt: ResourceType, items: list[dict], rv,
+                        list_meta: dict | None = None) -> web.Response:
         body = tables.table(self._columns(rt), items, rv, request.query.get("includeObject", "Metadata"))
+        if list_meta:
+            body["metadata"] = list_meta
         return json_response(body, content_type=tables.TABLE_CONTENT_TYPE)
 
     async def _create(self, request: web.Request, rt: ResourceType, namespace: str | None) -> web.Response:
         body = await self._json_body(request)
         if not isinstance(body, dict):
             raise ApiError.bad_request("the body of the request must be a JSON object")
+        warnings = fieldvalidation.check(self.store, rt, body, request.query.get("fieldValidation"),
+                                         operation="create")
         with self.store.raw_results():
             obj = self.store.create(rt, namespace, body, field_manager=_field_manager_from(request),
                                     dry_run=_dry_run(request))
-            return json_response(obj, 201)
+            return _warned(json_response(obj, 201), warnings)
 
     async def _patch(self, request: web.Request, rt: ResourceType, namespace, name: str, sub) -> web.Response:
         ctype = (request.headers.get("Content-Type") or "").split(";")[0].strip()
@@ -248,6 +262,11 @@ class ApiHandlers:
                 patch = yaml.load(raw, Loader=_YamlLoader)  # noqa: S506
             except yaml.YAMLError as e:
                 raise ApiError.bad_request(f"error decoding patch: {e}") from None
+        warnings = []
+        if patch_type != "json":
+            warnings = fieldvalidation.check(self.store, rt, patch, request.query.get("fieldValidation"),
+                                             operation="apply" if patch_type == "apply" else "patch", name=name,
+                                             namespace=namespace, subresource=sub)
         fm = request.query.get("fieldManager")
         if patch_type != "apply":
             fm = fm or _field_manager_from(request)
@@ -256,7 +275,7 @@ class ApiHandlers:
             obj = self.store.patch(rt, namespace, name, patch, patch_type, field_manager=fm,
                                    force=_truthy(request.query.get("force")), subresource=sub,
                                    dry_run=_dry_run(request))
-        return json_response(obj, 200 if existed else 201)
+        return _warned(json_response(obj, 200 if existed else 201), warnings)
 
     async def _delete_options(self, request: web.Request) -> dict:
         body = await self._json_body(request) if request.can_read_body else None

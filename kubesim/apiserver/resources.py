@@ -98,6 +98,7 @@ def builtin_types() -> list[ResourceType]:
         ResourceType("batch", "v1", "jobs", "Job", categories=["all"], status=True,
                      required=("spec.template.spec.containers",)),
         ResourceType("networking.k8s.io", "v1", "ingresses", "Ingress", short_names=["ing"], status=True),
+        # Enforced for ingress by the pod and service proxies (kubesim/cluster/netpol.py).
         ResourceType("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", short_names=["netpol"]),
         ResourceType("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler",
                      short_names=["hpa"], categories=["all"], status=True,
@@ -105,9 +106,6 @@ def builtin_types() -> list[ResourceType]:
                                "spec.maxReplicas")),
         ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", short_names=["pdb"],
                      status=True),
-        # Enforced for ingress by the pod and service proxies (kubesim/cluster/netpol.py).
-        ResourceType("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", short_names=["netpol"],
-                     required=("spec.podSelector",)),
         # RBAC objects are stored and listed (routers ship a Role to list pods); kubesim does not authorize.
         ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role"),
         ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", required=("roleRef",)),

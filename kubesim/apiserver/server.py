@@ -2,11 +2,13 @@
 
 Extension points for the simulated cluster built on top (scheduler, controllers, kubelet, proxies):
 
-    server = Server(port=0, token=None, seed=1, state_file=None)
+    server = Server(port=0, token=None, seed=1, state_file=None, authorization="open",   # or "rbac"
+                    tls=False)                  # True: HTTPS, self-signed (kubectl sends tokens over HTTPS only)
     server.store                                # the in-process Store (see kubesim.apiserver.store)
     server.add_admission_hook(fn)               # fn(AdmissionRequest) -> None; raise ApiError to reject
     server.add_route("GET", "/api/v1/namespaces/{namespace}/pods/{name}/log", handler)
     server.add_middleware(mw)                   # aiohttp @web.middleware; runs inside auth, outside the API
+    server.access                               # authentication, RBAC and tokens (kubesim.apiserver.access)
     server.add_background_task(fn)              # fn(server) -> coroutine, started with the server, cancelled
                                                 #   at shutdown (controllers)
     await server.start(); server.url; await server.stop()      # on a running loop
@@ -30,10 +32,13 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from . import rbac
+from .access import Access
 from .admission import AdmissionHook
 from .errors import ApiError
 from .handlers import ApiHandlers, status_response
 from .store import Store
+from .tls import self_signed
 
 __all__ = ["SERVER_KEY", "Server"]
 
@@ -48,10 +53,12 @@ class Server:
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, token: str | None = None,
                  seed: int | None = None, state_file: str | None = None, history_size: int = 10000,
                  bookmark_interval: float = 30.0, watch_coalesce: float = 0.002, tune_gc: bool = False,
-                 store: Store | None = None):
+                 store: Store | None = None, authorization: str = "open", tls: bool = False):
         self.host = host
         self.port = port
         self.token = token
+        self.tls = tls  # serve HTTPS with a self-signed certificate made at start (kubesim.apiserver.tls)
+        self.ca_pem: bytes | None = None
         self.state_file = state_file
         self.bookmark_interval = bookmark_interval
         self.watch_coalesce = watch_coalesce  # seconds a watch waits to batch events into one write
@@ -59,6 +66,9 @@ class Server:
         self.store = store or Store(seed=seed, history_size=history_size)
         if state_file:
             self.store.load(state_file)
+        rbac.install_defaults(self.store)
+        # authentication, RBAC ("rbac" enforces it; "open" lets every authenticated request through), tokens
+        self.access = Access(self.store, mode=authorization, admin_token=token)
         self._dirty = False
         self.store.on_change.append(self._mark_dirty)
         self._routes: list[tuple[str, str, Callable]] = []
@@ -88,7 +98,7 @@ class Server:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     def _mark_dirty(self) -> None:
         self._dirty = True
@@ -96,10 +106,10 @@ class Server:
     # ------------------------------------------------------------------ app
 
     def build_app(self) -> web.Application:
-        app = web.Application(middlewares=[self._error_middleware, self._auth_middleware, *self._middlewares],
+        app = web.Application(middlewares=[self._error_middleware, self.access.middleware, *self._middlewares],
                               client_max_size=64 * 1024 * 1024)
         app[SERVER_KEY] = self
-        for method, path, handler in self._routes:
+        for method, path, handler in [*self._routes, *self.access.routes()]:
             app.router.add_route(method, path, handler)
         api = ApiHandlers(self)
         r = app.router
@@ -137,12 +147,6 @@ class Server:
             log.exception("internal error serving %s %s", request.method, request.path)
             return status_response(ApiError(500, "InternalError", f"Internal error occurred: {e}",
                                             {"causes": [{"message": str(e)}]}))
-
-    @web.middleware
-    async def _auth_middleware(self, request: web.Request, handler):
-        if self.token and request.headers.get("Authorization") != f"Bearer {self.token}":
-            raise ApiError.unauthorized()
-        return await handler(request)
 
     async def _on_startup(self, app: web.Application) -> None:
         for fn in self._tasks_fns:
@@ -197,7 +201,10 @@ class Server:
         self._runner = web.AppRunner(self.build_app(), access_log=None, handle_signals=False,
                                      shutdown_timeout=1.0)
         await self._runner.setup()
-        await web.SockSite(self._runner, sock).start()
+        ssl_context = None
+        if self.tls:
+            ssl_context, self.ca_pem = self_signed(self.host)
+        await web.SockSite(self._runner, sock, ssl_context=ssl_context).start()
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -34,12 +34,15 @@ from kubesim.cluster.controllers.quota import QUOTAS, QuotaController, pod_admis
 from kubesim.cluster.controllers.replicaset import REPLICASETS, ReplicaSetController
 from kubesim.cluster.controllers.scheduling import Scheduler
 from kubesim.cluster.controllers.statefulset import STATEFULSETS, StatefulSetController
+from kubesim.cluster.dcgm import DcgmExporter, install_exporters, is_exporter
 from kubesim.cluster.events import EventRecorder, expire_events
 from kubesim.cluster.faults import FaultConfig, FaultInjector, admin_routes, fault_middleware
 from kubesim.cluster.kubelet import Kubelet, KubeletConfig
 from kubesim.cluster.netpol import api_server_objects
 from kubesim.cluster.nodes import build_nodes
 from kubesim.cluster.proxy import Proxies, RoutingPolicy
+from kubesim.cluster.resource_metrics import ResourceMetrics
+from kubesim.cluster.streaming import Streaming
 from kubesim.engines.routing import service_proxy_policies
 from kubesim.workload import Endpoint
 
@@ -59,6 +62,7 @@ class ClusterConfig:
     fast_start: bool = False
     seed: int = 0
     faults: FaultConfig = field(default_factory=FaultConfig)
+    dcgm_exporter: bool = False  # a dcgm-exporter pod per NVIDIA GPU node (`serve` turns it on)
 
 
 class ClusterView:
@@ -118,7 +122,7 @@ class Cluster:
             self.api.as_manager("kubelet"),
             self.recorder,
             KubeletConfig(fast_start=self.config.fast_start, seed=self.config.seed),
-            workload_for=engines.workload_for,
+            workload_for=self._workload_for,
         )
         self.view = ClusterView(pods, self.kubelet)
         self.kubelet.cluster_view = self.view
@@ -154,6 +158,8 @@ class Cluster:
         # The engines' routing policies are wired here, where the cluster is assembled: nothing registers on import.
         policies = {**service_proxy_policies(), **(routing_policies or {})}
         self.proxies = Proxies(server.store, self.kubelet, self.view, policies)
+        self.streaming = Streaming(server.store, self.kubelet)  # kubectl exec and port-forward
+        self.resource_metrics = ResourceMetrics(server.store, self.kubelet)  # kubectl top
         self._tasks: list[asyncio.Task] = []
         self._spawned: set[asyncio.Task] = set()
         self._kubelet_running = False
@@ -162,12 +168,32 @@ class Cluster:
     def install(self) -> None:
         """Register admission, routes, the fault middleware and the cluster's background task."""
         self.server.add_admission_hook(pod_admission)
-        for method, path, handler in [*self.proxies.routes(), eviction_route(self.server.store)]:
+        for method, path, handler in [*self.proxies.routes(), *self.streaming.routes(),
+                                      eviction_route(self.server.store)]:
             self.server.add_route(method, path, handler)
         for route in admin_routes(self.faults):
             self.server.add_route(route.method, route.path, route.handler)
         self.server.add_middleware(fault_middleware(self.faults))
+        self.resource_metrics.install(self.server)
         self.server.add_background_task(lambda _server: self.run())
+
+    def _workload_for(self, ctx):
+        """The simulated dcgm-exporter for its image, else what the engines run (None: the generic workload)."""
+        if is_exporter(ctx):
+            return DcgmExporter(ctx, self._node_of, self._gpu_readings)
+        return engines.workload_for(ctx)
+
+    def _node_of(self, namespace: str, name: str) -> str | None:
+        runtime = self.kubelet.runtimes.get((namespace, name))
+        return runtime.node_name if runtime is not None else None
+
+    def _gpu_readings(self, node_name: str):
+        node = self.informers[NODES].get("", node_name)
+        if node is None:
+            return []
+        gpus = self.kubelet.gpus
+        return [(d, gpus.read(d, self.kubelet.workload(*d.holder) if d.holder else None))
+                for d in gpus.node_devices(node)]
 
     def _kubelet_pod_changed(self, event_type: str, pod: dict, _old: dict | None) -> None:
         if not self._kubelet_running:
@@ -209,6 +235,8 @@ class Cluster:
             for resource, obj in api_server_objects():  # where clients (and NetworkPolicies) find the API server
                 if await apiserver.get(resource, "default", obj["metadata"]["name"]) is None:
                     await apiserver.create(resource, obj)
+            if self.config.dcgm_exporter:
+                await install_exporters(self.api.as_manager("gpu-operator"), self.nodes)
             for informer in self.informers.values():
                 self._tasks.append(asyncio.ensure_future(informer.run()))
             for informer in self.informers.values():
@@ -264,6 +292,8 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         help="probability that an update (PUT/PATCH) gets 409 Conflict",
     )
     group.add_argument("--fault-failed-nodes", default="", help="comma-separated nodes that start NotReady")
+    group.add_argument("--no-dcgm-exporter", action="store_true",
+                       help="do not run a simulated dcgm-exporter pod on each NVIDIA GPU node")
 
 
 def cluster_config_from_args(args: argparse.Namespace) -> ClusterConfig:
@@ -282,4 +312,5 @@ def cluster_config_from_args(args: argparse.Namespace) -> ClusterConfig:
     # Without --seed every run differs, as on a real cluster; with it, names and fault draws repeat.
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     build_nodes(args.nodes)  # a bad --nodes fails here, before the server starts
-    return ClusterConfig(nodes=args.nodes, fast_start=args.fast_start, seed=seed, faults=faults)
+    return ClusterConfig(nodes=args.nodes, fast_start=args.fast_start, seed=seed, faults=faults,
+                         dcgm_exporter=not args.no_dcgm_exporter)

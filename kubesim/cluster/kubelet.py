@@ -10,6 +10,7 @@ import logging
 
 import aiohttp
 
+from kubesim.cluster.gpus import GpuDevices
 from kubesim.cluster.pod_runtime import KubeletConfig, PodRuntime
 from kubesim.workload import ClusterView, WorkloadFactory
 
@@ -31,6 +32,7 @@ class Kubelet:
         self._ips: dict[str, dict[tuple[str, str], int]] = {}
         self._session: aiohttp.ClientSession | None = None
         self._publishing: dict[tuple[str, str], asyncio.Event] = {}
+        self.gpus = GpuDevices()  # which container holds which GPU of its node (nvidia-smi, dcgm-exporter)
 
     def session(self) -> aiohttp.ClientSession:
         """One HTTP client for all probes."""
@@ -81,6 +83,7 @@ class Kubelet:
             return
         runtime = PodRuntime(self, pod, node)
         self.runtimes[key] = runtime
+        self.gpus.allocate(pod, node)
         runtime.task = asyncio.get_running_loop().create_task(self._run(runtime))
 
     async def _run(self, runtime: PodRuntime) -> None:
@@ -96,6 +99,7 @@ class Kubelet:
         runtime = self.runtimes.pop((namespace, name), None)
         if runtime is None:
             return
+        self.gpus.release(namespace, name)
         if reason == "deleted":
             for container in runtime.containers:
                 if container.workload is not None:
@@ -132,6 +136,14 @@ class Kubelet:
                 if previous:
                     return candidate.previous_logs
                 return candidate.current_logs()
+        return None
+
+    def workload(self, namespace: str, name: str, container: str):
+        """The running workload of a pod's container, or None."""
+        runtime = self.runtimes.get((namespace, name))
+        for candidate in runtime.containers if runtime is not None else []:
+            if candidate.name == container:
+                return candidate.workload
         return None
 
     def port(self, namespace: str, name: str, port: str | int | None) -> int | None:

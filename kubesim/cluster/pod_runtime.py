@@ -73,6 +73,7 @@ class ContainerRuntime:
     exited: asyncio.Event = field(default_factory=asyncio.Event)
     exit_code: int = 0
     exit_message: str = ""
+    env: dict[str, str] = field(default_factory=dict)  # resolved environment of the running container (exec)
 
     @property
     def name(self) -> str:
@@ -284,6 +285,7 @@ class PodRuntime:
         seed = f"{self.uid}/{container.name}/{time.time()}".encode()
         container.container_id = f"containerd://{hashlib.sha256(seed).hexdigest()}"
         ctx = await self.wait_for_config(container)
+        container.env = dict(ctx.env)
         await self.event("Created", f"Created container: {container.name}", container=container)
         workload = resolve(ctx, self.kubelet.workload_for)
         container.workload = workload

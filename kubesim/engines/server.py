@@ -149,6 +149,18 @@ class EngineWorkload(InferenceHandlers):
         """Requests running, waiting or receiving KV across the cores."""
         return sum(len(c.running) + len(c.waiting) + len(c.transferring) for c in self.cores)
 
+    def gpu_usage(self) -> tuple[float, float]:
+        """(fraction of each GPU's memory held, GPU utilization 0..1) as nvidia-smi and DCGM see this server:
+        vLLM holds `--gpu-memory-utilization` of every GPU, SGLang `--mem-fraction-static`; utilization follows
+        the share of the batch in use while requests run."""
+        held = float(self.spec.cache_info["gpu_memory_utilization"]) if self.spec.kind == "vllm" \
+            else self.spec.mem_fraction
+        running = sum(len(c.running) for c in self.cores)
+        if not running:
+            return held, 0.0
+        capacity = sum(c.cfg.max_num_seqs for c in self.cores) or 1
+        return held, min(1.0, 0.6 + 0.4 * running / capacity)
+
     def kv_usage(self) -> float:
         return sum(c.kv_usage() for c in self.cores) / len(self.cores) if self.cores else 0.0
 

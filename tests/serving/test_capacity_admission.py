@@ -112,7 +112,7 @@ def test_the_service_page_shows_the_capacity_warning(client, viewer_a, tenant_a,
                                       engine_settings={"max_model_len": 16384},
                                       pools=[{"role": "engine", "gpu_type": "l4-24gb"}])
     client.force_login(viewer_a)
-    html = client.get(reverse("web:service", args=[service.pk])).content.decode()
+    html = client.get(reverse("web:service", args=[service.tenant.slug, service.name])).content.decode()
     assert "Low headroom on the engine pool (1 × L4 (TP 1))" in html
 
 

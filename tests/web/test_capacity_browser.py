@@ -8,17 +8,16 @@ from playwright.sync_api import expect
 
 from apps.serving.models import InferenceService
 from tests.factories import InferenceServiceFactory
-from tests.web.test_service_page_browser import browser_page  # noqa: F401 (the shared Chromium fixture)
 
 
 @pytest.mark.browser
-def test_low_headroom_and_a_crash_explanation_are_on_the_service_page(browser_page, live_server,  # noqa: F811
+def test_low_headroom_and_a_crash_explanation_are_on_the_service_page(browser_page, live_server,
                                                                      viewer_a, tenant_a):
     # Llama 8B on one L4 at 16,384 tokens: 52,192 KV tokens at vLLM's 0.92, 3.19 sequences (fewer than 4).
     service = InferenceServiceFactory(tenant=tenant_a, name="tight", engine_settings={"max_model_len": 16384},
                                       pools=[{"role": "engine", "gpu_type": "l4-24gb"}])
     page = browser_page(viewer_a)
-    page.goto(live_server.url + reverse("web:service", args=[service.pk]))
+    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]))
     warning = page.get_by_role("status").filter(has_text="Capacity")
     expect(warning).to_contain_text("Low headroom on the engine pool (1 × L4 (TP 1))")
     expect(warning).to_contain_text("3.19 sequences of max_model_len 16384")

@@ -62,7 +62,7 @@ def test_staff_see_the_clusters_own_words_in_the_api(api, troubled):
 
 
 def test_tenants_get_a_summary_on_the_service_page(login, viewer_a, troubled):
-    html = login(viewer_a).get(reverse("web:service", args=[troubled.pk])).content.decode()
+    html = login(viewer_a).get(reverse("web:service", args=[troubled.tenant.slug, troubled.name])).content.decode()
 
     for leaked in (HOST, "MaxRetryError", "webhook", "OverflowError", "infinity"):
         assert leaked not in html, leaked
@@ -71,6 +71,6 @@ def test_tenants_get_a_summary_on_the_service_page(login, viewer_a, troubled):
 
 
 def test_staff_see_everything_on_the_service_page(login, staff, troubled):
-    html = login(staff).get(reverse("web:service", args=[troubled.pk])).content.decode()
+    html = login(staff).get(reverse("web:service", args=[troubled.tenant.slug, troubled.name])).content.decode()
 
     assert HOST in html and "MaxRetryError" in html and "OverflowError" in html and ADVICE in html

@@ -25,12 +25,12 @@ def test_load_drives_ttft_and_kv_figures_onto_the_service_page(deploy, tenant_a,
     background.join(60)
 
     client = login(viewer_a)
-    series = client.get(reverse("web:service-series", args=[service.pk])).json()
+    series = client.get(reverse("web:service-series", args=[service.tenant.slug, service.name])).json()
     assert series["ready_replicas"] == [2, 2]
     assert series["ttft_p95"][0] is None and series["ttft_p95"][1] > 0
     assert series["kv_usage"][1] > 0 and series["running"][1] >= 1
 
-    page = client.get(reverse("web:service", args=[service.pk])).content.decode()
+    page = client.get(reverse("web:service", args=[service.tenant.slug, service.name])).content.decode()
     pods = page[page.index('id="pods"'):]
     for stat in PodStat.objects.filter(service=service):
         row = pods[pods.index(stat.pod):].split("</tr>")[0]

@@ -7,7 +7,7 @@ from django.db import connections
 from playwright.sync_api import expect, sync_playwright
 
 from tests.factories import PASSWORD
-from tests.web.test_service_page_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.web.conftest import CHROMIUM, CHROMIUM_ARGS
 
 
 @pytest.fixture

@@ -54,7 +54,7 @@ def service_b(tenant_b):
 
 
 def test_viewer_sees_status_pods_events_and_history_of_their_service(login, viewer_a, service_a):
-    page = login(viewer_a).get(reverse("web:service", args=[service_a.pk]))
+    page = login(viewer_a).get(reverse("web:service", args=[service_a.tenant.slug, service_a.name]))
 
     assert page.status_code == 200
     html = page.content.decode()
@@ -69,7 +69,7 @@ def test_viewer_sees_status_pods_events_and_history_of_their_service(login, view
 
 
 def test_htmx_polling_gets_only_the_status_partial(login, viewer_a, service_a):
-    partial = login(viewer_a).get(reverse("web:service", args=[service_a.pk]), HTTP_HX_REQUEST="true")
+    partial = login(viewer_a).get(reverse("web:service", args=[service_a.tenant.slug, service_a.name]), HTTP_HX_REQUEST="true")
 
     html = partial.content.decode()
     assert partial.status_code == 200
@@ -84,9 +84,9 @@ def test_viewer_cannot_open_another_tenants_service_page_partial_or_series(login
     client = login(viewer_a)
     point(service_b, 5, ttft_p95=0.5)
 
-    assert client.get(reverse("web:service", args=[service_b.pk])).status_code == 404
-    assert client.get(reverse("web:service", args=[service_b.pk]), HTTP_HX_REQUEST="true").status_code == 404
-    assert client.get(reverse("web:service-series", args=[service_b.pk])).status_code == 404
+    assert client.get(reverse("web:service", args=[service_b.tenant.slug, service_b.name])).status_code == 404
+    assert client.get(reverse("web:service", args=[service_b.tenant.slug, service_b.name]), HTTP_HX_REQUEST="true").status_code == 404
+    assert client.get(reverse("web:service-series", args=[service_b.tenant.slug, service_b.name])).status_code == 404
     listing = client.get(reverse("web:services")).content.decode()
     assert "secret-bravo" not in listing
 
@@ -94,12 +94,12 @@ def test_viewer_cannot_open_another_tenants_service_page_partial_or_series(login
 def test_staff_see_every_tenants_service(login, staff, service_a, service_b):
     listing = login(staff).get(reverse("web:services")).content.decode()
 
-    assert reverse("web:service", args=[service_a.pk]) in listing
-    assert reverse("web:service", args=[service_b.pk]) in listing
+    assert reverse("web:service", args=[service_a.tenant.slug, service_a.name]) in listing
+    assert reverse("web:service", args=[service_b.tenant.slug, service_b.name]) in listing
 
 
 def test_anonymous_visitors_are_sent_to_log_in(client, service_a):
-    response = client.get(reverse("web:service", args=[service_a.pk]))
+    response = client.get(reverse("web:service", args=[service_a.tenant.slug, service_a.name]))
 
     assert response.status_code == 302 and reverse("web:login") in response["Location"]
 
@@ -110,7 +110,7 @@ def test_series_json_returns_the_rows_in_the_range_oldest_first(login, viewer_a,
     point(service_a, 10, ttft_p95=0.3, kv_usage=0.25, ready_replicas=2)
     point(service_a, 10, role="engine", ttft_p95=7.0)  # a pool row is not the service's
 
-    data = login(viewer_a).get(reverse("web:service-series", args=[service_a.pk])).json()
+    data = login(viewer_a).get(reverse("web:service-series", args=[service_a.tenant.slug, service_a.name])).json()
 
     assert data["resolution"] == "raw" and data["step"] == 5
     assert data["ttft_p95"] == pytest.approx([0.2, 0.3])
@@ -127,7 +127,7 @@ def test_series_json_with_a_coarser_step_merges_rows_by_the_column_rules(login, 
         row.time = bucket_start + timedelta(seconds=offset)
         row.save()
 
-    data = login(viewer_a).get(reverse("web:service-series", args=[service_a.pk]),
+    data = login(viewer_a).get(reverse("web:service-series", args=[service_a.tenant.slug, service_a.name]),
                                {"since": "1h", "step": "10m"}).json()
 
     assert data["step"] == 600
@@ -139,7 +139,7 @@ def test_series_json_with_a_coarser_step_merges_rows_by_the_column_rules(login, 
 
 
 def test_series_json_explains_a_bad_since(login, viewer_a, service_a):
-    response = login(viewer_a).get(reverse("web:service-series", args=[service_a.pk]), {"since": "yesterday"})
+    response = login(viewer_a).get(reverse("web:service-series", args=[service_a.tenant.slug, service_a.name]), {"since": "yesterday"})
 
     assert response.status_code == 400
     assert "ISO 8601" in response.json()["detail"]
@@ -162,7 +162,7 @@ def test_fleet_overview_names_the_slowest_fullest_and_busiest_services(login, ow
     assert kv.index("alpha/fast") < kv.index("alpha/chat") and "80.0 %" in kv
     assert queues.index("alpha/fast") < queues.index("alpha/chat") and "7 waiting" in queues
     assert "stale" not in figures
-    assert reverse("web:service", args=[service_a.pk]) in html
+    assert reverse("web:service", args=[service_a.tenant.slug, service_a.name]) in html
 
 
 def test_a_quiet_interval_does_not_hide_the_last_ttft_from_the_fleet(login, owner_a, service_a):
@@ -183,7 +183,7 @@ def test_the_page_shows_what_the_reconciler_found_different_in_the_cluster(login
     ServiceObservation.objects.filter(service=service_a).update(drift=[
         {"object": "Deployment tenant-alpha/chat", "diff": diff, "cause": "drift", "found_at": "2026-11-29T18:00:00Z"}])
 
-    html = login(viewer_a).get(reverse("web:service", args=[service_a.pk])).content.decode()
+    html = login(viewer_a).get(reverse("web:service", args=[service_a.tenant.slug, service_a.name])).content.decode()
 
     section = html[html.index('id="drift"'):]
     assert "Deployment tenant-alpha/chat" in section and 'class="cause-drift"' in section
@@ -192,7 +192,7 @@ def test_the_page_shows_what_the_reconciler_found_different_in_the_cluster(login
 
 
 def test_no_drift_section_when_the_cluster_matched(login, viewer_a, service_a):
-    html = login(viewer_a).get(reverse("web:service", args=[service_a.pk])).content.decode()
+    html = login(viewer_a).get(reverse("web:service", args=[service_a.tenant.slug, service_a.name])).content.decode()
 
     assert 'id="drift"' not in html
 

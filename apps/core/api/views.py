@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
 from rest_framework import viewsets
 from rest_framework.permissions import IsAuthenticated
 
-from apps.core.api.exceptions import Conflict
+from apps.core.api.exceptions import Conflict, api_error
 from apps.core.api.pagination import StandardPagination
 from apps.core.api.permissions import ObjectWritePermission
 from apps.core.audit import record_change, snapshot
@@ -54,6 +55,9 @@ class ScopedModelViewSet(viewsets.ModelViewSet):
                     before=snapshot(instance),
                 )
                 instance.delete()
+        except DjangoValidationError as exc:
+            # A model that refuses its own deletion (e.g. a tenant's last owner) says why, as a 400.
+            raise api_error(exc) from exc
         except ProtectedError as exc:
             # A count, not names: the users may belong to tenants the caller cannot see.
             count = len(exc.protected_objects)

@@ -204,7 +204,8 @@ class Command(BaseCommand):
         if self.users_created:
             # The only time this password is shown when it was generated.
             self.stdout.write(f"Created users {', '.join(self.users_created)} with password:")
-            self.stdout.write(f"  admin / {password}")
-            self.stdout.write("  tenant users: acme-owner, acme-operator, acme-viewer, globex-owner, ... (same one)")
+            self.stdout.write(f"  admin / {password}  (staff: the admin and every tenant)")
+            self.stdout.write(f"  acme-owner / {password}  (the tenant portal at /t/acme/; also acme-operator, "
+                              "acme-viewer, globex-owner, ... with the same password)")
         else:
             self.stdout.write("The demo users already exist; their passwords are unchanged.")

@@ -1,4 +1,4 @@
-"""In-cluster credentials: the worker pod's projected ServiceAccount token and the cluster CA.
+"""In-cluster credentials: the pod's projected ServiceAccount token and the cluster CA (workers and web alike).
 
 Kubernetes rotates a projected token (by default within an hour) by swapping the file under the mount;
 `ServiceAccountToken` is the client's `refresh_api_key_hook`, called before every request, and re-reads

@@ -1,0 +1,264 @@
+"""The service form of the portal: spec fields, engine settings, autoscaling and one pool form per role.
+
+Nothing here decides what is valid: `to_service()` builds the spec and `apps.serving.actions.save_service`
+runs `InferenceService.clean()` (the API's validation); `attach_errors` maps its field errors back onto
+the inputs (`engine_settings` "max_model_len: …" onto the max model length box, `pools` "decode.replicas:
+…" onto that pool's replicas box).
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.core import signing
+
+from apps.catalog.choices import DeploymentMode
+from apps.catalog.models import Adapter, Model, Runtime
+from apps.clusters.models import Cluster
+from apps.serving.autoscaling_spec import TARGETS, WINDOWS
+from apps.serving.choices import MODE_POOL_ROLES, Autoscaler, GpuType, PoolRole, RoutingPolicy
+from apps.serving.models import POOL_SPEC_FIELDS, InferenceService
+from apps.serving.rendering.spec import PoolSpec
+from apps.web.forms import PlainLabels
+
+TRISTATE = [("", "Engine default"), ("true", "On"), ("false", "Off")]
+ENGINE_FIELDS = ("max_model_len", "kv_cache_dtype", "enable_prefix_caching", "enable_chunked_prefill",
+                 "gpu_memory_utilization", "max_num_seqs", "tensor_parallel_size", "pipeline_parallel_size",
+                 "quantization", "speculative_model", "num_speculative_tokens", "extra_args")
+TARGET_LABELS = {
+    "waiting_requests_per_replica": "Target waiting requests per replica",
+    "running_requests_per_replica": "Target running requests per replica",
+    "kv_cache_usage": "Target KV-cache usage (0–1)",
+    "ttft_p95_seconds": "Target TTFT p95 (seconds)",
+}
+SIGNER_SALT = "portal.service-form.base"
+
+
+def _tristate(value: str):
+    return {"true": True, "false": False}.get(value)
+
+
+class ServiceForm(PlainLabels, forms.Form):
+    """Everything a service's spec holds except its pools (see `PoolForm`)."""
+
+    name = forms.CharField(max_length=40, help_text="Lower case letters, digits and dashes; unique in the tenant.")
+    cluster = forms.ModelChoiceField(Cluster.objects.all(), to_field_name="name", empty_label=None)
+    model = forms.ModelChoiceField(Model.objects.none(), help_text="Platform-wide or your tenant's own models.")
+    runtime = forms.ModelChoiceField(Runtime.objects.none())
+    adapters = forms.ModelMultipleChoiceField(Adapter.objects.none(), required=False,
+                                              help_text="LoRA adapters of the chosen model.")
+    deployment_mode = forms.ChoiceField(label="Mode", choices=DeploymentMode.choices)
+    routing_policy = forms.ChoiceField(label="Routing", choices=RoutingPolicy.choices)
+    # Engine settings (apps.catalog.engines.EngineSettings); empty means the engine's default.
+    max_model_len = forms.IntegerField(label="Max model length (tokens)", required=False, min_value=1)
+    kv_cache_dtype = forms.CharField(label="KV-cache dtype", required=False, help_text="e.g. auto, fp8_e4m3")
+    enable_prefix_caching = forms.ChoiceField(label="Prefix caching", choices=TRISTATE, required=False)
+    enable_chunked_prefill = forms.ChoiceField(label="Chunked prefill", choices=TRISTATE, required=False)
+    gpu_memory_utilization = forms.FloatField(label="GPU memory utilisation (0–1)", required=False)
+    max_num_seqs = forms.IntegerField(label="Max concurrent sequences", required=False)
+    tensor_parallel_size = forms.IntegerField(label="Tensor parallel size", initial=1)
+    pipeline_parallel_size = forms.IntegerField(label="Pipeline parallel size", initial=1)
+    quantization = forms.CharField(label="Quantization", required=False, help_text="e.g. awq, gptq, fp8")
+    speculative_model = forms.CharField(label="Speculative model", required=False)
+    num_speculative_tokens = forms.IntegerField(label="Speculative tokens", required=False)
+    extra_args = forms.CharField(label="Extra engine arguments", required=False,
+                                 widget=forms.Textarea(attrs={"rows": 2}), help_text="One argument per line.")
+    # Autoscaling policy (apps.serving.autoscaling_spec).
+    autoscaler = forms.ChoiceField(label="Autoscaler", choices=Autoscaler.choices, initial=Autoscaler.NONE)
+    version = forms.IntegerField(widget=forms.HiddenInput, required=False)
+    base = forms.CharField(widget=forms.HiddenInput, required=False)
+
+    def __init__(self, *args, tenant, instance: InferenceService | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.tenant, self.instance = tenant, instance
+        for name in TARGETS:
+            self.fields[f"target_{name}"] = forms.FloatField(label=TARGET_LABELS[name], required=False)
+        for name in WINDOWS:
+            self.fields[name] = forms.IntegerField(label=name.replace("_", " ").capitalize(), required=False,
+                                                   min_value=0)
+        self.fields["model"].queryset = Model.objects.usable_by_tenant(tenant.pk)
+        self.fields["runtime"].queryset = Runtime.objects.usable_by_tenant(tenant.pk)
+        self.fields["adapters"].queryset = Adapter.objects.usable_by_tenant(tenant.pk).select_related("base_model")
+        if instance is not None:
+            self.fields["name"].disabled = True
+            self.fields["name"].required = False
+            if not self.is_bound:
+                self.initial.update(initial_from(instance), base=sign_base(instance))
+
+    def engine_settings(self) -> dict:
+        """The engine settings dict as stored on the service (defaults omitted)."""
+        data = self.cleaned_data
+        values = {name: data.get(name) for name in ENGINE_FIELDS}
+        for name in ("enable_prefix_caching", "enable_chunked_prefill"):
+            values[name] = _tristate(values[name] or "")
+        for name in ("kv_cache_dtype", "quantization", "speculative_model"):
+            values[name] = values[name] or None
+        values["extra_args"] = [line.strip() for line in (data.get("extra_args") or "").splitlines() if line.strip()]
+        values["tensor_parallel_size"] = values["tensor_parallel_size"] or 1
+        values["pipeline_parallel_size"] = values["pipeline_parallel_size"] or 1
+        return {k: v for k, v in values.items() if v is not None and v != []}
+
+    def autoscaling(self) -> dict:
+        data = self.cleaned_data
+        policy: dict = {"autoscaler": data.get("autoscaler") or Autoscaler.NONE}
+        targets = {n: data[f"target_{n}"] for n in TARGETS if data.get(f"target_{n}") is not None}
+        if targets:
+            policy["targets"] = targets
+        policy.update({n: data[n] for n in WINDOWS if data.get(n) is not None})
+        return policy
+
+    def to_service(self) -> InferenceService:
+        """The service as it would be saved (unsaved): the stored one with this form's values applied."""
+        service = InferenceService.objects.get(pk=self.instance.pk) if self.instance else InferenceService(
+            tenant=self.tenant, name=self.cleaned_data["name"])
+        data = self.cleaned_data
+        service.cluster, service.model, service.runtime = data["cluster"], data["model"], data["runtime"]
+        service.deployment_mode, service.routing_policy = data["deployment_mode"], data["routing_policy"]
+        service.engine_settings, service.autoscaling = self.engine_settings(), self.autoscaling()
+        return service
+
+    def attach_errors(self, errors: dict[str, list[str]], pool_forms: list[PoolForm]) -> None:
+        """Put `clean()`'s messages beside the inputs they are about."""
+        by_role = {f.pool_role: f for f in pool_forms}
+        for field, messages in errors.items():
+            for message in messages:
+                prefix, sep, rest = message.partition(": ")
+                if field == "engine_settings" and sep and prefix in self.fields:
+                    self.add_error(prefix, rest)
+                elif field == "pools" and sep and "." in prefix:
+                    role, _, name = prefix.partition(".")
+                    form = by_role.get(role)
+                    if form is not None and name in form.fields:
+                        form.add_error(name, rest)
+                    else:
+                        self.add_group_error("pools", message)
+                elif field in self.fields:
+                    self.add_error(field, message)
+                else:
+                    self.add_group_error(field, message)
+
+    def add_group_error(self, group: str, message: str) -> None:
+        """Errors about a whole group of inputs (pools, engine settings, autoscaling), shown above it."""
+        self.group_errors = getattr(self, "group_errors", {})
+        self.group_errors.setdefault(group, []).append(message)
+
+    def engine_fields(self):
+        return [self[name] for name in ENGINE_FIELDS]
+
+    def autoscaling_fields(self):
+        return [self["autoscaler"], *(self[f"target_{n}"] for n in TARGETS), *(self[n] for n in WINDOWS)]
+
+
+def initial_from(service: InferenceService) -> dict:
+    """Form values showing a stored service (the inverse of `to_service`)."""
+    settings = dict(service.engine_settings or {})
+    initial = {
+        "name": service.name, "cluster": service.cluster, "model": service.model_id, "runtime": service.runtime_id,
+        "adapters": list(service.adapters.values_list("pk", flat=True)), "deployment_mode": service.deployment_mode,
+        "routing_policy": service.routing_policy, "version": service.version,
+        "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
+    }
+    for name in ENGINE_FIELDS:
+        if name in settings:
+            value = settings[name]
+            if isinstance(value, bool):
+                value = "true" if value else "false"
+            elif name == "extra_args":
+                value = "\n".join(value)
+            initial[name] = value
+    policy = service.autoscaling or {}
+    initial["autoscaler"] = policy.get("autoscaler", Autoscaler.NONE)
+    for name, value in (policy.get("targets") or {}).items():
+        initial[f"target_{name}"] = value
+    initial.update({name: policy[name] for name in WINDOWS if name in policy})
+    return initial
+
+
+def form_values(service: InferenceService) -> dict[str, str | list[str]]:
+    """The service as the form posts it (strings; lists for multi-choice), pools included."""
+    values: dict[str, str | list[str]] = {}
+    for name, value in initial_from(service).items():
+        if name in ("version", "base"):
+            continue
+        if name == "adapters":
+            values[name] = [str(v) for v in value]
+        else:
+            values[name] = "" if value is None else str(getattr(value, "name", value))
+    for pool in service.pools.all():
+        values.update({f"pool-{pool.role}-{f}": str(getattr(pool, f)) for f in ("role", *POOL_SPEC_FIELDS)})
+    return values
+
+
+def sign_base(service: InferenceService) -> str:
+    """The values the form was drawn from, signed, so a stale save can tell what changed meanwhile from
+    what the user changed."""
+    return signing.dumps(form_values(service), salt=SIGNER_SALT, compress=True)
+
+
+def unsign_base(value: str) -> dict | None:
+    try:
+        return signing.loads(value, salt=SIGNER_SALT)
+    except signing.BadSignature:
+        return None
+
+
+def _posted(data, name: str):
+    return data.getlist(name) if name == "adapters" and hasattr(data, "getlist") else data.get(name, "")
+
+
+def rebase(posted, base: dict, current: dict) -> tuple[dict, list[tuple[str, object, object]]]:
+    """The user's edit moved onto the current version: values the user changed from `base` are kept,
+    the others take the `current` value. Also returns what changed meanwhile (field, before, after)."""
+    def value(values, name):  # a value the form leaves out is the empty one
+        return values.get(name, [] if name == "adapters" else "")
+
+    changed_meanwhile = [(k, value(base, k), value(current, k)) for k in sorted(set(base) | set(current))
+                         if value(base, k) != value(current, k)]
+    merged = {}
+    for name in set(current) | set(base) | {k for k in posted if k != "csrfmiddlewaretoken"}:
+        mine = _posted(posted, name)
+        merged[name] = mine if mine != value(base, name) else value(current, name)
+    return merged, changed_meanwhile
+
+
+class PoolForm(PlainLabels, forms.Form):
+    """One pool's size and hardware; the role is fixed by the deployment mode."""
+
+    role = forms.ChoiceField(choices=PoolRole.choices, widget=forms.HiddenInput)
+    replicas = forms.IntegerField(min_value=0, initial=1)
+    min_replicas = forms.IntegerField(label="Min", min_value=0, initial=1)
+    max_replicas = forms.IntegerField(label="Max", min_value=0, initial=1)
+    gpu_type = forms.ChoiceField(label="GPU type", choices=GpuType.choices, initial=GpuType.H100_SXM_80GB)
+    gpus_per_replica = forms.IntegerField(label="GPUs per replica", min_value=1, initial=1)
+    nodes_per_replica = forms.IntegerField(label="Nodes per replica", min_value=1, initial=1)
+
+    @property
+    def pool_role(self) -> str:
+        return self.initial.get("role") or self.data.get(self.add_prefix("role"), "")
+
+    def spec(self) -> PoolSpec:
+        return PoolSpec(**{f: self.cleaned_data[f] for f in ("role", *POOL_SPEC_FIELDS)})
+
+
+def pool_forms(data, *, mode: str, service: InferenceService | None = None) -> list[PoolForm]:
+    """One pool form per role the mode needs, filled from the stored pools or defaults."""
+    stored = {p.role: p for p in service.pools.all()} if service is not None and service.pk else {}
+    roles = sorted(MODE_POOL_ROLES.get(mode, {PoolRole.ENGINE}))
+    forms_ = []
+    for role in roles:
+        pool = stored.get(role)
+        initial = {"role": role, **({f: getattr(pool, f) for f in POOL_SPEC_FIELDS} if pool else {})}
+        if mode == DeploymentMode.MULTI_NODE and not pool:
+            initial["nodes_per_replica"] = 2
+        prefix = f"pool-{role}"
+        # A role the submitted form did not have yet (the mode just changed) starts from defaults.
+        bound = data if data is not None and f"{prefix}-replicas" in data else None
+        forms_.append(PoolForm(bound, prefix=prefix, initial=initial))
+    return forms_
+
+
+class ScaleForm(PlainLabels, forms.Form):
+    """One pool's replicas and bounds (the Scale page)."""
+
+    replicas = forms.IntegerField(min_value=0)
+    min_replicas = forms.IntegerField(label="Min", min_value=0)
+    max_replicas = forms.IntegerField(label="Max", min_value=0)

@@ -1,0 +1,91 @@
+"""The tenant's overview and audit pages: services with live figures, GPU quota per GPU type, GPU-hours,
+the latest scaling decisions (when the autoscaler is installed) and the latest audit entries."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.apps import apps as django_apps
+from django.core.paginator import Paginator
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.dateparse import parse_date
+
+from apps.core.models import AuditEntry
+from apps.serving.models import InferenceService
+from apps.telemetry.usage import gpu_hours, gpus_by_type
+from apps.tenancy.models import Tenant
+from apps.web.htmx import is_fragment
+from apps.web.portal.scope import READ, tenant_page
+from apps.web.services import with_latest
+
+
+def latest_decisions(tenant, limit: int = 8) -> list | None:
+    """The tenant's newest scaling decisions, or None when no autoscaler app records them."""
+    try:
+        decision = django_apps.get_model("autoscaling", "ScalingDecision")
+    except LookupError:
+        return None
+    return list(decision.objects.filter(service__tenant=tenant).select_related("service").order_by("-pk")[:limit])
+
+
+@tenant_page(READ)
+def overview(request, tenant):
+    """What the tenant runs and uses: polled by htmx every 5 s for the live parts."""
+    services = with_latest(list(InferenceService.objects.filter(tenant=tenant).with_related().order_by("name")))
+    gpus = gpus_by_type(tenant.pk)
+    now = timezone.now()
+    context = {
+        "tenant": tenant, "services": services, "gpus": gpus,
+        "gpus_at_max": sum(g["at_max"] for g in gpus), "gpus_ready": sum(g["ready"] for g in gpus),
+        "gpu_hours_day": gpu_hours(tenant.pk, now - timedelta(hours=24)),
+        "gpu_hours_week": gpu_hours(tenant.pk, now - timedelta(days=7)),
+        "decisions": latest_decisions(tenant),
+        "audit": AuditEntry.objects.filter(tenant=tenant).select_related("content_type")[:8],
+    }
+    template = "portal/partials/overview.html" if is_fragment(request) else "portal/overview.html"
+    return render(request, template, context)
+
+
+def switch(request):
+    """The tenant switcher's target: the chosen tenant's overview (404 for a tenant the user is not in)."""
+    slug = request.GET.get("tenant", "")
+    if not request.user.is_authenticated:
+        return redirect(reverse("web:login"))
+    if not Tenant.objects.for_user(request.user).filter(slug=slug).exists():
+        from django.http import Http404
+
+        raise Http404
+    return redirect(reverse("web:overview", args=[slug]))
+
+
+def _day(text: str, end: bool = False) -> datetime | None:
+    day = parse_date(text or "")
+    if day is None:
+        return None
+    moment = datetime.combine(day, datetime.max.time() if end else datetime.min.time())
+    return timezone.make_aware(moment)
+
+
+@tenant_page(READ)
+def audit(request, tenant):
+    """The tenant's audit entries, filtered by object, actor and date, with each change before → after."""
+    entries = AuditEntry.objects.filter(tenant=tenant).select_related("content_type")
+    filters = {k: request.GET.get(k, "").strip() for k in ("kind", "object", "actor", "since", "until")}
+    kinds = sorted(set(entries.values_list("content_type__model", flat=True)))
+    if filters["kind"]:
+        entries = entries.filter(content_type__model=filters["kind"])
+    if filters["object"]:
+        entries = entries.filter(object_repr__icontains=filters["object"])
+    if filters["actor"]:
+        entries = entries.filter(actor_repr__icontains=filters["actor"])
+    if since := _day(filters["since"]):
+        entries = entries.filter(time__gte=since)
+    if until := _day(filters["until"], end=True):
+        entries = entries.filter(time__lte=until)
+    page = Paginator(entries, 25).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "portal/audit.html", {"tenant": tenant, "page": page, "filters": filters, "kinds": kinds,
+                                                  "query": query.urlencode(), "filtered": any(filters.values())})

@@ -1,0 +1,109 @@
+// Portal behaviour that htmx does not cover: copy buttons, focus after swaps, and the playground stream.
+(function () {
+  "use strict";
+
+  function copyFrom(button) {
+    var source = document.querySelector(button.dataset.copy);
+    if (!source) return;
+    var text = "value" in source && source.tagName === "INPUT" ? source.value : source.textContent;
+    var done = function () {
+      var label = button.textContent;
+      button.textContent = "Copied";
+      button.setAttribute("aria-live", "polite");
+      setTimeout(function () { button.textContent = label; }, 1500);
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done, function () { fallbackCopy(source, text); done(); });
+    } else {
+      fallbackCopy(source, text);
+      done();
+    }
+  }
+
+  function fallbackCopy(source, text) {
+    var area = document.createElement("textarea");
+    area.value = text;
+    area.setAttribute("readonly", "");
+    area.style.position = "fixed";
+    area.style.opacity = "0";
+    document.body.appendChild(area);
+    area.select();
+    try { document.execCommand("copy"); } catch (e) { /* the text stays selectable by hand */ }
+    document.body.removeChild(area);
+    window.lastCopied = text;
+  }
+
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest("button.copy");
+    if (button) { window.lastCopied = null; copyFrom(button); }
+  });
+
+  // After a swap, move focus to what the user must notice: a new token, a stale-edit notice, an error.
+  function focusNotice(root) {
+    var target = (root || document).querySelector("#issued, #stale, .errorbox, [aria-invalid=true]");
+    if (target) target.focus();
+  }
+  document.addEventListener("DOMContentLoaded", function () { focusNotice(document); });
+  document.addEventListener("htmx:afterSwap", function (event) { focusNotice(event.target); });
+
+  // A service deleted while its page is open: its status poll answers 404, so go back to the list.
+  document.addEventListener("htmx:responseError", function (event) {
+    var target = event.detail.elt;
+    if (event.detail.xhr.status === 404 && target && target.dataset.goneUrl) {
+      window.location.assign(target.dataset.goneUrl);
+    }
+  });
+
+  // The playground: POST the prompt, read newline-delimited JSON events as they arrive.
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (form.id !== "playground-form") return;
+    event.preventDefault();
+    var out = document.getElementById("pg-output");
+    var answer = document.getElementById("pg-answer");
+    var meta = document.getElementById("pg-meta");
+    var send = document.getElementById("pg-send");
+    ["pg-ttft", "pg-tps", "pg-tokens", "pg-pod"].forEach(function (id) { document.getElementById(id).textContent = "–"; });
+    out.hidden = false;
+    answer.textContent = "";
+    meta.textContent = "Sending…";
+    send.disabled = true;
+    var finish = function () { send.disabled = false; };
+    fetch(form.action, { method: "POST", body: new FormData(form), credentials: "same-origin",
+                         headers: { "X-CSRFToken": form.querySelector("[name=csrfmiddlewaretoken]").value } })
+      .then(function (response) {
+        var reader = response.body.getReader();
+        var decoder = new TextDecoder();
+        var buffer = "";
+        function handle(line) {
+          if (!line.trim()) return;
+          var e = JSON.parse(line);
+          if (e.event === "start") {
+            meta.textContent = "Streaming via " + e.via + (e.pod ? " from pod " + e.pod : "") + "…";
+            document.getElementById("pg-pod").textContent = e.pod || "chosen by the router";
+          } else if (e.event === "text") {
+            answer.textContent += e.text;
+          } else if (e.event === "done") {
+            meta.textContent = "Done.";
+            document.getElementById("pg-ttft").textContent = e.ttft_s == null ? "–" : (e.ttft_s * 1000).toFixed(1) + " ms";
+            document.getElementById("pg-tps").textContent = e.tokens_per_s == null ? "–" : e.tokens_per_s.toFixed(1);
+            document.getElementById("pg-tokens").textContent = e.tokens;
+          } else if (e.event === "error") {
+            meta.textContent = "Error: " + e.message;
+          }
+        }
+        function pump() {
+          return reader.read().then(function (chunk) {
+            if (chunk.done) { handle(buffer); finish(); return; }
+            buffer += decoder.decode(chunk.value, { stream: true });
+            var lines = buffer.split("\n");
+            buffer = lines.pop();
+            lines.forEach(handle);
+            return pump();
+          });
+        }
+        return pump();
+      })
+      .catch(function (error) { meta.textContent = "Error: " + error; finish(); });
+  });
+})();

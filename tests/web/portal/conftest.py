@@ -1,0 +1,58 @@
+"""Fixtures of the portal tests: a tenant with a service, and the URLs of every portal page."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from tests.factories import AdapterFactory, ClusterFactory, InferenceServiceFactory, ModelFactory, RuntimeFactory
+from tests.web.conftest import login  # noqa: F401 (shared fixture)
+from tests.workers.conftest import kubesim_url, workers  # noqa: F401 (a kubesim process and Celery workers)
+
+
+@pytest.fixture
+def catalog_a(tenant_a):
+    """A platform-wide model and runtime, and a private model, adapter and runtime of tenant A."""
+    return {
+        "model": ModelFactory(name="llama-shared"),
+        "runtime": RuntimeFactory(name="vllm-shared"),
+        "private_model": ModelFactory(name="alpha-model", tenant=tenant_a),
+        "private_adapter": AdapterFactory(name="alpha-lora", tenant=tenant_a, base_model=ModelFactory(
+            name="alpha-base", tenant=tenant_a)),
+        "private_runtime": RuntimeFactory(name="alpha-vllm", tenant=tenant_a),
+    }
+
+
+@pytest.fixture
+def cluster(db):
+    return ClusterFactory(name="sim")
+
+
+@pytest.fixture
+def service_a(tenant_a, cluster, catalog_a):
+    return InferenceServiceFactory(tenant=tenant_a, name="chat", cluster=cluster, model=catalog_a["model"],
+                                   runtime=catalog_a["runtime"])
+
+
+def page_urls(tenant: str, service: str, token_pk: int, member_pk: int, entry_pk: int) -> list[str]:
+    """Every portal page (GET) of one tenant."""
+    s = [tenant, service]
+    return [
+        reverse("web:overview", args=[tenant]),
+        reverse("web:tenant-services", args=[tenant]),
+        reverse("web:service-create", args=[tenant]),
+        reverse("web:service", args=s),
+        reverse("web:service-series", args=s),
+        reverse("web:service-edit", args=s),
+        reverse("web:service-scale", args=s),
+        reverse("web:service-delete", args=s),
+        reverse("web:playground", args=s),
+        reverse("web:tokens", args=[tenant]),
+        reverse("web:members", args=[tenant]),
+        reverse("web:catalog", args=[tenant, "models"]),
+        reverse("web:catalog", args=[tenant, "adapters"]),
+        reverse("web:catalog", args=[tenant, "runtimes"]),
+        reverse("web:catalog-create", args=[tenant, "models"]),
+        reverse("web:catalog-edit", args=[tenant, "models", entry_pk]),
+        reverse("web:audit", args=[tenant]),
+    ]
