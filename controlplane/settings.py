@@ -331,7 +331,7 @@ RESYNC_TICK_SECONDS = strict_int("RESYNC_TICK_SECONDS", 10)
 # A service marked queued longer than this is taken to have lost its message (broker restart): requeued.
 RECONCILE_QUEUED_EXPIRY_SECONDS = strict_int("RECONCILE_QUEUED_EXPIRY_SECONDS", 300)
 RECONCILE_RUN_RETENTION_DAYS = strict_int("RECONCILE_RUN_RETENTION_DAYS", 14)
-# Every cluster call times out (KUBE_REQUEST_TIMEOUT_SECONDS, discovery included); a reconcile or inventory
+# Every cluster call times out (apps/clusters/kubeclient.py: 10 s, discovery included); a reconcile or inventory
 # pass of one service or cluster stops at this total and is retried, so no worker hangs on a cluster.
 RECONCILE_PASS_DEADLINE_SECONDS = strict_int("RECONCILE_PASS_DEADLINE_SECONDS", 60)
 CELERY_BEAT_SCHEDULE: dict = {
