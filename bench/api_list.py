@@ -5,13 +5,19 @@ Creates 10,000 services (one engine pool each) across 50 tenants in a throw-away
 stack (bearer-token auth, scoping, pagination, serialization) as a staff user and as a tenant
 member, and prints p50/p95 latency and queries per request.
 
-    DEBUG=1 FIELD_ENCRYPTION_KEY=... DATABASE_URL=postgres://... .venv/bin/python bench/api_list.py
+Pages are requested at three depths (first, middle, last), by page number (`?page=`) and by keyset
+cursor (`?cursor=`), interleaved; each line also shows the SQL time and the longest garbage-collector
+pause inside one request. The process warms up as the WSGI entry point does (`controlplane.warmup`:
+views imported, start-up objects frozen out of the collector's reach, young generations collected
+after each response); `--no-warm-up` shows the figures without it.
+
+    .venv/bin/python -m controlplane.devenv test python bench/api_list.py [--no-warm-up]
 """
 
 from __future__ import annotations
 
+import gc
 import os
-import random
 import statistics
 import sys
 import time
@@ -25,6 +31,7 @@ import django
 django.setup()
 
 from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.signals import request_finished  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
 from rest_framework.test import APIClient  # noqa: E402
@@ -33,11 +40,12 @@ from apps.catalog.models import Model, Runtime  # noqa: E402
 from apps.clusters.models import Cluster  # noqa: E402
 from apps.serving.models import InferenceService, Pool  # noqa: E402
 from apps.tenancy.models import ApiToken, Membership, Tenant  # noqa: E402
+from controlplane.warmup import collect_after_response, warm_up  # noqa: E402
 
 TENANTS = 50
 SERVICES = 10_000
 PAGE = 100
-ROUNDS = 60
+ROUNDS = 40
 
 
 def populate() -> tuple[str, str]:
@@ -84,32 +92,89 @@ def populate() -> tuple[str, str]:
     return tokens[0], tokens[1]
 
 
-def measure(token: str, pages: int) -> tuple[list[float], list[int], list[float]]:
+class GcClock:
+    """Time spent in the garbage collector, read per request (a likely source of a latency tail)."""
+
+    def __init__(self):
+        self.total = 0.0
+        self._started = 0.0
+        self.by_generation = [[0, 0.0], [0, 0.0], [0, 0.0]]  # collections and seconds per generation
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            spent = time.perf_counter() - self._started
+            self.total += spent
+            self.by_generation[info["generation"]][0] += 1
+            self.by_generation[info["generation"]][1] += spent
+
+
+GC = GcClock()
+WARM = "--no-warm-up" not in sys.argv
+AFTER: list[float] = []  # ms of each after-response collection
+
+
+def get(client: APIClient, url: str) -> tuple[dict, float, int, float, float]:
+    """One request: its JSON, latency, query count, SQL time and GC time (ms)."""
+    gc_before = GC.total
+    with CaptureQueriesContext(connection) as ctx:
+        start = time.perf_counter()
+        response = client.get(url)
+        latency = (time.perf_counter() - start) * 1000
+    assert response.status_code == 200 and len(response.json()["results"]) == PAGE, response.status_code
+    sql = sum(float(q["time"]) for q in ctx.captured_queries) * 1000
+    gc_ms = (GC.total - gc_before) * 1000
+    if WARM:
+        # A WSGI server closes the response (request_finished) after the body is sent; the test client
+        # closes it inside get(). So the after-response collection runs here, outside the timed window.
+        started = time.perf_counter()
+        collect_after_response()
+        AFTER.append((time.perf_counter() - started) * 1000)
+    return response.json(), latency, len(ctx.captured_queries), sql, gc_ms
+
+
+def measure(token: str, pages: int, cursor: bool) -> dict[str, list[tuple[float, int, float, float]]]:
+    """ROUNDS requests at each page depth (first, middle, last), by page number or by cursor."""
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    client.get(f"/api/v1/services/?page_size={PAGE}")  # warm-up
-    latencies, queries, sql_ms = [], [], []
+    depths = {"first": 1, "middle": (pages + 1) // 2, "last": pages}
+    urls = {}
+    if cursor:
+        # The cursor of each depth, found by walking the list once.
+        url, page = f"/api/v1/services/?page_size={PAGE}&cursor=", 1
+        while page <= pages:
+            for label, depth in depths.items():
+                if depth == page:
+                    urls[label] = url
+            body = get(client, url)[0]
+            url, page = body["next"], page + 1
+    else:
+        urls = {label: f"/api/v1/services/?page_size={PAGE}&page={depth}" for label, depth in depths.items()}
+    get(client, urls["first"])  # warm-up
+    samples: dict[str, list] = {label: [] for label in depths}
     for _ in range(ROUNDS):
-        page = random.randint(1, pages)
-        with CaptureQueriesContext(connection) as ctx:
-            start = time.perf_counter()
-            response = client.get(f"/api/v1/services/?page_size={PAGE}&page={page}")
-            latencies.append((time.perf_counter() - start) * 1000)
-        assert response.status_code == 200 and len(response.json()["results"]) == PAGE, response.status_code
-        queries.append(len(ctx.captured_queries))
-        sql_ms.append(sum(float(q["time"]) for q in ctx.captured_queries) * 1000)
-    return latencies, queries, sql_ms
+        for label in depths:  # interleaved, so load from elsewhere hits every depth alike
+            samples[label].append(get(client, urls[label])[1:])
+    return samples
 
 
-def report(label: str, latencies: list[float], queries: list[int], sql_ms: list[float]) -> None:
-    cuts = statistics.quantiles(latencies, n=100)
-    print(
-        f"{label:<14} p50 {cuts[49]:6.1f} ms  p95 {cuts[94]:6.1f} ms  queries/request {max(queries)}  "
-        f"SQL p50 {statistics.median(sql_ms):5.1f} ms"
-    )
+def report(who: str, how: str, samples: dict[str, list[tuple[float, int, float, float]]]) -> None:
+    for depth, rows in samples.items():
+        latencies = [r[0] for r in rows]
+        cuts = statistics.quantiles(latencies, n=100)
+        print(
+            f"{who:<7} {how:<6} {depth:<6}  p50 {cuts[49]:6.1f} ms  p95 {cuts[94]:6.1f} ms  "
+            f"p95/p50 {cuts[94] / cuts[49]:4.2f}  queries/request {min(r[1] for r in rows)}-{max(r[1] for r in rows)}  "
+            f"SQL p50 {statistics.median(r[2] for r in rows):5.1f} ms  GC max {max(r[3] for r in rows):5.1f} ms"
+        )
 
 
 def main() -> None:
+    import logging
+
+    logging.getLogger("controlplane.access").setLevel(logging.WARNING)  # a line per request buries the figures
     setup_test_environment()
     old_name = connection.settings_dict["NAME"]
     # Its own database name, so a concurrent pytest run (test_<name>) is not clobbered.
@@ -121,12 +186,23 @@ def main() -> None:
         with connection.cursor() as cursor:
             # What autovacuum does soon after a bulk load; without statistics the planner sorts.
             cursor.execute("ANALYZE")
+        if WARM:
+            warm_up()  # what controlplane/wsgi.py does at start-up
+            request_finished.disconnect(dispatch_uid="controlplane.warmup")  # see get()
         print(
             f"Created {SERVICES} services across {TENANTS} tenants in {time.perf_counter() - started:.1f} s; "
             f"{ROUNDS} requests of a {PAGE}-item page each."
         )
-        report("staff", *measure(staff_token, SERVICES // PAGE))
-        report("tenant member", *measure(member_token, SERVICES // TENANTS // PAGE))
+        tracked = len(gc.get_objects())
+        for how in ("page", "cursor"):
+            report("staff", how, measure(staff_token, SERVICES // PAGE, cursor=how == "cursor"))
+            report("member", how, measure(member_token, SERVICES // TENANTS // PAGE, cursor=how == "cursor"))
+        print(f"GC: {tracked} objects tracked at the start of the measurement; collections (count, total ms) "
+              "by generation: " + ", ".join(f"gen{g} {n} / {t * 1000:.0f} ms"
+                                             for g, (n, t) in enumerate(GC.by_generation)))
+        if AFTER:
+            print(f"after-response collections (outside the request): p50 {statistics.median(AFTER):.1f} ms, "
+                  f"max {max(AFTER):.1f} ms")
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)
 

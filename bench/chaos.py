@@ -381,12 +381,16 @@ def run(args) -> int:
         counts = settle("convergence after the outages")
         converged_at = time.monotonic() - started
         # A quiet window of three resync intervals: a converged fleet writes nothing.
+        from apps.autoscaling.models import ScalingDecision
+
+        decisions_before = ScalingDecision.objects.count()
         writes_before = reconcile_writes()
         generations_before = sum(d.metadata.generation for d in apps_api.list_namespaced_deployment(
             "tenant-chaos").items)
         time.sleep(3 * 10)
         close_old_connections()
         quiet_writes = reconcile_writes() - writes_before
+        quiet_decisions = ScalingDecision.objects.count() - decisions_before
         quiet_generations = sum(d.metadata.generation for d in apps_api.list_namespaced_deployment(
             "tenant-chaos").items) - generations_before
         from apps.serving.models import ReconcileRun
@@ -404,10 +408,12 @@ def run(args) -> int:
         print(f"  reconcile runs recorded       {ReconcileRun.objects.count()}")
         print(f"  resyncs sent                  {beat.sent}")
         print(f"  writes in the quiet window    {quiet_writes} (Deployment generations moved: {quiet_generations})")
-        print("  scaling decisions            n/a (no autoscaler decisions on this branch)")
+        print(f"  scaling decisions             {ScalingDecision.objects.count()} in all, {quiet_decisions} in the "
+              "quiet window (the campaign's services scale by hand)")
         print(f"  converged after               {converged_at:.0f}s")
         ok = (counts["behind"] == 0 and counts["pools"] == counts["deployments"] == counts["services"]
-              and counts["changes_applied"] == expected > 0 and quiet_writes == 0 and quiet_generations == 0)
+              and counts["changes_applied"] == expected > 0 and quiet_writes == 0 and quiet_generations == 0
+              and quiet_decisions == 0)
         print(f"  result                        {'OK' if ok else 'FAILED'}")
         return 0 if ok else 1
     except TimeoutError as exc:

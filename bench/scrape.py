@@ -206,7 +206,8 @@ def run(args, url: str) -> int:
               f"{args.cycles} measured cycles")
         print(f"CPU per cycle: mean {statistics.mean(cpu):.3f} s, max {max(cpu):.3f} s "
               f"= {statistics.mean(cpu) / args.period:.2f} of a core at this period")
-        print(f"cycle wall time: mean {statistics.mean(walls):.3f} s, max {max(walls):.3f} s")
+        print(f"cycle wall time: mean {statistics.mean(walls):.3f} s, max {max(walls):.3f} s; "
+              f"max/period {max(walls) / args.period:.2f} (aim: <= 1, one worker process)")
         print(f"lag from scrape to committed row: p95 {p95_lag:.3f} s (max {lags[-1]:.3f} s)")
         print(f"series rows: {rows} ({with_figures} with latency figures), {per_row:.0f} bytes per row "
               "with indexes")

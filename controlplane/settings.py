@@ -361,6 +361,15 @@ CELERY_BEAT_SCHEDULE |= {
     "queue-heartbeats": {"task": tasknames.SEND_HEARTBEATS, "schedule": QUEUE_HEARTBEAT_SECONDS},
 }
 
+# Built-in autoscaler (apps/autoscaling, workers/tasks/autoscale.py): evaluation period and decision retention.
+AUTOSCALE_SECONDS = strict_int("AUTOSCALE_SECONDS", 15)
+AUTOSCALE_DECISION_RETENTION_DAYS = strict_int("AUTOSCALE_DECISION_RETENTION_DAYS", 30)
+CELERY_BEAT_SCHEDULE |= {
+    "autoscale": {"task": tasknames.AUTOSCALE_EVALUATE_ALL, "schedule": AUTOSCALE_SECONDS,
+                  "options": {"expires": AUTOSCALE_SECONDS}},
+    "autoscale-prune": {"task": tasknames.AUTOSCALE_PRUNE, "schedule": 3600},
+}
+
 # LOG_FORMAT=json: one JSON object per line with request id, tenant and service where known.
 try:
     LOGGING = logging_config(env.str("LOG_FORMAT", default="text").strip().lower(),

@@ -18,3 +18,6 @@ QUEUE_FAMILIES = ("reconcile", "telemetry", "autoscale")
 def routes(prefix: str = "") -> dict[str, dict[str, str]]:
     """Celery task routes sending each family's tasks to its own (optionally prefixed) queue."""
     return {f"workers.tasks.{family}.*": {"queue": prefix + family} for family in QUEUE_FAMILIES}
+AUTOSCALE_EVALUATE_ALL = "workers.tasks.autoscale.evaluate_all"
+AUTOSCALE_EVALUATE_SERVICE = "workers.tasks.autoscale.evaluate_service"
+AUTOSCALE_PRUNE = "workers.tasks.autoscale.prune"

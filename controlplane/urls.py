@@ -8,6 +8,7 @@ from apps.telemetry.views import metrics
 
 urlpatterns = [
     path("", include("apps.web.urls")),
+    path("", include("apps.autoscaling.urls")),
     path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("apps.tenancy.api.urls")),
@@ -15,6 +16,7 @@ urlpatterns = [
     path("api/v1/", include("apps.clusters.api.urls")),
     path("api/v1/", include("apps.serving.api.urls")),
     path("api/v1/", include("apps.telemetry.api.urls")),
+    path("api/v1/", include("apps.autoscaling.api.urls")),
     path("api/v1/", include("apps.core.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

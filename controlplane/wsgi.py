@@ -6,3 +6,7 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 application = get_wsgi_application()
+
+from controlplane.warmup import warm_up  # noqa: E402 - after Django is set up
+
+warm_up()

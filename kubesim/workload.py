@@ -73,6 +73,9 @@ class Workload(Protocol):
         """Lines the container printed so far (what `kubectl logs` returns)."""
         ...
 
+    # Optional: `probe(method, path) -> int | None` answers the kubelet's httpGet probes in-process with
+    # the status the path would answer over HTTP (None: ask over HTTP). Without it every probe is a
+    # loopback HTTP request.
     # Optional: `gpu_usage() -> (memory fraction held per GPU, utilization 0..1)`. Workloads that have it
     # (the simulated engines) drive nvidia-smi, the dcgm-exporter and `kubectl top`; others read as idle.
 

@@ -49,6 +49,7 @@ MANAGED_KINDS = (
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
 )
 WORKLOAD_KINDS = {"Deployment", "LeaderWorkerSet"}
+AUTOSCALER_KINDS = {"HorizontalPodAutoscaler", "ScaledObject"}  # their status is read back for the page
 REQUEUE_WHILE_DEPLOYING = 3.0
 REQUEUE_WHILE_FAILING = 15.0
 
@@ -103,17 +104,20 @@ def reconcile(service_id: int) -> Outcome:
 
 
 def due_for_resync(now=None):
-    """Services the periodic resync should enqueue (none with a reconcile queued already): never reconciled,
-    not checked for one resync interval (drift), or behind their spec / being deleted but not touched in the
-    last tick. Services touched in the last tick are in flight already (on-commit enqueue, self-requeue while
-    deploying); enqueueing them again would only pile up duplicate tasks."""
+    """Services the periodic resync should enqueue (none with a reconcile queued already): never reconciled
+    for one resync interval after they were created, not checked for one resync interval (drift), or behind
+    their spec / being deleted but not touched in the last tick. Services touched in the last tick are in
+    flight already (on-commit enqueue, self-requeue while deploying); enqueueing them again would only pile
+    up duplicate tasks."""
     now = now or timezone.now()
     recent = now - timedelta(seconds=settings.RESYNC_TICK_SECONDS)
     stale = now - timedelta(seconds=settings.RECONCILE_RESYNC_SECONDS)
     behind = Q(observed_generation__lt=F("generation")) | Q(deletion_requested_at__isnull=False)
     lost = now - timedelta(seconds=settings.RECONCILE_QUEUED_EXPIRY_SECONDS)
     return InferenceService.objects.filter(
-        Q(last_reconciled_at__isnull=True)
+        # A new service was enqueued when it was saved; resync takes it only if that task got lost (not
+        # seen for one interval), or a backlog of new services would be enqueued again every tick.
+        Q(last_reconciled_at__isnull=True, created__lt=stale)
         | Q(last_reconciled_at__lt=stale)
         | (behind & Q(last_reconciled_at__lt=recent))
     ).filter(Q(queued_at__isnull=True) | Q(queued_at__lt=lost))
@@ -154,6 +158,7 @@ def _converge(service) -> Outcome:
     except PermanentClusterError as exc:
         return _write_failure(service, generation, "ApplyFailed", exc.message)
     workloads = [obj for ref, obj in result.live.items() if ref.kind in WORKLOAD_KINDS]
+    autoscalers = st.autoscaler_rows([obj for ref, obj in result.live.items() if ref.kind in AUTOSCALER_KINDS])
     pods = kube.list("v1", "Pod", namespace=spec.namespace, label_selector=service_selector(service.uid))
     desired = {p.role: p.replicas for p in spec.pools}
     view = st.service_view(desired, workloads, pods, [])
@@ -173,7 +178,7 @@ def _converge(service) -> Outcome:
     found = st.now_iso()
     _write_observation(service, view, [
         {"object": str(ref), "diff": diff, "cause": cause, "found_at": found} for ref, diff in result.drift.items()
-    ], keep_events=events is None)
+    ], keep_events=events is None, autoscalers=autoscalers)
     outcome = Outcome(service.pk, ReconcileResult.CONVERGED if phase == Phase.READY else
                       (ReconcileResult.FAILED if phase == Phase.FAILED else ReconcileResult.PROGRESSING),
                       applied=len(result.applied), pruned=len(result.pruned), requeue_after=requeue,
@@ -258,16 +263,18 @@ def _events_of(kube: Kube, namespace: str, names: list[str]) -> list[dict]:
     return events
 
 
-def _write_observation(service, view: st.ServiceView, drift: list[dict], keep_events: bool = False) -> None:
+def _write_observation(service, view: st.ServiceView, drift: list[dict], keep_events: bool = False,
+                       autoscalers: list[dict] | None = None) -> None:
     """Keep the latest pods, events, pool counts and the last differences found for the service page;
     skip the write when nothing changed."""
     current = ServiceObservation.objects.filter(service_id=service.pk).values(
-        "pools", "pods", "events", "drift").first()
+        "pools", "pods", "events", "drift", "autoscalers").first()
     data = {
         "pools": [{"role": p.role, "desired": p.desired, "ready": p.ready, "updated": p.updated}
                   for p in view.pools.values()],
         "pods": [vars(p) for p in view.pods],
         "events": current["events"] if keep_events and current else [_event_row(e) for e in view.events[-20:]],
+        "autoscalers": autoscalers or [],
     }
     previous_drift = current.pop("drift") if current else []
     if current != data or drift:

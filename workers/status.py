@@ -178,3 +178,31 @@ def condition(ctype: str, ok: bool, reason: str, message: str = "", previous: li
     before = next((c for c in previous or [] if c.get("type") == ctype), None)
     since = before["lastTransitionTime"] if before and before.get("status") == status else now_iso()
     return {"type": ctype, "status": status, "reason": reason, "message": message, "lastTransitionTime": since}
+
+
+def autoscaler_rows(objects: list[dict]) -> list[dict]:
+    """Live HPA / KEDA ScaledObject status for the service page: replicas, bounds, metrics, conditions."""
+    rows = []
+    for obj in objects:
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        rows.append({
+            "kind": obj.get("kind"), "name": (obj.get("metadata") or {}).get("name", ""),
+            "target": (spec.get("scaleTargetRef") or {}).get("name", ""),
+            "min": spec.get("minReplicas", spec.get("minReplicaCount")),
+            "max": spec.get("maxReplicas", spec.get("maxReplicaCount")),
+            "current": status.get("currentReplicas"), "desired": status.get("desiredReplicas"),
+            "last_scale": status.get("lastScaleTime"),
+            "metrics": [_metric_row(m) for m in status.get("currentMetrics") or []],
+            "conditions": [{k: c.get(k, "") for k in ("type", "status", "reason", "message")}
+                           for c in status.get("conditions") or []],
+        })
+    return sorted(rows, key=lambda r: (r["kind"], r["name"]))
+
+
+def _metric_row(metric: dict) -> str:
+    """'vllm_num_requests_waiting: 3' from an HPA status metric (Pods, Object, External or Resource)."""
+    body = metric.get(str(metric.get("type", "")).lower().replace("containerresource", "containerResource")) or {}
+    name = (body.get("metric") or {}).get("name") or body.get("name") or metric.get("type", "")
+    current = body.get("current") or {}
+    value = current.get("averageValue") or current.get("value") or current.get("averageUtilization")
+    return f"{name}: {value}"

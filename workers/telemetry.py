@@ -34,12 +34,14 @@ from apps.serving.names import (
     SERVICE_UID_LABEL,
     pod_role,
 )
+from apps.telemetry.bulkwrite import upsert_pod_stats
 from apps.telemetry.exposition import NotAnEngineExposition, Snapshot, parse_snapshot
 from apps.telemetry.figures import Increments, figures_from_increments, increments, merge_increments
 from apps.telemetry.models import SERVICE_ROLE, PodStat, ScrapeCycle, SeriesPoint
 from apps.telemetry.promql import PodSelector, PrometheusClient, PrometheusError, query_figures
 from apps.telemetry.scrape import ACCEPT
 from apps.telemetry.series import point_values
+from workers.activation import check_cluster as check_activation
 from workers.kube import classify, kube_for
 from workers.locks import advisory_lock
 
@@ -359,7 +361,9 @@ def scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport:
     with advisory_lock(LOCK_NAMESPACE, cluster.pk) as held:
         if not held:
             return CycleReport(cluster.name, skipped=True)
-        return _scrape_cluster(cluster, at)
+        report = _scrape_cluster(cluster, at)
+        check_activation(cluster, kube_for(cluster).core, float(settings.TELEMETRY_SCRAPE_TIMEOUT_SECONDS))
+        return report
 
 
 def _scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport:
@@ -457,14 +461,8 @@ def write_chunk(service_ids: list[int], found: CycleFigures, ready_count, multi_
             )
     with transaction.atomic():
         SeriesPoint.objects.bulk_create(points, ignore_conflicts=True)
-        if found.stats:
-            PodStat.objects.bulk_create(
-                found.stats, update_conflicts=True, unique_fields=["service", "pod"],
-                update_fields=["role", "node", "snapshot", "figures", "error", "scraped_at"],
-            )
-        if found.failed:
-            PodStat.objects.bulk_create(found.failed, update_conflicts=True, unique_fields=["service", "pod"],
-                                        update_fields=["role", "node", "error"])
+        upsert_pod_stats(found.stats, ("role", "node", "snapshot", "figures", "error", "scraped_at"))
+        upsert_pod_stats(found.failed, ("role", "node", "error"))
     return len(points)
 
 

@@ -35,6 +35,20 @@ class ServiceDeleting(Exception):
     """The service is being deleted; its spec can no longer change."""
 
 
+class AutoscalerOwnsReplicas(Exception):
+    """A manual scale of a pool the built-in autoscaler sets (answered 409: change min/max instead)."""
+
+    def __init__(self, service: InferenceService, role: str):
+        super().__init__(
+            f"The {role} pool of {service} is scaled by the builtin autoscaler; a manual scale would be undone at "
+            f"its next evaluation. Change the pool's min_replicas/max_replicas (the autoscaler keeps replicas "
+            f"within them) or set autoscaling.autoscaler to none."
+        )
+
+
+AUTOSCALER_ACTOR = "autoscaler:builtin"
+
+
 def _lock_for_write(service: InferenceService, expected_version: int | None) -> InferenceService | None:
     Tenant.objects.select_for_update().filter(pk=service.tenant_id).first()
     if not service.pk:
@@ -77,8 +91,13 @@ def _save_service(service, pools, adapters, actor, via, expected_version, actor_
         staged = []
         for spec in pools:
             pool = existing.get(spec.role) or Pool(service=service if service.pk else None, role=spec.role)
+            live_replicas = pool.replicas
             for field in POOL_SPEC_FIELDS:
                 setattr(pool, field, getattr(spec, field))
+            if service.autoscaled_by_builtin and spec.role in existing:
+                # The built-in autoscaler owns replicas: a spec update moves the bounds, and the current
+                # count is kept within them instead of being reset to what the client last read.
+                pool.replicas = min(max(live_replicas, pool.min_replicas), pool.max_replicas)
             staged.append(pool)
         service.stage_spec(pools=staged, adapters=list(adapters))
         service.full_clean()
@@ -112,15 +131,22 @@ def _save_service(service, pools, adapters, actor, via, expected_version, actor_
 
 
 def scale_pool(
-    service: InferenceService, *, role: str, replicas: int, actor, via, expected_version: int | None = None
+    service: InferenceService, *, role: str, replicas: int, actor, via, expected_version: int | None = None,
+    by_autoscaler: bool = False,
 ) -> InferenceService:
-    """Set one pool's replicas within its min and max; a spec change like any other."""
+    """Set one pool's replicas within its min and max; a spec change like any other.
+
+    While the built-in autoscaler is on, only it may scale (`by_autoscaler`, audited as `autoscaler:builtin`);
+    anyone else gets AutoscalerOwnsReplicas.
+    """
     with transaction.atomic():
         current = _lock_for_write(service, expected_version)
         pool = current.pools.filter(role=role).first()
         if pool is None:
             roles = ", ".join(current.pools.values_list("role", flat=True))
             raise ValidationError({"pool": f"This service has no {role!r} pool (it has: {roles})."})
+        if current.autoscaled_by_builtin and not by_autoscaler:
+            raise AutoscalerOwnsReplicas(current, role)
         if not pool.min_replicas <= replicas <= pool.max_replicas:
             raise ValidationError(
                 {
@@ -135,7 +161,8 @@ def scale_pool(
             current.generation += 1
         current.version += 1
         current.save(update_fields=["generation", "version", "updated"])
-        record_change(actor=actor, obj=current, action=AuditAction.UPDATE, via=via, before=before)
+        record_change(actor=actor, obj=current, action=AuditAction.UPDATE, via=via, before=before,
+                      actor_label=AUTOSCALER_ACTOR if by_autoscaler else "")
         enqueue_reconcile(current.pk)
     return current
 

@@ -46,6 +46,8 @@ class PoolFormSet(forms.BaseInlineFormSet):
         errors = service_errors(service, pools, getattr(service, "_admin_adapters", []))
         if errors:
             raise ValidationError([f"{field}: {message}" for field, msgs in errors.items() for message in msgs])
+        service.stage_spec(pools=pools)
+        service.fill_autoscaling_defaults()
 
 
 class PoolInline(admin.TabularInline):

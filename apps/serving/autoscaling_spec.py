@@ -4,22 +4,34 @@
  "targets": {"waiting_requests_per_replica": 4, "kv_cache_usage": 0.8, "ttft_p95_seconds": 1.5,
              "running_requests_per_replica": 32},
  "scale_up_stabilization_seconds": 0, "scale_down_stabilization_seconds": 300,
- "scale_to_zero_after_seconds": 600}
+ "scale_to_zero_after_seconds": 600,
+ # built-in autoscaler only (defaults filled in on save, see apps.autoscaling.policy):
+ "tolerance": 0.1,
+ "behavior": {"scale_up": {"stabilization_window_s", "select_policy", "policies": [{type, value, period_s}]},
+              "scale_down": {...}},
+ "pools": {"prefill": {"targets": {...}, "tolerance": 0.1, "behavior": {...}}, "decode": {...}}}
+
+Replica bounds live on the pools (min_replicas, max_replicas); min 0 is for serverless services only.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from apps.serving.choices import Autoscaler
+from apps.serving.choices import Autoscaler, PoolRole
+from apps.serving.scaling_policy import MAX_WINDOW_S, behavior_errors, tolerance_errors
 
 TARGETS: dict[str, tuple[float, float | None]] = {
     # name -> (exclusive lower bound, inclusive upper bound or None)
     "waiting_requests_per_replica": (0, None),
     "running_requests_per_replica": (0, None),
     "kv_cache_usage": (0, 1),
+    "prompt_tokens_per_s_per_replica": (0, None),
+    "generation_tokens_per_s_per_replica": (0, None),
     "ttft_p95_seconds": (0, None),
+    "itl_p95_seconds": (0, None),
 }
+BUILTIN_KEYS = {"tolerance", "behavior", "pools"}
 WINDOWS = (
     "scale_up_stabilization_seconds",
     "scale_down_stabilization_seconds",
@@ -32,19 +44,53 @@ def autoscaling_errors(spec: Any, *, serverless: bool) -> list[str]:
     if not isinstance(spec, dict):
         return ["Autoscaling must be an object."]
     problems: list[str] = []
-    unknown = set(spec) - {"autoscaler", "targets", *WINDOWS}
+    unknown = set(spec) - {"autoscaler", "targets", *WINDOWS, *BUILTIN_KEYS}
     if unknown:
         problems.append(f"Unknown autoscaling keys: {', '.join(sorted(unknown))}.")
     autoscaler = spec.get("autoscaler", Autoscaler.NONE)
     if autoscaler not in Autoscaler.values:
         problems.append(f"autoscaler {autoscaler!r} is not one of {', '.join(Autoscaler.values)}.")
     targets = spec.get("targets", {})
+    problems += _target_errors(targets, "targets")
+    if autoscaler in (Autoscaler.BUILTIN, Autoscaler.HPA, Autoscaler.KEDA) and not targets:
+        problems.append(f"The {autoscaler} autoscaler needs at least one target.")
+    for name in WINDOWS:
+        value = spec.get(name)
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if value is not None and (not whole or not 0 <= value <= MAX_WINDOW_S):
+            problems.append(f"{name} must be a whole number of seconds from 0 to {MAX_WINDOW_S} (1 h).")
+    if spec.get("scale_to_zero_after_seconds") is not None and not serverless:
+        problems.append("scale_to_zero_after_seconds applies to serverless services only.")
+    if set(spec) & BUILTIN_KEYS and autoscaler != Autoscaler.BUILTIN:
+        problems.append(f"{', '.join(sorted(set(spec) & BUILTIN_KEYS))} apply to the builtin autoscaler only.")
+    problems += tolerance_errors(spec.get("tolerance"))
+    if "behavior" in spec:
+        problems += behavior_errors(spec["behavior"])
+    pools = spec.get("pools", {})
+    if not isinstance(pools, dict):
+        return [*problems, "pools must be an object of pool role to {targets, tolerance, behavior}."]
+    for role, entry in pools.items():
+        at = f"pools.{role}"
+        if role not in PoolRole.values:
+            problems.append(f"{at}: {role!r} is not a pool role ({', '.join(PoolRole.values)}).")
+            continue
+        if not isinstance(entry, dict) or set(entry) - {"targets", "tolerance", "behavior"}:
+            problems.append(f"{at} must be an object with targets, tolerance and/or behavior.")
+            continue
+        problems += _target_errors(entry.get("targets", {}), f"{at}.targets")
+        problems += tolerance_errors(entry.get("tolerance"), f"{at}.tolerance")
+        if "behavior" in entry:
+            problems += behavior_errors(entry["behavior"], f"{at}.behavior")
+    return problems
+
+
+def _target_errors(targets: Any, where: str) -> list[str]:
     if not isinstance(targets, dict):
-        problems.append("targets must be an object of metric name to target value.")
-        targets = {}
+        return [f"{where} must be an object of metric name to target value."]
+    problems = []
     for name, value in targets.items():
         if name not in TARGETS:
-            problems.append(f"targets.{name} is not a known metric ({', '.join(sorted(TARGETS))}).")
+            problems.append(f"{where}.{name} is not a known metric ({', '.join(sorted(TARGETS))}).")
             continue
         low, high = TARGETS[name]
         if (
@@ -54,13 +100,5 @@ def autoscaling_errors(spec: Any, *, serverless: bool) -> list[str]:
             or (high is not None and value > high)
         ):
             bound = f"in ({low}, {high}]" if high is not None else f"greater than {low}"
-            problems.append(f"targets.{name} must be a number {bound}.")
-    if autoscaler in (Autoscaler.BUILTIN, Autoscaler.HPA, Autoscaler.KEDA) and not targets:
-        problems.append(f"The {autoscaler} autoscaler needs at least one target.")
-    for name in WINDOWS:
-        value = spec.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            problems.append(f"{name} must be a whole number of seconds, 0 or more.")
-    if spec.get("scale_to_zero_after_seconds") is not None and not serverless:
-        problems.append("scale_to_zero_after_seconds applies to serverless services only.")
+            problems.append(f"{where}.{name} must be a number {bound}.")
     return problems

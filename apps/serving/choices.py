@@ -5,7 +5,10 @@ from django.db import models
 from apps.catalog.choices import DeploymentMode, EngineKind
 from capacity.gpus import choices as gpu_choices
 
-__all__ = ["Autoscaler", "DeploymentMode", "EngineKind", "GpuType", "Phase", "PoolRole", "RoutingPolicy"]
+__all__ = [
+    "Autoscaler", "DeploymentMode", "EngineKind", "GpuType", "Phase", "PolicySelect", "PoolRole", "RatePolicyType",
+    "RoutingPolicy",
+]  # fmt: skip
 
 
 class Phase(models.TextChoices):
@@ -70,8 +73,20 @@ ENGINE_ONLY_ROUTING: dict[str, str] = {RoutingPolicy.CACHE_AWARE: EngineKind.SGL
 # Routing policy -> the router's own argument, per engine; a policy missing here is one that engine's router
 # lacks (validation refuses it; the renderer writes the argument).
 ROUTER_POLICIES: dict[str, dict[str, str]] = {
-    EngineKind.VLLM: {RoutingPolicy.SESSION: "session", RoutingPolicy.PREFIX_AWARE: "prefixaware",
-                      RoutingPolicy.KV_AWARE: "kvaware"},
+    EngineKind.VLLM: {RoutingPolicy.ROUND_ROBIN: "roundrobin", RoutingPolicy.SESSION: "session",
+                      RoutingPolicy.PREFIX_AWARE: "prefixaware", RoutingPolicy.KV_AWARE: "kvaware"},
     EngineKind.SGLANG: {RoutingPolicy.PREFIX_AWARE: "cache_aware", RoutingPolicy.KV_AWARE: "cache_aware",
                         RoutingPolicy.CACHE_AWARE: "cache_aware", RoutingPolicy.ROUND_ROBIN: "round_robin"},
 }
+
+
+# Rate policies of the built-in autoscaler's behavior (Kubernetes' HPAScalingRules vocabulary).
+class PolicySelect(models.TextChoices):
+    MAX = "Max", "Max (most change)"
+    MIN = "Min", "Min (least change)"
+    DISABLED = "Disabled", "Disabled"
+
+
+class RatePolicyType(models.TextChoices):
+    PERCENT = "Percent", "Percent"
+    PODS = "Pods", "Pods"

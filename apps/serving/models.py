@@ -148,6 +148,21 @@ class InferenceService(TimestampedModel):
         errors = service_errors(self, self.spec_pools(), self.spec_adapters())
         if errors:
             raise ValidationError(errors)
+        self.fill_autoscaling_defaults()
+
+    def fill_autoscaling_defaults(self) -> None:
+        """Write the built-in autoscaler's defaults into the stored policy, so the API shows what runs."""
+        from apps.serving.choices import Autoscaler
+        from apps.serving.scaling_policy import normalized_builtin
+
+        if isinstance(self.autoscaling, dict) and self.autoscaling.get("autoscaler") == Autoscaler.BUILTIN:
+            self.autoscaling = normalized_builtin(self.autoscaling, [p.role for p in self.spec_pools()])
+
+    @property
+    def autoscaled_by_builtin(self) -> bool:
+        from apps.serving.choices import Autoscaler
+
+        return isinstance(self.autoscaling, dict) and self.autoscaling.get("autoscaler") == Autoscaler.BUILTIN
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -243,6 +258,8 @@ class ServiceObservation(models.Model):
     pods = models.JSONField(default=list, blank=True)  # [{name, role, phase, ready, node, gpus, reason, ...}]
     events = models.JSONField(default=list, blank=True)  # [{type, reason, message, object, time, count}]
     drift = models.JSONField(default=list, blank=True)  # [{object, diff, found_at}]: live differed from desired
+    # Live status of the service's HPAs / KEDA ScaledObjects: [{kind, name, current, desired, conditions, ...}]
+    autoscalers = models.JSONField(default=list, blank=True)
     observed_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:

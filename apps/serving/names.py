@@ -36,6 +36,9 @@ MAX_REPLICAS_ANNOTATION = f"{FIELD_PREFIX}/max-replicas"
 SCALE_TO_ZERO_ANNOTATION = f"{FIELD_PREFIX}/scale-to-zero"
 SCALE_TO_ZERO_AFTER_ANNOTATION = f"{FIELD_PREFIX}/scale-to-zero-after-seconds"
 MODEL_SOURCE_ANNOTATION = f"{FIELD_PREFIX}/model-source"
+# On a serverless service's router pods: hold requests this many seconds while no engine is ready (activation;
+# kubesim's routers honour it under the same name, see kubesim/engines/router.py).
+ACTIVATION_HOLD_ANNOTATION = f"{FIELD_PREFIX}/activation-hold-seconds"
 
 # Labels LeaderWorkerSet's controller puts on the pods of a group.
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"

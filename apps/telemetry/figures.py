@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 from apps.telemetry.exposition import ENGINES, VLLM, LabelKey, Snapshot
 
@@ -232,8 +232,9 @@ class Figures:
     success_rate: float | None
 
     def as_dict(self) -> dict:
-        """Every figure, JSON-ready."""
-        return asdict(self)
+        """Every figure, JSON-ready (all fields are scalars, so no deep copy: `asdict` was a tenth of a
+        2,000-engine scrape cycle)."""
+        return {name: getattr(self, name) for name in _FIGURE_FIELDS}
 
     def engine_stats(self) -> dict:
         """Exactly the keys of `manage.py engine_stats --json`."""
@@ -326,3 +327,6 @@ def figures_from_increments(inc: Increments) -> Figures:
 def figures(prev: Snapshot, cur: Snapshot) -> Figures:
     """The figures of one engine for the interval between two of its scrapes."""
     return figures_from_increments(increments(prev, cur))
+
+
+_FIGURE_FIELDS = tuple(f.name for f in fields(Figures))

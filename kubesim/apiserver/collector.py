@@ -183,6 +183,20 @@ class DeletionMixin:
         final["metadata"].pop("finalizers", None)
         self._remove(rt, ns, name, old=final)
 
+    def _index_owners(self, obj: dict, gp, ns, name, *, add: bool) -> None:
+        """Keep the owner uid -> dependents index (what garbage collection follows) current."""
+        for ref in obj["metadata"].get("ownerReferences") or []:
+            uid = ref.get("uid")
+            if not uid:
+                continue
+            deps = self._dependents.setdefault(uid, set())
+            if add:
+                deps.add((gp, ns, name))
+            else:
+                deps.discard((gp, ns, name))
+                if not deps:
+                    self._dependents.pop(uid, None)
+
     def _namespace_has_content(self, namespace: str) -> bool:
         return any(ns == namespace for bucket in self._objects.values() for (ns, _n) in bucket)
 

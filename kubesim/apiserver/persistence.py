@@ -37,7 +37,7 @@ class PersistenceMixin:
             obj = item["object"]
             gp = (item["group"], item["plural"])
             ns, name = obj["metadata"].get("namespace"), obj["metadata"]["name"]
-            self._objects.setdefault(gp, {})[(ns, name)] = obj
+            self._bucket_of(gp)[(ns, name)] = obj
             self._by_uid[obj["metadata"]["uid"]] = (gp, ns, name)
             self._index_owners(obj, gp, ns, name, add=True)
             if gp == ("apiextensions.k8s.io", "customresourcedefinitions"):

@@ -77,6 +77,16 @@ def field_value(obj: dict, path: str):
     return cur
 
 
+def field_string(obj: dict, path: str) -> str:
+    """A field as a field selector compares it: "" when absent, "true"/"false" for booleans."""
+    v = field_value(obj, path)
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
 def _field_requirement(req: str) -> Callable[[dict], bool]:
     for op in ("!=", "==", "="):
         if op in req:
@@ -85,17 +95,9 @@ def _field_requirement(req: str) -> Callable[[dict], bool]:
     else:
         raise ApiError.bad_request(f"invalid selector: '{req}'; can't understand '{req}'")
 
-    def as_str(obj):
-        v = field_value(obj, path)
-        if v is None:
-            return ""
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        return str(v)
-
     if op == "!=":
-        return lambda obj: as_str(obj) != value
-    return lambda obj: as_str(obj) == value
+        return lambda obj: field_string(obj, path) != value
+    return lambda obj: field_string(obj, path) == value
 
 
 def parse_field_selector(selector: str | None) -> Predicate | None:
@@ -122,3 +124,38 @@ def selector_from_label_selector(sel: dict | None) -> str:
         elif op == "DoesNotExist":
             parts.append(f"!{key}")
     return ",".join(parts)
+
+
+def label_equalities(selector: str | None) -> dict[str, str]:
+    """The `key=value` (`==`, single-valued `in`) requirements of a label selector, for index lookups;
+    the selector's predicate still decides every match."""
+    out = {}
+    for req in _split_top(selector or ""):
+        m = _SET_RE.match(req)
+        if m and m.group(3) == "in" and not m.group(1):
+            values = [v.strip() for v in m.group(4).split(",") if v.strip()]
+            if len(values) == 1:
+                out[m.group(2)] = values[0]
+            continue
+        if "!=" in req or " in " in req or "notin" in req:
+            continue
+        for op in ("==", "="):
+            if op in req:
+                key, value = (s.strip() for s in req.split(op, 1))
+                out[key] = value
+                break
+    return out
+
+
+def field_equalities(selector: str | None) -> dict[str, str]:
+    """The `path=value` (`==`) requirements of a field selector, for index lookups."""
+    out = {}
+    for req in _split_top(selector or ""):
+        if "!=" in req:
+            continue
+        for op in ("==", "="):
+            if op in req:
+                path, value = (s.strip() for s in req.split(op, 1))
+                out[path] = value
+                break
+    return out

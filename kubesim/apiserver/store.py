@@ -52,6 +52,7 @@ from .apply import PATCH_TYPES, PatchMixin
 from .collector import DeletionMixin
 from .errors import ApiError
 from .fieldmanager import FieldManager
+from .index import INDEXED_FIELDS, IndexedBucket
 from .objects import (
     _spec_of,
     _status_scope,
@@ -63,7 +64,7 @@ from .objects import (
 from .persistence import PersistenceMixin
 from .resources import Registry, ResourceType, preinstalled_crds, types_from_crd
 from .scale import ScaleMixin
-from .selectors import parse_field_selector, parse_label_selector
+from .selectors import field_equalities, label_equalities, parse_field_selector, parse_label_selector
 from .validation import validate
 from .watch import Subscription, WatchEvent, _Event
 
@@ -116,8 +117,13 @@ class Store(DeletionMixin, PatchMixin, ScaleMixin, PersistenceMixin):
         """Register `hook(AdmissionRequest)`; it runs before every create/update/delete and may raise ApiError."""
         self._hooks.append(hook)
 
-    def _bucket(self, rt: ResourceType) -> dict:
-        return self._objects.setdefault((rt.group, rt.plural), {})
+    def _bucket(self, rt: ResourceType) -> IndexedBucket:
+        return self._bucket_of((rt.group, rt.plural))
+
+    def _bucket_of(self, gp: tuple[str, str]) -> IndexedBucket:
+        if gp not in self._objects:
+            self._objects[gp] = IndexedBucket(INDEXED_FIELDS.get(gp, ()))
+        return self._objects[gp]
 
     def _ns(self, rt: ResourceType, namespace: str | None) -> str | None:
         return (namespace or "default") if rt.namespaced else None
@@ -169,9 +175,12 @@ class Store(DeletionMixin, PatchMixin, ScaleMixin, PersistenceMixin):
         rt = self.resource(resource)
         labels = parse_label_selector(label_selector)
         fields = parse_field_selector(field_selector)
+        bucket = self._bucket(rt)
+        scope = namespace if namespace and rt.namespaced else None
         matched = []
-        for key, obj in self._bucket(rt).items():
-            if namespace and rt.namespaced and key[0] != namespace:
+        for key in bucket.candidates(scope, label_equalities(label_selector), field_equalities(field_selector)):
+            obj = bucket[key]
+            if scope is not None and key[0] != scope:
                 continue
             if labels and not labels(obj):
                 continue
@@ -261,19 +270,6 @@ class Store(DeletionMixin, PatchMixin, ScaleMixin, PersistenceMixin):
         for cb in self.on_change:
             cb()
         return obj
-
-    def _index_owners(self, obj: dict, gp, ns, name, *, add: bool) -> None:
-        for ref in obj["metadata"].get("ownerReferences") or []:
-            uid = ref.get("uid")
-            if not uid:
-                continue
-            deps = self._dependents.setdefault(uid, set())
-            if add:
-                deps.add((gp, ns, name))
-            else:
-                deps.discard((gp, ns, name))
-                if not deps:
-                    self._dependents.pop(uid, None)
 
     def _admit(self, operation: str, rt: ResourceType, ns, name, obj, old, subresource, dry_run) -> None:
         if not self._hooks:

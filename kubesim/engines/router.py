@@ -31,6 +31,11 @@ from kubesim.engines.routing import (
 from kubesim.workload import Endpoint, PodContext, WorkloadExit
 
 _rooms = itertools.count(1)
+# A router pod with this annotation holds requests while it has no ready backend (up to that many seconds)
+# instead of answering 503: the activator of a service scaled to zero. The control plane renders it on
+# serverless services and scales from 0 on the gauge below; real routers lack it (see ENGINES.md).
+ACTIVATION_HOLD_ANNOTATION = "controlplane.io/activation-hold-seconds"
+ACTIVATION_POLL_S = 0.2
 
 
 def pstack_parser() -> _Parser:
@@ -168,6 +173,9 @@ class RouterWorkload:
         self.m_prefix = Gauge(
             "router_prefix_match_ratio", "Matched prompt chunks over all chunks routed.", registry=self.registry
         )
+        self.hold_s = float(ctx.annotations.get(ACTIVATION_HOLD_ANNOTATION) or 0)
+        self.m_pending = Gauge("router_activation_pending_requests",
+                               "Requests held until a backend is ready (scale from zero).", registry=self.registry)
 
     def startup_seconds(self) -> float:
         return 0.5 if self.ctx.fast_start else 2.0
@@ -264,6 +272,10 @@ class RouterWorkload:
         eps = self._static(ns.worker_urls) + pre + dec
         return eps, pre, dec
 
+    def probe(self, method: str, path: str) -> int | None:
+        """The kubelet's health probe answered in-process (what `/health` answers); other paths over HTTP."""
+        return 200 if method == "GET" and path == "/health" else None
+
     # -- HTTP -----------------------------------------------------------------------------------------------
     async def _health(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "healthy"})
@@ -287,10 +299,29 @@ class RouterWorkload:
                     data.append(card)
         return web.json_response({"object": "list", "data": data})
 
+    def _no_backend(self, eps, pre, dec) -> bool:
+        return not (pre and dec) if self.pd else not eps
+
+    async def _await_backends(self):
+        """Hold the request while no backend is ready (activation), counted in the pending gauge."""
+        found = self.backends()
+        if self.hold_s <= 0 or not self._no_backend(*found):
+            return found
+        self.m_pending.inc()
+        try:
+            deadline = time.monotonic() + self.hold_s
+            while self._no_backend(*found) and time.monotonic() < deadline:
+                await asyncio.sleep(ACTIVATION_POLL_S)
+                self._cache.clear()
+                found = self.backends()
+        finally:
+            self.m_pending.dec()
+        return found
+
     async def _forward(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         info = RequestInfo.from_http(request.path, request.headers, raw)
-        eps, pre, dec = self.backends()
+        eps, pre, dec = await self._await_backends()
         try:
             if self.pd:
                 p, d = pick_pd(info, eps, self.state, prefill=pre, decode=dec)

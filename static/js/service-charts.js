@@ -19,12 +19,31 @@
     return values.map((v) => (v === null ? null : v * factor));
   }
 
+  // Scaling decisions from the Scaling panel (templates/autoscaling/partials/scaling_panel.html), drawn as
+  // markers at the replica count each decision asked for; htmx swaps the panel, so it is read on every draw.
+  function decisionTrace(since) {
+    const node = document.getElementById("scaling-markers");
+    if (!node) return null;
+    const marks = JSON.parse(node.textContent).filter((m) => !since || Date.parse(m.time) >= Date.parse(since));
+    if (!marks.length) return null;
+    const colour = { scaled: "#2457c5", blocked: "#c53030" };
+    return {
+      x: marks.map((m) => m.time), y: marks.map((m) => m.replicas), text: marks.map((m) => m.text),
+      name: "decisions", mode: "markers", hoverinfo: "text+x",
+      marker: { size: 10, symbol: "diamond", color: marks.map((m) => colour[m.action] || "#b7791f") },
+    };
+  }
+
   function draw(data) {
     for (const chart of CHARTS) {
       const traces = chart.traces.map(([column, name]) => ({
         x: data.time, y: scale(data[column] || [], chart), name: name, mode: "lines",
         line: { shape: chart.shape || "linear", width: 2 }, connectgaps: false,
       }));
+      if (chart.id === "chart-replicas") {
+        const decisions = decisionTrace(data.time.length ? data.time[0] : null);
+        if (decisions) traces.push(decisions);
+      }
       const layout = {
         title: { text: chart.title, font: { size: 14 } }, margin: { l: 50, r: 10, t: 36, b: 30 },
         legend: { orientation: "h", y: -0.2 }, xaxis: { type: "date" }, yaxis: { rangemode: "tozero" },

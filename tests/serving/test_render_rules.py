@@ -230,19 +230,24 @@ def test_multi_node_group_spans_tensor_times_pipeline_parallel():
 
 
 def test_serverless_may_sit_at_zero_and_is_annotated_for_the_autoscaler():
-    deployment = find(render_service(SPECS["serverless-sglang"]()), "Deployment")
+    objects = render_service(SPECS["serverless-sglang"]())
+    deployment = find(objects, "Deployment", "chat")
     notes = deployment["metadata"]["annotations"]
     assert notes["controlplane.io/scale-to-zero"] == "true"
     assert notes["controlplane.io/autoscaler"] == "builtin"
     assert (notes["controlplane.io/min-replicas"], notes["controlplane.io/max-replicas"]) == ("0", "2")
     assert deployment["spec"]["replicas"] == 1  # the built-in autoscaler writes replicas through the spec
     zero = spec("serverless-sglang", pools=(PoolSpec("engine", 0, 0, 2, 1, "l4-24gb"),))
-    assert find(render_service(zero), "Deployment")["spec"]["replicas"] == 0
+    assert find(render_service(zero), "Deployment", "chat")["spec"]["replicas"] == 0
+    # Requests reach the service through its router, which holds them while the engine pool is at zero.
+    assert find(objects, "Service", "chat")["spec"]["selector"]["app.kubernetes.io/component"] == "router"
+    router = find(objects, "Deployment", "chat-router")["spec"]["template"]["metadata"]
+    assert router["annotations"]["controlplane.io/activation-hold-seconds"] == "300"
 
 
 def test_keda_and_hpa_own_replicas_and_none_renders_no_autoscaler():
     keda = render_service(SPECS["serverless-vllm"]())
-    assert "replicas" not in find(keda, "Deployment")["spec"]
+    assert "replicas" not in find(keda, "Deployment", "chat")["spec"]
     scaled = find(keda, "ScaledObject")["spec"]
     assert (scaled["minReplicaCount"], scaled["maxReplicaCount"], scaled["cooldownPeriod"]) == (0, 3, 600)
     waiting = next(t for t in scaled["triggers"] if "num_requests_waiting" in t["metadata"]["query"])

@@ -128,7 +128,15 @@ def test_a_cycle_is_skipped_while_another_worker_scrapes_the_same_cluster(deploy
 
         assert report.skipped and report.pods == 0
         assert not SeriesPoint.objects.filter(service=service).exists()
-    # The other worker's connection closed, so its lock went with it.
+    # The other worker's connection closed, so its lock went with it; the server drops it as the backend
+    # exits, a moment after the client closes, so wait for that rather than race it.
+    def lock_released():
+        with connection.cursor() as cur:
+            cur.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND objid = %s",
+                        [LOCK_NAMESPACE, sim_cluster.pk])
+            return cur.fetchone()[0] == 0
+
+    wait_for(lock_released, message="the closed connection's advisory lock to be released")
     [report] = scrape_all()
     assert not report.skipped and rows(service)[0].ready_replicas == 2
 

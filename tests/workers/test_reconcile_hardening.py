@@ -49,8 +49,10 @@ def test_reconcile_runs_past_retention_are_pruned_and_recent_ones_kept(db, setti
 
 def test_a_service_already_queued_is_not_queued_again(db, settings):
     settings.RECONCILE_QUEUED_EXPIRY_SECONDS = 120
-    svc = InferenceServiceFactory()  # never reconciled: due
+    svc = InferenceServiceFactory()
     now = timezone.now()
+    # Never reconciled, one interval after it was created (its own enqueue got lost): due.
+    InferenceService.objects.filter(pk=svc.pk).update(created=now - timedelta(hours=1))
     assert list(due_for_resync(now).values_list("pk", flat=True)) == [svc.pk]
     assert mark_queued(svc.pk, now) is True
     assert mark_queued(svc.pk, now) is False  # a second enqueue of a queued service is refused
@@ -66,6 +68,7 @@ def test_resync_twice_in_a_row_enqueues_each_due_service_once(workers):
     from workers.tasks.reconcile import resync
 
     InferenceServiceFactory.create_batch(3)
+    InferenceService.objects.update(created=timezone.now() - timedelta(hours=1))  # their enqueues got lost
     assert resync() == 3
     assert resync() == 0
     assert InferenceService.objects.filter(queued_at__isnull=False).count() == 3

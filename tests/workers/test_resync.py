@@ -14,17 +14,49 @@ def test_resync_takes_the_never_seen_the_stale_and_the_behind_but_not_what_is_in
     settings.RECONCILE_RESYNC_SECONDS = 30
     now = timezone.now()
 
-    def make(name, checked_seconds_ago, behind=False):
+    def make(name, checked_seconds_ago, behind=False, created_seconds_ago=600):
         svc = InferenceServiceFactory(name=name)
         InferenceService.objects.filter(pk=svc.pk).update(
-            generation=2, observed_generation=1 if behind else 2,
+            generation=2, observed_generation=1 if behind else 2, created=now - timedelta(seconds=created_seconds_ago),
             last_reconciled_at=None if checked_seconds_ago is None else now - timedelta(seconds=checked_seconds_ago))
         return name
 
     make("never", None)
+    make("never-but-just-created", None, created_seconds_ago=20)  # its on-save task is still queued
     make("stale", 31)
     make("fresh", 20)
     make("behind-idle", 15, behind=True)
     make("behind-in-flight", 5, behind=True)
     due = set(due_for_resync(now).values_list("name", flat=True))
     assert due == {"never", "stale", "behind-idle"}
+
+
+def test_a_tick_sends_work_that_is_behind_now_and_spreads_drift_checks_over_the_tick():
+    from workers.tasks.reconcile import spread
+
+    # Services 1-4 are up to date (drift checks, oldest first), 5 is behind its spec; a tick of 10 s.
+    plan = dict(spread([(1, False), (2, False), (5, True), (3, False), (4, False)], tick_seconds=10, share=10))
+    assert plan[5] == 0.0
+    # Four checks over 90% of the tick: 0, 2.25, 4.5 and 6.75 s.
+    assert sorted(plan[pk] for pk in (1, 2, 3, 4)) == [0.0, 2.25, 4.5, 6.75]
+    assert len(plan) == 5
+
+
+def test_a_tick_starts_at_most_its_share_of_drift_checks_oldest_first():
+    from workers.tasks.reconcile import spread, tick_share
+
+    # 2,000 services checked every 30 s, a tick every 10 s: 667 a tick, 834 with the 25% headroom.
+    assert tick_share(2000, 10, 30) == 834
+    due = [(pk, False) for pk in range(1, 2001)] + [(9999, True)]
+    plan = spread(due, tick_seconds=10, share=834)
+    assert [pk for pk, _ in plan][:2] == [9999, 1]  # behind first, then the oldest check
+    assert len(plan) == 835 and plan[-1][0] == 834
+    assert plan[-1][1] < 9.0  # the last check starts within 90% of the tick
+
+
+def test_looks_at_a_deploying_service_come_less_often_the_longer_it_takes():
+    from workers.tasks.reconcile import requeue_delay
+
+    # 3 s, then x1.5 per look that found it still deploying, capped at 15 s.
+    assert [requeue_delay(3.0, waits) for waits in range(6)] == [3.0, 4.5, 6.75, 10.125, 15.0, 15.0]
+    assert requeue_delay(15.0, 0) == 15.0  # a failing service's own pace is kept

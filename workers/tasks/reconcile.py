@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import math
 import random
 
 from celery import shared_task
 from django.conf import settings
+from django.db.models import F
 from django.utils import timezone
 
 from apps.serving import retention
@@ -23,10 +25,21 @@ def backoff(retries: int, base: float = 1.0, cap: float = 60.0) -> float:
     return random.uniform(0, min(cap, base * 2**retries))
 
 
+REQUEUE_GROWTH = 1.5  # each look that finds a service still deploying waits this much longer...
+REQUEUE_CAP_SECONDS = 15.0  # ...up to this
+
+
+def requeue_delay(base: float, waits: int) -> float:
+    """Seconds until the next look at a service still deploying after `waits` such looks in a row: the
+    first comes soon (a small rollout is seen Ready quickly), later ones less often, so that a thousand
+    services rolling out at once do not spend the workers on looking."""
+    return max(base, min(base * REQUEUE_GROWTH**waits, REQUEUE_CAP_SECONDS))
+
+
 @shared_task(bind=True, name=names.RECONCILE_SERVICE, max_retries=20, acks_late=True)
-def reconcile_service(self, service_id: int) -> dict:
+def reconcile_service(self, service_id: int, waits: int = 0) -> dict:
     """Reconcile one service; retry transient cluster errors with backoff and jitter, re-enqueue while
-    the service is still deploying (never sleep waiting for readiness)."""
+    the service is still deploying (never sleep waiting for readiness), less often the longer it takes."""
     clear_queued(service_id)  # from here on, a change made meanwhile queues a new pass
     try:
         outcome = rec.reconcile(service_id)
@@ -38,23 +51,53 @@ def reconcile_service(self, service_id: int) -> dict:
             return {"service": service_id, "result": "queued-elsewhere"}
         raise self.retry(exc=exc, countdown=delay) from exc
     if outcome.requeue_after is not None and mark_queued(service_id):
-        reconcile_service.apply_async(args=[service_id], countdown=outcome.requeue_after, ignore_result=True)
+        waits = waits + 1 if not (outcome.applied or outcome.pruned) else 0
+        reconcile_service.apply_async(args=[service_id], kwargs={"waits": waits},
+                                      countdown=requeue_delay(outcome.requeue_after, waits), ignore_result=True)
     log.info("reconcile %s: %s applied=%d pruned=%d in %.2fs %s", service_id, outcome.result, outcome.applied,
              outcome.pruned, outcome.duration_s, outcome.message)
     return {"service": service_id, "result": outcome.result, "applied": outcome.applied, "pruned": outcome.pruned}
 
 
+SPREAD_SHARE_OF_TICK = 0.9  # drift checks finish before the next tick looks at what is due
+SHARE_HEADROOM = 1.25  # a tick may take a little more than its share, so a backlog drains
+
+
+def spread(due: list[tuple[int, bool]], tick_seconds: float, share: int) -> list[tuple[int, float]]:
+    """(service, countdown) for one resync tick. Work that is behind goes now. Drift checks of services
+    that are up to date (`due` lists them oldest first) are capped at `share` per tick and spread
+    evenly over the tick: services that converged together are checked over the whole interval, not
+    all in the same second of every interval (no thundering herd); the rest wait for the next tick."""
+    checks = [pk for pk, behind in due if not behind][:share]
+    step = tick_seconds * SPREAD_SHARE_OF_TICK / max(len(checks), 1)
+    return [(pk, 0.0) for pk, behind in due if behind] + [(pk, i * step) for i, pk in enumerate(checks)]
+
+
+def tick_share(services: int, tick_seconds: float, interval_seconds: float) -> int:
+    """Drift checks one tick may start: every service once per interval, with some headroom."""
+    return math.ceil(services * tick_seconds / interval_seconds * SHARE_HEADROOM)
+
+
 @shared_task(name=names.RESYNC)
 def resync() -> int:
-    """Enqueue every service that is behind its spec, being deleted, or not checked for one interval
-    (drift: a manual `kubectl edit` is undone within one interval)."""
+    """Enqueue every service that is behind its spec or being deleted, and the drift checks of services
+    not checked for one interval, oldest first and spread over the tick (drift: a manual `kubectl edit`
+    is undone within about one interval). A service with a reconcile queued already is never queued again."""
+    from apps.serving.models import InferenceService
+
     now = timezone.now()
-    count = 0
-    for pk in list(rec.due_for_resync(now).values_list("pk", flat=True)):
+    rows = rec.due_for_resync(now).order_by(F("last_reconciled_at").asc(nulls_first=True), "pk").values_list(
+        "pk", "generation", "observed_generation", "last_reconciled_at", "deletion_requested_at")
+    due = [(pk, seen is None or observed < generation or deleting is not None)
+           for pk, generation, observed, seen, deleting in rows.iterator()]
+    share = tick_share(InferenceService.objects.count(), settings.RESYNC_TICK_SECONDS,
+                       settings.RECONCILE_RESYNC_SECONDS)
+    queued = 0
+    for pk, countdown in spread(due, settings.RESYNC_TICK_SECONDS, share):
         if mark_queued(pk, now):  # a conditional update: two resyncs at once still queue it once
-            reconcile_service.apply_async(args=[pk], ignore_result=True)
-            count += 1
-    return count
+            reconcile_service.apply_async(args=[pk], countdown=countdown or None, ignore_result=True)
+            queued += 1
+    return queued
 
 
 @shared_task(name=names.PRUNE_HISTORY)

@@ -14,7 +14,13 @@ from rest_framework.response import Response
 from apps.core.api.exceptions import Conflict, PreconditionFailed, api_error
 from apps.core.api.views import ScopedModelViewSet
 from apps.core.choices import AuditVia
-from apps.serving.actions import ServiceDeleting, StaleVersion, request_deletion, scale_pool
+from apps.serving.actions import (
+    AutoscalerOwnsReplicas,
+    ServiceDeleting,
+    StaleVersion,
+    request_deletion,
+    scale_pool,
+)
 from apps.serving.api.serializers import InferenceServiceSerializer, ScaleSerializer
 from apps.serving.filtersets import InferenceServiceFilterSet
 from apps.serving.models import InferenceService
@@ -59,7 +65,7 @@ class InferenceServiceViewSet(ScopedModelViewSet):
             if header_version is not None:
                 raise PreconditionFailed() from exc
             raise Conflict(str(exc)) from exc
-        except ServiceDeleting as exc:
+        except (ServiceDeleting, AutoscalerOwnsReplicas) as exc:
             raise Conflict(str(exc)) from exc
 
     def retrieve(self, request, *args, **kwargs):
@@ -105,7 +111,8 @@ class InferenceServiceViewSet(ScopedModelViewSet):
     @extend_schema(
         request=ScaleSerializer,
         parameters=[IF_MATCH],
-        responses={200: InferenceServiceSerializer, 400: OpenApiResponse(description="Replicas outside min..max")},
+        responses={200: InferenceServiceSerializer, 400: OpenApiResponse(description="Replicas outside min..max"),
+                   409: OpenApiResponse(description="The builtin autoscaler scales this service; change min/max")},
     )
     @action(detail=True, methods=["post"])
     def scale(self, request, pk=None):

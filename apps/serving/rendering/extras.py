@@ -75,7 +75,15 @@ SERIES = {
     "running_requests_per_replica": ("vllm:num_requests_running", "sglang:num_running_reqs"),
     "kv_cache_usage": ("vllm:kv_cache_usage_perc", "sglang:token_usage"),
 }
-TTFT = ("vllm:time_to_first_token_seconds_bucket", "sglang:time_to_first_token_seconds_bucket")
+# Rates of counters (per-pod tokens/s summed over the pool) and latency histograms compared pool-wide.
+RATES = {
+    "prompt_tokens_per_s_per_replica": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total"),
+    "generation_tokens_per_s_per_replica": ("vllm:generation_tokens_total", "sglang:generation_tokens_total"),
+}
+LATENCIES = {
+    "ttft_p95_seconds": ("vllm:time_to_first_token_seconds_bucket", "sglang:time_to_first_token_seconds_bucket"),
+    "itl_p95_seconds": ("vllm:inter_token_latency_seconds_bucket", "sglang:inter_token_latency_seconds_bucket"),
+}
 
 
 def _scaled_pools(spec: ServiceSpec) -> list[tuple[PoolSpec, str, str, str]]:
@@ -125,10 +133,14 @@ def keda_scaled_objects(spec: ServiceSpec) -> list[dict]:
             if target in SERIES:
                 # AverageValue: KEDA divides the pool-wide sum by the threshold to get replicas.
                 query, metric_type = f"sum({_series(spec, SERIES[target])}{match})", "AverageValue"
-            else:  # ttft_p95_seconds: a pool-wide latency compared as a whole
+            elif target in RATES:
+                query, metric_type = f"sum(rate({_series(spec, RATES[target])}{match}[1m]))", "AverageValue"
+            elif target in LATENCIES:  # a pool-wide latency compared as a whole
                 query = (f"histogram_quantile(0.95, sum by (le) "
-                         f"(rate({_series(spec, TTFT)}{match}[2m])))")
+                         f"(rate({_series(spec, LATENCIES[target])}{match}[2m])))")
                 metric_type = "Value"
+            else:
+                continue
             triggers.append({
                 "type": "prometheus",
                 "metricType": metric_type,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from apps.catalog.engines import get_adapter
 from apps.serving.choices import ROUTER_POLICIES
 from apps.serving.names import (
+    ACTIVATION_HOLD_ANNOTATION,
     COMPONENT_LABEL,
     NAME_LABEL,
     ROLE_LABEL,
@@ -34,8 +35,14 @@ class RenderError(ValueError):
     """A spec the renderer cannot express (a permanent error for the reconciler)."""
 
 
+# Serverless services: the router is where a request arriving at zero replicas waits for activation (the
+# control plane scales from 0 on the router's held-request gauge). kubesim's routers honour this annotation;
+# on a real cluster see README "Autoscaling" (an activator in front of the router).
+ACTIVATION_HOLD_SECONDS = 300
+
+
 def needs_router(spec: ServiceSpec) -> bool:
-    return spec.mode == "pd_disaggregated" or spec.routing != "round_robin"
+    return spec.mode in ("pd_disaggregated", "serverless") or spec.routing != "round_robin"
 
 
 def supported_routing(engine: str) -> tuple[str, ...]:
@@ -158,8 +165,11 @@ def router_objects(spec: ServiceSpec) -> list[dict]:
     """ServiceAccount + Role + RoleBinding (pod discovery), router Deployment, and the `<service>` Service."""
     name = router_name(spec)
     app = router_app_name(spec)
+    template_meta: dict = {"labels": labels(spec, "router", app)}
+    if spec.mode == "serverless":
+        template_meta["annotations"] = {ACTIVATION_HOLD_ANNOTATION: str(ACTIVATION_HOLD_SECONDS)}
     template, digest = with_template_hash({
-        "metadata": {"labels": labels(spec, "router", app)},
+        "metadata": template_meta,
         "spec": {"serviceAccountName": name, "containers": [_router_container(spec)]},
     })
     return [

@@ -28,7 +28,10 @@ TARGET_LABELS = {
     "waiting_requests_per_replica": "Target waiting requests per replica",
     "running_requests_per_replica": "Target running requests per replica",
     "kv_cache_usage": "Target KV-cache usage (0–1)",
+    "prompt_tokens_per_s_per_replica": "Target prompt tokens/s per replica",
+    "generation_tokens_per_s_per_replica": "Target generated tokens/s per replica",
     "ttft_p95_seconds": "Target TTFT p95 (seconds)",
+    "itl_p95_seconds": "Target inter-token latency p95 (seconds)",
 }
 SIGNER_SALT = "portal.service-form.base"
 

@@ -14,6 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
+from apps.autoscaling.panel import panel_context
 from apps.catalog.choices import DeploymentMode, EngineKind
 from apps.core.choices import AuditVia
 from apps.core.models import AuditEntry
@@ -83,6 +84,7 @@ def service_detail(request, tenant, name: str):
     context["range"] = request.GET.get("range") if request.GET.get("range") in RANGES else "15m"
     context["roles"] = [p.role for p in context["pools"]] if len(context["pools"]) > 1 else []
     context["audit"] = AuditEntry.objects.for_object(service).select_related("actor")[:10]
+    context["scaling"] = panel_context(service)
     return render(request, "web/service_detail.html", context)
 
 
@@ -239,8 +241,14 @@ def service_scale(request, tenant, name: str):
                 else:
                     forms_[0].add_error(None, problem)
         else:
-            sizes = ", ".join(f"{s.role} {s.replicas} (min {s.min_replicas}, max {s.max_replicas})" for s in specs)
-            messages.success(request, f"Scaling {service.name}: {sizes}.")
+            if service.autoscaled_by_builtin:
+                # The built-in autoscaler owns replicas: the form moved its bounds (save_service kept the count).
+                bounds = ", ".join(f"{s.role} min {s.min_replicas}, max {s.max_replicas}" for s in specs)
+                messages.success(request, f"Scaling {service.name}: {bounds}; the built-in autoscaler sets the "
+                                          f"replicas within these bounds.")
+            else:
+                sizes = ", ".join(f"{s.role} {s.replicas} (min {s.min_replicas}, max {s.max_replicas})" for s in specs)
+                messages.success(request, f"Scaling {service.name}: {sizes}.")
             return redirect(service_url(service))
     return render(request, "portal/service_scale.html",
                   {"tenant": tenant, "service": service, "rows": list(zip(pools, forms_, strict=True))},

@@ -60,6 +60,8 @@ class Informer:
         self.resource = resource
         self.objects: dict[Key, dict] = {}
         self.by_owner: dict[str, set[Key]] = {}
+        # namespace -> its keys, so that `list(namespace)` costs the namespace, not the whole cache
+        self.by_namespace: dict[str, dict[Key, None]] = {}
         self.handlers: list[Handler] = []
         self._tombstones: dict[Key, int] = {}
         self.synced = asyncio.Event()
@@ -70,7 +72,7 @@ class Informer:
     def list(self, namespace: str | None = None) -> list[dict]:
         if namespace is None:
             return list(self.objects.values())
-        return [obj for key, obj in self.objects.items() if key[0] == namespace]
+        return [self.objects[key] for key in self.by_namespace.get(namespace or "", ())]
 
     def owned_by(self, uid: str) -> list[dict]:
         return [self.objects[key] for key in self.by_owner.get(uid, ()) if key in self.objects]
@@ -97,9 +99,15 @@ class Informer:
             if old is None:
                 return
             self.objects.pop(key, None)
+            keys = self.by_namespace.get(key[0])
+            if keys is not None:
+                keys.pop(key, None)
+                if not keys:
+                    del self.by_namespace[key[0]]
             self._index(key, None, old)
         else:
             self.objects[key] = obj
+            self.by_namespace.setdefault(key[0], {})[key] = None
             self._index(key, obj, old)
         for handler in self.handlers:
             try:

@@ -66,9 +66,13 @@ class DisruptionController(Controller):
         budgets.handlers.append(lambda _t, pdb, _old: self.enqueue(key_of(pdb)))
         pods.handlers.append(self._pod_changed)
 
-    def _pod_changed(self, _type: str, pod: dict, _old: dict | None) -> None:
+    def _pod_changed(self, _type: str, pod: dict, old: dict | None) -> None:
+        # A budget counts only the pods its selector matches, so only those budgets need a look.
+        labels = [(p.get("metadata") or {}).get("labels") or {} for p in (pod, old) if p]
         for pdb in self.budgets.list(pod["metadata"].get("namespace") or ""):
-            self.enqueue(key_of(pdb))
+            selector = (pdb.get("spec") or {}).get("selector")
+            if any(selector_matches(selector, pod_labels) for pod_labels in labels):
+                self.enqueue(key_of(pdb))
 
     async def reconcile(self, key) -> None:
         pdb = self.budgets.get(*key)

@@ -24,6 +24,13 @@ def resolve_target_port(service_port: dict, pod: dict) -> int | None:
     return None
 
 
+def _as_endpoint(pod: dict) -> tuple:
+    """Everything of a pod that `EndpointsController.subsets` reads: equal views give equal Endpoints."""
+    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    return (meta.get("labels"), meta.get("name"), meta.get("uid"), status.get("podIP"), spec.get("nodeName"),
+            pod_active(pod), pod_ready(pod), [c.get("ports") for c in spec.get("containers") or []])
+
+
 def labels_match(selector: dict, labels: dict) -> bool:
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
@@ -37,7 +44,9 @@ class EndpointsController(Controller):
         services.handlers.append(lambda _t, svc, _old: self.enqueue(key_of(svc)))
         pods.handlers.append(self._pod_changed)
 
-    def _pod_changed(self, _type: str, pod: dict, old: dict | None) -> None:
+    def _pod_changed(self, event_type: str, pod: dict, old: dict | None) -> None:
+        if event_type == "MODIFIED" and old is not None and _as_endpoint(pod) == _as_endpoint(old):
+            return  # most pod updates (container states, events of start-up) change no address
         namespace = pod["metadata"].get("namespace") or ""
         for service in self.services.list(namespace):
             selector = (service.get("spec") or {}).get("selector") or {}

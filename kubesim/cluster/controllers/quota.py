@@ -46,11 +46,35 @@ def pod_usage(pod: dict, items: list[str]) -> dict[str, int]:
     return usage
 
 
+def _as_usage(pod: dict) -> tuple:
+    """Everything of a pod that its quota usage depends on."""
+    return pod_active(pod), (pod.get("spec") or {}).get("containers"), (pod.get("spec") or {}).get("initContainers")
+
+
+# A pod's usage by (uid, resourceVersion, quota items): admission and the controller sum a whole
+# namespace for every pod created, and parsing every pod's quantities each time made that quadratic.
+_usage_memo: dict[tuple, dict[str, int]] = {}
+_USAGE_MEMO_SIZE = 200_000
+
+
+def _memo_usage(pod: dict, items: list[str]) -> dict[str, int]:
+    meta = pod.get("metadata") or {}
+    if not meta.get("uid") or not meta.get("resourceVersion"):
+        return pod_usage(pod, items)  # not stored yet: nothing identifies this version of it
+    key = (meta["uid"], meta["resourceVersion"], tuple(items))
+    usage = _usage_memo.get(key)
+    if usage is None:
+        if len(_usage_memo) >= _USAGE_MEMO_SIZE:
+            _usage_memo.clear()
+        usage = _usage_memo[key] = pod_usage(pod, items)
+    return usage
+
+
 def namespace_usage(pods: list[dict], items: list[str]) -> dict[str, int]:
     total = {item: 0 for item in items if quota_name_to_usage_key(item) is not None}
     for pod in pods:
         if pod_active(pod):
-            total = add(total, pod_usage(pod, items))
+            total = add(total, _memo_usage(pod, items))
     return total
 
 
@@ -103,8 +127,11 @@ def pod_admission(request) -> None:
     quotas, _ = request.store.list(QUOTAS, request.namespace)
     if not quotas:
         return
-    pods, _ = request.store.list(PODS, request.namespace)
-    check_quota(pod, quotas, pods)
+    # Read-only: the namespace's pods uncopied (copying them all for every pod created made admission
+    # quadratic in the size of a namespace).
+    with request.store.raw_results():
+        pods, _ = request.store.list(PODS, request.namespace)
+        check_quota(pod, quotas, pods)
 
 
 class QuotaController(Controller):
@@ -118,7 +145,9 @@ class QuotaController(Controller):
         quotas.handlers.append(lambda _t, quota, _old: self.enqueue(key_of(quota)))
         pods.handlers.append(self._pod_changed)
 
-    def _pod_changed(self, _type: str, pod: dict, _old: dict | None) -> None:
+    def _pod_changed(self, event_type: str, pod: dict, old: dict | None) -> None:
+        if event_type == "MODIFIED" and old is not None and _as_usage(pod) == _as_usage(old):
+            return  # most pod updates (container states) change nothing a quota counts
         namespace = pod["metadata"].get("namespace") or ""
         for quota in self.quotas.list(namespace):
             self.enqueue(key_of(quota))

@@ -25,8 +25,17 @@ def test_creating_a_service_saves_the_whole_spec_and_says_when_it_will_be_ready(
     assert service.engine_settings == {"max_model_len": 8192, "enable_prefix_caching": True,
                                        "kv_cache_dtype": "fp8_e4m3", "tensor_parallel_size": 1,
                                        "pipeline_parallel_size": 1}
-    assert service.autoscaling == {"autoscaler": "builtin", "targets": {"kv_cache_usage": 0.8},
-                                   "scale_down_stabilization_seconds": 120}
+    # The built-in autoscaler's defaults are written out on save (Kubernetes' default behavior, with the
+    # form's scale-down window), so what runs is what the spec shows.
+    assert service.autoscaling == {
+        "autoscaler": "builtin", "targets": {"kv_cache_usage": 0.8}, "tolerance": 0.1,
+        "scale_up_stabilization_seconds": 0, "scale_down_stabilization_seconds": 120,
+        "behavior": {"scale_up": {"stabilization_window_s": 0, "select_policy": "Max",
+                                  "policies": [{"type": "Percent", "value": 100, "period_s": 15},
+                                               {"type": "Pods", "value": 4, "period_s": 15}]},
+                     "scale_down": {"stabilization_window_s": 120, "select_policy": "Max",
+                                    "policies": [{"type": "Percent", "value": 100, "period_s": 15}]}},
+        "pools": {"engine": {"targets": {"kv_cache_usage": 0.8}}}}
     pool = service.pools.get()
     assert (pool.replicas, pool.min_replicas, pool.max_replicas, pool.gpu_type) == (2, 1, 3, "l4-24gb")
     assert AuditEntry.objects.filter(object_id=str(service.pk), action="create", via="portal").exists()

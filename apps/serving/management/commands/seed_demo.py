@@ -46,6 +46,12 @@ RUNTIMES = [
 TENANTS = [("acme", "Acme Research", 32), ("globex", "Globex Support", 32)]
 
 BUILTIN = {"autoscaler": "builtin", "targets": {"waiting_requests_per_replica": 4, "kv_cache_usage": 0.8}}
+# The chat service the demo's bursty load drives (Procfile `load`): it scales up within a minute of a burst and
+# back down a minute after it (a short scale-down window, so a newcomer sees both in a few minutes).
+DEMO_AUTOSCALED = {"autoscaler": "builtin",
+                   "targets": {"running_requests_per_replica": 8, "waiting_requests_per_replica": 4,
+                               "ttft_p95_seconds": 2.0},
+                   "behavior": {"scale_down": {"stabilization_window_s": 60}}}
 
 # tenant, name, model, runtime, mode, engine settings, routing, autoscaling, pools
 SERVICES = [
@@ -57,8 +63,8 @@ SERVICES = [
         DeploymentMode.STANDARD,
         {"max_model_len": 16384, "enable_prefix_caching": True},
         "prefix_aware",
-        BUILTIN,
-        [PoolSpec("engine", replicas=1, min_replicas=1, max_replicas=2, gpus_per_replica=1, gpu_type="l4-24gb")],
+        DEMO_AUTOSCALED,
+        [PoolSpec("engine", replicas=1, min_replicas=1, max_replicas=3, gpus_per_replica=1, gpu_type="l4-24gb")],
     ),
     (
         "acme",
@@ -93,7 +99,7 @@ SERVICES = [
         DeploymentMode.SERVERLESS,
         {"max_model_len": 8192},
         "round_robin",
-        {**BUILTIN, "scale_to_zero_after_seconds": 600},
+        {**BUILTIN, "scale_to_zero_after_seconds": 120},
         [PoolSpec("engine", replicas=1, min_replicas=0, max_replicas=2, gpus_per_replica=1, gpu_type="l4-24gb")],
     ),
 ]

@@ -1,0 +1,31 @@
+"""Vocabularies of the built-in autoscaler: what an evaluation did and which rule decided or limited it."""
+
+from django.db import models
+
+
+class ScalingAction(models.TextChoices):
+    SCALED = "scaled", "Scaled"
+    HELD = "held", "Held"  # a change was recommended but a window or a disabled policy kept the count
+    BLOCKED = "blocked", "Blocked"  # the change could not be made: quota, free GPUs or the scale call failed
+
+
+class ScalingRule(models.TextChoices):
+    """The rule that decided or limited a result; the HPA's condition reasons where one exists."""
+
+    METRIC = "metric", "Metric above or below target"
+    TOLERANCE = "tolerance", "Within tolerance"
+    NO_METRICS = "no_metrics", "No metrics"
+    SLO_GUARD = "slo_guard", "SLO guard"
+    SCALE_UP_STABILIZED = "ScaleUpStabilized", "Scale-up stabilization window"
+    SCALE_DOWN_STABILIZED = "ScaleDownStabilized", "Scale-down stabilization window"
+    SCALE_UP_LIMIT = "ScaleUpLimit", "Scale-up rate policy"
+    SCALE_DOWN_LIMIT = "ScaleDownLimit", "Scale-down rate policy"
+    TOO_MANY_REPLICAS = "TooManyReplicas", "Maximum replicas"
+    TOO_FEW_REPLICAS = "TooFewReplicas", "Minimum replicas"
+    DISABLED = "disabled", "Scaling disabled by selectPolicy"
+    ACTIVATION = "activation", "Activation from zero"
+    IDLE_TO_ZERO = "idle_to_zero", "Idle: scale to zero"
+    COLD_START = "cold_start", "Cold start longer than the idle gap"
+    QUOTA = "quota", "Tenant GPU quota"
+    CAPACITY = "capacity", "Free GPUs of the type"
+    SCALE_FAILED = "scale_failed", "The scale action failed"

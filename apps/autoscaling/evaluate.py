@@ -1,0 +1,241 @@
+"""One evaluation of a service's pools by the built-in autoscaler, from stored telemetry (never a scrape).
+
+Per pool: the policy from the service spec, the pods' latest figures (`PodStat`, fresh ones only; every
+other replica of the spec counts as a pod without metrics, as a loading pod does for the HPA), the pool's
+TTFT/ITL p95 and idle time from the stored series, the activation signal, the HPA history kept in
+`PoolAutoscalerState`; then `rules.evaluate`, the bounds of the tenant's GPU quota and the free GPUs of the
+pool's type, and a change through `serving.actions.scale_pool` (the API's scale: generation bump, audit
+entry by `autoscaler:builtin`, reconcile). A decision row is written when something changed, was held or
+was blocked; other evaluations only count.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from apps.autoscaling.choices import ScalingAction, ScalingRule
+from apps.autoscaling.models import ActivationSignal, PoolAutoscalerState, ScalingDecision
+from apps.autoscaling.rules import History, Observation, PodSample, evaluate, record_scale
+from apps.clusters.models import GpuNode
+from apps.core.choices import AuditVia
+from apps.serving.actions import ServiceDeleting, scale_pool
+from apps.serving.choices import Phase
+from apps.serving.models import InferenceService, Pool, ServiceObservation
+from apps.serving.scaling_policy import METRIC_FIGURES, pool_policy
+from apps.telemetry.choices import Resolution
+from apps.telemetry.models import SERVICE_ROLE, PodStat, SeriesPoint
+from capacity.gpus import gpu_for
+
+log = logging.getLogger(__name__)
+LATENCY_LOOKBACK_S = 30  # a p95 is null in an interval without first tokens; look back this far for one
+
+
+@dataclass
+class PoolOutcome:
+    pool: str
+    current: int
+    desired: int
+    action: str | None  # None: nothing changed (counted, not stored)
+    reason: str
+
+
+def autoscaled_services():
+    """Services the built-in autoscaler evaluates: builtin, not being deleted."""
+    return InferenceService.objects.filter(autoscaling__autoscaler="builtin", deletion_requested_at__isnull=True)
+
+
+def _fresh_after(now: datetime) -> datetime:
+    return now - timedelta(seconds=max(3 * settings.TELEMETRY_SCRAPE_SECONDS, 15))
+
+
+def _pods(service: InferenceService, pool: Pool, now: datetime) -> tuple[PodSample, ...]:
+    """A sample per spec replica: pods scraped recently with figures, then replicas without metrics."""
+    stats = PodStat.objects.filter(service=service, role=pool.role, scraped_at__gte=_fresh_after(now),
+                                   figures__isnull=False, error="")
+    samples = []
+    for stat in stats.order_by("pod")[: pool.replicas]:
+        figures = stat.figures or {}
+        metrics = {name: float(figures[key]) for name, key in METRIC_FIGURES.items() if figures.get(key) is not None}
+        samples.append(PodSample(True, metrics))
+    samples += [PodSample(False, {})] * max(pool.replicas - len(samples), 0)
+    return tuple(samples)
+
+
+def _series_role(service: InferenceService, pool: Pool, multi_pool: bool) -> str:
+    return pool.role if multi_pool else SERVICE_ROLE
+
+
+def _latest(service: InferenceService, role: str, now: datetime) -> dict:
+    rows = list(SeriesPoint.objects.filter(
+        service=service, role=role, resolution=Resolution.RAW, time__gte=now - timedelta(seconds=LATENCY_LOOKBACK_S),
+    ).order_by("-time").values("time", "ttft_p95", "itl_p95", "ready_replicas")[:20])
+    out = {"time": rows[0]["time"] if rows else None, "ready": rows[0]["ready_replicas"] if rows else None}
+    out["ttft_p95"] = next((r["ttft_p95"] for r in rows if r["ttft_p95"] is not None), None)
+    out["itl_p95"] = next((r["itl_p95"] for r in rows if r["itl_p95"] is not None), None)
+    return out
+
+
+def _idle_for(service: InferenceService, state: PoolAutoscalerState, now: datetime) -> float:
+    """Seconds since the service last had an arrival (prompt tokens), a running or a waiting request, or
+    was scaled (a new replica gets a full window before it may go)."""
+    active = (SeriesPoint.objects.filter(service=service, role=SERVICE_ROLE, resolution=Resolution.RAW)
+              .filter(Q(running__gt=0) | Q(waiting__gt=0) | Q(prompt_tps__gt=0))
+              .order_by("-time").values_list("time", flat=True).first())
+    since = max(t for t in (active, state.last_scaled_at, service.created) if t is not None)
+    return max((now - since).total_seconds(), 0.0)
+
+
+def _pending_activation(service: InferenceService, now: datetime) -> int:
+    signal = ActivationSignal.objects.filter(service=service, observed_at__gte=_fresh_after(now)).first()
+    return signal.pending if signal else 0
+
+
+def _track_cold_start(state: PoolAutoscalerState, pool: Pool, latest: dict) -> None:
+    """A scale-up is timed from the decision to the first stored row showing the target count ready."""
+    if state.scale_up_started_at is None:
+        return
+    if pool.replicas < (state.scale_up_target or 0):
+        state.scale_up_started_at, state.scale_up_target = None, None  # scaled down before it was ready
+    elif latest["ready"] is not None and latest["ready"] >= state.scale_up_target:
+        state.cold_start_s = max((latest["time"] - state.scale_up_started_at).total_seconds(), 0.0)
+        state.scale_up_started_at, state.scale_up_target = None, None
+
+
+# --- bounds: tenant quota and free GPUs of the type -------------------------------------------------------
+
+
+def _quota_room(service: InferenceService, gpus_per: int) -> tuple[int, str]:
+    """Replicas the tenant's GPU quota still allows, and the figures."""
+    used = sum(
+        p.replicas * p.gpus_per_replica * p.nodes_per_replica
+        for p in Pool.objects.filter(service__tenant_id=service.tenant_id).exclude(service__phase=Phase.DELETING)
+    )
+    quota = service.tenant.gpu_quota
+    return max((quota - used) // gpus_per, 0), f"tenant {service.tenant.slug} uses {used} of {quota} GPUs"
+
+
+def _capacity_room(service: InferenceService, pool: Pool) -> tuple[int | None, str]:
+    """Replicas the free GPUs of the pool's type can place (None when the inventory is unknown)."""
+    product = gpu_for(pool.gpu_type).product
+    nodes = list(GpuNode.objects.filter(cluster_id=service.cluster_id, gpu_product=product, ready=True))
+    if not GpuNode.objects.filter(cluster_id=service.cluster_id).exists():
+        return None, "GPU inventory not observed yet"
+    fitting = sum(n.free // pool.gpus_per_replica for n in nodes)
+    room = fitting // pool.nodes_per_replica
+    free = sum(n.free for n in nodes)
+    words = f"{free} {product} GPUs free on {len(nodes)} node(s); a replica needs {pool.gpus_per_replica}"
+    scheduler = _scheduler_reason(service)
+    return room, f"{words} (scheduler: {scheduler})" if scheduler else words
+
+
+def _scheduler_reason(service: InferenceService) -> str:
+    observation = ServiceObservation.objects.filter(service=service).first()
+    for event in (observation.events if observation else []):
+        if event.get("reason") == "FailedScheduling":
+            return event.get("message", "")
+    return ""
+
+
+def _bound(service, pool, current: int, desired: int) -> tuple[int, str, str, dict]:
+    """(allowed desired, rule that bounded it or "", words, figures) for a scale-up."""
+    gpus_per = pool.gpus_per_replica * pool.nodes_per_replica
+    quota_room, quota_words = _quota_room(service, gpus_per)
+    capacity_room, capacity_words = _capacity_room(service, pool)
+    figures = {"quota": quota_words, "capacity": capacity_words, "gpus_per_replica": gpus_per}
+    allowed, rule, words = desired, "", ""
+    if current + quota_room < allowed:
+        allowed, rule = current + quota_room, ScalingRule.QUOTA
+        words = f"tenant GPU quota: {quota_words}, +{desired - current} replicas need {(desired - current) * gpus_per}"
+    if capacity_room is not None and current + capacity_room < allowed:
+        allowed, rule, words = current + capacity_room, ScalingRule.CAPACITY, f"free GPUs: {capacity_words}"
+    return allowed, rule, words, figures
+
+
+# --- the evaluation -----------------------------------------------------------------------------------------
+
+
+def evaluate_service(service_id: int, now: datetime | None = None) -> list[PoolOutcome]:
+    """Evaluate every pool of one service (nothing when it is gone, deleting or not builtin)."""
+    now = now or timezone.now()
+    service = InferenceService.objects.select_related("tenant").filter(pk=service_id).first()
+    if service is None or not service.autoscaled_by_builtin or service.is_deleting:
+        return []
+    pools = list(service.pools.all())
+    return [_evaluate_pool(service, pool, len(pools) > 1, now) for pool in pools]
+
+
+def _evaluate_pool(service: InferenceService, pool: Pool, multi_pool: bool, now: datetime) -> PoolOutcome:
+    with transaction.atomic():
+        state, _ = PoolAutoscalerState.objects.get_or_create(service=service, pool=pool.role)
+        state = PoolAutoscalerState.objects.select_for_update().get(pk=state.pk)
+        pool.refresh_from_db()
+        policy = pool_policy(service.autoscaling, pool.role, pool.min_replicas, pool.max_replicas)
+        latest = _latest(service, _series_role(service, pool, multi_pool), now)
+        _track_cold_start(state, pool, latest)
+        obs = Observation(
+            t=now.timestamp(), replicas=pool.replicas, pods=_pods(service, pool, now),
+            ttft_p95_s=latest["ttft_p95"], itl_p95_s=latest["itl_p95"],
+            idle_for_s=_idle_for(service, state, now) if pool.min_replicas == 0 else None,
+            pending_activation=_pending_activation(service, now) if pool.replicas == 0 else 0,
+            cold_start_s=state.cold_start_s,
+        )
+        ev = evaluate(policy, obs, History.from_dict(state.history))
+        history, desired, action, rule, reason = ev.history, ev.desired, None, ev.rule, ev.reason
+        signals = {"ttft_p95_s": obs.ttft_p95_s, "itl_p95_s": obs.itl_p95_s, "idle_for_s": obs.idle_for_s,
+                   "pending_activation": obs.pending_activation, "ready_replicas": latest["ready"]}
+        generation = None
+        if ev.changes:
+            if desired > ev.current:
+                allowed, bound_rule, words, figures = _bound(service, pool, ev.current, desired)
+                signals |= figures
+                if allowed <= ev.current:
+                    desired, action, rule = ev.current, ScalingAction.BLOCKED, bound_rule
+                    reason = f"{reason}; blocked by {words}"
+                elif allowed < desired:
+                    desired, rule = allowed, bound_rule
+                    reason = f"{reason}; bounded by {words} → {allowed}"
+            if action is None:
+                try:
+                    generation = scale_pool(service, role=pool.role, replicas=desired, actor=None,
+                                            via=AuditVia.SYSTEM, by_autoscaler=True).generation
+                    action = ScalingAction.SCALED
+                except (ServiceDeleting, ValidationError) as exc:
+                    desired, action, rule = ev.current, ScalingAction.BLOCKED, ScalingRule.SCALE_FAILED
+                    reason = f"{reason}; the scale failed: {exc}"
+            if action == ScalingAction.SCALED:
+                history = record_scale(history, obs.t, ev.current, desired, policy.longest_period_s)
+                state.last_scaled_at = now
+                if desired > ev.current:
+                    if state.scale_up_started_at is None:
+                        state.scale_up_started_at = now
+                    state.scale_up_target = desired
+        elif ev.held:
+            action = ScalingAction.HELD
+        if action is None:
+            state.unchanged += 1
+        else:
+            ScalingDecision.objects.create(
+                service=service, pool=pool.role, time=now, current_replicas=ev.current, desired_replicas=desired,
+                raw_recommendation=ev.raw, stabilized=ev.stabilized, limited=ev.limited,
+                metrics=[m.as_dict() for m in ev.metrics], signals=signals, rule=rule, action=action,
+                reason=reason, cold_start_s=state.cold_start_s, generation=generation,
+            )
+        state.history = history.as_dict()
+        state.evaluations += 1
+        state.last_evaluated_at = now
+        state.save()
+    return PoolOutcome(pool.role, ev.current, desired, action, reason)
+
+
+def prune_decisions(now: datetime | None = None) -> int:
+    """Delete decisions older than AUTOSCALE_DECISION_RETENTION_DAYS; returns how many went."""
+    cutoff = (now or timezone.now()) - timedelta(days=settings.AUTOSCALE_DECISION_RETENTION_DAYS)
+    return ScalingDecision.objects.filter(time__lt=cutoff).delete()[0]

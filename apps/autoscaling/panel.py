@@ -1,0 +1,72 @@
+"""What the Scaling panel of a service page and the fleet page's latest decisions show (no HTTP here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from apps.autoscaling.choices import ScalingAction
+from apps.autoscaling.models import PoolAutoscalerState, ScalingDecision
+from apps.serving.models import InferenceService, ServiceObservation
+
+TIMELINE_ROWS = 200  # decisions read for the timeline; consecutive held ones fold into one line
+
+
+@dataclass
+class TimelineItem:
+    """A decision, or a run of consecutive held decisions of one pool folded into a count."""
+
+    decision: ScalingDecision
+    held_count: int = 1
+    first_time: object = None
+    pools: set = field(default_factory=set)
+
+    @property
+    def folded(self) -> bool:
+        return self.held_count > 1
+
+
+def timeline(decisions: list[ScalingDecision]) -> list[TimelineItem]:
+    """Newest first; a held decision directly after (older than) a held one of the same pool joins it."""
+    items: list[TimelineItem] = []
+    for d in decisions:
+        last = items[-1] if items else None
+        if (last and d.action == ScalingAction.HELD and last.decision.action == ScalingAction.HELD
+                and last.decision.pool == d.pool):
+            last.held_count += 1
+            last.first_time = d.time
+            continue
+        items.append(TimelineItem(d, first_time=d.time))
+    return items
+
+
+def markers(decisions: list[ScalingDecision]) -> list[dict]:
+    """Points for the replica chart, oldest first: every decision that scaled or was blocked (held ones would
+    crowd it). `decisions` come newest first."""
+    # UTC with a Z, as the series JSON (DjangoJSONEncoder) writes its times, so the chart reads both alike.
+    return [{"time": d.time.isoformat().replace("+00:00", "Z"), "replicas": d.desired_replicas,
+             "action": d.action, "pool": d.pool,
+             "text": f"{d.pool}: {d.current_replicas}→{d.desired_replicas} ({d.action}) {d.reason}"[:300]}
+            for d in reversed(decisions) if d.action != ScalingAction.HELD]  # oldest first, as the chart
+
+
+def panel_context(service: InferenceService) -> dict:
+    autoscaler = (service.autoscaling or {}).get("autoscaler", "none")
+    pools = list(service.pools.all())
+    states = {s.pool: s for s in PoolAutoscalerState.objects.filter(service=service)}
+    decisions = list(ScalingDecision.objects.filter(service=service).order_by("-time", "-id")[:TIMELINE_ROWS])
+    observation = ServiceObservation.objects.filter(service=service).only("autoscalers").first()
+    return {
+        "service": service,
+        "autoscaler": autoscaler,
+        "pool_rows": [{"pool": p, "state": states.get(p.role),
+                       "policy": ((service.autoscaling or {}).get("pools") or {}).get(p.role)} for p in pools],
+        "timeline": timeline(decisions)[:50],
+        "markers": markers(decisions),
+        "live_autoscalers": list(observation.autoscalers) if observation else [],
+    }
+
+
+def latest_decisions(user, limit: int = 15) -> list[ScalingDecision]:
+    """The newest decisions that scaled or were blocked, across the services the user may see."""
+    return list(ScalingDecision.objects.for_user(user).exclude(action=ScalingAction.HELD)
+                .select_related("service", "service__tenant").order_by("-time", "-id")[:limit])

@@ -1,0 +1,382 @@
+"""The built-in autoscaler's decision for one pool: Kubernetes HPA (autoscaling/v2) rules, exactly, as pure
+functions, plus the LLM parts the HPA lacks (SLO guard, scale to zero and activation, cold start).
+
+Sources (reference/autoscaling-and-routing.md §1): kubernetes `pkg/controller/podautoscaler/
+replica_calculator.go` (calcPlainMetricReplicas, groupPods) and `horizontal.go` (reconcileAutoscaler,
+stabilizeRecommendationWithBehaviors, convertDesiredReplicasWithBehaviorRate, calculateScaleUp/Down
+LimitWithScalingRules, getReplicasChangePerPeriod). No database and no clock: the caller passes the time
+and the history, and gets the new history back, so the beat task, the replay command and the benchmark
+run the same code.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from apps.autoscaling.choices import ScalingRule
+from apps.serving.choices import PolicySelect, RatePolicyType
+from apps.serving.scaling_policy import PoolPolicy, ScalingRules
+
+
+@dataclass(frozen=True)
+class PodSample:
+    """One pod of the pool: a pod that is not ready, or lacks a metric, counts as missing for that metric."""
+
+    ready: bool
+    metrics: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the pool looks like at time `t` (seconds on any clock the history uses)."""
+
+    t: float
+    replicas: int
+    pods: tuple[PodSample, ...] = ()
+    ttft_p95_s: float | None = None
+    itl_p95_s: float | None = None
+    idle_for_s: float | None = None  # seconds without arrivals, running or waiting requests (None: unknown)
+    pending_activation: int = 0  # requests held at zero replicas (by the router / activator)
+    cold_start_s: float | None = None  # the last measured scale-up → Ready time
+
+
+@dataclass(frozen=True)
+class History:
+    """The HPA's memory of one pool: recent recommendations and the replica changes made."""
+
+    recommendations: tuple[tuple[float, int], ...] = ()
+    scale_up_events: tuple[tuple[float, int], ...] = ()
+    scale_down_events: tuple[tuple[float, int], ...] = ()
+
+    def as_dict(self) -> dict:
+        return {"recommendations": [list(r) for r in self.recommendations],
+                "scale_up_events": [list(e) for e in self.scale_up_events],
+                "scale_down_events": [list(e) for e in self.scale_down_events]}
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> History:
+        data = data or {}
+        return cls(*(tuple((float(t), int(n)) for t, n in data.get(k, []))
+                     for k in ("recommendations", "scale_up_events", "scale_down_events")))
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    name: str
+    value: float | None  # the average over pods with the metric (what the HPA status reports)
+    target: float
+    ratio: float | None
+    replicas: int | None  # this metric's recommendation; None when it could not be computed
+    missing: int = 0
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "value": self.value, "target": self.target, "ratio": self.ratio,
+                "replicas": self.replicas, "missing": self.missing}
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One evaluation: every intermediate result, the rule that decided or limited it, and why."""
+
+    t: float
+    current: int
+    raw: int
+    stabilized: int
+    limited: int
+    desired: int
+    rule: str
+    reason: str
+    metrics: tuple[MetricResult, ...] = ()
+    history: History = field(default_factory=History)
+    held: bool = False  # a change within min..max was recommended but a window or a policy kept the count
+
+    @property
+    def changes(self) -> bool:
+        return self.desired != self.current
+
+    def as_dict(self) -> dict:
+        return {"t": self.t, "current": self.current, "raw": self.raw, "stabilized": self.stabilized,
+                "limited": self.limited, "desired": self.desired, "rule": self.rule, "reason": self.reason,
+                "held": self.held, "metrics": [m.as_dict() for m in self.metrics]}
+
+
+# --- replica_calculator.go --------------------------------------------------------------------------------
+
+
+def metric_replicas(name: str, target: float, current: int, pods: tuple[PodSample, ...],
+                    tolerance: float) -> MetricResult:
+    """calcPlainMetricReplicas for a Pods metric with an AverageValue target.
+
+    Ratio = mean over pods with the metric / target. Without missing pods: within tolerance (|1−ratio| ≤ tol)
+    keep `current`, else ceil(ratio × pods with the metric). With missing pods: they count as the target on
+    a scale-down and as 0 on a scale-up; if the new ratio is within tolerance or reverses direction, keep
+    `current`; else ceil(new ratio × all pods), unless that moves the other way.
+    """
+    values = [p.metrics[name] for p in pods if p.ready and p.metrics.get(name) is not None]
+    missing = len(pods) - len(values)
+    if not values:
+        return MetricResult(name, None, target, None, None, missing)
+    usage = sum(values) / len(values)
+    ratio = usage / target
+    if missing == 0:
+        if abs(1.0 - ratio) <= tolerance:
+            return MetricResult(name, usage, target, ratio, current)
+        return MetricResult(name, usage, target, ratio, math.ceil(ratio * len(values)))
+    filled = values + [target if ratio < 1.0 else 0.0] * missing
+    new_ratio = sum(filled) / len(filled) / target
+    if abs(1.0 - new_ratio) <= tolerance or (ratio < 1.0 < new_ratio) or (ratio > 1.0 > new_ratio):
+        return MetricResult(name, usage, target, ratio, current, missing)
+    replicas = math.ceil(new_ratio * len(filled))
+    if (new_ratio < 1.0 and replicas > current) or (new_ratio > 1.0 and replicas < current):
+        replicas = current
+    return MetricResult(name, usage, target, ratio, replicas, missing)
+
+
+# --- horizontal.go ----------------------------------------------------------------------------------------
+
+
+def stabilize(rules_up: ScalingRules, rules_down: ScalingRules, history: History, t: float, current: int,
+              desired: int) -> tuple[int, History]:
+    """stabilizeRecommendationWithBehaviors: up = min of the recommendations newer than the scale-up window
+    (and this one), down = max of those newer than the scale-down window; result clamp(current, up, down).
+    The raw recommendation is recorded (replacing one older than both windows)."""
+    up_cutoff = t - rules_up.stabilization_window_s
+    down_cutoff = t - rules_down.stabilization_window_s
+    up, down = desired, desired
+    old_index = None
+    for i, (when, rec) in enumerate(history.recommendations):
+        if when > up_cutoff:
+            up = min(up, rec)
+        if when > down_cutoff:
+            down = max(down, rec)
+        if when < up_cutoff and when < down_cutoff:
+            old_index = i
+    result = min(max(current, up), down)
+    recs = list(history.recommendations)
+    if old_index is not None:
+        recs[old_index] = (t, desired)
+    else:
+        recs.append((t, desired))
+    return result, replace(history, recommendations=tuple(recs))
+
+
+def change_in_period(period_s: int, events: tuple[tuple[float, int], ...], t: float) -> int:
+    """getReplicasChangePerPeriod: replicas changed by events newer than `period_s` before `t`."""
+    cutoff = t - period_s
+    return sum(n for when, n in events if when > cutoff)
+
+
+def scale_up_limit(current: int, history: History, rules: ScalingRules, t: float) -> tuple[int, str]:
+    """calculateScaleUpLimitWithScalingRules, and the policy that set the limit (for the reason)."""
+    if rules.select_policy == PolicySelect.DISABLED:
+        return current, "scale-up disabled"
+    pick = min if rules.select_policy == PolicySelect.MIN else max
+    best: tuple[int, str] | None = None
+    for policy in rules.policies:
+        start = (current - change_in_period(policy.period_s, history.scale_up_events, t)
+                 + change_in_period(policy.period_s, history.scale_down_events, t))
+        if policy.type == RatePolicyType.PODS:
+            proposed = start + policy.value
+        else:
+            proposed = math.ceil(start * (1 + policy.value / 100))
+        if best is None or pick(best[0], proposed) != best[0]:
+            best = (proposed, f"scale-up policy {policy.words(True)}")
+    return best if best is not None else (current, "no scale-up policy")
+
+
+def scale_down_limit(current: int, history: History, rules: ScalingRules, t: float) -> tuple[int, str]:
+    """calculateScaleDownLimitWithBehaviors (Percent truncates: int(start × (1 − v/100)))."""
+    if rules.select_policy == PolicySelect.DISABLED:
+        return current, "scale-down disabled"
+    # For scaling down the most change is the lowest count, so Max picks min and Min picks max.
+    pick = max if rules.select_policy == PolicySelect.MIN else min
+    best: tuple[int, str] | None = None
+    for policy in rules.policies:
+        start = (current - change_in_period(policy.period_s, history.scale_up_events, t)
+                 + change_in_period(policy.period_s, history.scale_down_events, t))
+        percent = int(start * (1 - policy.value / 100))  # truncated, as the HPA's int32() does
+        proposed = start - policy.value if policy.type == RatePolicyType.PODS else percent
+        if best is None or pick(best[0], proposed) != best[0]:
+            best = (proposed, f"scale-down policy {policy.words(False)}")
+    return best if best is not None else (current, "no scale-down policy")
+
+
+def rate_limit(policy: PoolPolicy, history: History, t: float, current: int, desired: int,
+               low: int) -> tuple[int, str, str]:
+    """convertDesiredReplicasWithBehaviorRate: (replicas, rule, words). `low` is the floor (min replicas)."""
+    if desired > current:
+        limit, words = scale_up_limit(current, history, policy.scale_up, t)
+        limit = max(limit, current)  # no further scale-up until old events leave the period
+        if policy.max_replicas > limit:
+            allowed, rule = limit, (ScalingRule.DISABLED if policy.scale_up.select_policy == PolicySelect.DISABLED
+                                    else ScalingRule.SCALE_UP_LIMIT)
+        else:
+            allowed, rule, words = policy.max_replicas, ScalingRule.TOO_MANY_REPLICAS, f"max {policy.max_replicas}"
+        if desired > allowed:
+            return allowed, rule, words
+    elif desired < current:
+        limit, words = scale_down_limit(current, history, policy.scale_down, t)
+        limit = min(limit, current)
+        if low < limit:
+            allowed, rule = limit, (ScalingRule.DISABLED if policy.scale_down.select_policy == PolicySelect.DISABLED
+                                    else ScalingRule.SCALE_DOWN_LIMIT)
+        else:
+            allowed, rule, words = low, ScalingRule.TOO_FEW_REPLICAS, f"min {low}"
+        if desired < allowed:
+            return allowed, rule, words
+    return desired, "", ""
+
+
+def record_scale(history: History, t: float, current: int, desired: int, longest_period_s: int) -> History:
+    """storeScaleEvent: a change made at `t` counts against later periods; events past every period go."""
+    cutoff = t - longest_period_s
+    ups = tuple(e for e in history.scale_up_events if e[0] > cutoff)
+    downs = tuple(e for e in history.scale_down_events if e[0] > cutoff)
+    if desired > current:
+        ups += ((t, desired - current),)
+    elif desired < current:
+        downs += ((t, current - desired),)
+    return replace(history, scale_up_events=ups, scale_down_events=downs)
+
+
+def normalize(policy: PoolPolicy, history: History, t: float, current: int,
+              raw: int) -> tuple[int, int, History, str, str]:
+    """normalizeDesiredReplicasWithBehaviors: stabilize, then rate-limit and clamp (the metric path's floor is
+    1). Returns (stabilized, limited, history with this recommendation, limiting rule, words)."""
+    stabilized, hist = stabilize(policy.scale_up, policy.scale_down, history, t, current, raw)
+    limited, rule, words = rate_limit(policy, hist, t, current, stabilized, max(policy.min_replicas, 1))
+    return stabilized, limited, hist, rule, words
+
+
+def external_replicas(total: float, target: float, current: int, tolerance: float) -> int:
+    """GetExternalPerPodMetricReplicas (an External metric with an AverageValue target, as KEDA's
+    ScaledObject gives the HPA): ratio = total / (target × current); within tolerance keep `current`, else
+    ceil(total / target)."""
+    if current and abs(1.0 - total / (target * current)) <= tolerance:
+        return current
+    return math.ceil(total / target)
+
+
+# --- the decision -----------------------------------------------------------------------------------------
+
+_LABELS = {
+    "waiting_requests_per_replica": ("waiting", " per replica"),
+    "running_requests_per_replica": ("running", " per replica"),
+    "kv_cache_usage": ("KV-cache usage", ""),
+    "prompt_tokens_per_s_per_replica": ("prompt tokens/s", " per replica"),
+    "generation_tokens_per_s_per_replica": ("generated tokens/s", " per replica"),
+}
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}" if abs(value) < 1000 else f"{value:.0f}"
+
+
+def metric_words(m: MetricResult) -> str:
+    label, per = _LABELS.get(m.name, (m.name, ""))
+    if m.value is None:
+        return f"{label}: no pod reported it"
+    sign = ">" if m.ratio > 1 else "<" if m.ratio < 1 else "="
+    missing = f", {m.missing} pod(s) without it" if m.missing else ""
+    return f"{label} {_fmt(m.value)}{per} {sign} target {_fmt(m.target)} (×{m.ratio:.2f}{missing})"
+
+
+def _slo_guard(policy: PoolPolicy, obs: Observation) -> tuple[int | None, int | None, str]:
+    """(scale-up recommendation, floor, words) from TTFT / ITL p95 against their targets."""
+    up, floor, words = None, None, ""
+    for label, value, target in (("TTFT p95", obs.ttft_p95_s, policy.ttft_p95_s),
+                                 ("ITL p95", obs.itl_p95_s, policy.itl_p95_s)):
+        if value is None or target is None or obs.replicas == 0:
+            continue
+        ratio = value / target
+        if ratio > 1.0:
+            # Latency does not fall in proportion to replicas; ask for one more, up to double, per evaluation.
+            wanted = max(obs.replicas + 1, math.ceil(obs.replicas * min(ratio, 2.0)))
+            if up is None or wanted > up:
+                up, words = wanted, f"{label} {_fmt(value)} s > target {_fmt(target)} s (×{ratio:.2f})"
+        elif ratio > policy.slo_scale_down_below and floor is None:
+            floor = obs.replicas
+            words = words or f"{label} {_fmt(value)} s is {ratio:.0%} of target {_fmt(target)} s: no scale-down"
+    return up, floor, words
+
+
+def evaluate(policy: PoolPolicy, obs: Observation, history: History) -> Evaluation:
+    """One evaluation of one pool, as the HPA's reconcileAutoscaler with behaviors does it, plus the SLO
+    guard, scale to zero (serverless, min 0) and activation."""
+    current = obs.replicas
+    low = max(policy.min_replicas, 1)  # the metric path never reaches 0; only the idle rule does
+
+    def done(raw, stabilized, limited, rule, reason, metrics=(), hist=history):
+        held = limited == current and raw != current
+        return Evaluation(obs.t, current, raw, stabilized, limited, limited, rule, reason, tuple(metrics), hist, held)
+
+    # Outside the bounds: straight to the bound, without metrics (reconcileAutoscaler).
+    if current > policy.max_replicas:
+        n = policy.max_replicas
+        return done(n, n, n, ScalingRule.TOO_MANY_REPLICAS, f"{current} replicas above max {n} → {n}")
+    if current == 0:
+        if policy.min_replicas > 0:
+            n = policy.min_replicas
+            return done(n, n, n, ScalingRule.TOO_FEW_REPLICAS, f"0 replicas below min {n} → {n}")
+        if obs.pending_activation > 0:
+            return done(1, 1, 1, ScalingRule.ACTIVATION,
+                        f"{obs.pending_activation} request(s) held at zero replicas → 1 replica")
+        return done(0, 0, 0, ScalingRule.IDLE_TO_ZERO, "scaled to zero; no request waiting for activation")
+    if current < policy.min_replicas:
+        n = policy.min_replicas
+        return done(n, n, n, ScalingRule.TOO_FEW_REPLICAS, f"{current} replicas below min {n} → {n}")
+
+    # Scale to zero: idle for the window, unless the measured cold start is longer than the idle gap so far
+    # (an idle period that has lasted T is expected to last about T more; a longer cold start costs more
+    # latency than the GPU time it saves).
+    if policy.min_replicas == 0 and policy.scale_to_zero_after_s and obs.idle_for_s is not None \
+            and obs.idle_for_s >= policy.scale_to_zero_after_s:
+        if obs.cold_start_s is not None and obs.cold_start_s > obs.idle_for_s:
+            return done(0, current, current, ScalingRule.COLD_START,
+                        f"idle {obs.idle_for_s:.0f} s, but the last cold start took {obs.cold_start_s:.0f} s: "
+                        f"kept {current}")
+        cold = f"; last cold start {obs.cold_start_s:.0f} s" if obs.cold_start_s is not None else ""
+        return done(0, 0, 0, ScalingRule.IDLE_TO_ZERO,
+                    f"no arrivals, running or waiting requests for {obs.idle_for_s:.0f} s → 0 replicas{cold}")
+
+    results = [metric_replicas(m.name, m.target, current, obs.pods, policy.tolerance) for m in policy.metrics]
+    valid = [r for r in results if r.replicas is not None]
+    words = "; ".join(metric_words(r) for r in results)
+    if valid:
+        top = max(valid, key=lambda r: r.replicas)
+        raw = top.replicas
+        if raw > current:
+            rule, why = ScalingRule.METRIC, metric_words(top)
+        elif raw < current:
+            rule, why = ScalingRule.METRIC, "all metrics below target: " + words
+        elif all(abs(1.0 - r.ratio) <= policy.tolerance for r in valid):
+            rule, why = ScalingRule.TOLERANCE, "within tolerance: " + words
+        else:
+            # The HPA's missing-pod rule: pods without the metric counted as 0 (up) or the target (down)
+            # bring the ratio within tolerance or reverse its direction, so the count stays.
+            rule, why = ScalingRule.METRIC, "no change once pods without metrics are counted: " + words
+        if len(valid) < len(results) and raw < current:
+            # A metric failed and the others point down: do not scale (the HPA's rule).
+            raw, rule, why = current, ScalingRule.NO_METRICS, "a metric is missing, so no scale-down: " + words
+    else:
+        raw, rule, why = current, ScalingRule.NO_METRICS, words or "no metrics configured"
+
+    guard_up, guard_floor, guard_words = _slo_guard(policy, obs)
+    if guard_up is not None and guard_up > raw:
+        raw, rule, why = guard_up, ScalingRule.SLO_GUARD, f"{guard_words}; {words}" if words else guard_words
+    elif guard_floor is not None and raw < guard_floor:
+        raw, rule, why = guard_floor, ScalingRule.SLO_GUARD, guard_words
+
+    stabilized, limited, hist, limit_rule, limit_words = normalize(policy, history, obs.t, current, raw)
+    if stabilized != raw:
+        direction = ScalingRule.SCALE_UP_STABILIZED if raw >= current else ScalingRule.SCALE_DOWN_STABILIZED
+        window = (policy.scale_up if raw >= current else policy.scale_down).stabilization_window_s
+        pick = "lowest" if raw >= current else "highest"
+        rule, why = direction, f"{why} → {raw}; held at {stabilized} ({pick} recommendation of the last {window} s)"
+    if limited != stabilized:
+        rule, why = limit_rule, f"{why} → {stabilized} replicas; limited by {limit_words} → {limited}"
+    elif limited != current and stabilized == raw:
+        why = f"{why} → {limited} replicas"
+    held = limited == current and min(max(raw, low), policy.max_replicas) != current
+    return Evaluation(obs.t, current, raw, stabilized, limited, limited, rule, why, tuple(results), hist, held)

@@ -1,0 +1,77 @@
+"""The Scaling panel and the fleet's latest decisions as server-rendered partials: folding of held
+decisions, live HPA status, markers for the replica chart, and tenant scoping."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from django.urls import reverse
+from django.utils import timezone
+
+from apps.autoscaling.models import PoolAutoscalerState, ScalingDecision
+from apps.serving.models import ServiceObservation
+from tests.factories import InferenceServiceFactory
+
+BUILTIN = {"autoscaler": "builtin", "targets": {"waiting_requests_per_replica": 4}}
+
+
+def decide(service, seconds_ago, action="scaled", current=1, desired=2, reason="waiting 9 per replica > target 4"):
+    return ScalingDecision.objects.create(
+        service=service, pool="engine", time=timezone.now() - timedelta(seconds=seconds_ago),
+        current_replicas=current, desired_replicas=desired, raw_recommendation=desired, stabilized=desired,
+        limited=desired, rule="metric" if action != "held" else "ScaleDownStabilized", action=action, reason=reason)
+
+
+def test_consecutive_held_decisions_fold_into_one_line_with_a_count(login, viewer_a, tenant_a):
+    service = InferenceServiceFactory(tenant=tenant_a, autoscaling=BUILTIN)
+    decide(service, 100)
+    for seconds in (60, 45, 30):
+        decide(service, seconds, action="held", current=2, desired=2, reason="held at 2 (highest recommendation)")
+    decide(service, 10, current=2, desired=1, reason="all metrics below target")
+    PoolAutoscalerState.objects.create(service=service, pool="engine", evaluations=40, unchanged=35, cold_start_s=12.5)
+    html = login(viewer_a).get(reverse("autoscaling:panel", args=[service.pk])).content.decode()
+    assert html.count('class="decision') == 3  # scaled, one folded held line, scaled
+    assert "held ×3" in html and "all metrics below target" in html
+    assert "<td>40</td><td>35</td>" in html and "12.5 s" in html
+    markers = json.loads(html.split('id="scaling-markers" type="application/json">')[1].split("</script>")[0])
+    assert [(m["replicas"], m["action"]) for m in markers] == [(2, "scaled"), (1, "scaled")]
+
+
+def test_the_service_page_includes_the_panel(login, viewer_a, tenant_a):
+    service = InferenceServiceFactory(tenant=tenant_a, autoscaling=BUILTIN)
+    decide(service, 5, reason="waiting 14.2 per replica > target 4 (×3.55) → 4 replicas")
+    html = login(viewer_a).get(reverse("web:service", args=[service.tenant.slug, service.name])).content.decode()
+    assert 'id="scaling"' in html and "waiting 14.2 per replica &gt; target 4 (×3.55) → 4 replicas" in html
+
+
+def test_live_hpa_status_read_back_from_the_cluster_is_shown(login, viewer_a, tenant_a):
+    service = InferenceServiceFactory(tenant=tenant_a, autoscaling={"autoscaler": "hpa", "targets": {
+        "waiting_requests_per_replica": 4}})
+    ServiceObservation.objects.create(service=service, autoscalers=[{
+        "kind": "HorizontalPodAutoscaler", "name": service.name, "target": service.name, "min": 1, "max": 4,
+        "current": 2, "desired": 3, "last_scale": None, "metrics": ["vllm_num_requests_waiting: 9"],
+        "conditions": [{"type": "ScalingLimited", "status": "False", "reason": "DesiredWithinRange",
+                        "message": "the desired count is within the acceptable range"}]}])
+    html = login(viewer_a).get(reverse("autoscaling:panel", args=[service.pk])).content.decode()
+    assert f"HorizontalPodAutoscaler/{service.name}</td><td>2</td><td>3</td>" in html
+    assert "ScalingLimited=False</span> DesiredWithinRange" in html
+
+
+def test_another_tenants_panel_is_404_and_its_decisions_stay_off_the_fleet_page(login, member_b, tenant_a):
+    service = InferenceServiceFactory(tenant=tenant_a, name="secret-chat", autoscaling=BUILTIN)
+    decide(service, 5)
+    client = login(member_b)
+    assert client.get(reverse("autoscaling:panel", args=[service.pk])).status_code == 404
+    assert "secret-chat" not in client.get(reverse("autoscaling:fleet-decisions")).content.decode()
+
+
+def test_the_fleet_lists_the_latest_decisions_across_services(login, staff, tenant_a, tenant_b):
+    a = InferenceServiceFactory(tenant=tenant_a, name="alpha-chat", autoscaling=BUILTIN)
+    b = InferenceServiceFactory(tenant=tenant_b, name="bravo-chat", autoscaling=BUILTIN)
+    decide(a, 30, reason="older")
+    decide(b, 5, reason="newer")
+    decide(b, 1, action="held", current=2, desired=2, reason="held ones are not listed")
+    html = login(staff).get(reverse("autoscaling:fleet-decisions")).content.decode()
+    assert html.index("bravo/bravo-chat") < html.index("alpha/alpha-chat")
+    assert "held ones are not listed" not in html

@@ -1,0 +1,38 @@
+"""The Scaling panel in headless Chromium: new decisions appear (held ones folded into a count) and become
+markers on the replica chart, without a reload."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+from playwright.sync_api import expect
+
+from tests.autoscaling.test_panel import BUILTIN, decide
+from tests.factories import InferenceServiceFactory
+from tests.web.conftest import browser_page, point  # noqa: F401 (the Chromium fixture)
+
+
+@pytest.mark.browser
+def test_the_scaling_panel_updates_without_a_reload(browser_page, live_server, viewer_a, tenant_a):  # noqa: F811
+    service = InferenceServiceFactory(tenant=tenant_a, name="chat", phase="Ready", autoscaling=BUILTIN)
+    point(service, 60, ready_replicas=1)
+    point(service, 1, ready_replicas=2)
+    decide(service, 50, current=1, desired=2, reason="waiting 9.0 per replica > target 4 (×2.25) → 2 replicas")
+    page = browser_page(viewer_a)
+    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]))
+    expect(page.locator("#scaling-timeline li")).to_have_count(1, timeout=15000)
+    page.evaluate("window.loadedOnce = true")
+
+    decide(service, 20, action="held", current=2, desired=2, reason="held at 2")
+    decide(service, 10, action="held", current=2, desired=2, reason="held at 2")
+    decide(service, 2, current=2, desired=4, reason="TTFT p95 3 s > target 2 s (×1.50) → 4 replicas")
+
+    expect(page.locator("#scaling-timeline li")).to_have_count(3, timeout=15000)
+    expect(page.locator("#scaling-timeline li").nth(0)).to_contain_text("2 → 4")
+    expect(page.locator("#scaling-timeline li").nth(1)).to_contain_text("held ×2")
+    assert page.evaluate("window.loadedOnce") is True  # the same document: no reload happened
+    # The replica chart picks the two scaling decisions up as markers at the counts they asked for.
+    page.wait_for_function(
+        "() => { const d = document.getElementById('chart-replicas').data;"
+        " return d && d.length === 2 && d[1].y.length === 2; }", timeout=15000)
+    assert page.evaluate("document.getElementById('chart-replicas').data[1].y") == [2, 4]

@@ -1,0 +1,41 @@
+"""Celery tasks of the built-in autoscaler (queue `autoscale`): every AUTOSCALE_SECONDS beat evaluates each
+builtin service from the stored series (no scrape); the scraper asks for one service at once when its
+router holds a request at zero replicas (activation); decisions past retention are pruned hourly."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+
+from apps.autoscaling import evaluate
+from controlplane import tasknames as names
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(name=names.AUTOSCALE_EVALUATE_ALL, ignore_result=True)
+def evaluate_all() -> int:
+    """Evaluate every builtin-autoscaled service; one service's failure does not stop the others."""
+    count = 0
+    for service_id in evaluate.autoscaled_services().values_list("pk", flat=True):
+        try:
+            for outcome in evaluate.evaluate_service(service_id):
+                if outcome.action:
+                    log.info("autoscale %s/%s: %s %d → %d: %s", service_id, outcome.pool, outcome.action,
+                             outcome.current, outcome.desired, outcome.reason)
+        except Exception:
+            log.exception("autoscale: evaluating service %s failed", service_id)
+        count += 1
+    return count
+
+
+@shared_task(name=names.AUTOSCALE_EVALUATE_SERVICE, ignore_result=True)
+def evaluate_service(service_id: int) -> list[dict]:
+    """Evaluate one service now (activation of a serverless service at zero replicas)."""
+    return [vars(o) for o in evaluate.evaluate_service(service_id)]
+
+
+@shared_task(name=names.AUTOSCALE_PRUNE, ignore_result=True)
+def prune() -> int:
+    return evaluate.prune_decisions()
