@@ -51,7 +51,8 @@ ROUNDS = 40
 def populate() -> tuple[str, str]:
     """Bulk-create the world; return bearer tokens for a staff user and a member of one tenant."""
     User = get_user_model()
-    cluster = Cluster.objects.create(name="sim", api_url="http://127.0.0.1:6443", insecure_simulator=True)
+    cluster = Cluster.objects.create(name="sim", api_url="http://127.0.0.1:6443", insecure_simulator=True,
+                                     open_to_all_tenants=True)
     model = Model.objects.create(
         name="llama-3-1-8b",
         source_uri="hf://meta-llama/Llama-3.1-8B-Instruct",

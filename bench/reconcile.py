@@ -115,7 +115,8 @@ def create_services(n: int, url: str, image: str) -> list[int]:
     from apps.clusters.models import Cluster
     from apps.tenancy.models import Tenant
 
-    cluster = Cluster.objects.create(name="bench", api_url=url, insecure_simulator=True)
+    cluster = Cluster.objects.create(name="bench", api_url=url, insecure_simulator=True,
+                                     open_to_all_tenants=True)
     model = Model.objects.create(name="llama-3-1-8b", source_uri="hf://meta-llama/Llama-3.1-8B-Instruct",
                                  parameters_billions=8.03, layers=32, hidden_size=4096, attention_heads=32,
                                  kv_heads=8, head_dim=128, max_context=131072)

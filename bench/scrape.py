@@ -122,7 +122,8 @@ def populate(url: str, services: int):
     from apps.serving.models import InferenceService, Pool
     from apps.tenancy.models import Tenant
 
-    cluster = Cluster.objects.create(name="bench", api_url=url, insecure_simulator=True)
+    cluster = Cluster.objects.create(name="bench", api_url=url, insecure_simulator=True,
+                                     open_to_all_tenants=True)
     model = Model.objects.create(name="llama-3-1-8b", source_uri="hf://meta-llama/Llama-3.1-8B-Instruct",
                                  parameters_billions=8.03, layers=32, hidden_size=4096, attention_heads=32,
                                  kv_heads=8, head_dim=128, max_context=131072)

@@ -15,6 +15,7 @@ from urllib.parse import unquote
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from apps.catalog.registries import parse_prefixes
 from controlplane import tasknames
 from controlplane.logcontext import logging_config
 
@@ -65,6 +66,13 @@ DEBUG = strict_bool("DEBUG", False)
 SECRET_KEY = secret("SECRET_KEY", "dev-insecure-key-change-me" if DEBUG else None)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+# Registries (host with an optional path prefix) runtime images may come from, for every tenant; staff add
+# more per tenant in the admin (catalog: tenant image registries). Comma-separated.
+try:
+    IMAGE_REGISTRIES = parse_prefixes(env.list("IMAGE_REGISTRIES", default=["docker.io/vllm", "docker.io/lmsysorg"]),
+                                      "IMAGE_REGISTRIES")
+except ValueError as exc:
+    raise ImproperlyConfigured(str(exc)) from exc
 # Fernet key(s) for secrets at rest (cluster credentials). Comma-separated: the first encrypts,
 # all decrypt, so keys can be rotated.
 FIELD_ENCRYPTION_KEYS = [
@@ -320,8 +328,15 @@ CELERY_TASK_ROUTES = tasknames.routes(CELERY_QUEUE_PREFIX)
 CELERY_TIMEZONE = "UTC"
 RECONCILE_RESYNC_SECONDS = strict_int("RECONCILE_RESYNC_SECONDS", 30)
 RESYNC_TICK_SECONDS = strict_int("RESYNC_TICK_SECONDS", 10)
+# A service marked queued longer than this is taken to have lost its message (broker restart): requeued.
+RECONCILE_QUEUED_EXPIRY_SECONDS = strict_int("RECONCILE_QUEUED_EXPIRY_SECONDS", 300)
+RECONCILE_RUN_RETENTION_DAYS = strict_int("RECONCILE_RUN_RETENTION_DAYS", 14)
+# Every cluster call times out (apps/clusters/kubeclient.py: 10 s, discovery included); a reconcile or inventory
+# pass of one service or cluster stops at this total and is retried, so no worker hangs on a cluster.
+RECONCILE_PASS_DEADLINE_SECONDS = strict_int("RECONCILE_PASS_DEADLINE_SECONDS", 60)
 CELERY_BEAT_SCHEDULE: dict = {
     "resync-services": {"task": tasknames.RESYNC, "schedule": RESYNC_TICK_SECONDS},
+    "prune-history": {"task": tasknames.PRUNE_HISTORY, "schedule": 3600},
     "gpu-inventory": {"task": tasknames.SYNC_INVENTORIES,
                       "schedule": strict_int("INVENTORY_SECONDS", 30)},
 }
@@ -331,6 +346,9 @@ CELERY_BEAT_SCHEDULE: dict = {
 TELEMETRY_SCRAPE_SECONDS = strict_int("TELEMETRY_SCRAPE_SECONDS", 5)
 TELEMETRY_SCRAPE_TIMEOUT_SECONDS = strict_int("TELEMETRY_SCRAPE_TIMEOUT_SECONDS", 3)
 TELEMETRY_SCRAPE_CONCURRENCY = strict_int("TELEMETRY_SCRAPE_CONCURRENCY", 32)
+# One exposition may be at most this big; a cycle of one cluster stops fetching after this many seconds.
+TELEMETRY_MAX_EXPOSITION_BYTES = strict_int("TELEMETRY_MAX_EXPOSITION_BYTES", 4 * 1024 * 1024)
+TELEMETRY_CYCLE_DEADLINE_SECONDS = strict_int("TELEMETRY_CYCLE_DEADLINE_SECONDS", 30)
 TELEMETRY_RAW_RETENTION_HOURS = strict_int("TELEMETRY_RAW_RETENTION_HOURS", 24)
 TELEMETRY_ROLLUP_RETENTION_DAYS = strict_int("TELEMETRY_ROLLUP_RETENTION_DAYS", 30)
 QUEUE_HEARTBEAT_SECONDS = strict_int("QUEUE_HEARTBEAT_SECONDS", 15)

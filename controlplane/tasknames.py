@@ -4,6 +4,7 @@ and routes refer to them, and apps enqueue by them (`send_task`) without importi
 RECONCILE_SERVICE = "workers.tasks.reconcile.reconcile_service"
 RESYNC = "workers.tasks.reconcile.resync"
 SYNC_INVENTORIES = "workers.tasks.reconcile.sync_inventories"
+PRUNE_HISTORY = "workers.tasks.reconcile.prune_history"
 PING = "workers.tasks.system.ping"
 TELEMETRY_SCRAPE = "workers.tasks.telemetry.scrape"
 TELEMETRY_COMPACT = "workers.tasks.telemetry.compact"

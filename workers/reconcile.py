@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -81,7 +82,17 @@ def reconcile(service_id: int) -> Outcome:
             return Outcome(service_id, ReconcileResult.GONE)
         # Bound until the task ends (task_postrun clears it), so the task's summary line carries them too.
         logcontext.update(tenant=service.tenant.slug, service=f"{service.tenant.slug}/{service.name}")
-        outcome = _delete(service) if service.is_deleting else _converge(service)
+        try:
+            with kube_for(service.cluster).pass_deadline(settings.RECONCILE_PASS_DEADLINE_SECONDS):
+                outcome = _delete(service) if service.is_deleting else _converge(service)
+        except (ClusterError, DatabaseError):
+            raise  # classified cluster errors are retried or reported by the task; the database comes back
+        except Exception as exc:
+            # A bug or absurd stored data (an OverflowError, say) must not crash the task on every resync:
+            # it becomes a Failed condition with the message, and waits for the next spec change.
+            log.exception("reconcile %s: unexpected error", service_id)
+            outcome = _write_failure(service, service.generation, "InternalError",
+                                     f"{exc.__class__.__name__}: {exc}")
     outcome.duration_s = time.monotonic() - started
     if outcome.record:
         ReconcileRun.objects.create(
@@ -93,21 +104,23 @@ def reconcile(service_id: int) -> Outcome:
 
 
 def due_for_resync(now=None):
-    """Services the periodic resync should enqueue: never reconciled for one resync interval after they
-    were created, not checked for one resync interval (drift), or behind their spec / being deleted but
-    not touched in the last tick. Services touched in the last tick are in flight already (on-commit
-    enqueue, self-requeue while deploying); enqueueing them again would only pile up duplicate tasks."""
+    """Services the periodic resync should enqueue (none with a reconcile queued already): never reconciled
+    for one resync interval after they were created, not checked for one resync interval (drift), or behind
+    their spec / being deleted but not touched in the last tick. Services touched in the last tick are in
+    flight already (on-commit enqueue, self-requeue while deploying); enqueueing them again would only pile
+    up duplicate tasks."""
     now = now or timezone.now()
     recent = now - timedelta(seconds=settings.RESYNC_TICK_SECONDS)
     stale = now - timedelta(seconds=settings.RECONCILE_RESYNC_SECONDS)
     behind = Q(observed_generation__lt=F("generation")) | Q(deletion_requested_at__isnull=False)
+    lost = now - timedelta(seconds=settings.RECONCILE_QUEUED_EXPIRY_SECONDS)
     return InferenceService.objects.filter(
         # A new service was enqueued when it was saved; resync takes it only if that task got lost (not
         # seen for one interval), or a backlog of new services would be enqueued again every tick.
         Q(last_reconciled_at__isnull=True, created__lt=stale)
         | Q(last_reconciled_at__lt=stale)
         | (behind & Q(last_reconciled_at__lt=recent))
-    )
+    ).filter(Q(queued_at__isnull=True) | Q(queued_at__lt=lost))
 
 
 def _delete(service) -> Outcome:
@@ -126,14 +139,16 @@ def _delete(service) -> Outcome:
 
 def _converge(service) -> Outcome:
     generation = service.generation
+    kube = kube_for(service.cluster)
     try:
         spec = spec_from_service(service)
+        if not spec.api_server_cidrs:
+            spec = replace(spec, api_server_cidrs=kube.api_server_cidrs())
         objects = render_service(spec)
     except ValueError as exc:  # RenderError and invalid stored settings: permanent until the spec changes
         return _write_failure(service, generation, "RenderFailed", str(exc))
     labelled = service_objects(objects)
     shared = [o for o in objects if o not in labelled]
-    kube = kube_for(service.cluster)
     try:
         # Objects of kinds no longer desired can exist only after a spec change (or an interrupted pass,
         # which leaves the service behind too): only then are all kinds listed for pruning.

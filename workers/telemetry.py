@@ -154,19 +154,63 @@ def list_engine_pods(core: k8s.CoreV1Api, service_ids: dict[str, int], timeout: 
     return engine_pods(json.loads(response.data).get("items") or [], service_ids)
 
 
-def scrape_pod(core: k8s.CoreV1Api, pod: EnginePod, timeout: float) -> PodResult:
-    """GET the pod's /metrics through the API server's pod proxy and parse it; errors end up in the result."""
+class FetchTooBig(Exception):
+    """The exposition outgrew TELEMETRY_MAX_EXPOSITION_BYTES."""
+
+
+class FetchTooSlow(Exception):
+    """The exposition did not arrive whole within its time."""
+
+
+def read_bounded(response, max_bytes: int, deadline: float) -> bytes:
+    """The body, read one socket read at a time, refused past `max_bytes` or the monotonic `deadline`. Each
+    read is bounded by the read timeout; this bounds their sum (an engine dripping bytes never ends)."""
+    parts, size = [], 0
+    while True:
+        chunk = response.read1(64 * 1024)
+        if not chunk:
+            return b"".join(parts)
+        size += len(chunk)
+        if size > max_bytes:
+            raise FetchTooBig(f"exposition larger than {max_bytes} bytes")
+        if time.monotonic() > deadline:
+            raise FetchTooSlow(
+                f"exposition not complete in time (TELEMETRY_SCRAPE_TIMEOUT_SECONDS="
+                f"{settings.TELEMETRY_SCRAPE_TIMEOUT_SECONDS} seconds a pod, TELEMETRY_CYCLE_DEADLINE_SECONDS="
+                f"{settings.TELEMETRY_CYCLE_DEADLINE_SECONDS} a cycle)")
+        parts.append(chunk)
+
+
+def scrape_pod(core: k8s.CoreV1Api, pod: EnginePod, timeout: float, deadline: float | None = None) -> PodResult:
+    """GET the pod's /metrics through the API server's pod proxy and parse it; errors end up in the result.
+
+    The fetch is bounded in time (`timeout`, and the cycle's monotonic `deadline`) and in bytes
+    (TELEMETRY_MAX_EXPOSITION_BYTES), so one slow or huge engine costs its own pod, not the cluster's cycle.
+    """
     result = PodResult(pod)
+    own_deadline = time.monotonic() + timeout
+    deadline = own_deadline if deadline is None else min(own_deadline, deadline)
     try:
+        if time.monotonic() > deadline:
+            raise FetchTooSlow(f"not fetched: the cycle ran past its {settings.TELEMETRY_CYCLE_DEADLINE_SECONDS} "
+                               "seconds")
         response = core.connect_get_namespaced_pod_proxy_with_path(
             f"{pod.name}:{pod.port}", pod.namespace, "metrics",
             _preload_content=False, _request_timeout=(timeout, timeout), _headers={"Accept": ACCEPT},
         )
-        text = response.data.decode("utf-8", errors="replace")
+        try:
+            body = read_bounded(response, settings.TELEMETRY_MAX_EXPOSITION_BYTES, deadline)
+        finally:
+            response.release_conn()
+        text = body.decode("utf-8", errors="replace")
         result.fetched_at = time.time()
         result.snapshot = parse_snapshot(text, scraped_at=result.fetched_at)
     except NotAnEngineExposition as exc:
         result.error = f"not an engine exposition: {exc}"
+    except FetchTooBig as exc:
+        result.error = str(exc)
+    except FetchTooSlow as exc:
+        result.error = str(exc)
     except Exception as exc:  # any failure of one pod is that pod's error, never the cycle's
         result.error = classify(exc).message
     return result
@@ -338,6 +382,7 @@ def _scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport
     if not services:
         return report
     timeout = float(settings.TELEMETRY_SCRAPE_TIMEOUT_SECONDS)
+    cycle_deadline = started + settings.TELEMETRY_CYCLE_DEADLINE_SECONDS
     core = kube_for(cluster).core
     try:
         pods = list_engine_pods(core, services, timeout)
@@ -366,7 +411,7 @@ def _scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport
         if client is not None:
             return {sid: pool.submit(query_service, client, engines[sid], pods_of[sid], sid in multi_pool)
                     for sid in chunk if sid in pods_of}
-        return {sid: [pool.submit(scrape_pod, core, p, timeout) for p in pods_of[sid]]
+        return {sid: [pool.submit(scrape_pod, core, p, timeout, cycle_deadline) for p in pods_of[sid]]
                 for sid in chunk if sid in pods_of}
 
     # One chunk in flight ahead of the one being written: the pool stays busy, and the writing thread is
@@ -437,7 +482,11 @@ def scrape_all() -> list[CycleReport]:
     at = timezone.now()
     reports = []
     for cluster in Cluster.objects.all():
-        report = scrape_cluster(cluster, at=at)
+        try:
+            report = scrape_cluster(cluster, at=at)
+        except Exception as exc:  # one bad cluster never stops the cycle of the others
+            log.exception("telemetry: cluster %s: cycle failed", cluster.name)
+            report = CycleReport(cluster.name, errors=1, message=f"{exc.__class__.__name__}: {exc}")
         if report.skipped:
             log.info("telemetry: cluster %s: another worker's cycle is still running", cluster.name)
         elif report.message:

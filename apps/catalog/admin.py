@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from apps.catalog.models import Adapter, Model, Runtime
+from apps.catalog.models import Adapter, Model, Runtime, TenantImageRegistry
 from apps.core.admin import AuditedModelAdmin
 
 PLATFORM_OR_TENANT = ("tenant", admin.RelatedOnlyFieldListFilter)
@@ -33,3 +33,13 @@ class RuntimeAdmin(AuditedModelAdmin):
     search_fields = ["name", "image", "tag"]
     list_select_related = ["tenant"]
     readonly_fields = ["created", "updated"]
+
+
+@admin.register(TenantImageRegistry)
+class TenantImageRegistryAdmin(AuditedModelAdmin):
+    """Staff allow a tenant extra registries for its private runtimes (on top of IMAGE_REGISTRIES)."""
+
+    list_display = ["tenant", "prefix"]
+    list_filter = [("tenant", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["prefix", "tenant__slug"]
+    list_select_related = ["tenant"]

@@ -133,6 +133,8 @@ class EngineAdapter:
     readiness_path: ClassVar[str]
     startup_path: ClassVar[str]
     metrics_path: ClassVar[str] = "/metrics"
+    # The uid the engine container runs as, or None where the image needs root (see README, Security).
+    non_root_uid: ClassVar[int | None] = None
     command: ClassVar[tuple[str, ...]]
     kv_cache_dtypes: ClassVar[tuple[str, ...]]
     # Flag spelling -> owning EngineSettings field (or _CONTROL_PLANE), aliases included.
@@ -261,6 +263,8 @@ class VllmAdapter(EngineAdapter):
 
     kind = "vllm"
     port = 8000
+    # vLLM's image runs as any uid given a writable $HOME (its caches: HF, vLLM, Triton, Inductor).
+    non_root_uid = 1000
     health_path = "/health"
     readiness_path = "/health"  # the API server has no separate readiness endpoint
     startup_path = "/health"

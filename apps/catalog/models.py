@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
@@ -10,6 +11,7 @@ from django.db.models import Q
 
 from apps.catalog.choices import DeploymentMode, EngineKind, ModelDtype
 from apps.catalog.engines import EngineSettings, get_adapter
+from apps.catalog.registries import PREFIX_HELP, image_allowed, is_valid_prefix
 from apps.catalog.validators import validate_source_uri
 from apps.core.access import TenantScopedQuerySet, can_write_tenant
 from apps.core.models import TimestampedModel
@@ -158,3 +160,35 @@ class Runtime(CatalogEntry):
             errors["supported_modes"] = ["Deployment modes are listed more than once."]
         if ":" in self.image.rsplit("/", 1)[-1] or "@" in self.image:
             errors["image"] = ["Give the image without a tag or digest; the tag has its own field."]
+        elif self.image:
+            allowed = allowed_registries(self.tenant_id)
+            if not image_allowed(self.image, allowed):
+                errors["image"] = [f"Images may come only from these registries: {', '.join(allowed)}."]
+
+
+def allowed_registries(tenant_id: int | None) -> list[str]:
+    """The platform list (`IMAGE_REGISTRIES`) plus the tenant's own additions, in that order."""
+    extra = []
+    if tenant_id is not None:
+        extra = list(TenantImageRegistry.objects.filter(tenant_id=tenant_id).values_list("prefix", flat=True))
+    return list(dict.fromkeys([*settings.IMAGE_REGISTRIES, *extra]))
+
+
+class TenantImageRegistry(models.Model):
+    """A registry (host with an optional path) staff allow for one tenant's runtime images, on top of
+    the platform list. Managed by staff in the admin only."""
+
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="image_registries")
+    prefix = models.CharField(max_length=255, help_text=PREFIX_HELP)
+
+    class Meta:
+        ordering = ["tenant__slug", "prefix"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "prefix"], name="catalog_tenant_registry_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant}: {self.prefix}"
+
+    def clean(self) -> None:
+        self.prefix = (self.prefix or "").strip().lower().rstrip("/")
+        if not is_valid_prefix(self.prefix):
+            raise ValidationError({"prefix": [f"{self.prefix!r} is not a registry prefix. {PREFIX_HELP}"]})

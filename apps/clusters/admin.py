@@ -23,7 +23,7 @@ class ClusterAdminForm(forms.ModelForm):
     class Meta:
         model = Cluster
         fields = ["name", "description", "api_url", *CREDENTIALS, "in_cluster", "insecure_simulator", "has_gateway",
-                  "prometheus_url"]
+                  "prometheus_url", "api_server_cidrs", "open_to_all_tenants", "tenants"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -63,6 +63,7 @@ class ClusterAdmin(AuditedModelAdmin):
     search_fields = ["name", "api_url", "description"]
     readonly_fields = ["last_seen_at", "created", "updated"]
     inlines = [GpuNodeInline]
+    filter_horizontal = ["tenants"]
 
     def get_fields(self, request, obj=None):
         fields = [*ClusterAdminForm.Meta.fields, "clear_credentials"]

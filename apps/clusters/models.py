@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
 from django.db import models
 
@@ -32,6 +34,14 @@ class ClusterCredentials:
         )
 
 
+def _is_cidr(text: str) -> bool:
+    try:
+        ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        return False
+    return "/" in text
+
+
 class HttpsURLField(models.URLField):
     """A URLField whose form field assumes https for scheme-less input (Django 6's default, today)."""
 
@@ -43,6 +53,16 @@ class ClusterQuerySet(models.QuerySet):
     def for_user(self, user) -> ClusterQuerySet:
         """Clusters are platform infrastructure: staff only."""
         return self if is_platform_staff(user) else self.none()
+
+    def usable_by_tenant(self, tenant_id: int | None) -> ClusterQuerySet:
+        """The clusters staff let this tenant deploy to: open to all, or listing the tenant."""
+        return self.filter(models.Q(open_to_all_tenants=True) | models.Q(tenants=tenant_id)).distinct()
+
+
+def unavailable_cluster_message(name) -> str:
+    """One answer for a cluster that does not exist and one the tenant may not use, so that a tenant
+    cannot learn the names of clusters it may not use."""
+    return f"No cluster named {name!s} is available to this tenant."
 
 
 class Cluster(TimestampedModel):
@@ -72,6 +92,18 @@ class Cluster(TimestampedModel):
         help_text="A Prometheus server that already scrapes this cluster's engines (labels namespace and pod). "
         "When set, engine telemetry is read from it with PromQL instead of through the pod proxy.",
     )
+    api_server_cidrs = ArrayField(
+        models.CharField(max_length=43), default=list, blank=True,
+        help_text="Where the API server's proxy traffic to pods comes from (CIDRs, comma-separated); the tenant "
+        "NetworkPolicy admits it. Empty: the addresses of the default/kubernetes Endpoints.",
+    )
+    open_to_all_tenants = models.BooleanField(
+        default=False, help_text="Every tenant may deploy here. Otherwise only the tenants listed below may."
+    )
+    tenants = models.ManyToManyField(
+        "tenancy.Tenant", blank=True, related_name="clusters",
+        help_text="The tenants that may deploy services to this cluster.",
+    )
     last_seen_at = models.DateTimeField(null=True, blank=True)
 
     objects = ClusterQuerySet.as_manager()
@@ -99,6 +131,9 @@ class Cluster(TimestampedModel):
             errors["api_url"] = [
                 "Use https:// for real clusters; plain http is only for the local simulator."
             ]
+        bad = [c for c in self.api_server_cidrs or [] if not _is_cidr(c)]
+        if bad:
+            errors["api_server_cidrs"] = [f"Not a CIDR: {', '.join(bad)} (e.g. 10.0.0.0/24 or 10.0.0.5/32)."]
         if errors:
             raise ValidationError(errors)
 

@@ -70,6 +70,14 @@ MODE_POOL_ROLES: dict[str, frozenset[str]] = {
 
 # Routing policies only one engine's router implements.
 ENGINE_ONLY_ROUTING: dict[str, str] = {RoutingPolicy.CACHE_AWARE: EngineKind.SGLANG}
+# Routing policy -> the router's own argument, per engine; a policy missing here is one that engine's router
+# lacks (validation refuses it; the renderer writes the argument).
+ROUTER_POLICIES: dict[str, dict[str, str]] = {
+    EngineKind.VLLM: {RoutingPolicy.ROUND_ROBIN: "roundrobin", RoutingPolicy.SESSION: "session",
+                      RoutingPolicy.PREFIX_AWARE: "prefixaware", RoutingPolicy.KV_AWARE: "kvaware"},
+    EngineKind.SGLANG: {RoutingPolicy.PREFIX_AWARE: "cache_aware", RoutingPolicy.KV_AWARE: "cache_aware",
+                        RoutingPolicy.CACHE_AWARE: "cache_aware", RoutingPolicy.ROUND_ROBIN: "round_robin"},
+}
 
 
 # Rate policies of the built-in autoscaler's behavior (Kubernetes' HPAScalingRules vocabulary).

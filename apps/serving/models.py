@@ -106,6 +106,8 @@ class InferenceService(TimestampedModel):
     endpoint = models.CharField(max_length=500, blank=True, editable=False)
     deletion_requested_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_reconciled_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Set when a reconcile is queued, cleared when it starts: the resync never queues a service twice.
+    queued_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     objects = InferenceServiceQuerySet.as_manager()
 

@@ -53,6 +53,15 @@ MODEL_CACHE_COMPONENT = "model-cache"
 MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 
 NAMESPACE_PREFIX = "tenant-"
+# Pod Security admission on every tenant namespace: baseline is enforced (no privileged pods, host access
+# or added capabilities), restricted is warned about (vLLM runs non-root; SGLang images still need root).
+POD_SECURITY_LABELS = {
+    "pod-security.kubernetes.io/enforce": "baseline",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+    "pod-security.kubernetes.io/warn": "restricted",
+    "pod-security.kubernetes.io/warn-version": "latest",
+}
+ISOLATION_POLICY_NAME = "tenant-isolation"  # the tenant namespace's default-deny ingress NetworkPolicy
 QUOTA_NAME = "gpu-quota"  # the tenant's ResourceQuota in its namespace
 # Objects of service `x` are named `x` or `x<suffix>`: a sibling service named e.g. `x-router` would
 # collide with them, so validation may refuse such names when `x` exists in the tenant.

@@ -13,8 +13,9 @@ from django.core.exceptions import ValidationError
 
 from apps.catalog.choices import DeploymentMode
 from apps.catalog.engines import EngineSettings, EngineSettingsError, get_adapter
+from apps.clusters.models import Cluster, unavailable_cluster_message
 from apps.serving.autoscaling_spec import autoscaling_errors
-from apps.serving.choices import ENGINE_ONLY_ROUTING, MODE_POOL_ROLES, Phase
+from apps.serving.choices import ENGINE_ONLY_ROUTING, MODE_POOL_ROLES, ROUTER_POLICIES, Phase, RoutingPolicy
 
 # LoRA adapters one service may serve; engines keep each loaded one in GPU memory (vLLM `--max-loras`).
 MAX_ADAPTERS = 64
@@ -35,6 +36,8 @@ def service_errors(service, pools: list, adapters: list) -> dict[str, list[str]]
                     f"A service named {service.name!r} already exists in this tenant.", code="unique"
                 )
             )
+
+    _cluster_errors(service, errors)
 
     # Catalog entries: platform-wide or the service's own tenant.
     for field, entry in (("model", model), ("runtime", runtime)):
@@ -59,9 +62,15 @@ def service_errors(service, pools: list, adapters: list) -> dict[str, list[str]]
                 f"it supports {', '.join(runtime.supported_modes)}."
             )
         needed_engine = ENGINE_ONLY_ROUTING.get(service.routing_policy)
+        offered = sorted({RoutingPolicy.ROUND_ROBIN, *ROUTER_POLICIES.get(runtime.engine, {})})
         if needed_engine and runtime.engine != needed_engine:
             errors["routing_policy"].append(
                 f"{service.routing_policy} routing needs a {needed_engine} runtime, not {runtime.engine}."
+            )
+        elif service.routing_policy and service.routing_policy not in offered:
+            errors["routing_policy"].append(
+                f"The {runtime.engine} router has no {service.routing_policy} routing; it offers "
+                f"{', '.join(offered)}."
             )
 
     settings = _engine_settings(service, runtime, model, errors)
@@ -76,6 +85,25 @@ def service_errors(service, pools: list, adapters: list) -> dict[str, list[str]]
     if not errors.get("pools"):
         _quota_errors(service, pools, errors)
     return {field: messages for field, messages in errors.items() if messages}
+
+
+def _cluster_errors(service, errors) -> None:
+    """Only clusters staff opened to the tenant; and a service never changes cluster, because its objects
+    on the old cluster would keep their GPUs outside any quota (delete and create it on the new one)."""
+    if not service.cluster_id:
+        return
+    # Availability first: a move to a cluster the tenant may not use must read like one to no cluster.
+    if service.tenant_id and not Cluster.objects.usable_by_tenant(service.tenant_id).filter(
+            pk=service.cluster_id).exists():
+        errors["cluster"].append(unavailable_cluster_message(service.cluster.name))
+        return
+    if service.pk:
+        stored = type(service)._default_manager.filter(pk=service.pk).values_list("cluster_id", flat=True).first()
+        if stored is not None and stored != service.cluster_id:
+            errors["cluster"].append(
+                "A service cannot move to another cluster: its workloads would stay behind on the old one. "
+                "Create a new service on the other cluster and delete this one."
+            )
 
 
 def _engine_settings(service, runtime, model, errors):

@@ -98,6 +98,7 @@ def builtin_types() -> list[ResourceType]:
         ResourceType("batch", "v1", "jobs", "Job", categories=["all"], status=True,
                      required=("spec.template.spec.containers",)),
         ResourceType("networking.k8s.io", "v1", "ingresses", "Ingress", short_names=["ing"], status=True),
+        # Enforced for ingress by the pod and service proxies (kubesim/cluster/netpol.py).
         ResourceType("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", short_names=["netpol"]),
         ResourceType("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler",
                      short_names=["hpa"], categories=["all"], status=True,

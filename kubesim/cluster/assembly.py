@@ -38,6 +38,7 @@ from kubesim.cluster.dcgm import DcgmExporter, install_exporters, is_exporter
 from kubesim.cluster.events import EventRecorder, expire_events
 from kubesim.cluster.faults import FaultConfig, FaultInjector, admin_routes, fault_middleware
 from kubesim.cluster.kubelet import Kubelet, KubeletConfig
+from kubesim.cluster.netpol import api_server_objects
 from kubesim.cluster.nodes import build_nodes
 from kubesim.cluster.proxy import Proxies, RoutingPolicy
 from kubesim.cluster.resource_metrics import ResourceMetrics
@@ -230,6 +231,10 @@ class Cluster:
         self.ready = asyncio.Event()
         try:
             await register_nodes(self.api.as_manager("kubelet"), self.nodes)
+            apiserver = self.api.as_manager("kube-apiserver")
+            for resource, obj in api_server_objects():  # where clients (and NetworkPolicies) find the API server
+                if await apiserver.get(resource, "default", obj["metadata"]["name"]) is None:
+                    await apiserver.create(resource, obj)
             if self.config.dcgm_exporter:
                 await install_exporters(self.api.as_manager("gpu-operator"), self.nodes)
             for informer in self.informers.values():

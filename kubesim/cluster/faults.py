@@ -33,6 +33,7 @@ class FaultConfig:
     latency_ms: float = 0.0
     latency_jitter_ms: float = 0.0
     watch_drop_seconds: float | None = None
+    watch_drop_rate: float = 0.0  # each watch is cut, within its first two seconds, with this probability
     conflict_rate: float = 0.0
     conflict_count: int = 0
     methods: list[str] = field(default_factory=list)  # limit errors and latency to these verbs (empty: all)
@@ -53,7 +54,7 @@ class FaultConfig:
         return config
 
     def validate(self) -> None:
-        for name in ("error_rate", "conflict_rate"):
+        for name in ("error_rate", "conflict_rate", "watch_drop_rate"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not 0 <= value <= 1:
                 raise ValueError(f"{name} must be a number between 0 and 1")
@@ -156,6 +157,17 @@ class FaultInjector:
             return True
         return bool(config.conflict_rate) and self.random.random() < config.conflict_rate
 
+    def watch_drop(self, request: web.Request) -> float | None:
+        """Seconds after which to cut this watch, or None to leave it be."""
+        if request.query.get("watch") not in ("true", "1"):
+            return None
+        config = self.config
+        if config.watch_drop_seconds:
+            return config.watch_drop_seconds
+        if config.watch_drop_rate and self.random.random() < config.watch_drop_rate:
+            return self.random.uniform(0.1, 2.0)
+        return None
+
     def latency(self, request: web.Request) -> float:
         config = self.config
         if not (config.latency_ms or config.latency_jitter_ms) or not self._applies(request, True):
@@ -183,8 +195,8 @@ def fault_middleware(injector: FaultInjector):
             return web.json_response(body, status=code, headers=headers)
         if injector.pick_conflict(request):
             return web.json_response(conflict_status(request.path), status=409)
-        drop = injector.config.watch_drop_seconds
-        if drop and request.query.get("watch") in ("true", "1") and request.transport is not None:
+        drop = injector.watch_drop(request)
+        if drop and request.transport is not None:
             # Cut the TCP connection mid-stream, as a load balancer or apiserver restart would.
             timer = asyncio.get_running_loop().call_later(drop, request.transport.close)
             try:

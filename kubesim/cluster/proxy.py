@@ -4,6 +4,9 @@
 forward any method, headers, query and body to the workload's loopback port and stream the response
 back chunk by chunk (server-sent events arrive as the workload writes them).
 
+Both enforce the NetworkPolicies of the target's namespace (kubesim/cluster/netpol.py): a request from a pod
+(the `X-Kubesim-Source-Pod` header) or from the API server itself reaches only the pods those policies admit.
+
 The service proxy picks a ready endpoint with a routing policy: round robin unless the Service carries
 the annotation `kubesim.io/routing-policy: <name>` naming one of the policies `Proxies` was built with
 (the cluster assembly passes the engines' policies); `fn(request: ProxyRequest, endpoints: list[Endpoint])`
@@ -23,6 +26,7 @@ import aiohttp
 from aiohttp import web
 
 from kubesim.apiserver.errors import ApiError
+from kubesim.cluster.netpol import SOURCE_POD_HEADER, Source, ingress_allowed, refused, source_of
 from kubesim.workload import Endpoint, relay
 
 log = logging.getLogger(__name__)
@@ -40,6 +44,7 @@ _HOP_BY_HOP = {
     "host",
     "content-length",
     "authorization",
+    SOURCE_POD_HEADER.lower(),  # who is calling is the proxy's business, not the workload's
 }
 
 
@@ -67,6 +72,15 @@ def parse_target(target: str) -> tuple[str, str | None]:
     if len(parts) == 2:
         return parts[0], parts[1] or None
     return target, None
+
+
+def _port_number_and_name(pod: dict, port) -> tuple[int | None, str | None]:
+    """A container port given by number or name, as (number, name) for NetworkPolicy port rules."""
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        for candidate in container.get("ports") or []:
+            if str(port) in (str(candidate.get("containerPort")), candidate.get("name")):
+                return candidate.get("containerPort"), candidate.get("name")
+    return (int(port), None) if str(port or "").isdigit() else (None, str(port) if port else None)
 
 
 class Proxies:
@@ -113,6 +127,9 @@ class Proxies:
         pod = self.store.get("v1/pods", namespace, name)
         if not (pod.get("spec") or {}).get("nodeName"):
             raise ApiError.bad_request(f"pod {name} does not have a host assigned")
+        if not ingress_allowed(self.store, pod, source_of(self.store, request.headers.get(SOURCE_POD_HEADER)),
+                               *_port_number_and_name(pod, port)):
+            raise refused(pod, port)
         local = self.kubelet.port(namespace, name, port)
         if local is None:
             address = f"{(pod.get('status') or {}).get('podIP') or name}:{port or 80}"
@@ -148,9 +165,18 @@ class Proxies:
         endpoints = self.view.ready_endpoints(namespace, label_selector, target) if selector else []
         if not endpoints:
             raise ApiError(503, "ServiceUnavailable", f'no endpoints available for service "{name}"')
+        source = source_of(self.store, request.headers.get(SOURCE_POD_HEADER))
+        allowed = [e for e in endpoints if self._reachable(namespace, e.pod_name, source, target)]
+        if not allowed:
+            raise refused(self.store.get("v1/pods", namespace, endpoints[0].pod_name), target)
+        endpoints = allowed
         body = await request.read()
         chosen = await self.choose(request, service, endpoints, body)
         return await self.forward(request, chosen.base_url, body)
+
+    def _reachable(self, namespace: str, pod_name: str, source: Source, target) -> bool:
+        pod = self.store.get("v1/pods", namespace, pod_name)
+        return ingress_allowed(self.store, pod, source, *_port_number_and_name(pod, target))
 
     async def choose(self, request: web.Request, service: dict, endpoints: list[Endpoint], body: bytes) -> Endpoint:
         """The routing policy's pick among ready endpoints, round robin by default."""

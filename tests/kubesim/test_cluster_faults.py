@@ -87,6 +87,18 @@ def test_watches_are_cut_after_the_configured_time(make_cluster):
     assert time.monotonic() - started < 10
 
 
+def test_a_watch_drop_rate_cuts_that_share_of_watches(make_cluster):
+    cluster = make_cluster(faults=FaultConfig(watch_drop_rate=1.0))
+    started = time.monotonic()
+    with pytest.raises(urllib3.exceptions.HTTPError):
+        for _event in watch.Watch().stream(cluster.core.list_namespaced_pod, NS, timeout_seconds=30):
+            pass
+    assert time.monotonic() - started < 10
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        cluster.faults("PATCH", {"watch_drop_rate": 1.5})
+    assert caught.value.code == 400
+
+
 def test_the_admin_endpoint_validates_and_reports_the_config(make_cluster):
     cluster = make_cluster()
     assert cluster.faults()["error_rate"] == 0.0

@@ -44,7 +44,7 @@ def test_every_object_carries_the_recommended_labels(name):
         assert labels["app.kubernetes.io/managed-by"] == "controlplane"
         assert labels["controlplane.io/tenant"] == "acme"
         assert labels["app.kubernetes.io/name"] and labels["app.kubernetes.io/instance"]
-        if obj["kind"] in ("Namespace", "ResourceQuota", "PersistentVolumeClaim"):
+        if obj["kind"] in ("Namespace", "ResourceQuota", "NetworkPolicy", "PersistentVolumeClaim"):
             # Shared by the tenant's services: never pruned with one of them.
             assert "controlplane.io/service-uid" not in labels
         else:
@@ -73,7 +73,8 @@ def test_quota_is_the_tenants_gpu_quota_on_requested_nvidia_gpus():
 def test_standard_is_a_deployment_a_service_and_a_budget_when_round_robin():
     objects = render_service(spec(has_gateway=False))
     assert [o["kind"] for o in objects] == [
-        "Namespace", "ResourceQuota", "PersistentVolumeClaim", "Deployment", "Service", "PodDisruptionBudget"]
+        "Namespace", "ResourceQuota", "NetworkPolicy", "PersistentVolumeClaim", "Deployment", "Service",
+        "PodDisruptionBudget"]
     assert find(objects, "Service")["spec"]["selector"]["app.kubernetes.io/component"] == "engine"
     assert find(objects, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
 
@@ -295,7 +296,7 @@ def test_endpoint_and_service_objects():
     objects = render_service(spec())
     owned = service_objects(objects)
     assert {o["kind"] for o in objects} - {o["kind"] for o in owned} == {
-        "Namespace", "ResourceQuota", "PersistentVolumeClaim"}
+        "Namespace", "ResourceQuota", "NetworkPolicy", "PersistentVolumeClaim"}
 
 
 def test_output_formats():

@@ -7,7 +7,8 @@ import pytest
 from apps.serving.rendering import render_service
 from tests.serving.golden.specs import SPECS
 
-BUILT_IN_GROUPS = {"v1", "apps/v1", "policy/v1", "rbac.authorization.k8s.io/v1", "autoscaling/v2"}
+BUILT_IN_GROUPS = {"v1", "apps/v1", "policy/v1", "rbac.authorization.k8s.io/v1", "autoscaling/v2",
+                   "networking.k8s.io/v1"}
 CUSTOM = {
     "leaderworkerset.x-k8s.io/v1": "LeaderWorkerSet",
     "keda.sh/v1alpha1": "ScaledObject",

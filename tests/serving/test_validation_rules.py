@@ -209,3 +209,13 @@ def test_sglang_accepts_cache_aware_routing_and_its_own_kv_dtype(api, catalog, o
     }
     response = api("owner_a").post("/api/v1/services/", payload, format="json")
     assert response.status_code == 201, response.content
+
+
+def test_a_routing_policy_the_engines_router_lacks_is_a_400_not_a_failed_reconcile(api, catalog, owner_a):
+    # Found by the rendering property test: SGLang's router has no session affinity; the renderer refused
+    # it only at reconcile time.
+    payload = valid_payload(catalog) | {"runtime": catalog["sglang"].pk, "routing_policy": "session"}
+    response = api("owner_a").post("/api/v1/services/", payload, format="json")
+    assert response.status_code == 400
+    message = " ".join(response.json()["routing_policy"])
+    assert "no session routing" in message and "cache_aware, kv_aware, prefix_aware, round_robin" in message

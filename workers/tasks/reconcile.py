@@ -9,7 +9,10 @@ import random
 from celery import shared_task
 from django.conf import settings
 from django.db.models import F
+from django.utils import timezone
 
+from apps.serving import retention
+from apps.serving.dispatch import clear_queued, mark_queued
 from controlplane import tasknames as names
 from workers import reconcile as rec
 from workers.kube import TransientClusterError
@@ -37,17 +40,20 @@ def requeue_delay(base: float, waits: int) -> float:
 def reconcile_service(self, service_id: int, waits: int = 0) -> dict:
     """Reconcile one service; retry transient cluster errors with backoff and jitter, re-enqueue while
     the service is still deploying (never sleep waiting for readiness), less often the longer it takes."""
+    clear_queued(service_id)  # from here on, a change made meanwhile queues a new pass
     try:
         outcome = rec.reconcile(service_id)
     except TransientClusterError as exc:
         rec.record_transient(service_id, exc)
         delay = max(exc.retry_after or 0.0, backoff(self.request.retries))
         log.info("reconcile %s: transient error (%s); retry in %.1fs", service_id, exc.message, delay)
+        if not mark_queued(service_id):
+            return {"service": service_id, "result": "queued-elsewhere"}
         raise self.retry(exc=exc, countdown=delay) from exc
-    if outcome.requeue_after is not None:
+    if outcome.requeue_after is not None and mark_queued(service_id):
         waits = waits + 1 if not (outcome.applied or outcome.pruned) else 0
         reconcile_service.apply_async(args=[service_id], kwargs={"waits": waits},
-                                      countdown=requeue_delay(outcome.requeue_after, waits))
+                                      countdown=requeue_delay(outcome.requeue_after, waits), ignore_result=True)
     log.info("reconcile %s: %s applied=%d pruned=%d in %.2fs %s", service_id, outcome.result, outcome.applied,
              outcome.pruned, outcome.duration_s, outcome.message)
     return {"service": service_id, "result": outcome.result, "applied": outcome.applied, "pruned": outcome.pruned}
@@ -76,22 +82,28 @@ def tick_share(services: int, tick_seconds: float, interval_seconds: float) -> i
 def resync() -> int:
     """Enqueue every service that is behind its spec or being deleted, and the drift checks of services
     not checked for one interval, oldest first and spread over the tick (drift: a manual `kubectl edit`
-    is undone within about one interval)."""
+    is undone within about one interval). A service with a reconcile queued already is never queued again."""
     from apps.serving.models import InferenceService
 
-    rows = rec.due_for_resync().order_by(F("last_reconciled_at").asc(nulls_first=True), "pk").values_list(
+    now = timezone.now()
+    rows = rec.due_for_resync(now).order_by(F("last_reconciled_at").asc(nulls_first=True), "pk").values_list(
         "pk", "generation", "observed_generation", "last_reconciled_at", "deletion_requested_at")
     due = [(pk, seen is None or observed < generation or deleting is not None)
            for pk, generation, observed, seen, deleting in rows.iterator()]
     share = tick_share(InferenceService.objects.count(), settings.RESYNC_TICK_SECONDS,
                        settings.RECONCILE_RESYNC_SECONDS)
-    plan = spread(due, settings.RESYNC_TICK_SECONDS, share)
-    for pk, countdown in plan:
-        if countdown:
-            reconcile_service.apply_async(args=[pk], countdown=countdown)
-        else:
-            reconcile_service.delay(pk)
-    return len(plan)
+    queued = 0
+    for pk, countdown in spread(due, settings.RESYNC_TICK_SECONDS, share):
+        if mark_queued(pk, now):  # a conditional update: two resyncs at once still queue it once
+            reconcile_service.apply_async(args=[pk], countdown=countdown or None, ignore_result=True)
+            queued += 1
+    return queued
+
+
+@shared_task(name=names.PRUNE_HISTORY)
+def prune_history() -> dict:
+    """Delete reconcile runs (and other registered history) past retention."""
+    return retention.prune_history()
 
 
 @shared_task(name=names.SYNC_INVENTORIES)
@@ -104,8 +116,13 @@ def sync_inventories() -> dict:
     counts = {}
     for cluster in Cluster.objects.all():
         try:
-            counts[cluster.name] = sync_inventory(cluster, kube_for(cluster))
+            kube = kube_for(cluster)
+            with kube.pass_deadline(settings.RECONCILE_PASS_DEADLINE_SECONDS):
+                counts[cluster.name] = sync_inventory(cluster, kube)
         except ClusterError as exc:
             log.warning("inventory of cluster %s failed: %s", cluster.name, exc.message)
+            counts[cluster.name] = None
+        except Exception:  # whatever one cluster answers, the others still get their inventory
+            log.exception("inventory of cluster %s failed", cluster.name)
             counts[cluster.name] = None
     return counts

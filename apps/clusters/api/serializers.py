@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from apps.clusters.models import Cluster, GpuNode
 from apps.core.api.serializers import ValidatedModelSerializer
+from apps.tenancy.models import Tenant
 
 CREDENTIAL_FIELDS = ("bearer_token", "kubeconfig", "ca_bundle")
 
@@ -20,6 +21,10 @@ class ClusterSerializer(ValidatedModelSerializer):
     has_kubeconfig = serializers.SerializerMethodField()
     has_ca_bundle = serializers.SerializerMethodField()
     create_only_fields = ("name",)
+    tenants = serializers.SlugRelatedField(
+        slug_field="slug", many=True, required=False, queryset=Tenant.objects.all(),
+        help_text="Tenants that may deploy here (besides every tenant, when open_to_all_tenants).",
+    )
 
     class Meta:
         model = Cluster
@@ -36,6 +41,9 @@ class ClusterSerializer(ValidatedModelSerializer):
             "insecure_simulator",
             "has_gateway",
             "prometheus_url",
+            "api_server_cidrs",
+            "open_to_all_tenants",
+            "tenants",
             "last_seen_at",
             "created",
             "updated",

@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from apps.catalog.models import Adapter, Model, Runtime
-from apps.clusters.models import Cluster
+from apps.clusters.models import Cluster, unavailable_cluster_message
 from apps.core.api.exceptions import api_error
 from apps.core.api.serializers import PrimaryKeyListField, ValidatedModelSerializer
 from apps.core.choices import AuditVia
@@ -31,7 +31,11 @@ class InferenceServiceSerializer(ValidatedModelSerializer):
     """A service with its pools. Send `version` (or an If-Match header) to guard against lost updates."""
 
     tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.all())
-    cluster = serializers.SlugRelatedField(slug_field="name", queryset=Cluster.objects.all())
+    # An unknown cluster gets the words of one the tenant may not use (model clean()), so names stay private.
+    cluster = serializers.SlugRelatedField(
+        slug_field="name", queryset=Cluster.objects.all(),
+        error_messages={"does_not_exist": unavailable_cluster_message("{value}")},
+    )
     model = serializers.PrimaryKeyRelatedField(queryset=Model.objects.all())
     runtime = serializers.PrimaryKeyRelatedField(queryset=Runtime.objects.all())
     adapters = PrimaryKeyListField(queryset=Adapter.objects.all(), max_length=MAX_ADAPTERS, required=False)

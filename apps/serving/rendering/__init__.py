@@ -25,7 +25,8 @@ from apps.serving.rendering.workloads import engine_objects
 
 # Apply order: what others refer to comes first (namespace, quota, storage, RBAC, then workloads).
 KIND_ORDER = (
-    "Namespace", "ResourceQuota", "PersistentVolumeClaim", "ConfigMap", "ServiceAccount", "Role", "RoleBinding",
+    "Namespace", "ResourceQuota", "NetworkPolicy", "PersistentVolumeClaim", "ConfigMap", "ServiceAccount", "Role",
+    "RoleBinding",
     "Deployment", "LeaderWorkerSet", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler",
     "ScaledObject", "InferencePool", "HTTPRoute",
 )
@@ -38,7 +39,7 @@ def _order(obj: dict) -> tuple[int, str]:
 def render_service(spec: ServiceSpec) -> list[dict]:
     """Every object the service needs on its cluster, tenant Namespace and ResourceQuota included."""
     has_router = needs_router(spec)
-    objects = tenant_objects(spec.tenant, spec.namespace, spec.tenant_gpu_quota)
+    objects = tenant_objects(spec.tenant, spec.namespace, spec.tenant_gpu_quota, spec.api_server_cidrs)
     if needs_cache(spec):
         objects.append(model_cache_claim(spec))
     objects += engine_objects(spec, has_router)

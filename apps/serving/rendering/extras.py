@@ -4,7 +4,9 @@ and KEDA ScaledObjects or HPAs when a service asks for them."""
 from __future__ import annotations
 
 from apps.serving.names import (
+    ISOLATION_POLICY_NAME,
     MODEL_SOURCE_ANNOTATION,
+    POD_SECURITY_LABELS,
     QUOTA_NAME,
     cache_claim_name,
     model_cache_labels,
@@ -18,17 +20,35 @@ from apps.serving.rendering.pods import (
 from apps.serving.rendering.spec import PoolSpec, ServiceSpec
 
 
-def tenant_objects(tenant: str, namespace: str, gpu_quota: int) -> list[dict]:
-    """The tenant's Namespace on a cluster and its quota on requested NVIDIA GPUs."""
+def tenant_objects(tenant: str, namespace: str, gpu_quota: int, api_server_cidrs: tuple[str, ...] = ()) -> list[dict]:
+    """The tenant's Namespace on a cluster (Pod Security labels), its quota on requested NVIDIA GPUs, and
+    its default-deny ingress NetworkPolicy."""
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": tenant_labels(tenant)}},
+        {"apiVersion": "v1", "kind": "Namespace",
+         "metadata": {"name": namespace, "labels": {**tenant_labels(tenant), **POD_SECURITY_LABELS}}},
         {
             "apiVersion": "v1",
             "kind": "ResourceQuota",
             "metadata": {"name": QUOTA_NAME, "namespace": namespace, "labels": tenant_labels(tenant)},
             "spec": {"hard": {"requests.nvidia.com/gpu": str(gpu_quota)}},
         },
+        isolation_policy(tenant, namespace, api_server_cidrs),
     ]
+
+
+def isolation_policy(tenant: str, namespace: str, api_server_cidrs: tuple[str, ...]) -> dict:
+    """Deny all ingress to the tenant's pods but from its own namespace (engines, routers, the gateway's
+    endpoint picker) and from the API server (the control plane scrapes and probes through its proxy).
+    Other tenants' pods, and anything else in the cluster, cannot reach the engines' plain-HTTP ports."""
+    ingress: list[dict] = [{"from": [{"podSelector": {}}]}]
+    if api_server_cidrs:
+        ingress.append({"from": [{"ipBlock": {"cidr": cidr}} for cidr in api_server_cidrs]})
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": ISOLATION_POLICY_NAME, "namespace": namespace, "labels": tenant_labels(tenant)},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": ingress},
+    }
 
 
 def model_cache_claim(spec: ServiceSpec) -> dict:

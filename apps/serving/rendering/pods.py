@@ -44,8 +44,25 @@ def template_hash(template: dict) -> str:
     return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:16]
 
 
+# Every pod: the container runtime's default seccomp profile; every container: no privilege escalation and
+# no Linux capabilities (Pod Security "restricted" asks for both; "baseline" is enforced on the namespace).
+POD_SECURITY_CONTEXT = {"seccompProfile": {"type": "RuntimeDefault"}}
+CONTAINER_SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+ENGINE_HOME = "/home/engine"
+
+
+def harden(pod_spec: dict) -> dict:
+    """The pod spec with the security contexts above merged in (what a container sets itself wins)."""
+    pod_spec["securityContext"] = {**POD_SECURITY_CONTEXT, **pod_spec.get("securityContext", {})}
+    for container in [*pod_spec.get("initContainers", []), *pod_spec.get("containers", [])]:
+        container["securityContext"] = {**CONTAINER_SECURITY_CONTEXT, **container.get("securityContext", {})}
+    return pod_spec
+
+
 def with_template_hash(template: dict) -> tuple[dict, str]:
-    """The template with its own hash annotated, and the hash."""
+    """The template, hardened (`harden`), with its own hash annotated; and the hash. Every rendered pod
+    template goes through here, so no container escapes the security contexts."""
+    harden(template["spec"])
     digest = template_hash(template)
     meta = template["metadata"]
     meta["annotations"] = {**meta.get("annotations", {}), TEMPLATE_HASH_ANNOTATION: digest}
@@ -267,6 +284,12 @@ def engine_container(spec: ServiceSpec, pool: PoolSpec, role: PodRole, mounts: l
         },
         "volumeMounts": mounts,
     }
+    if adapter.non_root_uid is not None:
+        # Non-root: the engine's caches go to an emptyDir home; the weights are only read.
+        env.append({"name": "HOME", "value": ENGINE_HOME})
+        container["volumeMounts"] = [*mounts, {"name": "home", "mountPath": ENGINE_HOME}]
+        container["securityContext"] = {"runAsNonRoot": True, "runAsUser": adapter.non_root_uid,
+                                         "runAsGroup": adapter.non_root_uid}
     if env:
         container["env"] = env
     # Multi-node workers other than the leader do not serve HTTP; the leader's probes speak for the group.
@@ -293,6 +316,8 @@ def engine_pod_template(spec: ServiceSpec, pool: PoolSpec, role: PodRole) -> dic
     if inits:
         pod_spec["initContainers"] = inits
     pod_spec["containers"] = [engine_container(spec, pool, role, mounts)]
+    if get_adapter(spec.engine).non_root_uid is not None:
+        vols = [*vols, {"name": "home", "emptyDir": {}}]
     pod_spec["volumes"] = vols
     meta = {"labels": pod_labels}
     if annotations:

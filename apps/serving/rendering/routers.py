@@ -8,6 +8,7 @@ follow scaling without a restart; each gets a ServiceAccount allowed to list and
 from __future__ import annotations
 
 from apps.catalog.engines import get_adapter
+from apps.serving.choices import ROUTER_POLICIES
 from apps.serving.names import (
     ACTIVATION_HOLD_ANNOTATION,
     COMPONENT_LABEL,
@@ -26,11 +27,8 @@ ROUTER_PORT = 8000
 VLLM_ROUTER_IMAGE = "lmcache/lmstack-router:latest"
 SESSION_HEADER = "x-session-id"
 
-# Routing policy -> router argument, per engine; a missing entry is a policy that router lacks.
-VLLM_ROUTING = {"round_robin": "roundrobin", "session": "session", "prefix_aware": "prefixaware",
-                "kv_aware": "kvaware"}
-SGLANG_ROUTING = {"prefix_aware": "cache_aware", "kv_aware": "cache_aware", "cache_aware": "cache_aware",
-                  "round_robin": "round_robin"}
+VLLM_ROUTING = ROUTER_POLICIES["vllm"]
+SGLANG_ROUTING = ROUTER_POLICIES["sglang"]
 
 
 class RenderError(ValueError):

@@ -122,6 +122,9 @@ class ServiceSpec:
     has_gateway: bool = False
     gateway_name: str = "inference-gateway"
     model_token_secret: str | None = None  # Secret with key "token" for gated Hugging Face models
+    # Where the API server's proxy traffic comes from (the tenant NetworkPolicy lets it in); the worker fills
+    # it from the cluster (`default/kubernetes` Endpoints) when the Cluster row names none.
+    api_server_cidrs: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -189,4 +192,5 @@ def spec_from_service(service) -> ServiceSpec:
         routing=service.routing_policy,
         autoscaling=AutoscalingSpec.from_dict(service.autoscaling),
         has_gateway=service.cluster.has_gateway,
+        api_server_cidrs=tuple(service.cluster.api_server_cidrs or ()),
     )

@@ -172,6 +172,7 @@ class Command(BaseCommand):
             defaults=dict(
                 api_url=os.environ.get("KUBESIM_URL", "http://127.0.0.1:6443"),
                 insecure_simulator=True,
+                open_to_all_tenants=True,
                 description="The embedded simulated GPU cluster.",
             ),
         )

