@@ -26,7 +26,7 @@ pytestmark = pytest.mark.integration
 
 POLICY = {
     "autoscaler": "builtin",
-    "targets": {"running_requests_per_replica": 8},
+    "targets": {"running_requests_per_replica": 4},
     "behavior": {"scale_down": {"stabilization_window_s": 4}},
     "scale_to_zero_after_seconds": 4,
 }
@@ -69,17 +69,20 @@ class Load:
 
 
 class Beat:
-    """Sends the scrape and the autoscale evaluation to the worker every `period` seconds."""
+    """Sends the scrape to the worker every `period` seconds, and the autoscale evaluation too once
+    `autoscale` is set (so a test can measure a baseline before the autoscaler may act)."""
 
     def __init__(self, period: float = 1.0):
         self.period = period
         self.stop = threading.Event()
+        self.autoscale = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
         while not self.stop.is_set():
             telemetry.scrape.apply_async(expires=self.period * 3)
-            autoscale.evaluate_all.apply_async(expires=self.period * 3)
+            if self.autoscale.is_set():
+                autoscale.evaluate_all.apply_async(expires=self.period * 3)
             self.stop.wait(self.period)
 
     def __enter__(self):
@@ -91,31 +94,43 @@ class Beat:
         self.thread.join(10)
 
 
+# Each engine runs at most SEQS sequences, so CLIENTS clients queue on one replica (TTFT includes waiting
+# for a slot) and fit three replicas without waiting: the TTFT difference is the queue, not noise.
+SEQS, CLIENTS = 8, 20
+
+
 def replicas(service) -> int:
     return Pool.objects.get(service=service).replicas
 
 
 def test_load_scales_up_then_down_to_zero_and_a_request_activates_it(deploy, tenant_a, sim, workers, settings):  # noqa: F811
     service = deploy(tenant_a, "burst", deployment_mode="serverless", autoscaling=POLICY,
+                     engine_settings={"max_num_seqs": SEQS},
                      pools=[{"role": "engine", "replicas": 1, "min_replicas": 0, "max_replicas": 3,
                              "gpu_type": "h100-sxm-80gb"}])
     base, model = proxy_base(sim, service), service.model.name
     workers(1)
-    with Beat():
-        with Load(base, model, concurrency=32):
+    with Beat() as beat:
+        with Load(base, model, concurrency=CLIENTS):
+            # A baseline first: TTFT with the load queued on the one replica, before the autoscaler may act
+            # (otherwise it can scale up before a second scrape and leave nothing to compare against).
+            baseline = SeriesPoint.objects.filter(service=service, role="", ready_replicas=1, ttft_p95__isnull=False,
+                                                  waiting__gt=0)
+            wait_for(lambda: baseline.count() >= 3, timeout=120, message="a queued baseline on one replica")
+            beat.autoscale.set()
             up = wait_for(lambda: ScalingDecision.objects.filter(service=service, action="scaled",
                                                                  desired_replicas__gt=1).order_by("time").first(),
                           timeout=120, message="a scale-up decision")
             assert up.current_replicas == 1 and up.metrics[0]["name"] == "running_requests_per_replica"
-            assert "running" in up.reason and "> target 8" in up.reason
-            wait_for(lambda: SeriesPoint.objects.filter(service=service, role="", ready_replicas__gt=1,
+            assert "running" in up.reason and "> target 4" in up.reason
+            wait_for(lambda: SeriesPoint.objects.filter(service=service, role="", ready_replicas=3,
                                                         ttft_p95__isnull=False).count() >= 3,
                      timeout=180, message="the new replicas Ready and serving")
             time.sleep(2)
         # TTFT under the same load, before and after the new replicas were Ready.
-        loaded = SeriesPoint.objects.filter(service=service, role="", ttft_p95__isnull=False, running__gt=0)
-        before = [p.ttft_p95 for p in loaded.filter(ready_replicas=1)]
-        after = [p.ttft_p95 for p in loaded.filter(ready_replicas__gt=1)]
+        before = [p.ttft_p95 for p in baseline]
+        after = [p.ttft_p95 for p in SeriesPoint.objects.filter(service=service, role="", ttft_p95__isnull=False,
+                                                               running__gt=0, ready_replicas=3)]
         assert before and after
         assert statistics.median(after) < statistics.median(before)
 
