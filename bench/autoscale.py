@@ -56,6 +56,7 @@ from kubesim.engines import config, flags
 from kubesim.engines.core import Request
 from kubesim.engines.harness import pod_context
 from kubesim.engines.virtual import VirtualEngine
+from kubesim.loadgen import thinned_arrivals
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 GPU = "l4-24gb"
@@ -74,14 +75,8 @@ BUILTIN_SPEC = {"autoscaler": "builtin",
 
 
 def _poisson(rate_at, hours: float, peak: float, rng: random.Random) -> list[float]:
-    """Arrival times of a non-homogeneous Poisson process (thinning against the peak rate)."""
-    out, t, end = [], 0.0, hours * 3600
-    while True:
-        t += rng.expovariate(peak)
-        if t >= end:
-            return out
-        if rng.random() * peak < rate_at(t):
-            out.append(t)
+    """Arrival times of a non-homogeneous Poisson process over `hours` (thinning against the peak rate)."""
+    return thinned_arrivals(rate_at, peak, hours * 3600, rng)
 
 
 def trace(name: str, hours: float, rng: random.Random) -> list[float]:

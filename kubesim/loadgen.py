@@ -86,6 +86,11 @@ def arrival_times(pattern: str, rate: float, duration: float, rng: random.Random
         peak = rate * 1.8
     else:
         raise ValueError(f"unknown pattern {pattern!r}")
+    return thinned_arrivals(rate_at, peak, duration, rng)
+
+
+def thinned_arrivals(rate_at, peak: float, duration: float, rng: random.Random) -> list[float]:
+    """Arrival times in [0, duration) of a non-homogeneous Poisson process, by thinning against `peak`."""
     out, t = [], 0.0
     while True:
         t += rng.expovariate(peak)
