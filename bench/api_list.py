@@ -40,6 +40,7 @@ from apps.catalog.models import Model, Runtime  # noqa: E402
 from apps.clusters.models import Cluster  # noqa: E402
 from apps.serving.models import InferenceService, Pool  # noqa: E402
 from apps.tenancy.models import ApiToken, Membership, Tenant  # noqa: E402
+from bench.common import throwaway_database  # noqa: E402
 from controlplane.warmup import collect_after_response, warm_up  # noqa: E402
 
 TENANTS = 50
@@ -176,11 +177,7 @@ def main() -> None:
 
     logging.getLogger("controlplane.access").setLevel(logging.WARNING)  # a line per request buries the figures
     setup_test_environment()
-    old_name = connection.settings_dict["NAME"]
-    # Its own database name, so a concurrent pytest run (test_<name>) is not clobbered.
-    connection.settings_dict["TEST"]["NAME"] = f"bench_{old_name}"
-    connection.creation.create_test_db(verbosity=0, autoclobber=True)
-    try:
+    with throwaway_database():
         started = time.perf_counter()
         staff_token, member_token = populate()
         with connection.cursor() as cursor:
@@ -203,8 +200,6 @@ def main() -> None:
         if AFTER:
             print(f"after-response collections (outside the request): p50 {statistics.median(AFTER):.1f} ms, "
                   f"max {max(AFTER):.1f} ms")
-    finally:
-        connection.creation.destroy_test_db(old_name, verbosity=0)
 
 
 if __name__ == "__main__":

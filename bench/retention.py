@@ -40,12 +40,10 @@ def main() -> int:
 
     from apps.telemetry.models import SeriesPoint
     from apps.telemetry.retention import prune
+    from bench.common import throwaway_database
     from tests.factories import InferenceServiceFactory
 
-    old_name = connection.settings_dict["NAME"]
-    connection.settings_dict["TEST"]["NAME"] = f"bench_{old_name}"
-    connection.creation.create_test_db(verbosity=0, autoclobber=True)
-    try:
+    with throwaway_database():
         first = InferenceServiceFactory(name="svc-0")
         services = [first.pk] + [InferenceServiceFactory(name=f"svc-{i}", tenant=first.tenant, cluster=first.cluster,
                                                          model=first.model, runtime=first.runtime).pk
@@ -83,8 +81,6 @@ def main() -> int:
             t0 = time.perf_counter()
             counts = prune(at)
             print(f"{label}: {counts['raw']} rows deleted in {time.perf_counter() - t0:.2f} s")
-    finally:
-        connection.creation.destroy_test_db(old_name, verbosity=0)
     return 0
 
 

@@ -170,11 +170,10 @@ def run(args, url: str) -> int:
     from django.db import connection
 
     from apps.telemetry.models import PodStat, SeriesPoint
+    from bench.common import throwaway_database
     from workers.telemetry import scrape_cluster
 
-    old_name = connection.settings_dict["NAME"]
-    connection.creation.create_test_db(verbosity=0, autoclobber=True)
-    try:
+    with throwaway_database(prefix="test_"):
         cluster = populate(url, args.services)
         cpu, walls, lags = [], [], []
         next_at = time.monotonic()
@@ -215,8 +214,6 @@ def run(args, url: str) -> int:
               f"24 h) + rollups {rollup_day / 1e6:.3f} MB (1440 rows, kept 30 days); "
               f"steady state per service ≈ {(raw_day + 30 * rollup_day) / 1e6:.1f} MB")
         print(f"latest per-pod state: {podstat_bytes / PodStat.objects.count() / 1e3:.1f} kB per pod (fixed)")
-    finally:
-        connection.creation.destroy_test_db(old_name, verbosity=0)
     return 0
 
 
