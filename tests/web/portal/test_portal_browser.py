@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -19,8 +18,8 @@ from apps.serving.models import InferenceService
 from apps.serving.rendering.spec import PoolSpec
 from tests.factories import InferenceServiceFactory, issue_token
 from tests.web.portal.conftest import page_urls
+from tests.web.portal.page_checks import page_width, serious_axe_violations
 
-AXE = Path(settings.BASE_DIR) / "static" / "vendor" / "axe.min.js"
 pytestmark = pytest.mark.browser
 
 
@@ -157,10 +156,7 @@ def test_no_page_scrolls_sideways_at_390_px(browser_page, live_server, owner_a, 
     for url in _portal_pages(ready_page_world, catalog_a):
         page.goto(live_server.url + url)
         page.wait_for_load_state("networkidle")
-        width = page.evaluate("document.documentElement.scrollWidth")
-        wide = page.evaluate("""() => [...document.querySelectorAll('body *')]
-            .filter(e => e.getBoundingClientRect().right > 391 && !e.closest('.scroll'))
-            .slice(0, 5).map(e => e.tagName + '#' + e.id + '.' + e.className)""")
+        width, wide = page_width(page)
         assert width <= 390, f"{url} is {width} px wide at a 390 px viewport: {wide}"
 
 
@@ -171,10 +167,7 @@ def test_axe_finds_no_serious_or_critical_violation_on_any_portal_page(browser_p
     for url in _portal_pages(ready_page_world, catalog_a):
         page.goto(live_server.url + url)
         page.wait_for_load_state("networkidle")
-        page.add_script_tag(path=str(AXE))
-        violations = page.evaluate("async () => (await axe.run(document, {resultTypes: ['violations']})).violations")
-        serious = [f"{v['id']}: {[n['target'] for n in v['nodes']][:3]}" for v in violations
-                   if v["impact"] in ("serious", "critical")]
+        serious = serious_axe_violations(page)
         if serious:
             problems[url] = serious
     assert not problems, problems

@@ -16,7 +16,8 @@ from playwright.sync_api import expect
 from apps.autoscaling.models import PoolAutoscalerState, ScalingDecision
 from apps.serving.models import InferenceService
 from tests.factories import issue_token
-from tests.web.portal.test_portal_browser import AXE, tab_to
+from tests.web.portal.page_checks import page_width, serious_axe_violations
+from tests.web.portal.test_portal_browser import tab_to
 
 pytestmark = pytest.mark.browser
 
@@ -112,10 +113,7 @@ def test_scaling_pages_do_not_scroll_sideways_at_390_px(browser_page, live_serve
         page.goto(live_server.url + url)
         page.wait_for_load_state("networkidle")
         expect(page.locator("#decisions, #scaling .decision").first).to_be_visible()
-        width = page.evaluate("document.documentElement.scrollWidth")
-        wide = page.evaluate("""() => [...document.querySelectorAll('body *')]
-            .filter(e => e.getBoundingClientRect().right > 391 && !e.closest('.scroll'))
-            .slice(0, 5).map(e => e.tagName + '#' + e.id + '.' + e.className)""")
+        width, wide = page_width(page)
         assert width <= 390, f"{url} is {width} px wide at a 390 px viewport: {wide}"
 
 
@@ -127,10 +125,7 @@ def test_axe_finds_no_serious_or_critical_violation_on_the_scaling_pages(browser
         page.goto(live_server.url + url)
         page.wait_for_load_state("networkidle")
         expect(page.locator("#decisions, #scaling .decision").first).to_be_visible()
-        page.add_script_tag(path=str(AXE))
-        violations = page.evaluate("async () => (await axe.run(document, {resultTypes: ['violations']})).violations")
-        serious = [f"{v['id']}: {[n['target'] for n in v['nodes']][:3]}" for v in violations
-                   if v["impact"] in ("serious", "critical")]
+        serious = serious_axe_violations(page)
         if serious:
             problems[url] = serious
     assert not problems, problems

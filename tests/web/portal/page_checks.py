@@ -1,0 +1,26 @@
+"""Checks the portal's browser tests run on every page they visit: sideways scrolling and axe-core."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+
+AXE = Path(settings.BASE_DIR) / "static" / "vendor" / "axe.min.js"
+
+
+def page_width(page) -> tuple[int, list[str]]:
+    """The document's scroll width and up to five elements (outside a `.scroll` box) reaching past 391 px."""
+    width = page.evaluate("document.documentElement.scrollWidth")
+    wide = page.evaluate("""() => [...document.querySelectorAll('body *')]
+        .filter(e => e.getBoundingClientRect().right > 391 && !e.closest('.scroll'))
+        .slice(0, 5).map(e => e.tagName + '#' + e.id + '.' + e.className)""")
+    return width, wide
+
+
+def serious_axe_violations(page) -> list[str]:
+    """axe-core's serious and critical violations on the loaded page, each with up to three targets."""
+    page.add_script_tag(path=str(AXE))
+    violations = page.evaluate("async () => (await axe.run(document, {resultTypes: ['violations']})).violations")
+    return [f"{v['id']}: {[n['target'] for n in v['nodes']][:3]}" for v in violations
+            if v["impact"] in ("serious", "critical")]
