@@ -167,6 +167,12 @@ def change_in_period(period_s: int, events: tuple[tuple[float, int], ...], t: fl
     return sum(n for when, n in events if when > cutoff)
 
 
+def period_start_replicas(current: int, history: History, period_s: int, t: float) -> int:
+    """The replica count at the start of the policy's period: current, less what was added, plus what was removed."""
+    return (current - change_in_period(period_s, history.scale_up_events, t)
+            + change_in_period(period_s, history.scale_down_events, t))
+
+
 def scale_up_limit(current: int, history: History, rules: ScalingRules, t: float) -> tuple[int, str]:
     """calculateScaleUpLimitWithScalingRules, and the policy that set the limit (for the reason)."""
     if rules.select_policy == PolicySelect.DISABLED:
@@ -174,8 +180,7 @@ def scale_up_limit(current: int, history: History, rules: ScalingRules, t: float
     pick = min if rules.select_policy == PolicySelect.MIN else max
     best: tuple[int, str] | None = None
     for policy in rules.policies:
-        start = (current - change_in_period(policy.period_s, history.scale_up_events, t)
-                 + change_in_period(policy.period_s, history.scale_down_events, t))
+        start = period_start_replicas(current, history, policy.period_s, t)
         if policy.type == RatePolicyType.PODS:
             proposed = start + policy.value
         else:
@@ -193,8 +198,7 @@ def scale_down_limit(current: int, history: History, rules: ScalingRules, t: flo
     pick = max if rules.select_policy == PolicySelect.MIN else min
     best: tuple[int, str] | None = None
     for policy in rules.policies:
-        start = (current - change_in_period(policy.period_s, history.scale_up_events, t)
-                 + change_in_period(policy.period_s, history.scale_down_events, t))
+        start = period_start_replicas(current, history, policy.period_s, t)
         percent = int(start * (1 - policy.value / 100))  # truncated, as the HPA's int32() does
         proposed = start - policy.value if policy.type == RatePolicyType.PODS else percent
         if best is None or pick(best[0], proposed) != best[0]:
