@@ -102,26 +102,23 @@ def fake_api_server(routes):
         server.server_close()
 
 
-def json_answer(body):
+def answer(data: bytes, content_type: str):
+    """A route that answers 200 with `data` in full."""
     def write(handler):
-        data = json.dumps(body).encode()
         handler.send_response(200)
-        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Type", content_type)
         handler.send_header("Content-Length", str(len(data)))
         handler.end_headers()
         handler.wfile.write(data)
     return write
+
+
+def json_answer(body):
+    return answer(json.dumps(body).encode(), "application/json")
 
 
 def text_answer(text):
-    def write(handler):
-        data = text.encode()
-        handler.send_response(200)
-        handler.send_header("Content-Type", "text/plain; version=0.0.4")
-        handler.send_header("Content-Length", str(len(data)))
-        handler.end_headers()
-        handler.wfile.write(data)
-    return write
+    return answer(text.encode(), "text/plain; version=0.0.4")
 
 
 def endless(block: bytes, pause: float):
