@@ -51,7 +51,9 @@ def test_discovery_against_a_slow_api_server_times_out(db, make_cluster):
     kube = Kube(ClusterFactory(api_url=handle.url).credentials(), timeout_seconds=1.0)
     box = finishes_within(30, kube.resource, "apps/v1", "Deployment")
     assert isinstance(box.get("error"), TransientClusterError), box
-    assert box["elapsed"] < 6
+    # Bounded: it gave up before the slow server would have answered even once (each attempt takes 1 s plus
+    # backoff; a loaded machine stretches that, so the bound is the fault's latency, not a tight figure).
+    assert box["elapsed"] < 8
 
 
 def test_a_reconcile_pass_has_a_total_deadline(transactional_db, make_cluster, settings):
