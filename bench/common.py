@@ -21,3 +21,31 @@ def throwaway_database(prefix: str = "bench_") -> Iterator[None]:
         yield
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a live process has used so far (Linux `/proc/<pid>/stat`)."""
+    import os
+
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def postgres_cpu_seconds() -> float:
+    """CPU seconds of every live PostgreSQL process on this machine (backends come and go: compare two
+    readings only as a rough share, and only when nothing else uses the server)."""
+    import os
+
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/comm") as handle:
+                if handle.read().strip() not in ("postgres", "postmaster"):
+                    continue
+            total += cpu_seconds(int(entry))
+        except OSError:
+            continue
+    return total

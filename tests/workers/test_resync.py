@@ -60,3 +60,13 @@ def test_looks_at_a_deploying_service_come_less_often_the_longer_it_takes():
     # 3 s, then x1.5 per look that found it still deploying, capped at 15 s.
     assert [requeue_delay(3.0, waits) for waits in range(6)] == [3.0, 4.5, 6.75, 10.125, 15.0, 15.0]
     assert requeue_delay(15.0, 0) == 15.0  # a failing service's own pace is kept
+
+
+def test_drift_checks_only_top_the_backlog_up_to_one_ticks_share():
+    from workers.tasks.reconcile import tick_share
+
+    # 834 a tick at 2,000 services; 800 passes already in flight (a rollout's looks, new services) leave 34.
+    assert tick_share(2000, 10, 30, in_flight=800) == 34
+    # A backlog larger than a tick's share starts no drift check at all: the interval stretches instead.
+    assert tick_share(2000, 10, 30, in_flight=5000) == 0
+    assert tick_share(3, 10, 30, in_flight=0) == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
@@ -73,9 +74,13 @@ def spread(due: list[tuple[int, bool]], tick_seconds: float, share: int) -> list
     return [(pk, 0.0) for pk, behind in due if behind] + [(pk, i * step) for i, pk in enumerate(checks)]
 
 
-def tick_share(services: int, tick_seconds: float, interval_seconds: float) -> int:
-    """Drift checks one tick may start: every service once per interval, with some headroom."""
-    return math.ceil(services * tick_seconds / interval_seconds * SHARE_HEADROOM)
+def tick_share(services: int, tick_seconds: float, interval_seconds: float, in_flight: int = 0) -> int:
+    """Drift checks one tick may start: every service once per interval, with some headroom, less the
+    passes still in flight (queued, running, or waiting to look at a rollout again). A tick only tops the
+    workers' backlog up to one tick's share: drift checks of converged services yield to services being
+    created, changed or rolled out, and when the workers cannot check every service once per interval the
+    interval stretches to their pass rate instead of the queue growing without end."""
+    return max(0, math.ceil(services * tick_seconds / interval_seconds * SHARE_HEADROOM) - in_flight)
 
 
 @shared_task(name=names.RESYNC)
@@ -90,8 +95,10 @@ def resync() -> int:
         "pk", "generation", "observed_generation", "last_reconciled_at", "deletion_requested_at")
     due = [(pk, seen is None or observed < generation or deleting is not None)
            for pk, generation, observed, seen, deleting in rows.iterator()]
+    lost = now - timedelta(seconds=settings.RECONCILE_QUEUED_EXPIRY_SECONDS)
     share = tick_share(InferenceService.objects.count(), settings.RESYNC_TICK_SECONDS,
-                       settings.RECONCILE_RESYNC_SECONDS)
+                       settings.RECONCILE_RESYNC_SECONDS,
+                       in_flight=InferenceService.objects.filter(queued_at__gte=lost).count())
     queued = 0
     for pk, countdown in spread(due, settings.RESYNC_TICK_SECONDS, share):
         if mark_queued(pk, now):  # a conditional update: two resyncs at once still queue it once
