@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -318,11 +319,17 @@ def main() -> int:
 
         kube = kube_for(InferenceService.objects.first().cluster)
         kube.requests = kube.writes = 0
-        sample = ids[:: max(1, len(ids) // STEADY_SAMPLE)]  # every service alike: a spread sample is enough
+        # A seeded random sample: a fixed stride would pick one deployment mode only (they cycle in MODES).
+        sample = sorted(random.Random(0).sample(ids, min(len(ids), STEADY_SAMPLE)))
+        modes = dict(InferenceService.objects.filter(pk__in=sample).values_list("pk", "deployment_mode"))
+        by_mode: dict[str, list[int]] = {}
         for pk in sample:
+            before = kube.requests
             rec.reconcile(pk)
+            by_mode.setdefault(modes[pk], []).append(kube.requests - before)
         print(f"steady-state pass of {len(sample)} of the {len(ids)} services, one after another: {kube.requests} "
-              f"API requests ({kube.requests / len(sample):.1f} per service), {kube.writes} writes")
+              f"API requests ({kube.requests / len(sample):.1f} per service), {kube.writes} writes; per service by "
+              "mode: " + ", ".join(f"{mode} {statistics.mean(counts):.1f}" for mode, counts in sorted(by_mode.items())))
 
         # The periodic resync as the workers run it, seen at the API server: requests per second over two
         # resync intervals, through a counting proxy the cluster row now points at.

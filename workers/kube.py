@@ -9,6 +9,7 @@ same code runs against a real cluster and kubesim. Errors leave here classified:
 from __future__ import annotations
 
 import difflib
+import json
 import logging
 import random
 import threading
@@ -194,6 +195,8 @@ class Kube:
         self._dyn: dynamic.DynamicClient | None = None
         self._resources: dict[tuple[str, str], object] = {}
         self._api_server_cidrs: tuple[str, ...] | None = None
+        # Shared objects found as desired: ref -> (the desired object's canonical JSON, monotonic time).
+        self._shared_checked: dict[ObjectRef, tuple[str, float]] = {}
         self.requests = 0  # API calls made (reads and writes), for metrics and benchmarks
         self.writes = 0
 
@@ -328,14 +331,31 @@ class Kube:
         return True
 
     def sync(self, desired: Iterable[dict], *, selector: str, managed_kinds: Iterable[tuple[str, str]],
-             namespace: str | None = None, unlabelled: Iterable[dict] = ()) -> SyncResult:
+             namespace: str | None = None, unlabelled: Iterable[dict] = (),
+             recheck_unlabelled_after: float = 0.0) -> SyncResult:
         """Converge the cluster on `desired` with as few writes as possible.
 
         Objects carrying `selector` are read with one list per kind; each desired object is applied only
         when missing or drifted (`is_subset`), and labelled objects no longer desired are pruned.
         `unlabelled` objects (shared ones such as the tenant Namespace) are read by name and applied when
-        missing or drifted, never pruned. A steady-state pass therefore makes reads only.
+        missing or drifted, never pruned; one this client found as desired less than
+        `recheck_unlabelled_after` seconds ago, with the same desired content, is not read again (every
+        service of a tenant shares them: each is checked once per interval, not once per service and
+        pass). A failed pass forgets those checks. A steady-state pass therefore makes reads only.
         """
+        try:
+            return self._sync(desired, selector=selector, managed_kinds=managed_kinds, namespace=namespace,
+                              unlabelled=unlabelled, recheck_after=recheck_unlabelled_after)
+        except ClusterError:
+            self._shared_checked.clear()  # a deleted namespace, say: the next pass reads them all again
+            raise
+
+    def _shared_is_known(self, ref: ObjectRef, canonical: str, recheck_after: float) -> bool:
+        checked = self._shared_checked.get(ref)
+        return checked is not None and checked[0] == canonical and time.monotonic() - checked[1] < recheck_after
+
+    def _sync(self, desired: Iterable[dict], *, selector: str, managed_kinds: Iterable[tuple[str, str]],
+              namespace: str | None, unlabelled: Iterable[dict], recheck_after: float) -> SyncResult:
         result = SyncResult()
         wanted = {ObjectRef.of(obj): obj for obj in desired}
         wanted_kinds = {(r.api_version, r.kind) for r in wanted}
@@ -352,7 +372,13 @@ class Kube:
                 ref = ObjectRef(api_version, kind, meta.get("namespace") or "", meta["name"])
                 live[ref] = item
         for obj in unlabelled:
-            self._converge(ObjectRef.of(obj), obj, self.get(ObjectRef.of(obj)), result)
+            ref = ObjectRef.of(obj)
+            canonical = json.dumps(obj, sort_keys=True)
+            if recheck_after > 0 and self._shared_is_known(ref, canonical, recheck_after):
+                result.unchanged.append(ref)
+                continue
+            self._converge(ref, obj, self.get(ref), result)
+            self._shared_checked[ref] = (canonical, time.monotonic())
         for ref, obj in wanted.items():
             self._converge(ref, obj, live.get(ref), result)
         for ref in sorted(set(live) - set(wanted), key=str):  # prune what is no longer desired

@@ -154,7 +154,8 @@ def _converge(service) -> Outcome:
         # which leaves the service behind too): only then are all kinds listed for pruning.
         behind = service.observed_generation < generation
         result = kube.sync(labelled, selector=service_selector(service.uid),
-                           managed_kinds=MANAGED_KINDS if behind else (), namespace=spec.namespace, unlabelled=shared)
+                           managed_kinds=MANAGED_KINDS if behind else (), namespace=spec.namespace, unlabelled=shared,
+                           recheck_unlabelled_after=settings.RECONCILE_RESYNC_SECONDS)
     except PermanentClusterError as exc:
         return _write_failure(service, generation, "ApplyFailed", exc.message)
     workloads = [obj for ref, obj in result.live.items() if ref.kind in WORKLOAD_KINDS]

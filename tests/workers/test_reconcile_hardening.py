@@ -72,3 +72,34 @@ def test_resync_twice_in_a_row_enqueues_each_due_service_once(workers):
     assert resync() == 3
     assert resync() == 0
     assert InferenceService.objects.filter(queued_at__isnull=False).count() == 3
+
+
+def test_shared_objects_are_read_once_per_interval_not_on_every_pass(db, make_cluster, tenant_a, settings):
+    """The tenant's Namespace, quota, NetworkPolicy and model volume are shared by all its services: a pass
+    reads them only when this worker has not found them as desired within one resync interval."""
+    from kubernetes import client as k8s
+
+    from workers.kube import kube_for
+
+    handle = make_cluster(fast_start=True)
+    svc = InferenceServiceFactory(tenant=tenant_a, name="shared", cluster=ClusterFactory(api_url=handle.url))
+    namespace = "tenant-alpha"
+    settings.RECONCILE_RESYNC_SECONDS = 3600
+    assert reconcile(svc.pk).applied > 0
+    networking = k8s.NetworkingV1Api(handle.core.api_client)
+    assert networking.read_namespaced_network_policy("tenant-isolation", namespace)
+
+    networking.delete_namespaced_network_policy("tenant-isolation", namespace)
+    kube = kube_for(svc.cluster)
+    before = kube.requests
+    reconcile(svc.pk)
+    within_interval = kube.requests - before
+    names = [p.metadata.name for p in networking.list_namespaced_network_policy(namespace).items]
+    assert "tenant-isolation" not in names  # checked less than an interval ago: not read again
+
+    settings.RECONCILE_RESYNC_SECONDS = 0  # the interval is over: the next pass reads and restores it
+    before = kube.requests
+    reconcile(svc.pk)
+    assert networking.read_namespaced_network_policy("tenant-isolation", namespace)
+    # Reading the four shared objects again (and re-applying the deleted one) cost at least five requests.
+    assert kube.requests - before >= within_interval + 5
