@@ -107,6 +107,11 @@ class DcgmExporter:
     async def _health(self, request: web.Request) -> web.Response:
         return web.Response(text="OK")
 
+    def probe(self, method: str, path: str) -> int | None:
+        """The kubelet's readiness probe answered in-process (what `/health` answers over HTTP): with one
+        exporter per GPU node, an HTTP round trip each period was a fifth of kubesim's time at 500 nodes."""
+        return 200 if method == "GET" and path == "/health" else None
+
     async def start(self) -> int:
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)

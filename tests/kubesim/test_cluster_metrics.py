@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import urllib.error
 import urllib.request
 
 import pytest
@@ -134,3 +135,36 @@ def test_gpu_utilization_rises_while_requests_run(cluster):
     finally:
         for thread in threads:
             thread.join(120)
+
+
+def test_the_exporters_in_process_probe_answers_what_its_http_health_answers():
+    """The kubelet asks the exporter's `/health` in-process (one exporter per GPU node, probed every
+    period); the answer must be the one the HTTP endpoint gives, and other paths still go over HTTP."""
+    import asyncio
+
+    from kubesim.cluster.dcgm import DcgmExporter
+    from kubesim.workload import PodContext
+
+    async def check():
+        ctx = PodContext(namespace="gpu-operator", pod_name="nvidia-dcgm-exporter-n0", labels={}, annotations={},
+                         container={}, env={}, gpu_key=None, gpu_count=0, seed=1, fast_start=True)
+        exporter = DcgmExporter(ctx, node_of=lambda ns, pod: None, readings=lambda node: [])
+        port = await exporter.start()
+        try:
+            def get(path):
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+                        return response.status
+                except urllib.error.HTTPError as error:
+                    return error.code
+
+            over_http = await asyncio.to_thread(get, "/health")
+            missing_over_http = await asyncio.to_thread(get, "/nothing-here")
+        finally:
+            await exporter.stop()
+        return over_http, missing_over_http, exporter.probe("GET", "/health"), exporter.probe("GET", "/metrics")
+
+    over_http, missing_over_http, in_process, other = asyncio.run(check())
+    assert (over_http, in_process) == (200, 200)
+    assert missing_over_http == 404
+    assert other is None  # not answered in-process: the kubelet would ask over HTTP
