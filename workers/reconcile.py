@@ -163,9 +163,15 @@ def _converge(service) -> Outcome:
     pods = kube.list("v1", "Pod", namespace=spec.namespace, label_selector=service_selector(service.uid))
     desired = {p.role: p.replicas for p in spec.pools}
     view = st.service_view(desired, workloads, pods, [])
-    # Events matter while something changes; a steady service keeps the ones it last saw, which spares
-    # the API server one read per object and pass.
-    steady = view.all_ready and not result.applied and not result.pruned
+    # Events matter while something changes: after a write, while a pod cannot be placed or crashes, and
+    # when a pod moved on since the last look. A service whose pods stand as they stood keeps the events
+    # it last saw, which spares the API server one read per object and pass (most of a look's reads when
+    # a slow rollout is looked at again and again).
+    current = ServiceObservation.objects.filter(service_id=service.pk).values(
+        "pools", "pods", "events", "drift", "autoscalers").first()
+    unchanged = (current is not None and current["pods"] == [vars(p) for p in view.pods]
+                 and not any(p.phase == "Pending" and not p.node for p in view.pods) and not view.crashing)
+    steady = (view.all_ready or unchanged) and not result.applied and not result.pruned
     events = None if steady else _events_of(kube, spec.namespace,
                                             [p.name for p in view.pods] + [w["metadata"]["name"] for w in workloads])
     if events:
@@ -179,7 +185,7 @@ def _converge(service) -> Outcome:
     found = st.now_iso()
     _write_observation(service, view, [
         {"object": str(ref), "diff": diff, "cause": cause, "found_at": found} for ref, diff in result.drift.items()
-    ], keep_events=events is None, autoscalers=autoscalers)
+    ], current, keep_events=events is None, autoscalers=autoscalers)
     outcome = Outcome(service.pk, ReconcileResult.CONVERGED if phase == Phase.READY else
                       (ReconcileResult.FAILED if phase == Phase.FAILED else ReconcileResult.PROGRESSING),
                       applied=len(result.applied), pruned=len(result.pruned), requeue_after=requeue,
@@ -264,12 +270,10 @@ def _events_of(kube: Kube, namespace: str, names: list[str]) -> list[dict]:
     return events
 
 
-def _write_observation(service, view: st.ServiceView, drift: list[dict], keep_events: bool = False,
-                       autoscalers: list[dict] | None = None) -> None:
-    """Keep the latest pods, events, pool counts and the last differences found for the service page;
-    skip the write when nothing changed."""
-    current = ServiceObservation.objects.filter(service_id=service.pk).values(
-        "pools", "pods", "events", "drift", "autoscalers").first()
+def _write_observation(service, view: st.ServiceView, drift: list[dict], current: dict | None,
+                       keep_events: bool = False, autoscalers: list[dict] | None = None) -> None:
+    """Keep the latest pods, events, pool counts and the last differences found for the service page
+    (`current` is the stored observation, read earlier in the pass); skip the write when nothing changed."""
     data = {
         "pools": [{"role": p.role, "desired": p.desired, "ready": p.ready, "updated": p.updated}
                   for p in view.pools.values()],

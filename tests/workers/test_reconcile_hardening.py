@@ -103,3 +103,37 @@ def test_shared_objects_are_read_once_per_interval_not_on_every_pass(db, make_cl
     assert networking.read_namespaced_network_policy("tenant-isolation", namespace)
     # Reading the four shared objects again (and re-applying the deleted one) cost at least five requests.
     assert kube.requests - before >= within_interval + 5
+
+
+def test_a_look_at_a_rollout_that_has_not_moved_does_not_read_events_again(db, make_cluster, tenant_a):
+    """Events are read after a write and whenever a pod moved on; a look that finds the pods as the last
+    one left them keeps the events it saw (a slow rollout is looked at many times)."""
+    from kubernetes import client as k8s
+
+    from apps.serving.models import ServiceObservation
+    from tests.polling import wait_for
+    from workers.kube import kube_for
+
+    handle = make_cluster(fast_start=False)  # the simulated engine loads its weights for a while
+    svc = InferenceServiceFactory(tenant=tenant_a, name="slow", cluster=ClusterFactory(api_url=handle.url))
+    assert reconcile(svc.pk).applied > 0
+    core = k8s.CoreV1Api(handle.core.api_client)
+
+    def running_not_ready():
+        pods = core.list_namespaced_pod("tenant-alpha").items
+        return pods and all(p.status.phase == "Running" and not all(c.ready for c in p.status.container_statuses or [])
+                            for p in pods)
+
+    wait_for(running_not_ready, timeout=60, message="the engine pod running, still loading")
+    kube = kube_for(svc.cluster)
+    before = kube.requests
+    reconcile(svc.pk)  # the pod moved on (scheduled, started) since the first pass: events are read
+    moved = kube.requests - before
+    seen = ServiceObservation.objects.get(service_id=svc.pk).events
+    before = kube.requests
+    reconcile(svc.pk)  # nothing moved: the same lists, no event reads
+    still = kube.requests - before
+    assert running_not_ready(), "the engine became ready meanwhile; the second look had something new to see"
+    # One event read per pod and per workload (one each here) were spared.
+    assert moved - still == 2
+    assert seen and ServiceObservation.objects.get(service_id=svc.pk).events == seen
