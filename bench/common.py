@@ -49,3 +49,30 @@ def postgres_cpu_seconds() -> float:
         except OSError:
             continue
     return total
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of a live process and its live descendants (a prefork Celery worker and its children)."""
+    import os
+
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    parents[int(entry)] = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [child for child, ppid in parents.items() if ppid == parent and child not in tree]
+        tree.update(children)
+        frontier.extend(children)
+    total = 0.0
+    for member in tree:
+        try:
+            total += cpu_seconds(member)
+        except OSError:
+            continue
+    return total

@@ -4,7 +4,7 @@
 
 Prints, from one run:
 (1) the time from the first service created through the API until every service is Ready, with real
-    Celery workers reconciling against one kubesim;
+    Celery workers reconciling against one kubesim (each as deployed: prefork, WORKER_CONCURRENCY=2);
 (2) API requests and writes of a steady-state resync of every service (aim: <= 8 requests, 0 writes);
 (3) the periodic resync as the workers run it for two resync intervals, counted at the API server
     through a loopback proxy: requests per service per interval and the requests of every second
@@ -157,9 +157,11 @@ def create_services(n: int, url: str, image: str) -> list[int]:
 def start_workers(n: int) -> list[subprocess.Popen]:
     prefix = os.environ["CELERY_QUEUE_PREFIX"]
     queues = ",".join(prefix + q for q in ("default", "reconcile"))
-    return [subprocess.Popen([sys.executable, "-m", "celery", "-A", "controlplane", "worker", "--pool", "solo",
-                              "--queues", queues, "--loglevel", "WARNING", "--without-gossip", "--without-mingle",
-                              "--hostname", f"bench{i}@%h"], cwd=ROOT, env=dict(os.environ),
+    # Each worker as deployed (controlplane/entrypoint.py): the prefork pool, WORKER_CONCURRENCY processes.
+    concurrency = os.environ.get("WORKER_CONCURRENCY", "2")
+    return [subprocess.Popen([sys.executable, "-m", "celery", "-A", "controlplane", "worker", "--concurrency",
+                              concurrency, "--queues", queues, "--loglevel", "WARNING", "--without-gossip",
+                              "--without-mingle", "--hostname", f"bench{i}@%h"], cwd=ROOT, env=dict(os.environ),
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(n)]
 
 
@@ -234,11 +236,11 @@ def cpu_split(sim: subprocess.Popen, workers: list[subprocess.Popen]) -> dict[st
     its finished children (kubectl), the workers, kubesim and PostgreSQL."""
     import resource
 
-    from bench.common import cpu_seconds, postgres_cpu_seconds
+    from bench.common import cpu_seconds, postgres_cpu_seconds, tree_cpu_seconds
 
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     split = {"bench+API": sum(os.times()[:2]), "kubectl": children.ru_utime + children.ru_stime,
-             "workers": sum(cpu_seconds(p.pid) for p in workers), "kubesim": cpu_seconds(sim.pid),
+             "workers": sum(tree_cpu_seconds(p.pid) for p in workers), "kubesim": cpu_seconds(sim.pid),
              "postgres": postgres_cpu_seconds()}
     return split
 
