@@ -68,8 +68,12 @@ class Outcome:
     record: bool = False  # worth a ReconcileRun row (changed something, failed, or not converged)
 
 
-def reconcile(service_id: int) -> Outcome:
-    """Run one pass for the service; raise TransientClusterError for the caller to retry."""
+def reconcile(service_id: int, look: bool = False) -> Outcome:
+    """Run one pass for the service; raise TransientClusterError for the caller to retry.
+
+    `look` is a pass that only comes back to see how a rollout is going: unless the spec moved on meanwhile
+    it converges the workloads and their autoscalers alone (the kinds the status is read from) and skips the
+    other kinds and the shared objects, which the previous pass applied and the drift checks keep."""
     started, started_at = time.monotonic(), timezone.now()
     with advisory_lock(LOCK_NAMESPACE, service_id) as held:
         if not held:
@@ -84,7 +88,7 @@ def reconcile(service_id: int) -> Outcome:
         logcontext.update(tenant=service.tenant.slug, service=f"{service.tenant.slug}/{service.name}")
         try:
             with kube_for(service.cluster).pass_deadline(settings.RECONCILE_PASS_DEADLINE_SECONDS):
-                outcome = _delete(service) if service.is_deleting else _converge(service)
+                outcome = _delete(service) if service.is_deleting else _converge(service, look)
         except (ClusterError, DatabaseError):
             raise  # classified cluster errors are retried or reported by the task; the database comes back
         except Exception as exc:
@@ -137,7 +141,7 @@ def _delete(service) -> Outcome:
     return Outcome(service.pk, ReconcileResult.DELETED, pruned=len(result.pruned))
 
 
-def _converge(service) -> Outcome:
+def _converge(service, look: bool = False) -> Outcome:
     generation = service.generation
     kube = kube_for(service.cluster)
     try:
@@ -149,10 +153,13 @@ def _converge(service) -> Outcome:
         return _write_failure(service, generation, "RenderFailed", str(exc))
     labelled = service_objects(objects)
     shared = [o for o in objects if o not in labelled]
+    # Objects of kinds no longer desired can exist only after a spec change (or an interrupted pass,
+    # which leaves the service behind too): only then are all kinds listed for pruning.
+    behind = service.observed_generation < generation
+    if look and not behind:
+        labelled = [o for o in labelled if o["kind"] in WORKLOAD_KINDS | AUTOSCALER_KINDS]
+        shared = []
     try:
-        # Objects of kinds no longer desired can exist only after a spec change (or an interrupted pass,
-        # which leaves the service behind too): only then are all kinds listed for pruning.
-        behind = service.observed_generation < generation
         result = kube.sync(labelled, selector=service_selector(service.uid),
                            managed_kinds=MANAGED_KINDS if behind else (), namespace=spec.namespace, unlabelled=shared,
                            recheck_unlabelled_after=settings.RECONCILE_RESYNC_SECONDS)

@@ -137,3 +137,38 @@ def test_a_look_at_a_rollout_that_has_not_moved_does_not_read_events_again(db, m
     # One event read per pod and per workload (one each here) were spared.
     assert moved - still == 2
     assert seen and ServiceObservation.objects.get(service_id=svc.pk).events == seen
+
+
+def test_a_look_at_a_rollout_reads_the_workloads_but_a_changed_spec_gets_a_full_pass(db, make_cluster, tenant_a):
+    """The passes that come back while a service deploys read its workloads and pods only; the other kinds
+    are the previous pass's and the drift checks' business, unless the spec moved on meanwhile."""
+    from kubernetes import client as k8s
+
+    from workers.kube import kube_for
+
+    handle = make_cluster(fast_start=True)
+    svc = InferenceServiceFactory(tenant=tenant_a, name="looked", cluster=ClusterFactory(api_url=handle.url))
+    assert reconcile(svc.pk).applied > 0
+    policy = k8s.PolicyV1Api(handle.core.api_client)
+    apps = k8s.AppsV1Api(handle.core.api_client)
+    policy.delete_namespaced_pod_disruption_budget("looked", "tenant-alpha")
+    apps.delete_namespaced_deployment("looked", "tenant-alpha")
+
+    kube = kube_for(svc.cluster)
+    before = kube.requests
+    look = reconcile(svc.pk, look=True)
+    look_requests = kube.requests - before
+    assert look.applied == 1  # the Deployment, which the status is read from, is restored...
+    assert apps.read_namespaced_deployment("looked", "tenant-alpha")
+    assert not policy.list_namespaced_pod_disruption_budget("tenant-alpha").items  # ...the budget is not
+
+    before = kube.requests
+    full = reconcile(svc.pk)
+    assert full.applied == 1 and policy.read_namespaced_pod_disruption_budget("looked", "tenant-alpha")
+    assert kube.requests - before > look_requests  # it listed every kind the service owns
+
+    # A spec change since the last pass turns a look into a full pass.
+    InferenceService.objects.filter(pk=svc.pk).update(generation=svc.generation + 5)
+    policy.delete_namespaced_pod_disruption_budget("looked", "tenant-alpha")
+    assert reconcile(svc.pk, look=True).applied >= 1
+    assert policy.read_namespaced_pod_disruption_budget("looked", "tenant-alpha")

@@ -38,12 +38,13 @@ def requeue_delay(base: float, waits: int) -> float:
 
 
 @shared_task(bind=True, name=names.RECONCILE_SERVICE, max_retries=20, acks_late=True)
-def reconcile_service(self, service_id: int, waits: int = 0) -> dict:
+def reconcile_service(self, service_id: int, waits: int = 0, look: bool = False) -> dict:
     """Reconcile one service; retry transient cluster errors with backoff and jitter, re-enqueue while
-    the service is still deploying (never sleep waiting for readiness), less often the longer it takes."""
+    the service is still deploying (never sleep waiting for readiness), less often the longer it takes.
+    The re-enqueued passes are looks (`look`): they read back the workloads and pods, not every object."""
     clear_queued(service_id)  # from here on, a change made meanwhile queues a new pass
     try:
-        outcome = rec.reconcile(service_id)
+        outcome = rec.reconcile(service_id, look=look)
     except TransientClusterError as exc:
         rec.record_transient(service_id, exc)
         delay = max(exc.retry_after or 0.0, backoff(self.request.retries))
@@ -53,7 +54,7 @@ def reconcile_service(self, service_id: int, waits: int = 0) -> dict:
         raise self.retry(exc=exc, countdown=delay) from exc
     if outcome.requeue_after is not None and mark_queued(service_id):
         waits = waits + 1 if not (outcome.applied or outcome.pruned) else 0
-        reconcile_service.apply_async(args=[service_id], kwargs={"waits": waits},
+        reconcile_service.apply_async(args=[service_id], kwargs={"waits": waits, "look": True},
                                       countdown=requeue_delay(outcome.requeue_after, waits), ignore_result=True)
     log.info("reconcile %s: %s applied=%d pruned=%d in %.2fs %s", service_id, outcome.result, outcome.applied,
              outcome.pruned, outcome.duration_s, outcome.message)
