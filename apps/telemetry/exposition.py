@@ -117,13 +117,6 @@ class Snapshot:
         )
 
 
-def _bound(family: str, le: str | None) -> float:
-    try:
-        return float(le)
-    except (TypeError, ValueError):
-        raise ValueError(f"a bucket of {family} has le={le!r}, not an upper bound") from None
-
-
 def _bound_text(bound: float) -> str:
     return "+Inf" if bound == math.inf else repr(bound)
 
@@ -181,38 +174,36 @@ def _snapshot(engine: str, prefix: str, families: list[Family], scraped_at: floa
         if not family_name.startswith(prefix):
             continue
         name = family_name[len(prefix) :]
+        created = f"{family_name}_created"
+        if model is None:
+            model = next((labels.model_name for _, labels, _ in samples if labels.model_name), None)
         # A labelled family with no series yet (SGLang creates them on the first request) is still
         # exported: an idle engine then shows 0 tokens/s rather than no figure.
-        if kind == "counter":
-            series = counters.setdefault(name, {})
-            names = (f"{family_name}_total", family_name)
-        elif kind == "histogram":
+        if kind == "histogram":
             series = histograms.setdefault(name, {})
             bucket = f"{family_name}_bucket"
-        elif kind in ("gauge", "unknown"):
-            series = gauges.get(name)
-        created = f"{family_name}_created"
-        for sample_name, labels, value in samples:
-            if model is None and labels.model_name:
-                model = labels.model_name
-            if kind == "histogram":
+            for sample_name, labels, value in samples:
                 if sample_name == bucket:
-                    series.setdefault(labels.key_without_le, {})[_bound(family_name, labels.le)] = value
+                    if labels.bound is None:
+                        raise ValueError(f"a bucket of {family_name} has le={labels.le!r}, not an upper bound")
+                    series.setdefault(labels.key_without_le, {})[labels.bound] = value
                 elif sample_name == created:
                     created_gauges[(name, labels.key)] = value
-            elif kind == "counter":
+        elif kind == "counter":
+            series = counters.setdefault(name, {})
+            names = (f"{family_name}_total", family_name)
+            for sample_name, labels, value in samples:
                 if sample_name in names:
                     series[labels.key] = value
                 elif sample_name == created:
                     created_gauges[(name, labels.key)] = value
-            elif kind in ("gauge", "unknown"):
+        elif kind in ("gauge", "unknown"):
+            for sample_name, labels, value in samples:
                 if sample_name.endswith("_created"):
                     # prometheus_client writes `<family>_created` as a separate gauge family.
                     created_gauges[(sample_name[len(prefix) : -len("_created")], labels.key)] = value
                 else:
-                    if series is None:
-                        series = gauges.setdefault(name, {})
-                    series[labels.key] = value
+                    gauges.setdefault(name, {})[labels.key] = value
 
     created = {key: ts for key, ts in created_gauges.items() if key[0] in counters or key[0] in histograms}
     return Snapshot(

@@ -29,13 +29,14 @@ SAMPLE_SUFFIXES = ("_bucket", "_count", "_sum", "_total", "_created")
 
 
 class Labels(NamedTuple):
-    """One sample's labels, read once: sorted (name, value) pairs with and without `le`, and the two
-    labels the snapshot looks up."""
+    """One sample's labels, read once: sorted (name, value) pairs with and without `le`, the two labels
+    the snapshot looks up, and `le` as a bucket's upper bound (None when absent or not a number)."""
 
     key: tuple[tuple[str, str], ...]
     key_without_le: tuple[tuple[str, str], ...]
     le: str | None
     model_name: str | None
+    bound: float | None
 
 
 Sample = tuple[str, Labels, float]
@@ -45,7 +46,13 @@ Family = tuple[str, str, list[Sample]]
 def labels_of(labels: Mapping[str, str]) -> Labels:
     key = tuple(sorted(labels.items()))
     le = labels.get("le")
-    return Labels(key, key if le is None else tuple(p for p in key if p[0] != "le"), le, labels.get("model_name"))
+    if le is None:
+        return Labels(key, key, None, labels.get("model_name"), None)
+    try:
+        bound = float(le)
+    except ValueError:
+        bound = None
+    return Labels(key, tuple(p for p in key if p[0] != "le"), le, labels.get("model_name"), bound)
 
 
 def family_of(metric: str) -> str:
