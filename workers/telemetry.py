@@ -35,7 +35,7 @@ from apps.telemetry.promql import PodSelector, PrometheusClient, PrometheusError
 from apps.telemetry.series import point_values
 from workers.activation import check_cluster as check_activation
 from workers.enginepods import EnginePod, PodResult, list_engine_pods, scrape_pod
-from workers.enginepods import engine_pods as engine_pods  # re-exported: where the pods come from
+from workers.enginepods import engine_pods as engine_pods  # re-exported for callers of workers.telemetry
 from workers.kube import classify, kube_for
 from workers.locks import advisory_lock
 

@@ -14,7 +14,8 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from apps.clusters.models import ClusterCredentials
-from workers.enginepods import ACCEPT, EnginePod, proxy_get
+from apps.telemetry.scrape import ACCEPT
+from workers.enginepods import EnginePod, proxy_get
 from workers.kube import Kube
 from workers.telemetry import collector_held_off
 
