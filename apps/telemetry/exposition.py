@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from prometheus_client.parser import text_string_to_metric_families
+from apps.telemetry.textformat import Family, fast_families, library_families, select_lines
 
 LabelKey = tuple[tuple[str, str], ...]
 """A series' labels as sorted (name, value) pairs (without `le` for histogram buckets)."""
@@ -62,7 +62,6 @@ EXTRA_FAMILIES: dict[str, tuple[str, ...]] = {
     VLLM: ("prefix_cache_hits", "prefix_cache_queries", "request_success"),
     SGLANG: ("prefill_effective_tokens", "num_requests", "num_aborted_requests"),
 }
-_SAMPLE_SUFFIXES = ("_bucket", "_count", "_sum", "_total", "_created")
 
 # --- Parsing -----------------------------------------------------------------------------------------
 
@@ -143,28 +142,6 @@ def figure_families(engine: str) -> frozenset[str]:
     return frozenset(wanted)
 
 
-def _family_of(metric: str) -> str:
-    for suffix in _SAMPLE_SUFFIXES:
-        if metric.endswith(suffix):
-            return metric[: -len(suffix)]
-    return metric
-
-
-def _select_lines(text: str, prefix: str, wanted: frozenset[str]) -> str:
-    # A vLLM exposition has ~700 lines and the figures need a tenth of them; dropping the rest before
-    # the (pure-Python) parser cuts the scraper's CPU per engine several times over.
-    keep = []
-    for line in text.splitlines():
-        if line.startswith("#"):
-            parts = line.split(None, 3)
-            metric = parts[2] if len(parts) > 2 else ""
-        else:
-            metric = line.split("{", 1)[0].split(" ", 1)[0]
-        if metric.startswith(prefix) and _family_of(metric[len(prefix) :]) in wanted:
-            keep.append(line)
-    return "\n".join(keep) + "\n"
-
-
 def parse_snapshot(text: str, scraped_at: float | None = None, *, all_families: bool = False) -> Snapshot:
     """Parse a Prometheus text exposition of a vLLM or SGLang engine into a Snapshot.
 
@@ -175,57 +152,64 @@ def parse_snapshot(text: str, scraped_at: float | None = None, *, all_families: 
     if engine is None:
         raise NotAnEngineExposition("no vllm: or sglang: metrics in the exposition")
     prefix = ENGINES[engine].prefix
-    if not all_families:
-        text = _select_lines(text, prefix, figure_families(engine))
+    wanted = figure_families(engine)
+    # The fast reader takes the engines' usual lines; anything else goes to prometheus_client.
+    families = None if all_families else fast_families(text, prefix, wanted)
     try:
-        families = list(text_string_to_metric_families(text))
+        if families is None:
+            families = list(library_families(text if all_families else select_lines(text, prefix, wanted)))
+        return _snapshot(engine, prefix, families, time.time() if scraped_at is None else scraped_at)
     except ValueError as exc:
         raise NotAnEngineExposition(f"not a Prometheus text exposition: {exc}") from exc
 
+
+def _snapshot(engine: str, prefix: str, families: list[Family], scraped_at: float) -> Snapshot:
     histograms: dict[str, dict[LabelKey, dict[float, float]]] = {}
     counters: dict[str, dict[LabelKey, float]] = {}
     gauges: dict[str, dict[LabelKey, float]] = {}
     created_gauges: dict[tuple[str, LabelKey], float] = {}
     model: str | None = None
 
-    for family in families:
-        if not family.name.startswith(prefix):
+    for family_name, kind, samples in families:
+        if not family_name.startswith(prefix):
             continue
-        name = family.name[len(prefix) :]
+        name = family_name[len(prefix) :]
+        created = f"{family_name}_created"
+        if model is None:
+            model = next((labels.model_name for _, labels, _ in samples if labels.model_name), None)
         # A labelled family with no series yet (SGLang creates them on the first request) is still
         # exported: an idle engine then shows 0 tokens/s rather than no figure.
-        if family.type == "counter":
-            counters.setdefault(name, {})
-        elif family.type == "histogram":
-            histograms.setdefault(name, {})
-        for sample in family.samples:
-            if model is None and sample.labels.get("model_name"):
-                model = sample.labels["model_name"]
-            sample_name = sample.name[len(prefix) :]
-            if family.type == "histogram":
-                if sample_name == f"{name}_bucket":
-                    bound = float(sample.labels["le"])
-                    series = histograms.setdefault(name, {}).setdefault(_label_key(sample.labels, "le"), {})
-                    series[bound] = sample.value
-                elif sample_name == f"{name}_created":
-                    created_gauges[(name, _label_key(sample.labels))] = sample.value
-            elif family.type == "counter":
-                if sample_name in (f"{name}_total", name):
-                    counters.setdefault(name, {})[_label_key(sample.labels)] = sample.value
-                elif sample_name == f"{name}_created":
-                    created_gauges[(name, _label_key(sample.labels))] = sample.value
-            elif family.type in ("gauge", "unknown"):
+        if kind == "histogram":
+            series = histograms.setdefault(name, {})
+            bucket = f"{family_name}_bucket"
+            for sample_name, labels, value in samples:
+                if sample_name == bucket:
+                    if labels.bound is None:
+                        raise ValueError(f"a bucket of {family_name} has le={labels.le!r}, not an upper bound")
+                    series.setdefault(labels.key_without_le, {})[labels.bound] = value
+                elif sample_name == created:
+                    created_gauges[(name, labels.key)] = value
+        elif kind == "counter":
+            series = counters.setdefault(name, {})
+            names = (f"{family_name}_total", family_name)
+            for sample_name, labels, value in samples:
+                if sample_name in names:
+                    series[labels.key] = value
+                elif sample_name == created:
+                    created_gauges[(name, labels.key)] = value
+        elif kind in ("gauge", "unknown"):
+            for sample_name, labels, value in samples:
                 if sample_name.endswith("_created"):
                     # prometheus_client writes `<family>_created` as a separate gauge family.
-                    created_gauges[(sample_name.removesuffix("_created"), _label_key(sample.labels))] = sample.value
+                    created_gauges[(sample_name[len(prefix) : -len("_created")], labels.key)] = value
                 else:
-                    gauges.setdefault(name, {})[_label_key(sample.labels)] = sample.value
+                    gauges.setdefault(name, {})[labels.key] = value
 
     created = {key: ts for key, ts in created_gauges.items() if key[0] in counters or key[0] in histograms}
     return Snapshot(
         engine=engine,
         model=model,
-        scraped_at=time.time() if scraped_at is None else scraped_at,
+        scraped_at=scraped_at,
         histograms=histograms,
         counters=counters,
         gauges=gauges,

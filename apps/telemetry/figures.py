@@ -48,26 +48,51 @@ def histogram_quantile(q: float, buckets: Mapping[float, float]) -> float | None
     with a positive bound, the last finite bound when the rank falls in +Inf. None (PromQL's NaN) when
     there are no observations, no +Inf bucket or fewer than two buckets.
     """
-    if math.isnan(q):
-        return None
-    if q < 0:
-        return -math.inf
-    if q > 1:
-        return math.inf
+    return histogram_quantiles((q,), buckets)[0]
+
+
+def histogram_quantiles(qs: Iterable[float], buckets: Mapping[float, float]) -> list[float | None]:
+    """`histogram_quantile` of each q, with the buckets sorted and repaired once."""
+    cumulative = _cumulative(buckets)
+    return [_quantile(q, cumulative) for q in qs]
+
+
+def _cumulative(buckets: Mapping[float, float]) -> tuple[list[float], list[float]] | None:
     bounds = sorted(buckets)
     if len(bounds) < 2 or bounds[-1] != math.inf:
         return None
     # Cumulative counts must not decrease; scrapes racing with observations (or a partial reset) can
     # break that, and Prometheus repairs it the same way: carry the running maximum forward.
     counts: list[float] = []
+    running = 0.0
     for bound in bounds:
-        counts.append(max(buckets[bound], counts[-1] if counts else 0.0))
+        count = buckets[bound]
+        running = running if running > count else count  # max(count, running), NaN included
+        counts.append(running)
+    return bounds, counts
+
+
+def _quantile(q: float, cumulative: tuple[list[float], list[float]] | None) -> float | None:
+    if math.isnan(q):
+        return None
+    if q < 0:
+        return -math.inf
+    if q > 1:
+        return math.inf
+    if cumulative is None:
+        return None
+    bounds, counts = cumulative
     observations = counts[-1]
     if observations <= 0:
         return None
     rank = q * observations
-    b = next((i for i in range(len(bounds) - 1) if counts[i] >= rank), len(bounds) - 1)
-    if b == len(bounds) - 1:
+    last = len(bounds) - 1
+    b = last
+    for i in range(last):
+        if counts[i] >= rank:
+            b = i
+            break
+    if b == last:
         return bounds[-2]
     if b == 0 and bounds[0] <= 0:
         return bounds[0]
@@ -120,9 +145,15 @@ def _histogram_increase(
 ) -> dict[float, float]:
     # Buckets of one series reset together when the engine restarts. Checking them as a group catches
     # a restart even when a busy new process has already passed the old count in some buckets.
-    if before is None or reset or set(before) != set(after) or any(after[b] < before[b] for b in after):
+    if before is None or reset or before.keys() != after.keys():
         return dict(after)
-    return {b: after[b] - before[b] for b in after}
+    out = {}
+    for bound, count in after.items():
+        earlier = before[bound]
+        if count < earlier:
+            return dict(after)
+        out[bound] = count - earlier
+    return out
 
 
 def increments(prev: Snapshot, cur: Snapshot) -> Increments:
@@ -288,9 +319,9 @@ def figures_from_increments(inc: Increments) -> Figures:
     """Compute the figures of an interval from (possibly merged) increments."""
     names = ENGINES[inc.engine]
 
-    def quantile(family: str, q: float) -> float | None:
+    def quantiles(family: str, *qs: float) -> list[float | None]:
         buckets = inc.histograms.get(family)
-        return None if buckets is None else histogram_quantile(q, buckets)
+        return [None] * len(qs) if buckets is None else histogram_quantiles(qs, buckets)
 
     def gauge_sum(family: str) -> float | None:
         return inc.gauge_sums.get(family)
@@ -299,12 +330,14 @@ def figures_from_increments(inc: Increments) -> Figures:
         count = inc.gauge_counts.get(family)
         return inc.gauge_sums[family] / count if count else None
 
+    ttft_p50, ttft_p95, ttft_p99 = quantiles(names.ttft, 0.50, 0.95, 0.99)
+    itl_p50, itl_p95 = quantiles(names.itl, 0.50, 0.95)
     values = dict(
-        ttft_p50_s=quantile(names.ttft, 0.50),
-        ttft_p95_s=quantile(names.ttft, 0.95),
-        ttft_p99_s=quantile(names.ttft, 0.99),
-        itl_p50_s=quantile(names.itl, 0.50),
-        itl_p95_s=quantile(names.itl, 0.95),
+        ttft_p50_s=ttft_p50,
+        ttft_p95_s=ttft_p95,
+        ttft_p99_s=ttft_p99,
+        itl_p50_s=itl_p50,
+        itl_p95_s=itl_p95,
         kv_cache_usage=gauge_mean(names.kv_usage),
         running=gauge_sum(names.running),
         waiting=gauge_sum(names.waiting),
