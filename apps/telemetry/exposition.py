@@ -93,10 +93,10 @@ class Snapshot:
             "engine": self.engine,
             "model": self.model,
             "scraped_at": self.scraped_at,
-            "histograms": series(self.histograms, lambda b: [[_bound_text(ub), n] for ub, n in b.items()]),
-            "counters": series(self.counters),
-            "gauges": series(self.gauges),
-            "created": [[name, dict(key), ts] for (name, key), ts in self.created.items()],
+            "histograms": series(self.histograms, lambda b: [[_bound_text(ub), _number(n)] for ub, n in b.items()]),
+            "counters": series(self.counters, _number),
+            "gauges": series(self.gauges, _number),
+            "created": [[name, dict(key), _number(ts)] for (name, key), ts in self.created.items()],
         }
 
     @classmethod
@@ -110,11 +110,17 @@ class Snapshot:
             engine=data["engine"],
             model=data["model"],
             scraped_at=data["scraped_at"],
-            histograms=series(data["histograms"], lambda b: {float(ub): n for ub, n in b}),
-            counters=series(data["counters"]),
-            gauges=series(data["gauges"]),
-            created={(name, _label_key(labels)): ts for name, labels, ts in data["created"]},
+            histograms=series(data["histograms"], lambda b: {float(ub): float(n) for ub, n in b}),
+            counters=series(data["counters"], float),
+            gauges=series(data["gauges"], float),
+            created={(name, _label_key(labels)): float(ts) for name, labels, ts in data["created"]},
         )
+
+
+def _number(value: float) -> float | str:
+    """A sample value as JSON that PostgreSQL's jsonb takes: NaN and ±Inf (which engines may export) as
+    the strings `float()` reads back, since jsonb refuses the bare `NaN` Python's encoder writes."""
+    return value if math.isfinite(value) else repr(value)
 
 
 def _bound_text(bound: float) -> str:

@@ -25,3 +25,30 @@ def test_upsert_inserts_then_updates_only_the_named_fields(db):
     assert rows["p-0"].snapshot == snapshot and rows["p-0"].figures == {"ttft_p95": 0.2}
     assert (rows["p-0"].node, rows["p-0"].error, rows["p-0"].scraped_at) == ("n2", "timeout", first)
     assert rows["p-1"].snapshot is None and rows["p-1"].error == "refused"
+
+
+def test_a_snapshot_with_nan_and_infinite_samples_is_stored_and_read_back(db):
+    """Engines may export NaN or ±Inf (a ratio with nothing to divide); jsonb refuses a bare NaN, which would
+    lose the write of every pod in the chunk."""
+    import math
+
+    from apps.telemetry.exposition import Snapshot, parse_snapshot
+
+    text = (
+        "# HELP vllm:kv_cache_usage_perc KV-cache usage.\n# TYPE vllm:kv_cache_usage_perc gauge\n"
+        'vllm:kv_cache_usage_perc{model_name="m"} NaN\n'
+        "# HELP vllm:num_requests_running Running.\n# TYPE vllm:num_requests_running gauge\n"
+        'vllm:num_requests_running{model_name="m"} +Inf\n'
+        "# HELP vllm:num_requests_waiting Waiting.\n# TYPE vllm:num_requests_waiting gauge\n"
+        'vllm:num_requests_waiting{model_name="m"} -Inf\n'
+    )
+    snapshot = parse_snapshot(text, scraped_at=1.0)
+    service = InferenceServiceFactory()
+    upsert_pod_stats([PodStat(service_id=service.pk, pod="p-0", role="engine", node="n1", snapshot=snapshot.to_dict(),
+                              figures={}, error="", scraped_at=datetime(2026, 1, 1, tzinfo=UTC))],
+                     ("role", "node", "snapshot", "figures", "error", "scraped_at"))
+    back = Snapshot.from_dict(PodStat.objects.get(service=service).snapshot)
+    key = (("model_name", "m"),)
+    assert math.isnan(back.gauges["kv_cache_usage_perc"][key])
+    assert back.gauges["num_requests_running"][key] == math.inf
+    assert back.gauges["num_requests_waiting"][key] == -math.inf
