@@ -321,3 +321,21 @@ def test_service_objects_are_named_after_the_service_with_reserved_suffixes(name
 
     allowed = {"chat", *(f"chat{suffix}" for suffix in RESERVED_SUFFIXES)}
     assert {o["metadata"]["name"] for o in service_objects(render_service(SPECS[name]()))} <= allowed
+
+
+def test_yaml_export_quotes_strings_other_readers_take_for_numbers_so_kubectl_applies_it(make_cluster, tmp_path):
+    """A pod-template hash such as `8746e32785045900` is a plain string to PyYAML but a float to kubectl's
+    YAML reader, which then refused the whole file (`cannot unmarshal number into ... annotations`)."""
+    import yaml
+
+    awkward = {"hash": "8746e32785045900", "hex": "0x1F", "short": "y", "under": "1_000", "plain": "abc-12"}
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": "awkward", "namespace": "default", "annotations": awkward}, "data": awkward}
+    text = to_yaml([configmap])
+    assert yaml.safe_load(text) == configmap
+    assert "plain: abc-12" in text  # strings nobody reads as anything else stay unquoted
+    (tmp_path / "export.yaml").write_text(text)
+    handle = make_cluster()
+    handle.kubectl("apply", "--server-side", "--field-manager", "controlplane", "-f", str(tmp_path / "export.yaml"))
+    stored = handle.core.read_namespaced_config_map("awkward", "default")
+    assert stored.metadata.annotations == awkward and stored.data == awkward

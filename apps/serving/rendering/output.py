@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import yaml
 
@@ -12,8 +13,22 @@ class _Dumper(yaml.SafeDumper):
         return True
 
 
+# Plain scalars that PyYAML (YAML 1.1) writes unquoted but that other YAML readers take for numbers or
+# booleans: kubectl's Go YAML reads a hash such as `8746e32785045900` as a float and `y`/`n` as booleans,
+# and then refuses the object ("cannot unmarshal number into ... annotations of type string").
+_NOT_A_PLAIN_STRING = re.compile(
+    r"[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)?"
+    r"|0[xX][0-9a-fA-F_]+|0[oO][0-7_]+|0[bB][01_]+|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)|[yYnN]"
+)
+
+
 def _str(dumper: yaml.SafeDumper, value: str):
-    style = "|" if "\n" in value else None
+    if "\n" in value:
+        style = "|"
+    elif _NOT_A_PLAIN_STRING.fullmatch(value):
+        style = "'"
+    else:
+        style = None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
