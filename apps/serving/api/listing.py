@@ -19,7 +19,7 @@ from collections import defaultdict
 
 from django.conf import settings
 from django.contrib.postgres.expressions import ArraySubquery
-from django.db.models import CharField, F, Func, Lookup, OuterRef, TextField
+from django.db.models import CharField, F, Func, IntegerField, Lookup, OuterRef, TextField, Value
 from django.db.models.functions import Cast
 from django.utils import timezone
 from rest_framework import ISO_8601
@@ -38,13 +38,10 @@ FIELDS = tuple(InferenceServiceSerializer.Meta.fields)
 POOL_FIELDS = tuple(PoolSerializer.Meta.fields)
 POOL_SPEC = ("role", *POOL_SPEC_FIELDS)  # what a pool contributes to its warnings (PoolSpec)
 DATETIME_FIELDS = ("deletion_requested_at", "created", "updated")
-# Fields read through a relation or computed; every other field is a column whose value the serializer
-# passes through unchanged (integers, strings, choices, JSON).
+# The serializer fields read through a relation; every other one not listed in `_columns` is a column whose
+# value the serializer passes through unchanged (integers, strings, choices, JSON).
 RELATED = {"tenant": "tenant__slug", "cluster": "cluster__name", "model": "model_id", "runtime": "runtime_id"}
-COMPUTED = ("adapters", "pools", "warnings")
-PLAIN = tuple(name for name in FIELDS if name not in RELATED and name not in COMPUTED and name not in DATETIME_FIELDS
-              and name not in ("uid", "conditions"))
-COLUMNS = (*PLAIN, "conditions", *RELATED.values(), "runtime__engine")
+COMPUTED = ("pools", "warnings")  # filled in after the row query (NULL in it)
 
 
 def page_keys(queryset):
@@ -59,31 +56,42 @@ def service_rows(ids: list[int], user) -> list[dict]:
     """The services `ids` (in that order) as InferenceServiceSerializer renders them for `user`, in three
     queries: their pools, the services (adapters included), and their catalog models (capacity warnings)."""
     text, in_sql = _datetime_text()
-    times = {f"{name}_text": _UtcText(name) if in_sql else F(name) for name in DATETIME_FIELDS}
     pools: dict[int, list[dict]] = defaultdict(list)
     for values in Pool.objects.filter(_in("service_id", ids)).values_list("service_id", *POOL_FIELDS):
         pools[values[0]].append(dict(zip(POOL_FIELDS, values[1:], strict=True)))
-    adapters = InferenceService.adapters.through.objects.filter(inferenceservice_id=OuterRef("pk")).order_by(
-        *(_through(name) for name in Adapter._meta.ordering), "adapter_id").values("adapter_id")
-    rows = {row["id"]: row for row in InferenceService.objects.filter(_in("pk", ids)).order_by().values(
-        *COLUMNS, uid_text=Cast("uid", TextField()), adapter_ids=ArraySubquery(adapters), **times)}
-    models = Model.objects.filter(_in("pk", list({row["model_id"] for row in rows.values()}))).order_by()
-    warnings = _Warnings({model.pk: model for model in models})
+    # One column per serializer field, in its order, then the runtime's engine (for the warnings).
+    rows = {row[0]: row for row in InferenceService.objects.filter(_in("pk", ids)).order_by().values_list(
+        *_columns(in_sql), "runtime__engine")}
+    models = Model.objects.filter(_in("pk", list({row[FIELDS.index("model")] for row in rows.values()})))
+    warnings = _Warnings({model.pk: model for model in models.order_by()})
     items = []
     for pk in ids:
         row = rows.get(pk)
         if row is None:  # deleted between choosing the page and reading it
             continue
-        item = {name: row[name] for name in PLAIN}
-        item.update({name: row[column] for name, column in RELATED.items()})
-        item.update({name: text(row[f"{name}_text"]) for name in DATETIME_FIELDS})
-        item["uid"] = row["uid_text"]
-        item["conditions"] = conditions_for(user, row["conditions"])
-        item["adapters"] = row["adapter_ids"]
+        item = dict(zip(FIELDS, row, strict=False))  # the engine, past the last field, is left out
+        for name in DATETIME_FIELDS:
+            item[name] = text(item[name])
+        item["conditions"] = conditions_for(user, item["conditions"])
         item["pools"] = pools.get(pk, [])
-        item["warnings"] = warnings.of(row, item["pools"])
-        items.append({name: item[name] for name in FIELDS})
+        item["warnings"] = warnings.of(item, row[-1])
+        items.append(item)
     return items
+
+
+def _columns(in_sql: bool) -> list:
+    """The row query's select list: the serializer's fields in its order, each as the serializer writes it
+    where PostgreSQL can (the uid, the time stamps in UTC), NULL for those computed afterwards."""
+    adapters = InferenceService.adapters.through.objects.filter(inferenceservice_id=OuterRef("pk")).order_by(
+        *(_through(name) for name in Adapter._meta.ordering), "adapter_id").values("adapter_id")
+    special = {
+        **RELATED,
+        "adapters": ArraySubquery(adapters),
+        "uid": Cast("uid", TextField()),
+        **{name: _UtcText(name) if in_sql else F(name) for name in DATETIME_FIELDS},
+        **{name: Value(None, output_field=IntegerField()) for name in COMPUTED},
+    }
+    return [special.get(name, name) for name in FIELDS]
 
 
 class _AnyOf(Lookup):
@@ -152,18 +160,18 @@ class _Warnings:
         self.models = models
         self.seen: dict[tuple, list[str]] = {}
 
-    def of(self, row: dict, pools: list[dict]) -> list[str]:
-        specs = tuple(tuple(pool[name] for name in POOL_SPEC) for pool in pools)
-        key = (row["model_id"], row["runtime__engine"], repr(row["engine_settings"]), specs)
+    def of(self, item: dict, engine: str) -> list[str]:
+        specs = tuple(tuple(pool[name] for name in POOL_SPEC) for pool in item["pools"])
+        key = (item["model"], engine, repr(item["engine_settings"]), specs)
         found = self.seen.get(key)
         if found is None:
-            found = self.seen[key] = self.compute(row, specs)
+            found = self.seen[key] = self.compute(item, engine, specs)
         return list(found)
 
-    def compute(self, row: dict, specs: tuple[tuple, ...]) -> list[str]:
+    def compute(self, item: dict, engine: str, specs: tuple[tuple, ...]) -> list[str]:
         try:
-            engine_settings = EngineSettings.from_dict(row["engine_settings"])
+            engine_settings = EngineSettings.from_dict(item["engine_settings"])
         except EngineSettingsError:
             return []
         pools = [PoolSpec(**dict(zip(POOL_SPEC, spec, strict=True))) for spec in specs]
-        return spec_warnings(self.models[row["model_id"]], row["runtime__engine"], engine_settings, pools)
+        return spec_warnings(self.models[item["model"]], engine, engine_settings, pools)
