@@ -70,7 +70,8 @@ class InferenceServiceViewSet(ScopedModelViewSet):
             raise Conflict(str(exc)) from exc
 
     def list(self, request, *args, **kwargs):
-        """A page chosen on keys alone, rendered from plain rows as the serializer would (see listing.py)."""
+        # A page chosen on keys alone, rendered from plain rows as the serializer would (see listing.py).
+        # (A comment, not a docstring: drf-spectacular would publish a docstring as the operation's description.)
         queryset = listing.page_keys(self.filter_queryset(self.get_queryset()))
         page = self.paginate_queryset(queryset)
         rows = listing.service_rows([row["pk"] for row in (queryset if page is None else page)], request.user)
