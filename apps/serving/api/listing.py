@@ -19,10 +19,11 @@ from collections import defaultdict
 
 from django.conf import settings
 from django.contrib.postgres.expressions import ArraySubquery
+from django.db import models
 from django.db.models import CharField, F, Func, IntegerField, Lookup, OuterRef, TextField, Value
 from django.db.models.functions import Cast
 from django.utils import timezone
-from rest_framework import ISO_8601
+from rest_framework import ISO_8601, serializers
 from rest_framework.fields import DateTimeField
 from rest_framework.settings import api_settings
 
@@ -37,10 +38,16 @@ from apps.serving.rendering.spec import PoolSpec
 FIELDS = tuple(InferenceServiceSerializer.Meta.fields)
 POOL_FIELDS = tuple(PoolSerializer.Meta.fields)
 POOL_SPEC = ("role", *POOL_SPEC_FIELDS)  # what a pool contributes to its warnings (PoolSpec)
-DATETIME_FIELDS = ("deletion_requested_at", "created", "updated")
-# The serializer fields read through a relation; every other one not listed in `_columns` is a column whose
-# value the serializer passes through unchanged (integers, strings, choices, JSON).
-RELATED = {"tenant": "tenant__slug", "cluster": "cluster__name", "model": "model_id", "runtime": "runtime_id"}
+DATETIME_FIELDS = tuple(field.name for field in InferenceService._meta.concrete_fields
+                        if field.name in FIELDS and isinstance(field, models.DateTimeField))
+# The serializer's relations to one object, as columns: a slug field through the relation, else the id.
+# Every field not handled in `_columns` is a column whose value the serializer passes through unchanged
+# (integers, strings, choices, JSON).
+RELATED = {
+    name: f"{name}__{field.slug_field}" if isinstance(field, serializers.SlugRelatedField) else f"{name}_id"
+    for name, field in InferenceServiceSerializer._declared_fields.items()
+    if isinstance(field, serializers.RelatedField)
+}
 COMPUTED = ("pools", "warnings")  # filled in after the row query (NULL in it)
 
 
