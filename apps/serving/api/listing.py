@@ -69,8 +69,8 @@ def service_rows(ids: list[int], user) -> list[dict]:
     # One column per serializer field, in its order, then the runtime's engine (for the warnings).
     rows = {row[0]: row for row in InferenceService.objects.filter(_in("pk", ids)).order_by().values_list(
         *_columns(in_sql), "runtime__engine")}
-    models = Model.objects.filter(_in("pk", list({row[FIELDS.index("model")] for row in rows.values()})))
-    warnings = _Warnings({model.pk: model for model in models.order_by()})
+    catalog = Model.objects.filter(_in("pk", list({row[FIELDS.index("model")] for row in rows.values()})))
+    warnings = _Warnings({model.pk: model for model in catalog.order_by()})
     items = []
     for pk in ids:
         row = rows.get(pk)
