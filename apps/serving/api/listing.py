@@ -15,6 +15,7 @@ page size.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 
 from django.conf import settings
@@ -86,9 +87,11 @@ def service_rows(ids: list[int], user) -> list[dict]:
     return items
 
 
-def _columns(in_sql: bool) -> list:
+@functools.cache
+def _columns(in_sql: bool) -> tuple:
     """The row query's select list: the serializer's fields in its order, each as the serializer writes it
-    where PostgreSQL can (the uid, the time stamps in UTC), NULL for those computed afterwards."""
+    where PostgreSQL can (the uid, the time stamps in UTC), NULL for those computed afterwards. Made once:
+    building the expressions (a field instance each) was a visible part of every request."""
     adapters = InferenceService.adapters.through.objects.filter(inferenceservice_id=OuterRef("pk")).order_by(
         *(_through(name) for name in Adapter._meta.ordering), "adapter_id").values("adapter_id")
     special = {
@@ -98,7 +101,7 @@ def _columns(in_sql: bool) -> list:
         **{name: _UtcText(name) if in_sql else F(name) for name in DATETIME_FIELDS},
         **{name: Value(None, output_field=IntegerField()) for name in COMPUTED},
     }
-    return [special.get(name, name) for name in FIELDS]
+    return tuple(special.get(name, name) for name in FIELDS)
 
 
 class _AnyOf(Lookup):
