@@ -183,7 +183,13 @@ def service_warnings(service) -> list[str]:
         return []
     if not service.model_id or not service.runtime_id:
         return []
-    errors, warnings = admission(service.model, service.runtime.engine, settings, service.spec_pools())
+    return spec_warnings(service.model, service.runtime.engine, settings, service.spec_pools())
+
+
+def spec_warnings(model, engine: str, settings, pools) -> list[str]:
+    """`service_warnings` of a spec given by parts: a catalog Model, the runtime's engine, EngineSettings and
+    the pools (anything with `role` and `gpu_type`, e.g. Pool or PoolSpec)."""
+    errors, warnings = admission(model, engine, settings, pools)
     flagged = [f"Does not fit: {m}" for messages in errors.values() for m in messages]
     return flagged + warnings
 

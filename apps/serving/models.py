@@ -113,7 +113,10 @@ class InferenceService(TimestampedModel):
 
     class Meta:
         ordering = ["tenant__slug", "name"]
-        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="serving_service_unique_name")]
+        # The id rides along in the (tenant, name) index, so a list page is chosen from the index alone
+        # (an index-only scan) however deep its OFFSET; see apps/serving/api/listing.py.
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], include=["id"],
+                                               name="serving_service_unique_name")]
         indexes = [models.Index(fields=["observed_generation", "generation"], name="serving_behind_idx")]
 
     def __str__(self) -> str:

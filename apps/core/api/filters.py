@@ -75,6 +75,11 @@ class StrictFilterBackend(DjangoFilterBackend):
                     {name: ["Unknown query parameter; see the API schema for this list's filters."]
                      for name in unknown}
                 )
+        filterset_class = self.get_filterset_class(view, queryset)
+        if filterset_class is not None and not set(request.query_params).intersection(filterset_class.base_filters):
+            # No filter is named, so the filter set would return the queryset as it is, after building a form
+            # and a deep copy of every filter (about a tenth of a 100-item service page's CPU time).
+            return queryset
         return super().filter_queryset(request, queryset, view)
 
 

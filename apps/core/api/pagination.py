@@ -13,6 +13,7 @@ import base64
 import binascii
 import json
 from collections import OrderedDict
+from types import SimpleNamespace
 
 from django.core.exceptions import FieldDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -58,7 +59,7 @@ class StandardPagination(PageNumberPagination):
         self.next_position = None
         if len(rows) > size:
             rows = rows[:size]
-            self.next_position = [_value(rows[-1], name) for name in ordering]
+            self.next_position = [_value(rows[-1], name, field) for name, field in zip(ordering, fields, strict=True)]
         self.ordering = ordering
         return rows
 
@@ -125,11 +126,13 @@ def _field(model, name: str):
     return field
 
 
-def _value(obj, name: str):
-    attname = name.lstrip("-")
-    if attname == "pk":
+def _value(obj, name: str, field):
+    """The cursor value of one ordering column of a row: a model instance, or a `values()` row that holds
+    the ordering columns by attname (and the primary key as `pk`)."""
+    if isinstance(obj, dict):
+        obj = SimpleNamespace(**obj)
+    if name.lstrip("-") == "pk":
         return obj.pk
-    field = _field(type(obj), name)
     return field.value_to_string(obj) if not field.is_relation else getattr(obj, field.attname)
 
 
