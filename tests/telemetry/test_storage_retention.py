@@ -93,3 +93,41 @@ def test_prune_drops_rows_past_retention_and_keeps_each_clusters_newest_cycle(se
     assert list(PodStat.objects.values_list("pod", flat=True)) == ["live"]
     # The newest cycle stays even when old: the /metrics counters continue from its totals.
     assert list(ScrapeCycle.objects.values_list("total_cycles", flat=True)) == [2]
+
+
+def test_prune_cuts_each_resolution_at_its_own_cutoff(service, settings):
+    settings.TELEMETRY_RAW_RETENTION_HOURS = 1
+    settings.TELEMETRY_ROLLUP_RETENTION_DAYS = 2
+    # Cut-offs: raw rows before 11:00:30 today go, minute rows before 12:00:30 two days ago go.
+    def minute(when):
+        return SeriesPoint.objects.create(service=service, resolution=Resolution.MINUTE, time=when)
+
+    raw_gone = [raw(service, at(11, 0, 30) - timedelta(microseconds=1)), raw(service, NOW - timedelta(days=3)),
+                raw(service, at(10, 0, 0), role="decode")]
+    raw_kept = [raw(service, at(11, 0, 30)), raw(service, at(11, 59, 55), role="decode")]
+    minute_gone = [minute(datetime(2026, 1, 8, 12, 0, tzinfo=UTC)), minute(datetime(2026, 1, 1, 0, 0, tzinfo=UTC))]
+    minute_kept = [minute(datetime(2026, 1, 8, 12, 1, tzinfo=UTC)), minute(at(10, 0, 0)), minute(at(11, 58, 0))]
+
+    counts = prune(NOW)
+
+    assert (counts["raw"], counts["rollup"]) == (3, 2)
+    remaining = set(SeriesPoint.objects.values_list("pk", flat=True))
+    assert remaining == {p.pk for p in raw_kept + minute_kept}
+    assert not remaining & {p.pk for p in raw_gone + minute_gone}
+    assert prune(NOW) == {"raw": 0, "rollup": 0, "pods": 0, "cycles": 0}
+
+
+def test_rollup_resumes_after_the_newest_minute_row_not_the_oldest_raw_row(service):
+    SeriesPoint.objects.create(service=service, resolution=Resolution.MINUTE, time=at(11, 55, 0), ttft_p95=9.0)
+    raw(service, at(11, 50, 10), ttft_p95=0.1)  # before the watermark: its minute is taken as done
+    raw(service, at(11, 55, 40), ttft_p95=0.2)  # the watermark's own minute is not written again
+    raw(service, at(11, 56, 10), ttft_p95=0.3)
+    raw(service, at(11, 58, 20), ttft_p95=0.4)
+
+    assert rollup(NOW) == 2
+
+    rows = minute_rows(service)
+    assert set(rows) == {at(11, 55, 0), at(11, 56, 0), at(11, 58, 0)}
+    assert rows[at(11, 55, 0)].ttft_p95 == pytest.approx(9.0)
+    assert rows[at(11, 56, 0)].ttft_p95 == pytest.approx(0.3)
+    assert rows[at(11, 58, 0)].ttft_p95 == pytest.approx(0.4)
