@@ -51,6 +51,7 @@ RELATED = {
     if isinstance(field, serializers.RelatedField)
 }
 COMPUTED = ("pools", "warnings")  # filled in after the row query (NULL in it)
+MODEL = FIELDS.index("model")
 
 
 def page_keys(queryset):
@@ -70,7 +71,7 @@ def service_rows(ids: list[int], user) -> list[dict]:
         pools[values[0]].append(dict(zip(POOL_FIELDS, values[1:], strict=True)))
     # One column per serializer field, in its order, then the runtime's engine (for the warnings).
     rows = {row[0]: row for row in (_ROWS_UTC if in_sql else _ROWS).run(ids)}
-    catalog = Model.objects.filter(_in("pk", list({row[FIELDS.index("model")] for row in rows.values()})))
+    catalog = Model.objects.filter(_in("pk", list({row[MODEL] for row in rows.values()})))
     warnings = _Warnings({model.pk: model for model in catalog.order_by()})
     items = []
     for pk in ids:
@@ -110,9 +111,9 @@ class _Compiled:
     all (so the select list keeps their order) or fields all; the JSON ones are converted as their model
     field converts them. The ORM stays the author of the SQL."""
 
-    def __init__(self, build, json_columns: tuple[int, ...] = ()):
+    def __init__(self, build, json_columns: tuple[tuple[int, models.JSONField], ...] = ()):
         self.build = build  # ids -> the values_list() queryset
-        self.json_columns = json_columns
+        self.json_columns = json_columns  # (position, model field) of the JSON columns
 
     @functools.cached_property
     def sql(self) -> str:
@@ -127,23 +128,23 @@ class _Compiled:
             rows = cursor.fetchall()
         if not self.json_columns:
             return rows
-        fields = [(i, InferenceService._meta.get_field(FIELDS[i])) for i in self.json_columns]
         converted = []
         for row in rows:
             row = list(row)
-            for i, field in fields:
+            for i, field in self.json_columns:
                 row[i] = field.from_db_value(row[i], None, connection)
             converted.append(row)
         return converted
 
 
-JSON_COLUMNS = tuple(i for i, name in enumerate(FIELDS) if isinstance(
-    next((f for f in InferenceService._meta.concrete_fields if f.name == name), None), models.JSONField))
-_ROWS_UTC, _ROWS = (
-    _Compiled(lambda ids, utc=utc: InferenceService.objects.filter(_in("pk", ids)).order_by().values_list(
-        *_columns(utc)), JSON_COLUMNS)
-    for utc in (True, False)
-)
+def _service_query(in_sql: bool):
+    return lambda ids: InferenceService.objects.filter(_in("pk", ids)).order_by().values_list(*_columns(in_sql))
+
+
+JSON_COLUMNS = tuple((FIELDS.index(field.name), field) for field in InferenceService._meta.concrete_fields
+                     if field.name in FIELDS and isinstance(field, models.JSONField))
+_ROWS_UTC = _Compiled(_service_query(in_sql=True), JSON_COLUMNS)
+_ROWS = _Compiled(_service_query(in_sql=False), JSON_COLUMNS)
 _POOLS = _Compiled(lambda ids: Pool.objects.filter(_in("service_id", ids)).values_list("service_id", *POOL_FIELDS))
 
 
