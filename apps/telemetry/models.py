@@ -50,6 +50,11 @@ class SeriesPoint(models.Model):
 
     class Meta:
         # The unique index is also the time-range index: every read is one service, role and resolution.
+        # (resolution, time) serves retention's range deletes and the rollup's watermark (Max/Min of a
+        # resolution). A BRIN index on time in its place was measured (`bench/retention.py --index brin`)
+        # and not taken: this table refills the space retention frees and a refilled BRIN range keeps its
+        # old minimum, so each pass reads more of the table with every hour; the watermark lookups become
+        # table scans.
         constraints = [
             models.UniqueConstraint(fields=["service", "role", "resolution", "time"], name="telemetry_point_unique")
         ]
