@@ -14,13 +14,16 @@ App = Callable[[str, dict[str, str]], tuple[int, str, str]]
 
 
 @contextmanager
-def serving_app(app: App):
-    """Serve GET requests with `app`; yields (base URL, list of request paths with their query strings)."""
+def serving_app(app: App, headers_seen: list | None = None):
+    """Serve GET requests with `app`; yields (base URL, list of request paths with their query strings).
+    With `headers_seen`, each request's (path, headers) is appended to it too (headers read case-insensitively)."""
     requests: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
             requests.append(self.path)
+            if headers_seen is not None:
+                headers_seen.append((self.path, self.headers))
             parts = urllib.parse.urlsplit(self.path)
             status, content_type, text = app(parts.path, dict(urllib.parse.parse_qsl(parts.query)))
             body = text.encode()

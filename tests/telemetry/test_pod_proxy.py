@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import gc
 import json
-import threading
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from kubernetes.client.exceptions import ApiException
 
 from apps.clusters.models import ClusterCredentials
 from apps.telemetry.scrape import ACCEPT
+from tests.telemetry.servers import serving_app
 from workers.enginepods import EnginePod, proxy_get
 from workers.kube import Kube
 from workers.telemetry import collector_held_off
@@ -28,29 +27,9 @@ STATUS = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "
 @contextmanager
 def api_server(status: int, body: bytes, content_type: str):
     """Answers every GET with `status` and `body`; yields (URL, the requests seen as (path, headers))."""
-    seen = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            seen.append((self.path, self.headers))  # read case-insensitively
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    seen: list = []
+    with serving_app(lambda path, query: (status, content_type, body.decode()), headers_seen=seen) as (url, _):
+        yield url, seen
 
 
 def kube(url: str) -> Kube:
