@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from kubernetes.client import ApiException
 from kubesim.apiserver.errors import ApiError
 from kubesim.apiserver.server import Server
 from kubesim.apiserver.store import Store
+from tests.ports import free_port
 
 from .conftest import api_client_for, deployment
 
@@ -150,11 +150,6 @@ def test_state_file_survives_a_restart(tmp_path):
     finally:
         second.stop_in_thread()
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_command_line_serves_and_prints_a_kubeconfig(tmp_path):

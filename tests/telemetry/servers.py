@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import urllib.parse
 from collections.abc import Callable
@@ -64,10 +63,3 @@ def serving(bodies_by_path: dict[str, list[str]], content_type: str = "text/plai
 
     with serving_app(app) as (base, requests):
         yield base, requests
-
-
-def closed_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]

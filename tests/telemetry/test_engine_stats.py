@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from tests.ports import closed_port
 from tests.telemetry import expositions as ex
-from tests.telemetry.servers import closed_port, serving
+from tests.telemetry.servers import serving
 
 REPO = Path(__file__).resolve().parents[2]
 KEYS = [
@@ -120,8 +121,8 @@ def test_table_output_names_the_engine_and_the_figures():
 
 
 def test_unreachable_url_is_a_command_error():
-    with pytest.raises(CommandError, match="cannot scrape metrics"):
-        engine_stats(f"http://127.0.0.1:{closed_port()}", "--interval", "0.1")
+    with closed_port() as port, pytest.raises(CommandError, match="cannot scrape metrics"):
+        engine_stats(f"http://127.0.0.1:{port}", "--interval", "0.1")
 
 
 def test_not_an_engine_is_a_command_error():
@@ -138,15 +139,16 @@ def test_not_an_engine_is_a_command_error():
 
 
 def test_manage_py_exits_non_zero_with_the_reason_on_stderr():
-    url = f"http://127.0.0.1:{closed_port()}/metrics"
-    result = subprocess.run(
-        [sys.executable, "manage.py", "engine_stats", url, "--interval", "0.1", "--json"],
-        cwd=REPO,
-        env={**os.environ, "DEBUG": "1"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    with closed_port() as port:
+        url = f"http://127.0.0.1:{port}/metrics"
+        result = subprocess.run(
+            [sys.executable, "manage.py", "engine_stats", url, "--interval", "0.1", "--json"],
+            cwd=REPO,
+            env={**os.environ, "DEBUG": "1"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert result.returncode != 0
     assert result.stdout == ""
     assert "cannot scrape metrics" in result.stderr

@@ -12,7 +12,8 @@ from apps.telemetry.promql import (
     parse_query_response,
     query_figures,
 )
-from tests.telemetry.servers import closed_port, serving_app
+from tests.ports import closed_port
+from tests.telemetry.servers import serving_app
 
 SERVICE = PodSelector("team-a", pods=["llama-0", "llama-1"])
 TTFT_BUCKETS = 'vllm:time_to_first_token_seconds_bucket{namespace="team-a",pod=~"llama-0|llama-1"}'
@@ -187,7 +188,7 @@ def test_prometheus_errors_surface_as_prometheus_error():
     gateway = serving_app(lambda _p, _q: (502, "text/html", "<html>bad gateway</html>"))
     with gateway as (base, _), pytest.raises(PrometheusError, match="HTTP 502"):
         PrometheusClient(base).query("up")
-    with pytest.raises(PrometheusError):
-        PrometheusClient(f"http://127.0.0.1:{closed_port()}").query("up")
+    with closed_port() as port, pytest.raises(PrometheusError):
+        PrometheusClient(f"http://127.0.0.1:{port}").query("up")
     with pytest.raises(PrometheusError, match="not an http"):
         PrometheusClient("prometheus:9090")

@@ -9,7 +9,8 @@ import time
 import urllib.request
 
 from apps.telemetry.models import PodStat, SeriesPoint
-from tests.telemetry.servers import closed_port, serving_app
+from tests.ports import closed_port
+from tests.telemetry.servers import serving_app
 from workers.telemetry import scrape_all
 
 SERVICE_TTFT_P95 = 0.25
@@ -70,10 +71,10 @@ def test_figures_come_from_promql_and_no_pod_is_scraped(deploy, tenant_a, sim, s
 
 def test_an_unreachable_prometheus_is_an_error_per_pod_and_rows_keep_the_replicas(deploy, tenant_a, sim_cluster):
     service = deploy(tenant_a, "chat")
-    sim_cluster.prometheus_url = f"http://127.0.0.1:{closed_port()}"
-    sim_cluster.save()
-
-    [report] = scrape_all()
+    with closed_port() as port:
+        sim_cluster.prometheus_url = f"http://127.0.0.1:{port}"
+        sim_cluster.save()
+        [report] = scrape_all()
 
     assert (report.pods, report.errors) == (2, 2)
     [point] = SeriesPoint.objects.filter(service=service)

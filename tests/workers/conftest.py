@@ -4,7 +4,6 @@ configured broker consuming queues private to the test (a queue-name prefix), ag
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,15 +16,11 @@ import pytest
 from django.db import connection
 
 from controlplane import tasknames
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_NODES = "h100-sxm-80gb:1x8,l4-24gb:2x1"
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _stop(proc: subprocess.Popen) -> str:
