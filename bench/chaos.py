@@ -34,17 +34,12 @@ from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.common import free_port  # noqa: E402 (the repository root is on the path from here)
+
 RESYNC_TICK = 2
 FAULTS = {"error_rate": 0.1, "error_codes": [500, 503, 429], "conflict_rate": 0.1, "watch_drop_rate": 0.05}
 LOCK_NAMESPACE = 0x5EC0  # workers.reconcile's claim
 
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait(predicate, timeout: float, what: str, interval: float = 0.5):

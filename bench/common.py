@@ -1,9 +1,17 @@
-"""Set-up shared by the bench scripts that need a database of their own."""
+"""Set-up shared by the bench scripts: a free port, a database of their own, CPU clocks."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+
+def free_port() -> int:
+    """A loopback port free at the moment of asking (bound, then released for a server to take)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 @contextmanager

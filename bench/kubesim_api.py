@@ -18,7 +18,6 @@ import multiprocessing
 import os
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -114,13 +113,9 @@ def watch_process(base: str, rv: str, watchers: int, expected: int, conn) -> Non
     asyncio.run(_watch_all(base, rv, watchers, expected, conn))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def run(args) -> None:
+    from bench.common import free_port
+
     port = free_port()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     server = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve", str(port)], cwd=root,
@@ -188,8 +183,8 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=500.0,
                         help="write rate while watchers measure latency (0: as fast as possible)")
     args = parser.parse_args()
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if args.serve is not None:
-        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         asyncio.run(serve(args.serve))
     else:
         asyncio.run(run(args))

@@ -19,7 +19,6 @@ import asyncio
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.common import free_port  # noqa: E402 (the repository root is on the path from here)
+
 VARIANTS = 80
 
 
@@ -109,11 +110,6 @@ def serve(port: int, engines: int, services: int) -> None:
 
 # --- The scraper side ----------------------------------------------------------------------------------
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def populate(url: str, services: int):
