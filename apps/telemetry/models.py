@@ -29,7 +29,10 @@ class SeriesPoint(models.Model):
     A figure is null when the interval had no data for it.
     """
 
-    service = models.ForeignKey("serving.InferenceService", on_delete=models.CASCADE, related_name="+")
+    # No index of its own: the unique constraint starts with the service (a second one was 247 MB at 24 h x
+    # 2,000 services, bench/retention.py, and one more index to update on every insert).
+    service = models.ForeignKey("serving.InferenceService", on_delete=models.CASCADE, related_name="+",
+                                db_index=False)
     role = models.CharField(max_length=16, blank=True)
     resolution = models.PositiveSmallIntegerField(choices=Resolution.choices, default=Resolution.RAW)
     time = models.DateTimeField()
@@ -67,7 +70,8 @@ class SeriesPoint(models.Model):
 class PodStat(models.Model):
     """The latest scrape of one engine pod: its snapshot (for the next increments) and its figures."""
 
-    service = models.ForeignKey("serving.InferenceService", on_delete=models.CASCADE, related_name="pod_stats")
+    service = models.ForeignKey("serving.InferenceService", on_delete=models.CASCADE, related_name="pod_stats",
+                                db_index=False)  # the unique constraint starts with it
     pod = models.CharField(max_length=253)
     role = models.CharField(max_length=16)
     node = models.CharField(max_length=253, blank=True)
@@ -87,7 +91,8 @@ class PodStat(models.Model):
 class ScrapeCycle(models.Model):
     """One scrape cycle of one cluster, with running totals so `/metrics` can export counters."""
 
-    cluster = models.ForeignKey("clusters.Cluster", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey("clusters.Cluster", on_delete=models.CASCADE, related_name="+",
+                                db_index=False)  # the recent-cycles index starts with it
     started_at = models.DateTimeField()
     duration_s = models.FloatField()
     pods = models.PositiveIntegerField(default=0)
