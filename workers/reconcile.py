@@ -109,20 +109,26 @@ def reconcile(service_id: int, look: bool = False) -> Outcome:
 
 def due_for_resync(now=None):
     """Services the periodic resync should enqueue (none with a reconcile queued already): never reconciled
-    for one resync interval after they were created, not checked for one resync interval (drift), or behind
-    their spec / being deleted but not touched in the last tick. Services touched in the last tick are in
-    flight already (on-commit enqueue, self-requeue while deploying); enqueueing them again would only pile
-    up duplicate tasks."""
+    for one resync interval after they were created, due for a drift check, or behind their spec / being
+    deleted but not touched in the last tick. Services touched in the last tick are in flight already
+    (on-commit enqueue, self-requeue while deploying); enqueueing them again would only pile up duplicate
+    tasks.
+
+    A drift check is due one tick before the service was last checked one interval ago: a tick spreads its
+    checks over the tick, so one checked late in a tick is one interval old by the tick that checks it next;
+    waiting for the full interval at the tick itself would make every interval one tick longer."""
     now = now or timezone.now()
-    recent = now - timedelta(seconds=settings.RESYNC_TICK_SECONDS)
-    stale = now - timedelta(seconds=settings.RECONCILE_RESYNC_SECONDS)
+    interval, tick = settings.RECONCILE_RESYNC_SECONDS, settings.RESYNC_TICK_SECONDS
+    recent = now - timedelta(seconds=tick)
+    stale = now - timedelta(seconds=interval)
+    check = now - timedelta(seconds=max(interval - tick, 0))
     behind = Q(observed_generation__lt=F("generation")) | Q(deletion_requested_at__isnull=False)
     lost = now - timedelta(seconds=settings.RECONCILE_QUEUED_EXPIRY_SECONDS)
     return InferenceService.objects.filter(
         # A new service was enqueued when it was saved; resync takes it only if that task got lost (not
         # seen for one interval), or a backlog of new services would be enqueued again every tick.
         Q(last_reconciled_at__isnull=True, created__lt=stale)
-        | Q(last_reconciled_at__lt=stale)
+        | Q(last_reconciled_at__lt=check)
         | (behind & Q(last_reconciled_at__lt=recent))
     ).filter(Q(queued_at__isnull=True) | Q(queued_at__lt=lost))
 

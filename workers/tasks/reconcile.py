@@ -62,7 +62,6 @@ def reconcile_service(self, service_id: int, waits: int = 0, look: bool = False)
 
 
 SPREAD_SHARE_OF_TICK = 0.9  # drift checks finish before the next tick looks at what is due
-SHARE_HEADROOM = 1.25  # a tick may take a little more than its share, so a backlog drains
 
 
 def spread(due: list[tuple[int, bool]], tick_seconds: float, share: int) -> list[tuple[int, float]]:
@@ -76,12 +75,16 @@ def spread(due: list[tuple[int, bool]], tick_seconds: float, share: int) -> list
 
 
 def tick_share(services: int, tick_seconds: float, interval_seconds: float, in_flight: int = 0) -> int:
-    """Drift checks one tick may start: every service once per interval, with some headroom, less the
-    passes still in flight (queued, running, or waiting to look at a rollout again). A tick only tops the
-    workers' backlog up to one tick's share: drift checks of converged services yield to services being
-    created, changed or rolled out, and when the workers cannot check every service once per interval the
-    interval stretches to their pass rate instead of the queue growing without end."""
-    return max(0, math.ceil(services * tick_seconds / interval_seconds * SHARE_HEADROOM) - in_flight)
+    """Drift checks one tick may start: its fair share (every service once per interval, round robin), less
+    the passes still in flight (queued, running, or waiting to look at a rollout again).
+
+    Exactly the fair share, no more: the oldest go first, so services that converged in the same tick are
+    spread over the ticks of the next interval and stay spread (a tick allowed more would keep a large
+    cohort together, interval after interval). A tick only tops the workers' backlog up to its share: drift
+    checks of converged services yield to services being created, changed or rolled out, and when the
+    workers cannot check every service once per interval the interval stretches to their pass rate instead
+    of the queue growing without end. A backlog of overdue checks drains in one interval, oldest first."""
+    return max(0, math.ceil(services * tick_seconds / interval_seconds) - in_flight)
 
 
 @shared_task(name=names.RESYNC)
@@ -89,9 +92,20 @@ def resync() -> int:
     """Enqueue every service that is behind its spec or being deleted, and the drift checks of services
     not checked for one interval, oldest first and spread over the tick (drift: a manual `kubectl edit`
     is undone within about one interval). A service with a reconcile queued already is never queued again."""
+    now = timezone.now()
+    queued = 0
+    for pk, countdown in tick_plan(now):
+        if mark_queued(pk, now):  # a conditional update: two resyncs at once still queue it once
+            reconcile_service.apply_async(args=[pk], countdown=countdown or None, ignore_result=True)
+            queued += 1
+    return queued
+
+
+def tick_plan(now) -> list[tuple[int, float]]:
+    """(service, countdown) of every pass one resync tick at `now` starts: what is behind at once, then
+    its share of drift checks, oldest first, spread over the tick."""
     from apps.serving.models import InferenceService
 
-    now = timezone.now()
     rows = rec.due_for_resync(now).order_by(F("last_reconciled_at").asc(nulls_first=True), "pk").values_list(
         "pk", "generation", "observed_generation", "last_reconciled_at", "deletion_requested_at")
     due = [(pk, seen is None or observed < generation or deleting is not None)
@@ -100,12 +114,7 @@ def resync() -> int:
     share = tick_share(InferenceService.objects.count(), settings.RESYNC_TICK_SECONDS,
                        settings.RECONCILE_RESYNC_SECONDS,
                        in_flight=InferenceService.objects.filter(queued_at__gte=lost).count())
-    queued = 0
-    for pk, countdown in spread(due, settings.RESYNC_TICK_SECONDS, share):
-        if mark_queued(pk, now):  # a conditional update: two resyncs at once still queue it once
-            reconcile_service.apply_async(args=[pk], countdown=countdown or None, ignore_result=True)
-            queued += 1
-    return queued
+    return spread(due, settings.RESYNC_TICK_SECONDS, share)
 
 
 @shared_task(name=names.PRUNE_HISTORY)
