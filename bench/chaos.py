@@ -41,7 +41,6 @@ FAULTS = {"error_rate": 0.1, "error_codes": [500, 503, 429], "conflict_rate": 0.
 LOCK_NAMESPACE = 0x5EC0  # workers.reconcile's claim
 
 
-
 def wait(predicate, timeout: float, what: str, interval: float = 0.5):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -49,7 +49,6 @@ HOP_HEADERS = ("host", "content-length", "transfer-encoding", "connection")
 MODES = ("standard", "standard", "serverless", "pd_disaggregated")  # mixed, weighted like a real fleet
 
 
-
 def start_kubesim(gpu_nodes: int, cpu_nodes: int = 1, profile: str | None = None) -> tuple[subprocess.Popen, str]:
     from urllib.request import urlopen
 

@@ -111,7 +111,6 @@ def serve(port: int, engines: int, services: int) -> None:
 # --- The scraper side ----------------------------------------------------------------------------------
 
 
-
 def populate(url: str, services: int):
     from apps.catalog.models import Model, Runtime
     from apps.clusters.models import Cluster

@@ -151,7 +151,6 @@ def test_state_file_survives_a_restart(tmp_path):
         second.stop_in_thread()
 
 
-
 def test_command_line_serves_and_prints_a_kubeconfig(tmp_path):
     out = subprocess.run([sys.executable, "-m", "kubesim", "kubeconfig", "--port", "6553"], capture_output=True,
                          text=True, check=True).stdout

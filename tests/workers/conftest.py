@@ -22,7 +22,6 @@ ROOT = Path(__file__).resolve().parents[2]
 DEMO_NODES = "h100-sxm-80gb:1x8,l4-24gb:2x1"
 
 
-
 def _stop(proc: subprocess.Popen) -> str:
     proc.terminate()
     try:
