@@ -1,6 +1,6 @@
 """The API server's garbage-collector tuning (`tune_gc`, as `python -m kubesim serve` runs): objects are
 frozen out of the collector's sight every second, and the full pass that frees cyclic garbage frozen while
-still alive runs only once the frozen objects have grown by a quarter, not on a timer."""
+still alive runs only once the frozen objects have grown by a set share, not on a timer."""
 
 from __future__ import annotations
 
@@ -12,12 +12,11 @@ from kubesim.apiserver.server import Server, full_pass_due
 from tests.polling import wait_for
 
 
-def test_a_full_pass_is_due_once_the_frozen_objects_grew_by_a_quarter():
-    assert full_pass_due(1, 0)  # never collected in full yet
-    assert not full_pass_due(0, 0)
-    assert not full_pass_due(125, 100)
-    assert full_pass_due(126, 100)
+def test_a_full_pass_is_due_once_the_frozen_objects_doubled():
+    assert not full_pass_due(200, 100)
+    assert full_pass_due(201, 100)
     assert not full_pass_due(1_000_000, 1_000_000)  # a steady store: no stall for nothing
+    assert full_pass_due(126, 100, growth=0.25) and not full_pass_due(125, 100, growth=0.25)
 
 
 class Cycle:
@@ -27,10 +26,11 @@ class Cycle:
 
 def test_frozen_cyclic_garbage_is_freed_when_the_frozen_objects_grow_and_not_before():
     server = Server(port=0, tune_gc=True)
-    server.gc_check_rounds = 1  # count every second instead of every 5 minutes
+    server.gc_check_rounds = 1  # count every second instead of every minute
+    server.gc_full_pass_growth = 0.25  # doubling all of the test process's objects would take long: a quarter
     server.start_in_thread()
     try:
-        time.sleep(2.5)  # the first count finds no full pass yet and makes one
+        time.sleep(2.5)  # the first count is the baseline
         garbage = Cycle()
         ref = weakref.ref(garbage)
         time.sleep(2.5)  # frozen while alive
