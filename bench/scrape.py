@@ -35,25 +35,13 @@ VARIANTS = 80
 # --- The fake API server (its own process, so its CPU is not counted) ----------------------------------
 
 
-async def engine_exposition() -> str:
+def engine_exposition() -> str:
     """A real exposition of a kubesim vLLM engine after some traffic."""
-    import aiohttp
-
-    from kubesim.engines.harness import pod_context, start
+    from kubesim.engines.harness import metrics_after, pod_context
 
     ctx = pod_context("vllm/vllm-openai:v0.33.0", ["--model", "meta-llama/Llama-3.1-8B-Instruct"], seed=3)
-    workload = await start(ctx)
-    async with aiohttp.ClientSession() as session:
-        async def one(i):
-            body = {"model": "meta-llama/Llama-3.1-8B-Instruct", "prompt": "hello " * (50 + i), "max_tokens": 20}
-            async with session.post(f"{workload.base_url}/v1/completions", json=body) as response:
-                await response.read()
-
-        await asyncio.gather(*(one(i) for i in range(40)))
-        async with session.get(f"{workload.base_url}/metrics") as response:
-            text = await response.text()
-    await workload.stop()
-    return text
+    requests = [{"prompt": "hello " * (50 + i), "max_tokens": 20} for i in range(40)]
+    return asyncio.run(metrics_after(ctx, requests))
 
 
 _CUMULATIVE = re.compile(r"^(vllm:\S+?(?:_total|_bucket|_count|_sum))(\{[^}]*\})? (\S+)$")
@@ -77,7 +65,7 @@ def serve(port: int, engines: int, services: int) -> None:
 
     from apps.serving.names import COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, SERVICE_UID_LABEL
 
-    template = asyncio.run(engine_exposition())
+    template = engine_exposition()
     variants = [grown(template, 1 + 0.05 * n).encode() for n in range(VARIANTS)]
     uids = [f"00000000-0000-4000-8000-{i:012d}" for i in range(services)]
     pods = []

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import aiohttp
+
 from kubesim.engines import workload_for
 from kubesim.workload import ClusterView, Endpoint, PodContext
 
@@ -51,6 +53,24 @@ async def start(ctx: PodContext, wait_ready: bool = True):
     if wait_ready:
         await asyncio.sleep(w.startup_seconds())
     return w
+
+
+async def metrics_after(ctx: PodContext, requests: list[dict]) -> str:
+    """The engine's `/metrics` text once `requests` (`/v1/completions` bodies, sent at once; the model is the
+    one it serves) were answered: a real exposition with traffic in its counters and histograms."""
+    workload = await start(ctx)
+    try:
+        model = workload.spec.served_names[0]
+        async with aiohttp.ClientSession() as session:
+            async def complete(body: dict) -> None:
+                async with session.post(f"{workload.base_url}/v1/completions", json={"model": model, **body}) as r:
+                    await r.read()
+
+            await asyncio.gather(*(complete(body) for body in requests))
+            async with session.get(f"{workload.base_url}/metrics") as response:
+                return await response.text()
+    finally:
+        await workload.stop()
 
 
 class StaticCluster:

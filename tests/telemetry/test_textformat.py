@@ -12,12 +12,11 @@ import asyncio
 import math
 import random
 
-import aiohttp
 import pytest
 
 from apps.telemetry.exposition import ENGINES, NotAnEngineExposition, detect_engine, figure_families, parse_snapshot
 from apps.telemetry.textformat import fast_families, library_families, select_lines
-from kubesim.engines.harness import pod_context, start
+from kubesim.engines.harness import metrics_after, pod_context
 
 ENGINE_ARGS = {
     "vllm": ("vllm/vllm-openai:v0.33.0", ["--model", "meta-llama/Llama-3.1-8B-Instruct"]),
@@ -28,26 +27,15 @@ ENGINE_ARGS = {
 }
 
 
-async def _exposition(image: str, args: list[str]) -> str:
-    workload = await start(pod_context(image, args, gpu_count=2, seed=11))
-    model = workload.spec.served_names[0]
-    async with aiohttp.ClientSession() as session:
-        async def complete(i):
-            body = {"model": model, "prompt": "hello " * (20 + 7 * i), "max_tokens": 8 + i}
-            async with session.post(f"{workload.base_url}/v1/completions", json=body) as response:
-                await response.read()
-
-        await asyncio.gather(*(complete(i) for i in range(12)))
-        async with session.get(f"{workload.base_url}/metrics") as response:
-            text = await response.text()
-    await workload.stop()
-    return text
+def _exposition(image: str, args: list[str]) -> str:
+    requests = [{"prompt": "hello " * (20 + 7 * i), "max_tokens": 8 + i} for i in range(12)]
+    return asyncio.run(metrics_after(pod_context(image, args, gpu_count=2, seed=11), requests))
 
 
 @pytest.fixture(scope="module")
 def real():
     """/metrics of simulated engines after some traffic, by kind."""
-    return {kind: asyncio.run(_exposition(*ENGINE_ARGS[kind])) for kind in ENGINE_ARGS}
+    return {kind: _exposition(*ENGINE_ARGS[kind]) for kind in ENGINE_ARGS}
 
 
 def canonical(families):
