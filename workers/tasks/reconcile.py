@@ -89,9 +89,9 @@ def tick_share(services: int, tick_seconds: float, interval_seconds: float, in_f
 
 @shared_task(name=names.RESYNC)
 def resync() -> int:
-    """Enqueue every service that is behind its spec or being deleted, and the drift checks of services
-    not checked for one interval, oldest first and spread over the tick (drift: a manual `kubectl edit`
-    is undone within about one interval). A service with a reconcile queued already is never queued again."""
+    """Enqueue every service that is behind its spec or being deleted, and this tick's round-robin share of
+    drift checks, oldest first and spread over the tick (drift: a manual `kubectl edit` is undone within
+    about one interval). A service with a reconcile queued already is never queued again."""
     now = timezone.now()
     queued = 0
     for pk, countdown in tick_plan(now):
