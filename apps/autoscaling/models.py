@@ -11,13 +11,14 @@ from __future__ import annotations
 from django.db import models
 
 from apps.autoscaling.choices import ScalingAction, ScalingRule
+from apps.core.access import RestrictedQuerySet, restricted, tenant_owned
 from apps.serving.models import InferenceService
 
 
-class ScalingDecisionQuerySet(models.QuerySet):
-    def for_user(self, user) -> ScalingDecisionQuerySet:
-        """Decisions of the services the user may see (the services' own scoping)."""
-        return self.filter(service__in=InferenceService.objects.for_user(user))
+class ScalingDecisionQuerySet(RestrictedQuerySet):
+    """Decisions belong to their service's tenant."""
+
+    rule = tenant_owned("service__tenant")
 
 
 class ScalingDecision(models.Model):
@@ -68,6 +69,8 @@ class PoolAutoscalerState(models.Model):
     cold_start_s = models.FloatField(null=True, blank=True)
     last_scaled_at = models.DateTimeField(null=True, blank=True)
 
+    objects = restricted(tenant_owned("service__tenant"))
+
     class Meta:
         constraints = [models.UniqueConstraint(fields=["service", "pool"], name="autoscaling_state_unique")]
 
@@ -81,6 +84,8 @@ class ActivationSignal(models.Model):
     service = models.OneToOneField(InferenceService, on_delete=models.CASCADE, related_name="activation_signal")
     pending = models.PositiveIntegerField(default=0)
     observed_at = models.DateTimeField()
+
+    objects = restricted(tenant_owned("service__tenant"))
 
     def __str__(self) -> str:
         return f"{self.service_id}: {self.pending} held"

@@ -68,7 +68,7 @@ def panel_context(service: InferenceService) -> dict:
 
 def latest_decisions(user, limit: int = 15) -> list[ScalingDecision]:
     """The newest decisions that scaled or were blocked, across the services the user may see."""
-    return list(ScalingDecision.objects.for_user(user).exclude(action=ScalingAction.HELD)
+    return list(ScalingDecision.objects.restrict(user).exclude(action=ScalingAction.HELD)
                 .select_related("service", "service__tenant").order_by("-time", "-id")[:limit])
 
 

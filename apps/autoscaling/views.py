@@ -12,7 +12,7 @@ from apps.serving.models import InferenceService
 
 @login_required
 def scaling_panel(request, pk: int):
-    service = get_object_or_404(InferenceService.objects.for_user(request.user), pk=pk)
+    service = get_object_or_404(InferenceService.objects.restrict(request.user), pk=pk)
     return render(request, "autoscaling/partials/scaling_panel.html", panel_context(service))
 
 

@@ -13,15 +13,15 @@ from apps.catalog.choices import DeploymentMode, EngineKind, ModelDtype
 from apps.catalog.engines import EngineSettings, get_adapter
 from apps.catalog.registries import PREFIX_HELP, image_allowed, is_valid_prefix
 from apps.catalog.validators import validate_source_uri
-from apps.core.access import TenantScopedQuerySet, can_write_tenant
+from apps.core.access import RestrictedQuerySet, restricted, tenant_owned
 from apps.core.models import TimestampedModel
 from apps.core.validators import dns1123_label
 
 
-class CatalogQuerySet(TenantScopedQuerySet):
+class CatalogQuerySet(RestrictedQuerySet):
     """Everyone signed in sees the platform-wide entries plus their tenants' private ones."""
 
-    platform_wide_visible = True
+    rule = tenant_owned("tenant", platform_wide=True)
 
     def usable_by_tenant(self, tenant_id: int | None) -> CatalogQuerySet:
         return self.filter(Q(tenant__isnull=True) | Q(tenant_id=tenant_id))
@@ -68,8 +68,6 @@ class CatalogEntry(TimestampedModel):
     def clean_entry(self, errors: dict[str, list]) -> None:
         """Hook: add this kind's own problems to `errors` (field name → messages)."""
 
-    def user_can_write(self, user) -> bool:
-        return can_write_tenant(user, self.tenant_id)
 
     @classmethod
     def unique_name_constraint(cls, label: str) -> models.UniqueConstraint:
@@ -180,6 +178,9 @@ class TenantImageRegistry(models.Model):
 
     tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="image_registries")
     prefix = models.CharField(max_length=255, help_text=PREFIX_HELP)
+
+    # Staff decide which registries a tenant may pull from; its members may read them.
+    objects = restricted(tenant_owned("tenant", writers=frozenset()))
 
     class Meta:
         ordering = ["tenant__slug", "prefix"]

@@ -10,7 +10,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from apps.core.access import is_platform_staff
+from apps.core.access import RestrictedQuerySet, restricted, staff_only
 from apps.core.fields import EncryptedTextField
 from apps.core.models import TimestampedModel
 from apps.core.validators import dns1123_label
@@ -49,10 +49,11 @@ class HttpsURLField(models.URLField):
         return super().formfield(**{"assume_scheme": "https", **kwargs})
 
 
-class ClusterQuerySet(models.QuerySet):
-    def for_user(self, user) -> ClusterQuerySet:
-        """Clusters are platform infrastructure: staff only."""
-        return self if is_platform_staff(user) else self.none()
+class ClusterQuerySet(RestrictedQuerySet):
+    """Clusters are platform infrastructure: staff only. Which ones a tenant may deploy to is a separate
+    question, `usable_by_tenant`, asked by validation, never by a listing."""
+
+    rule = staff_only("platform infrastructure; tenants name a cluster only when they deploy")
 
     def usable_by_tenant(self, tenant_id: int | None) -> ClusterQuerySet:
         """The clusters staff let this tenant deploy to: open to all, or listing the tenant."""
@@ -148,8 +149,6 @@ class Cluster(TimestampedModel):
             service_account_dir=settings.KUBERNETES_SERVICE_ACCOUNT_DIR if self.in_cluster else "",
         )
 
-    def user_can_write(self, user) -> bool:
-        return is_platform_staff(user)
 
 
 class GpuNode(models.Model):
@@ -165,7 +164,8 @@ class GpuNode(models.Model):
     ready = models.BooleanField(default=True)
     observed_at = models.DateTimeField(null=True, blank=True)
 
-    objects = ClusterQuerySet.as_manager()
+    # Nodes are observed infrastructure like their cluster; they have no tenant of their own to filter on.
+    objects = restricted(staff_only("observed platform infrastructure, the nodes of a staff-only cluster"))
 
     class Meta:
         ordering = ["cluster__name", "name"]

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.contrib.contenttypes.models import ContentType
 from django.db import models
 
-from apps.core.access import TenantScopedQuerySet
+from apps.core.access import RestrictedQuerySet, tenant_owned
 from apps.core.choices import AuditAction, AuditVia
 
 
@@ -20,7 +20,10 @@ class TimestampedModel(models.Model):
         abstract = True
 
 
-class AuditEntryQuerySet(TenantScopedQuerySet):
+class AuditEntryQuerySet(RestrictedQuerySet):
+    # Entries are history: nobody but staff changes or deletes them.
+    rule = tenant_owned("tenant", writers=frozenset())
+
     def for_object(self, obj: models.Model) -> AuditEntryQuerySet:
         return self.filter(content_type=ContentType.objects.get_for_model(obj), object_id=str(obj.pk))
 

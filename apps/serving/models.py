@@ -15,7 +15,7 @@ from django.db import models
 
 from apps.catalog.choices import DeploymentMode
 from apps.catalog.engines import EngineSettings
-from apps.core.access import TenantScopedQuerySet, can_write_tenant
+from apps.core.access import RestrictedQuerySet, restricted, tenant_owned
 from apps.core.models import TimestampedModel
 from apps.core.validators import dns1123_label
 from apps.serving.choices import GpuType, Phase, PoolRole, ReconcileResult, RoutingPolicy
@@ -54,8 +54,10 @@ def default_autoscaling() -> dict:
     return {"autoscaler": "none"}
 
 
-class InferenceServiceQuerySet(TenantScopedQuerySet):
+class InferenceServiceQuerySet(RestrictedQuerySet):
     """Members see their tenants' services."""
+
+    rule = tenant_owned("tenant")
 
     def with_related(self) -> InferenceServiceQuerySet:
         """Everything a list page renders, in a fixed number of queries."""
@@ -194,8 +196,6 @@ class InferenceService(TimestampedModel):
         snap = self.spec_snapshot()
         return {"pools": snap["pools"], "adapters": snap["adapters"]}
 
-    def user_can_write(self, user) -> bool:
-        return can_write_tenant(user, self.tenant_id)
 
     def engine_settings_obj(self):
         """The stored engine settings as `EngineSettings` (raises EngineSettingsError when invalid)."""
@@ -226,6 +226,8 @@ class Pool(models.Model):
     )
     # Observed by the reconciler.
     ready_replicas = models.PositiveIntegerField(default=0, editable=False)
+
+    objects = restricted(tenant_owned("service__tenant"))
 
     class Meta:
         ordering = ["service_id", "role"]
@@ -265,6 +267,8 @@ class ServiceObservation(models.Model):
     autoscalers = models.JSONField(default=list, blank=True)
     observed_at = models.DateTimeField(null=True, blank=True)
 
+    objects = restricted(tenant_owned("service__tenant"))
+
     def __str__(self) -> str:
         return f"observation of {self.service_id}"
 
@@ -280,6 +284,8 @@ class ReconcileRun(models.Model):
     pruned = models.PositiveIntegerField(default=0)
     duration_ms = models.PositiveIntegerField(default=0)
     message = models.TextField(blank=True)
+
+    objects = restricted(tenant_owned("service__tenant"))
 
     class Meta:
         ordering = ["-started_at"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.db import models
 
+from apps.core.access import restricted, staff_only, tenant_owned
 from apps.telemetry.choices import Resolution
 
 SERVICE_ROLE = ""  # the role of a row that covers the whole service (every pool merged)
@@ -51,6 +52,8 @@ class SeriesPoint(models.Model):
     success_rate = RealField(null=True)
     ready_replicas = models.PositiveSmallIntegerField(default=0)
 
+    objects = restricted(tenant_owned("service__tenant"))
+
     class Meta:
         # The unique index is also the time-range index: every read is one service, role and resolution.
         # (resolution, time) serves retention's range deletes and the rollup's watermark (Max/Min of a
@@ -80,6 +83,8 @@ class PodStat(models.Model):
     error = models.TextField(blank=True)
     scraped_at = models.DateTimeField()
 
+    objects = restricted(tenant_owned("service__tenant"))
+
     class Meta:
         ordering = ["service", "role", "pod"]
         constraints = [models.UniqueConstraint(fields=["service", "pod"], name="telemetry_podstat_unique")]
@@ -103,6 +108,8 @@ class ScrapeCycle(models.Model):
     total_pods = models.PositiveBigIntegerField(default=0)
     total_errors = models.PositiveBigIntegerField(default=0)
 
+    objects = restricted(staff_only("a scrape pass over a whole cluster, platform infrastructure"))
+
     class Meta:
         indexes = [models.Index(fields=["cluster", "-started_at"], name="telemetry_cycle_recent_idx")]
 
@@ -117,6 +124,8 @@ class QueueHeartbeat(models.Model):
     sent_at = models.DateTimeField()
     received_at = models.DateTimeField(null=True)
     lag_s = models.FloatField(null=True)
+
+    objects = restricted(staff_only("the workers' record that a queue is being consumed"))
 
     def __str__(self) -> str:
         return self.queue

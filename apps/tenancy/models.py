@@ -8,14 +8,11 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
 from django.utils import timezone
 
 from apps.core.access import (
-    TenantScopedQuerySet,
-    can_own_tenant,
-    is_platform_staff,
-    token_tenant_id,
+    RestrictedQuerySet,
+    tenant_owned,
 )
 from apps.core.choices import Role
 from apps.core.models import TimestampedModel
@@ -25,10 +22,14 @@ TOKEN_PREFIX_LENGTH = 8
 LAST_OWNER_MESSAGE = "The last owner of a tenant cannot be {action}; make another member an owner first."
 
 
-class TenantQuerySet(TenantScopedQuerySet):
+# Only owners change a tenant, its members and its colleagues' tokens.
+OWNERS = frozenset({Role.OWNER})
+
+
+class TenantQuerySet(RestrictedQuerySet):
     """Members see the tenants they belong to."""
 
-    tenant_field = "pk"
+    rule = tenant_owned("pk", writers=OWNERS)
 
 
 class Tenant(TimestampedModel):
@@ -49,12 +50,12 @@ class Tenant(TimestampedModel):
     def __str__(self) -> str:
         return self.slug
 
-    def user_can_write(self, user) -> bool:
-        return can_own_tenant(user, self.pk)
 
 
-class MembershipQuerySet(TenantScopedQuerySet):
+class MembershipQuerySet(RestrictedQuerySet):
     """Members see the memberships of their tenants."""
+
+    rule = tenant_owned("tenant", writers=OWNERS)
 
 
 class Membership(TimestampedModel):
@@ -110,8 +111,6 @@ class Membership(TimestampedModel):
         self.validate_removal()
         return super().delete(*args, **kwargs)
 
-    def user_can_write(self, user) -> bool:
-        return can_own_tenant(user, self.tenant_id)
 
 
 def hash_token(plaintext: str) -> str:
@@ -119,13 +118,10 @@ def hash_token(plaintext: str) -> str:
     return hashlib.sha256(plaintext.encode()).hexdigest()
 
 
-class ApiTokenQuerySet(TenantScopedQuerySet):
-    def visible_to(self, user) -> Q:
-        """Their own tokens and those bound to their tenants."""
-        if token_tenant_id(user) is not None:
-            # A tenant-bound token manages that tenant's tokens only, not its user's other tokens.
-            return Q(tenant_id=token_tenant_id(user)) & super().visible_to(user)
-        return Q(user_id=user.pk) | super().visible_to(user)
+class ApiTokenQuerySet(RestrictedQuerySet):
+    """Their own tokens and those bound to their tenants; a tenant-bound token sees that tenant's only."""
+
+    rule = tenant_owned("tenant", writers=OWNERS, user_field="user")
 
 
 class ApiToken(TimestampedModel):
@@ -209,8 +205,3 @@ class ApiToken(TimestampedModel):
     def is_active(self) -> bool:
         return not (self.is_revoked or self.is_expired)
 
-    def user_can_write(self, user) -> bool:
-        """Its own user, an owner of its tenant, or staff: an operator cannot take over a colleague's token."""
-        if is_platform_staff(user) or self.user_id == user.pk:
-            return True
-        return can_own_tenant(user, self.tenant_id)

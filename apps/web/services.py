@@ -2,7 +2,7 @@
 context of one service (pods, events, history) and its chart data. The service page itself lives in
 the portal (`apps.web.portal.services`); `/services/<id>/` redirects there.
 
-Every lookup goes through `InferenceService.objects.for_user`, so another tenant's service is a 404.
+Every lookup goes through `InferenceService.objects.restrict`, so another tenant's service is a 404.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ RECENT = timedelta(minutes=2)  # a series row older than this is no longer "now"
 
 
 def visible_services(user):
-    return InferenceService.objects.for_user(user)
+    return InferenceService.objects.restrict(user)
 
 
 def with_latest(services: list) -> list:

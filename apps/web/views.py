@@ -17,10 +17,10 @@ TOP = 5
 
 def fleet_summary(user) -> dict:
     """Clusters with GPUs by product (capacity and allocated), and the user's services by phase."""
-    services = InferenceService.objects.for_user(user)
+    services = InferenceService.objects.restrict(user)
     by_phase = dict(services.values_list("phase").annotate(n=Count("id")).values_list("phase", "n"))
     gpus = (
-        GpuNode.objects.filter(cluster__in=Cluster.objects.for_user(user))
+        GpuNode.objects.restrict(user)
         .values("cluster__name", "gpu_product")
         .annotate(nodes=Count("id"), capacity=Sum("allocatable"), allocated=Sum("allocated"))
         .order_by("cluster__name", "gpu_product")
@@ -29,7 +29,7 @@ def fleet_summary(user) -> dict:
         "phases": [(phase.value, by_phase.get(phase.value, 0)) for phase in Phase],
         "service_total": sum(by_phase.values()),
         "gpus": list(gpus),
-        "clusters": list(Cluster.objects.for_user(user).annotate(nodes=Count("gpu_nodes"))),
+        "clusters": list(Cluster.objects.restrict(user).annotate(nodes=Count("gpu_nodes"))),
     }
 
 
@@ -52,7 +52,7 @@ def fleet_figures(services: list) -> dict:
 def home(request):
     """The fleet overview: what runs where, in what state, and which services are slow, full or queueing."""
     context = fleet_summary(request.user)
-    services = with_latest(list(InferenceService.objects.for_user(request.user).with_related()[:200]))
+    services = with_latest(list(InferenceService.objects.restrict(request.user).with_related()[:200]))
     context["services"] = services
     context |= fleet_figures(services)
     template = "web/partials/fleet.html" if is_fragment(request) else "web/home.html"

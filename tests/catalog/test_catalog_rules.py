@@ -74,7 +74,7 @@ def test_a_member_sees_platform_entries_and_their_tenants_only(owner_a, tenant_a
     ModelFactory(name="shared")
     ModelFactory(name="alpha-own", tenant=tenant_a)
     ModelFactory(name="bravo-own", tenant=tenant_b)
-    names = set(Model.objects.for_user(owner_a).values_list("name", flat=True))
+    names = set(Model.objects.restrict(owner_a).values_list("name", flat=True))
     assert names == {"shared", "alpha-own"}
 
 

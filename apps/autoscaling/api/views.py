@@ -32,7 +32,7 @@ class ServiceDecisionsView(ListAPIView):
     filter_backends = []
 
     def service(self) -> InferenceService:
-        return get_object_or_404(InferenceService.objects.for_user(self.request.user), pk=self.kwargs["pk"])
+        return get_object_or_404(InferenceService.objects.restrict(self.request.user), pk=self.kwargs["pk"])
 
     def get_queryset(self):
         service = self.service()

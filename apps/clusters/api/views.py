@@ -28,4 +28,4 @@ class GpuNodeViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_fields = ["cluster__name", "gpu_product"]
 
     def get_queryset(self):
-        return self.queryset.for_user(self.request.user)
+        return self.queryset.restrict(self.request.user)

@@ -49,4 +49,4 @@ class AuditEntryViewSet(viewsets.ReadOnlyModelViewSet):
     ordering_fields = ["time"]
 
     def get_queryset(self):
-        return self.queryset.for_user(self.request.user)
+        return self.queryset.restrict(self.request.user)

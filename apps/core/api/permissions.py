@@ -1,16 +1,18 @@
-"""Object-level write permission. Reading is scoped by `for_user()` querysets, so an object a user
+"""Object-level write permission. Reading is scoped by `restrict()` querysets, so an object a user
 may not read is a 404 before this runs; a readable object the user may not change is a 403."""
 
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
-from apps.core.access import is_platform_staff
+from apps.core.access import CHANGE, DELETE, allowed, is_platform_staff
 
 
 class ObjectWritePermission(BasePermission):
     message = "Your role does not allow changes here (viewers read only)."
 
     def has_object_permission(self, request, view, obj) -> bool:
-        return request.method in SAFE_METHODS or obj.user_can_write(request.user)
+        if request.method in SAFE_METHODS:
+            return True
+        return allowed(request.user, obj, DELETE if request.method == "DELETE" else CHANGE)
 
 
 class IsPlatformStaff(BasePermission):

@@ -12,6 +12,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.validators import UniqueTogetherValidator, UniqueValidator
 
+from apps.core.access import CHANGE, allowed
 from apps.core.api.exceptions import api_error
 
 
@@ -49,8 +50,8 @@ class ValidatedModelSerializer(serializers.ModelSerializer):
             queryset = getattr(relation, "queryset", None)
             if name in self.unscoped_related_fields or queryset is None or user is None:
                 continue
-            if hasattr(queryset, "for_user"):
-                relation.queryset = queryset.for_user(user)
+            if hasattr(queryset, "restrict"):
+                relation.queryset = queryset.restrict(user)
         return fields
 
     def to_internal_value(self, data):
@@ -88,7 +89,7 @@ class ValidatedModelSerializer(serializers.ModelSerializer):
 
     def check_write_permission(self, instance) -> None:
         request = self.context.get("request")
-        if request is not None and not instance.user_can_write(request.user):
+        if request is not None and not allowed(request.user, instance, CHANGE):
             raise PermissionDenied("Your role does not allow this change.")
 
     def full_clean(self, instance) -> None:

@@ -1,4 +1,4 @@
-"""The base viewset: queryset scoped by `for_user()`, object write permission, audit on every write."""
+"""The base viewset: queryset scoped by `restrict()`, object write permission, audit on every write."""
 
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ from apps.core.choices import AuditAction, AuditVia
 
 
 class ScopedModelViewSet(viewsets.ModelViewSet):
-    """Subclasses set `queryset`; every request sees only `queryset.for_user(request.user)`."""
+    """Subclasses set `queryset`; every request sees only `queryset.restrict(request.user)`."""
 
     permission_classes = [IsAuthenticated, ObjectWritePermission]
     pagination_class = StandardPagination
 
     def get_queryset(self):
-        return self.queryset.for_user(self.request.user)
+        return self.queryset.restrict(self.request.user)
 
     def perform_create(self, serializer):
         try:

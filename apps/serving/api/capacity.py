@@ -89,7 +89,7 @@ class _CapacityView(APIView):
         query.is_valid(raise_exception=True)
         data = dict(query.validated_data)
         try:
-            model = find_model(Model.objects.for_user(request.user), data.pop("model"))
+            model = find_model(Model.objects.restrict(request.user), data.pop("model"))
         except LookupError as exc:
             raise serializers.ValidationError({"model": [str(exc)]}) from exc
         return model, data

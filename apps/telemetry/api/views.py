@@ -34,7 +34,7 @@ class ServiceMetricsView(GenericAPIView):
     filter_backends = []
 
     def get_queryset(self):
-        return InferenceService.objects.for_user(self.request.user)
+        return InferenceService.objects.restrict(self.request.user)
 
     @extend_schema(parameters=PARAMETERS, responses={200: ServiceMetricsSerializer}, operation_id="services_metrics")
     def get(self, request, pk: int):

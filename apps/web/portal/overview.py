@@ -44,7 +44,7 @@ def switch(request):
     slug = request.GET.get("tenant", "")
     if not request.user.is_authenticated:
         return redirect(reverse("web:login"))
-    if not Tenant.objects.for_user(request.user).filter(slug=slug).exists():
+    if not Tenant.objects.restrict(request.user).filter(slug=slug).exists():
         from django.http import Http404
 
         raise Http404

@@ -1,7 +1,7 @@
 """Which tenant a portal page works in and what the caller may do there.
 
 Every portal view is wrapped by `tenant_page(needs=...)`: the tenant comes from
-`Tenant.objects.for_user(user)`, so another tenant's URL is a 404 whatever follows it, and a write the
+`Tenant.objects.restrict(user)`, so another tenant's URL is a 404 whatever follows it, and a write the
 caller's role does not allow is a 403 on the server whatever the page showed.
 """
 
@@ -47,7 +47,7 @@ def tenant_page(needs: str = READ, write_methods_need: str | None = None):
         @login_required
         @wraps(view)
         def wrapper(request, tenant: str, *args, **kwargs):
-            row = get_object_or_404(Tenant.objects.for_user(request.user), slug=tenant)
+            row = get_object_or_404(Tenant.objects.restrict(request.user), slug=tenant)
             scope = Scope.of(request.user, row)
             unsafe = request.method not in ("GET", "HEAD", "OPTIONS")
             if not scope.allows(needs) or (unsafe and write_methods_need and not scope.allows(write_methods_need)):
@@ -68,5 +68,5 @@ def portal_context(request) -> dict:
     return {
         "scope": getattr(request, "scope", None),
         # Called by the template only when it draws the switcher (never by htmx partials).
-        "switch_tenants": lambda: list(Tenant.objects.for_user(user).only("slug", "name")[:200]),
+        "switch_tenants": lambda: list(Tenant.objects.restrict(user).only("slug", "name")[:200]),
     }
