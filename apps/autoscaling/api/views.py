@@ -37,7 +37,7 @@ class ServiceDecisionsView(ListAPIView):
     def get_queryset(self):
         service = self.service()
         params = self.request.query_params
-        rows = ScalingDecision.objects.filter(service=service)
+        rows = ScalingDecision.objects.restrict(self.request.user).filter(service=service)
         now = timezone.now()
         errors = {name: ["Unknown query parameter; this list takes since, until, pool, page and page_size."]
                   for name in params if name not in KNOWN_PARAMETERS}
