@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kubesim import engines
+from kubesim.apiserver.admission.chain import PLUGINS as ADMISSION_PLUGINS
+from kubesim.apiserver.admission.quota import QUOTAS
 from kubesim.apiserver.selectors import parse_label_selector
 from kubesim.cluster.controllers.api import ClusterApi
 from kubesim.cluster.controllers.autoscaler import HPAS, HorizontalPodAutoscalerController
@@ -30,7 +32,7 @@ from kubesim.cluster.controllers.endpoints import ENDPOINTS, EndpointsController
 from kubesim.cluster.controllers.job import JOBS, JobController
 from kubesim.cluster.controllers.leaderworkerset import LWS, LeaderWorkerSetController
 from kubesim.cluster.controllers.nodes import NODES, NodeLifecycle, register_nodes
-from kubesim.cluster.controllers.quota import QUOTAS, QuotaController, pod_admission
+from kubesim.cluster.controllers.quota import QuotaController
 from kubesim.cluster.controllers.replicaset import REPLICASETS, ReplicaSetController
 from kubesim.cluster.controllers.scheduling import Scheduler
 from kubesim.cluster.controllers.statefulset import STATEFULSETS, StatefulSetController
@@ -167,7 +169,8 @@ class Cluster:
 
     def install(self) -> None:
         """Register admission, routes, the fault middleware and the cluster's background task."""
-        self.server.add_admission_hook(pod_admission)
+        for plugin in ADMISSION_PLUGINS:
+            self.server.add_admission_hook(plugin)
         for method, path, handler in [*self.proxies.routes(), *self.streaming.routes(),
                                       eviction_route(self.server.store)]:
             self.server.add_route(method, path, handler)
