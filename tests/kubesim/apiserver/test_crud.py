@@ -9,7 +9,7 @@ from kubernetes import client
 from kubernetes.client import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError
 
-from .conftest import deployment
+from tests.kubesim.conftest import deployment
 
 
 def status_of(exc: ApiException) -> dict:
