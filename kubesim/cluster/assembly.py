@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from kubesim import engines
 from kubesim.apiserver.admission.chain import PLUGINS as ADMISSION_PLUGINS
 from kubesim.apiserver.admission.quota import QUOTAS
+from kubesim.apiserver.proxy import Proxies, RoutingPolicy
 from kubesim.apiserver.selectors import parse_label_selector
+from kubesim.apiserver.streaming import Streaming
 from kubesim.cluster.controllers.api import ClusterApi
 from kubesim.cluster.controllers.autoscaler import HPAS, HorizontalPodAutoscalerController
 from kubesim.cluster.controllers.base import Informer
@@ -40,11 +42,10 @@ from kubesim.cluster.dcgm import DcgmExporter, install_exporters, is_exporter
 from kubesim.cluster.events import EventRecorder, expire_events
 from kubesim.cluster.faults import FaultConfig, FaultInjector, admin_routes, fault_middleware
 from kubesim.cluster.kubelet import Kubelet, KubeletConfig
+from kubesim.cluster.kubelet_api import KubeletApi, PodNetwork
 from kubesim.cluster.netpol import api_server_objects
 from kubesim.cluster.nodes import build_nodes
-from kubesim.cluster.proxy import Proxies, RoutingPolicy
 from kubesim.cluster.resource_metrics import ResourceMetrics
-from kubesim.cluster.streaming import Streaming
 from kubesim.engines.routing import service_proxy_policies
 from kubesim.workload import Endpoint
 
@@ -159,8 +160,10 @@ class Cluster:
         pods.handlers.append(self._kubelet_pod_changed)
         # The engines' routing policies are wired here, where the cluster is assembled: nothing registers on import.
         policies = {**service_proxy_policies(), **(routing_policies or {})}
-        self.proxies = Proxies(server.store, self.kubelet, self.view, policies)
-        self.streaming = Streaming(server.store, self.kubelet)  # kubectl exec and port-forward
+        # The API server's own endpoints reach the kubelet and the pod network through these two.
+        kubelets, network = KubeletApi(server.store, self.kubelet), PodNetwork(server.store, self.view)
+        self.proxies = Proxies(server.store, kubelets, network, policies)
+        self.streaming = Streaming(server.store, kubelets)  # kubectl exec and port-forward
         self.resource_metrics = ResourceMetrics(server.store, self.kubelet)  # kubectl top
         self._tasks: list[asyncio.Task] = []
         self._spawned: set[asyncio.Task] = set()
