@@ -41,6 +41,7 @@ from kubesim.cluster.controllers.statefulset import STATEFULSETS, StatefulSetCon
 from kubesim.cluster.dcgm import DcgmExporter, install_exporters, is_exporter
 from kubesim.cluster.events import EventRecorder, expire_events
 from kubesim.cluster.faults import FaultConfig, FaultInjector, admin_routes, fault_middleware
+from kubesim.cluster.identities import bootstrap_rbac
 from kubesim.cluster.kubelet import Kubelet, KubeletConfig
 from kubesim.cluster.kubelet_api import KubeletApi, PodNetwork
 from kubesim.cluster.netpol import api_server_objects
@@ -101,7 +102,7 @@ class Cluster:
         self.config = config or ClusterConfig()
         self.nodes = build_nodes(self.config.nodes)  # fails fast on a bad --nodes
         self.rng = random.Random(self.config.seed)
-        self.api = ClusterApi(server.store)
+        self.api = ClusterApi(server.store, access=server.access)  # components go through authorization too
         self.recorder = EventRecorder(self.api.as_manager("kubesim-events"))
         self.informers = {
             resource: Informer(self.api, resource)
@@ -236,8 +237,11 @@ class Cluster:
         """Register nodes, start informers, wait for their first lists, then run the controllers."""
         self.ready = asyncio.Event()
         try:
-            await register_nodes(self.api.as_manager("kubelet"), self.nodes)
             apiserver = self.api.as_manager("kube-apiserver")
+            for resource, obj in bootstrap_rbac():  # before any component calls, as the apiserver's bootstrap
+                if await apiserver.get(resource, None, obj["metadata"]["name"]) is None:
+                    await apiserver.create(resource, obj)
+            await register_nodes(self.api.as_manager("kubelet"), self.nodes)
             for resource, obj in api_server_objects():  # where clients (and NetworkPolicies) find the API server
                 if await apiserver.get(resource, "default", obj["metadata"]["name"]) is None:
                     await apiserver.create(resource, obj)
