@@ -12,6 +12,7 @@ from kubernetes.client import ApiException
 from kubesim.apiserver.admission.chain import PLUGINS
 from tests.kubesim.conftest import api_client_for
 
+
 def _gpu_pod(name: str, gpus: int) -> dict:
     resources = {"limits": {"nvidia.com/gpu": str(gpus)}, "requests": {"nvidia.com/gpu": str(gpus)}}
     return {"metadata": {"name": name},
