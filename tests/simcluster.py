@@ -69,8 +69,9 @@ def cluster_starter():
         routing_policies: dict | None = None,
         seed: int = 7,
         dcgm_exporter: bool = False,
+        authorization: str = "open",
     ) -> ClusterHandle:
-        server = Server(port=0, seed=seed)
+        server = Server(port=0, seed=seed, authorization=authorization)
         cluster = Cluster(
             server,
             ClusterConfig(nodes=nodes, fast_start=fast_start, seed=seed, faults=faults or FaultConfig(),

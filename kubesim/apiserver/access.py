@@ -145,10 +145,14 @@ class Access:
         user = self.impersonate(request, self.authenticate(request))
         request[USER_KEY] = user
         if self.mode == "rbac":
-            attrs = rbac.request_attributes(request.method, request.path, request.query)
-            if not self.authorizer.decide(user, attrs)[0]:
-                raise rbac.forbidden(user, attrs)
+            self.authorize(user, rbac.request_attributes(request.method, request.path, request.query))
         return await handler(request)
+
+    def authorize(self, user: User, attrs: rbac.Attributes) -> None:
+        """Refuse (403) what RBAC does not allow under `--authorization rbac`: HTTP requests and, through
+        their client, the cluster's own components alike."""
+        if self.mode == "rbac" and not self.authorizer.decide(user, attrs)[0]:
+            raise rbac.forbidden(user, attrs)
 
     # ------------------------------------------------------------------ APIs
 

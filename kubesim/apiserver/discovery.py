@@ -56,7 +56,7 @@ def api_group(reg: Registry, group: str) -> dict | None:
     return {"kind": "APIGroup", "apiVersion": "v1", **_group_entry(group, vs)}
 
 
-# Subresources served by routes the cluster layer registers (kubesim/cluster/proxy.py, kubelet logs, eviction),
+# Subresources served by routes registered beside the store (proxy.py, streaming.py, the cluster's eviction),
 # listed as the real apiserver lists them so kubectl picks the same code paths (e.g. drain evicts).
 EXTRA_SUBRESOURCES: dict[tuple[str, str], list[dict]] = {
     ("", "pods"): [

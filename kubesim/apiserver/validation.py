@@ -68,12 +68,24 @@ def _item_causes(value, path: str, causes: list[dict], container: bool = False) 
                 _item_causes(v, child, causes)
 
 
+def _name_problem(rt: ResourceType, name: str) -> str | None:
+    """Why `name` is invalid for `rt`: RBAC objects take any path segment (`system:controller:x`, as
+    upstream's ValidateRBACName), every other kind an RFC 1123 subdomain."""
+    if rt.group == "rbac.authorization.k8s.io":
+        if name in (".", ".."):
+            return f"may not be '{name}'"
+        bad = next((c for c in "/%" if c in name), None)
+        return f"may not contain '{bad}'" if bad else None
+    return _SUBDOMAIN_MSG if len(name) <= 253 and not _DNS1123_SUBDOMAIN.match(name) else None
+
+
 def causes_for(rt: ResourceType, obj: dict) -> list[dict]:
     """Field errors of `obj` as `Status` causes (empty when valid)."""
     causes: list[dict] = []
     name = (obj.get("metadata") or {}).get("name") or ""
-    if name and len(name) <= 253 and not _DNS1123_SUBDOMAIN.match(name):
-        causes.append({"reason": "FieldValueInvalid", "message": f'Invalid value: "{name}": {_SUBDOMAIN_MSG}',
+    problem = _name_problem(rt, name) if name else None
+    if problem:
+        causes.append({"reason": "FieldValueInvalid", "message": f'Invalid value: "{name}": {problem}',
                        "field": "metadata.name"})
     _item_causes({"metadata": obj.get("metadata") or {}}, "", causes)
     if rt.custom:

@@ -20,7 +20,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kubesim import engines
+from kubesim.apiserver.admission.chain import PLUGINS as ADMISSION_PLUGINS
+from kubesim.apiserver.admission.quota import QUOTAS
+from kubesim.apiserver.proxy import Proxies, RoutingPolicy
 from kubesim.apiserver.selectors import parse_label_selector
+from kubesim.apiserver.streaming import Streaming
 from kubesim.cluster.controllers.api import ClusterApi
 from kubesim.cluster.controllers.autoscaler import HPAS, HorizontalPodAutoscalerController
 from kubesim.cluster.controllers.base import Informer
@@ -30,19 +34,19 @@ from kubesim.cluster.controllers.endpoints import ENDPOINTS, EndpointsController
 from kubesim.cluster.controllers.job import JOBS, JobController
 from kubesim.cluster.controllers.leaderworkerset import LWS, LeaderWorkerSetController
 from kubesim.cluster.controllers.nodes import NODES, NodeLifecycle, register_nodes
-from kubesim.cluster.controllers.quota import QUOTAS, QuotaController, pod_admission
+from kubesim.cluster.controllers.quota import QuotaController
 from kubesim.cluster.controllers.replicaset import REPLICASETS, ReplicaSetController
 from kubesim.cluster.controllers.scheduling import Scheduler
 from kubesim.cluster.controllers.statefulset import STATEFULSETS, StatefulSetController
 from kubesim.cluster.dcgm import DcgmExporter, install_exporters, is_exporter
 from kubesim.cluster.events import EventRecorder, expire_events
 from kubesim.cluster.faults import FaultConfig, FaultInjector, admin_routes, fault_middleware
+from kubesim.cluster.identities import bootstrap_rbac
 from kubesim.cluster.kubelet import Kubelet, KubeletConfig
+from kubesim.cluster.kubelet_api import KubeletApi, PodNetwork
 from kubesim.cluster.netpol import api_server_objects
 from kubesim.cluster.nodes import build_nodes
-from kubesim.cluster.proxy import Proxies, RoutingPolicy
 from kubesim.cluster.resource_metrics import ResourceMetrics
-from kubesim.cluster.streaming import Streaming
 from kubesim.engines.routing import service_proxy_policies
 from kubesim.workload import Endpoint
 
@@ -98,7 +102,7 @@ class Cluster:
         self.config = config or ClusterConfig()
         self.nodes = build_nodes(self.config.nodes)  # fails fast on a bad --nodes
         self.rng = random.Random(self.config.seed)
-        self.api = ClusterApi(server.store)
+        self.api = ClusterApi(server.store, access=server.access)  # components go through authorization too
         self.recorder = EventRecorder(self.api.as_manager("kubesim-events"))
         self.informers = {
             resource: Informer(self.api, resource)
@@ -157,8 +161,10 @@ class Cluster:
         pods.handlers.append(self._kubelet_pod_changed)
         # The engines' routing policies are wired here, where the cluster is assembled: nothing registers on import.
         policies = {**service_proxy_policies(), **(routing_policies or {})}
-        self.proxies = Proxies(server.store, self.kubelet, self.view, policies)
-        self.streaming = Streaming(server.store, self.kubelet)  # kubectl exec and port-forward
+        # The API server's own endpoints reach the kubelet and the pod network through these two.
+        kubelets, network = KubeletApi(server.store, self.kubelet), PodNetwork(server.store, self.view)
+        self.proxies = Proxies(server.store, kubelets, network, policies)
+        self.streaming = Streaming(server.store, kubelets)  # kubectl exec and port-forward
         self.resource_metrics = ResourceMetrics(server.store, self.kubelet)  # kubectl top
         self._tasks: list[asyncio.Task] = []
         self._spawned: set[asyncio.Task] = set()
@@ -167,7 +173,8 @@ class Cluster:
 
     def install(self) -> None:
         """Register admission, routes, the fault middleware and the cluster's background task."""
-        self.server.add_admission_hook(pod_admission)
+        for plugin in ADMISSION_PLUGINS:
+            self.server.add_admission_hook(plugin)
         for method, path, handler in [*self.proxies.routes(), *self.streaming.routes(),
                                       eviction_route(self.server.store)]:
             self.server.add_route(method, path, handler)
@@ -230,8 +237,11 @@ class Cluster:
         """Register nodes, start informers, wait for their first lists, then run the controllers."""
         self.ready = asyncio.Event()
         try:
-            await register_nodes(self.api.as_manager("kubelet"), self.nodes)
             apiserver = self.api.as_manager("kube-apiserver")
+            for resource, obj in bootstrap_rbac():  # before any component calls, as the apiserver's bootstrap
+                if await apiserver.get(resource, None, obj["metadata"]["name"]) is None:
+                    await apiserver.create(resource, obj)
+            await register_nodes(self.api.as_manager("kubelet"), self.nodes)
             for resource, obj in api_server_objects():  # where clients (and NetworkPolicies) find the API server
                 if await apiserver.get(resource, "default", obj["metadata"]["name"]) is None:
                     await apiserver.create(resource, obj)

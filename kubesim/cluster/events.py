@@ -117,6 +117,7 @@ async def expire_events(api, ttl_seconds: float) -> int:
     removed = 0
     expired = []
     # Read-only and uncopied: copying every Event of a large cluster each minute cost more than the rest.
+    api.authorize("list", "v1/events")
     with api.store.raw_results():
         for event in api.store.list("v1/events")[0]:
             seen = parse_time(event.get("lastTimestamp") or event.get("firstTimestamp"))

@@ -315,15 +315,3 @@ def usage_by_node(pods: list[dict]) -> dict[str, NodeUsage]:
         usage[node_name] = (usage.get(node_name) or NodeUsage()).plus(pod_requests(pod))
     return usage
 
-
-def extended_resource_tolerations(pod: dict) -> list[dict]:
-    """Tolerations the ExtendedResourceToleration admission plugin adds for requested extended resources."""
-    existing = (pod.get("spec") or {}).get("tolerations") or []
-    added = []
-    for name in sorted(pod_requests(pod)):
-        if "/" not in name or name.startswith("kubernetes.io/") or not pod_requests(pod)[name]:
-            continue
-        toleration = {"key": name, "operator": "Exists", "effect": "NoSchedule"}
-        if toleration not in existing:
-            added.append(toleration)
-    return added

@@ -284,7 +284,7 @@ SESSION_KEY_ANNOTATION = "kubesim.io/session-key"
 
 
 def proxy_policy(policy: str):
-    """A service-proxy routing function (see `kubesim.cluster.proxy.Proxies`) for `policy`."""
+    """A service-proxy routing function (see `kubesim.apiserver.proxy.Proxies`) for `policy`."""
 
     def choose(request, endpoints: list[Endpoint]) -> Endpoint:
         meta = (request.service or {}).get("metadata") or {}

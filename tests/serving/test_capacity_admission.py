@@ -60,7 +60,7 @@ def test_weights_that_do_not_fit_are_refused_on_pools_with_what_would_fit(post, 
 
 
 def test_max_model_len_above_the_kv_capacity_is_refused_with_vllms_rule(post, catalog):
-    # Llama 8B on one L4 at 0.92: 3262 blocks = 52,192 tokens (tests/kubesim/test_engine_capacity.py), below the
+    # Llama 8B on one L4 at 0.92: 3262 blocks = 52,192 tokens (tests/kubesim/engines/test_capacity.py), below the
     # 131,072-token context the engine would default to.
     response = post(body(catalog))
     assert response.status_code == 400

@@ -3,6 +3,10 @@
 The store is synchronous and atomic on the server's event loop; the wrappers give controllers one
 small vocabulary (resources named `"v1/pods"`, `"apps/v1/deployments"`) and one field manager per
 component, and turn a watch into an async stream that reports when its initial list is delivered.
+
+Every call is authorized as the component's own identity (kubesim/cluster/identities.py) by the API
+server's access rules, so `--authorization rbac` covers the controllers, scheduler and kubelet as it
+covers kubectl; with `open` (the default) the check passes everything, as for HTTP requests.
 """
 
 from __future__ import annotations
@@ -12,17 +16,39 @@ import copy
 from collections.abc import AsyncIterator, Callable
 
 from kubesim.apiserver.errors import ApiError
+from kubesim.apiserver.rbac import Attributes
+from kubesim.cluster.identities import component_user
+
+
+def _group_and_plural(resource) -> tuple[str, str]:
+    """("apps", "deployments") for "apps/v1/deployments" (or its ResourceType), ("", "pods") for "v1/pods"."""
+    if not isinstance(resource, str):
+        return resource.group, resource.plural
+    parts = resource.split("/")
+    return ("", parts[-1]) if len(parts) == 2 else (parts[0], parts[-1])
 
 
 class ClusterApi:
     """The store as the scheduler, controllers and kubelet use it."""
 
-    def __init__(self, store, field_manager: str = "kube-controller-manager"):
+    def __init__(self, store, field_manager: str = "kube-controller-manager", access=None):
         self.store = store
         self.field_manager = field_manager
+        self.access = access  # the server's kubesim.apiserver.access.Access; None: nothing to enforce
+        self.user = component_user(field_manager)
 
     def as_manager(self, field_manager: str) -> ClusterApi:
-        return ClusterApi(self.store, field_manager)
+        return ClusterApi(self.store, field_manager, self.access)
+
+    def authorize(self, verb: str, resource, namespace: str | None = None, name: str | None = "",
+                  subresource: str | None = "") -> None:
+        """Raise the apiserver's 403 when this component may not do `verb` on `resource`."""
+        if self.access is None or self.access.mode == "open":
+            return  # nothing to decide: skip building the attributes on the controllers' hot path
+        group, plural = _group_and_plural(resource)
+        self.access.authorize(self.user, Attributes(verb=verb, namespace=namespace or "", group=group,
+                                                    resource=plural, subresource=subresource or "",
+                                                    name=name or ""))
 
     @staticmethod
     def _where(obj: dict) -> tuple[str | None, str]:
@@ -30,6 +56,7 @@ class ClusterApi:
         return meta.get("namespace"), meta.get("name")
 
     async def get(self, resource: str, namespace: str | None, name: str) -> dict | None:
+        self.authorize("get", resource, namespace, name)
         try:
             return self.store.get(resource, namespace, name)
         except ApiError as error:
@@ -38,15 +65,18 @@ class ClusterApi:
             raise
 
     async def list(self, resource: str, namespace: str | None = None, label_selector: str | None = None):
+        self.authorize("list", resource, namespace)
         items, _rv = self.store.list(resource, namespace, label_selector)
         return items
 
     async def create(self, resource: str, obj: dict) -> dict:
         namespace, _name = self._where(obj)
+        self.authorize("create", resource, namespace)
         return self.store.create(resource, namespace, obj, field_manager=self.field_manager)
 
     async def update(self, resource: str, obj: dict) -> dict:
         namespace, name = self._where(obj)
+        self.authorize("update", resource, namespace, name)
         return self.store.update(resource, namespace, name, obj, field_manager=self.field_manager)
 
     async def update_status(self, resource: str, obj: dict) -> dict | None:
@@ -67,6 +97,7 @@ class ClusterApi:
         if status == current.get("status"):
             return current
         current["status"] = status
+        self.authorize("update", resource, namespace, name, "status")
         return self.store.update_status(resource, namespace, name, current, field_manager=self.field_manager)
 
     async def mutate(
@@ -80,17 +111,21 @@ class ClusterApi:
         change(current)
         if current == before:
             return current
+        self.authorize("update", resource, namespace, name)
         return self.store.update(resource, namespace, name, current, field_manager=self.field_manager)
 
     async def delete(
         self, resource: str, namespace: str | None, name: str, propagation_policy: str | None = None
     ) -> dict:
         """Delete; returns the object's last state (with the deletion's resourceVersion)."""
+        self.authorize("delete", resource, namespace, name)
         gone, _removed = self.store.delete(resource, namespace, name, propagation_policy=propagation_policy)
         return gone
 
     async def watch(self, resource: str, on_synced: Callable[[], None] | None = None) -> AsyncIterator:
         """(type, object) for every current object, then every change; calls `on_synced` in between."""
+        self.authorize("list", resource)
+        self.authorize("watch", resource)
         sub = self.store.watch(resource)
         initial = sub.queue.qsize()
         try:

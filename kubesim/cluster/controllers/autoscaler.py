@@ -121,6 +121,7 @@ class HorizontalPodAutoscalerController(Controller):
         try:
             if target is None:
                 raise ApiError.path_not_found()
+            self.api.authorize("get", target, namespace, ref.get("name"), "scale")
             scale = self.api.store.get(target, namespace, ref.get("name"), subresource="scale")
         except ApiError as error:
             conditions = set_condition(
@@ -172,6 +173,7 @@ class HorizontalPodAutoscalerController(Controller):
         if last_scale:
             status["lastScaleTime"] = last_scale
         if desired != current:
+            self.api.authorize("patch", target, namespace, ref["name"], "scale")
             self.api.store.patch(
                 target,
                 namespace,

@@ -10,6 +10,7 @@ import random
 from datetime import UTC, datetime
 
 from kubesim.apiserver.errors import ApiError
+from kubesim.apiserver.objects import pod_active
 from kubesim.cluster.controllers.base import owner_ref
 from kubesim.cluster.events import now, parse_time
 
@@ -63,13 +64,6 @@ def condition_true(obj: dict, kind: str) -> bool:
         if condition.get("type") == kind:
             return condition.get("status") == "True"
     return False
-
-
-def pod_active(pod: dict) -> bool:
-    """Counted by controllers: not terminating and not finished."""
-    if (pod.get("metadata") or {}).get("deletionTimestamp"):
-        return False
-    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
 
 def pod_ready(pod: dict) -> bool:

@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client import ApiException
 
-from .conftest import deployment
+from tests.kubesim.conftest import deployment
 
 
 def owned_configmap(name: str, owner, block: bool = False, finalizers: list[str] | None = None) -> dict:

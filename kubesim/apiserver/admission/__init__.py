@@ -1,4 +1,6 @@
-"""Admission hooks: what a hook sees before a write is persisted, and the hook signature."""
+"""The admission chain: what a hook sees before a write is persisted, the hook signature, and the
+built-in plugins (`tolerations.py`: ExtendedResourceToleration, mutating; `quota.py`: ResourceQuota,
+validating), which the API server runs as kube-apiserver does, before anything is stored."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .resources import ResourceType
+from ..resources import ResourceType
 
 
 @dataclass(slots=True)

@@ -4,8 +4,9 @@
 forward any method, headers, query and body to the workload's loopback port and stream the response
 back chunk by chunk (server-sent events arrive as the workload writes them).
 
-Both enforce the NetworkPolicies of the target's namespace (kubesim/cluster/netpol.py): a request from a pod
-(the `X-Kubesim-Source-Pod` header) or from the API server itself reaches only the pods those policies admit.
+Both enforce the NetworkPolicies of the target's namespace through the pod network the cluster wires in
+(`kubesim.apiserver.kubelets.PodNetwork`): a request from a pod (the network's source header) or from the
+API server itself reaches only the pods those policies admit.
 
 The service proxy picks a ready endpoint with a routing policy: round robin unless the Service carries
 the annotation `kubesim.io/routing-policy: <name>` naming one of the policies `Proxies` was built with
@@ -25,9 +26,10 @@ from dataclasses import dataclass, field
 import aiohttp
 from aiohttp import web
 
-from kubesim.apiserver.errors import ApiError
-from kubesim.cluster.netpol import SOURCE_POD_HEADER, Source, ingress_allowed, refused, source_of
 from kubesim.workload import Endpoint, relay
+
+from .errors import ApiError
+from .kubelets import Kubelets, PodNetwork
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +46,6 @@ _HOP_BY_HOP = {
     "host",
     "content-length",
     "authorization",
-    SOURCE_POD_HEADER.lower(),  # who is calling is the proxy's business, not the workload's
 }
 
 
@@ -74,22 +75,16 @@ def parse_target(target: str) -> tuple[str, str | None]:
     return target, None
 
 
-def _port_number_and_name(pod: dict, port) -> tuple[int | None, str | None]:
-    """A container port given by number or name, as (number, name) for NetworkPolicy port rules."""
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        for candidate in container.get("ports") or []:
-            if str(port) in (str(candidate.get("containerPort")), candidate.get("name")):
-                return candidate.get("containerPort"), candidate.get("name")
-    return (int(port), None) if str(port or "").isdigit() else (None, str(port) if port else None)
-
-
 class Proxies:
-    """The pod proxy, the service proxy and the log endpoint, over the cluster's kubelet and informers."""
+    """The pod proxy, the service proxy and the log endpoint, over the kubelets and pod network wired in."""
 
-    def __init__(self, store, kubelet, cluster_view, policies: Mapping[str, RoutingPolicy] | None = None):
+    def __init__(self, store, kubelets: Kubelets, network: PodNetwork,
+                 policies: Mapping[str, RoutingPolicy] | None = None):
         self.store = store
-        self.kubelet = kubelet
-        self.view = cluster_view
+        self.kubelets = kubelets
+        self.network = network
+        # who is calling is the proxy's business, not the workload's
+        self._hop_by_hop = _HOP_BY_HOP | {network.source_header.lower()}
         self._session: aiohttp.ClientSession | None = None
         self._round_robin: dict[tuple[str, str], itertools.count] = {}
         # Services annotated `kubesim.io/routing-policy: <name>` route through policies[name].
@@ -127,10 +122,9 @@ class Proxies:
         pod = self.store.get("v1/pods", namespace, name)
         if not (pod.get("spec") or {}).get("nodeName"):
             raise ApiError.bad_request(f"pod {name} does not have a host assigned")
-        if not ingress_allowed(self.store, pod, source_of(self.store, request.headers.get(SOURCE_POD_HEADER)),
-                               *_port_number_and_name(pod, port)):
-            raise refused(pod, port)
-        local = self.kubelet.port(namespace, name, port)
+        if not self.network.admits(pod, self.network.source(request.headers.get(self.network.source_header)), port):
+            raise self.network.refused(pod, port)
+        local = self.kubelets.pod_port(namespace, name, port)
         if local is None:
             address = f"{(pod.get('status') or {}).get('podIP') or name}:{port or 80}"
             raise ApiError(
@@ -162,21 +156,20 @@ class Proxies:
         selector = (service.get("spec") or {}).get("selector") or {}
         label_selector = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
         target = service_port.get("targetPort", service_port.get("port"))
-        endpoints = self.view.ready_endpoints(namespace, label_selector, target) if selector else []
+        endpoints = self.network.ready_endpoints(namespace, label_selector, target) if selector else []
         if not endpoints:
             raise ApiError(503, "ServiceUnavailable", f'no endpoints available for service "{name}"')
-        source = source_of(self.store, request.headers.get(SOURCE_POD_HEADER))
+        source = self.network.source(request.headers.get(self.network.source_header))
         allowed = [e for e in endpoints if self._reachable(namespace, e.pod_name, source, target)]
         if not allowed:
-            raise refused(self.store.get("v1/pods", namespace, endpoints[0].pod_name), target)
+            raise self.network.refused(self.store.get("v1/pods", namespace, endpoints[0].pod_name), target)
         endpoints = allowed
         body = await request.read()
         chosen = await self.choose(request, service, endpoints, body)
         return await self.forward(request, chosen.base_url, body)
 
-    def _reachable(self, namespace: str, pod_name: str, source: Source, target) -> bool:
-        pod = self.store.get("v1/pods", namespace, pod_name)
-        return ingress_allowed(self.store, pod, source, *_port_number_and_name(pod, target))
+    def _reachable(self, namespace: str, pod_name: str, source, target) -> bool:
+        return self.network.admits(self.store.get("v1/pods", namespace, pod_name), source, target)
 
     async def choose(self, request: web.Request, service: dict, endpoints: list[Endpoint], body: bytes) -> Endpoint:
         """The routing policy's pick among ready endpoints, round robin by default."""
@@ -216,7 +209,7 @@ class Proxies:
             path = "/" + path
         if body is None:
             body = await request.read()
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in self._hop_by_hop}
         try:
             upstream = await self.session().request(
                 request.method,
@@ -231,7 +224,7 @@ class Proxies:
         try:
             response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
             for key, value in upstream.headers.items():
-                if key.lower() not in _HOP_BY_HOP:
+                if key.lower() not in self._hop_by_hop:
                     response.headers.add(key, value)
             await response.prepare(request)
             try:
@@ -260,7 +253,7 @@ class Proxies:
         previous = request.query.get("previous") in ("true", "1")
         if not (pod.get("spec") or {}).get("nodeName"):
             return web.Response(text="", content_type="text/plain")  # not scheduled: no log location yet
-        lines = self.kubelet.logs(namespace, name, container, previous)
+        lines = self.kubelets.logs(namespace, name, container, previous)
         if lines is None:
             if previous:
                 raise ApiError.bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
@@ -276,10 +269,10 @@ class Proxies:
         await response.prepare(request)
         await response.write("".join(line + "\n" for line in lines).encode())
         if request.query.get("follow") in ("true", "1"):
-            sent = len(self.kubelet.logs(namespace, name, container, False) or [])
+            sent = len(self.kubelets.logs(namespace, name, container, False) or [])
             while True:
                 await asyncio.sleep(0.2)
-                current = self.kubelet.logs(namespace, name, container, False)
+                current = self.kubelets.logs(namespace, name, container, False)
                 if current is None:
                     break
                 if len(current) > sent:

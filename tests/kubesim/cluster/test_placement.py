@@ -2,13 +2,13 @@
 
 import pytest
 
+from kubesim.apiserver.admission.tolerations import extended_resource_tolerations
 from kubesim.apiserver.quantities import format_units, pod_requests, to_units
 from kubesim.cluster.nodes import build_nodes, parse_nodes
 from kubesim.cluster.placement import (
     FitError,
     NodeUsage,
     PlacedPod,
-    extended_resource_tolerations,
     place,
     place_gang,
     usage_by_node,

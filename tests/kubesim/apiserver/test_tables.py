@@ -7,7 +7,7 @@ import subprocess
 import time
 import urllib.request
 
-from .conftest import deployment
+from tests.kubesim.conftest import deployment
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 

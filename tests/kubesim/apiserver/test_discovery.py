@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 from kubernetes import client
 
-from .conftest import api_client_for, deployment
+from tests.kubesim.conftest import api_client_for, deployment
 
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 

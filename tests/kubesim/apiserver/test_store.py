@@ -22,9 +22,8 @@ from kubernetes.client import ApiException
 from kubesim.apiserver.errors import ApiError
 from kubesim.apiserver.server import Server
 from kubesim.apiserver.store import Store
+from tests.kubesim.conftest import api_client_for, deployment
 from tests.ports import free_port
-
-from .conftest import api_client_for, deployment
 
 
 def test_store_calls_share_semantics_with_http(kubesim, apps, namespace):

@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client import ApiException
 
-from .conftest import api_client_for
+from tests.kubesim.conftest import api_client_for
 
 
 def events(core, namespace, **kw) -> list[tuple[str, str]]:

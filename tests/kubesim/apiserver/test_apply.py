@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 from kubernetes.dynamic.exceptions import ConflictError, DynamicApiError
 
-from .conftest import deployment
+from tests.kubesim.conftest import deployment
 
 
 @pytest.fixture

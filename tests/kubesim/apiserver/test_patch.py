@@ -8,7 +8,7 @@ import pytest
 from kubernetes.client import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError
 
-from .conftest import deployment
+from tests.kubesim.conftest import deployment
 
 
 def pod_template(apps, namespace, name="web"):

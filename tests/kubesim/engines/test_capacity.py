@@ -7,7 +7,7 @@ from capacity.known import KNOWN_MODELS
 from capacity.plan import Knobs, plan
 from kubesim.engines import workload_for
 from kubesim.engines.harness import pod_context
-from tests.kubesim.test_engine_flags import start_error
+from tests.kubesim.engines.test_flags import start_error
 
 VLLM = "vllm/vllm-openai:v0.33.0"
 SGLANG = "lmsysorg/sglang:v0.5.23"

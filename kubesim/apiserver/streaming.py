@@ -2,7 +2,8 @@
 
 - exec (`.../pods/{name}/exec?command=...`): subprotocols `v5.channel.k8s.io` / `v4.channel.k8s.io`: output on
   channels 1 (stdout) and 2 (stderr), then a `Status` on channel 3 (`NonZeroExitCode` with the exit code as its
-  cause when the command fails). The command runs in `kubesim.cluster.shell`.
+  cause when the command fails). The command runs in the container's kubelet (the
+  cluster's `kubesim.cluster.shell`).
 - port-forward (`.../pods/{name}/portforward?ports=...`): kubectl tunnels SPDY in the WebSocket
   (`SPDY/3.1+portforward.k8s.io`): one data and one error stream per local connection, each connection a real
   TCP connection to the container's port. The official client uses `v4.channel.k8s.io`: channels 2i (data) and
@@ -18,14 +19,12 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
-from datetime import datetime
 
 from aiohttp import WSMsgType, web
 
-from kubesim.apiserver.errors import ApiError
-from kubesim.cluster import shell, spdy
-from kubesim.engines import VLLM_IMAGES, image_repo
+from . import spdy
+from .errors import ApiError
+from .kubelets import Kubelets
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +35,6 @@ SPDY_REFUSED = ("kubesim streams exec and port-forward over WebSocket only (v5.c
                 "SPDY/3.1+portforward.k8s.io), not over SPDY: use kubectl 1.31 or later without "
                 "KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false or PORT_FORWARD_WEBSOCKETS=false")
 STDOUT, STDERR, ERROR = 1, 2, 3
-# PID 1 of images run without a command: their ENTRYPOINT
-_ENTRYPOINTS = {repo: ["python3", "-m", "vllm.entrypoints.openai.api_server"] for repo in VLLM_IMAGES}
 CHUNK = 32 * 1024
 
 
@@ -54,11 +51,11 @@ def _offered(request: web.Request) -> list[str]:
 
 
 class Streaming:
-    """The exec and port-forward endpoints over the kubelet's pod runtimes."""
+    """The exec and port-forward endpoints, over the kubelets the cluster wires in."""
 
-    def __init__(self, store, kubelet):
+    def __init__(self, store, kubelets: Kubelets):
         self.store = store
-        self.kubelet = kubelet
+        self.kubelets = kubelets
 
     def routes(self) -> list[tuple[str, str, object]]:
         base = "/api/v1/namespaces/{namespace}/pods/{name}"
@@ -80,86 +77,17 @@ class Streaming:
             raise ApiError.bad_request(f"container {wanted} is not valid for pod {name}")
         return wanted
 
-    def view(self, pod: dict, container_name: str) -> shell.Container:
-        """What a command in the container sees: environment, files, PID 1 and the GPUs it holds."""
-        meta, spec = pod["metadata"], pod.get("spec") or {}
-        namespace, name = meta.get("namespace") or "default", meta["name"]
-        runtime = self.kubelet.runtimes.get((namespace, name))
-        running = next((c for c in runtime.containers if c.name == container_name), None) if runtime else None
-        if running is None or running.workload is None:
-            raise ApiError.bad_request(f'container not found ("{container_name}")')
-        cspec = running.spec
-        env = [("PATH", shell.PATH), ("HOSTNAME", name), *running.env.items()]
-        if self.store.exists("v1/services", "default", "kubernetes"):
-            svc = self.store.get("v1/services", "default", "kubernetes")
-            ip = (svc.get("spec") or {}).get("clusterIP", "")
-            env += [("KUBERNETES_SERVICE_HOST", ip), ("KUBERNETES_SERVICE_PORT", "443"),
-                    ("KUBERNETES_PORT", f"tcp://{ip}:443")]
-        env.append(("HOME", "/root"))
-        pod_ip = runtime.pod_ip
-        files = {
-            "/etc/hostname": name + "\n",
-            "/etc/hosts": ("# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost "
-                           f"ip6-loopback\n{pod_ip}\t{name}\n"),
-            "/etc/resolv.conf": (f"search {namespace}.svc.cluster.local svc.cluster.local cluster.local\n"
-                                 "nameserver 10.96.0.10\noptions ndots:5\n"),
-            "/var/run/secrets/kubernetes.io/serviceaccount/namespace": namespace,
-        }
-        files.update(self._volume_files(namespace, spec, cspec))
-        entrypoint = cspec.get("command") or _ENTRYPOINTS.get(image_repo(cspec.get("image", "")), [])
-        command = [*entrypoint, *(cspec.get("args") or [])]
-        started = ((running.state.get("running") or {}).get("startedAt"))
-        started_at = datetime.fromisoformat(started.replace("Z", "+00:00")).timestamp() if started else time.time()
-        gpus = [(d, self.kubelet.gpus.read(d, running.workload))
-                for d in self.kubelet.gpus.of_pod(namespace, name, container_name)]
-        return shell.Container(namespace, name, container_name, pod_ip, env, files,
-                               " ".join(command) or cspec.get("image", "").rsplit("/", 1)[-1].split(":")[0],
-                               started_at, gpus)
-
-    def _volume_files(self, namespace: str, spec: dict, cspec: dict) -> dict[str, str]:
-        """Files of the ConfigMap and Secret volumes the container mounts (keys, or `items` paths)."""
-        from kubesim.cluster.containerenv import source_data
-
-        volumes = {v.get("name"): v for v in spec.get("volumes") or []}
-        out = {}
-        for mount in cspec.get("volumeMounts") or []:
-            volume = volumes.get(mount.get("name")) or {}
-            if "configMap" in volume:
-                kind, ref = "configmaps", volume["configMap"]
-                source = ref.get("name")
-            elif "secret" in volume:
-                kind, ref = "secrets", volume["secret"]
-                source = ref.get("secretName")
-            else:
-                continue
-            try:
-                data = source_data(self.store.get(f"v1/{kind}", namespace, source)) or {}
-            except ApiError:
-                continue
-            paths = {i["key"]: i.get("path", i["key"]) for i in ref.get("items") or [] if "key" in i} \
-                or {k: k for k in data}
-            base = mount.get("mountPath", "/").rstrip("/")
-            if mount.get("subPath"):
-                key = next((k for k, p in paths.items() if p == mount["subPath"]), None)
-                if key in data:
-                    out[base] = data[key]
-                continue
-            for key, path in paths.items():
-                if key in data:
-                    out[f"{base}/{path}"] = data[key]
-        return out
-
     async def exec(self, request: web.Request) -> web.StreamResponse:
         namespace, name = request.match_info["namespace"], request.match_info["name"]
         pod = self.store.get("v1/pods", namespace, name)
         container = self._container(pod, request.query.get("container"))
-        view = self.view(pod, container)
+        run = self.kubelets.exec_in(pod, container)
         command = request.query.getall("command", [])
         _upgrade_check(request)
         ws = web.WebSocketResponse(protocols=EXEC_PROTOCOLS, autoping=True)
         await ws.prepare(request)
         try:
-            result = shell.run(view, command)
+            result = run(command)
             if result.stdout:
                 await ws.send_bytes(bytes([STDOUT]) + result.stdout.encode())
             if result.stderr:
@@ -177,17 +105,6 @@ class Streaming:
         return ws
 
     # ------------------------------------------------------------------ port-forward
-
-    def _target(self, namespace: str, name: str, port: int) -> int | None:
-        runtime = self.kubelet.runtimes.get((namespace, name))
-        if runtime is None:
-            return None
-        for container in runtime.containers:
-            for declared in container.spec.get("ports") or []:
-                if declared.get("containerPort") == port and container.port is not None:
-                    return container.port
-        # an undeclared port: the container that listens (every simulated workload serves one port)
-        return next((c.port for c in runtime.containers if c.port is not None and c.workload is not None), None)
 
     async def portforward(self, request: web.Request) -> web.StreamResponse:
         namespace, name = request.match_info["namespace"], request.match_info["name"]
@@ -228,7 +145,7 @@ class Streaming:
         for i, port in enumerate(ports):
             for channel in (2 * i, 2 * i + 1):
                 await ws.send_bytes(bytes([channel]) + port.to_bytes(2, "little"))
-            local = self._target(namespace, name, port)
+            local = self.kubelets.forward_port(namespace, name, port)
             try:
                 if local is None:
                     raise OSError("connection refused")
@@ -329,7 +246,7 @@ class SpdyTunnel:
 
     async def connect(self, port: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | str:
         """A connection to the container's port, or the error message the kubelet would send."""
-        local = self.streaming._target(self.namespace, self.name, int(port)) if port.isdigit() else None
+        local = self.streaming.kubelets.forward_port(self.namespace, self.name, int(port)) if port.isdigit() else None
         try:
             if local is None:
                 raise OSError("connect: connection refused")

@@ -9,7 +9,7 @@ from kubernetes import client
 from kubernetes.client import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError
 
-from .conftest import deployment
+from tests.kubesim.conftest import deployment
 
 
 def status_of(exc: ApiException) -> dict:
@@ -311,3 +311,18 @@ def test_dry_run_patch_apply_and_delete_change_nothing(core, dyn, namespace):
     now = core.read_namespaced_config_map("c", namespace)
     assert (now.data, now.metadata.resource_version) == ({"a": "1"}, cm.metadata.resource_version)
     assert [c.metadata.name for c in core.list_namespaced_config_map(namespace).items] == ["c"]
+
+
+def test_rbac_names_are_path_segments_and_other_names_subdomains(api_client, core, namespace):
+    """`system:controller:x` is a valid ClusterRole name (upstream's ValidateRBACName), not a ConfigMap name."""
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    role = {"metadata": {"name": "system:controller:demo"}, "rules": []}
+    assert rbac.create_cluster_role(role).metadata.name == "system:controller:demo"
+    with pytest.raises(ApiException) as e:
+        rbac.create_cluster_role({"metadata": {"name": ".."}, "rules": []})
+    assert e.value.status == 422
+    assert 'metadata.name: Invalid value: "..": may not be \'..\'' in status_of(e.value)["message"]
+    with pytest.raises(ApiException) as e:
+        core.create_namespaced_config_map(namespace, {"metadata": {"name": "system:demo"}})
+    assert e.value.status == 422
+    assert "a lowercase RFC 1123 subdomain" in status_of(e.value)["message"]
