@@ -1,0 +1,35 @@
+"""`python -m gateway`: serve the gateway with uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m gateway", description="The tenants' OpenAI-compatible gateway.")
+    parser.add_argument("--host", default=os.environ.get("GATEWAY_HOST", "0.0.0.0"))  # a server listens on all interfaces
+    parser.add_argument("--port", type=int, default=int(os.environ.get("GATEWAY_PORT", "8080")))
+    parser.add_argument("--snapshot", default=os.environ.get("GATEWAY_SNAPSHOT", "var/gateway/snapshot.json"),
+                        help="The routing snapshot written by `manage.py gateway_snapshot`.")
+    parser.add_argument("--refresh-seconds", type=float, default=2.0,
+                        help="How often the snapshot file is checked for a change.")
+    parser.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024,
+                        help="Bodies over this are refused with 413.")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    import uvicorn
+
+    from gateway.app import Gateway
+    from gateway.snapshot import SnapshotFile
+
+    args = parse_args(argv)
+    app = Gateway(SnapshotFile(args.snapshot), max_body_bytes=args.max_body_bytes,
+                  refresh_seconds=args.refresh_seconds)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
+
+
+if __name__ == "__main__":
+    main()

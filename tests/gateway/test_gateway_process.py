@@ -1,0 +1,167 @@
+"""`python -m gateway` as a real process on a snapshot written by the control plane, called over HTTP by
+the official openai client and by plain requests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from datetime import timedelta
+
+import openai
+import pytest
+from django.utils import timezone
+
+from apps.catalog.models import Adapter
+from apps.gateway.models import InferenceKey
+from apps.gateway.snapshot import write_snapshot
+from tests.factories import InferenceServiceFactory, ModelFactory
+from tests.polling import wait_for
+from tests.ports import free_port
+
+pytestmark = pytest.mark.django_db
+
+
+def issue(tenant, name, services=()):
+    key = InferenceKey(tenant=tenant, name=name)
+    plaintext = key.new_secret()
+    key.save()
+    key.services.set(services)
+    return key, plaintext
+
+
+@pytest.fixture
+def world(tenant_a, tenant_b, tmp_path):
+    model = ModelFactory(tenant=tenant_a, name="llama-8b")
+    chat = InferenceServiceFactory(tenant=tenant_a, name="chat", model=model)
+    adapter = Adapter.objects.create(tenant=tenant_a, name="sql-lora", base_model=model,
+                                     source_uri="hf://acme/sql-lora@main", rank=16)
+    chat.adapters.add(adapter)
+    InferenceServiceFactory(tenant=tenant_a, name="embed")
+    InferenceServiceFactory(tenant=tenant_b, name="secret-b")
+    _, all_key = issue(tenant_a, "all")
+    _, chat_only = issue(tenant_a, "chat-only", [chat])
+    revoked, revoked_key = issue(tenant_a, "revoked")
+    revoked.revoked_at = timezone.now()
+    revoked.save()
+    expired, expired_key = issue(tenant_a, "expired")
+    InferenceKey.objects.filter(pk=expired.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    _, bravo_key = issue(tenant_b, "b")
+    path = tmp_path / "snapshot.json"
+    write_snapshot(path)
+    return {"path": path, "all": all_key, "chat_only": chat_only, "revoked": revoked_key,
+            "expired": expired_key, "bravo": bravo_key}
+
+
+@pytest.fixture
+def gateway(world):
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "gateway", "--host", "127.0.0.1", "--port", str(port),
+                             "--snapshot", str(world["path"]), "--refresh-seconds", "0.2",
+                             "--max-body-bytes", "2048"])
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: status_of(f"{base}/readyz") == 200, timeout=20)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def status_of(url: str) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return None
+
+
+def client(base, key):
+    return openai.OpenAI(base_url=f"{base}/v1", api_key=key, max_retries=0, timeout=5)
+
+
+def test_models_lists_only_what_the_key_may_call(gateway, world):
+    everything = sorted(m.id for m in client(gateway, world["all"]).models.list())
+    # The service names, the served model and the adapter; the factory's model of `embed` has its own name.
+    assert {"chat", "embed", "llama-8b", "sql-lora"} <= set(everything) and len(everything) == 5
+    assert sorted(m.id for m in client(gateway, world["chat_only"]).models.list()) == ["chat", "llama-8b",
+                                                                                       "sql-lora"]
+    assert "secret-b" not in [m.id for m in client(gateway, world["all"]).models.list()]
+
+
+@pytest.mark.parametrize("which", ["revoked", "expired"])
+def test_revoked_expired_and_unknown_keys_are_401(gateway, world, which):
+    for key in (world[which], "sk-not-a-key"):
+        with pytest.raises(openai.AuthenticationError) as caught:
+            client(gateway, key).models.list()
+        assert caught.value.code == "invalid_api_key"
+
+
+def test_another_tenants_model_is_404_like_one_that_does_not_exist(gateway, world):
+    answers = []
+    for model in ("secret-b", "no-such-model"):
+        with pytest.raises(openai.NotFoundError) as caught:
+            client(gateway, world["all"]).chat.completions.create(model=model, messages=[])
+        assert caught.value.code == "model_not_found"
+        answers.append(caught.value.body["message"].replace(model, "X"))
+    assert answers[0] == answers[1]
+    # The key limited to `chat` does not reach the tenant's other service either.
+    with pytest.raises(openai.NotFoundError):
+        client(gateway, world["chat_only"]).completions.create(model="embed", prompt="hi")
+
+
+def post(base, key, body: bytes):
+    request = urllib.request.Request(f"{base}/v1/chat/completions", data=body, method="POST",
+                                     headers={"authorization": f"Bearer {key}", "content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, dict(response.headers), json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), json.loads(exc.read())
+
+
+def test_malformed_and_oversized_bodies(gateway, world):
+    status, _, body = post(gateway, world["all"], b"{not json")
+    assert status == 400 and body["error"]["type"] == "invalid_request_error"
+    status, _, body = post(gateway, world["all"], json.dumps({"model": "chat"}).encode())
+    assert status == 400 and body["error"]["param"] == "messages"
+    status, _, body = post(gateway, world["all"], json.dumps({"model": "chat", "messages": ["x" * 3000]}).encode())
+    assert status == 413 and set(body["error"]) == {"message", "type", "param", "code"}
+
+
+def test_no_ready_replica_is_503_with_retry_after(gateway, world):
+    status, headers, body = post(gateway, world["all"],
+                                 json.dumps({"model": "sql-lora", "messages": [{"role": "user", "content": "hi"}]})
+                                 .encode())
+    assert status == 503 and int(headers["retry-after"]) > 0
+    assert body["error"]["code"] == "no_ready_replica"
+
+
+def test_a_new_key_works_after_the_next_snapshot_and_metrics_count(gateway, world, tenant_a):
+    _, fresh = issue(tenant_a, "fresh")
+    with pytest.raises(openai.AuthenticationError):
+        client(gateway, fresh).models.list()
+    write_snapshot(world["path"])
+    wait_for(lambda: known(gateway, fresh), timeout=5)
+    with urllib.request.urlopen(f"{gateway}/metrics", timeout=2) as response:
+        text = response.read().decode()
+    assert 'gateway_requests_total{route="/v1/models",status="401"}' in text
+
+
+def known(base, key) -> bool:
+    try:
+        return len(list(client(base, key).models.list())) == 5
+    except openai.AuthenticationError:
+        return False
+
+
+def test_the_gateway_loads_without_django():
+    code = "import sys, gateway.app, gateway.__main__; assert 'django' not in sys.modules, 'django imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
+    help_run = subprocess.run([sys.executable, "-m", "gateway", "--help"], capture_output=True, text=True,
+                              timeout=30)
+    assert help_run.returncode == 0 and "--port" in help_run.stdout and "--snapshot" in help_run.stdout
