@@ -8,7 +8,8 @@ import os
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m gateway", description="The tenants' OpenAI-compatible gateway.")
-    parser.add_argument("--host", default=os.environ.get("GATEWAY_HOST", "0.0.0.0"))  # a server listens on all interfaces
+    # A server in a pod listens on every interface.
+    parser.add_argument("--host", default=os.environ.get("GATEWAY_HOST", "0.0.0.0"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("GATEWAY_PORT", "8080")))
     parser.add_argument("--snapshot", default=os.environ.get("GATEWAY_SNAPSHOT", "var/gateway/snapshot.json"),
                         help="The routing snapshot written by `manage.py gateway_snapshot`.")
