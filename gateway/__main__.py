@@ -17,6 +17,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="How often the snapshot file is checked for a change.")
     parser.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024,
                         help="Bodies over this are refused with 413.")
+    parser.add_argument("--redis-url", default=os.environ.get("GATEWAY_REDIS_URL", ""),
+                        help="Where limits are shared between replicas; empty keeps them per replica.")
+    parser.add_argument("--replicas", type=int, default=int(os.environ.get("GATEWAY_REPLICAS", "1")),
+                        help="Gateway replicas: while Redis is unreachable each enforces 1/replicas of a limit.")
     return parser.parse_args(argv)
 
 
@@ -24,11 +28,13 @@ def main(argv=None) -> None:
     import uvicorn
 
     from gateway.app import Gateway
+    from gateway.limits import RequestLimiter
     from gateway.snapshot import SnapshotFile
 
     args = parse_args(argv)
     app = Gateway(SnapshotFile(args.snapshot), max_body_bytes=args.max_body_bytes,
-                  refresh_seconds=args.refresh_seconds)
+                  refresh_seconds=args.refresh_seconds,
+                  limiter=RequestLimiter(args.redis_url or None, replicas=args.replicas))
     uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
 
 

@@ -7,11 +7,13 @@ Upstream forwarding is not built yet (README "Gateway"): a request that passes e
 from __future__ import annotations
 
 import json
+import math
 import time
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
 from gateway.errors import error_body
+from gateway.limits import Decision, RequestLimiter
 from gateway.snapshot import SnapshotFile
 
 JSON = [(b"content-type", b"application/json")]
@@ -20,8 +22,10 @@ OPENAI_POSTS = {"/v1/chat/completions": "messages", "/v1/completions": "prompt"}
 
 
 class Gateway:
-    def __init__(self, snapshot: SnapshotFile, *, max_body_bytes: int, refresh_seconds: float):
+    def __init__(self, snapshot: SnapshotFile, *, max_body_bytes: int, refresh_seconds: float,
+                 limiter: RequestLimiter):
         self.snapshot = snapshot
+        self.limiter = limiter
         self.max_body_bytes = max_body_bytes
         self.refresh_seconds = refresh_seconds
         self._next_refresh = 0.0
@@ -29,6 +33,11 @@ class Gateway:
         self.registry = CollectorRegistry()
         self.requests = Counter("gateway_requests", "Requests answered, by route and status.",
                                 ["route", "status"], registry=self.registry)
+        self.rate_limited = Counter("gateway_rate_limited", "Requests refused with 429, by reason.",
+                                    ["reason"], registry=self.registry)
+        self.redis_up = Gauge("gateway_redis_up", "1 while limits are shared through Redis, 0 while each "
+                              "replica enforces its own share.", registry=self.registry)
+        self.redis_up.set_function(lambda: 1 if limiter.redis_ok else 0)
 
     def routing(self):
         # A stat() every refresh_seconds at most: the request path does no other I/O for routing.
@@ -106,8 +115,25 @@ class Gateway:
             # The same answer whether the model exists in another tenant or nowhere.
             return 404, JSON, error_body(404, f"The model '{model}' does not exist.", code="model_not_found",
                                          param="model")
-        headers = [*JSON, (b"retry-after", str(RETRY_AFTER_SECONDS).encode())]
+        tenant = self.routing().tenants.get(str(key["tenant_id"]), {})
+        decision = self.limiter.take({f"key:{key['id']}": key["rpm"], f"tenant:{key['tenant_id']}": tenant.get("rpm")})
+        limit_headers = request_headers(decision)
+        if decision is not None and not decision.allowed:
+            self.rate_limited.labels("requests").inc()
+            retry = str(max(1, math.ceil(decision.reset_ms / 1000))).encode()
+            return 429, [*JSON, *limit_headers, (b"retry-after", retry)], error_body(
+                429, "Rate limit reached for requests per minute.", code="rate_limit_exceeded")
+        headers = [*JSON, *limit_headers, (b"retry-after", str(RETRY_AFTER_SECONDS).encode())]
         return 503, headers, error_body(503, f"No replica of '{model}' is ready.", code="no_ready_replica")
+
+
+def request_headers(decision: Decision | None) -> list[tuple[bytes, bytes]]:
+    """OpenAI's x-ratelimit-*-requests headers (reset as a duration, e.g. "12.5s")."""
+    if decision is None:
+        return []
+    return [(b"x-ratelimit-limit-requests", str(decision.limit).encode()),
+            (b"x-ratelimit-remaining-requests", str(decision.remaining).encode()),
+            (b"x-ratelimit-reset-requests", f"{decision.reset_ms / 1000:g}s".encode())]
 
 
 def unauthorized():

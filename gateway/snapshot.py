@@ -16,6 +16,7 @@ log = logging.getLogger("gateway.snapshot")
 class Routing:
     keys: dict = field(default_factory=dict)
     services: list = field(default_factory=list)
+    tenants: dict = field(default_factory=dict)
     loaded: bool = False
 
     def key(self, plaintext: str) -> dict | None:
@@ -53,7 +54,8 @@ class SnapshotFile:
                 return
             with open(self.path) as handle:
                 data = json.load(handle)
-            self.routing = Routing(keys=data["keys"], services=data["services"], loaded=True)
+            self.routing = Routing(keys=data["keys"], services=data["services"], tenants=data["tenants"],
+                                   loaded=True)
             self._mtime = mtime
         except (OSError, ValueError, KeyError) as exc:
             log.warning("snapshot %s not loaded: %s", self.path, exc)

@@ -12,6 +12,7 @@ from datetime import timedelta
 
 import openai
 import pytest
+import redis
 from django.utils import timezone
 
 from apps.catalog.models import Adapter
@@ -49,10 +50,13 @@ def world(tenant_a, tenant_b, tmp_path):
     expired, expired_key = issue(tenant_a, "expired")
     InferenceKey.objects.filter(pk=expired.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
     _, bravo_key = issue(tenant_b, "b")
+    limited, limited_key = issue(tenant_a, "limited")
+    InferenceKey.objects.filter(pk=limited.pk).update(rpm=2)
     path = tmp_path / "snapshot.json"
     write_snapshot(path)
     return {"path": path, "all": all_key, "chat_only": chat_only, "revoked": revoked_key,
-            "expired": expired_key, "bravo": bravo_key}
+            "expired": expired_key, "bravo": bravo_key,
+            "limited": limited_key, "limited_id": limited.pk}
 
 
 @pytest.fixture
@@ -60,7 +64,7 @@ def gateway(world):
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "gateway", "--host", "127.0.0.1", "--port", str(port),
                              "--snapshot", str(world["path"]), "--refresh-seconds", "0.2",
-                             "--max-body-bytes", "2048"])
+                             "--max-body-bytes", "2048", "--redis-url", "redis://127.0.0.1:6379/11"])
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: status_of(f"{base}/readyz") == 200, timeout=20)
@@ -165,3 +169,17 @@ def test_the_gateway_loads_without_django():
     help_run = subprocess.run([sys.executable, "-m", "gateway", "--help"], capture_output=True, text=True,
                               timeout=30)
     assert help_run.returncode == 0 and "--port" in help_run.stdout and "--snapshot" in help_run.stdout
+
+
+def test_requests_per_minute_answer_429_with_openais_headers(gateway, world):
+    redis.Redis.from_url("redis://127.0.0.1:6379/11").delete(f"gw:rpm:key:{world['limited_id']}")
+    body = json.dumps({"model": "chat", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    answers = [post(gateway, world["limited"], body) for _ in range(2)]
+    assert [headers["x-ratelimit-remaining-requests"] for _, headers, _ in answers] == ["1", "0"]
+    assert all(headers["x-ratelimit-limit-requests"] == "2" for _, headers, _ in answers)
+    with pytest.raises(openai.RateLimitError) as caught:
+        client(gateway, world["limited"]).chat.completions.create(model="chat", messages=[])
+    assert caught.value.code == "rate_limit_exceeded"
+    assert 1 <= int(caught.value.response.headers["retry-after"]) <= 60
+    # A key without limits is not slowed by another key's.
+    assert post(gateway, world["all"], body)[0] == 503
