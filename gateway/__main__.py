@@ -21,6 +21,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="Where limits are shared between replicas; empty keeps them per replica.")
     parser.add_argument("--replicas", type=int, default=int(os.environ.get("GATEWAY_REPLICAS", "1")),
                         help="Gateway replicas: while Redis is unreachable each enforces 1/replicas of a limit.")
+    parser.add_argument("--database-url", default=os.environ.get("GATEWAY_DATABASE_URL", ""),
+                        help="Where usage rows are written (batched, off the request path); empty meters nothing.")
+    parser.add_argument("--spool-rows", type=int, default=100_000,
+                        help="Usage rows held in memory while PostgreSQL is unreachable; past it the oldest go.")
+    parser.add_argument("--usage-flush-seconds", type=float, default=1.0,
+                        help="How often queued usage rows are written.")
     return parser.parse_args(argv)
 
 
@@ -29,13 +35,18 @@ def main(argv=None) -> None:
 
     from gateway.app import Gateway
     from gateway.limits import RequestLimiter
+    from gateway.metering import UsageWriter
     from gateway.snapshot import SnapshotFile
 
     args = parse_args(argv)
     app = Gateway(SnapshotFile(args.snapshot), max_body_bytes=args.max_body_bytes,
                   refresh_seconds=args.refresh_seconds,
-                  limiter=RequestLimiter(args.redis_url or None, replicas=args.replicas))
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
+                  limiter=RequestLimiter(args.redis_url or None, replicas=args.replicas),
+                  usage=UsageWriter(args.database_url, max_rows=args.spool_rows,
+                                    interval=args.usage_flush_seconds) if args.database_url else None)
+    # uvicorn stops accepting on SIGTERM, waits for requests in flight, then runs the lifespan shutdown.
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False,
+                timeout_graceful_shutdown=25)
 
 
 if __name__ == "__main__":

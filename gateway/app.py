@@ -14,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 
 from gateway.errors import error_body
 from gateway.limits import Decision, RequestLimiter
+from gateway.metering import UsageWriter
 from gateway.snapshot import SnapshotFile
 
 JSON = [(b"content-type", b"application/json")]
@@ -23,8 +24,9 @@ OPENAI_POSTS = {"/v1/chat/completions": "messages", "/v1/completions": "prompt"}
 
 class Gateway:
     def __init__(self, snapshot: SnapshotFile, *, max_body_bytes: int, refresh_seconds: float,
-                 limiter: RequestLimiter):
+                 limiter: RequestLimiter, usage: UsageWriter | None = None):
         self.snapshot = snapshot
+        self.usage = usage
         self.limiter = limiter
         self.max_body_bytes = max_body_bytes
         self.refresh_seconds = refresh_seconds
@@ -62,8 +64,13 @@ class Gateway:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 self.routing()
+                if self.usage is not None:
+                    self.usage.start()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                # uvicorn has finished the requests in flight by now: what they metered is flushed here.
+                if self.usage is not None:
+                    self.usage.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
@@ -97,6 +104,19 @@ class Gateway:
         key = self._key(scope)
         if key is None:
             return unauthorized()
+        started = time.monotonic()
+        meter: dict = {}
+        status, headers, body = await self._checked(key, receive, required, meter)
+        if self.usage is not None:
+            # One row per request a key made, refusals included: 429s and errors are usage too.
+            self.usage.record(tenant_id=key["tenant_id"], key_id=key["id"], service_id=meter.get("service_id"),
+                              model=meter.get("model", ""), pod="", status=status, prompt_tokens=0,
+                              cached_tokens=0, completion_tokens=0, ttft_ms=None,
+                              duration_ms=(time.monotonic() - started) * 1000, streamed=False,
+                              disconnected=False)
+        return status, headers, body
+
+    async def _checked(self, key: dict, receive, required: str, meter: dict):
         body = await read_body(receive, self.max_body_bytes)
         if body is None:
             return 413, JSON, error_body(413, f"The body is over {self.max_body_bytes} bytes.")
@@ -110,11 +130,13 @@ class Gateway:
             if name not in request:
                 return 400, JSON, error_body(400, f"'{name}' is a required property.", param=name)
         model = request["model"]
+        meter["model"] = str(model)[:200]
         service = self.routing().models_for(key).get(model) if isinstance(model, str) else None
         if service is None:
             # The same answer whether the model exists in another tenant or nowhere.
             return 404, JSON, error_body(404, f"The model '{model}' does not exist.", code="model_not_found",
                                          param="model")
+        meter["service_id"] = service["id"]
         tenant = self.routing().tenants.get(str(key["tenant_id"]), {})
         decision = self.limiter.take({f"key:{key['id']}": key["rpm"], f"tenant:{key['tenant_id']}": tenant.get("rpm")})
         limit_headers = request_headers(decision)
