@@ -98,6 +98,7 @@ INSTALLED_APPS = [
     "apps.serving",
     "apps.telemetry",
     "apps.autoscaling",
+    "apps.gateway",
     "apps.web",
     "workers",
 ]

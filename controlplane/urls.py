@@ -17,6 +17,7 @@ urlpatterns = [
     path("api/v1/", include("apps.serving.api.urls")),
     path("api/v1/", include("apps.telemetry.api.urls")),
     path("api/v1/", include("apps.autoscaling.api.urls")),
+    path("api/v1/", include("apps.gateway.api.urls")),
     path("api/v1/", include("apps.core.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

@@ -41,7 +41,10 @@ ROLES = [Role.OWNER, Role.OPERATOR, Role.VIEWER]
 # Who changes and deletes a tenant's rows, stated here independently of the rules: owners and operators,
 # except where the product says otherwise.
 OWNERS_ONLY = {"tenancy.Tenant", "tenancy.Membership", "tenancy.ApiToken"}
-NOBODY_BUT_STAFF = {"core.AuditEntry", "catalog.TenantImageRegistry"}
+# Tenant limits are set by staff like the GPU quota; usage rows are written by the gateway alone.
+NOBODY_BUT_STAFF = {
+    "core.AuditEntry", "catalog.TenantImageRegistry", "gateway.TenantLimits", "gateway.UsageRow", "gateway.UsageHour",
+}
 
 _serial = itertools.count()
 

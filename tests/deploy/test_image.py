@@ -99,11 +99,13 @@ def test_the_web_grace_period_outlasts_gunicorns_graceful_timeout(overlay):
 def test_compose_runs_the_same_image_with_the_same_roles():
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     apps = {name: svc for name, svc in compose["services"].items() if svc.get("build") == "."}
-    assert set(apps) == {"kubesim", "migrate", "web", "worker", "beat"}
+    assert set(apps) == {"kubesim", "migrate", "web", "worker", "beat", "gateway-snapshot", "gateway"}
     assert {svc["image"] for svc in apps.values()} == {"controlplane:local"}
     for name in ("web", "worker", "beat"):
         assert apps[name]["command"] == [name]
     assert "controlplane.entrypoint migrate" in " ".join(apps["migrate"]["entrypoint"])
+    assert apps["gateway-snapshot"]["command"][:2] == ["manage", "gateway_snapshot"]
+    assert apps["gateway"]["entrypoint"][:3] == ["python", "-m", "gateway"]
 
 
 def test_an_unknown_role_is_refused_with_the_list_of_roles():

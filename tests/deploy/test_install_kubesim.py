@@ -20,7 +20,8 @@ def test_dev_overlay_applies_server_side_and_every_deployment_becomes_ready(kube
                           str(DEPLOY / "overlays" / "dev")], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     expected = {o["metadata"]["name"]: o["spec"]["replicas"] for o in render("dev") if o["kind"] == "Deployment"}
-    assert expected == {"controlplane-web": 1, "controlplane-worker": 1, "controlplane-beat": 1}
+    assert expected == {"controlplane-web": 1, "controlplane-worker": 1, "controlplane-beat": 1,
+                        "controlplane-gateway": 1}
     configuration = client.Configuration()
     configuration.host = kubesim_url
     with client.ApiClient(configuration) as api:

@@ -14,6 +14,7 @@ def test_overlay_renders_every_kind_the_install_needs(overlay):
     kinds = sorted({(o["kind"]) for o in render(overlay)})
     assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap",
                             "Service", "Deployment", "PodDisruptionBudget", "Job", "Ingress", "NetworkPolicy",
+                            "HorizontalPodAutoscaler",
                             *(["Secret"] if overlay == "dev" else [])])
 
 
@@ -136,10 +137,26 @@ def test_every_secret_file_the_settings_name_is_mounted_from_the_secret(overlay)
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_only_the_web_port_admits_traffic(overlay):
+def test_only_the_web_and_gateway_ports_admit_traffic(overlay):
     policies = [o for o in render(overlay) if o["kind"] == "NetworkPolicy"]
     deny = [p for p in policies if p["spec"]["podSelector"] == {}]
     assert len(deny) == 1 and "ingress" not in deny[0]["spec"]
     allow = [p for p in policies if p["spec"]["podSelector"]]
-    assert [p["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for p in allow] == ["web"]
-    assert allow[0]["spec"]["ingress"] == [{"ports": [{"port": "http", "protocol": "TCP"}]}]
+    assert sorted(p["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for p in allow) == [
+        "gateway", "web"]
+    assert all(p["spec"]["ingress"] == [{"ports": [{"port": "http", "protocol": "TCP"}]}] for p in allow)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_gateway_probes_scales_on_cpu_and_keeps_one_replica_through_disruptions(overlay):
+    objects = render(overlay)
+    spec = pod_specs(objects)["Deployment/controlplane-gateway"]
+    gateway = next(c for c in spec["containers"] if c["name"] == "gateway")
+    assert gateway["command"] == ["python", "-m", "gateway"]
+    assert gateway["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert gateway["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    hpa = find(objects, "HorizontalPodAutoscaler", "controlplane-gateway")
+    assert hpa["spec"]["scaleTargetRef"]["name"] == "controlplane-gateway"
+    assert hpa["spec"]["metrics"][0]["resource"]["name"] == "cpu"
+    pdb = find(objects, "PodDisruptionBudget", "controlplane-gateway")
+    assert pdb["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "gateway"

@@ -1,0 +1,191 @@
+"""Inference keys (a tenant's credential for the gateway), per-tenant gateway limits, and metered usage.
+
+An inference key is not an API token: it calls models through the gateway and cannot manage anything.
+It is hashed the way API tokens are (one SHA-256 of 256 random bits) so the gateway's snapshot holds
+only hashes.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.utils import timezone
+
+from apps.core.access import restricted, tenant_owned
+from apps.core.models import TimestampedModel
+from apps.tenancy.models import TOKEN_PREFIX_LENGTH, hash_token
+
+# The marker lets secret scanners and people tell an inference key from an API token at a glance.
+KEY_MARKER = "sk-"
+LIMIT_HELP = "Empty means no limit of this kind at this level."
+
+
+def limit_field(help_text: str) -> models.PositiveIntegerField:
+    # Zero would be a key that can never be used; revoking says that more honestly.
+    return models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)], help_text=f"{help_text} {LIMIT_HELP}"
+    )
+
+
+class Limits(models.Model):
+    """The four limits a key and a tenant both carry; the gateway enforces the stricter of the two."""
+
+    rpm = limit_field("Requests per minute.")
+    tpm = limit_field("Tokens (prompt and completion) per minute.")
+    concurrency = limit_field("Requests in flight at once.")
+    monthly_token_budget = limit_field("Tokens per calendar month (UTC).")
+
+    class Meta:
+        abstract = True
+
+
+class InferenceKey(TimestampedModel, Limits):
+    """A bearer key for the gateway. Only its SHA-256 is stored; the plaintext is shown once."""
+
+    AUDIT_REDACTED_FIELDS = ("key_hash",)
+
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="inference_keys")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=len(KEY_MARKER) + TOKEN_PREFIX_LENGTH, editable=False)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    services = models.ManyToManyField(
+        "serving.InferenceService", blank=True, related_name="+",
+        help_text="The services the key may call; none means every service of its tenant.",
+    )
+    issued_at = models.DateTimeField(default=timezone.now, editable=False)
+    expires_at = models.DateTimeField(help_text="Required; at most TOKEN_MAX_DAYS after the secret was issued.")
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    # Members see their tenants' keys (never a secret: only the prefix and the hash are stored);
+    # owners and operators change them.
+    objects = restricted(tenant_owned("tenant"))
+
+    class Meta:
+        ordering = ["-created"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="gateway_key_name_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name})"
+
+    def new_secret(self, *, expires_at=None) -> str:
+        """A fresh secret (issue or rotate) and an expiry, by default the cap; returns the plaintext."""
+        plaintext = KEY_MARKER + secrets.token_urlsafe(32)
+        self.prefix = plaintext[: len(KEY_MARKER) + TOKEN_PREFIX_LENGTH]
+        self.key_hash = hash_token(plaintext)
+        self.issued_at = timezone.now()
+        self.expires_at = expires_at or self.latest_expiry
+        return plaintext
+
+    @property
+    def latest_expiry(self):
+        return self.issued_at + timedelta(days=settings.TOKEN_MAX_DAYS)
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        if self.expires_at is not None and self.expires_at > self.latest_expiry:
+            raise ValidationError({"expires_at": ValidationError(
+                "A key may live at most %(days)d days from when its secret was issued (TOKEN_MAX_DAYS); "
+                "rotate it for a new period.", code="max_lifetime", params={"days": settings.TOKEN_MAX_DAYS})})
+        if self.tenant_id and self.name:
+            clash = InferenceKey.objects.filter(tenant_id=self.tenant_id, name=self.name).exclude(pk=self.pk)
+            if clash.exists():
+                raise ValidationError({"name": ValidationError("The tenant has a key of this name.", code="unique")})
+
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    @property
+    def is_active(self) -> bool:
+        return not self.is_revoked and self.expires_at > timezone.now()
+
+    def audit_extra(self) -> dict:
+        return {"services": sorted(self.services.values_list("pk", flat=True))} if self.pk else {}
+
+
+class TenantLimits(TimestampedModel, Limits):
+    """Limits that bound all of a tenant's keys together; set by platform staff, like the GPU quota."""
+
+    tenant = models.OneToOneField("tenancy.Tenant", on_delete=models.CASCADE, related_name="gateway_limits")
+
+    # Members see their tenant's limits; only staff change them, like the GPU quota.
+    objects = restricted(tenant_owned("tenant", writers=frozenset()))
+
+    class Meta:
+        ordering = ["tenant__slug"]
+        verbose_name_plural = "tenant limits"
+
+    def __str__(self) -> str:
+        return f"limits of {self.tenant}"
+
+
+class Usage(models.Model):
+    """The counts shared by one request's row and an hour's rollup."""
+
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    cached_tokens = models.PositiveIntegerField(default=0, help_text="prompt_tokens_details.cached_tokens")
+    completion_tokens = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        abstract = True
+
+
+class UsageRow(Usage):
+    """One request as the gateway metered it. Keys and services are kept as plain ids so a row outlives
+    a deleted key (the bill does not change when the key goes) and so the gateway can COPY rows without
+    the database checking foreign keys on every batch."""
+
+    at = models.DateTimeField(db_index=False)
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="+")
+    key_id = models.BigIntegerField(null=True)
+    service_id = models.BigIntegerField(null=True)
+    model = models.CharField(max_length=200, help_text="The model field as asked: service, served name or adapter.")
+    pod = models.CharField(max_length=253, blank=True)
+    status = models.PositiveSmallIntegerField()
+    ttft_ms = models.FloatField(null=True)
+    duration_ms = models.FloatField()
+    streamed = models.BooleanField(default=False)
+    disconnected = models.BooleanField(default=False)
+
+    # Members read their tenant's usage; only the gateway writes it.
+    objects = restricted(tenant_owned("tenant", writers=frozenset()))
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "at"], name="gateway_usage_tenant_at")]
+
+    def __str__(self) -> str:
+        return f"{self.model} {self.status} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class UsageHour(Usage):
+    """The hourly rollup of UsageRow per (tenant, key, service, model)."""
+
+    hour = models.DateTimeField()
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="+")
+    key_id = models.BigIntegerField(null=True)
+    service_id = models.BigIntegerField(null=True)
+    model = models.CharField(max_length=200)
+    requests = models.PositiveIntegerField(default=0)
+    errors = models.PositiveIntegerField(default=0, help_text="Answers of 500 and above.")
+    rate_limited = models.PositiveIntegerField(default=0, help_text="Answers of 429.")
+
+    # Members read their tenant's usage; only the gateway writes it.
+    objects = restricted(tenant_owned("tenant", writers=frozenset()))
+
+    class Meta:
+        ordering = ["-hour"]
+        constraints = [models.UniqueConstraint(
+            fields=["hour", "tenant", "key_id", "service_id", "model"], name="gateway_usage_hour_unique",
+            nulls_distinct=False)]
+
+    def __str__(self) -> str:
+        return f"{self.model} in the hour of {self.hour:%Y-%m-%d %H:00}"

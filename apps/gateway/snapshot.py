@@ -1,0 +1,54 @@
+"""The gateway's routing snapshot, built here by the control plane so the gateway's request path needs
+neither Django's ORM nor a database round trip. It is plain JSON: keys appear only as SHA-256 hashes,
+and only keys that are usable now (not revoked, not expired)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from django.utils import timezone
+
+from apps.gateway.api.serializers import LIMIT_FIELDS
+from apps.gateway.models import InferenceKey, TenantLimits
+from apps.serving.models import InferenceService
+
+SNAPSHOT_FORMAT = 1
+
+
+def _limits(obj) -> dict:
+    return {name: getattr(obj, name) for name in LIMIT_FIELDS}
+
+
+def build_snapshot() -> dict:
+    now = timezone.now()
+    services = InferenceService.objects.select_related("tenant", "model").prefetch_related("adapters")
+    keys = (InferenceKey.objects.filter(revoked_at__isnull=True, expires_at__gt=now)
+            .prefetch_related("services"))
+    return {
+        "format": SNAPSHOT_FORMAT,
+        "built_at": now.isoformat(),
+        "tenants": {str(t.tenant_id): _limits(t) for t in TenantLimits.objects.all()},
+        "services": [{
+            "id": s.pk, "tenant_id": s.tenant_id, "name": s.name, "served_model": s.model.name,
+            "adapters": sorted(a.name for a in s.adapters.all()), "routing_policy": s.routing_policy,
+            "endpoints": [],
+        } for s in services],
+        "keys": {k.key_hash: {
+            "id": k.pk, "tenant_id": k.tenant_id, "expires_at": k.expires_at.timestamp(),
+            "services": sorted(s.pk for s in k.services.all()) or None, **_limits(k),
+        } for k in keys},
+    }
+
+
+def write_snapshot(path: Path) -> dict:
+    """Write atomically (a rename), so a gateway never reads half a snapshot."""
+    snapshot = build_snapshot()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".snapshot-")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(snapshot, handle, separators=(",", ":"))
+    os.replace(tmp, path)
+    return snapshot

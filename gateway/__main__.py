@@ -1,0 +1,53 @@
+"""`python -m gateway`: serve the gateway with uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m gateway", description="The tenants' OpenAI-compatible gateway.")
+    # A server in a pod listens on every interface.
+    parser.add_argument("--host", default=os.environ.get("GATEWAY_HOST", "0.0.0.0"))
+    parser.add_argument("--port", type=int, default=int(os.environ.get("GATEWAY_PORT", "8080")))
+    parser.add_argument("--snapshot", default=os.environ.get("GATEWAY_SNAPSHOT", "var/gateway/snapshot.json"),
+                        help="The routing snapshot written by `manage.py gateway_snapshot`.")
+    parser.add_argument("--refresh-seconds", type=float, default=2.0,
+                        help="How often the snapshot file is checked for a change.")
+    parser.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024,
+                        help="Bodies over this are refused with 413.")
+    parser.add_argument("--redis-url", default=os.environ.get("GATEWAY_REDIS_URL", ""),
+                        help="Where limits are shared between replicas; empty keeps them per replica.")
+    parser.add_argument("--replicas", type=int, default=int(os.environ.get("GATEWAY_REPLICAS", "1")),
+                        help="Gateway replicas: while Redis is unreachable each enforces 1/replicas of a limit.")
+    parser.add_argument("--database-url", default=os.environ.get("GATEWAY_DATABASE_URL", ""),
+                        help="Where usage rows are written (batched, off the request path); empty meters nothing.")
+    parser.add_argument("--spool-rows", type=int, default=100_000,
+                        help="Usage rows held in memory while PostgreSQL is unreachable; past it the oldest go.")
+    parser.add_argument("--usage-flush-seconds", type=float, default=1.0,
+                        help="How often queued usage rows are written.")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    import uvicorn
+
+    from gateway.app import Gateway
+    from gateway.limits import RequestLimiter
+    from gateway.metering import UsageWriter
+    from gateway.snapshot import SnapshotFile
+
+    args = parse_args(argv)
+    app = Gateway(SnapshotFile(args.snapshot), max_body_bytes=args.max_body_bytes,
+                  refresh_seconds=args.refresh_seconds,
+                  limiter=RequestLimiter(args.redis_url or None, replicas=args.replicas),
+                  usage=UsageWriter(args.database_url, max_rows=args.spool_rows,
+                                    interval=args.usage_flush_seconds) if args.database_url else None)
+    # uvicorn stops accepting on SIGTERM, waits for requests in flight, then runs the lifespan shutdown.
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False,
+                timeout_graceful_shutdown=25)
+
+
+if __name__ == "__main__":
+    main()

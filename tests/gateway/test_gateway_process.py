@@ -1,0 +1,123 @@
+"""`python -m gateway` as a real process on a snapshot written by the control plane, called over HTTP by
+the official openai client and by plain requests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import openai
+import pytest
+import redis
+
+from apps.gateway.snapshot import write_snapshot
+from tests.gateway.conftest import client, issue, post, status_of
+from tests.polling import wait_for
+from tests.ports import free_port
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def gateway(world):
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "gateway", "--host", "127.0.0.1", "--port", str(port),
+                             "--snapshot", str(world["path"]), "--refresh-seconds", "0.2",
+                             "--max-body-bytes", "2048", "--redis-url", "redis://127.0.0.1:6379/11"])
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: status_of(f"{base}/readyz") == 200, timeout=20)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_models_lists_only_what_the_key_may_call(gateway, world):
+    everything = sorted(m.id for m in client(gateway, world["all"]).models.list())
+    # The service names, the served model and the adapter; the factory's model of `embed` has its own name.
+    assert {"chat", "embed", "llama-8b", "sql-lora"} <= set(everything) and len(everything) == 5
+    assert sorted(m.id for m in client(gateway, world["chat_only"]).models.list()) == ["chat", "llama-8b",
+                                                                                       "sql-lora"]
+    assert "secret-b" not in [m.id for m in client(gateway, world["all"]).models.list()]
+
+
+@pytest.mark.parametrize("which", ["revoked", "expired"])
+def test_revoked_expired_and_unknown_keys_are_401(gateway, world, which):
+    for key in (world[which], "sk-not-a-key"):
+        with pytest.raises(openai.AuthenticationError) as caught:
+            client(gateway, key).models.list()
+        assert caught.value.code == "invalid_api_key"
+
+
+def test_another_tenants_model_is_404_like_one_that_does_not_exist(gateway, world):
+    answers = []
+    for model in ("secret-b", "no-such-model"):
+        with pytest.raises(openai.NotFoundError) as caught:
+            client(gateway, world["all"]).chat.completions.create(model=model, messages=[])
+        assert caught.value.code == "model_not_found"
+        answers.append(caught.value.body["message"].replace(model, "X"))
+    assert answers[0] == answers[1]
+    # The key limited to `chat` does not reach the tenant's other service either.
+    with pytest.raises(openai.NotFoundError):
+        client(gateway, world["chat_only"]).completions.create(model="embed", prompt="hi")
+
+
+def test_malformed_and_oversized_bodies(gateway, world):
+    status, _, body = post(gateway, world["all"], b"{not json")
+    assert status == 400 and body["error"]["type"] == "invalid_request_error"
+    status, _, body = post(gateway, world["all"], json.dumps({"model": "chat"}).encode())
+    assert status == 400 and body["error"]["param"] == "messages"
+    status, _, body = post(gateway, world["all"], json.dumps({"model": "chat", "messages": ["x" * 3000]}).encode())
+    assert status == 413 and set(body["error"]) == {"message", "type", "param", "code"}
+
+
+def test_no_ready_replica_is_503_with_retry_after(gateway, world):
+    status, headers, body = post(gateway, world["all"],
+                                 json.dumps({"model": "sql-lora", "messages": [{"role": "user", "content": "hi"}]})
+                                 .encode())
+    assert status == 503 and int(headers["retry-after"]) > 0
+    assert body["error"]["code"] == "no_ready_replica"
+
+
+def test_a_new_key_works_after_the_next_snapshot_and_metrics_count(gateway, world, tenant_a):
+    _, fresh = issue(tenant_a, "fresh")
+    with pytest.raises(openai.AuthenticationError):
+        client(gateway, fresh).models.list()
+    write_snapshot(world["path"])
+    wait_for(lambda: known(gateway, fresh), timeout=5)
+    with urllib.request.urlopen(f"{gateway}/metrics", timeout=2) as response:
+        text = response.read().decode()
+    assert 'gateway_requests_total{route="/v1/models",status="401"}' in text
+
+
+def known(base, key) -> bool:
+    try:
+        return len(list(client(base, key).models.list())) == 5
+    except openai.AuthenticationError:
+        return False
+
+
+def test_the_gateway_loads_without_django():
+    code = "import sys, gateway.app, gateway.__main__; assert 'django' not in sys.modules, 'django imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
+    help_run = subprocess.run([sys.executable, "-m", "gateway", "--help"], capture_output=True, text=True,
+                              timeout=30)
+    assert help_run.returncode == 0 and "--port" in help_run.stdout and "--snapshot" in help_run.stdout
+
+
+def test_requests_per_minute_answer_429_with_openais_headers(gateway, world):
+    redis.Redis.from_url("redis://127.0.0.1:6379/11").delete(f"gw:rpm:key:{world['limited_id']}")
+    body = json.dumps({"model": "chat", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    answers = [post(gateway, world["limited"], body) for _ in range(2)]
+    assert [headers["x-ratelimit-remaining-requests"] for _, headers, _ in answers] == ["1", "0"]
+    assert all(headers["x-ratelimit-limit-requests"] == "2" for _, headers, _ in answers)
+    with pytest.raises(openai.RateLimitError) as caught:
+        client(gateway, world["limited"]).chat.completions.create(model="chat", messages=[])
+    assert caught.value.code == "rate_limit_exceeded"
+    assert 1 <= int(caught.value.response.headers["retry-after"]) <= 60
+    # A key without limits is not slowed by another key's.
+    assert post(gateway, world["all"], body)[0] == 503
