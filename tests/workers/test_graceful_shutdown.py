@@ -71,4 +71,5 @@ def test_sigterm_lets_the_running_task_finish_and_loses_none(tmp_path):
     # were not lost; the two queued ones may come in either order.
     log = runs(tmp_path)
     assert log[:2] == ["first started", "first done"]
-    assert sorted(zip(log[2::2], log[3::2])) == [("second started", "second done"), ("third started", "third done")]
+    pairs = sorted(zip(log[2::2], log[3::2], strict=True))
+    assert pairs == [("second started", "second done"), ("third started", "third done")]
