@@ -18,6 +18,7 @@ lost or kept being re-applied.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import secrets
 import shutil
@@ -245,9 +246,9 @@ def converged(apps_api, n: int, changes: Changes) -> dict | None:
     if len(services) != n or any(s.phase != Phase.READY or s.observed_generation != s.generation for s in services):
         return None
     behind = InferenceService.objects.exclude(observed_generation=F("generation")).count()
-    deployments = apps_api.list_namespaced_deployment("tenant-chaos").items
+    found = deployments(apps_api)
     per_pool: dict[tuple[str, str], list] = {}
-    for d in deployments:
+    for d in found:
         labels = d.metadata.labels or {}
         per_pool.setdefault((labels.get("controlplane.io/service-uid"), labels.get("app.kubernetes.io/component")),
                             []).append(d)
@@ -263,7 +264,7 @@ def converged(apps_api, n: int, changes: Changes) -> dict | None:
         if args[flag + 1:flag + 2] != [str(want_len)] or mine[0].spec.replicas != want_replicas:
             return None
         applied += (s.name in changes.max_model_len) + (s.name in changes.replicas)
-    return {"services": len(services), "behind": behind, "deployments": len(deployments),
+    return {"services": len(services), "behind": behind, "deployments": len(found),
             "pools": len(per_pool), "changes_applied": applied}
 
 
@@ -275,120 +276,150 @@ def reconcile_writes() -> int:
     return ReconcileRun.objects.aggregate(w=Sum("applied") + Sum("pruned"))["w"] or 0
 
 
-def run(args) -> int:
-    base = Path(tempfile.mkdtemp(prefix="chaos-"))
-    procs: list[subprocess.Popen] = []
-    pg, redis = Postgres(base), Redis(base)
-    beat = Beat()
-    started = time.monotonic()
-    budget = args.budget
-    try:
-        database_url = pg.start()
-        redis.start()
-        kubesim, kubesim_url = start_kubesim(base, f"h100-sxm-80gb:{max(2, (args.services * 3 + 7) // 8)}x8")
-        procs.append(kubesim)
-        env = {
-            "DATABASE_URL": database_url, "CELERY_BROKER_URL": redis.url, "CELERY_QUEUE_PREFIX": "chaos-",
+def deployments(apps_api, attempts: int = 9) -> list:
+    """The campaign's Deployments, retried on transient errors as the product's calls are (workers.kube): the
+    measurement must not fail on the faults it measures, which kubesim injects into the bench's requests too."""
+    from workers.kube import TransientClusterError, classify
+
+    for attempt in range(attempts):  # more patient than a pass's three: nothing retries this read after it
+        try:
+            return apps_api.list_namespaced_deployment("tenant-chaos").items
+        except Exception as exc:
+            if attempt == attempts - 1 or not isinstance(classify(exc), TransientClusterError):
+                raise
+            time.sleep(0.1 * 2 ** min(attempt, 4))
+    return []
+
+
+class Campaign:
+    """What the phases share: the private servers, the processes to stop, the cluster client and the clock."""
+
+    def __init__(self, args):
+        self.args = args
+        self.base = Path(tempfile.mkdtemp(prefix="chaos-"))
+        self.pg, self.redis = Postgres(self.base), Redis(self.base)
+        self.beat = Beat()
+        self.procs: list[subprocess.Popen] = []
+        self.workers: list[subprocess.Popen] = []
+        self.started = time.monotonic()
+        self.names = [f"svc-{i:02d}" for i in range(args.services)]
+
+    def start(self) -> None:
+        """PostgreSQL, the broker, kubesim with its faults, Django, the workers and the beat."""
+        database_url = self.pg.start()
+        self.redis.start()
+        kubesim, self.kubesim_url = start_kubesim(
+            self.base, f"h100-sxm-80gb:{max(2, (self.args.services * 3 + 7) // 8)}x8")
+        self.procs.append(kubesim)
+        self.env = {
+            "DATABASE_URL": database_url, "CELERY_BROKER_URL": self.redis.url, "CELERY_QUEUE_PREFIX": "chaos-",
             "FIELD_ENCRYPTION_KEY": __import__("cryptography.fernet").fernet.Fernet.generate_key().decode(),
             "SECRET_KEY": secrets.token_urlsafe(32), "DEBUG": "false", "IMAGE_REGISTRIES": "mirror.local/vllm",
             "RESYNC_TICK_SECONDS": str(RESYNC_TICK), "RECONCILE_RESYNC_SECONDS": "10",
             "RECONCILE_QUEUED_EXPIRY_SECONDS": "15", "RECONCILE_PASS_DEADLINE_SECONDS": "20",
             "DJANGO_SETTINGS_MODULE": "controlplane.settings",
         }
-        os.environ.update(env)
+        os.environ.update(self.env)
         import django
         from django.core.management import call_command
-        from django.db import close_old_connections, connection
 
         django.setup()
-        import logging
-
         for noisy in ("celery", "kombu", "apps.serving.dispatch"):  # the broker outage is expected here
             logging.getLogger(noisy).setLevel(logging.CRITICAL)
         call_command("migrate", verbosity=0)
         from kubernetes import client as k8s
 
         cfg = k8s.Configuration()
-        cfg.host = kubesim_url
-        apps_api = k8s.AppsV1Api(k8s.ApiClient(cfg))
-        set_faults(kubesim_url, FAULTS)
-        workers = [start_worker(base, env, i) for i in range(args.workers)]
-        procs.extend(workers)
-        beat.start()
-        changes = Changes(seed(args.services, kubesim_url))
-        names = [f"svc-{i:02d}" for i in range(args.services)]
+        cfg.host = self.kubesim_url
+        self.apps_api = k8s.AppsV1Api(k8s.ApiClient(cfg))
+        set_faults(self.kubesim_url, FAULTS)
+        self.workers = [start_worker(self.base, self.env, i) for i in range(self.args.workers)]
+        self.procs.extend(self.workers)
+        self.beat.start()
+        self.changes = Changes(seed(self.args.services, self.kubesim_url))
 
-        def settle(what: str) -> dict:
-            def check():
-                close_old_connections()
-                return converged(apps_api, args.services, changes)
-            return wait(check, budget - (time.monotonic() - started), what, interval=1.0)
+    def settle(self, what: str) -> dict:
+        from django.db import close_old_connections
 
-        settle("the first convergence")
-        print(f"phase 1: {args.services} services Ready under faults after {time.monotonic() - started:.0f}s",
-              flush=True)
+        def check():
+            close_old_connections()
+            return converged(self.apps_api, self.args.services, self.changes)
+        return wait(check, self.args.budget - (time.monotonic() - self.started), what, interval=1.0)
 
-        # A worker killed with -9 while it holds a reconcile claim.
-        for i, name in enumerate(names[::2]):
-            changes.spec(name, 4096 + 256 * i)
+    def kill_a_worker_mid_pass(self) -> None:
+        """A worker killed with -9 while it holds a reconcile claim."""
+        for i, name in enumerate(self.names[::2]):
+            self.changes.spec(name, 4096 + 256 * i)
         wait(claim_held, 60, "a reconcile in flight", interval=0.02)
-        victim = workers[0]
+        victim = self.workers[0]
         victim.send_signal(signal.SIGKILL)
         victim.wait(10)
-        workers[0] = start_worker(base, env, args.workers)
-        procs.append(workers[0])
-        print(f"phase 2: worker pid {victim.pid} killed with -9 mid-pass; {len(names[::2])} changes pending",
+        self.workers[0] = start_worker(self.base, self.env, self.args.workers)
+        self.procs.append(self.workers[0])
+        print(f"phase 2: worker pid {victim.pid} killed with -9 mid-pass; {len(self.names[::2])} changes pending",
               flush=True)
 
-        # The broker down: changes and scale calls are accepted by the database, their messages are lost.
+    def broker_outage(self) -> None:
+        """The broker down: changes and scale calls are accepted by the database, their messages are lost."""
+        changes = self.changes
         outage_changes = changes.made
-        redis.stop()
+        self.redis.stop()
         slowest = 0.0
-        for i, name in enumerate(names[1::2]):
+        for i, name in enumerate(self.names[1::2]):
             for change in (lambda: changes.scale(name, 2), lambda: changes.spec(name, 6144 + 128 * i)):  # noqa: B023
                 began = time.monotonic()
                 change()
                 slowest = max(slowest, time.monotonic() - began)
         time.sleep(3)
-        redis.start()
+        self.redis.start()
         print(f"phase 3: broker restarted; {changes.made - outage_changes} changes made while it was down "
               f"(slowest write {slowest:.1f}s)", flush=True)
 
-        # PostgreSQL down: writes are refused (and made again once it is back).
-        pg.stop()
+    def database_outage(self) -> None:
+        """PostgreSQL down: writes are refused (and made again once it is back)."""
+        from django.db import connection
+
+        self.pg.stop()
         refused = []
-        for name in names[:3]:
+        for name in self.names[:3]:
             try:
-                changes.scale(name, 3)
+                self.changes.scale(name, 3)
             except Exception:
-                changes.refused += 1
+                self.changes.refused += 1
                 refused.append(name)
                 connection.close()
         time.sleep(3)
-        pg.restart()
+        self.pg.restart()
         connection.close()
         for name in refused:
-            changes.scale(name, 3)
-        print(f"phase 4: PostgreSQL restarted; {changes.refused} writes refused while down, made again after",
+            self.changes.scale(name, 3)
+        print(f"phase 4: PostgreSQL restarted; {self.changes.refused} writes refused while down, made again after",
               flush=True)
 
-        counts = settle("convergence after the outages")
-        converged_at = time.monotonic() - started
-        # A quiet window of three resync intervals: a converged fleet writes nothing.
+    def quiet_window(self) -> dict:
+        """What moved during three resync intervals of a converged fleet: it should write nothing."""
+        from django.db import close_old_connections
+
         from apps.autoscaling.models import ScalingDecision
+
+        def generations() -> int:
+            return sum(d.metadata.generation for d in deployments(self.apps_api))
 
         decisions_before = ScalingDecision.objects.count()
         writes_before = reconcile_writes()
-        generations_before = sum(d.metadata.generation for d in apps_api.list_namespaced_deployment(
-            "tenant-chaos").items)
+        generations_before = generations()
         time.sleep(3 * 10)
         close_old_connections()
-        quiet_writes = reconcile_writes() - writes_before
-        quiet_decisions = ScalingDecision.objects.count() - decisions_before
-        quiet_generations = sum(d.metadata.generation for d in apps_api.list_namespaced_deployment(
-            "tenant-chaos").items) - generations_before
+        return {"writes": reconcile_writes() - writes_before,
+                "decisions": ScalingDecision.objects.count() - decisions_before,
+                "generations": generations() - generations_before}
+
+    def report(self, counts: dict, quiet: dict, converged_at: float) -> int:
+        """Print the campaign's counts; 0 when everything converged, was applied and nothing moved after."""
+        from apps.autoscaling.models import ScalingDecision
         from apps.serving.models import ReconcileRun
 
+        changes = self.changes
         expected = len(changes.max_model_len) + len(changes.replicas)
         print("\nchaos campaign")
         print(f"  services                      {counts['services']}")
@@ -400,40 +431,59 @@ def run(args) -> int:
         print(f"  last changes on the cluster   {counts['changes_applied']}/{expected} (the last spec change and "
               "scale of every service touched)")
         print(f"  reconcile runs recorded       {ReconcileRun.objects.count()}")
-        print(f"  resyncs sent                  {beat.sent}")
-        print(f"  writes in the quiet window    {quiet_writes} (Deployment generations moved: {quiet_generations})")
-        print(f"  scaling decisions             {ScalingDecision.objects.count()} in all, {quiet_decisions} in the "
-              "quiet window (the campaign's services scale by hand)")
+        print(f"  resyncs sent                  {self.beat.sent}")
+        print(f"  writes in the quiet window    {quiet['writes']} (Deployment generations moved: "
+              f"{quiet['generations']})")
+        print(f"  scaling decisions             {ScalingDecision.objects.count()} in all, {quiet['decisions']} in "
+              "the quiet window (the campaign's services scale by hand)")
         print(f"  converged after               {converged_at:.0f}s")
         ok = (counts["behind"] == 0 and counts["pools"] == counts["deployments"] == counts["services"]
-              and counts["changes_applied"] == expected > 0 and quiet_writes == 0 and quiet_generations == 0
-              and quiet_decisions == 0)
+              and counts["changes_applied"] == expected > 0 and not any(quiet.values()))
         print(f"  result                        {'OK' if ok else 'FAILED'}")
         return 0 if ok else 1
-    except TimeoutError as exc:
-        print(f"chaos campaign FAILED: {exc}; logs in {base}")
-        args.keep = True
-        return 1
-    finally:
-        beat.stopped.set()
-        for proc in procs:
+
+    def stop(self) -> None:
+        """Stop everything started here; keep the logs and data only when asked or after a failure."""
+        self.beat.stopped.set()
+        for proc in self.procs:
             if proc.poll() is None:
                 proc.terminate()
-        for proc in procs:
+        for proc in self.procs:
             try:
                 proc.wait(15)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        redis.stop()
+        self.redis.stop()
         try:
             from django.db import connections
 
             connections.close_all()
-            pg.stop()
+            self.pg.stop()
         except Exception:
             pass
-        if not args.keep:
-            shutil.rmtree(base, ignore_errors=True)
+        if not self.args.keep:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+
+def run(args) -> int:
+    campaign = Campaign(args)
+    try:
+        campaign.start()
+        campaign.settle("the first convergence")
+        print(f"phase 1: {args.services} services Ready under faults after "
+              f"{time.monotonic() - campaign.started:.0f}s", flush=True)
+        campaign.kill_a_worker_mid_pass()
+        campaign.broker_outage()
+        campaign.database_outage()
+        counts = campaign.settle("convergence after the outages")
+        converged_at = time.monotonic() - campaign.started
+        return campaign.report(counts, campaign.quiet_window(), converged_at)
+    except TimeoutError as exc:
+        print(f"chaos campaign FAILED: {exc}; logs in {campaign.base}")
+        args.keep = True
+        return 1
+    finally:
+        campaign.stop()
 
 
 def main() -> int:

@@ -50,7 +50,7 @@ class EngineSettings:
     enable_chunked_prefill: bool | None = None
     gpu_memory_utilization: float | None = None
     max_num_seqs: int | None = None
-    tensor_parallel_size: int = 1
+    tensor_parallel_size: int | None = None  # None: from the replica's GPUs (capacity.parallel)
     pipeline_parallel_size: int = 1
     quantization: str | None = None
     speculative_model: str | None = None
@@ -170,7 +170,7 @@ class EngineAdapter:
         if s.max_num_seqs is not None and s.max_num_seqs < 1:
             errors["max_num_seqs"] = "must be at least 1"
         for name in ("tensor_parallel_size", "pipeline_parallel_size"):
-            if getattr(s, name) < 1:
+            if getattr(s, name) is not None and getattr(s, name) < 1:
                 errors[name] = "must be at least 1"
         if s.quantization is not None and not _NAME_RE.match(s.quantization):
             errors["quantization"] = "must be a quantization method name such as awq, gptq or fp8"
@@ -287,7 +287,8 @@ class VllmAdapter(EngineAdapter):
         _CONTROL_PLANE: (
             "--model", "--served-model-name", "--host", "--port", "--enable-lora", "--no-enable-lora",
             "--lora-modules", "--max-lora-rank", "--max-loras", "--kv-transfer-config", "--download-dir",
-            "--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless",
+            "--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless", "--data-parallel-size",
+            "-dp",
         ),
     })
 
@@ -302,12 +303,15 @@ class VllmAdapter(EngineAdapter):
         return ["--host", "0.0.0.0"]
 
     def flags(self, settings, *, model_path, served_name, port=None, adapters=(), role=None,
-              default_args=(), multi_node=None):
+              default_args=(), multi_node=None, parallelism=None):
         s = settings
         args = ["--model", model_path, "--served-model-name", served_name,
                 *self.host_args(), "--port", str(port or self.port)]
-        if s.tensor_parallel_size != 1:
-            args += ["--tensor-parallel-size", str(s.tensor_parallel_size)]
+        tp, dp = (parallelism.tp, parallelism.dp) if parallelism else (s.tensor_parallel_size or 1, 1)
+        if tp != 1:
+            args += ["--tensor-parallel-size", str(tp)]
+        if dp != 1:
+            args += ["--data-parallel-size", str(dp)]
         if s.pipeline_parallel_size != 1:
             args += ["--pipeline-parallel-size", str(s.pipeline_parallel_size)]
         if s.max_model_len is not None:
@@ -388,12 +392,13 @@ class SglangAdapter(EngineAdapter):
         return ["--host", "0.0.0.0"]
 
     def flags(self, settings, *, model_path, served_name, port=None, adapters=(), role=None,
-              default_args=(), multi_node=None):
+              default_args=(), multi_node=None, parallelism=None):
         s = settings
         args = ["--model-path", model_path, "--served-model-name", served_name,
                 *self.host_args(), "--port", str(port or self.port), "--enable-metrics"]
-        if s.tensor_parallel_size != 1:
-            args += ["--tp-size", str(s.tensor_parallel_size)]
+        tp = parallelism.tp if parallelism else s.tensor_parallel_size or 1
+        if tp != 1:
+            args += ["--tp-size", str(tp)]
         if s.pipeline_parallel_size != 1:
             args += ["--pp-size", str(s.pipeline_parallel_size)]
         if s.max_model_len is not None:

@@ -12,6 +12,7 @@ from capacity import arch as a
 from capacity.advisor import Load
 from capacity.advisor import suggest as advise
 from capacity.gpus import GPUS, Gpu
+from capacity.parallel import ParallelismError, effective_parallelism
 from capacity.plan import Knobs, Plan, describe_option, plan, what_fits
 
 DTYPE_BYTES = {ModelDtype.BFLOAT16: 2, ModelDtype.FLOAT16: 2, ModelDtype.FLOAT32: 4, ModelDtype.FP8: 1}
@@ -134,7 +135,12 @@ def pool_plan(model, engine: str, settings, pool) -> tuple[Plan, Knobs, Gpu] | N
     if gpu is None:
         return None
     knobs = engine_knobs(engine, settings, gpu)
-    return plan(arch_of(model), gpu, settings.tensor_parallel_size, knobs, search=False), knobs, gpu
+    try:
+        tp = effective_parallelism(pool.gpus_per_replica, getattr(pool, "nodes_per_replica", 1),
+                                   settings.tensor_parallel_size, settings.pipeline_parallel_size, engine=engine).tp
+    except ParallelismError:
+        return None  # the pool rules refuse it, naming the setting (serving/validation.py)
+    return plan(arch_of(model), gpu, tp, knobs, search=False), knobs, gpu
 
 
 def admission(model, engine: str, settings, pools) -> tuple[dict[str, list[str]], list[str]]:

@@ -16,6 +16,7 @@ from apps.catalog.engines import EngineSettings, EngineSettingsError, get_adapte
 from apps.clusters.models import Cluster, unavailable_cluster_message
 from apps.serving.autoscaling_spec import autoscaling_errors
 from apps.serving.choices import ENGINE_ONLY_ROUTING, MODE_POOL_ROLES, ROUTER_POLICIES, Phase, RoutingPolicy
+from capacity.parallel import ParallelismError, effective_parallelism
 
 # LoRA adapters one service may serve; engines keep each loaded one in GPU memory (vLLM `--max-loras`).
 MAX_ADAPTERS = 64
@@ -131,7 +132,7 @@ def _pool_errors(service, pools, settings, errors) -> None:
         )
     if len(roles) != len(set(roles)):
         errors["pools"].append("Each pool role may appear once.")
-    per_replica = settings.tensor_parallel_size * settings.pipeline_parallel_size if settings else 1
+    engine = service.runtime.engine if service.runtime_id else "vllm"
     for pool in pools:
         try:
             pool.clean_fields(exclude={"service"})
@@ -149,12 +150,12 @@ def _pool_errors(service, pools, settings, errors) -> None:
             errors["pools"].append(
                 f"{pool.role}.nodes_per_replica: only multi-node services span several nodes."
             )
-        gpus = pool.gpus_per_replica * pool.nodes_per_replica
-        if gpus % per_replica:
-            errors["pools"].append(
-                f"{pool.role}.gpus_per_replica: {gpus} GPU(s) per replica is not a multiple of "
-                f"tensor_parallel_size x pipeline_parallel_size = {per_replica}."
-            )
+        if settings is not None:
+            try:
+                effective_parallelism(pool.gpus_per_replica, pool.nodes_per_replica, settings.tensor_parallel_size,
+                                      settings.pipeline_parallel_size, engine=engine)
+            except ParallelismError as exc:
+                errors["engine_settings"].append(f"{exc.field}: {pool.role} pool: {exc.message}.")
         if pool.min_replicas == 0 and service.deployment_mode != DeploymentMode.SERVERLESS:
             errors["pools"].append(f"{pool.role}.min_replicas: only serverless services scale to zero.")
 

@@ -87,29 +87,28 @@ class VllmMetrics(EngineObserver):
         self.registry = shared.registry if shared is not None else CollectorRegistry()
         self._families: dict = shared._families if shared is not None else {}
         self.enabled = log_stats
-        r = self.registry
-        names = ["model_name", "engine"]
-        lv = (model_name, engine)
-        self.lv = lv
-        custom = custom_buckets or {}
-
-        def b(family: str, default: list) -> list:
-            return custom.get(family, default)
-
+        self.lv = (model_name, engine)
         if not log_stats:
             return
+        custom = custom_buckets or {}
+        # Registration order is exposition order: gauges, counters, then histograms, as vLLM lists them.
+        self._gauges(cache_info, enable_lora, max_loras, kv_consumer)
+        self._counters(model_name)
+        self._histograms(max_model_len, lambda family, default: custom.get(family, default))
 
-        def fam(cls, name, doc, *extra, **kwargs):
-            """The family `name` labelled model_name, engine and then `extra`."""
-            return self._family(cls, name, doc, [*names, *extra], registry=r, **kwargs)
+    def _fam(self, cls, name: str, doc: str, *extra: str, **kwargs):
+        """The family `name` labelled model_name, engine and then `extra`."""
+        return self._family(cls, name, doc, ["model_name", "engine", *extra], registry=self.registry, **kwargs)
 
-        def one(cls, name, doc):
-            """This engine's child of a family labelled by model_name and engine only."""
-            return fam(cls, name, doc).labels(*lv)
+    def _one(self, cls, name: str, doc: str):
+        """This engine's child of a family labelled by model_name and engine only."""
+        return self._fam(cls, name, doc).labels(*self.lv)
 
-        def hist(name, doc, buckets):
-            return fam(Histogram, name, doc, buckets=buckets).labels(*lv)
+    def _hist(self, name: str, doc: str, buckets: list):
+        return self._fam(Histogram, name, doc, buckets=buckets).labels(*self.lv)
 
+    def _gauges(self, cache_info: dict[str, str], enable_lora: bool, max_loras: int, kv_consumer: bool) -> None:
+        fam, one, lv, r = self._fam, self._one, self.lv, self.registry
         self.running = one(Gauge, "vllm:num_requests_running", "Number of requests in model execution batches.")
         self.waiting = one(Gauge, "vllm:num_requests_waiting", "Number of requests waiting to be processed.")
         wbr = fam(Gauge, "vllm:num_requests_waiting_by_reason", "Number of requests waiting, by reason.", "reason")
@@ -135,7 +134,7 @@ class VllmMetrics(EngineObserver):
             [*cache_info, "engine"],
             registry=r,
         )
-        info.labels(*cache_info.values(), engine).set(1)
+        info.labels(*cache_info.values(), lv[1]).set(1)
         if enable_lora:
             self.lora_info = self._family(
                 Gauge,
@@ -147,6 +146,9 @@ class VllmMetrics(EngineObserver):
             self.max_loras = max_loras
         else:
             self.lora_info = None
+
+    def _counters(self, model_name: str) -> None:
+        fam, one, lv, r = self._fam, self._one, self.lv, self.registry
         self.prefix_queries = one(Counter, "vllm:prefix_cache_queries", "Prefix cache queries, in terms of tokens.")
         self.prefix_hits = one(Counter, "vllm:prefix_cache_hits", "Prefix cache hits, in terms of tokens.")
         one(Counter, "vllm:external_prefix_cache_queries", "External prefix cache queries, in tokens.")
@@ -183,6 +185,9 @@ class VllmMetrics(EngineObserver):
         ):
             one(Counter, f"vllm:{name}", f"Estimated {name.replace('_', ' ')}.")
 
+    def _histograms(self, max_model_len: int, b) -> None:
+        """`b(family, default)` gives the buckets, the server's custom ones where it has them."""
+        hist = self._hist
         self.ttft = hist(
             "vllm:time_to_first_token_seconds",
             "Histogram of time to first token in seconds.",

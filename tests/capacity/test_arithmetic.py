@@ -135,3 +135,14 @@ def test_mla_caches_the_latent_per_layer_and_does_not_split_it_across_ranks():
 def test_gpu_table_keys_match_the_reference(key):
     # reference/gpus-and-models.md lists exactly these keys, with memory in the key's suffix.
     assert GPUS[key].memory_gb == int(key.rsplit("-", 1)[1].removesuffix("gb"))
+
+
+def test_llama_8b_bf16_on_an_rtx_4090_at_095_keeps_3631_blocks_as_vllms_profile_counts_them():
+    # By hand: 24 GiB x 0.95 = 24,481,313,587 B; minus 8.03e9 x 2 B of weights (16.06 GB = 14.96 GiB), minus
+    # 2,048 batched tokens x 4,096 hidden x 32 B = 0.25 GiB of activations, minus 0.5 GiB of non-torch memory
+    # = 7,616,007,219 B. A block is 16 x 2 x 32 layers x 8 KV heads x 128 x 2 B = 2 MiB: 3,631 blocks.
+    # (The worked example's ~2,800 counts 24 GB without the 0.95, GB as GiB, and an 8,192-token profile.)
+    p = plan(LLAMA_8B, GPUS["rtx4090-24gb"], 1, Knobs(gpu_memory_utilization=0.95, max_model_len=8192))
+    assert p.block_bytes == 2 * 1024**2
+    assert p.kv_budget_bytes == 7_616_007_219
+    assert p.num_blocks == 3631 and p.max_tokens == 3631 * 16

@@ -123,3 +123,31 @@ def test_a_tensor_parallel_size_that_does_not_divide_the_heads_is_refused(post, 
     assert response.json()["engine_settings"] == [
         "tensor_parallel_size: Total number of attention heads (32) must be divisible by tensor parallel size (3)."
     ]
+
+
+def test_a_70b_on_four_h100s_with_tp_unset_is_judged_at_tp_4_and_admitted(post, catalog):
+    # 70.6e9 x 2 B / 4 = 32.9 GiB of weights per GPU, well inside one H100's 80 GiB.
+    response = post(body(catalog, model="llama70", gpu_type="h100-sxm-80gb", gpus=4, max_model_len=8192))
+    assert response.status_code == 201, response.content
+    assert "tensor_parallel_size" not in response.json()["engine_settings"]
+
+
+def test_an_explicit_tp_1_on_four_h100s_runs_data_parallel_and_is_judged_at_tp_1(post, catalog):
+    # vLLM serves the spare GPUs as 4 data-parallel ranks of TP 1, each holding all 131.5 GiB of weights.
+    response = post(body(catalog, model="llama70", gpu_type="h100-sxm-80gb", gpus=4, max_model_len=8192,
+                         tensor_parallel_size=1))
+    assert response.status_code == 400
+    message = " ".join(response.json()["pools"])
+    assert "weights need 131.5 GiB per GPU at TP 1" in message
+    assert "needs ≥ 2 × H100" in message  # 65.8 GiB per GPU at TP 2
+
+
+def test_gpus_a_non_vllm_engine_would_leave_idle_are_refused_on_tensor_parallel_size(post, catalog):
+    data = body(catalog, gpus=4, tensor_parallel_size=2)
+    data["runtime"] = RuntimeFactory(name="sglang", engine="sglang").pk
+    response = post(data)
+    assert response.status_code == 400
+    message = " ".join(response.json()["engine_settings"])
+    assert message.startswith("tensor_parallel_size: engine pool: tensor_parallel_size 2 × pipeline_parallel_size 1 "
+                              "uses 2 of the 4 GPU(s) of a replica")
+    assert not InferenceService.objects.exists()

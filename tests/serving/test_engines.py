@@ -35,10 +35,10 @@ def test_from_dict_reads_every_field_and_round_trips():
     assert EngineSettings.from_dict(settings.to_dict()) == settings
 
 
-def test_empty_settings_default_to_one_gpu_and_omit_engine_defaults():
+def test_empty_settings_leave_tp_to_the_replicas_gpus_and_omit_engine_defaults():
     assert EngineSettings.from_dict({}) == EngineSettings()
-    assert EngineSettings.from_dict(None).tensor_parallel_size == 1
-    assert EngineSettings().to_dict() == {"tensor_parallel_size": 1, "pipeline_parallel_size": 1}
+    assert EngineSettings.from_dict(None).tensor_parallel_size is None  # capacity.parallel derives it
+    assert EngineSettings().to_dict() == {"pipeline_parallel_size": 1}
 
 
 def test_from_dict_rejects_unknown_keys_with_a_field_error():

@@ -339,3 +339,14 @@ def test_yaml_export_quotes_strings_other_readers_take_for_numbers_so_kubectl_ap
     handle.kubectl("apply", "--server-side", "--field-manager", "controlplane", "-f", str(tmp_path / "export.yaml"))
     stored = handle.core.read_namespaced_config_map("awkward", "default")
     assert stored.metadata.annotations == awkward and stored.data == awkward
+
+
+def test_the_engine_uses_every_gpu_its_pod_holds():
+    four = dataclasses.replace(SPECS["standard-vllm"]().pools[0], gpus_per_replica=4)
+    unset = engine_container(render_service(spec(pools=(four,))))
+    assert unset["args"][unset["args"].index("--tensor-parallel-size") + 1] == "4"
+    assert "--data-parallel-size" not in unset["args"]
+    tp1 = engine_container(render_service(spec(pools=(four,), settings=EngineSettings(tensor_parallel_size=1))))
+    assert "--tensor-parallel-size" not in tp1["args"]
+    assert tp1["args"][tp1["args"].index("--data-parallel-size") + 1] == "4"
+    assert tp1["resources"]["limits"]["nvidia.com/gpu"] == "4"

@@ -68,7 +68,8 @@ RULES = [
     ("min above replicas", ("pools", 0, "min_replicas"), 3, "pools", "min_replicas"),
     ("replicas above max", ("pools", 0, "replicas"), 5, "pools", "max_replicas"),
     ("no GPU per replica", ("pools", 0, "gpus_per_replica"), 0, "pools", "greater than or equal to 1"),
-    ("GPUs not a multiple of TP x PP", ("pools", 0, "gpus_per_replica"), 3, "pools", "tensor_parallel_size"),
+    ("GPUs not a multiple of TP x PP", ("pools", 0, "gpus_per_replica"), 3, "engine_settings",
+     "tensor_parallel_size 2 × pipeline_parallel_size 1 uses 2 of the 3 GPU(s)"),
     ("mode the runtime lacks", ("deployment_mode",), "serverless", "deployment_mode", "does not support"),
     ("KV dtype vLLM rejects", ("engine_settings", "kv_cache_dtype"), "fp4_e2m1", "engine_settings", "kv_cache_dtype"),
     (

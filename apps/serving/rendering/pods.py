@@ -19,6 +19,7 @@ from apps.catalog.engines import EngineAdapter, LoraAdapter, MultiNode, get_adap
 from apps.serving.names import TEMPLATE_HASH_ANNOTATION, cache_claim_name, dns_label, labels
 from apps.serving.rendering.spec import PoolSpec, ServiceSpec
 from capacity.gpus import gpu_for
+from capacity.parallel import effective_parallelism
 
 MODELS_DIR = "/models"
 SOURCE_DIR = "/model-source"
@@ -252,6 +253,9 @@ def engine_container(spec: ServiceSpec, pool: PoolSpec, role: PodRole, mounts: l
     args = adapter.flags(
         spec.settings, model_path=model_path(spec), served_name=served_name(spec), port=adapter.port,
         adapters=loras, role=role.disaggregation, default_args=spec.runtime_args, multi_node=role.multi_node,
+        parallelism=effective_parallelism(pool.gpus_per_replica, pool.nodes_per_replica,
+                                          spec.settings.tensor_parallel_size, spec.settings.pipeline_parallel_size,
+                                          engine=spec.engine),
     )
     gpu = gpu_for(pool.gpu_type)
     gpus = str(pool.gpus_per_replica)

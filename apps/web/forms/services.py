@@ -66,7 +66,8 @@ class ServiceForm(PlainLabels, forms.Form):
     enable_chunked_prefill = forms.ChoiceField(label="Chunked prefill", choices=TRISTATE, required=False)
     gpu_memory_utilization = forms.FloatField(label="GPU memory utilisation (0–1)", required=False)
     max_num_seqs = forms.IntegerField(label="Max concurrent sequences", required=False)
-    tensor_parallel_size = forms.IntegerField(label="Tensor parallel size", initial=1)
+    tensor_parallel_size = forms.IntegerField(label="Tensor parallel size", required=False,
+                                              help_text="empty: the GPUs of a replica ÷ pipeline parallel size")
     pipeline_parallel_size = forms.IntegerField(label="Pipeline parallel size", initial=1)
     quantization = forms.CharField(label="Quantization", required=False, help_text="e.g. awq, gptq, fp8")
     speculative_model = forms.CharField(label="Speculative model", required=False)
@@ -105,7 +106,6 @@ class ServiceForm(PlainLabels, forms.Form):
         for name in ("kv_cache_dtype", "quantization", "speculative_model"):
             values[name] = values[name] or None
         values["extra_args"] = [line.strip() for line in (data.get("extra_args") or "").splitlines() if line.strip()]
-        values["tensor_parallel_size"] = values["tensor_parallel_size"] or 1
         values["pipeline_parallel_size"] = values["pipeline_parallel_size"] or 1
         return {k: v for k, v in values.items() if v is not None and v != []}
 
@@ -191,7 +191,7 @@ def initial_from(service: InferenceService) -> dict:
         "name": service.name, "cluster": service.cluster, "model": service.model_id, "runtime": service.runtime_id,
         "adapters": list(service.adapters.values_list("pk", flat=True)), "deployment_mode": service.deployment_mode,
         "routing_policy": service.routing_policy, "version": service.version,
-        "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
+        "pipeline_parallel_size": 1,
     }
     for name in ENGINE_FIELDS:
         if name in settings:
