@@ -16,12 +16,22 @@ from apps.core.api.exceptions import api_error
 
 
 def _has_nul(value) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return any(_has_nul(v) for v in value)
+    """Whether any string in value (keys included) holds U+0000.
+
+    Walked with an explicit stack, not recursion: a body nested a few hundred levels deep is still
+    within the JSON parser's limit but past Python's recursion limit, and must be a 400, not a 500.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
     return False
 
 
