@@ -211,10 +211,11 @@ X_FRAME_OPTIONS = "DENY"
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "apps.core.api.pagination.StandardPagination",
+    "EXCEPTION_HANDLER": "apps.core.api.exceptions.exception_handler",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
         "apps.core.api.filters.StrictFilterBackend",
-        "rest_framework.filters.OrderingFilter",
+        "apps.core.api.filters.OrderingFilter",
         "apps.core.api.filters.SearchFilter",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -259,7 +260,7 @@ API_THROTTLE_RATES = {
     "user": throttle_rate("API_THROTTLE_RATE", "1200/min"),
     "anon": throttle_rate("API_ANON_THROTTLE_RATE", "60/min"),
 }
-# JSON request bodies larger than this are answered 413; form bodies are bounded by the same figure.
+# Request bodies (JSON or form) larger than this are answered 413 in JSON (apps/core/api/exceptions.py).
 API_MAX_BODY_BYTES = strict_int("API_MAX_BODY_BYTES", 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
 # Throttle counts live in the cache: per process by default; set CACHE_URL (redis://…) so that every
