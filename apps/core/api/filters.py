@@ -38,7 +38,8 @@ class OrderingFilter(filters.OrderingFilter):
         unknown = [term for term in fields if term.lstrip("-") not in valid]
         if unknown:
             choices = ", ".join(sorted(valid))
-            raise ValidationError({self.ordering_param: [f"Cannot order by {', '.join(unknown)}; choose from {choices}."]})
+            message = f"Cannot order by {', '.join(unknown)}; choose from {choices}."
+            raise ValidationError({self.ordering_param: [message]})
         return super().remove_invalid_fields(queryset, fields, view, request)
 
 
