@@ -35,7 +35,23 @@ def _has_nul(value) -> bool:
     return False
 
 
+class AsciiPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
+    """A primary key as an integer or a string of ASCII digits: int() reads any Unicode digit, and
+    `"1١"` must not resolve to object 11."""
+
+    default_error_messages = {
+        **serializers.PrimaryKeyRelatedField.default_error_messages,
+        "not_ascii": "A primary key is written in ASCII digits (0-9) only.",
+    }
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and not (data.isascii() and data.isdigit()):
+            self.fail("not_ascii")
+        return super().to_internal_value(data)
+
+
 class ValidatedModelSerializer(serializers.ModelSerializer):
+    serializer_related_field = AsciiPrimaryKeyRelatedField
     # Related fields whose choices are not narrowed to the user (e.g. clusters, chosen by name).
     unscoped_related_fields: tuple[str, ...] = ()
     # Fields that may be set on create but not changed afterwards.
@@ -122,7 +138,7 @@ class PrimaryKeyListField(serializers.ManyRelatedField):
 
     def __init__(self, queryset, max_length: int, **kwargs):
         self.max_length = max_length
-        super().__init__(child_relation=serializers.PrimaryKeyRelatedField(queryset=queryset), **kwargs)
+        super().__init__(child_relation=AsciiPrimaryKeyRelatedField(queryset=queryset), **kwargs)
 
     def to_internal_value(self, data):
         if isinstance(data, (str, bytes)) or not hasattr(data, "__iter__"):
