@@ -15,7 +15,7 @@ from urllib.parse import unquote
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from apps.catalog.registries import parse_prefixes
+from apps.catalog.registries import parse_pinned_image, parse_prefixes
 from controlplane import tasknames
 from controlplane.logcontext import logging_config
 
@@ -71,6 +71,17 @@ CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 try:
     IMAGE_REGISTRIES = parse_prefixes(env.list("IMAGE_REGISTRIES", default=["docker.io/vllm", "docker.io/lmsysorg"]),
                                       "IMAGE_REGISTRIES")
+except ValueError as exc:
+    raise ImproperlyConfigured(str(exc)) from exc
+# The images the product itself renders beside a Runtime's engine image (README "Security"): each pinned to a
+# tag other than latest or to a digest, so a tenant's namespace never runs a moving image.
+try:
+    VLLM_ROUTER_IMAGE = parse_pinned_image(
+        os.environ.get("VLLM_ROUTER_IMAGE", "lmcache/lmstack-router:v0.1.9"), "VLLM_ROUTER_IMAGE")
+    EPP_IMAGE = parse_pinned_image(
+        os.environ.get("EPP_IMAGE", "registry.k8s.io/gateway-api-inference-extension/epp:v1.0.0"), "EPP_IMAGE")
+    MODEL_FETCH_IMAGE = parse_pinned_image(
+        os.environ.get("MODEL_FETCH_IMAGE", "amazon/aws-cli:2.27.0"), "MODEL_FETCH_IMAGE")
 except ValueError as exc:
     raise ImproperlyConfigured(str(exc)) from exc
 # Fernet key(s) for secrets at rest (cluster credentials). Comma-separated: the first encrypts,
