@@ -53,7 +53,10 @@ ENGINE_HOME = "/home/engine"
 
 
 def harden(pod_spec: dict) -> dict:
-    """The pod spec with the security contexts above merged in (what a container sets itself wins)."""
+    """The pod spec with the security contexts above merged in (what a container sets itself wins), and
+    no ServiceAccount token unless the pod names its ServiceAccount: only the routers' discovery and the
+    endpoint picker read the API, so an engine pod holds no credential worth stealing."""
+    pod_spec.setdefault("automountServiceAccountToken", "serviceAccountName" in pod_spec)
     pod_spec["securityContext"] = {**POD_SECURITY_CONTEXT, **pod_spec.get("securityContext", {})}
     for container in [*pod_spec.get("initContainers", []), *pod_spec.get("containers", [])]:
         container["securityContext"] = {**CONTAINER_SECURITY_CONTEXT, **container.get("securityContext", {})}
