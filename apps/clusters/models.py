@@ -13,7 +13,7 @@ from django.db import models
 from apps.core.access import is_platform_staff
 from apps.core.fields import EncryptedTextField
 from apps.core.models import TimestampedModel
-from apps.core.validators import dns1123_label
+from apps.core.validators import LINK_LOCAL, dns1123_label, is_link_local
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,11 @@ class Cluster(TimestampedModel):
         help_text="Where the API server's proxy traffic to pods comes from (CIDRs, comma-separated); the tenant "
         "NetworkPolicy admits it. Empty: the addresses of the default/kubernetes Endpoints.",
     )
+    model_egress_cidrs = ArrayField(
+        models.CharField(max_length=43), default=list, blank=True,
+        help_text="Where tenant pods may connect outside their namespace to fetch models (CIDRs of the model "
+        "sources or of an egress proxy, comma-separated). Link-local addresses (cloud metadata) stay blocked.",
+    )
     open_to_all_tenants = models.BooleanField(
         default=False, help_text="Every tenant may deploy here. Otherwise only the tenants listed below may."
     )
@@ -134,6 +139,13 @@ class Cluster(TimestampedModel):
         bad = [c for c in self.api_server_cidrs or [] if not _is_cidr(c)]
         if bad:
             errors["api_server_cidrs"] = [f"Not a CIDR: {', '.join(bad)} (e.g. 10.0.0.0/24 or 10.0.0.5/32)."]
+        bad = [c for c in self.model_egress_cidrs or [] if not _is_cidr(c)]
+        if bad:
+            errors["model_egress_cidrs"] = [f"Not a CIDR: {', '.join(bad)} (e.g. 10.0.0.0/24 or 0.0.0.0/0)."]
+        elif any(is_link_local(c) for c in self.model_egress_cidrs or []):
+            # A block that contains link-local (0.0.0.0/0) is fine: the policy carves it out.
+            errors["model_egress_cidrs"] = [f"{', '.join(LINK_LOCAL)} (cloud metadata) are never opened to "
+                                            "tenant pods; list the model sources' own addresses."]
         if errors:
             raise ValidationError(errors)
 
