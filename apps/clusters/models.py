@@ -10,7 +10,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from apps.core.access import is_platform_staff
+from apps.core.access import is_platform_staff, member_tenant_ids
 from apps.core.fields import EncryptedTextField
 from apps.core.models import TimestampedModel
 from apps.core.validators import LINK_LOCAL, dns1123_label, is_link_local
@@ -57,6 +57,14 @@ class ClusterQuerySet(models.QuerySet):
     def usable_by_tenant(self, tenant_id: int | None) -> ClusterQuerySet:
         """The clusters staff let this tenant deploy to: open to all, or listing the tenant."""
         return self.filter(models.Q(open_to_all_tenants=True) | models.Q(tenants=tenant_id)).distinct()
+
+    def usable_by_user(self, user) -> ClusterQuerySet:
+        """Every cluster for staff; otherwise those some tenant of the user may deploy to, so that any other
+        name, existing or not, is looked up and refused the same way."""
+        if is_platform_staff(user):
+            return self
+        return self.filter(models.Q(open_to_all_tenants=True)
+                           | models.Q(tenants__in=member_tenant_ids(user))).distinct()
 
 
 def unavailable_cluster_message(name) -> str:

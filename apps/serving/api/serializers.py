@@ -47,6 +47,14 @@ class InferenceServiceSerializer(ValidatedModelSerializer):
         help_text="Capacity warnings: low KV-cache headroom, or a spec admitted earlier that no longer fits."
     )
     unscoped_related_fields = ("cluster",)
+
+    def get_fields(self):
+        fields = super().get_fields()
+        user = getattr(self.context.get("request"), "user", None)
+        if user is not None:
+            # Clusters no tenant of the user may use are looked up as missing ones: same status, same words.
+            fields["cluster"].queryset = Cluster.objects.usable_by_user(user)
+        return fields
     create_only_fields = ("tenant", "name")
 
     class Meta:
