@@ -63,6 +63,8 @@ class ClusterQuerySet(models.QuerySet):
         name, existing or not, is looked up and refused the same way."""
         if is_platform_staff(user):
             return self
+        if not getattr(user, "is_authenticated", False):
+            return self.none()  # the schema view builds serializers for the anonymous
         return self.filter(models.Q(open_to_all_tenants=True)
                            | models.Q(tenants__in=member_tenant_ids(user))).distinct()
 
