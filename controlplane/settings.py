@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import environ
+from csp import constants as csp_constants
 from django.core.exceptions import ImproperlyConfigured
 
 from apps.catalog.registries import parse_pinned_image, parse_prefixes
@@ -100,6 +101,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and ReDoc served from our static files: the docs work offline
+    "csp",
     "django_htmx",
     "axes",
     "apps.core",
@@ -117,6 +120,7 @@ MIDDLEWARE = [
     "controlplane.health.HealthMiddleware",  # first: probes skip host checks, HTTPS redirects and auth
     "controlplane.logcontext.RequestContextMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -282,11 +286,31 @@ CACHES = {
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
 
+# Content-Security-Policy on every response (django-csp): scripts and styles only from our origin or with the
+# response's nonce, nothing may frame the pages, and no plugin, base or foreign form target.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'", csp_constants.NONCE],
+        "style-src": ["'self'", csp_constants.NONCE],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "Inference control plane API",
     "DESCRIPTION": "Models, runtimes, clusters and inference services for LLM serving on Kubernetes.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "apps.core.api.schema.add_error_responses",
