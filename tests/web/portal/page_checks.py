@@ -6,6 +6,7 @@ from urllib.parse import urljoin
 
 from django.conf import settings
 
+
 def page_width(page) -> tuple[int, list[str]]:
     """The document's scroll width and up to five elements (outside a `.scroll` box) reaching past 391 px."""
     width = page.evaluate("document.documentElement.scrollWidth")
