@@ -13,9 +13,10 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import environ
+from csp import constants as csp_constants
 from django.core.exceptions import ImproperlyConfigured
 
-from apps.catalog.registries import parse_prefixes
+from apps.catalog.registries import parse_pinned_image, parse_prefixes
 from controlplane import tasknames
 from controlplane.logcontext import logging_config
 
@@ -73,6 +74,17 @@ try:
                                       "IMAGE_REGISTRIES")
 except ValueError as exc:
     raise ImproperlyConfigured(str(exc)) from exc
+# The images the product itself renders beside a Runtime's engine image (README "Security"): each pinned to a
+# tag other than latest or to a digest, so a tenant's namespace never runs a moving image.
+try:
+    VLLM_ROUTER_IMAGE = parse_pinned_image(
+        os.environ.get("VLLM_ROUTER_IMAGE", "lmcache/lmstack-router:v0.1.9"), "VLLM_ROUTER_IMAGE")
+    EPP_IMAGE = parse_pinned_image(
+        os.environ.get("EPP_IMAGE", "registry.k8s.io/gateway-api-inference-extension/epp:v1.0.0"), "EPP_IMAGE")
+    MODEL_FETCH_IMAGE = parse_pinned_image(
+        os.environ.get("MODEL_FETCH_IMAGE", "amazon/aws-cli:2.27.0"), "MODEL_FETCH_IMAGE")
+except ValueError as exc:
+    raise ImproperlyConfigured(str(exc)) from exc
 # Fernet key(s) for secrets at rest (cluster credentials). Comma-separated: the first encrypts,
 # all decrypt, so keys can be rotated.
 FIELD_ENCRYPTION_KEYS = [
@@ -89,6 +101,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and ReDoc served from our static files: the docs work offline
+    "csp",
     "django_htmx",
     "axes",
     "apps.core",
@@ -107,6 +121,7 @@ MIDDLEWARE = [
     "controlplane.health.HealthMiddleware",  # first: probes skip host checks, HTTPS redirects and auth
     "controlplane.logcontext.RequestContextMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -212,10 +227,11 @@ X_FRAME_OPTIONS = "DENY"
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "apps.core.api.pagination.StandardPagination",
+    "EXCEPTION_HANDLER": "apps.core.api.exceptions.exception_handler",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
         "apps.core.api.filters.StrictFilterBackend",
-        "rest_framework.filters.OrderingFilter",
+        "apps.core.api.filters.OrderingFilter",
         "apps.core.api.filters.SearchFilter",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -260,7 +276,7 @@ API_THROTTLE_RATES = {
     "user": throttle_rate("API_THROTTLE_RATE", "1200/min"),
     "anon": throttle_rate("API_ANON_THROTTLE_RATE", "60/min"),
 }
-# JSON request bodies larger than this are answered 413; form bodies are bounded by the same figure.
+# Request bodies (JSON or form) larger than this are answered 413 in JSON (apps/core/api/exceptions.py).
 API_MAX_BODY_BYTES = strict_int("API_MAX_BODY_BYTES", 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
 # Throttle counts live in the cache: per process by default; set CACHE_URL (redis://…) so that every
@@ -271,11 +287,31 @@ CACHES = {
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
 
+# Content-Security-Policy on every response (django-csp): scripts and styles only from our origin or with the
+# response's nonce, nothing may frame the pages, and no plugin, base or foreign form target.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'", csp_constants.NONCE],
+        "style-src": ["'self'", csp_constants.NONCE],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "Inference control plane API",
     "DESCRIPTION": "Models, runtimes, clusters and inference services for LLM serving on Kubernetes.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "apps.core.api.schema.add_error_responses",

@@ -33,6 +33,10 @@ def test_production_settings_pass_the_deployment_checks():
     [
         ("DEBUG", "maybe", "DEBUG='maybe' is not a boolean"),
         ("DB_CONN_MAX_AGE", "sixty", "DB_CONN_MAX_AGE='sixty' is not an integer"),
+        ("VLLM_ROUTER_IMAGE", "lmcache/lmstack-router:latest", "VLLM_ROUTER_IMAGE='lmcache/lmstack-router:latest' is "
+                                                               "not a pinned image"),
+        ("EPP_IMAGE", "registry.k8s.io/epp", "EPP_IMAGE='registry.k8s.io/epp' is not a pinned image"),
+        ("MODEL_FETCH_IMAGE", "amazon/../aws-cli:2", "MODEL_FETCH_IMAGE='amazon/../aws-cli:2' is not a pinned image"),
     ],
 )
 def test_a_malformed_variable_stops_start_up_naming_it(variable, value, message):

@@ -11,7 +11,15 @@ from django.db.models import Q
 
 from apps.catalog.choices import DeploymentMode, EngineKind, ModelDtype
 from apps.catalog.engines import EngineSettings, get_adapter
-from apps.catalog.registries import PREFIX_HELP, image_allowed, is_valid_prefix
+from apps.catalog.registries import (
+    PREFIX_HELP,
+    REPOSITORY_HELP,
+    TAG_HELP,
+    image_allowed,
+    is_valid_prefix,
+    is_valid_repository,
+    is_valid_tag,
+)
 from apps.catalog.validators import validate_source_uri
 from apps.core.access import RestrictedQuerySet, restricted, tenant_owned
 from apps.core.models import TimestampedModel
@@ -152,12 +160,16 @@ class Runtime(CatalogEntry):
             clash = get_adapter(self.engine).validate(EngineSettings(extra_args=tuple(self.default_args)))
             if clash.get("extra_args"):
                 errors["default_args"] = [clash["extra_args"]]
+        if self.tag and not is_valid_tag(self.tag):
+            errors["tag"] = [f"{self.tag!r} is not an image tag. {TAG_HELP}"]
         if not self.supported_modes:
             errors["supported_modes"] = ["List at least one deployment mode."]
         elif len(set(self.supported_modes)) != len(self.supported_modes):
             errors["supported_modes"] = ["Deployment modes are listed more than once."]
         if ":" in self.image.rsplit("/", 1)[-1] or "@" in self.image:
             errors["image"] = ["Give the image without a tag or digest; the tag has its own field."]
+        elif self.image and not is_valid_repository(self.image):
+            errors["image"] = [f"{self.image!r} is not an image repository. {REPOSITORY_HELP}"]
         elif self.image:
             allowed = allowed_registries(self.tenant_id)
             if not image_allowed(self.image, allowed):

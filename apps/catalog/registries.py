@@ -15,6 +15,16 @@ _HOST = r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*(:[0-9]
 _PATH = r"[a-z0-9]+([._-][a-z0-9]+)*"
 PREFIX_RE = re.compile(rf"{_HOST}(/{_PATH})*")
 PREFIX_HELP = "A registry host with an optional path prefix, e.g. docker.io/vllm or registry.example:5000/ml."
+# The OCI distribution reference grammar (distribution/reference): a repository is an optional domain and
+# path components joined by `/`, each component lowercase alphanumerics joined by one `.`, one or two `_`,
+# or any run of `-`; so `..`, empty components and spaces never pass. A tag is a word character then up to
+# 127 word characters, dots and dashes.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_DOMAIN = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?"
+REPOSITORY_RE = re.compile(rf"(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*")
+TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+REPOSITORY_HELP = "An image repository by the OCI reference grammar, e.g. docker.io/vllm/vllm-openai."
+TAG_HELP = "A tag is letters, digits, `_`, `.` and `-` (up to 128, not starting with `.` or `-`), e.g. v0.8.5."
 
 
 def normalize_image(image: str) -> str:
@@ -27,6 +37,38 @@ def normalize_image(image: str) -> str:
     if image.startswith(f"{DEFAULT_REGISTRY}/"):
         return image
     return f"{DEFAULT_REGISTRY}/{image}" if rest else f"{DEFAULT_REGISTRY}/library/{image}"
+
+
+def is_valid_repository(image: str) -> bool:
+    """True when `image` (without tag or digest) is a repository by the OCI reference grammar."""
+    return bool(REPOSITORY_RE.fullmatch(image)) and len(image) <= 255
+
+
+def is_valid_tag(tag: str) -> bool:
+    return bool(TAG_RE.fullmatch(tag))
+
+
+_DIGEST_RE = re.compile(r"sha256:[a-f0-9]{64}")
+
+
+def parse_pinned_image(ref: str, what: str) -> str:
+    """`ref` checked as a pinned image reference, `repository:tag` or `repository@sha256:…`; a missing tag
+    or `latest` is refused, since a moving tag renders a different image into every namespace over time.
+    Raises ValueError naming `what`."""
+    ref = ref.strip()
+    repository, at, digest = ref.partition("@")
+    if at:
+        pinned = bool(_DIGEST_RE.fullmatch(digest))
+        repository = repository.rsplit(":", 1)[0] if ":" in repository.rsplit("/", 1)[-1] else repository
+    else:
+        last = repository.rsplit("/", 1)[-1]
+        tag = last.rpartition(":")[2] if ":" in last else ""
+        repository = repository[: len(repository) - len(tag) - 1] if tag else repository
+        pinned = is_valid_tag(tag) and tag != "latest"
+    if not (pinned and is_valid_repository(repository)):
+        raise ValueError(f"{what}={ref!r} is not a pinned image: give repository:tag (not latest) or "
+                         "repository@sha256:<digest>.")
+    return ref
 
 
 def is_valid_prefix(prefix: str) -> bool:

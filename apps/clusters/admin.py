@@ -23,7 +23,7 @@ class ClusterAdminForm(forms.ModelForm):
     class Meta:
         model = Cluster
         fields = ["name", "description", "api_url", *CREDENTIALS, "in_cluster", "insecure_simulator", "has_gateway",
-                  "prometheus_url", "api_server_cidrs", "open_to_all_tenants", "tenants"]
+                  "prometheus_url", "api_server_cidrs", "model_egress_cidrs", "open_to_all_tenants", "tenants"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -10,10 +10,10 @@ from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from apps.core.access import RestrictedQuerySet, restricted, staff_only
+from apps.core.access import RestrictedQuerySet, is_platform_staff, member_tenant_ids, restricted, staff_only
 from apps.core.fields import EncryptedTextField
 from apps.core.models import TimestampedModel
-from apps.core.validators import dns1123_label
+from apps.core.validators import LINK_LOCAL, dns1123_label, is_link_local
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,16 @@ class ClusterQuerySet(RestrictedQuerySet):
         """The clusters staff let this tenant deploy to: open to all, or listing the tenant."""
         return self.filter(models.Q(open_to_all_tenants=True) | models.Q(tenants=tenant_id)).distinct()
 
+    def usable_by_user(self, user) -> ClusterQuerySet:
+        """Every cluster for staff; otherwise those some tenant of the user may deploy to, so that any other
+        name, existing or not, is looked up and refused the same way."""
+        if is_platform_staff(user):
+            return self
+        if not getattr(user, "is_authenticated", False):
+            return self.none()  # the schema view builds serializers for the anonymous
+        return self.filter(models.Q(open_to_all_tenants=True)
+                           | models.Q(tenants__in=member_tenant_ids(user))).distinct()
+
 
 def unavailable_cluster_message(name) -> str:
     """One answer for a cluster that does not exist and one the tenant may not use, so that a tenant
@@ -98,6 +108,11 @@ class Cluster(TimestampedModel):
         help_text="Where the API server's proxy traffic to pods comes from (CIDRs, comma-separated); the tenant "
         "NetworkPolicy admits it. Empty: the addresses of the default/kubernetes Endpoints.",
     )
+    model_egress_cidrs = ArrayField(
+        models.CharField(max_length=43), default=list, blank=True,
+        help_text="Where tenant pods may connect outside their namespace to fetch models (CIDRs of the model "
+        "sources or of an egress proxy, comma-separated). Link-local addresses (cloud metadata) stay blocked.",
+    )
     open_to_all_tenants = models.BooleanField(
         default=False, help_text="Every tenant may deploy here. Otherwise only the tenants listed below may."
     )
@@ -135,6 +150,13 @@ class Cluster(TimestampedModel):
         bad = [c for c in self.api_server_cidrs or [] if not _is_cidr(c)]
         if bad:
             errors["api_server_cidrs"] = [f"Not a CIDR: {', '.join(bad)} (e.g. 10.0.0.0/24 or 10.0.0.5/32)."]
+        bad = [c for c in self.model_egress_cidrs or [] if not _is_cidr(c)]
+        if bad:
+            errors["model_egress_cidrs"] = [f"Not a CIDR: {', '.join(bad)} (e.g. 10.0.0.0/24 or 0.0.0.0/0)."]
+        elif any(is_link_local(c) for c in self.model_egress_cidrs or []):
+            # A block that contains link-local (0.0.0.0/0) is fine: the policy carves it out.
+            errors["model_egress_cidrs"] = [f"{', '.join(LINK_LOCAL)} (cloud metadata) are never opened to "
+                                            "tenant pods; list the model sources' own addresses."]
         if errors:
             raise ValidationError(errors)
 

@@ -61,6 +61,7 @@ POD_SECURITY_LABELS = {
     "pod-security.kubernetes.io/warn": "restricted",
     "pod-security.kubernetes.io/warn-version": "latest",
 }
+EGRESS_POLICY_NAME = "tenant-egress"  # the tenant namespace's default-deny egress NetworkPolicy
 ISOLATION_POLICY_NAME = "tenant-isolation"  # the tenant namespace's default-deny ingress NetworkPolicy
 QUOTA_NAME = "gpu-quota"  # the tenant's ResourceQuota in its namespace
 # Objects of service `x` are named `x` or `x<suffix>`: a sibling service named e.g. `x-router` would

@@ -52,6 +52,18 @@ class Tenant(TimestampedModel):
 
 
 
+# One answer for "no such account" and "an account that may not be added" (deactivated), in the API and the
+# portal alike, so adding a member cannot be used to learn which usernames exist.
+NO_SUCH_USER = "No user '{value}'; they need an account before they can be added."
+
+
+def addable_users():
+    """The accounts an owner may add to a tenant: active ones."""
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.filter(is_active=True)
+
+
 class MembershipQuerySet(RestrictedQuerySet):
     """Members see the memberships of their tenants."""
 

@@ -5,7 +5,12 @@ Traffic through the proxies has a source: a pod named by the `X-Kubesim-Source-P
 header (a simulated in-cluster caller), or else the API server itself, whose address (`APISERVER_ADDRESS`)
 is published like a real cluster's in the `default/kubernetes` Service's Endpoints. Peers understood:
 `podSelector`, `namespaceSelector` (both, or either alone) and `ipBlock` (with `except`); rule `ports` are
-matched against the target port's number or name. Egress is not enforced.
+matched against the target port's number or name.
+
+Egress is enforced the same way from the source pod's side: a pod selected by an Egress policy of its
+namespace may reach only what one of those policies' `to` peers admits. A proxied call between pods must pass
+both the source's egress and the target's ingress; `connection_allowed` answers for a destination outside any
+pod (a cloud metadata address, a model source), as a pod's own dial would be filtered.
 """
 
 from __future__ import annotations
@@ -81,22 +86,45 @@ def _port_admits(rule: dict, port: int | None, port_name: str | None) -> bool:
     return any(p.get("port") is None or str(p.get("port")) in {str(port), port_name} for p in ports)
 
 
-def ingress_allowed(store, pod: dict, source: Source, port: int | None = None, port_name: str | None = None) -> bool:
-    """Whether the policies of the pod's namespace let `source` reach it (on `port`)."""
-    namespace = pod["metadata"].get("namespace") or "default"
-    labels = pod["metadata"].get("labels") or {}
+def _policy_types(spec: dict) -> list[str]:
+    # As the API server defaults it: Ingress always, Egress when the policy has egress rules.
+    return spec.get("policyTypes") or ["Ingress", *(["Egress"] if spec.get("egress") else [])]
+
+
+def _allowed(store, namespace: str, labels: dict, direction: str, peer: Source, port, port_name) -> bool:
+    """Whether the `direction` ("Ingress"/"Egress") policies of namespace that select a pod with labels let it
+    talk with peer: not isolated in that direction, or admitted by some rule of a selecting policy."""
     policies, _ = store.list(NETWORK_POLICIES, namespace)
-    isolating = [p for p in policies if "Ingress" in ((p.get("spec") or {}).get("policyTypes") or ["Ingress"])
+    isolating = [p for p in policies if direction in _policy_types(p.get("spec") or {})
                  and _selects((p.get("spec") or {}).get("podSelector"), labels)]
     if not isolating:
         return True
+    rules_key, peers_key = ("ingress", "from") if direction == "Ingress" else ("egress", "to")
     for policy in isolating:
-        for rule in policy["spec"].get("ingress") or []:
-            peers = rule.get("from")
-            admitted = not peers or any(_peer_admits(store, peer, namespace, source) for peer in peers)
+        for rule in policy["spec"].get(rules_key) or []:
+            peers = rule.get(peers_key)
+            admitted = not peers or any(_peer_admits(store, p, namespace, peer) for p in peers)
             if admitted and _port_admits(rule, port, port_name):
                 return True
     return False
+
+
+def connection_allowed(store, source: Source, destination: Source, port: int | None = None,
+                       port_name: str | None = None) -> bool:
+    """Whether the source pod's egress policies let it open a connection to destination (a pod or an address)."""
+    if not source.is_pod:
+        return True  # egress policies filter pods' traffic only
+    return _allowed(store, source.namespace, dict(source.labels), "Egress", destination, port, port_name)
+
+
+def ingress_allowed(store, pod: dict, source: Source, port: int | None = None, port_name: str | None = None) -> bool:
+    """Whether `source` may reach the pod (on `port`): the source pod's egress and the pod's ingress policies."""
+    namespace = pod["metadata"].get("namespace") or "default"
+    labels = pod["metadata"].get("labels") or {}
+    target = Source((pod.get("status") or {}).get("podIP") or "", namespace, tuple(sorted(labels.items())))
+    if not connection_allowed(store, source, target, port, port_name):
+        return False
+    return _allowed(store, namespace, labels, "Ingress", source, port, port_name)
 
 
 def refused(pod: dict, port) -> ApiError:

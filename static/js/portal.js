@@ -107,3 +107,13 @@
       .catch(function (error) { meta.textContent = "Error: " + error; finish(); });
   });
 })();
+
+// The service form refreshes its parts on change, except for the deployment mode (which has its own request).
+// Done here, not as an hx-trigger filter, because htmx evaluates filters with eval, which the CSP forbids.
+document.addEventListener("htmx:confirm", function (event) {
+  var form = event.detail.elt;
+  var trigger = event.detail.triggeringEvent;
+  if (form.id === "service-form" && trigger && trigger.target && trigger.target.name === "deployment_mode") {
+    event.preventDefault();
+  }
+});

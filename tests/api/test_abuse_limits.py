@@ -86,13 +86,14 @@ def test_a_body_over_the_limit_is_413_and_changes_nothing(api, owner_a, catalog,
     assert not InferenceService.objects.exists()
 
 
-def test_a_form_body_over_the_limit_is_refused_not_500(api, owner_a, settings):
+def test_a_form_body_over_the_limit_is_413_in_json(api, owner_a, settings):
     settings.API_MAX_BODY_BYTES = 1024
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024
 
     response = api("owner_a").post("/api/v1/tokens/", {"name": "x" * 4096}, format="multipart")
 
-    assert response.status_code == 400
+    assert response.status_code == 413
+    assert "1024" in response.json()["detail"]
 
 
 @pytest.mark.parametrize("body", ["[" * 100_000, '{"a":' * 50_000, "{", "\x00", "1e999999", '"\\ud800"'])

@@ -58,3 +58,39 @@ def test_the_admin_refuses_a_forbidden_cluster_like_the_api(client, staff, world
     with pytest.raises(ValidationError) as caught:
         svc.full_clean()
     assert "cluster" in caught.value.message_dict
+
+
+def _answers_with_and_without(client, payload, cluster, path="/api/v1/services/", method="post"):
+    """The answer while `cluster` exists, then the answer to the same bytes once it is gone."""
+    hidden = getattr(client, method)(path, payload, format="json")
+    cluster.delete()
+    missing = getattr(client, method)(path, payload, format="json")
+    return hidden, missing
+
+
+@pytest.mark.parametrize("actor,tenant", [("viewer_a", "alpha"), ("operator_a", "alpha"), ("member_b", "bravo")])
+@pytest.mark.parametrize("broken", [False, True])
+def test_a_hidden_cluster_answers_byte_for_byte_like_a_missing_one(api, world, tenant_b, actor, tenant, broken):
+    hidden_cluster = ClusterFactory(name="bravo-secret", open_to_all_tenants=False)
+    hidden_cluster.tenants.add(tenant_b)
+    payload = body(world, tenant, "bravo-secret" if actor != "member_b" else "alpha-gpus")
+    if broken:
+        payload |= {"name": "Not A Name", "pools": [{"role": "engine", "replicas": -1}]}
+    target = hidden_cluster if actor != "member_b" else world["alpha_only"]
+
+    hidden, missing = _answers_with_and_without(api(actor), payload, target)
+
+    assert hidden.status_code == missing.status_code
+    assert hidden.content == missing.content
+    assert not InferenceService.objects.exists()
+
+
+def test_the_portal_form_lists_and_preselects_only_the_tenants_clusters(client, world, tenant_b, member_b):
+    ClusterFactory(name="aaa-alpha-only", open_to_all_tenants=False).tenants.add(world["alpha_only"].tenants.get())
+    client.force_login(member_b)
+
+    page = client.get("/t/bravo/services/new/").content.decode()
+
+    assert "shared" in page
+    assert "alpha-gpus" not in page and "aaa-alpha-only" not in page
+    assert 'value="shared" selected' in page

@@ -10,7 +10,10 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from apps.catalog.models import Runtime, TenantImageRegistry
+from apps.catalog.registries import parse_pinned_image
+from apps.serving.rendering import render_service
 from tests.factories import RuntimeFactory
+from tests.serving.golden.specs import SPECS
 
 
 @pytest.fixture(autouse=True)
@@ -85,3 +88,84 @@ def test_the_default_platform_list_admits_the_engine_publishers_images(settings,
     assert settings.IMAGE_REGISTRIES == ["docker.io/vllm", "docker.io/lmsysorg"]
     RuntimeFactory(image="vllm/vllm-openai").full_clean()
     RuntimeFactory(name="sg", engine="sglang", image="lmsysorg/sglang").full_clean()
+
+
+@pytest.mark.parametrize("image", [
+    "docker.io/vllm/../evil/x", "vllm/./vllm-openai", "docker.io/vllm//vllm-openai", "docker.io/vllm/vllm openai",
+    "docker.io/vllm/VLLM-openai", "docker.io/vllm/-x", "docker.io/vllm/x.", "docker.io/vllm/x___y",
+])
+def test_an_image_outside_the_oci_reference_grammar_is_refused_even_under_an_allowed_registry(tenant_a, image):
+    with pytest.raises(ValidationError) as caught:
+        runtime(tenant_a, image=image).full_clean()
+
+    assert "OCI reference grammar" in " ".join(caught.value.message_dict["image"])
+
+
+@pytest.mark.parametrize("image", ["docker.io/vllm/vllm-openai", "vllm/vllm__openai.x", "vllm/a-----b",
+                                   "registry.example:5000/vllm/x"])
+def test_images_in_the_grammar_still_pass_the_grammar(tenant_a, settings, image):
+    settings.IMAGE_REGISTRIES = ["docker.io/vllm", "registry.example:5000"]
+
+    runtime(tenant_a, image=image).full_clean()
+
+
+@pytest.mark.parametrize("tag", ["latest evil", "-rc1", ".hidden", "v1/../x", "a" * 129, "v1\n"])
+def test_a_tag_that_is_not_a_tag_is_refused(tenant_a, tag):
+    candidate = runtime(tenant_a)
+    candidate.tag = tag
+
+    with pytest.raises(ValidationError) as caught:
+        candidate.full_clean()
+
+    assert "is not an image tag" in " ".join(caught.value.message_dict["tag"])
+
+
+@pytest.mark.parametrize("tag", ["v0.8.5", "latest", "_x", "1.2.3-cu124_b", "a" * 128])
+def test_real_tags_are_tags(tenant_a, tag):
+    candidate = runtime(tenant_a)
+    candidate.tag = tag
+
+    candidate.full_clean()
+
+
+@pytest.mark.parametrize("ref", ["lmcache/lmstack-router:v0.1.9", "registry.example:5000/x/y:1.2",
+                                 "registry.example:5000/x/y@sha256:" + "a" * 64,
+                                 "x/y:v1@sha256:" + "0" * 64])
+def test_a_pinned_image_is_a_tag_other_than_latest_or_a_digest(ref):
+    assert parse_pinned_image(ref, "IMAGE") == ref
+
+
+@pytest.mark.parametrize("ref", ["lmcache/lmstack-router", "lmcache/lmstack-router:latest",
+                                 "registry.example:5000/x/y", "x/y@sha256:short", "x/../y:v1", "x/y:latest evil"])
+def test_an_unpinned_image_is_refused_naming_the_setting(ref):
+    with pytest.raises(ValueError, match="IMAGE="):
+        parse_pinned_image(ref, "IMAGE")
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_every_image_the_product_renders_is_one_a_runtime_or_a_setting_names(name, settings):
+    the_spec = SPECS[name]()
+    named = {the_spec.image_ref, settings.VLLM_ROUTER_IMAGE, settings.EPP_IMAGE, settings.MODEL_FETCH_IMAGE}
+
+    images = {c["image"] for obj in render_service(the_spec) for c in _containers(obj)}
+
+    assert images
+    assert images <= named, images - named
+    for image in images - {the_spec.image_ref}:
+        parse_pinned_image(image, name)
+
+
+def _containers(obj: dict) -> list[dict]:
+    """Every container of every pod template in obj, wherever the kind keeps its templates (LeaderWorkerSet)."""
+    found, stack = [], [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, value in item.items():
+                if key in ("containers", "initContainers") and isinstance(value, list):
+                    found.extend(value)
+                else:
+                    stack.append(value)
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found

@@ -153,11 +153,12 @@ def test_lora_adapters_are_fetched_and_passed_to_the_engine():
 
 @pytest.mark.parametrize("routing,logic", [("session", "session"), ("prefix_aware", "prefixaware"),
                                            ("kv_aware", "kvaware")])
-def test_vllm_routing_policies_render_the_production_stack_router(routing, logic):
+def test_vllm_routing_policies_render_the_production_stack_router(routing, logic, settings):
+    settings.VLLM_ROUTER_IMAGE = "registry.example/mirror/lmstack-router:v9.9"
     objects = render_service(spec(routing=routing, has_gateway=False))
     router = find(objects, "Deployment", "chat-router")["spec"]["template"]["spec"]
     container = router["containers"][0]
-    assert container["image"] == "lmcache/lmstack-router:latest"
+    assert container["image"] == "registry.example/mirror/lmstack-router:v9.9"
     args = container["args"]
     assert args[args.index("--routing-logic") + 1] == logic
     assert args[args.index("--service-discovery") + 1] == "k8s"

@@ -42,6 +42,7 @@ class ClusterSerializer(ValidatedModelSerializer):
             "has_gateway",
             "prometheus_url",
             "api_server_cidrs",
+            "model_egress_cidrs",
             "open_to_all_tenants",
             "tenants",
             "last_seen_at",

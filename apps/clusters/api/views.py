@@ -5,7 +5,7 @@ from rest_framework import viewsets
 from apps.clusters.api.serializers import ClusterSerializer, GpuNodeSerializer
 from apps.clusters.models import Cluster, GpuNode
 from apps.core.api.permissions import IsPlatformStaff
-from apps.core.api.views import ScopedModelViewSet
+from apps.core.api.views import ASCII_PK, ScopedModelViewSet
 
 
 class ClusterViewSet(ScopedModelViewSet):
@@ -20,6 +20,7 @@ class ClusterViewSet(ScopedModelViewSet):
 class GpuNodeViewSet(viewsets.ReadOnlyModelViewSet):
     """Observed GPU nodes (written by the inventory worker)."""
 
+    lookup_value_regex = ASCII_PK
     queryset = GpuNode.objects.select_related("cluster")
     serializer_class = GpuNodeSerializer
     permission_classes = [IsPlatformStaff]

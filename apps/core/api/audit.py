@@ -7,6 +7,7 @@ from rest_framework import serializers, viewsets
 
 from apps.core.api.filters import StrictFilterSet
 from apps.core.api.pagination import StandardPagination
+from apps.core.api.views import ASCII_PK
 from apps.core.models import AuditEntry
 
 
@@ -41,6 +42,7 @@ class AuditEntryFilterSet(StrictFilterSet):
 
 
 class AuditEntryViewSet(viewsets.ReadOnlyModelViewSet):
+    lookup_value_regex = ASCII_PK
     queryset = AuditEntry.objects.select_related("content_type", "tenant")
     serializer_class = AuditEntrySerializer
     filterset_class = AuditEntryFilterSet

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import status
 from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.fields import get_error_detail
+from rest_framework.views import exception_handler as drf_handler
+
+from apps.core.api.parsers import RequestTooLarge
 
 UNIQUE_CODES = frozenset({"unique", "unique_together"})
 
@@ -38,3 +43,12 @@ def api_error(error: DjangoValidationError) -> APIException:
         conflict.detail = detail
         return conflict
     return ValidationError(detail)
+
+
+def exception_handler(exc, context):
+    """DRF's handler, plus Django's body-size refusal as a 413 in JSON (DRF reads `request.body` for JSON
+    and form bodies, where Django checks Content-Length and would otherwise answer an HTML 400)."""
+    if isinstance(exc, RequestDataTooBig):
+        limit = settings.API_MAX_BODY_BYTES
+        exc = RequestTooLarge(f"The request body is larger than {limit} bytes (API_MAX_BODY_BYTES).")
+    return drf_handler(exc, context)

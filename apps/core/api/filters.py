@@ -29,6 +29,20 @@ class SearchFilter(filters.SearchFilter):
         return super().get_search_terms(request)
 
 
+class OrderingFilter(filters.OrderingFilter):
+    """`?ordering=`: a field the view does not offer is a 400 naming the parameter, like any unknown
+    parameter, rather than quietly dropped (`?ordering=password` must not look like it worked)."""
+
+    def remove_invalid_fields(self, queryset, fields, view, request):
+        valid = {item[0] for item in self.get_valid_fields(queryset, view, {"request": request})}
+        unknown = [term for term in fields if term.lstrip("-") not in valid]
+        if unknown:
+            choices = ", ".join(sorted(valid))
+            message = f"Cannot order by {', '.join(unknown)}; choose from {choices}."
+            raise ValidationError({self.ordering_param: [message]})
+        return super().remove_invalid_fields(queryset, fields, view, request)
+
+
 class _StrictBooleanField(forms.NullBooleanField):
     """true/false (and 1/0); an empty value means no filter; anything else is an error."""
 

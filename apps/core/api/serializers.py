@@ -17,16 +17,42 @@ from apps.core.api.exceptions import api_error
 
 
 def _has_nul(value) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return any(_has_nul(v) for v in value)
+    """Whether any string in value (keys included) holds U+0000.
+
+    Walked with an explicit stack, not recursion: a body nested a few hundred levels deep is still
+    within the JSON parser's limit but past Python's recursion limit, and must be a 400, not a 500.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
     return False
 
 
+class AsciiPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
+    """A primary key as an integer or a string of ASCII digits: int() reads any Unicode digit, and
+    `"1١"` must not resolve to object 11."""
+
+    default_error_messages = {
+        **serializers.PrimaryKeyRelatedField.default_error_messages,
+        "not_ascii": "A primary key is written in ASCII digits (0-9) only.",
+    }
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and not (data.isascii() and data.isdigit()):
+            self.fail("not_ascii")
+        return super().to_internal_value(data)
+
+
 class ValidatedModelSerializer(serializers.ModelSerializer):
+    serializer_related_field = AsciiPrimaryKeyRelatedField
     # Related fields whose choices are not narrowed to the user (e.g. clusters, chosen by name).
     unscoped_related_fields: tuple[str, ...] = ()
     # Fields that may be set on create but not changed afterwards.
@@ -113,7 +139,7 @@ class PrimaryKeyListField(serializers.ManyRelatedField):
 
     def __init__(self, queryset, max_length: int, **kwargs):
         self.max_length = max_length
-        super().__init__(child_relation=serializers.PrimaryKeyRelatedField(queryset=queryset), **kwargs)
+        super().__init__(child_relation=AsciiPrimaryKeyRelatedField(queryset=queryset), **kwargs)
 
     def to_internal_value(self, data):
         if isinstance(data, (str, bytes)) or not hasattr(data, "__iter__"):

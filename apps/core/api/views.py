@@ -14,9 +14,15 @@ from apps.core.api.permissions import ObjectWritePermission
 from apps.core.audit import record_change, snapshot
 from apps.core.choices import AuditAction, AuditVia
 
+# URL keys in ASCII digits only (`[0-9]` in Python's re is ASCII; `\d` and int() are not), so `1١` is a 404,
+# not object 11. Every viewset routed by primary key sets it.
+ASCII_PK = "[0-9]+"
+
 
 class ScopedModelViewSet(viewsets.ModelViewSet):
     """Subclasses set `queryset`; every request sees only `queryset.restrict(request.user)`."""
+
+    lookup_value_regex = ASCII_PK
 
     permission_classes = [IsAuthenticated, ObjectWritePermission]
     pagination_class = StandardPagination

@@ -8,7 +8,7 @@ from rest_framework import serializers
 from apps.catalog.models import Adapter, Model, Runtime
 from apps.clusters.models import Cluster, unavailable_cluster_message
 from apps.core.api.exceptions import api_error
-from apps.core.api.serializers import PrimaryKeyListField, ValidatedModelSerializer
+from apps.core.api.serializers import AsciiPrimaryKeyRelatedField, PrimaryKeyListField, ValidatedModelSerializer
 from apps.core.choices import AuditVia
 from apps.serving.actions import save_service
 from apps.serving.capacity import service_warnings
@@ -36,8 +36,8 @@ class InferenceServiceSerializer(ValidatedModelSerializer):
         slug_field="name", queryset=Cluster.objects.all(),
         error_messages={"does_not_exist": unavailable_cluster_message("{value}")},
     )
-    model = serializers.PrimaryKeyRelatedField(queryset=Model.objects.all())
-    runtime = serializers.PrimaryKeyRelatedField(queryset=Runtime.objects.all())
+    model = AsciiPrimaryKeyRelatedField(queryset=Model.objects.all())
+    runtime = AsciiPrimaryKeyRelatedField(queryset=Runtime.objects.all())
     adapters = PrimaryKeyListField(queryset=Adapter.objects.all(), max_length=MAX_ADAPTERS, required=False)
     pools = PoolSerializer(many=True)
     version = serializers.IntegerField(
@@ -47,6 +47,14 @@ class InferenceServiceSerializer(ValidatedModelSerializer):
         help_text="Capacity warnings: low KV-cache headroom, or a spec admitted earlier that no longer fits."
     )
     unscoped_related_fields = ("cluster",)
+
+    def get_fields(self):
+        fields = super().get_fields()
+        user = getattr(self.context.get("request"), "user", None)
+        if user is not None:
+            # Clusters no tenant of the user may use are looked up as missing ones: same status, same words.
+            fields["cluster"].queryset = Cluster.objects.usable_by_user(user)
+        return fields
     create_only_fields = ("tenant", "name")
 
     class Meta:

@@ -39,7 +39,8 @@ def _order(obj: dict) -> tuple[int, str]:
 def render_service(spec: ServiceSpec) -> list[dict]:
     """Every object the service needs on its cluster, tenant Namespace and ResourceQuota included."""
     has_router = needs_router(spec)
-    objects = tenant_objects(spec.tenant, spec.namespace, spec.tenant_gpu_quota, spec.api_server_cidrs)
+    objects = tenant_objects(spec.tenant, spec.namespace, spec.tenant_gpu_quota, spec.api_server_cidrs,
+                             spec.model_egress_cidrs)
     if needs_cache(spec):
         objects.append(model_cache_claim(spec))
     objects += engine_objects(spec, has_router)

@@ -3,7 +3,9 @@ and KEDA ScaledObjects or HPAs when a service asks for them."""
 
 from __future__ import annotations
 
+from apps.core.validators import link_local_inside
 from apps.serving.names import (
+    EGRESS_POLICY_NAME,
     ISOLATION_POLICY_NAME,
     MODEL_SOURCE_ANNOTATION,
     POD_SECURITY_LABELS,
@@ -20,9 +22,10 @@ from apps.serving.rendering.pods import (
 from apps.serving.rendering.spec import PoolSpec, ServiceSpec
 
 
-def tenant_objects(tenant: str, namespace: str, gpu_quota: int, api_server_cidrs: tuple[str, ...] = ()) -> list[dict]:
+def tenant_objects(tenant: str, namespace: str, gpu_quota: int, api_server_cidrs: tuple[str, ...] = (),
+                   model_egress_cidrs: tuple[str, ...] = ()) -> list[dict]:
     """The tenant's Namespace on a cluster (Pod Security labels), its quota on requested NVIDIA GPUs, and
-    its default-deny ingress NetworkPolicy."""
+    its default-deny ingress and egress NetworkPolicies."""
     return [
         {"apiVersion": "v1", "kind": "Namespace",
          "metadata": {"name": namespace, "labels": {**tenant_labels(tenant), **POD_SECURITY_LABELS}}},
@@ -33,7 +36,33 @@ def tenant_objects(tenant: str, namespace: str, gpu_quota: int, api_server_cidrs
             "spec": {"hard": {"requests.nvidia.com/gpu": str(gpu_quota)}},
         },
         isolation_policy(tenant, namespace, api_server_cidrs),
+        egress_policy(tenant, namespace, api_server_cidrs, model_egress_cidrs),
     ]
+
+
+def egress_policy(tenant: str, namespace: str, api_server_cidrs: tuple[str, ...],
+                  model_egress_cidrs: tuple[str, ...]) -> dict:
+    """Deny all egress from the tenant's pods but DNS (kube-dns), the namespace's own pods, the API server
+    (router discovery and the endpoint picker; engines mount no token) and the cluster's model sources.
+    Link-local addresses, where clouds serve instance credentials, are carved out of every block."""
+    dns = {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                   "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+           "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
+    egress: list[dict] = [dns, {"to": [{"podSelector": {}}]}]
+    for cidrs in (api_server_cidrs, model_egress_cidrs):
+        if cidrs:
+            egress.append({"to": [_ip_block(cidr) for cidr in cidrs]})
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": EGRESS_POLICY_NAME, "namespace": namespace, "labels": tenant_labels(tenant)},
+        "spec": {"podSelector": {}, "policyTypes": ["Egress"], "egress": egress},
+    }
+
+
+def _ip_block(cidr: str) -> dict:
+    carved = link_local_inside(cidr)
+    return {"ipBlock": {"cidr": cidr, "except": carved} if carved else {"cidr": cidr}}
 
 
 def isolation_policy(tenant: str, namespace: str, api_server_cidrs: tuple[str, ...]) -> dict:

@@ -10,6 +10,7 @@ route goes straight to the router's Service, since the router pairs prefill with
 from __future__ import annotations
 
 import yaml
+from django.conf import settings
 
 from apps.catalog.engines import get_adapter
 from apps.serving.names import NAME_LABEL, ROLE_LABEL, TEMPLATE_HASH_ANNOTATION, labels, object_name, selector
@@ -18,7 +19,6 @@ from apps.serving.rendering.routers import ROUTER_PORT, rbac_objects
 from apps.serving.rendering.spec import ServiceSpec
 from apps.serving.rendering.workloads import ROLLING, service
 
-EPP_IMAGE = "registry.k8s.io/gateway-api-inference-extension/epp:v1.0.0"
 EPP_PORT = 9002
 EPP_HEALTH_PORT = 9003
 EPP_APP = "epp"
@@ -69,7 +69,7 @@ def endpoint_picker(spec: ServiceSpec) -> list[dict]:
             "serviceAccountName": name,
             "containers": [{
                 "name": "epp",
-                "image": EPP_IMAGE,
+                "image": settings.EPP_IMAGE,
                 "args": _epp_args(spec),
                 "env": [{"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
                 "ports": [{"name": "grpc", "containerPort": EPP_PORT, "protocol": "TCP"},

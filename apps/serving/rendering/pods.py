@@ -15,6 +15,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from apps.catalog.engines import EngineAdapter, LoraAdapter, MultiNode, get_adapter
 from apps.serving.names import TEMPLATE_HASH_ANNOTATION, cache_claim_name, dns_label, labels
 from apps.serving.rendering.spec import PoolSpec, ServiceSpec
@@ -23,7 +25,6 @@ from capacity.parallel import effective_parallelism
 
 MODELS_DIR = "/models"
 SOURCE_DIR = "/model-source"
-S3_IMAGE = "amazon/aws-cli:2.27.0"
 # Weights are read from network storage at ~500 MB/s (conservative) and, on first use, downloaded at
 # ~100 MB/s; engines then need a few minutes for CUDA graphs and warm-up.
 READ_BYTES_PER_SECOND = 500e6
@@ -53,7 +54,10 @@ ENGINE_HOME = "/home/engine"
 
 
 def harden(pod_spec: dict) -> dict:
-    """The pod spec with the security contexts above merged in (what a container sets itself wins)."""
+    """The pod spec with the security contexts above merged in (what a container sets itself wins), and
+    no ServiceAccount token unless the pod names its ServiceAccount: only the routers' discovery and the
+    endpoint picker read the API, so an engine pod holds no credential worth stealing."""
+    pod_spec.setdefault("automountServiceAccountToken", "serviceAccountName" in pod_spec)
     pod_spec["securityContext"] = {**POD_SECURITY_CONTEXT, **pod_spec.get("securityContext", {})}
     for container in [*pod_spec.get("initContainers", []), *pod_spec.get("containers", [])]:
         container["securityContext"] = {**CONTAINER_SECURITY_CONTEXT, **container.get("securityContext", {})}
@@ -152,7 +156,7 @@ def _fetch_container(spec: ServiceSpec, name: str, uri: str, dest: str) -> dict:
             "secretKeyRef": {"name": spec.model_token_secret, "key": "token"}}})
     container = {
         "name": name,
-        "image": spec.image_ref if hf else S3_IMAGE,
+        "image": spec.image_ref if hf else settings.MODEL_FETCH_IMAGE,
         "command": ["sh", "-c", _fetch_script(uri, dest)],
         "volumeMounts": [{"name": "model-cache", "mountPath": MODELS_DIR}],
         "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},

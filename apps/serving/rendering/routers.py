@@ -7,6 +7,8 @@ follow scaling without a restart; each gets a ServiceAccount allowed to list and
 
 from __future__ import annotations
 
+from django.conf import settings
+
 from apps.catalog.engines import get_adapter
 from apps.serving.choices import ROUTER_POLICIES
 from apps.serving.names import (
@@ -24,7 +26,6 @@ from apps.serving.rendering.spec import ServiceSpec
 from apps.serving.rendering.workloads import ROLLING, service
 
 ROUTER_PORT = 8000
-VLLM_ROUTER_IMAGE = "lmcache/lmstack-router:latest"
 SESSION_HEADER = "x-session-id"
 
 VLLM_ROUTING = ROUTER_POLICIES["vllm"]
@@ -102,7 +103,7 @@ def sglang_router_args(spec: ServiceSpec) -> list[str]:
 
 def _router_container(spec: ServiceSpec) -> dict:
     if spec.engine == "vllm":
-        image, command, args = VLLM_ROUTER_IMAGE, ["vllm-router"], vllm_router_args(spec)
+        image, command, args = settings.VLLM_ROUTER_IMAGE, ["vllm-router"], vllm_router_args(spec)
         ports = [{"name": "http", "containerPort": ROUTER_PORT, "protocol": "TCP"}]
     else:
         image, command, args = spec.image_ref, ["python3", "-m", "sglang_router.launch_router"], \

@@ -125,6 +125,8 @@ class ServiceSpec:
     # Where the API server's proxy traffic comes from (the tenant NetworkPolicy lets it in); the worker fills
     # it from the cluster (`default/kubernetes` Endpoints) when the Cluster row names none.
     api_server_cidrs: tuple[str, ...] = ()
+    # Where tenant pods may connect beyond their namespace and DNS: the model sources or an egress proxy.
+    model_egress_cidrs: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -193,4 +195,5 @@ def spec_from_service(service) -> ServiceSpec:
         autoscaling=AutoscalingSpec.from_dict(service.autoscaling),
         has_gateway=service.cluster.has_gateway,
         api_server_cidrs=tuple(service.cluster.api_server_cidrs or ()),
+        model_egress_cidrs=tuple(service.cluster.model_egress_cidrs or ()),
     )

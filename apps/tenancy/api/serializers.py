@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from django.utils import timezone
 from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied
 
 from apps.core.access import is_platform_staff, token_tenant_id
 from apps.core.api.serializers import ValidatedModelSerializer
-from apps.tenancy.models import ApiToken, Membership, Tenant
+from apps.tenancy.models import NO_SUCH_USER, ApiToken, Membership, Tenant, addable_users
 
 
 class TenantSerializer(ValidatedModelSerializer):
@@ -30,7 +29,8 @@ class TenantSerializer(ValidatedModelSerializer):
 
 class MembershipSerializer(ValidatedModelSerializer):
     tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.all())
-    user = serializers.SlugRelatedField(slug_field="username", queryset=get_user_model().objects.all())
+    user = serializers.SlugRelatedField(slug_field="username", queryset=addable_users(),
+                                        error_messages={"does_not_exist": NO_SUCH_USER})
     unscoped_related_fields = ("user",)
     create_only_fields = ("tenant", "user")
 

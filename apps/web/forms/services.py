@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django import forms
 from django.core import signing
+from django.db.models import Q
 
 from apps.catalog.choices import DeploymentMode
 from apps.catalog.models import Adapter, Model, Runtime
@@ -88,6 +89,11 @@ class ServiceForm(PlainLabels, forms.Form):
             # No bounds here: clean() says what a window may be, with the same words as the API.
             label, help_text = WINDOW_LABELS[name]
             self.fields[name] = forms.IntegerField(label=label, help_text=help_text, required=False)
+        # Only the clusters this tenant may use (and an edited service's own), so no other name is shown.
+        clusters = Cluster.objects.usable_by_tenant(tenant.pk)
+        if instance is not None and instance.cluster_id:
+            clusters = Cluster.objects.filter(Q(pk__in=clusters.values("pk")) | Q(pk=instance.cluster_id))
+        self.fields["cluster"].queryset = clusters.order_by("name")
         self.fields["model"].queryset = Model.objects.usable_by_tenant(tenant.pk)
         self.fields["runtime"].queryset = Runtime.objects.usable_by_tenant(tenant.pk)
         self.fields["adapters"].queryset = Adapter.objects.usable_by_tenant(tenant.pk).select_related("base_model")

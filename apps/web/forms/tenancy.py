@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from django import forms
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db.models import Q
 
 from apps.core.choices import Role
+from apps.tenancy.models import NO_SUCH_USER, addable_users
 from apps.web.forms import PlainLabels
 
 EXPIRY_DAYS = (7, 30, 90, 365)
@@ -34,10 +34,10 @@ class AddMemberForm(PlainLabels, forms.Form):
 
     def clean_user(self):
         value = self.cleaned_data["user"].strip()
-        users = get_user_model().objects.filter(Q(username=value) | Q(email__iexact=value), is_active=True)
+        users = addable_users().filter(Q(username=value) | Q(email__iexact=value))
         matches = list(users[:2])
         if not matches:
-            raise forms.ValidationError(f"No user {value!r}; they need an account before they can be added.")
+            raise forms.ValidationError(NO_SUCH_USER.format(value=value))
         if len(matches) > 1:
             raise forms.ValidationError("Several users have this e-mail address; give the username instead.")
         return matches[0]

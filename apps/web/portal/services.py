@@ -122,7 +122,7 @@ def _form_page(request, tenant, form, pools, instance=None, stale=None, status=2
 def service_create(request, tenant):
     """A new service: the whole spec in one form, validated by the API's rules."""
     data = request.POST if request.method == "POST" else None
-    form = ServiceForm(data, tenant=tenant, initial={"cluster": _default_cluster()})
+    form = ServiceForm(data, tenant=tenant, initial={"cluster": _default_cluster(tenant)})
     mode = (data or {}).get("deployment_mode") or DeploymentMode.STANDARD
     pools = pool_forms(data, mode=mode)
     if data is not None:
@@ -134,10 +134,11 @@ def service_create(request, tenant):
     return _form_page(request, tenant, form, pools)
 
 
-def _default_cluster():
+def _default_cluster(tenant):
+    """The first cluster the tenant may use (never one it may not: its name would be shown)."""
     from apps.clusters.models import Cluster
 
-    return Cluster.objects.order_by("name").first()
+    return Cluster.objects.usable_by_tenant(tenant.pk).order_by("name").first()
 
 
 @tenant_page(WRITE)
