@@ -325,8 +325,10 @@ SPECTACULAR_SETTINGS = {
 
 # Celery: JSON only, late acks, one queue per kind of work. Task modules live in `workers/`.
 # Without CELERY_BROKER_URL the broker is a folder (kombu's filesystem transport): no server to run,
-# fine for one machine. Production sets redis:// or amqp://.
-CELERY_BROKER_URL = secret("CELERY_BROKER_URL", "filesystem://")
+# fine for one machine. Production sets redis:// or amqp://. The host is named so kombu does not warn
+# "No hostname was supplied" on every connection (the filesystem transport ignores it).
+DEFAULT_BROKER_URL = "filesystem://localhost//"
+CELERY_BROKER_URL = secret("CELERY_BROKER_URL", DEFAULT_BROKER_URL)
 DATA_DIR = Path(env.str("DATA_DIR", default=str(BASE_DIR / ".data")))
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = DATA_DIR / "broker"

@@ -1,7 +1,9 @@
 """Top-level URL map: admin, REST API v1, schema and docs, dashboard and portal."""
 
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from apps.telemetry.views import metrics
@@ -9,6 +11,8 @@ from apps.telemetry.views import metrics
 urlpatterns = [
     path("", include("apps.web.urls")),
     path("", include("apps.autoscaling.urls")),
+    # Browsers ask for /favicon.ico on pages without a <link rel="icon"> (API docs, JSON, errors).
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("apps.tenancy.api.urls")),

@@ -176,10 +176,22 @@ def project(live, desired):
     return live
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """Rendered objects share Python dicts (one capabilities dict in two containers); anchors and
+    aliases (`&id001`/`*id001`) would then show up as diff lines that are not changes."""
+
+    def ignore_aliases(self, data):
+        return True
+
+
+def _dump(obj) -> list[str]:
+    return yaml.dump(obj, Dumper=_PlainDumper, sort_keys=True).splitlines()
+
+
 def drift_diff(ref: ObjectRef, desired: dict, live: dict) -> str:
     """A unified diff from what the cluster has to what we want, over the fields we own."""
-    have = yaml.safe_dump(project(live, desired), sort_keys=True).splitlines()
-    want = yaml.safe_dump(desired, sort_keys=True).splitlines()
+    have = _dump(project(live, desired))
+    want = _dump(desired)
     return "\n".join(difflib.unified_diff(have, want, f"cluster: {ref}", f"desired: {ref}", lineterm="", n=2))
 
 

@@ -273,6 +273,11 @@ _LABELS = {
 }
 
 
+def replica_count(n: int) -> str:
+    """`1 replica`, `3 replicas`: reasons are read by people."""
+    return f"{n} replica" if n == 1 else f"{n} replicas"
+
+
 def _fmt(value: float) -> str:
     return f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}" if abs(value) < 1000 else f"{value:.0f}"
 
@@ -318,7 +323,7 @@ def evaluate(policy: PoolPolicy, obs: Observation, history: History) -> Evaluati
     # Outside the bounds: straight to the bound, without metrics (reconcileAutoscaler).
     if current > policy.max_replicas:
         n = policy.max_replicas
-        return done(n, n, n, ScalingRule.TOO_MANY_REPLICAS, f"{current} replicas above max {n} → {n}")
+        return done(n, n, n, ScalingRule.TOO_MANY_REPLICAS, f"{replica_count(current)} above max {n} → {n}")
     if current == 0:
         if policy.min_replicas > 0:
             n = policy.min_replicas
@@ -329,7 +334,7 @@ def evaluate(policy: PoolPolicy, obs: Observation, history: History) -> Evaluati
         return done(0, 0, 0, ScalingRule.IDLE_TO_ZERO, "scaled to zero; no request waiting for activation")
     if current < policy.min_replicas:
         n = policy.min_replicas
-        return done(n, n, n, ScalingRule.TOO_FEW_REPLICAS, f"{current} replicas below min {n} → {n}")
+        return done(n, n, n, ScalingRule.TOO_FEW_REPLICAS, f"{replica_count(current)} below min {n} → {n}")
 
     # Scale to zero: idle for the window, unless the measured cold start is longer than the idle gap so far
     # (an idle period that has lasted T is expected to last about T more; a longer cold start costs more
@@ -379,8 +384,8 @@ def evaluate(policy: PoolPolicy, obs: Observation, history: History) -> Evaluati
         pick = "lowest" if raw >= current else "highest"
         rule, why = direction, f"{why} → {raw}; held at {stabilized} ({pick} recommendation of the last {window} s)"
     if limited != stabilized:
-        rule, why = limit_rule, f"{why} → {stabilized} replicas; limited by {limit_words} → {limited}"
+        rule, why = limit_rule, f"{why} → {replica_count(stabilized)}; limited by {limit_words} → {limited}"
     elif limited != current and stabilized == raw:
-        why = f"{why} → {limited} replicas"
+        why = f"{why} → {replica_count(limited)}"
     held = limited == current and min(max(raw, low), policy.max_replicas) != current
     return Evaluation(obs.t, current, raw, stabilized, limited, limited, rule, why, tuple(results), hist, held)

@@ -46,6 +46,47 @@
   document.addEventListener("DOMContentLoaded", function () { focusNotice(document); });
   document.addEventListener("htmx:afterSwap", function (event) { focusNotice(event.target); });
 
+  // htmx 2 swaps only 2xx answers. A 422 carries the form re-rendered with its errors, so it swaps
+  // into its target like a success (focusNotice then moves focus to the first invalid field). Any
+  // other failure a person caused (403, 409, 5xx, no network) must not pass silently: it goes into
+  // the page's alert box, which takes focus so screen readers announce it.
+  var FAILURES = {
+    403: "You are not allowed to do this here.",
+    404: "This no longer exists; reload the page.",
+    409: "Someone changed this in the meantime; reload the page and try again.",
+  };
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    if (event.detail.xhr.status === 422) {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+    }
+  });
+
+  function showFailure(event, text) {
+    // Background polls (GET every few seconds) retry by themselves; only say so for what a person did.
+    var verb = (event.detail.requestConfig && event.detail.requestConfig.verb) || "get";
+    if (verb === "get") return;
+    var box = document.getElementById("request-error");
+    if (!box) return;
+    box.textContent = text;
+    box.hidden = false;
+    box.focus();
+  }
+  document.addEventListener("htmx:responseError", function (event) {
+    var status = event.detail.xhr.status;
+    if (status === 422) return;
+    var text = FAILURES[status] || "The server failed to handle this (" + status + "); try again in a moment.";
+    showFailure(event, text);
+  });
+  document.addEventListener("htmx:sendError", function (event) {
+    showFailure(event, "The server could not be reached; check the connection and try again.");
+  });
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    if ((event.detail.requestConfig && event.detail.requestConfig.verb) === "get") return;
+    var box = document.getElementById("request-error");
+    if (box && document.activeElement !== box) box.hidden = true;
+  });
+
   // A service deleted while its page is open: its status poll answers 404, so go back to the list.
   document.addEventListener("htmx:responseError", function (event) {
     var target = event.detail.elt;

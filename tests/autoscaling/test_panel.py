@@ -75,3 +75,12 @@ def test_the_fleet_lists_the_latest_decisions_across_services(login, staff, tena
     html = login(staff).get(reverse("autoscaling:fleet-decisions")).content.decode()
     assert html.index("bravo/bravo-chat") < html.index("alpha/alpha-chat")
     assert "held ones are not listed" not in html
+
+
+def test_a_scale_up_capped_at_max_is_labelled_as_what_happened(login, viewer_a, tenant_a):
+    service = InferenceServiceFactory(tenant=tenant_a, autoscaling=BUILTIN)
+    decision = decide(service, 5, current=2, desired=5, reason="waiting 40.0 per replica > target 4 (×10.0) → 5 replicas")
+    ScalingDecision.objects.filter(pk=decision.pk).update(rule="TooManyReplicas")
+    html = login(viewer_a).get(reverse("autoscaling:panel", args=[service.pk])).content.decode()
+    assert "[Capped at the pool&#x27;s maximum replicas]" in html
+    assert "[Maximum replicas]" not in html

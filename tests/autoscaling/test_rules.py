@@ -280,3 +280,12 @@ def test_an_external_average_value_metric_divides_the_total_by_the_target():
     assert external_replicas(23, 5, 2, 0.1) == 5  # ratio 2.3 → ceil(4.6)
     assert external_replicas(10.4, 5, 2, 0.1) == 2  # ratio 1.04 is within tolerance
     assert external_replicas(0, 5, 3, 0.1) == 0  # the HPA then clamps to minReplicas
+
+
+def test_reasons_say_one_replica_in_the_singular():
+    # 2 pods at 1 waiting each, target 4 → ceil(2 × 0.25) = 1: the reason reads "→ 1 replica", not "1 replicas".
+    [down] = run([{"t": 0, "replicas": 2, "pods": pods(1, 1)}], behavior=no_windows())
+    assert down["desired"] == 1
+    assert down["reason"].endswith("→ 1 replica")
+    [up] = run([{"t": 0, "replicas": 1, "pods": pods(14.2)}], behavior=no_windows())
+    assert up["reason"].endswith("→ 4 replicas")

@@ -38,6 +38,11 @@ def test_a_pod_goes_through_the_lifecycle_with_an_event_for_each_step(make_clust
         )
     ]
     assert reasons == ["Scheduled", "Pulling", "Pulled", "Created", "Started"]
+    [pulled] = [e for e in events_for(cluster.core, NS, "web") if e.reason == "Pulled"]
+    # The kubelet's wording; an engine image is gigabytes, never "0 bytes".
+    size = int(pulled.message.split("Image size: ")[1].split(" bytes.")[0])
+    assert pulled.message.startswith('Successfully pulled image "nginx:1.27" in ')
+    assert 1_000_000_000 < size < 20_000_000_000
     logs = cluster.core.read_namespaced_pod_log("web", NS)
     assert "listening on 127.0.0.1:" in logs
     out = cluster.kubectl("logs", "web", "-n", NS)
