@@ -10,7 +10,7 @@ from django.db import models
 from django.db.models import Q
 
 from apps.catalog.choices import DeploymentMode, EngineKind, ModelDtype
-from apps.catalog.engines import EngineSettings, get_adapter
+from apps.catalog.engines import get_adapter
 from apps.catalog.registries import PREFIX_HELP, image_allowed, is_valid_prefix
 from apps.catalog.validators import validate_source_uri
 from apps.core.access import TenantScopedQuerySet, can_write_tenant
@@ -151,9 +151,9 @@ class Runtime(CatalogEntry):
             errors["default_args"] = ["Default args must be a list of strings."]
         elif self.engine and self.default_args:
             # Default args may not repeat a flag that a structured engine setting owns.
-            clash = get_adapter(self.engine).validate(EngineSettings(extra_args=tuple(self.default_args)))
-            if clash.get("extra_args"):
-                errors["default_args"] = [clash["extra_args"]]
+            clash = get_adapter(self.engine).validate_default_args(self.default_args)
+            if clash:
+                errors["default_args"] = [clash]
         if not self.supported_modes:
             errors["supported_modes"] = ["List at least one deployment mode."]
         elif len(set(self.supported_modes)) != len(self.supported_modes):
