@@ -10,7 +10,7 @@ from django.db import models
 from django.db.models import Q
 
 from apps.catalog.choices import DeploymentMode, EngineKind, ModelDtype
-from apps.catalog.engines import get_adapter
+from apps.catalog.engines import EngineSettings, get_adapter
 from apps.catalog.registries import PREFIX_HELP, image_allowed, is_valid_prefix
 from apps.catalog.validators import validate_source_uri
 from apps.core.access import TenantScopedQuerySet, can_write_tenant
@@ -150,8 +150,11 @@ class Runtime(CatalogEntry):
         if not isinstance(self.default_args, list) or not all(isinstance(a, str) for a in self.default_args):
             errors["default_args"] = ["Default args must be a list of strings."]
         elif self.engine and self.default_args:
-            # Default args may not repeat a flag that a structured engine setting owns.
-            clash = get_adapter(self.engine).validate_default_args(self.default_args)
+            # Platform-only flags (remote code, plugins, paths) only on platform-wide runtimes, which only
+            # staff write (audited); a tenant's private runtime gets the tenants' policy.
+            adapter = get_adapter(self.engine)
+            clash = (adapter.validate_default_args(self.default_args) if self.tenant_id is None
+                     else adapter.validate(EngineSettings(extra_args=tuple(self.default_args))).get("extra_args"))
             if clash:
                 errors["default_args"] = [clash]
         if not self.supported_modes:
