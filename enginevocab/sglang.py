@@ -11,6 +11,9 @@ from enginevocab.values import INT as _INT
 from enginevocab.values import STR as _STR
 
 VERSION = "0.5.23"
+# The default runtime: the image and tag the demo seed runs.
+IMAGE = "lmsysorg/sglang"
+TAG = f"v{VERSION}"
 KV_CACHE_DTYPES = ("auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1", "nvfp4")
 
 FLAGS: list[tuple[tuple[str, ...], object, object]] = [

@@ -13,6 +13,10 @@ from enginevocab.values import json_or_str as _json_or_str
 from enginevocab.values import model_len as _model_len
 
 VERSION = "0.33.0"
+# The default runtime: the image and tag the demo seed and the benchmarks run.
+IMAGE = "vllm/vllm-openai"
+TAG = f"v{VERSION}"
+IMAGE_REF = f"{IMAGE}:{TAG}"
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # engines.md §3
 # --max-lora-rank only accepts these values (engines.md §3).
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)

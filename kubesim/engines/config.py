@@ -13,12 +13,14 @@ from dataclasses import dataclass, field
 
 from capacity import arch as cap
 from capacity.gpus import GIB, GPUS, Gpu
+from enginevocab import sglang as sglang_vocab
+from enginevocab import vllm as vllm_vocab
 from kubesim.engines import hardware as hw
 from kubesim.engines.core import CoreConfig, Physics
 from kubesim.workload import PodContext, WorkloadExit
 
-VLLM_VERSION = "0.33.0"
-SGLANG_VERSION = "0.5.23"
+VLLM_VERSION = vllm_vocab.VERSION
+SGLANG_VERSION = sglang_vocab.VERSION
 
 TIME_SCALE_ANNOTATION = "kubesim.io/time-scale"
 
