@@ -51,6 +51,7 @@ from apps.serving.models import InferenceService, Pool  # noqa: E402
 from apps.tenancy.models import ApiToken, Membership, Tenant  # noqa: E402
 from bench.common import throwaway_database  # noqa: E402
 from controlplane.warmup import collect_after_response, warm_up  # noqa: E402
+from enginevocab.vllm import TAG as VLLM_TAG  # noqa: E402
 
 TENANTS = 50
 SERVICES = 10_000
@@ -74,7 +75,7 @@ def populate() -> tuple[str, str]:
         head_dim=128,
         max_context=131072,
     )
-    runtime = Runtime.objects.create(name="vllm", engine="vllm", image="vllm/vllm-openai", tag="v0.33.0")
+    runtime = Runtime.objects.create(name="vllm", engine="vllm", image="vllm/vllm-openai", tag=VLLM_TAG)
     tenants = Tenant.objects.bulk_create(
         [Tenant(slug=f"tenant-{i:02d}", name=f"Tenant {i}", gpu_quota=10_000) for i in range(TENANTS)]
     )

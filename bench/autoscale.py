@@ -52,6 +52,7 @@ from apps.autoscaling.rules import (
     record_scale,
 )
 from apps.serving.scaling_policy import PoolPolicy, normalized_builtin, pool_policy
+from enginevocab.vllm import IMAGE_REF as VLLM_IMAGE_REF
 from kubesim.engines import config, flags
 from kubesim.engines.core import Request
 from kubesim.engines.harness import pod_context
@@ -116,7 +117,7 @@ def trace(name: str, hours: float, rng: random.Random) -> list[float]:
 
 
 def engine_spec():
-    ctx = pod_context("vllm/vllm-openai:v0.33.0", [MODEL, "--max-model-len", "8192", "--no-enable-prefix-caching"],
+    ctx = pod_context(VLLM_IMAGE_REF, [MODEL, "--max-model-len", "8192", "--no-enable-prefix-caching"],
                       gpu_key=GPU, fast_start=False)
     ns, _ = flags.parse_vllm(flags.command_line(ctx.container, ctx.env))
     return config.vllm_spec(ns, ctx)

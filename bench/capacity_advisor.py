@@ -23,10 +23,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from capacity.advisor import Load, suggest
 from capacity.gpus import GPUS
 from capacity.known import KNOWN_MODELS
+from enginevocab.vllm import IMAGE_REF as VLLM_IMAGE_REF
 from kubesim import loadgen
 from kubesim.engines.harness import pod_context, start
 
-VLLM = "vllm/vllm-openai:v0.33.0"
+VLLM = VLLM_IMAGE_REF
 # model, load, the GPU kinds the cluster offers (the advisor ranks only those)
 CASES = [
     ("meta-llama/Llama-3.1-8B-Instruct", Load(rate=16, prompt_tokens=512, output_tokens=128, ttft_slo_s=0.5),

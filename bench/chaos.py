@@ -36,6 +36,7 @@ from urllib.parse import quote
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.common import free_port  # noqa: E402 (the repository root is on the path from here)
+from enginevocab.vllm import TAG as VLLM_TAG  # noqa: E402
 
 RESYNC_TICK = 2
 FAULTS = {"error_rate": 0.1, "error_codes": [500, 503, 429], "conflict_rate": 0.1, "watch_drop_rate": 0.05}
@@ -180,7 +181,7 @@ def seed(n: int, kubesim_url: str):
                                  parameters_billions=8.03, layers=32, hidden_size=4096, attention_heads=32,
                                  kv_heads=8, head_dim=128, max_context=131072)
     # A mirror path kubesim runs as a plain container: the campaign measures the control plane, not engines.
-    runtime = Runtime(name="vllm", engine="vllm", image="mirror.local/vllm/vllm-openai", tag="v0.33.0",
+    runtime = Runtime(name="vllm", engine="vllm", image="mirror.local/vllm/vllm-openai", tag=VLLM_TAG,
                       supported_modes=["standard"])
     runtime.full_clean()
     runtime.save()

@@ -25,6 +25,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from enginevocab.vllm import IMAGE_REF as VLLM_IMAGE_REF
 from kubesim.engines import config, flags
 from kubesim.engines.core import Clock, EngineCore
 from kubesim.engines.harness import pod_context
@@ -53,7 +54,7 @@ async def poisson_arrivals(rate: float, duration: float, rng: random.Random):
 
 def make_engine(scale: float, seed: int) -> EngineCore:
     ctx = pod_context(
-        "vllm/vllm-openai:v0.33.0",
+        VLLM_IMAGE_REF,
         [LLAMA, "--max-model-len", "8192"],
         annotations={"kubesim.io/time-scale": str(scale)},
         seed=seed,
@@ -217,7 +218,7 @@ async def http_capacity(n_engines: int, rate: float, duration: float) -> dict:
     from kubesim.engines.harness import start
 
     workloads = [
-        await start(pod_context("vllm/vllm-openai:v0.33.0", [LLAMA, "--max-model-len", "8192"], seed=i))
+        await start(pod_context(VLLM_IMAGE_REF, [LLAMA, "--max-model-len", "8192"], seed=i))
         for i in range(n_engines)
     ]
     gc.collect()

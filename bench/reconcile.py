@@ -43,6 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.common import free_port  # noqa: E402 (the repository root is on the path from here)
+from enginevocab.vllm import TAG as VLLM_TAG  # noqa: E402
 
 STEADY_SAMPLE = 250  # services whose steady-state pass is counted request by request
 HOP_HEADERS = ("host", "content-length", "transfer-encoding", "connection")
@@ -130,7 +131,7 @@ def create_services(n: int, url: str, image: str) -> list[int]:
     model = Model.objects.create(name="llama-3-1-8b", source_uri="hf://meta-llama/Llama-3.1-8B-Instruct",
                                  parameters_billions=8.03, layers=32, hidden_size=4096, attention_heads=32,
                                  kv_heads=8, head_dim=128, max_context=131072)
-    runtime = Runtime.objects.create(name="vllm", engine="vllm", image=image, tag="v0.33.0",
+    runtime = Runtime.objects.create(name="vllm", engine="vllm", image=image, tag=VLLM_TAG,
                                      supported_modes=list(set(MODES)))
     tenants = [Tenant.objects.create(slug=f"team-{i}", name=f"Team {i}", gpu_quota=10_000) for i in range(10)]
     api = APIClient()

@@ -28,6 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.common import free_port  # noqa: E402 (the repository root is on the path from here)
+from enginevocab.vllm import IMAGE_REF as VLLM_IMAGE_REF  # noqa: E402
+from enginevocab.vllm import TAG as VLLM_TAG  # noqa: E402
 
 VARIANTS = 80
 
@@ -39,7 +41,7 @@ def engine_exposition() -> str:
     """A real exposition of a kubesim vLLM engine after some traffic."""
     from kubesim.engines.harness import metrics_after, pod_context
 
-    ctx = pod_context("vllm/vllm-openai:v0.33.0", ["--model", "meta-llama/Llama-3.1-8B-Instruct"], seed=3)
+    ctx = pod_context(VLLM_IMAGE_REF, ["--model", "meta-llama/Llama-3.1-8B-Instruct"], seed=3)
     requests = [{"prompt": "hello " * (50 + i), "max_tokens": 20} for i in range(40)]
     return asyncio.run(metrics_after(ctx, requests))
 
@@ -110,7 +112,7 @@ def populate(url: str, services: int):
     model = Model.objects.create(name="llama-3-1-8b", source_uri="hf://meta-llama/Llama-3.1-8B-Instruct",
                                  parameters_billions=8.03, layers=32, hidden_size=4096, attention_heads=32,
                                  kv_heads=8, head_dim=128, max_context=131072)
-    runtime = Runtime.objects.create(name="vllm", engine="vllm", image="vllm/vllm-openai", tag="v0.33.0")
+    runtime = Runtime.objects.create(name="vllm", engine="vllm", image="vllm/vllm-openai", tag=VLLM_TAG)
     tenants = Tenant.objects.bulk_create([Tenant(slug=f"tenant-{i}", name=f"T{i}", gpu_quota=10_000)
                                           for i in range(10)])
     created = InferenceService.objects.bulk_create([

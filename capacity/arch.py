@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from capacity.gpus import GIB, Gpu
+from enginevocab.vllm import DEFAULT_GPU_MEMORY_UTILIZATION as VLLM_DEFAULT_GPU_MEMORY_UTILIZATION  # noqa: F401 (re-exported)
 
 BLOCK_SIZE = 16  # vLLM's default block size (tokens per KV block)
-VLLM_DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # vLLM 0.33 (engines.md §3)
 
 # Memory that is neither weights nor KV cache, in vLLM's profiling run. The activation peak grows with
 # the tokens of one batch: 32 bytes per batched token per unit of hidden size covers the fp32 logits

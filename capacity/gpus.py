@@ -31,6 +31,12 @@ class Gpu:
     cpu_per_gpu: int = 24  # vCPUs per GPU on the cloud instance families that carry this GPU
     host_memory_gib_per_gpu: int = 240
     max_gpus_per_node: int = MAX_GPUS_PER_NODE
+    # What the device itself reports (nvidia-smi, DCGM): board power limit, top SM and memory clocks (None
+    # where the reference gives no figure), and the device name where it is not `product` with spaces.
+    tdp_watts: int = 300
+    sm_clock_max_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    device_name_override: str | None = None
 
     @property
     def resource(self) -> str:
@@ -43,6 +49,11 @@ class Gpu:
         return "nvidia.com/gpu.product" if self.vendor == "nvidia" else "amd.com/gpu.product-name"
 
     @property
+    def device_name(self) -> str:
+        """The name nvidia-smi and DCGM's `modelName` report."""
+        return self.device_name_override or self.product.replace("-", " ")
+
+    @property
     def memory_bytes(self) -> int:
         return self.memory_gb * GIB
 
@@ -51,24 +62,34 @@ GPUS: dict[str, Gpu] = {
     g.key: g
     for g in (
         Gpu("h100-sxm-80gb", "NVIDIA H100 SXM 80GB", "H100 80GB", "NVIDIA-H100-80GB-HBM3", 80, 81559,
-            3.35e12, 989e12, 900e9),
+            3.35e12, 989e12, 900e9,
+            tdp_watts=700, sm_clock_max_mhz=1980, mem_clock_mhz=2619),
         Gpu("h100-pcie-80gb", "NVIDIA H100 PCIe 80GB", "H100 PCIe", "NVIDIA-H100-PCIe", 80, 81559,
-            2.0e12, 756e12, cpu_per_gpu=16, host_memory_gib_per_gpu=180),
-        Gpu("h200-141gb", "NVIDIA H200 141GB", "H200", "NVIDIA-H200", 141, 143771, 4.8e12, 989e12, 900e9),
+            2.0e12, 756e12, cpu_per_gpu=16, host_memory_gib_per_gpu=180,
+            tdp_watts=350, sm_clock_max_mhz=1755, mem_clock_mhz=1593),
+        Gpu("h200-141gb", "NVIDIA H200 141GB", "H200", "NVIDIA-H200", 141, 143771, 4.8e12, 989e12, 900e9,
+            tdp_watts=700, sm_clock_max_mhz=1980, mem_clock_mhz=3201),
         Gpu("a100-sxm-80gb", "NVIDIA A100 SXM 80GB", "A100 80GB", "NVIDIA-A100-SXM4-80GB", 80, 81920,
-            2.04e12, 312e12, 600e9, cpu_per_gpu=12, host_memory_gib_per_gpu=140),
+            2.04e12, 312e12, 600e9, cpu_per_gpu=12, host_memory_gib_per_gpu=140,
+            tdp_watts=400, sm_clock_max_mhz=1410, mem_clock_mhz=1593, device_name_override="NVIDIA A100-SXM4-80GB"),
         Gpu("a100-40gb", "NVIDIA A100 40GB", "A100 40GB", "NVIDIA-A100-SXM4-40GB", 40, 40960,
-            1.56e12, 312e12, cpu_per_gpu=12, host_memory_gib_per_gpu=140),
+            1.56e12, 312e12, cpu_per_gpu=12, host_memory_gib_per_gpu=140,
+            tdp_watts=400, sm_clock_max_mhz=1410, mem_clock_mhz=1215, device_name_override="NVIDIA A100-SXM4-40GB"),
         Gpu("l40s-48gb", "NVIDIA L40S 48GB", "L40S", "NVIDIA-L40S", 48, 46068, 0.864e12, 362e12,
-            cpu_per_gpu=16, host_memory_gib_per_gpu=64),
+            cpu_per_gpu=16, host_memory_gib_per_gpu=64,
+            tdp_watts=350, sm_clock_max_mhz=2520, mem_clock_mhz=9001),
         Gpu("l4-24gb", "NVIDIA L4 24GB", "L4", "NVIDIA-L4", 24, 23034, 0.30e12, 121e12,
-            cpu_per_gpu=8, host_memory_gib_per_gpu=32),
+            cpu_per_gpu=8, host_memory_gib_per_gpu=32,
+            tdp_watts=72, sm_clock_max_mhz=2040, mem_clock_mhz=6251),
         Gpu("rtx4090-24gb", "NVIDIA RTX 4090 24GB", "RTX 4090", "NVIDIA-GeForce-RTX-4090", 24, 24564,
-            1.01e12, 165e12, cpu_per_gpu=8, host_memory_gib_per_gpu=32),
+            1.01e12, 165e12, cpu_per_gpu=8, host_memory_gib_per_gpu=32,
+            tdp_watts=450, sm_clock_max_mhz=2520, mem_clock_mhz=10501),
         Gpu("b200-180gb", "NVIDIA B200 180GB", "B200", "NVIDIA-B200", 180, 183359, 8.0e12, 2250e12, 1800e9,
-            cpu_per_gpu=28, host_memory_gib_per_gpu=256),
+            cpu_per_gpu=28, host_memory_gib_per_gpu=256,
+            tdp_watts=1000, sm_clock_max_mhz=1965, mem_clock_mhz=3996),
         Gpu("mi300x-192gb", "AMD Instinct MI300X 192GB", "MI300X", "AMD-Instinct-MI300X", 192, 196592,
-            5.3e12, 1307e12, 896e9, vendor="amd", cpu_per_gpu=16, host_memory_gib_per_gpu=256),
+            5.3e12, 1307e12, 896e9, vendor="amd", cpu_per_gpu=16, host_memory_gib_per_gpu=256,
+            tdp_watts=750),
     )
 }
 

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+from enginevocab import policy, sglang, vllm
+
 
 class EngineSettingsError(ValueError):
     """Engine settings that cannot be read; `errors` maps a field name to the reason."""
@@ -144,12 +146,6 @@ class EngineAdapter:
         """Every flag spelling a structured setting or the control plane owns -> the owner's name."""
         return dict(self._owned)
 
-    def normalize_flag(self, token: str) -> str | None:
-        """The flag name of an argument (`--x=1` -> `--x`), or None for a value."""
-        if not token.startswith("-") or token == "-" or _looks_numeric(token):
-            return None
-        return token.split("=", 1)[0]
-
     def validate(self, settings: EngineSettings, *, max_context: int | None = None) -> dict[str, str]:
         """Field errors for settings this engine would reject (or that would fight the control plane)."""
         errors: dict[str, str] = {}
@@ -189,21 +185,12 @@ class EngineAdapter:
             errors["extra_args"] = extra
         return errors
 
-    def _validate_extra_args(self, args: tuple[str, ...]) -> str | None:
-        problems: list[str] = []
-        for token in args:
-            if not token.strip():
-                problems.append("empty arguments are not allowed")
-                continue
-            flag = self.normalize_flag(token)
-            if flag is None:
-                continue
-            owner = self._owned.get(flag)
-            if owner == _CONTROL_PLANE:
-                problems.append(f"{flag} is set by the control plane")
-            elif owner is not None:
-                problems.append(f"{flag} repeats the {owner} setting; set {owner} instead")
-        return "; ".join(dict.fromkeys(problems)) or None
+    def _validate_extra_args(self, args: tuple[str, ...], *, staff: bool = False) -> str | None:
+        return "; ".join(policy.check_args(self.kind, args, staff=staff)) or None
+
+    def validate_default_args(self, args: list[str] | tuple[str, ...]) -> str | None:
+        """Problems with a Runtime's default args, which staff set: platform-only flags are allowed."""
+        return self._validate_extra_args(tuple(args), staff=True)
 
     def flags(
         self,
@@ -242,20 +229,12 @@ class MultiNode:
     is_leader: bool
 
 
-def _looks_numeric(token: str) -> bool:
-    try:
-        float(token)
-    except ValueError:
-        return False
-    return True
-
-
 def _owned(table: dict[str, tuple[str, ...]]) -> dict[str, str]:
-    return {flag: owner for owner, flags in table.items() for flag in flags}
+    # The vocabulary names the control plane "" (it owns the flag, not a setting).
+    return {flag: owner or _CONTROL_PLANE for owner, flags in table.items() for flag in flags}
 
 
-# vLLM's --max-lora-rank only accepts these values (engines.md §3).
-VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+VLLM_LORA_RANKS = vllm.LORA_RANKS
 
 
 class VllmAdapter(EngineAdapter):
@@ -270,34 +249,8 @@ class VllmAdapter(EngineAdapter):
     startup_path = "/health"
     command = ("vllm", "serve")
     # vLLM's cache dtype choices (engines.md lists auto, fp8, fp8_e5m2, nvfp4 among them).
-    kv_cache_dtypes = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4")
-    _owned = _owned({
-        "max_model_len": ("--max-model-len",),
-        "kv_cache_dtype": ("--kv-cache-dtype",),
-        "enable_prefix_caching": ("--enable-prefix-caching", "--no-enable-prefix-caching"),
-        "enable_chunked_prefill": ("--enable-chunked-prefill", "--no-enable-chunked-prefill"),
-        "gpu_memory_utilization": ("--gpu-memory-utilization",),
-        "max_num_seqs": ("--max-num-seqs",),
-        "tensor_parallel_size": ("--tensor-parallel-size", "-tp"),
-        "pipeline_parallel_size": ("--pipeline-parallel-size", "-pp"),
-        "quantization": ("--quantization", "-q"),
-        "speculative_model": (
-            "--speculative-config", "-sc", "--spec-method", "--spec-model", "--spec-tokens",
-        ),
-        _CONTROL_PLANE: (
-            "--model", "--served-model-name", "--host", "--port", "--enable-lora", "--no-enable-lora",
-            "--lora-modules", "--max-lora-rank", "--max-loras", "--kv-transfer-config", "--download-dir",
-            "--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless", "--data-parallel-size",
-            "-dp",
-        ),
-    })
-
-    def normalize_flag(self, token: str) -> str | None:
-        flag = super().normalize_flag(token)
-        # vLLM's argument parser treats --max_model_len as --max-model-len.
-        if flag is not None and flag.startswith("--"):
-            flag = "--" + flag[2:].replace("_", "-")
-        return flag
+    kv_cache_dtypes = vllm.KV_CACHE_DTYPES
+    _owned = _owned(vllm.OWNED)
 
     def host_args(self) -> list[str]:
         return ["--host", "0.0.0.0"]
@@ -364,28 +317,8 @@ class SglangAdapter(EngineAdapter):
     readiness_path = "/ready"
     startup_path = "/health"  # 503 while the model loads
     command = ("python3", "-m", "sglang.launch_server")
-    kv_cache_dtypes = ("auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1", "nvfp4")
-    _owned = _owned({
-        "max_model_len": ("--context-length",),
-        "kv_cache_dtype": ("--kv-cache-dtype",),
-        "enable_prefix_caching": ("--disable-radix-cache",),
-        "enable_chunked_prefill": ("--chunked-prefill-size",),
-        "gpu_memory_utilization": ("--mem-fraction-static",),
-        "max_num_seqs": ("--max-running-requests",),
-        "tensor_parallel_size": ("--tp-size", "--tensor-parallel-size"),
-        "pipeline_parallel_size": ("--pp-size", "--pipeline-parallel-size"),
-        "quantization": ("--quantization",),
-        "speculative_model": (
-            "--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps",
-            "--speculative-eagle-topk", "--speculative-num-draft-tokens",
-        ),
-        _CONTROL_PLANE: (
-            "--model-path", "--model", "--served-model-name", "--host", "--port", "--enable-metrics",
-            "--enable-lora", "--lora-paths", "--disaggregation-mode", "--disaggregation-bootstrap-port",
-            "--disaggregation-transfer-backend", "--download-dir", "--dist-init-addr", "--nnodes",
-            "--node-rank",
-        ),
-    })
+    kv_cache_dtypes = sglang.KV_CACHE_DTYPES
+    _owned = _owned(sglang.OWNED)
 
     def host_args(self) -> list[str]:
         # SGLang listens on 127.0.0.1 by default, unreachable from other pods.

@@ -156,10 +156,13 @@ class Runtime(CatalogEntry):
         if not isinstance(self.default_args, list) or not all(isinstance(a, str) for a in self.default_args):
             errors["default_args"] = ["Default args must be a list of strings."]
         elif self.engine and self.default_args:
-            # Default args may not repeat a flag that a structured engine setting owns.
-            clash = get_adapter(self.engine).validate(EngineSettings(extra_args=tuple(self.default_args)))
-            if clash.get("extra_args"):
-                errors["default_args"] = [clash["extra_args"]]
+            # Platform-only flags (remote code, plugins, paths) only on platform-wide runtimes, which only
+            # staff write (audited); a tenant's private runtime gets the tenants' policy.
+            adapter = get_adapter(self.engine)
+            clash = (adapter.validate_default_args(self.default_args) if self.tenant_id is None
+                     else adapter.validate(EngineSettings(extra_args=tuple(self.default_args))).get("extra_args"))
+            if clash:
+                errors["default_args"] = [clash]
         if self.tag and not is_valid_tag(self.tag):
             errors["tag"] = [f"{self.tag!r} is not an image tag. {TAG_HELP}"]
         if not self.supported_modes:

@@ -179,9 +179,10 @@ def admission(model, engine: str, settings, pools) -> tuple[dict[str, list[str]]
 
 
 def service_warnings(service) -> list[str]:
-    """Capacity warnings of a saved service (low headroom, or a spec admitted before the rules that
-    no longer fits); empty when the spec cannot be read."""
-    from apps.catalog.engines import EngineSettingsError
+    """Warnings of a saved service: capacity (low headroom, or a spec admitted before the rules that no
+    longer fits) and extra engine arguments saved before the engine-argument policy refused them; empty
+    when the spec cannot be read."""
+    from apps.catalog.engines import EngineSettings, EngineSettingsError, get_adapter
 
     try:
         settings = service.engine_settings_obj()
@@ -189,7 +190,9 @@ def service_warnings(service) -> list[str]:
         return []
     if not service.model_id or not service.runtime_id:
         return []
-    return spec_warnings(service.model, service.runtime.engine, settings, service.spec_pools())
+    refused = get_adapter(service.runtime.engine).validate(EngineSettings(extra_args=settings.extra_args))
+    policy = [f"Engine arguments now refused: {refused['extra_args']}"] if "extra_args" in refused else []
+    return policy + spec_warnings(service.model, service.runtime.engine, settings, service.spec_pools())
 
 
 def spec_warnings(model, engine: str, settings, pools) -> list[str]:

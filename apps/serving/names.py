@@ -11,9 +11,11 @@ from __future__ import annotations
 import hashlib
 import re
 
+# Keys kubesim reads too live in enginevocab.labels; re-exported here with every other name.
+from enginevocab.labels import ACTIVATION_HOLD_ANNOTATION, FIELD_PREFIX  # noqa: F401
+
 MANAGED_BY = "controlplane"
 FIELD_MANAGER = "controlplane"
-FIELD_PREFIX = "controlplane.io"
 
 # Recommended labels (DESIGN.md "Reconciliation").
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -36,9 +38,6 @@ MAX_REPLICAS_ANNOTATION = f"{FIELD_PREFIX}/max-replicas"
 SCALE_TO_ZERO_ANNOTATION = f"{FIELD_PREFIX}/scale-to-zero"
 SCALE_TO_ZERO_AFTER_ANNOTATION = f"{FIELD_PREFIX}/scale-to-zero-after-seconds"
 MODEL_SOURCE_ANNOTATION = f"{FIELD_PREFIX}/model-source"
-# On a serverless service's router pods: hold requests this many seconds while no engine is ready (activation;
-# kubesim's routers honour it under the same name, see kubesim/engines/router.py).
-ACTIVATION_HOLD_ANNOTATION = f"{FIELD_PREFIX}/activation-hold-seconds"
 
 # Labels LeaderWorkerSet's controller puts on the pods of a group.
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"

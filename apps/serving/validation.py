@@ -118,8 +118,22 @@ def _engine_settings(service, runtime, model, errors):
         problems = get_adapter(runtime.engine).validate(
             settings, max_context=model.max_context if model else None
         )
+        if "extra_args" in problems and _extra_args_unchanged(service):
+            # Saved before the engine-argument policy: keep it running and editable; service_warnings
+            # flags the arguments on the page and in the API until they are changed.
+            problems.pop("extra_args")
         errors["engine_settings"].extend(f"{name}: {reason}" for name, reason in problems.items())
     return settings
+
+
+def _extra_args_unchanged(service) -> bool:
+    if not service.pk:
+        return False
+    stored = type(service)._default_manager.filter(pk=service.pk).values("runtime_id", "engine_settings").first()
+    if stored is None:
+        return False
+    args = (stored["engine_settings"] or {}).get("extra_args")
+    return stored["runtime_id"] == service.runtime_id and args == (service.engine_settings or {}).get("extra_args")
 
 
 def _pool_errors(service, pools, settings, errors) -> None:

@@ -25,11 +25,7 @@ IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04"
 PORT = 9400
 LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION")
 HOLDER_LABELS = ("container", "namespace", "pod")
-SM_CLOCK_MAX = {"h100-sxm-80gb": 1980, "h100-pcie-80gb": 1755, "h200-141gb": 1980, "a100-sxm-80gb": 1410,
-                "a100-40gb": 1410, "l40s-48gb": 2520, "l4-24gb": 2040, "rtx4090-24gb": 2520, "b200-180gb": 1965}
 SM_CLOCK_IDLE = 345
-MEM_CLOCK = {"h100-sxm-80gb": 2619, "h100-pcie-80gb": 1593, "h200-141gb": 3201, "a100-sxm-80gb": 1593,
-             "a100-40gb": 1215, "l40s-48gb": 9001, "l4-24gb": 6251, "rtx4090-24gb": 10501, "b200-180gb": 3996}
 
 # (name, help) of dcgm-exporter's default counters that kubesim simulates
 COUNTERS = [
@@ -53,10 +49,10 @@ def values(device: Device, reading: Reading) -> dict[str, float]:
     from kubesim.cluster.shell import _power, _temperature
 
     util = reading.utilization
-    top = SM_CLOCK_MAX.get(device.gpu_key, 1800)
+    top = device.gpu.sm_clock_max_mhz or 1800
     return {
         "DCGM_FI_DEV_SM_CLOCK": round(SM_CLOCK_IDLE + (top - SM_CLOCK_IDLE) * util) if util else SM_CLOCK_IDLE,
-        "DCGM_FI_DEV_MEM_CLOCK": MEM_CLOCK.get(device.gpu_key, 1593),
+        "DCGM_FI_DEV_MEM_CLOCK": device.gpu.mem_clock_mhz or 1593,
         "DCGM_FI_DEV_GPU_TEMP": _temperature(reading),
         "DCGM_FI_DEV_POWER_USAGE": round(_power(device, reading), 3),
         "DCGM_FI_DEV_GPU_UTIL": round(util * 100),

@@ -19,11 +19,6 @@ from kubesim.cluster.nodes import node_gpu_key
 # Reserved by the driver and CUDA on every device before any process allocates (nvidia-smi's baseline).
 DRIVER_RESERVED_MIB = 512
 IDLE_POWER_FRACTION = 0.12
-# The device name nvidia-smi and DCGM report, where it is not the feature-discovery product with spaces for dashes.
-_DEVICE_NAMES = {"a100-sxm-80gb": "NVIDIA A100-SXM4-80GB", "a100-40gb": "NVIDIA A100-SXM4-40GB"}
-_TDP_WATTS = {"h100-sxm-80gb": 700, "h100-pcie-80gb": 350, "h200-141gb": 700, "a100-sxm-80gb": 400,
-              "a100-40gb": 400, "l40s-48gb": 350, "l4-24gb": 72, "rtx4090-24gb": 450, "b200-180gb": 1000,
-              "mi300x-192gb": 750}
 
 
 @dataclass
@@ -42,7 +37,7 @@ class Device:
     @property
     def name(self) -> str:
         """The device name as nvidia-smi prints it, e.g. "NVIDIA H100 80GB HBM3"."""
-        return _DEVICE_NAMES.get(self.gpu_key) or self.gpu.product.replace("-", " ")
+        return self.gpu.device_name
 
     @property
     def uuid(self) -> str:
@@ -54,7 +49,7 @@ class Device:
 
     @property
     def tdp_watts(self) -> int:
-        return _TDP_WATTS.get(self.gpu_key, 300)
+        return self.gpu.tdp_watts
 
 
 @dataclass

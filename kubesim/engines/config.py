@@ -13,12 +13,14 @@ from dataclasses import dataclass, field
 
 from capacity import arch as cap
 from capacity.gpus import GIB, GPUS, Gpu
+from enginevocab import sglang as sglang_vocab
+from enginevocab import vllm as vllm_vocab
 from kubesim.engines import hardware as hw
 from kubesim.engines.core import CoreConfig, Physics
 from kubesim.workload import PodContext, WorkloadExit
 
-VLLM_VERSION = "0.33.0"
-SGLANG_VERSION = "0.5.23"
+VLLM_VERSION = vllm_vocab.VERSION
+SGLANG_VERSION = sglang_vocab.VERSION
 
 TIME_SCALE_ANNOTATION = "kubesim.io/time-scale"
 
@@ -144,6 +146,53 @@ def _core(
     return core, _startup(rank_bytes, phys, ctx, scale), scale
 
 
+def _vllm_cache_info(ns: argparse.Namespace, prefix_caching: bool, blocks: int, block_size: int,
+                     max_len: int) -> dict[str, str]:
+    """vLLM's `cache_config_info` labels, as the engine exports them."""
+    capacity = blocks * block_size
+    return {
+        "block_size": str(block_size),
+        "cache_dtype": ns.kv_cache_dtype,
+        "calculate_kv_scales": str(bool(ns.calculate_kv_scales)),
+        "cpu_kvcache_space_bytes": "None",
+        "cpu_offload_gb": str(ns.cpu_offload_gb),
+        "enable_prefix_caching": str(prefix_caching),
+        "gpu_memory_utilization": str(ns.gpu_memory_utilization),
+        "is_attention_free": "False",
+        "kv_cache_max_concurrency": f"{capacity / max_len:.2f}",
+        "kv_cache_memory_bytes": str(ns.kv_cache_memory_bytes),
+        "kv_cache_size_tokens": str(capacity),
+        "kv_offloading_backend": str(ns.kv_offloading_backend),
+        "kv_offloading_size": str(ns.kv_offloading_size),
+        "kv_sharing_fast_prefill": str(bool(ns.kv_sharing_fast_prefill)),
+        "mamba_cache_dtype": ns.mamba_cache_dtype,
+        "mamba_page_size_padded": "None",
+        "mamba_ssm_cache_dtype": ns.mamba_ssm_cache_dtype,
+        "num_cpu_blocks": "None",
+        "num_gpu_blocks": str(blocks),
+        "num_gpu_blocks_override": str(ns.num_gpu_blocks_override),
+        "prefix_caching_hash_algo": ns.prefix_caching_hash_algo,
+        "sliding_window": "None",
+        "swap_space": str(ns.swap_space),
+    }
+
+
+def _vllm_kv_role(ns: argparse.Namespace) -> str | None:
+    """The KV-transfer role of --kv-transfer-config (None without one), refused as vLLM refuses it."""
+    kv_cfg = ns.kv_transfer_config if isinstance(ns.kv_transfer_config, dict) else None
+    if ns.kv_transfer_config is not None and kv_cfg is None:
+        raise WorkloadExit("argument --kv-transfer-config: expected a JSON object")
+    role = {"kv_producer": "producer", "kv_consumer": "consumer", "kv_both": "both"}.get(
+        (kv_cfg or {}).get("kv_role", "")
+    )
+    if kv_cfg is not None and role is None:
+        raise WorkloadExit(
+            f"ValueError: Unsupported kv_role: {kv_cfg.get('kv_role')}. Supported roles are "
+            "['kv_producer', 'kv_consumer', 'kv_both']"
+        )
+    return role
+
+
 def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     """The simulated vLLM instance a `vllm serve` command line describes on this pod's GPUs."""
     logs: list[str] = []
@@ -202,17 +251,7 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     chunked = ns.enable_chunked_prefill is not False
     if not chunked and ns.max_num_batched_tokens is None:
         batched = max(max_len, 2048)
-    kv_cfg = ns.kv_transfer_config if isinstance(ns.kv_transfer_config, dict) else None
-    if ns.kv_transfer_config is not None and kv_cfg is None:
-        raise WorkloadExit("argument --kv-transfer-config: expected a JSON object")
-    role = {"kv_producer": "producer", "kv_consumer": "consumer", "kv_both": "both"}.get(
-        (kv_cfg or {}).get("kv_role", "")
-    )
-    if kv_cfg is not None and role is None:
-        raise WorkloadExit(
-            f"ValueError: Unsupported kv_role: {kv_cfg.get('kv_role')}. Supported roles are "
-            "['kv_producer', 'kv_consumer', 'kv_both']"
-        )
+    role = _vllm_kv_role(ns)
     core, startup_s, scale = _core(
         ctx,
         arch,
@@ -237,31 +276,7 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     lora_modules = _lora_modules(ns.lora_modules or [])
     runtime = ctx.env.get("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "").lower() in ("1", "true")
     names = ns.served_model_name or [ns.model]
-    cache_info = {
-        "block_size": str(block_size),
-        "cache_dtype": ns.kv_cache_dtype,
-        "calculate_kv_scales": str(bool(ns.calculate_kv_scales)),
-        "cpu_kvcache_space_bytes": "None",
-        "cpu_offload_gb": str(ns.cpu_offload_gb),
-        "enable_prefix_caching": str(core.prefix_caching),
-        "gpu_memory_utilization": str(ns.gpu_memory_utilization),
-        "is_attention_free": "False",
-        "kv_cache_max_concurrency": f"{capacity / max_len:.2f}",
-        "kv_cache_memory_bytes": str(ns.kv_cache_memory_bytes),
-        "kv_cache_size_tokens": str(capacity),
-        "kv_offloading_backend": str(ns.kv_offloading_backend),
-        "kv_offloading_size": str(ns.kv_offloading_size),
-        "kv_sharing_fast_prefill": str(bool(ns.kv_sharing_fast_prefill)),
-        "mamba_cache_dtype": ns.mamba_cache_dtype,
-        "mamba_page_size_padded": "None",
-        "mamba_ssm_cache_dtype": ns.mamba_ssm_cache_dtype,
-        "num_cpu_blocks": "None",
-        "num_gpu_blocks": str(blocks),
-        "num_gpu_blocks_override": str(ns.num_gpu_blocks_override),
-        "prefix_caching_hash_algo": ns.prefix_caching_hash_algo,
-        "sliding_window": "None",
-        "swap_space": str(ns.swap_space),
-    }
+    cache_info = _vllm_cache_info(ns, core.prefix_caching, blocks, block_size, max_len)
     logs += [
         f"INFO [api_server.py] vLLM API server version {VLLM_VERSION}",
         f"INFO [api_server.py] args: model={ns.model} served_model_name={names} tensor_parallel_size={tp}",

@@ -19,6 +19,7 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
+from enginevocab.labels import ACTIVATION_HOLD_ANNOTATION
 from kubesim.engines.flags import EngineArgError, _Parser
 from kubesim.engines.routing import (
     DEFAULT_SESSION_HEADER,
@@ -34,7 +35,6 @@ _rooms = itertools.count(1)
 # A router pod with this annotation holds requests while it has no ready backend (up to that many seconds)
 # instead of answering 503: the activator of a service scaled to zero. The control plane renders it on
 # serverless services and scales from 0 on the gauge below; real routers lack it (see ENGINES.md).
-ACTIVATION_HOLD_ANNOTATION = "controlplane.io/activation-hold-seconds"
 ACTIVATION_POLL_S = 0.2
 
 

@@ -86,3 +86,13 @@ def test_a_name_clash_in_the_tenants_catalog_is_409_through_the_api(api, tenant_
     response = api("owner_a").post("/api/v1/models/", payload, format="json")
     assert response.status_code == 409
     assert "already used" in str(response.json()["name"])
+
+
+def test_remote_code_only_on_a_platform_wide_runtime(db, api, tenant_a, owner_a):
+    # Platform-wide runtimes are written by staff only (and audited): they may allow remote code.
+    RuntimeFactory.build(default_args=["--trust-remote-code", "--download-dir=/cache"]).full_clean()
+    payload = {"tenant": "alpha", "name": "own-vllm", "engine": "vllm", "image": "docker.io/vllm/vllm-openai",
+               "tag": "v0.33.0", "default_args": ["--trust-remote-code"], "supported_modes": ["standard"]}
+    response = api("owner_a").post("/api/v1/runtimes/", payload, format="json")
+    assert response.status_code == 400
+    assert "--trust-remote-code is platform-only" in str(response.json()["default_args"])

@@ -23,6 +23,7 @@ from apps.serving.models import InferenceService
 from apps.serving.rendering.spec import PoolSpec
 from apps.tenancy.models import Membership, Tenant
 from capacity.known import KNOWN_MODELS
+from enginevocab import sglang, vllm
 
 LABEL = "command:seed_demo"
 
@@ -39,8 +40,8 @@ MODELS = [
 ]
 
 RUNTIMES = [
-    ("vllm", EngineKind.VLLM, "vllm/vllm-openai", "v0.33.0"),
-    ("sglang", EngineKind.SGLANG, "lmsysorg/sglang", "v0.5.23"),
+    ("vllm", EngineKind.VLLM, vllm.IMAGE, vllm.TAG),
+    ("sglang", EngineKind.SGLANG, sglang.IMAGE, sglang.TAG),
 ]
 
 TENANTS = [("acme", "Acme Research", 32), ("globex", "Globex Support", 32)]

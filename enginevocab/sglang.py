@@ -1,0 +1,149 @@
+"""SGLang 0.5.23 (`python3 -m sglang.launch_server`): its flags, types, defaults and who may set each.
+
+Booleans are plain switches (no --no- form). A flag missing from these tables is unknown to the
+control plane, so a tenant cannot pass it.
+"""
+
+from __future__ import annotations
+
+from enginevocab.values import FLOAT as _FLOAT
+from enginevocab.values import INT as _INT
+from enginevocab.values import STR as _STR
+
+VERSION = "0.5.23"
+# The default runtime: the image and tag the demo seed runs.
+IMAGE = "lmsysorg/sglang"
+TAG = f"v{VERSION}"
+KV_CACHE_DTYPES = ("auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1", "nvfp4")
+
+FLAGS: list[tuple[tuple[str, ...], object, object]] = [
+    (("--model-path", "--model"), _STR, None),
+    (("--tokenizer-path",), _STR, None),
+    (("--served-model-name",), _STR, None),
+    (("--host",), _STR, "127.0.0.1"),
+    (("--port",), _INT, 30000),
+    (("--tp-size", "--tensor-parallel-size", "--tp"), _INT, 1),
+    (("--pp-size", "--pipeline-parallel-size"), _INT, 1),
+    (("--dp-size", "--data-parallel-size"), _INT, 1),
+    (("--attn-dp-size",), _INT, None),
+    (("--ep-size", "--expert-parallel-size"), _INT, 1),
+    (("--load-balance-method",), _STR, "auto"),
+    (("--context-length",), _INT, None),
+    (("--mem-fraction-static",), _FLOAT, None),
+    (("--kv-cache-dtype",), KV_CACHE_DTYPES, "auto"),
+    (("--page-size",), _INT, None),
+    (("--chunked-prefill-size",), _INT, None),
+    (("--max-prefill-tokens",), _INT, 16384),
+    (("--max-running-requests",), _INT, None),
+    (("--max-queued-requests",), _INT, None),
+    (("--max-total-tokens",), _INT, None),
+    (("--schedule-policy",), ("lpm", "random", "fcfs", "dfs-weight", "lof", "priority"), "fcfs"),
+    (("--schedule-conservativeness",), _FLOAT, 1.0),
+    (("--lora-paths",), "list", None),
+    (("--max-loras-per-batch",), _INT, 8),
+    (("--max-loaded-loras",), _INT, None),
+    (("--max-lora-rank",), _INT, None),
+    (("--lora-target-modules",), "list", None),
+    (("--lora-backend",), _STR, "csgmv"),
+    (("--quantization",), _STR, None),
+    (("--dtype",), _STR, "auto"),
+    (("--random-seed",), _INT, None),
+    (("--disaggregation-mode",), ("null", "prefill", "decode"), "null"),
+    (
+        ("--disaggregation-transfer-backend",),
+        ("mooncake", "nixl", "mori", "ascend", "mooncake_tcp", "fake"),
+        "mooncake",
+    ),
+    (("--disaggregation-bootstrap-port",), _INT, 8998),
+    (("--disaggregation-ib-device",), _STR, None),
+    (("--speculative-algorithm",), _STR, None),
+    (("--speculative-draft-model-path",), _STR, None),
+    (("--speculative-num-steps",), _INT, None),
+    (("--speculative-eagle-topk",), _INT, None),
+    (("--speculative-num-draft-tokens",), _INT, None),
+    (("--download-dir",), _STR, None),
+    (("--revision",), _STR, None),
+    (("--load-format",), _STR, "auto"),
+    (("--chat-template",), _STR, None),
+    (("--api-key",), _STR, None),
+    (("--log-level",), _STR, "info"),
+    (("--log-requests-level",), _INT, 2),
+    (("--stream-interval",), _INT, 1),
+    (("--watchdog-timeout",), _FLOAT, 300),
+    (("--cuda-graph-max-bs",), _INT, None),
+    (("--attention-backend",), _STR, None),
+    (("--sampling-backend",), _STR, None),
+    (("--grammar-backend",), _STR, None),
+    (("--reasoning-parser",), _STR, None),
+    (("--tool-call-parser",), _STR, None),
+    (("--device",), _STR, None),
+    (("--nnodes",), _STR, "1"),
+    (("--node-rank",), _STR, "0"),
+    (("--dist-init-addr",), _STR, None),
+    (("--moe-a2a-backend",), _STR, None),
+    (("--hicache-ratio",), _FLOAT, 2.0),
+    (("--hicache-size",), _INT, 0),
+    (("--warmups",), _STR, None),
+    (("--decode-log-interval",), _INT, 40),
+    (("--bucket-time-to-first-token",), "floats", None),
+    (("--bucket-inter-token-latency",), "floats", None),
+    (("--bucket-e2e-request-latency",), "floats", None),
+    (("--prompt-tokens-buckets",), "list", None),
+    (("--generation-tokens-buckets",), "list", None),
+    (("--extra-metric-labels",), _STR, None),
+    (("--tokenizer-metrics-allowed-custom-labels",), "list", None),
+    (("--kv-events-config",), _STR, None),
+    (("--file-storage-path",), _STR, "sglang_storage"),
+]
+SWITCHES = [
+    "disable-radix-cache",
+    "enable-lora",
+    "enable-metrics",
+    "enable-metrics-for-all-schedulers",
+    "trust-remote-code",
+    "enable-dp-attention",
+    "enable-ep-moe",
+    "disable-cuda-graph",
+    "enable-torch-compile",
+    "enable-mixed-chunk",
+    "enable-hierarchical-cache",
+    "enable-cache-report",
+    "collect-tokens-histogram",
+    "log-requests",
+    "skip-server-warmup",
+    "enable-p2p-check",
+    "is-embedding",
+    "enable-multimodal",
+    "disable-overlap-schedule",
+    "show-time-cost",
+]
+
+# Who sets what (canonical spellings; aliases and abbreviations resolve to these); "" is the control plane.
+OWNED: dict[str, tuple[str, ...]] = {
+    "max_model_len": ("--context-length",),
+    "kv_cache_dtype": ("--kv-cache-dtype",),
+    "enable_prefix_caching": ("--disable-radix-cache",),
+    "enable_chunked_prefill": ("--chunked-prefill-size",),
+    "gpu_memory_utilization": ("--mem-fraction-static",),
+    "max_num_seqs": ("--max-running-requests",),
+    "tensor_parallel_size": ("--tp-size",),
+    "pipeline_parallel_size": ("--pp-size",),
+    "quantization": ("--quantization",),
+    "speculative_model": (
+        "--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps",
+        "--speculative-eagle-topk", "--speculative-num-draft-tokens",
+    ),
+    "": (
+        "--model-path", "--served-model-name", "--host", "--port", "--enable-metrics", "--enable-lora",
+        "--lora-paths", "--disaggregation-mode", "--disaggregation-bootstrap-port",
+        "--disaggregation-transfer-backend", "--dist-init-addr", "--nnodes", "--node-rank", "--dp-size",
+        "--api-key",
+    ),
+}
+_FILE = "it reads a file or path inside the pod"
+# Platform-only: staff may set these as a Runtime's default args; a tenant may not (README, Security).
+PLATFORM_ONLY: dict[str, str] = {
+    "--trust-remote-code": "it runs the model repository's own Python code",
+    "--download-dir": _FILE, "--chat-template": _FILE, "--file-storage-path": _FILE,
+    "--kv-events-config": "it configures a publisher the engine loads",
+}
