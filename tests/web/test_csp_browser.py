@@ -56,3 +56,24 @@ def test_the_api_docs_render_their_operations_offline(browser_page, live_server,
     operation = page.locator(".opblock-summary-path", has_text="/api/v1/services/").first
     operation.wait_for(state="visible", timeout=30000)
     assert page.locator(".opblock").count() >= 50
+
+
+def test_the_service_page_draws_its_charts_without_a_csp_violation(browser_page, live_server, viewer_a, tenant_a):
+    # Plotly builds its charts in the page (styles included); under the policy they must still draw, silently.
+    from django.urls import reverse
+
+    from tests.factories import InferenceServiceFactory
+    from tests.web.conftest import point
+
+    service = InferenceServiceFactory(tenant=tenant_a, name="chat", phase="Ready")
+    point(service, 20, ttft_p50=0.1, ttft_p95=0.2, kv_usage=0.3, ready_replicas=1)
+    page = browser_page(viewer_a)
+    messages = watched(page, live_server)
+
+    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]))
+    page.locator("#chart-ttft .main-svg").first.wait_for(state="attached", timeout=15000)
+    page.wait_for_load_state("networkidle")
+
+    assert page.evaluate("document.getElementById('chart-ttft').data[1].y") == [200.0]
+    assert page.evaluate("window.__violations") == []
+    assert messages == []
