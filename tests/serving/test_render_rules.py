@@ -73,8 +73,10 @@ def test_quota_is_the_tenants_gpu_quota_on_requested_nvidia_gpus():
 def test_standard_is_a_deployment_a_service_and_a_budget_when_round_robin():
     objects = render_service(spec(has_gateway=False))
     assert [o["kind"] for o in objects] == [
-        "Namespace", "ResourceQuota", "NetworkPolicy", "PersistentVolumeClaim", "Deployment", "Service",
-        "PodDisruptionBudget"]
+        "Namespace", "ResourceQuota", "NetworkPolicy", "NetworkPolicy", "PersistentVolumeClaim", "Deployment",
+        "Service", "PodDisruptionBudget"]
+    assert [o["metadata"]["name"] for o in objects if o["kind"] == "NetworkPolicy"] == [
+        "tenant-egress", "tenant-isolation"]
     assert find(objects, "Service")["spec"]["selector"]["app.kubernetes.io/component"] == "engine"
     assert find(objects, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
 
