@@ -17,7 +17,7 @@ import django
 WEB_PORT = 8000
 CELERY_APP = "controlplane"
 QUEUES = ("default", "reconcile", "telemetry", "autoscale")
-ROLES = ("web", "worker", "beat", "migrate", "wait-for-migrations", "manage")
+ROLES = ("web", "worker", "beat", "gateway", "migrate", "wait-for-migrations", "manage")
 # gunicorn's graceful timeout and the worker's longest task both fit in the pods' grace period
 # (deploy/kubernetes/base: terminationGracePeriodSeconds).
 WEB_GRACEFUL_TIMEOUT = 25
@@ -91,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     if role in ("web", "worker", "beat"):
         command = {"web": web_argv, "worker": worker_argv, "beat": beat_argv}[role](env) + argv[1:]
         os.execvp(command[0], command)  # noqa: S606 (replaces this process: signals go straight to the server)
+    if role == "gateway":
+        # The gateway is its own ASGI process and imports no Django: its options follow the role.
+        command = [sys.executable, "-m", "gateway", *argv[1:]]
+        os.execvp(command[0], command)  # noqa: S606 (replaces this process: SIGTERM reaches the gateway's drain)
     if role == "wait-for-migrations":
         timeout = float(argv[1]) if len(argv) > 1 else 600.0
         return wait_for_migrations(timeout)

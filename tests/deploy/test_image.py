@@ -105,14 +105,14 @@ def test_compose_runs_the_same_image_with_the_same_roles():
         assert apps[name]["command"] == [name]
     assert "controlplane.entrypoint migrate" in " ".join(apps["migrate"]["entrypoint"])
     assert apps["gateway-snapshot"]["command"][:2] == ["manage", "gateway_snapshot"]
-    assert apps["gateway"]["entrypoint"][:3] == ["python", "-m", "gateway"]
+    assert apps["gateway"]["command"][0] == "gateway"  # the image's entrypoint execs `python -m gateway`
 
 
 def test_an_unknown_role_is_refused_with_the_list_of_roles():
     out = subprocess.run([sys.executable, "-m", "controlplane.entrypoint", "serve"], cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 2
-    assert "unknown role 'serve'; use one of: web, worker, beat, migrate, wait-for-migrations, manage" in out.stderr
+    assert "unknown role 'serve'; use one of: web, worker, beat, gateway, migrate, wait-for-migrations, manage" in out.stderr
 
 
 def test_wait_for_migrations_returns_at_once_when_the_schema_is_current(db):
@@ -126,3 +126,10 @@ def test_wait_for_migrations_gives_up_with_a_reason_when_the_database_never_answ
                          env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 1
     assert "gave up waiting for migrations after 1s: database not reachable" in out.stderr
+
+
+def test_the_gateway_role_starts_the_gateway_process_with_its_options():
+    out = subprocess.run([sys.executable, "-m", "controlplane.entrypoint", "gateway", "--help"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "--snapshot" in out.stdout and "--port" in out.stdout
