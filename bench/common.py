@@ -84,3 +84,44 @@ def tree_cpu_seconds(pid: int) -> float:
         except OSError:
             continue
     return total
+
+
+def _minor(version: dict) -> int:
+    """The minor version of a `/version` answer; vendors append '+' ("32+"), so only the digits count."""
+    return int("".join(ch for ch in str(version.get("minor", "")) if ch.isdigit()) or -1)
+
+
+def kubectl_skew_problem(client: dict, server: dict) -> str | None:
+    """Why this kubectl may not be compared against this API server, or None.
+
+    kubectl's version skew policy supports a client within one minor version of kube-apiserver, older or
+    newer; an older one measures a different program (Debian's 1.20 applies far more slowly than 1.32)."""
+    if str(client.get("major")) != str(server.get("major")):
+        return (f"kubectl {client.get('gitVersion')} and the API server {server.get('gitVersion')} "
+                "differ in major version")
+    if _minor(client) < _minor(server) - 1:
+        return (f"kubectl {client.get('gitVersion')} is older than the API server {server.get('gitVersion')} minus one "
+                f"minor version, outside kubectl's skew policy; put kubectl 1.{_minor(server) - 1} or newer on PATH")
+    return None
+
+
+def kubectl_against(server_url: str) -> tuple[str, str]:
+    """The kubectl on PATH and its version, checked against the API server at `server_url`.
+
+    Raises SystemExit naming the reason when there is no kubectl or it is outside the skew policy."""
+    import json
+    import shutil
+    import subprocess
+    from urllib.request import urlopen
+
+    path = shutil.which("kubectl")
+    if not path:
+        raise SystemExit("kubectl not on PATH: no comparison")
+    answer = subprocess.run([path, "version", "--client", "-o", "json"], capture_output=True, text=True, check=True)
+    client = json.loads(answer.stdout)["clientVersion"]
+    with urlopen(f"{server_url}/version", timeout=10) as response:
+        server = json.load(response)
+    problem = kubectl_skew_problem(client, server)
+    if problem:
+        raise SystemExit(problem)
+    return path, client["gitVersion"]

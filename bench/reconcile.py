@@ -10,7 +10,9 @@ Prints, from one run:
     through a loopback proxy: requests per service per interval and the requests of every second
     (aim: spread over the interval, no thundering herd);
 (4) the time `kubectl apply --server-side` of the same rendered objects takes into a fresh kubesim of
-    the same size until every workload is ready, and the ratio ours/kubectl (aim: <= 1.5).
+    the same size until every workload is ready, and the ratio ours/kubectl (aim: <= 1.5). The kubectl
+    used is printed first (`kubectl: VERSION at PATH`); one older than kubesim's minor version minus one
+    (kubectl's version skew policy) is refused before the run, as is a missing kubectl.
 
 By default the runtime image is a mirror path (`mirror.local/vllm/vllm-openai`) that kubesim runs as a
 plain container, so the figures measure the control plane rather than 1,250 simulated GPUs in one
@@ -31,7 +33,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import shutil
 import statistics
 import subprocess
 import sys
@@ -42,7 +43,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.common import free_port  # noqa: E402 (the repository root is on the path from here)
+from bench.common import free_port, kubectl_against  # noqa: E402 (the repository root is on the path from here)
 from enginevocab.vllm import TAG as VLLM_TAG  # noqa: E402
 
 STEADY_SAMPLE = 250  # services whose steady-state pass is counted request by request
@@ -298,6 +299,12 @@ def main() -> int:
     # GPUs for every pool, and CPU nodes for the routers of the disaggregated services.
     nodes = {"gpu_nodes": max(1, args.services * 2 // 8 + 2), "cpu_nodes": args.services // 40 + 1}
     sim, url = start_kubesim(**nodes, profile=args.profile)
+    try:  # checked before the run, not after it: a kubectl outside the skew policy would compare other programs
+        kubectl, kubectl_version = kubectl_against(url)
+    except SystemExit:
+        stop(sim)
+        raise
+    print(f"kubectl: {kubectl_version} at {kubectl}")
     procs = start_workers(args.workers)
     try:
         started = time.monotonic()
@@ -367,10 +374,6 @@ def main() -> int:
 
     # The same objects applied with kubectl into a fresh kubesim of the same size, and the time until
     # every workload is ready: what the control plane's end-to-end time is held against.
-    kubectl = shutil.which("kubectl")
-    if not kubectl:
-        print("kubectl not on PATH: no ratio")
-        return 0
     sim_b, url_b = start_kubesim(**nodes)
     try:
         with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
