@@ -2,6 +2,12 @@
 kubesim's engine cores on a simulated clock (no real-time waiting).
 
     .venv/bin/python bench/autoscale.py [--trace bursty|diurnal|spike|steady] [--hours H] [--seed S] [--json]
+    .venv/bin/python bench/autoscale.py --trace-file FILE --trace-format azure|burstgpt|jsonl [--hours H] [--json]
+
+`--trace-file` replays a recorded trace (the formats of `capacity.traces`: the Azure LLM inference CSV,
+BurstGPT's CSV, or JSONL) with its own arrival times and prompt and output lengths, cut at `--hours` when
+given; requests whose prompt and output exceed the engine's context (8,192 tokens) are left out and counted,
+as the engine would refuse them.
 
 One pool of vLLM engines (Llama-3.1-8B on one NVIDIA L4 each, `kubesim.engines.virtual.VirtualEngine`: the
 engine core's scheduler, KV-cache block pool and roofline step times) behind a round-robin router. A new
@@ -52,6 +58,7 @@ from apps.autoscaling.rules import (
     record_scale,
 )
 from apps.serving.scaling_policy import PoolPolicy, normalized_builtin, pool_policy
+from capacity.traces import FORMATS, TraceError, parse_trace
 from enginevocab.vllm import IMAGE_REF as VLLM_IMAGE_REF
 from kubesim.engines import config, flags
 from kubesim.engines.core import Request
@@ -65,6 +72,7 @@ PERIOD_S = 15.0
 TTFT_SLO_S = 2.0
 ITL_SLO_S = 0.1
 MAX_REPLICAS = 16
+MAX_MODEL_LEN = 8192
 ROUTER_CAP = 96  # requests in flight per replica before the router holds more (an engine batches ~50 here)
 BUILTIN_SPEC = {"autoscaler": "builtin",
                 "targets": {"running_requests_per_replica": 16, "waiting_requests_per_replica": 4,
@@ -78,6 +86,21 @@ BUILTIN_SPEC = {"autoscaler": "builtin",
 def _poisson(rate_at, hours: float, peak: float, rng: random.Random) -> list[float]:
     """Arrival times of a non-homogeneous Poisson process over `hours` (thinning against the peak rate)."""
     return thinned_arrivals(rate_at, peak, hours * 3600, rng)
+
+
+def recorded(path: str, fmt: str, hours: float | None) -> tuple[list[float], list[tuple[int, int]], int, float]:
+    """Arrivals and (prompt, output) lengths of a trace file, cut at `hours`; also the requests left out for
+    exceeding the context, and the hours replayed."""
+    try:
+        with open(path, "rb") as handle:
+            parsed = parse_trace(handle.read(), fmt)
+    except (OSError, TraceError) as exc:
+        raise SystemExit(f"{path}: {exc}") from None
+    end = parsed.duration_s if hours is None else hours * 3600
+    kept = [r for r in parsed.requests if r.t <= end]
+    fits = [r for r in kept if r.prompt_tokens + r.output_tokens <= MAX_MODEL_LEN]
+    return ([r.t for r in fits], [(r.prompt_tokens, r.output_tokens) for r in fits], len(kept) - len(fits),
+            max(end, 1.0) / 3600)
 
 
 def trace(name: str, hours: float, rng: random.Random) -> list[float]:
@@ -117,7 +140,7 @@ def trace(name: str, hours: float, rng: random.Random) -> list[float]:
 
 
 def engine_spec():
-    ctx = pod_context(VLLM_IMAGE_REF, [MODEL, "--max-model-len", "8192", "--no-enable-prefix-caching"],
+    ctx = pod_context(VLLM_IMAGE_REF, [MODEL, "--max-model-len", str(MAX_MODEL_LEN), "--no-enable-prefix-caching"],
                       gpu_key=GPU, fast_start=False)
     ns, _ = flags.parse_vllm(flags.command_line(ctx.container, ctx.env))
     return config.vllm_spec(ns, ctx)
@@ -391,17 +414,27 @@ def simulate(decide, arrivals, lengths, spec, hours, start_replicas=1, name="") 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trace", choices=["bursty", "diurnal", "spike", "steady"], default="bursty")
-    parser.add_argument("--hours", type=float, default=2.0)
+    parser.add_argument("--hours", type=float, help="hours of traffic (default 2; a trace file's own length)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--trace-file", metavar="FILE", help="replay a recorded trace instead of a seeded one")
+    parser.add_argument("--trace-format", choices=FORMATS, help="the trace file's format (with --trace-file)")
     parser.add_argument("--json", action="store_true", help="one JSON object and nothing else")
     args = parser.parse_args(argv)
-    if args.hours <= 0:
+    if args.hours is not None and args.hours <= 0:
         parser.error("--hours must be greater than 0")
+    if bool(args.trace_file) != bool(args.trace_format):
+        parser.error("--trace-file and --trace-format go together")
     started = time.monotonic()
     rng = random.Random(args.seed)
-    arrivals = trace(args.trace, args.hours, rng)
-    lengths = [(max(32, min(4000, int(rng.lognormvariate(math.log(600), 0.5)))), rng.randint(50, 300))
-               for _ in arrivals]
+    over_context = 0
+    if args.trace_file:
+        arrivals, lengths, over_context, args.hours = recorded(args.trace_file, args.trace_format, args.hours)
+        args.trace = f"{args.trace_format}:{os.path.basename(args.trace_file)}"
+    else:
+        args.hours = 2.0 if args.hours is None else args.hours
+        arrivals = trace(args.trace, args.hours, rng)
+        lengths = [(max(32, min(4000, int(rng.lognormvariate(math.log(600), 0.5)))), rng.randint(50, 300))
+                   for _ in arrivals]
     spec = engine_spec()
     results = {"builtin": simulate(Builtin(), arrivals, lengths, spec, args.hours, 0, "builtin")}
     results["keda_queue"] = simulate(keda_queue(5), arrivals, lengths, spec, args.hours, name="keda_queue")
@@ -422,7 +455,8 @@ def main(argv=None) -> int:
     tried.setdefault(matched, simulate(keda_queue(matched), arrivals, lengths, spec, args.hours))
     results["keda_queue_matched"] = {**tried[matched], "threshold": matched, "matches": best is not None}
     saving = 1 - results["builtin"]["gpu_hours"] / results["keda_queue_matched"]["gpu_hours"]
-    out = {"trace": args.trace, "hours": args.hours, "seed": args.seed, "requests": len(arrivals),
+    out = {"trace": args.trace, "hours": round(args.hours, 3), "seed": args.seed, "requests": len(arrivals),
+           "over_context": over_context,
            "cold_start_s": round(spec.startup_s, 1), "ttft_slo_s": TTFT_SLO_S, "itl_slo_s": ITL_SLO_S,
            "policies": {k: results[k] for k in ("builtin", "keda_queue", "keda_queue_matched", "hpa_kv", "fixed_peak")},
            "aims": {"gpu_hours_saved_vs_matched_keda": round(saving, 3), "saving_aim_met": saving >= 0.30,
@@ -431,7 +465,9 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(out))
         return 0
-    print(f"{args.trace} trace, {args.hours:g} h, seed {args.seed}: {len(arrivals)} requests; {MODEL} on 1 x {GPU} "
+    skipped = f" ({over_context} over the {MAX_MODEL_LEN:,}-token context left out)" if over_context else ""
+    print(f"{args.trace} trace, {args.hours:g} h, seed {args.seed}: {len(arrivals)} requests{skipped}; {MODEL} on "
+          f"1 x {GPU} "
           f"per replica, cold start {spec.startup_s:.0f} s; TTFT SLO {TTFT_SLO_S:g} s, ITL SLO {ITL_SLO_S:g} s")
     print(f"{'policy':<22}{'GPU-h':>8}{'TTFT p50':>10}{'TTFT p95':>10}{'TTFT SLO':>10}{'ITL SLO':>9}{'events':>8}"
           f"{'peak':>6}")
