@@ -42,38 +42,25 @@ import os
 import random
 import sys
 import time
-from collections import deque
-from dataclasses import dataclass, field
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from apps.autoscaling.rules import (
-    History,
-    Observation,
-    PodSample,
-    evaluate,
-    external_replicas,
-    metric_replicas,
-    normalize,
-    record_scale,
-)
 from apps.serving.scaling_policy import PoolPolicy, normalized_builtin, pool_policy
+from apps.whatif import fleet
+from apps.whatif.fleet import Builtin, Fixed, Slo, hpa_kv, keda_queue
 from capacity.traces import FORMATS, TraceError, parse_trace
 from enginevocab.vllm import IMAGE_REF as VLLM_IMAGE_REF
 from kubesim.engines import config, flags
-from kubesim.engines.core import Request
 from kubesim.engines.harness import pod_context
-from kubesim.engines.virtual import VirtualEngine
 from kubesim.loadgen import thinned_arrivals
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 GPU = "l4-24gb"
-PERIOD_S = 15.0
 TTFT_SLO_S = 2.0
 ITL_SLO_S = 0.1
+SLO = Slo(TTFT_SLO_S, ITL_SLO_S)
 MAX_REPLICAS = 16
 MAX_MODEL_LEN = 8192
-ROUTER_CAP = 96  # requests in flight per replica before the router holds more (an engine batches ~50 here)
 BUILTIN_SPEC = {"autoscaler": "builtin",
                 "targets": {"running_requests_per_replica": 16, "waiting_requests_per_replica": 4,
                             "ttft_p95_seconds": TTFT_SLO_S},
@@ -146,269 +133,20 @@ def engine_spec():
     return config.vllm_spec(ns, ctx)
 
 
-@dataclass
-class Replica:
-    engine: VirtualEngine
-    created: float
-    ready_at: float
-    released: float | None = None
-    draining: bool = False
-
-
-@dataclass
-class Run:
-    policy: str
-    gpu_hours: float = 0.0
-    ttft: list[float] = field(default_factory=list)
-    itl_ok: int = 0
-    scale_events: int = 0
-    peak_replicas: int = 0
-    finished: int = 0
-
-    def summary(self, total: int) -> dict:
-        ttft = sorted(self.ttft)
-
-        def q(p):
-            return round(ttft[min(len(ttft) - 1, int(p * len(ttft)))], 3) if ttft else None
-
-        return {"gpu_hours": round(self.gpu_hours, 2),
-                "slo_attainment": round(sum(1 for v in ttft if v <= TTFT_SLO_S) / total, 4) if total else None,
-                "itl_slo_attainment": round(self.itl_ok / total, 4) if total else None,
-                "ttft_p50_s": q(0.5), "ttft_p95_s": q(0.95), "scale_events": self.scale_events,
-                "peak_replicas": self.peak_replicas}
-
-
-class Simulation:
-    """One policy over one trace: arrivals, 15 s evaluations, replicas starting, serving and draining."""
-
-    def __init__(self, decide, arrivals, lengths, spec, hours: float, start_replicas: int = 1):
-        self.decide, self.arrivals, self.lengths, self.spec = decide, arrivals, lengths, spec
-        self.end = hours * 3600
-        self.cold_start = spec.startup_s
-        self.replicas: list[Replica] = [Replica(self._engine(0.0), 0.0, 0.0) for _ in range(start_replicas)]
-        self.held: deque[int] = deque()
-        self.first_token_at: list[tuple[float, float]] = []  # (time of first token, TTFT) for the guard
-        self.itl_recent: list[tuple[float, float]] = []
-        self.last_active = 0.0
-
-    def _engine(self, at: float) -> VirtualEngine:
-        return VirtualEngine(self.spec.core, start=at)
-
-    def live(self) -> list[Replica]:
-        return [r for r in self.replicas if not r.draining]
-
-    def ready(self, t: float) -> list[Replica]:
-        return [r for r in self.live() if r.ready_at <= t]
-
-    def _least_loaded(self, t: float) -> Replica | None:
-        """The ready replica with the fewest requests in flight, if it has room under ROUTER_CAP."""
-        best, load = None, ROUTER_CAP
-        for replica in self.ready(t):
-            replica.engine.run_until(t)
-            n = replica.engine.running + replica.engine.waiting
-            if n < load:
-                best, load = replica, n
-        return best
-
-    def _send(self, replica: Replica, index: int, t: float) -> None:
-        prompt, output = self.lengths[index]
-        replica.engine.submit(Request(str(index), [1] * prompt, output, output), t)
-
-    def _route(self, index: int, t: float) -> None:
-        """Route an arrival: to the least loaded ready replica (round robin would pile onto one replica
-        while others start), or into the router's queue behind earlier held requests when there is no
-        ready replica or all hold ROUTER_CAP (as an activator / queue-proxy would)."""
-        self._release_held(t)
-        replica = None if self.held else self._least_loaded(t)
-        if replica is None:
-            self.held.append(index)
-        else:
-            self._send(replica, index, t)
-
-    def _release_held(self, t: float) -> None:
-        while self.held:
-            replica = self._least_loaded(t)
-            if replica is None:
-                return
-            self._send(replica, self.held.popleft(), t)
-
-    def _collect(self, run: Run, replica: Replica) -> None:
-        for req in replica.engine.take_finished():
-            arrival = self.arrivals[int(req.request_id)]
-            if req.first_token is None:
-                continue
-            ttft = req.first_token - arrival
-            run.ttft.append(ttft)
-            self.first_token_at.append((req.first_token, ttft))
-            itl = (req.last_token - req.first_token) / max(req.generated - 1, 1)
-            self.itl_recent.append((req.last_token, itl))
-            run.itl_ok += itl <= ITL_SLO_S
-            run.finished += 1
-
-    def _scale_to(self, n: int, t: float) -> None:
-        live = self.live()
-        if n > len(live):
-            for _ in range(n - len(live)):
-                self.replicas.append(Replica(self._engine(t + self.cold_start), t, t + self.cold_start))
-        elif n < len(live):
-            # Not-ready replicas go first (newest first), then the least loaded ready ones.
-            order = sorted(live, key=lambda r: (r.ready_at <= t, r.engine.running + r.engine.waiting, -r.created))
-            for replica in order[: len(live) - n]:
-                replica.draining = True
-                if replica.ready_at > t:
-                    replica.released = t
-
-    def _settle(self, run: Run, t: float) -> None:
-        """Bring every engine to `t`, collect finished requests, release drained replicas."""
-        for replica in self.replicas:
-            if replica.released is not None:
-                continue
-            if replica.ready_at <= t:
-                replica.engine.run_until(t)
-                self._collect(run, replica)
-            if replica.draining and not replica.engine.busy:
-                replica.released = max(replica.engine.vt, replica.ready_at) if replica.ready_at <= t else t
-
-    def observe(self, t: float) -> dict:
-        window = t - PERIOD_S
-        recent = [v for at, v in self.first_token_at if at > window]
-        itl = [v for at, v in self.itl_recent if at > window]
-        self.first_token_at = [x for x in self.first_token_at if x[0] > window]
-        self.itl_recent = [x for x in self.itl_recent if x[0] > window]
-        live = self.live()
-        pods = tuple(PodSample(True, {"waiting_requests_per_replica": r.engine.waiting,
-                                      "running_requests_per_replica": r.engine.running,
-                                      "kv_cache_usage": r.engine.kv_usage()})
-                     if r.ready_at <= t else PodSample(False, {}) for r in live)
-        busy = any(r.engine.busy for r in live) or self.held
-        if busy:
-            self.last_active = t
-        return {"t": t, "replicas": len(live), "pods": pods, "held": len(self.held),
-                "ttft_p95": _p95(recent), "itl_p95": _p95(itl), "idle_for": t - self.last_active}
-
-    def run(self, name: str) -> Run:
-        run = Run(name)
-        next_tick = PERIOD_S
-        index, now = 0, 0.0
-        arrivals = self.arrivals
-        while True:
-            t_arrival = arrivals[index] if index < len(arrivals) else math.inf
-            # A replica becoming ready takes the requests the router holds at once, not at the next event.
-            ready_next = min((r.ready_at for r in self.live() if now < r.ready_at <= min(t_arrival, next_tick)),
-                             default=math.inf) if self.held else math.inf
-            t = now = min(t_arrival, next_tick, ready_next)
-            if t >= self.end and t_arrival >= self.end:
-                break
-            if t == ready_next:
-                self._release_held(t)
-            elif t == t_arrival:
-                self.last_active = t
-                self._route(index, t)
-                index += 1
-            else:
-                self._settle(run, t)
-                self._release_held(t)
-                state = self.observe(t)
-                desired = self.decide(state, self.last_active)
-                if desired != state["replicas"]:
-                    run.scale_events += 1
-                    self._scale_to(desired, t)
-                run.peak_replicas = max(run.peak_replicas, len(self.live()))
-                next_tick += PERIOD_S
-        # Let the work in flight finish (GPUs stay held while it does), then account GPU time.
-        drain_until = self.end + 600
-        for replica in self.replicas:
-            if replica.released is None and replica.ready_at <= drain_until:
-                replica.engine.run_until(drain_until)
-                self._collect(run, replica)
-        for replica in self.replicas:
-            stop = replica.released if replica.released is not None else self.end
-            run.gpu_hours += max(stop - replica.created, 0.0) / 3600
-        return run
-
-
-def _p95(values: list[float]) -> float | None:
-    if not values:
-        return None
-    values = sorted(values)
-    return values[min(len(values) - 1, int(0.95 * len(values)))]
-
-
-# --- policies ---------------------------------------------------------------------------------------------------
-
-
 def builtin_policy() -> PoolPolicy:
     spec = normalized_builtin(BUILTIN_SPEC, ["engine"])
     return pool_policy(spec, "engine", 0, MAX_REPLICAS)
 
 
-def hpa_policy(min_replicas: int = 1) -> PoolPolicy:
-    """An HPA with no tuning: Kubernetes' default behavior and tolerance."""
-    return PoolPolicy(min_replicas=min_replicas, max_replicas=MAX_REPLICAS, metrics=())
-
-
-class Builtin:
-    def __init__(self):
-        self.policy = builtin_policy()
-        self.history = History()
-        self.cold_start: float | None = None
-
-    def __call__(self, s: dict, last_active: float) -> int:
-        obs = Observation(t=s["t"], replicas=s["replicas"], pods=s["pods"], ttft_p95_s=s["ttft_p95"],
-                          itl_p95_s=s["itl_p95"], idle_for_s=s["idle_for"], pending_activation=s["held"],
-                          cold_start_s=self.cold_start)
-        ev = evaluate(self.policy, obs, self.history)
-        self.history = ev.history
-        if ev.changes:
-            self.history = record_scale(self.history, s["t"], ev.current, ev.desired, self.policy.longest_period_s)
-        return ev.desired
-
-
-class Hpa:
-    """An HPA (or KEDA's HPA) with default behavior on one metric: `raw(state) → recommendation`."""
-
-    def __init__(self, raw):
-        self.policy = hpa_policy()
-        self.history = History()
-        self.raw = raw
-
-    def __call__(self, s: dict, last_active: float) -> int:
-        current = s["replicas"]
-        if current < self.policy.min_replicas:
-            return self.policy.min_replicas
-        _, limited, self.history, _, _ = normalize(self.policy, self.history, s["t"], current, self.raw(s))
-        if limited != current:
-            self.history = record_scale(self.history, s["t"], current, limited, self.policy.longest_period_s)
-        return limited
-
-
-def keda_queue(threshold: float) -> Hpa:
-    def raw(s):
-        total = sum(p.metrics.get("waiting_requests_per_replica", 0) for p in s["pods"] if p.ready)
-        return external_replicas(total, threshold, s["replicas"], 0.1)
-    return Hpa(raw)
-
-
-def hpa_kv(target: float = 0.8) -> Hpa:
-    def raw(s):
-        return metric_replicas("kv_cache_usage", target, s["replicas"], s["pods"], 0.1).replicas or s["replicas"]
-    return Hpa(raw)
-
-
-class Fixed:
-    def __init__(self, n: int):
-        self.n = n
-
-    def __call__(self, s: dict, last_active: float) -> int:
-        return self.n
-
-
-# --- running it -----------------------------------------------------------------------------------------------------
+def keda(threshold: int):
+    return keda_queue(threshold, max_replicas=MAX_REPLICAS)
 
 
 def simulate(decide, arrivals, lengths, spec, hours, start_replicas=1, name="") -> dict:
-    run = Simulation(decide, arrivals, lengths, spec, hours, start_replicas).run(name)
-    return run.summary(len(arrivals))
+    return fleet.simulate(decide, arrivals, lengths, spec, hours, start_replicas, name, slo=SLO)
+
+
+# --- running it -----------------------------------------------------------------------------------------------------
 
 
 def main(argv=None) -> int:
@@ -436,9 +174,9 @@ def main(argv=None) -> int:
         lengths = [(max(32, min(4000, int(rng.lognormvariate(math.log(600), 0.5)))), rng.randint(50, 300))
                    for _ in arrivals]
     spec = engine_spec()
-    results = {"builtin": simulate(Builtin(), arrivals, lengths, spec, args.hours, 0, "builtin")}
-    results["keda_queue"] = simulate(keda_queue(5), arrivals, lengths, spec, args.hours, name="keda_queue")
-    results["hpa_kv"] = simulate(hpa_kv(), arrivals, lengths, spec, args.hours, name="hpa_kv")
+    results = {"builtin": simulate(Builtin(builtin_policy()), arrivals, lengths, spec, args.hours, 0, "builtin")}
+    results["keda_queue"] = simulate(keda(5), arrivals, lengths, spec, args.hours, name="keda_queue")
+    results["hpa_kv"] = simulate(hpa_kv(max_replicas=MAX_REPLICAS), arrivals, lengths, spec, args.hours, name="hpa_kv")
     peak = results["builtin"]["peak_replicas"] or 1
     results["fixed_peak"] = simulate(Fixed(peak), arrivals, lengths, spec, args.hours, peak, "fixed_peak")
     goal = results["builtin"]["slo_attainment"]
@@ -446,13 +184,13 @@ def main(argv=None) -> int:
     low, high, best = 1, 10, None  # attainment falls as the threshold rises: the largest one reaching the goal
     while low <= high:
         mid = (low + high) // 2
-        tried.setdefault(mid, simulate(keda_queue(mid), arrivals, lengths, spec, args.hours, name=f"keda{mid}"))
+        tried.setdefault(mid, simulate(keda(mid), arrivals, lengths, spec, args.hours, name=f"keda{mid}"))
         if tried[mid]["slo_attainment"] >= goal:
             best, low = mid, mid + 1
         else:
             high = mid - 1
     matched = best if best is not None else 1
-    tried.setdefault(matched, simulate(keda_queue(matched), arrivals, lengths, spec, args.hours))
+    tried.setdefault(matched, simulate(keda(matched), arrivals, lengths, spec, args.hours))
     results["keda_queue_matched"] = {**tried[matched], "threshold": matched, "matches": best is not None}
     saving = 1 - results["builtin"]["gpu_hours"] / results["keda_queue_matched"]["gpu_hours"]
     out = {"trace": args.trace, "hours": round(args.hours, 3), "seed": args.seed, "requests": len(arrivals),

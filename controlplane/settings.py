@@ -113,6 +113,7 @@ INSTALLED_APPS = [
     "apps.telemetry",
     "apps.autoscaling",
     "apps.gateway",
+    "apps.whatif",
     "apps.web",
     "workers",
 ]

@@ -1,0 +1,329 @@
+"""A pool of engine replicas under a scaling policy, replayed on a simulated clock: the what-if lab's and the
+autoscaler benchmark's one fleet model.
+
+Each replica is kubesim's engine core (`kubesim.engines.virtual.VirtualEngine`: the live engines' scheduler,
+KV-cache block pool and roofline step times) on a virtual timeline, so an hour of traffic replays in seconds.
+A new replica holds its GPUs from creation and serves after the engine's cold start (model load and
+warm-up, as the engine simulation derives it). A replica scaled away finishes what it holds, then frees its
+GPUs. A least-loaded router spreads arrivals and holds what no ready replica can take (activation from zero,
+or more than `router_cap` requests in flight per replica).
+
+Every `period_s` a policy sees what a scrape would show (per-pod waiting and running requests and KV-cache
+usage, TTFT/ITL p95 of the last interval, requests held) and returns the replicas it wants; the policies
+decide with the control plane's own rules (`apps.autoscaling.rules`), never a copy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+from apps.autoscaling.rules import (
+    History,
+    Observation,
+    PodSample,
+    evaluate,
+    external_replicas,
+    metric_replicas,
+    normalize,
+    record_scale,
+)
+from apps.serving.scaling_policy import PoolPolicy
+from kubesim.engines.core import Request
+from kubesim.engines.virtual import VirtualEngine
+
+PERIOD_S = 15.0
+ROUTER_CAP = 96  # requests in flight per replica before the router holds more (an engine batches ~50 here)
+DRAIN_S = 600  # after the load ends, the work in flight may finish for this long (GPUs stay held meanwhile)
+
+
+@dataclass(frozen=True)
+class Slo:
+    """What a request must meet: TTFT, and mean inter-token latency over its output."""
+
+    ttft_s: float = 2.0
+    itl_s: float = 0.1
+
+
+@dataclass
+class Replica:
+    engine: VirtualEngine
+    created: float
+    ready_at: float
+    released: float | None = None
+    draining: bool = False
+
+
+def quantile(values: list[float], q: float) -> float | None:
+    """The `q` quantile of `values` as the benchmark has always read it (index int(q × n) of the sorted list)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+@dataclass
+class Run:
+    policy: str
+    slo: Slo = field(default_factory=Slo)
+    gpu_hours: float = 0.0
+    ttft: list[float] = field(default_factory=list)
+    itl: list[float] = field(default_factory=list)
+    itl_ok: int = 0
+    scale_events: int = 0
+    peak_replicas: int = 0
+    cold_starts: int = 0
+    finished: int = 0
+
+    def summary(self, total: int) -> dict:
+        """GPU-hours, SLO attainment over `total` requests (unfinished ones miss), latency quantiles, events."""
+
+        def q(values, p):
+            value = quantile(values, p)
+            return None if value is None else round(value, 3)
+
+        met = sum(1 for v in self.ttft if v <= self.slo.ttft_s)
+        return {"gpu_hours": round(self.gpu_hours, 2),
+                "slo_attainment": round(met / total, 4) if total else None,
+                "itl_slo_attainment": round(self.itl_ok / total, 4) if total else None,
+                "ttft_p50_s": q(self.ttft, 0.5), "ttft_p95_s": q(self.ttft, 0.95), "itl_p95_s": q(self.itl, 0.95),
+                "scale_events": self.scale_events, "peak_replicas": self.peak_replicas,
+                "cold_starts": self.cold_starts}
+
+
+class Simulation:
+    """One policy over one load: arrivals, evaluations every period, replicas starting, serving and draining.
+
+    `spec` is kubesim's EngineSpec of one replica (its `core` config and `startup_s` cold start), `gpus` the
+    GPUs each replica holds; `lengths[i]` is the (prompt, output) tokens of the arrival at `arrivals[i]`."""
+
+    def __init__(self, decide, arrivals, lengths, spec, hours: float, start_replicas: int = 1, *,
+                 slo: Slo | None = None, gpus: int = 1, period_s: float = PERIOD_S, router_cap: int = ROUTER_CAP):
+        self.decide, self.arrivals, self.lengths, self.spec = decide, arrivals, lengths, spec
+        self.slo, self.gpus, self.period_s, self.router_cap = slo or Slo(), gpus, period_s, router_cap
+        self.end = hours * 3600
+        self.cold_start = spec.startup_s
+        self.replicas: list[Replica] = [Replica(self._engine(0.0), 0.0, 0.0) for _ in range(start_replicas)]
+        self.held: deque[int] = deque()
+        self.first_token_at: list[tuple[float, float]] = []  # (time of first token, TTFT) for the guard
+        self.itl_recent: list[tuple[float, float]] = []
+        self.last_active = 0.0
+
+    def _engine(self, at: float) -> VirtualEngine:
+        return VirtualEngine(self.spec.core, start=at)
+
+    def live(self) -> list[Replica]:
+        return [r for r in self.replicas if not r.draining]
+
+    def ready(self, t: float) -> list[Replica]:
+        return [r for r in self.live() if r.ready_at <= t]
+
+    def _least_loaded(self, t: float) -> Replica | None:
+        """The ready replica with the fewest requests in flight, if it has room under the router's cap."""
+        best, load = None, self.router_cap
+        for replica in self.ready(t):
+            replica.engine.run_until(t)
+            n = replica.engine.running + replica.engine.waiting
+            if n < load:
+                best, load = replica, n
+        return best
+
+    def _send(self, replica: Replica, index: int, t: float) -> None:
+        prompt, output = self.lengths[index]
+        replica.engine.submit(Request(str(index), [1] * prompt, output, output), t)
+
+    def _route(self, index: int, t: float) -> None:
+        """Route an arrival: to the least loaded ready replica (round robin would pile onto one replica
+        while others start), or into the router's queue behind earlier held requests when there is no
+        ready replica or all are at the cap (as an activator / queue-proxy would)."""
+        self._release_held(t)
+        replica = None if self.held else self._least_loaded(t)
+        if replica is None:
+            self.held.append(index)
+        else:
+            self._send(replica, index, t)
+
+    def _release_held(self, t: float) -> None:
+        while self.held:
+            replica = self._least_loaded(t)
+            if replica is None:
+                return
+            self._send(replica, self.held.popleft(), t)
+
+    def _collect(self, run: Run, replica: Replica) -> None:
+        for req in replica.engine.take_finished():
+            arrival = self.arrivals[int(req.request_id)]
+            if req.first_token is None:
+                continue
+            ttft = req.first_token - arrival
+            run.ttft.append(ttft)
+            self.first_token_at.append((req.first_token, ttft))
+            itl = (req.last_token - req.first_token) / max(req.generated - 1, 1)
+            run.itl.append(itl)
+            self.itl_recent.append((req.last_token, itl))
+            run.itl_ok += itl <= self.slo.itl_s
+            run.finished += 1
+
+    def _scale_to(self, run: Run, n: int, t: float) -> None:
+        live = self.live()
+        if n > len(live):
+            for _ in range(n - len(live)):
+                self.replicas.append(Replica(self._engine(t + self.cold_start), t, t + self.cold_start))
+                run.cold_starts += 1
+        elif n < len(live):
+            # Not-ready replicas go first (newest first), then the least loaded ready ones.
+            order = sorted(live, key=lambda r: (r.ready_at <= t, r.engine.running + r.engine.waiting, -r.created))
+            for replica in order[: len(live) - n]:
+                replica.draining = True
+                if replica.ready_at > t:
+                    replica.released = t
+
+    def _settle(self, run: Run, t: float) -> None:
+        """Bring every engine to `t`, collect finished requests, release drained replicas."""
+        for replica in self.replicas:
+            if replica.released is not None:
+                continue
+            if replica.ready_at <= t:
+                replica.engine.run_until(t)
+                self._collect(run, replica)
+            if replica.draining and not replica.engine.busy:
+                replica.released = max(replica.engine.vt, replica.ready_at) if replica.ready_at <= t else t
+
+    def observe(self, t: float) -> dict:
+        window = t - self.period_s
+        recent = [v for at, v in self.first_token_at if at > window]
+        itl = [v for at, v in self.itl_recent if at > window]
+        self.first_token_at = [x for x in self.first_token_at if x[0] > window]
+        self.itl_recent = [x for x in self.itl_recent if x[0] > window]
+        live = self.live()
+        pods = tuple(PodSample(True, {"waiting_requests_per_replica": r.engine.waiting,
+                                      "running_requests_per_replica": r.engine.running,
+                                      "kv_cache_usage": r.engine.kv_usage()})
+                     if r.ready_at <= t else PodSample(False, {}) for r in live)
+        busy = any(r.engine.busy for r in live) or self.held
+        if busy:
+            self.last_active = t
+        return {"t": t, "replicas": len(live), "pods": pods, "held": len(self.held),
+                "ttft_p95": quantile(recent, 0.95), "itl_p95": quantile(itl, 0.95), "idle_for": t - self.last_active}
+
+    def run(self, name: str, timeline: list | None = None) -> Run:
+        """Replay the load; `timeline`, when given, receives (t, replicas, TTFT p95 of the period) per period."""
+        run = Run(name, self.slo)
+        next_tick = self.period_s
+        index, now = 0, 0.0
+        arrivals = self.arrivals
+        while True:
+            t_arrival = arrivals[index] if index < len(arrivals) else math.inf
+            # A replica becoming ready takes the requests the router holds at once, not at the next event.
+            ready_next = min((r.ready_at for r in self.live() if now < r.ready_at <= min(t_arrival, next_tick)),
+                             default=math.inf) if self.held else math.inf
+            t = now = min(t_arrival, next_tick, ready_next)
+            if t >= self.end and t_arrival >= self.end:
+                break
+            if t == ready_next:
+                self._release_held(t)
+            elif t == t_arrival:
+                self.last_active = t
+                self._route(index, t)
+                index += 1
+            else:
+                self._settle(run, t)
+                self._release_held(t)
+                state = self.observe(t)
+                desired = self.decide(state, self.last_active)
+                if desired != state["replicas"]:
+                    run.scale_events += 1
+                    self._scale_to(run, desired, t)
+                run.peak_replicas = max(run.peak_replicas, len(self.live()))
+                if timeline is not None:
+                    timeline.append((t, len(self.live()), state["ttft_p95"]))
+                next_tick += self.period_s
+        self._finish(run)
+        return run
+
+    def _finish(self, run: Run) -> None:
+        """Let the work in flight finish (GPUs stay held while it does), then account GPU time."""
+        drain_until = self.end + DRAIN_S
+        for replica in self.replicas:
+            if replica.released is None and replica.ready_at <= drain_until:
+                replica.engine.run_until(drain_until)
+                self._collect(run, replica)
+        for replica in self.replicas:
+            stop = replica.released if replica.released is not None else self.end
+            run.gpu_hours += self.gpus * max(stop - replica.created, 0.0) / 3600
+
+
+# --- policies: `decide(state, last_active) -> replicas` ---------------------------------------------------------
+
+
+class Builtin:
+    """The built-in autoscaler: `apps.autoscaling.rules.evaluate` with the pool's policy."""
+
+    def __init__(self, policy: PoolPolicy):
+        self.policy = policy
+        self.history = History()
+        self.cold_start: float | None = None
+
+    def __call__(self, s: dict, last_active: float) -> int:
+        obs = Observation(t=s["t"], replicas=s["replicas"], pods=s["pods"], ttft_p95_s=s["ttft_p95"],
+                          itl_p95_s=s["itl_p95"], idle_for_s=s["idle_for"], pending_activation=s["held"],
+                          cold_start_s=self.cold_start)
+        ev = evaluate(self.policy, obs, self.history)
+        self.history = ev.history
+        if ev.changes:
+            self.history = record_scale(self.history, s["t"], ev.current, ev.desired, self.policy.longest_period_s)
+        return ev.desired
+
+
+class Hpa:
+    """An HPA (or KEDA's HPA) with default behavior on one metric: `raw(state) → recommendation`."""
+
+    def __init__(self, raw, policy: PoolPolicy):
+        self.policy = policy
+        self.history = History()
+        self.raw = raw
+
+    def __call__(self, s: dict, last_active: float) -> int:
+        current = s["replicas"]
+        if current < self.policy.min_replicas:
+            return self.policy.min_replicas
+        _, limited, self.history, _, _ = normalize(self.policy, self.history, s["t"], current, self.raw(s))
+        if limited != current:
+            self.history = record_scale(self.history, s["t"], current, limited, self.policy.longest_period_s)
+        return limited
+
+
+def hpa_policy(min_replicas: int, max_replicas: int) -> PoolPolicy:
+    """An HPA with no tuning: Kubernetes' default behavior and tolerance."""
+    return PoolPolicy(min_replicas=min_replicas, max_replicas=max_replicas, metrics=())
+
+
+def keda_queue(threshold: float, min_replicas: int = 1, max_replicas: int = 16) -> Hpa:
+    """KEDA on sum(vllm:num_requests_waiting) against `threshold`, as vLLM Production Stack configures it."""
+    def raw(s):
+        total = sum(p.metrics.get("waiting_requests_per_replica", 0) for p in s["pods"] if p.ready)
+        return external_replicas(total, threshold, s["replicas"], 0.1)
+    return Hpa(raw, hpa_policy(min_replicas, max_replicas))
+
+
+def hpa_kv(target: float = 0.8, min_replicas: int = 1, max_replicas: int = 16) -> Hpa:
+    """An HPA on KV-cache usage per pod."""
+    def raw(s):
+        return metric_replicas("kv_cache_usage", target, s["replicas"], s["pods"], 0.1).replicas or s["replicas"]
+    return Hpa(raw, hpa_policy(min_replicas, max_replicas))
+
+
+class Fixed:
+    """A fixed fleet: no autoscaler."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __call__(self, s: dict, last_active: float) -> int:
+        return self.n
+
+
+def simulate(decide, arrivals, lengths, spec, hours, start_replicas=1, name="", **options) -> dict:
+    run = Simulation(decide, arrivals, lengths, spec, hours, start_replicas, **options).run(name)
+    return run.summary(len(arrivals))
