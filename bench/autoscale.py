@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from apps.serving.scaling_policy import PoolPolicy, normalized_builtin, pool_policy
 from apps.whatif import fleet
-from apps.whatif.fleet import Builtin, Fixed, Slo, hpa_kv, keda_queue
+from apps.whatif.fleet import BUILTIN_TARGETS, DEFAULT_SLO, Builtin, Fixed, hpa_kv, keda_queue
 from capacity.traces import FORMATS, TraceError, parse_trace
 from enginevocab.vllm import IMAGE_REF as VLLM_IMAGE_REF
 from kubesim.engines import config, flags
@@ -56,15 +56,11 @@ from kubesim.loadgen import thinned_arrivals
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 GPU = "l4-24gb"
-TTFT_SLO_S = 2.0
-ITL_SLO_S = 0.1
-SLO = Slo(TTFT_SLO_S, ITL_SLO_S)
+SLO = DEFAULT_SLO
+TTFT_SLO_S, ITL_SLO_S = SLO.ttft_s, SLO.itl_s
 MAX_REPLICAS = 16
 MAX_MODEL_LEN = 8192
-BUILTIN_SPEC = {"autoscaler": "builtin",
-                "targets": {"running_requests_per_replica": 16, "waiting_requests_per_replica": 4,
-                            "ttft_p95_seconds": TTFT_SLO_S},
-                "scale_to_zero_after_seconds": 300}
+BUILTIN_SPEC = {"autoscaler": "builtin", "targets": BUILTIN_TARGETS, "scale_to_zero_after_seconds": 300}
 
 
 # --- traces -----------------------------------------------------------------------------------------------------

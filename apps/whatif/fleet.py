@@ -16,6 +16,7 @@ decide with the control plane's own rules (`apps.autoscaling.rules`), never a co
 from __future__ import annotations
 
 import math
+import time
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -38,12 +39,22 @@ ROUTER_CAP = 96  # requests in flight per replica before the router holds more (
 DRAIN_S = 600  # after the load ends, the work in flight may finish for this long (GPUs stay held meanwhile)
 
 
+class OverBudget(RuntimeError):
+    """A replay stopped because it used more CPU time than it was given."""
+
+
 @dataclass(frozen=True)
 class Slo:
     """What a request must meet: TTFT, and mean inter-token latency over its output."""
 
     ttft_s: float = 2.0
     itl_s: float = 0.1
+
+
+DEFAULT_SLO = Slo(2.0, 0.1)
+# The built-in autoscaler's targets where a scenario turns it on without its own (the benchmark's too).
+BUILTIN_TARGETS = {"running_requests_per_replica": 16, "waiting_requests_per_replica": 4,
+                   "ttft_p95_seconds": DEFAULT_SLO.ttft_s}
 
 
 @dataclass
@@ -131,7 +142,9 @@ class Simulation:
 
     def _send(self, replica: Replica, index: int, t: float) -> None:
         prompt, output = self.lengths[index]
-        replica.engine.submit(Request(str(index), [1] * prompt, output, output), t)
+        # Token ids of a request's own (no two prompts share a prefix, so prefix caching finds no false hits).
+        first = index * 1_000_003
+        replica.engine.submit(Request(str(index), list(range(first, first + prompt)), output, output), t)
 
     def _route(self, index: int, t: float) -> None:
         """Route an arrival: to the least loaded ready replica (round robin would pile onto one replica
@@ -207,8 +220,9 @@ class Simulation:
         return {"t": t, "replicas": len(live), "pods": pods, "held": len(self.held),
                 "ttft_p95": quantile(recent, 0.95), "itl_p95": quantile(itl, 0.95), "idle_for": t - self.last_active}
 
-    def run(self, name: str, timeline: list | None = None) -> Run:
-        """Replay the load; `timeline`, when given, receives (t, replicas, TTFT p95 of the period) per period."""
+    def run(self, name: str, timeline: list | None = None, cpu_deadline: float | None = None) -> Run:
+        """Replay the load; `timeline`, when given, receives (t, replicas, TTFT p95 of the period) per period.
+        With `cpu_deadline` (a `time.process_time()` value) the replay stops with OverBudget once past it."""
         run = Run(name, self.slo)
         next_tick = self.period_s
         index, now = 0, 0.0
@@ -219,7 +233,7 @@ class Simulation:
             ready_next = min((r.ready_at for r in self.live() if now < r.ready_at <= min(t_arrival, next_tick)),
                              default=math.inf) if self.held else math.inf
             t = now = min(t_arrival, next_tick, ready_next)
-            if t >= self.end and t_arrival >= self.end:
+            if t >= self.end and t_arrival > self.end:  # an arrival at the very end is still served
                 break
             if t == ready_next:
                 self._release_held(t)
@@ -238,6 +252,8 @@ class Simulation:
                 run.peak_replicas = max(run.peak_replicas, len(self.live()))
                 if timeline is not None:
                     timeline.append((t, len(self.live()), state["ttft_p95"]))
+                if cpu_deadline is not None and time.process_time() > cpu_deadline:
+                    raise OverBudget(f"{name}: stopped at {t:.0f} s of {self.end:.0f} s of load, over the CPU budget")
                 next_tick += self.period_s
         self._finish(run)
         return run

@@ -70,21 +70,31 @@ class _FailedWorkload:
         return list(self.exc.logs)
 
 
+def engine_spec_for(ctx: PodContext):
+    """The EngineSpec of a vLLM or SGLang container, as its server would start (raises WorkloadExit with the
+    engine's own message when the command line is refused, LookupError when the image is no engine)."""
+    from kubesim.engines import config, flags
+
+    kind = engine_kind(ctx.container)
+    argv = flags.command_line(ctx.container, ctx.env)
+    if kind == "vllm":
+        return config.vllm_spec(flags.parse_vllm(argv)[0], ctx)
+    if kind == "sglang":
+        return config.sglang_spec(flags.parse_sglang(argv)[0], ctx)
+    raise LookupError(f"{ctx.container.get('image')} is not a simulated engine image")
+
+
 def workload_for(ctx: PodContext) -> Workload | None:
     """The simulated workload for a pod's container, or None when kubesim does not simulate its image."""
     kind = engine_kind(ctx.container)
     if kind is None:
         return None
-    from kubesim.engines import config, flags, router, server
+    from kubesim.engines import flags, router, server
 
     try:
         argv = flags.command_line(ctx.container, ctx.env)
-        if kind == "vllm":
-            ns, _ = flags.parse_vllm(argv)
-            return server.EngineWorkload(config.vllm_spec(ns, ctx), seed=ctx.seed)
-        if kind == "sglang":
-            ns, _ = flags.parse_sglang(argv)
-            return server.EngineWorkload(config.sglang_spec(ns, ctx), seed=ctx.seed)
+        if kind in ("vllm", "sglang"):
+            return server.EngineWorkload(engine_spec_for(ctx), seed=ctx.seed)
         return router.router_workload(kind, argv, ctx)
     except WorkloadExit as exc:
         return _FailedWorkload(exc)

@@ -1,0 +1,154 @@
+"""The what-if lab: a load replayed against a service's configuration and alternatives on the simulated engines."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from apps.gateway.models import UsageRow
+from apps.serving.choices import DeploymentMode
+from apps.whatif.lab import Load, LoadError, recorded_load, run_whatif, trace_load
+from apps.whatif.scenarios import ScenarioError, default_alternatives
+from capacity.traces import TraceRequest
+from tests.factories import InferenceServiceFactory
+
+pytestmark = pytest.mark.django_db
+
+BUILTIN = {"autoscaler": "builtin", "targets": {"running_requests_per_replica": 8, "ttft_p95_seconds": 2.0}}
+
+
+def spaced_load(n: int, gap_s: float, prompt: int = 500, output: int = 50) -> Load:
+    return Load("test", [TraceRequest(i * gap_s, prompt, output) for i in range(n)])
+
+
+@pytest.fixture
+def service():
+    return InferenceServiceFactory(
+        tenant__slug="alpha", name="chat",
+        pools=[{"role": "engine", "replicas": 2, "min_replicas": 1, "max_replicas": 4, "gpu_type": "l4-24gb"}],
+        engine_settings={"max_model_len": 8192})
+
+
+def by_name(result: dict) -> dict:
+    return {s["name"]: s for s in result["scenarios"]}
+
+
+def test_a_fixed_fleet_costs_its_replicas_times_gpus_times_the_loads_length(service):
+    # No autoscaler: 2 replicas of 1 L4 for the 600 s from the first arrival to the last = 2 x 600 / 3600 GPU-h;
+    # with 2 GPUs a replica (TP 2) the same fleet costs twice that.
+    load = spaced_load(61, 10.0)
+    result = run_whatif(service, load, [{"name": "tp2", "gpus_per_replica": 2,
+                                         "engine_settings": {"tensor_parallel_size": 2}}])
+    scenarios = by_name(result)
+    assert result["requests"] == 61 and result["duration_s"] == 600.0
+    assert scenarios["current"]["gpu_hours"] == round(2 * 600 / 3600, 2)  # 0.33
+    assert scenarios["tp2"]["gpu_hours"] == round(2 * 2 * 600 / 3600, 2)  # 0.67
+    assert scenarios["current"]["peak_replicas"] == 2 and scenarios["current"]["scale_events"] == 0
+    # One request every 10 s on an idle engine: every request meets the 2 s TTFT SLO.
+    assert scenarios["current"]["slo_attainment"] == 1.0
+
+
+def test_longer_prompts_take_longer_to_their_first_token_and_tp2_prefills_faster(service):
+    short = by_name(run_whatif(service, spaced_load(20, 20.0, prompt=200), []))
+    long = by_name(run_whatif(service, spaced_load(20, 20.0, prompt=6000), [
+        {"name": "tp2", "gpus_per_replica": 2, "engine_settings": {"tensor_parallel_size": 2}}]))
+    assert long["current"]["ttft_p50_s"] > 5 * short["current"]["ttft_p50_s"]
+    assert long["tp2"]["ttft_p50_s"] < long["current"]["ttft_p50_s"]
+
+
+def test_requests_over_a_scenarios_context_are_refused_there_and_count_as_misses(service):
+    load = Load("test", [TraceRequest(0.0, 6000, 100), TraceRequest(5.0, 500, 50), TraceRequest(10.0, 500, 50)])
+    scenarios = by_name(run_whatif(service, load, [{"name": "4k", "engine_settings": {"max_model_len": 4096}}]))
+    assert scenarios["current"]["over_context"] == 0 and scenarios["current"]["slo_attainment"] == 1.0
+    assert scenarios["4k"]["over_context"] == 1 and scenarios["4k"]["slo_attainment"] == round(2 / 3, 4)
+
+
+def test_the_same_load_replays_to_the_same_figures(service):
+    service.autoscaling = BUILTIN
+    service.save()
+    load = Load("test", [TraceRequest(i * 0.3, 300 + (i * 37) % 900, 20 + i % 80) for i in range(400)])
+    first, second = run_whatif(service, load), run_whatif(service, load)
+    strip = [{k: v for k, v in s.items() if k != "timeline"} for s in first["scenarios"]]
+    assert strip == [{k: v for k, v in s.items() if k != "timeline"} for s in second["scenarios"]]
+    assert [s["name"] for s in first["scenarios"]] == ["current", "fp8 KV cache", "max_num_seqs 128",
+                                                      "fixed 4 replicas"]
+
+
+def test_alternatives_are_judged_by_the_services_own_validation_and_every_problem_is_named(service):
+    with pytest.raises(ScenarioError) as caught:
+        run_whatif(service, spaced_load(5, 1.0), [
+            {"name": "tp3", "engine_settings": {"tensor_parallel_size": 3}},
+            {"name": "nope", "gpu_type": "tpu-v5"},
+            {"name": "hpa", "autoscaling": {"autoscaler": "hpa", "targets": {"kv_cache_usage": 0.8}}},
+        ])
+    problems = caught.value.problems
+    assert problems[0].startswith("alternatives[0].engine_settings: ") and "needs 3 GPU(s); a replica has 1" in problems[0]
+    assert problems[1] == "alternatives[1].pools: engine.gpu_type: Value 'tpu-v5' is not a valid choice."
+    assert problems[2] == ("alternatives[2].autoscaling: the lab models the built-in autoscaler and fixed replicas; "
+                           "hpa is not modelled yet")
+
+
+@pytest.mark.parametrize("alternatives,problem", [
+    ({"name": "x"}, "alternatives must be a JSON list of objects"),
+    ([{"name": f"a{i}"} for i in range(9)], "at most 8 alternatives, not 9"),
+    ([{"name": "current"}], "alternatives[0].name: 'current' is used twice (or is the current configuration's)"),
+    ([{"name": "x", "image": "evil"}], "alternatives[0].image: unknown field"),
+    ([{"name": "x", "engine_settings": "fp8"}], "alternatives[0].engine_settings must be an object"),
+])
+def test_malformed_alternatives_are_refused_before_anything_runs(service, alternatives, problem):
+    with pytest.raises(ScenarioError) as caught:
+        run_whatif(service, spaced_load(3, 1.0), alternatives)
+    assert any(p.startswith(problem) for p in caught.value.problems)
+
+
+def test_disaggregated_services_are_refused_not_guessed(service):
+    pd = InferenceServiceFactory(tenant=service.tenant, name="pd", deployment_mode=DeploymentMode.PD_DISAGGREGATED,
+                                 pools=[{"role": "prefill"}, {"role": "decode"}])
+    with pytest.raises(ScenarioError, match="the lab models one engine pool"):
+        default_alternatives(pd)
+
+
+def test_the_recorded_load_is_the_gateways_answered_requests_of_the_last_hour(service):
+    now = timezone.now()
+    other = InferenceServiceFactory(tenant=service.tenant, name="other")
+    for i, (age, status, service_id) in enumerate([(3000, 200, service.pk), (2990, 200, service.pk),
+                                                   (2980, 429, service.pk), (100, 200, other.pk),
+                                                   (4000, 200, service.pk)]):
+        UsageRow.objects.create(at=now - timedelta(seconds=age), tenant=service.tenant, service_id=service_id,
+                                model="chat", status=status, prompt_tokens=100 + i, completion_tokens=10,
+                                duration_ms=5.0)
+    load = recorded_load(service)
+    assert [(r.t, r.prompt_tokens) for r in load.requests] == [(0.0, 100), (10.0, 101)]
+    with pytest.raises(LoadError, match="no recorded load for alpha/other"):
+        recorded_load(other, window=timedelta(seconds=50))
+
+
+def test_the_command_prints_one_json_object_with_the_current_configuration_first(service, tmp_path, capsys):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("\n".join(json.dumps({"timestamp": i * 2, "prompt_tokens": 400, "output_tokens": 30})
+                               for i in range(50)))
+    call_command("whatif", "--service", "alpha/chat", "--trace", str(trace), "--format", "jsonl", "--json")
+    out = json.loads(capsys.readouterr().out)
+    assert out["requests"] == 50 and out["duration_s"] == 98.0
+    assert out["scenarios"][0]["name"] == "current" and len(out["scenarios"]) == 4
+    for key in ("gpu_hours", "ttft_p50_s", "ttft_p95_s", "itl_p95_s", "slo_attainment", "peak_replicas"):
+        assert key in out["scenarios"][0]
+
+
+def test_a_bad_trace_stops_the_command_naming_the_line(service, tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,12,3\n2023-11-16 x,12,3\n")
+    with pytest.raises(CommandError, match="line 3, column TIMESTAMP"):
+        call_command("whatif", "--service", "alpha/chat", "--trace", str(trace))
+    with pytest.raises(CommandError, match="No service 'alpha/missing'"):
+        call_command("whatif", "--service", "alpha/missing", "--trace", str(trace))
+
+
+def test_trace_load_reads_the_public_formats():
+    load = trace_load(b"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.5,12,3\n"
+                      b"2023-11-16 18:15:47.0,20,4\n", "azure")
+    assert load.source == "trace:azure" and [r.t for r in load.requests] == [0.0, 0.5]
