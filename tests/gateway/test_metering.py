@@ -8,19 +8,12 @@ import signal
 import subprocess
 import sys
 
-from django.db import connection
-
 from apps.gateway.models import UsageRow
 from gateway.metering import UsageWriter
+from tests.database import database_url_of_test_db
 from tests.gateway.conftest import post, status_of
 from tests.polling import wait_for
 from tests.ports import closed_port, free_port
-
-
-def database_url() -> str:
-    db = connection.settings_dict
-    password = f":{db['PASSWORD']}" if db["PASSWORD"] else ""
-    return f"postgres://{db['USER']}{password}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
 
 
 def usage(writer, tenant, status, model="chat"):
@@ -30,7 +23,7 @@ def usage(writer, tenant, status, model="chat"):
 
 
 def test_rows_are_copied_in_batches(transactional_db, tenant_a):
-    writer = UsageWriter(database_url(), batch_rows=1000)
+    writer = UsageWriter(database_url_of_test_db(), batch_rows=1000)
     for i in range(2500):
         usage(writer, tenant_a, 200 + i % 2)
     assert writer.flush() and writer.written == 2500
@@ -45,7 +38,7 @@ def test_rows_wait_while_the_database_is_down_and_the_spool_is_bounded(transacti
             usage(writer, tenant_a, status)
         assert writer.flush() is False
     assert (len(writer.rows), writer.dropped) == (3, 2)
-    writer.database_url = database_url()
+    writer.database_url = database_url_of_test_db()
     assert writer.flush()
     assert sorted(UsageRow.objects.values_list("status", flat=True)) == [202, 203, 204]
 
@@ -53,7 +46,7 @@ def test_rows_wait_while_the_database_is_down_and_the_spool_is_bounded(transacti
 def test_sigterm_flushes_every_requests_row(transactional_db, world, tenant_a):
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "gateway", "--host", "127.0.0.1", "--port", str(port),
-                             "--snapshot", str(world["path"]), "--database-url", database_url(),
+                             "--snapshot", str(world["path"]), "--database-url", database_url_of_test_db(),
                              # Only the drain on SIGTERM can write these rows.
                              "--usage-flush-seconds", "600"])
     base = f"http://127.0.0.1:{port}"

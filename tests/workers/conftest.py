@@ -9,13 +9,12 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from urllib.parse import quote
 from urllib.request import urlopen
 
 import pytest
-from django.db import connection
 
 from controlplane import tasknames
+from tests.database import database_url_of_test_db
 from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,15 +52,6 @@ def kubesim_url():
             time.sleep(0.2)
     yield url
     _stop(proc)
-
-
-def database_url_of_test_db() -> str:
-    """A DATABASE_URL for the database this test run uses (pytest-django's test database)."""
-    s = connection.settings_dict
-    auth = quote(s["USER"] or "", safe="") + (f":{quote(s['PASSWORD'], safe='')}" if s.get("PASSWORD") else "")
-    host = quote(s["HOST"] or "", safe="")
-    port = f":{s['PORT']}" if s.get("PORT") else ""
-    return f"postgres://{auth}@{host}{port}/{s['NAME']}"
 
 
 def _start_worker(queues: list[str], extra_env: dict[str, str]) -> subprocess.Popen:
