@@ -2,7 +2,7 @@
 kubesim's engine cores on a simulated clock (no real-time waiting).
 
     .venv/bin/python bench/autoscale.py [--trace bursty|diurnal|spike|steady] [--hours H] [--seed S] [--json]
-    .venv/bin/python bench/autoscale.py --trace-file FILE --trace-format azure|burstgpt|jsonl [--hours H] [--json]
+    .venv/bin/python bench/autoscale.py --trace-file FILE [--format azure|burstgpt|jsonl] [--hours H] [--json]
 
 `--trace-file` replays a recorded trace (the formats of `capacity.traces`: the Azure LLM inference CSV,
 BurstGPT's CSV, or JSONL) with its own arrival times and prompt and output lengths, cut at `--hours` when
@@ -151,19 +151,20 @@ def main(argv=None) -> int:
     parser.add_argument("--hours", type=float, help="hours of traffic (default 2; a trace file's own length)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--trace-file", metavar="FILE", help="replay a recorded trace instead of a seeded one")
-    parser.add_argument("--trace-format", choices=FORMATS, help="the trace file's format (with --trace-file)")
+    parser.add_argument("--format", choices=FORMATS, help="the trace file's format (default azure; with --trace-file)")
     parser.add_argument("--json", action="store_true", help="one JSON object and nothing else")
     args = parser.parse_args(argv)
     if args.hours is not None and args.hours <= 0:
         parser.error("--hours must be greater than 0")
-    if bool(args.trace_file) != bool(args.trace_format):
-        parser.error("--trace-file and --trace-format go together")
+    if args.format and not args.trace_file:
+        parser.error("--format is the format of a --trace-file")
     started = time.monotonic()
     rng = random.Random(args.seed)
     over_context = 0
     if args.trace_file:
-        arrivals, lengths, over_context, args.hours = recorded(args.trace_file, args.trace_format, args.hours)
-        args.trace = f"{args.trace_format}:{os.path.basename(args.trace_file)}"
+        args.format = args.format or "azure"
+        arrivals, lengths, over_context, args.hours = recorded(args.trace_file, args.format, args.hours)
+        args.trace = f"{args.format}:{os.path.basename(args.trace_file)}"
     else:
         args.hours = 2.0 if args.hours is None else args.hours
         arrivals = trace(args.trace, args.hours, rng)

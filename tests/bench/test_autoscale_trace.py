@@ -12,7 +12,7 @@ def test_a_jsonl_trace_is_replayed_with_its_own_requests_and_over_context_ones_c
     rows.append({"timestamp": 75, "prompt_tokens": 8000, "output_tokens": 500})  # 8,500 > the 8,192 context
     path = tmp_path / "trace.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows))
-    run = subprocess.run([sys.executable, "bench/autoscale.py", "--trace-file", str(path), "--trace-format", "jsonl",
+    run = subprocess.run([sys.executable, "bench/autoscale.py", "--trace-file", str(path), "--format", "jsonl",
                           "--json"], capture_output=True, text=True, timeout=240)
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout.strip().splitlines()[-1])
@@ -23,7 +23,7 @@ def test_a_jsonl_trace_is_replayed_with_its_own_requests_and_over_context_ones_c
 
 
 def test_a_bad_trace_file_stops_the_bench_naming_the_line():
-    run = subprocess.run([sys.executable, "bench/autoscale.py", "--trace-file", "/dev/null", "--trace-format", "azure"],
+    run = subprocess.run([sys.executable, "bench/autoscale.py", "--trace-file", "/dev/null", "--format", "azure"],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode != 0
     assert "line 1: the azure format needs the columns TIMESTAMP" in run.stderr
