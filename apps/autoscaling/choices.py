@@ -16,6 +16,7 @@ class ScalingRule(models.TextChoices):
     TOLERANCE = "tolerance", "Within tolerance"
     NO_METRICS = "no_metrics", "No metrics"
     SLO_GUARD = "slo_guard", "SLO guard"
+    PREFILL_FLOOR = "prefill_floor", "TTFT at the prompts' own prefill time: more replicas would not help"
     SCALE_UP_STABILIZED = "ScaleUpStabilized", "Scale-up stabilization window"
     SCALE_DOWN_STABILIZED = "ScaleDownStabilized", "Scale-down stabilization window"
     SCALE_UP_LIMIT = "ScaleUpLimit", "Scale-up rate policy"

@@ -12,7 +12,7 @@ from typing import Any
 from apps.autoscaling.rules import History, Observation, PodSample, evaluate, record_scale
 from apps.serving.scaling_policy import PolicyError, replay_policy
 
-OPTIONAL_NUMBERS = ("ttft_p95_s", "itl_p95_s", "idle_for_s", "cold_start_s")
+OPTIONAL_NUMBERS = ("ttft_p95_s", "ttft_floor_p95_s", "itl_p95_s", "idle_for_s", "cold_start_s")
 
 
 def _is_number(value: Any) -> bool:

@@ -35,6 +35,9 @@ class Observation:
     replicas: int
     pods: tuple[PodSample, ...] = ()
     ttft_p95_s: float | None = None
+    # The p95 of the interval's prompts' own prefill time on an idle replica (None: unknown): TTFT up to it
+    # is the hardware's, not a queue's, and more replicas cannot shorten it.
+    ttft_floor_p95_s: float | None = None
     itl_p95_s: float | None = None
     idle_for_s: float | None = None  # seconds without arrivals, running or waiting requests (None: unknown)
     pending_activation: int = 0  # requests held at zero replicas (by the router / activator)
@@ -291,13 +294,30 @@ def metric_words(m: MetricResult) -> str:
     return f"{label} {_fmt(m.value)}{per} {sign} target {_fmt(m.target)} (×{m.ratio:.2f}{missing})"
 
 
+def prefill_floor_words(policy: PoolPolicy, obs: Observation) -> str:
+    """Why a TTFT p95 over its target asks for no replica: it is the prompts' own prefill time (its floor),
+    and the part above the floor is within the target taken as a queueing allowance. Empty otherwise."""
+    value, floor, target = obs.ttft_p95_s, obs.ttft_floor_p95_s, policy.ttft_p95_s
+    if value is None or floor is None or target is None or value <= target or value - floor > target:
+        return ""
+    return (f"TTFT p95 {_fmt(value)} s is the prompts' own prefill time (floor {_fmt(floor)} s): more replicas "
+            "would not help")
+
+
 def _slo_guard(policy: PoolPolicy, obs: Observation) -> tuple[int | None, int | None, str]:
-    """(scale-up recommendation, floor, words) from TTFT / ITL p95 against their targets."""
+    """(scale-up recommendation, floor, words) from TTFT / ITL p95 against their targets.
+
+    Where the prompts' prefill floor is known, TTFT is judged by the part above it (the per-request budget:
+    the target as a queueing allowance plus the prompt's own prefill time), so long prompts alone never
+    ask for replicas (`prefill_floor_words`)."""
     up, floor, words = None, None, ""
     for label, value, target in (("TTFT p95", obs.ttft_p95_s, policy.ttft_p95_s),
                                  ("ITL p95", obs.itl_p95_s, policy.itl_p95_s)):
         if value is None or target is None or obs.replicas == 0:
             continue
+        if label == "TTFT p95" and obs.ttft_floor_p95_s is not None:
+            value = max(value - obs.ttft_floor_p95_s, 0.0)
+            label = "TTFT p95 above the prefill floor"
         ratio = value / target
         if ratio > 1.0:
             # Latency does not fall in proportion to replicas; ask for one more, up to double, per evaluation.
@@ -372,10 +392,13 @@ def evaluate(policy: PoolPolicy, obs: Observation, history: History) -> Evaluati
         raw, rule, why = current, ScalingRule.NO_METRICS, words or "no metrics configured"
 
     guard_up, guard_floor, guard_words = _slo_guard(policy, obs)
+    floor_words = prefill_floor_words(policy, obs)
     if guard_up is not None and guard_up > raw:
         raw, rule, why = guard_up, ScalingRule.SLO_GUARD, f"{guard_words}; {words}" if words else guard_words
     elif guard_floor is not None and raw < guard_floor:
         raw, rule, why = guard_floor, ScalingRule.SLO_GUARD, guard_words
+    elif floor_words and raw == current:
+        rule, why = ScalingRule.PREFILL_FLOOR, f"{floor_words}; holding at {current}; {why}"
 
     stabilized, limited, hist, limit_rule, limit_words = normalize(policy, history, obs.t, current, raw)
     if stabilized != raw:

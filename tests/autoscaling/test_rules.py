@@ -231,6 +231,31 @@ def test_slo_guard_keeps_replicas_while_latency_is_near_target():
     assert (r["desired"], r["rule"]) == (4, "slo_guard")
 
 
+def test_a_ttft_over_target_only_by_the_prompts_prefill_floor_holds_and_says_why():
+    # Waiting 4 / 4 is on target; TTFT p95 3.1 s misses the 2 s target, but the prompts' own prefill takes
+    # 2.9 s (p95): 0.2 s above the floor is within the 2 s allowance, so no replica would help.
+    steps = [{"t": 0, "replicas": 3, "pods": pods(4, 4, 4), "ttft_p95_s": 3.1, "ttft_floor_p95_s": 2.9}]
+    [r] = run(steps, slo={"ttft_p95_seconds": 2.0})
+    assert (r["desired"], r["rule"]) == (3, "prefill_floor")
+    assert r["reason"].startswith("TTFT p95 3.1 s is the prompts' own prefill time (floor 2.9 s): more replicas "
+                                  "would not help; holding at 3; ")
+
+
+def test_ttft_above_the_floor_by_more_than_the_allowance_scales_on_the_excess():
+    # 6 s − 2.9 s = 3.1 s above the floor, 1.55 × the 2 s allowance → max(3 + 1, ceil(3 × 1.55)) = 5.
+    steps = [{"t": 0, "replicas": 3, "pods": pods(4, 4, 4), "ttft_p95_s": 6.0, "ttft_floor_p95_s": 2.9}]
+    [r] = run(steps, slo={"ttft_p95_seconds": 2.0})
+    assert (r["desired"], r["rule"]) == (5, "slo_guard")
+    assert "TTFT p95 above the prefill floor 3.1 s > target 2 s (×1.55)" in r["reason"]
+
+
+def test_without_a_known_floor_ttft_is_judged_as_an_absolute_p95():
+    # The same 3.1 s with no floor: ×1.55 → ceil(3 × 1.55) = 5, as before the floor rule.
+    steps = [{"t": 0, "replicas": 3, "pods": pods(4, 4, 4), "ttft_p95_s": 3.1}]
+    [r] = run(steps, slo={"ttft_p95_seconds": 2.0})
+    assert (r["desired"], r["rule"]) == (5, "slo_guard")
+
+
 def test_a_serverless_pool_goes_to_zero_after_the_idle_window_and_activates_on_a_held_request():
     steps = [{"t": 0, "replicas": 1, "pods": pods(0), "idle_for_s": 100},
              {"t": 15, "replicas": 1, "pods": pods(0), "idle_for_s": 300},

@@ -152,3 +152,25 @@ def test_trace_load_reads_the_public_formats():
     load = trace_load(b"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.5,12,3\n"
                       b"2023-11-16 18:15:47.0,20,4\n", "azure")
     assert load.source == "trace:azure" and [r.t for r in load.requests] == [0.0, 0.5]
+
+
+def test_ttft_is_judged_against_a_budget_of_the_allowance_plus_the_prompts_own_prefill(service):
+    # On an idle L4 a 7,300-token prompt of Llama-3.1-8B takes about 2.2 s to its first token (the figure the
+    # autoscaler benchmark's engine gave when the absolute 2 s target was found unreachable for such prompts):
+    # no request meets an absolute 2 s, every one meets 2 s above its own prefill.
+    scenarios = by_name(run_whatif(service, spaced_load(10, 30.0, prompt=7300, output=20), []))
+    current = scenarios["current"]
+    assert 2.0 < current["ttft_p50_s"] < 2.4
+    assert current["ttft_abs_attainment"] == 0.0 and current["slo_attainment"] == 1.0
+
+
+def test_the_prefill_floor_is_the_engines_own_roofline_for_the_prompt(service):
+    from apps.whatif.fleet import Fixed, Simulation
+    from apps.whatif.scenarios import scenario
+
+    sc = scenario(service, {}, "current")
+    sim = Simulation(Fixed(1), [], [], sc.spec, 0.01, 1)
+    # The benchmark's engine on an L4 (issue figures): 4,000 tokens 1.14 s, 7,300 tokens 2.18 s to the first token.
+    assert sim.floor(4000) == pytest.approx(1.14, rel=0.05)
+    assert sim.floor(7300) == pytest.approx(2.18, rel=0.05)
+    assert sim.floor(100) < 0.1
