@@ -13,25 +13,7 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client import ApiException
 
-from tests.kubesim.conftest import deployment
-
-
-def owned_configmap(name: str, owner, block: bool = False, finalizers: list[str] | None = None) -> dict:
-    ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": owner.metadata.name, "uid": owner.metadata.uid,
-           "blockOwnerDeletion": block}
-    meta = {"name": name, "ownerReferences": [ref]}
-    if finalizers:
-        meta["finalizers"] = finalizers
-    return {"metadata": meta}
-
-
-def exists(read, *args) -> bool:
-    try:
-        read(*args)
-        return True
-    except ApiException as e:
-        assert e.status == 404
-        return False
+from tests.kubesim.conftest import deployment, exists, owned_configmap
 
 
 def test_finalizers_hold_an_object_until_the_last_one_is_removed(core, namespace):

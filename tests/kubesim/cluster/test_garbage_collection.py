@@ -12,6 +12,7 @@ from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from tests.kubesim.cluster_support import deployment
+from tests.kubesim.conftest import exists, owned_configmap
 from tests.polling import wait_for
 from tests.simcluster import cluster_starter
 
@@ -29,24 +30,6 @@ def namespace(cluster) -> str:
     name = "gc-" + uuid.uuid4().hex[:8]
     cluster.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     return name
-
-
-def owned_configmap(name: str, owner, block: bool = False, finalizers: list[str] | None = None) -> dict:
-    ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": owner.metadata.name, "uid": owner.metadata.uid,
-           "blockOwnerDeletion": block}
-    meta = {"name": name, "ownerReferences": [ref]}
-    if finalizers:
-        meta["finalizers"] = finalizers
-    return {"metadata": meta}
-
-
-def exists(read, *args) -> bool:
-    try:
-        read(*args)
-        return True
-    except ApiException as e:
-        assert e.status == 404
-        return False
 
 
 def events(list_fn, *args, since: str) -> list[tuple[str, str, int]]:
