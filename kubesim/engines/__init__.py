@@ -79,11 +79,12 @@ def workload_for(ctx: PodContext) -> Workload | None:
 
     try:
         argv = flags.command_line(ctx.container, ctx.env)
+        version = flags.image_version(ctx.container.get("image") or "")  # the engine of that tag's version
         if kind == "vllm":
-            ns, _ = flags.parse_vllm(argv)
+            ns, _ = flags.parse_vllm(argv, version)
             return server.EngineWorkload(config.vllm_spec(ns, ctx), seed=ctx.seed)
         if kind == "sglang":
-            ns, _ = flags.parse_sglang(argv)
+            ns, _ = flags.parse_sglang(argv, version)
             return server.EngineWorkload(config.sglang_spec(ns, ctx), seed=ctx.seed)
         return router.router_workload(kind, argv, ctx)
     except WorkloadExit as exc:
