@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
 from enginevocab import policy, sglang, vllm
@@ -185,7 +185,19 @@ class EngineAdapter:
         extra = self._validate_extra_args(s.extra_args, tag=tag)
         if extra:
             errors["extra_args"] = extra
+        if not errors:
+            errors.update(self._settings_at_version(s, tag))
         return errors
+
+    def _settings_at_version(self, settings: EngineSettings, tag: str | None) -> dict[str, str]:
+        """The setting whose rendered flag the runtime's version lacks, as the renderer would refuse it."""
+        try:
+            self.flags(replace(settings, extra_args=()), model_path="model", served_name="model", tag=tag)
+        except ValueError as refused:
+            flag = str(refused).split(" ", 1)[0]
+            setting = policy.VOCABULARIES[self.kind].owner.get(flag) or "runtime"
+            return {setting: str(refused)}
+        return {}
 
     def _validate_extra_args(self, args: tuple[str, ...], *, staff: bool = False, tag: str | None = None) -> str | None:
         return "; ".join(policy.check_args(self.kind, args, staff=staff, tag=tag)) or None

@@ -69,3 +69,11 @@ def test_the_renderer_refuses_a_rendered_flag_the_runtimes_version_lacks(mfu_met
     # A flag the vocabulary does not know at all is the policy's to judge (a service saved before it ran).
     grandfathered = EngineSettings(extra_args=("--not-a-vllm-flag",))
     assert "--not-a-vllm-flag" in VLLM.flags(grandfathered, model_path="/models/m", served_name="m", tag="v0.30.2")
+
+
+def test_a_setting_whose_flag_the_runtimes_version_lacks_is_a_field_error(mfu_metrics_since_0_31):
+    settings = EngineSettings(kv_cache_dtype="fp8")
+    assert VLLM.validate(settings, tag="v0.30.2") == {
+        "kv_cache_dtype": "--kv-cache-dtype is not a flag of vllm 0.30.2"}
+    assert VLLM.validate(settings, tag="v0.31.0") == {}
+    assert VLLM.validate(EngineSettings(max_model_len=4096), tag="v0.30.2") == {}
