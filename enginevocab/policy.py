@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from enginevocab import sglang, vllm
 from enginevocab.values import FLOATS, LIST
+from enginevocab.versions import EVERY_VERSION, Span, named
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,15 @@ class Vocabulary:
     owner: dict[str, str]  # canonical -> the EngineSettings field, or "" for the control plane
     platform_only: dict[str, str]  # canonical -> why only the platform may set it
     underscores: bool  # vLLM reads --max_num_seqs as --max-num-seqs
+    spans: dict[str, Span]  # canonical -> the versions that have it (absent: every version)
+
+    def has(self, flag: str, version: str) -> bool:
+        """Whether `flag` (canonical) is a flag of this engine's `version`."""
+        return self.spans.get(flag, EVERY_VERSION).has(version)
+
+    def at(self, tag: str | None) -> str:
+        """The version a runtime's image tag names, or this vocabulary's own when the tag names none."""
+        return named(tag, self.version)
 
 
 def _build(module, engine: str, switches: list[tuple[str, tuple[str, ...]]], underscores: bool) -> Vocabulary:
@@ -35,7 +45,8 @@ def _build(module, engine: str, switches: list[tuple[str, tuple[str, ...]]], und
         kinds[canonical] = None
         names.update({f: canonical for f in spellings})
     owner = {flag: setting for setting, flags in module.OWNED.items() for flag in flags}
-    return Vocabulary(engine, module.VERSION, names, kinds, owner, dict(module.PLATFORM_ONLY), underscores)
+    return Vocabulary(engine, module.VERSION, names, kinds, owner, dict(module.PLATFORM_ONLY), underscores,
+                      module.SPANS)
 
 
 VLLM = _build(vllm, "vllm", [
@@ -46,7 +57,8 @@ SGLANG = _build(sglang, "sglang", [(f"--{n}", (f"--{n}",)) for n in sglang.SWITC
 VOCABULARIES = {"vllm": VLLM, "sglang": SGLANG}
 
 
-def _is_value(token: str) -> bool:
+def is_value(token: str) -> bool:
+    """Whether an argument is a value (a word, or a negative number), not a flag."""
     if not token.startswith("-") or token == "-":
         return True
     try:
@@ -56,19 +68,23 @@ def _is_value(token: str) -> bool:
     return True
 
 
-def resolve(vocab: Vocabulary, spelling: str) -> tuple[str | None, str | None]:
-    """(canonical flag, None) for a spelling, or (None, why it is not a flag of this engine)."""
+def resolve(vocab: Vocabulary, spelling: str, version: str | None = None) -> tuple[str | None, str | None]:
+    """(canonical flag, None) for a spelling, or (None, why it is not a flag of this engine's `version`).
+
+    `version` defaults to the vocabulary's own; a flag that version lacks is unknown, as to its argparse.
+    """
+    version = version or vocab.version
     if vocab.underscores and spelling.startswith("--"):
         spelling = "--" + spelling[2:].replace("_", "-")
-    if spelling in vocab.names:
+    if spelling in vocab.names and vocab.has(vocab.names[spelling], version):
         return vocab.names[spelling], None
     if spelling.startswith("--"):
-        matches = sorted(n for n in vocab.names if n.startswith(spelling))
+        matches = sorted(n for n in vocab.names if n.startswith(spelling) and vocab.has(vocab.names[n], version))
         if len({vocab.names[m] for m in matches}) == 1:
             return vocab.names[matches[0]], None
         if matches:
             return None, f"{spelling} is ambiguous (could be {', '.join(matches)})"
-    return None, f"{spelling} is not a flag of {vocab.engine} {vocab.version}"
+    return None, f"{spelling} is not a flag of {vocab.engine} {version}"
 
 
 def _bad_value(kind: object, flag: str, value: str) -> str | None:
@@ -94,12 +110,15 @@ def _judge(vocab: Vocabulary, typed: str, flag: str, staff: bool) -> str | None:
     return None
 
 
-def check_args(engine: str, args: list[str] | tuple[str, ...], *, staff: bool = False) -> list[str]:
+def check_args(engine: str, args: list[str] | tuple[str, ...], *, staff: bool = False,
+               tag: str | None = None) -> list[str]:
     """Every problem with extra engine arguments, in order; empty when the engine and policy accept them.
 
-    `staff` is True for a Runtime's default args, where platform-only flags are allowed.
+    `staff` is True for a Runtime's default args, where platform-only flags are allowed; `tag` is the
+    runtime's image tag, whose version decides which flags exist (the vocabulary's own when it names none).
     """
     vocab = VOCABULARIES[engine]
+    version = vocab.at(tag)
     problems: list[str] = []
     i = 0
     while i < len(args):
@@ -108,12 +127,12 @@ def check_args(engine: str, args: list[str] | tuple[str, ...], *, staff: bool = 
         if not token.strip():
             problems.append("empty arguments are not allowed")
             continue
-        if _is_value(token) or token == "--":
+        if is_value(token) or token == "--":
             problems.append(f"{token!r} is a positional argument; the service's model and flags are set "
                             "by the control plane")
             continue
         typed, eq, value = token.partition("=")
-        flag, why = resolve(vocab, typed)
+        flag, why = resolve(vocab, typed, version)
         if flag is None:
             problems.append(why)
             continue
@@ -122,12 +141,12 @@ def check_args(engine: str, args: list[str] | tuple[str, ...], *, staff: bool = 
             if eq:
                 problems.append(f"{typed} takes no value")
         elif not eq:
-            if i >= len(args) or not _is_value(args[i]):
+            if i >= len(args) or not is_value(args[i]):
                 problems.append(f"{typed} expects a value")
             else:
                 value = args[i]
                 i += 1
-                while kind in (LIST, FLOATS) and i < len(args) and _is_value(args[i]):
+                while kind in (LIST, FLOATS) and i < len(args) and is_value(args[i]):
                     i += 1
         if kind not in (None, LIST, FLOATS) and (eq or value):
             problems.append(_bad_value(kind, typed, value) or "")

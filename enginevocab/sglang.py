@@ -9,6 +9,7 @@ from __future__ import annotations
 from enginevocab.values import FLOAT as _FLOAT
 from enginevocab.values import INT as _INT
 from enginevocab.values import STR as _STR
+from enginevocab.versions import Span
 
 VERSION = "0.5.23"
 # The default runtime: the image and tag the demo seed runs.
@@ -117,6 +118,11 @@ SWITCHES = [
     "disable-overlap-schedule",
     "show-time-cost",
 ]
+
+# The versions that have a flag, canonical spelling -> Span(since, until) (enginevocab/versions.py).
+# reference/engines.md documents 0.5.23 only (it says --attn-dp-size replaces the deprecated
+# --enable-dp-attention, without versions), so no span is known: every flag is taken to be in every version.
+SPANS: dict[str, Span] = {}
 
 # Who sets what (canonical spellings; aliases and abbreviations resolve to these); "" is the control plane.
 OWNED: dict[str, tuple[str, ...]] = {

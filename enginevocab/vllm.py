@@ -11,6 +11,7 @@ from enginevocab.values import INT as _INT
 from enginevocab.values import STR as _STR
 from enginevocab.values import json_or_str as _json_or_str
 from enginevocab.values import model_len as _model_len
+from enginevocab.versions import Span
 
 VERSION = "0.33.0"
 # The default runtime: the image and tag the demo seed and the benchmarks run.
@@ -193,6 +194,14 @@ BOOLS: list[tuple[str, bool | None]] = [
     ("skip-mm-profiling", False),
 ]
 SHORT_BOOLS = {"enable-expert-parallel": "-ep"}
+
+# The versions that have a flag, canonical spelling -> Span(since, until) (enginevocab/versions.py), read by
+# the argument policy, the renderer's checks and kubesim's parser. reference/engines.md documents 0.33.0
+# only, so no flag has a first or last version this project can support yet: the table is empty and
+# every flag is taken to be in every version. (Third-party notes disagree on when --disable-log-requests
+# went: vLLM 0.11 in kserve#4883, 0.17.0 in llm-d-benchmark#781; it is kept as a 0.33.0 flag until a
+# source the project trusts says otherwise.)
+SPANS: dict[str, Span] = {}
 
 
 # Who sets what (canonical spellings; aliases, abbreviations and --no- forms resolve to these).

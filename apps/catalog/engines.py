@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
 from enginevocab import policy, sglang, vllm
@@ -146,8 +146,10 @@ class EngineAdapter:
         """Every flag spelling a structured setting or the control plane owns -> the owner's name."""
         return dict(self._owned)
 
-    def validate(self, settings: EngineSettings, *, max_context: int | None = None) -> dict[str, str]:
-        """Field errors for settings this engine would reject (or that would fight the control plane)."""
+    def validate(self, settings: EngineSettings, *, max_context: int | None = None,
+                 tag: str | None = None) -> dict[str, str]:
+        """Field errors for settings this engine would reject (or that would fight the control plane);
+        `tag` is the runtime's image tag, whose engine version decides which flags exist."""
         errors: dict[str, str] = {}
         s = settings
         if s.max_model_len is not None:
@@ -180,17 +182,45 @@ class EngineAdapter:
                 errors["speculative_model"] = "must not be blank"
             elif s.num_speculative_tokens is None:
                 errors["num_speculative_tokens"] = "is required when speculative_model is set"
-        extra = self._validate_extra_args(s.extra_args)
+        extra = self._validate_extra_args(s.extra_args, tag=tag)
         if extra:
             errors["extra_args"] = extra
+        if not errors:
+            errors.update(self._settings_at_version(s, tag))
         return errors
 
-    def _validate_extra_args(self, args: tuple[str, ...], *, staff: bool = False) -> str | None:
-        return "; ".join(policy.check_args(self.kind, args, staff=staff)) or None
+    def _settings_at_version(self, settings: EngineSettings, tag: str | None) -> dict[str, str]:
+        """The setting whose rendered flag the runtime's version lacks, as the renderer would refuse it."""
+        try:
+            self.flags(replace(settings, extra_args=()), model_path="model", served_name="model", tag=tag)
+        except ValueError as refused:
+            flag = str(refused).split(" ", 1)[0]
+            setting = policy.VOCABULARIES[self.kind].owner.get(flag) or "runtime"
+            return {setting: str(refused)}
+        return {}
 
-    def validate_default_args(self, args: list[str] | tuple[str, ...]) -> str | None:
+    def _validate_extra_args(self, args: tuple[str, ...], *, staff: bool = False, tag: str | None = None) -> str | None:
+        return "; ".join(policy.check_args(self.kind, args, staff=staff, tag=tag)) or None
+
+    def validate_default_args(self, args: list[str] | tuple[str, ...], tag: str | None = None) -> str | None:
         """Problems with a Runtime's default args, which staff set: platform-only flags are allowed."""
-        return self._validate_extra_args(tuple(args), staff=True)
+        return self._validate_extra_args(tuple(args), staff=True, tag=tag)
+
+    def for_version(self, args: list[str], tag: str | None) -> list[str]:
+        """`args` as rendered, refused (ValueError naming the version) where the version `tag` names lacks
+        one of their flags; without a tag, the vocabulary's own version, which has them all. Arguments the
+        vocabulary does not know at all are the policy's to judge, not the renderer's."""
+        vocab = policy.VOCABULARIES[self.kind]
+        version = vocab.at(tag)
+        if version == vocab.version:
+            return args
+        for token in args:
+            spelling = token.partition("=")[0]
+            if not policy.is_value(token) and policy.resolve(vocab, spelling)[0] is not None:
+                flag, why = policy.resolve(vocab, spelling, version)
+                if flag is None:  # a flag of the vocabulary's version that the runtime's version lacks
+                    raise ValueError(why)
+        return args
 
     def flags(
         self,
@@ -203,11 +233,13 @@ class EngineAdapter:
         role: str | None = None,
         default_args: list[str] | tuple[str, ...] = (),
         multi_node: MultiNode | None = None,
+        tag: str | None = None,
     ) -> list[str]:
         """The engine's command-line arguments (after `command`), in a stable order.
 
         `role` is None, "prefill" or "decode"; `default_args` are the runtime's defaults, placed before
-        the service's own extra args so the service wins where the engine takes the last value.
+        the service's own extra args so the service wins where the engine takes the last value; `tag` is
+        the runtime's image tag: a flag its engine version lacks is refused (`for_version`).
         """
         raise NotImplementedError
 
@@ -256,7 +288,7 @@ class VllmAdapter(EngineAdapter):
         return ["--host", "0.0.0.0"]
 
     def flags(self, settings, *, model_path, served_name, port=None, adapters=(), role=None,
-              default_args=(), multi_node=None, parallelism=None):
+              default_args=(), multi_node=None, parallelism=None, tag=None):
         s = settings
         args = ["--model", model_path, "--served-model-name", served_name,
                 *self.host_args(), "--port", str(port or self.port)]
@@ -304,7 +336,7 @@ class VllmAdapter(EngineAdapter):
                      "--master-port", str(multi_node.leader_port)]
             if not multi_node.is_leader:
                 args.append("--headless")
-        return [*args, *default_args, *s.extra_args]
+        return self.for_version([*args, *default_args, *s.extra_args], tag)
 
 
 class SglangAdapter(EngineAdapter):
@@ -325,7 +357,7 @@ class SglangAdapter(EngineAdapter):
         return ["--host", "0.0.0.0"]
 
     def flags(self, settings, *, model_path, served_name, port=None, adapters=(), role=None,
-              default_args=(), multi_node=None, parallelism=None):
+              default_args=(), multi_node=None, parallelism=None, tag=None):
         s = settings
         args = ["--model-path", model_path, "--served-model-name", served_name,
                 *self.host_args(), "--port", str(port or self.port), "--enable-metrics"]
@@ -366,7 +398,7 @@ class SglangAdapter(EngineAdapter):
         if multi_node is not None:
             args += ["--dist-init-addr", f"{multi_node.leader_address}:{multi_node.leader_port}",
                      "--nnodes", multi_node.nnodes, "--node-rank", multi_node.node_rank]
-        return [*args, *default_args, *s.extra_args]
+        return self.for_version([*args, *default_args, *s.extra_args], tag)
 
 
 def _num(value: float) -> str:

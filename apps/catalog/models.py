@@ -159,8 +159,9 @@ class Runtime(CatalogEntry):
             # Platform-only flags (remote code, plugins, paths) only on platform-wide runtimes, which only
             # staff write (audited); a tenant's private runtime gets the tenants' policy.
             adapter = get_adapter(self.engine)
-            clash = (adapter.validate_default_args(self.default_args) if self.tenant_id is None
-                     else adapter.validate(EngineSettings(extra_args=tuple(self.default_args))).get("extra_args"))
+            clash = (adapter.validate_default_args(self.default_args, tag=self.tag) if self.tenant_id is None
+                     else adapter.validate(EngineSettings(extra_args=tuple(self.default_args)),
+                                           tag=self.tag).get("extra_args"))
             if clash:
                 errors["default_args"] = [clash]
         if self.tag and not is_valid_tag(self.tag):

@@ -190,7 +190,8 @@ def service_warnings(service) -> list[str]:
         return []
     if not service.model_id or not service.runtime_id:
         return []
-    refused = get_adapter(service.runtime.engine).validate(EngineSettings(extra_args=settings.extra_args))
+    refused = get_adapter(service.runtime.engine).validate(EngineSettings(extra_args=settings.extra_args),
+                                                           tag=service.runtime.tag)
     policy = [f"Engine arguments now refused: {refused['extra_args']}"] if "extra_args" in refused else []
     return policy + spec_warnings(service.model, service.runtime.engine, settings, service.spec_pools())
 

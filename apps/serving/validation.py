@@ -116,7 +116,7 @@ def _engine_settings(service, runtime, model, errors):
         return None
     if runtime is not None:
         problems = get_adapter(runtime.engine).validate(
-            settings, max_context=model.max_context if model else None
+            settings, max_context=model.max_context if model else None, tag=runtime.tag
         )
         if "extra_args" in problems and _extra_args_unchanged(service):
             # Saved before the engine-argument policy: keep it running and editable; service_warnings

@@ -167,7 +167,8 @@ class ApiHandlers:
             raise ApiError.path_not_found()
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
-        if sub is not None and not ((sub == "status" and rt.status) or (sub == "scale" and rt.scale)):
+        if sub is not None and not ((sub == "status" and rt.status) or (sub == "scale" and rt.scale)
+                                    or (sub == "finalize" and rt.key == ("", "v1", "namespaces"))):
             raise ApiError.path_not_found()
         method = request.method
         if name is None:
@@ -179,6 +180,12 @@ class ApiHandlers:
                 return await self._create(request, rt, namespace)
             if method == "DELETE":
                 return await self._delete_collection(request, rt, namespace)
+            raise ApiError.method_not_allowed()
+        if sub == "finalize" and method == "PUT":  # what the namespace controller calls once a namespace is empty
+            body = await self._json_body(request)
+            return json_response(self.store.finalize_namespace(
+                name, ((body or {}).get("spec") or {}).get("finalizers") or []))
+        if sub == "finalize":
             raise ApiError.method_not_allowed()
         if method == "GET":
             if watch_path:

@@ -31,15 +31,11 @@ class PersistenceMixin:
     def restore(self, snap: dict) -> None:
         """Replace the contents with a snapshot; older resourceVersions become 410 for watchers."""
         self._objects.clear()
-        self._by_uid.clear()
-        self._dependents.clear()
         for item in snap.get("objects") or []:
             obj = item["object"]
             gp = (item["group"], item["plural"])
             ns, name = obj["metadata"].get("namespace"), obj["metadata"]["name"]
             self._bucket_of(gp)[(ns, name)] = obj
-            self._by_uid[obj["metadata"]["uid"]] = (gp, ns, name)
-            self._index_owners(obj, gp, ns, name, add=True)
             if gp == ("apiextensions.k8s.io", "customresourcedefinitions"):
                 self._serve_crd(obj)
         self._rv = int(snap.get("resourceVersion") or 0)

@@ -3,8 +3,9 @@
 Every HTTP verb is a thin call into `Store`, so in-process callers (the scheduler, controllers and
 kubelet of the simulated cluster) get exactly the semantics clients see over HTTP: one global
 resourceVersion bumped on real changes only, generation, status isolation, the scale subresource,
-the four patch types, server-side apply with managedFields, finalizers, deletion propagation and
-ownerReference garbage collection, admission hooks, and watches with replay.
+the four patch types, server-side apply with managedFields, finalizers, deletion propagation
+(recorded as finalizers; the garbage collector and namespace controller are controllers in kubesim/cluster),
+admission hooks, and watches with replay.
 
 Public in-process API (stable; all methods are synchronous and must be called from the event loop
 thread that runs the server, which makes each call atomic):
@@ -19,6 +20,7 @@ thread that runs the server, which makes each call atomic):
                 subresource=None, dry_run=False)  # patch_type: "merge" | "json" | "strategic" | "apply"
     store.delete(res, namespace, name, propagation_policy=None, preconditions=None, dry_run=False)
                                                          -> (last state of the object, removed_now: bool)
+    store.finalize_namespace(name, finalizers)           -> dict (the namespace's /finalize subresource)
     store.watch(res, namespace=None, label_selector=None, field_selector=None, resource_version=None)
         -> Subscription: `async for ev in sub:` yields WatchEvent(type, object); `sub.close()` to stop.
            resource_version None/"0" starts with synthetic ADDED events for current objects; "N" replays
@@ -33,7 +35,7 @@ the core group). Errors are `kubesim.apiserver.errors.ApiError` with the apiserv
 Objects handed out are copies: mutate them freely and write them back with update/patch.
 
 Layout: this module holds objects, history, create and update; mixins add the other verbs:
-`collector` (delete, garbage collection), `apply` (patch, server-side apply), `scale` (the scale
+`deletion` (the delete verb, finalizers, namespace finalize), `apply` (patch, server-side apply), `scale` (the scale
 subresource), `persistence` (snapshots). `watch` has the subscriptions, `objects` shared helpers.
 """
 
@@ -49,7 +51,7 @@ from collections.abc import Callable
 
 from .admission import AdmissionHook, AdmissionRequest
 from .apply import PATCH_TYPES, PatchMixin
-from .collector import DeletionMixin
+from .deletion import NAMESPACES, DeletionMixin
 from .errors import ApiError
 from .fieldmanager import FieldManager
 from .index import INDEXED_FIELDS, IndexedBucket
@@ -82,8 +84,6 @@ class Store(DeletionMixin, PatchMixin, ScaleMixin, PersistenceMixin):
         self.registry = Registry()
         self._rand = random.Random(seed)
         self._objects: dict[tuple[str, str], dict[tuple[str | None, str], dict]] = {}
-        self._by_uid: dict[str, tuple[tuple[str, str], str | None, str]] = {}
-        self._dependents: dict[str, set[tuple[tuple[str, str], str | None, str]]] = {}
         self._rv = 0
         self._history: deque[_Event] = deque(maxlen=history_size)
         self._compacted = 0  # the newest resourceVersion no longer in history
@@ -249,18 +249,10 @@ class Store(DeletionMixin, PatchMixin, ScaleMixin, PersistenceMixin):
         if type_ == "DELETED":
             obj = copy.copy(old)
             obj["metadata"] = dict(old["metadata"], resourceVersion=str(self._rv))
-            stored = bucket.pop((ns, name), None)
-            self._by_uid.pop(old["metadata"].get("uid"), None)
-            for gone in (stored, old):
-                if gone is not None:
-                    self._index_owners(gone, gp, ns, name, add=False)
+            bucket.pop((ns, name), None)
         else:
             obj["metadata"]["resourceVersion"] = str(self._rv)
             bucket[(ns, name)] = obj
-            self._by_uid[obj["metadata"]["uid"]] = (gp, ns, name)
-            if old is not None:
-                self._index_owners(old, gp, ns, name, add=False)
-            self._index_owners(obj, gp, ns, name, add=True)
         if len(self._history) == self._history.maxlen:
             self._compacted = self._history[0].rv
         ev = _Event(self._rv, gp, ns, type_, obj, old)
@@ -339,9 +331,6 @@ class Store(DeletionMixin, PatchMixin, ScaleMixin, PersistenceMixin):
         committed = self._commit(rt, ns, name, obj, None, "ADDED")
         if rt.kind == "CustomResourceDefinition" and rt.group == "apiextensions.k8s.io":
             self._serve_crd(committed)
-        refs = meta.get("ownerReferences") or []
-        if refs and not any(r.get("uid") in self._by_uid for r in refs):
-            self._collect_dangling(rt, ns, name, committed["metadata"]["uid"])
         return self.present(rt, committed)
 
     def _defaults(self, rt: ResourceType, obj: dict) -> None:
@@ -482,12 +471,11 @@ class Store(DeletionMixin, PatchMixin, ScaleMixin, PersistenceMixin):
             return old
         if dry_run:
             return new
-        if ometa.get("deletionTimestamp") and not meta.get("finalizers"):
+        if ometa.get("deletionTimestamp") and not meta.get("finalizers") and \
+                not (rt.key == NAMESPACES and (new.get("spec") or {}).get("finalizers")):
             self._remove(rt, ns, name, old=new)
             return new
         written = self._commit(rt, ns, name, new, old, "MODIFIED")
         if rt.kind == "CustomResourceDefinition" and rt.group == "apiextensions.k8s.io":
             self._serve_crd(written)
-        if ometa.get("deletionTimestamp"):
-            self._process_finalizers(rt, ns, name)
         return written

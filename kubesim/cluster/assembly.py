@@ -31,8 +31,10 @@ from kubesim.cluster.controllers.base import Informer
 from kubesim.cluster.controllers.deployment import DEPLOYMENTS, DeploymentController
 from kubesim.cluster.controllers.disruption import PDBS, DisruptionController, eviction_route
 from kubesim.cluster.controllers.endpoints import ENDPOINTS, EndpointsController
+from kubesim.cluster.controllers.garbagecollector import GarbageCollector
 from kubesim.cluster.controllers.job import JOBS, JobController
 from kubesim.cluster.controllers.leaderworkerset import LWS, LeaderWorkerSetController
+from kubesim.cluster.controllers.namespace import NAMESPACES, NamespaceController
 from kubesim.cluster.controllers.nodes import NODES, NodeLifecycle, register_nodes
 from kubesim.cluster.controllers.quota import QuotaController
 from kubesim.cluster.controllers.replicaset import REPLICASETS, ReplicaSetController
@@ -119,6 +121,7 @@ class Cluster:
                 PDBS,
                 HPAS,
                 JOBS,
+                NAMESPACES,
             )
         }
         pods = self.informers[PODS]
@@ -148,6 +151,8 @@ class Cluster:
             QuotaController(manager, self.informers[QUOTAS], pods),
             DisruptionController(manager, self.informers[PDBS], pods),
             JobController(self.api.as_manager("job-controller"), self.recorder, self.informers[JOBS], pods, self.rng),
+            GarbageCollector(self.api.as_manager("generic-garbage-collector")),
+            NamespaceController(self.api.as_manager("namespace-controller"), self.informers[NAMESPACES]),
         ]
         self.autoscaler = HorizontalPodAutoscalerController(
             self.api.as_manager(COMPONENT_HPA),

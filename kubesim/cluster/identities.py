@@ -24,6 +24,8 @@ COMPONENTS = (
     "horizontal-pod-autoscaler",
     "kubesim-events",
     "gpu-operator",
+    "generic-garbage-collector",
+    "namespace-controller",
 )
 # The components write every kind they reconcile, including custom resources of any group (LeaderWorkerSet,
 # scale targets), so their roles are broad; what RBAC adds is that each is an identity that can be refused.

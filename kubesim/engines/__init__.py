@@ -77,10 +77,11 @@ def engine_spec_for(ctx: PodContext):
 
     kind = engine_kind(ctx.container)
     argv = flags.command_line(ctx.container, ctx.env)
+    version = flags.image_version(ctx.container.get("image") or "")  # the engine of that tag's version
     if kind == "vllm":
-        return config.vllm_spec(flags.parse_vllm(argv)[0], ctx)
+        return config.vllm_spec(flags.parse_vllm(argv, version)[0], ctx)
     if kind == "sglang":
-        return config.sglang_spec(flags.parse_sglang(argv)[0], ctx)
+        return config.sglang_spec(flags.parse_sglang(argv, version)[0], ctx)
     raise LookupError(f"{ctx.container.get('image')} is not a simulated engine image")
 
 

@@ -193,49 +193,51 @@ def _vllm_kv_role(ns: argparse.Namespace) -> str | None:
     return role
 
 
-def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
-    """The simulated vLLM instance a `vllm serve` command line describes on this pod's GPUs."""
-    logs: list[str] = []
-    gpu = _gpu(ctx, logs)
-    arch = _arch(ns.model, ctx, ns.served_model_name or [])
-    tp, pp = ns.tensor_parallel_size, ns.pipeline_parallel_size
-    if tp < 1 or pp < 1:
-        raise WorkloadExit("ValueError: tensor_parallel_size and pipeline_parallel_size must be >= 1")
-    if arch.heads % tp:
-        raise WorkloadExit(
-            f"ValueError: Total number of attention heads ({arch.heads}) must be divisible by "
-            f"tensor parallel size ({tp})."
-        )
-    _check_gpus(ctx, -(-tp * pp * (ns.data_parallel_size_local or ns.data_parallel_size) // _nodes(ns.nnodes)))
-    if not 0 < ns.gpu_memory_utilization <= 1:
-        raise WorkloadExit(
-            f"ValueError: GPU memory utilization must be within (0, 1]. Got {ns.gpu_memory_utilization}."
-        )
-    batched = ns.max_num_batched_tokens or cap.vllm_default_batched_tokens(gpu)
-    max_seqs = ns.max_num_seqs or cap.vllm_default_max_num_seqs(gpu)
-    block_size = ns.block_size or 16
-    if block_size not in (1, 8, 16, 32, 64, 128, 256):
-        raise WorkloadExit(f"argument --block-size: invalid choice: {block_size}")
-    kv_bytes = cap.kv_dtype_bytes(ns.kv_cache_dtype, arch)
-    wbytes = cap.weight_bytes_per_param(ns.quantization, arch.dtype_bytes)
-    _load_weights(gpu, arch, arch.weights_bytes(wbytes, tp, pp), logs, sglang=False)
-    blocks, _budget = cap.vllm_num_gpu_blocks(
-        gpu,
-        arch,
-        gpu_memory_utilization=ns.gpu_memory_utilization,
-        tp=tp,
-        pp=pp,
-        block_size=block_size,
-        kv_bytes=kv_bytes,
-        weight_bytes=wbytes,
-        max_num_batched_tokens=batched,
-        kv_cache_memory_bytes=ns.kv_cache_memory_bytes,
-    )
-    if ns.num_gpu_blocks_override:
-        blocks = ns.num_gpu_blocks_override
-    if blocks <= 0:
-        raise WorkloadExit(cap.VLLM_NO_CACHE_MEMORY)
-    per_token = arch.kv_bytes_per_token(kv_bytes, tp) / pp
+# Each engine's refusals of its own arguments, in the order the engine checks them: (refused, message).
+_VLLM_PARALLEL_CHECKS = (
+    (lambda ns, arch: ns.tensor_parallel_size < 1 or ns.pipeline_parallel_size < 1,
+     lambda ns, arch: "ValueError: tensor_parallel_size and pipeline_parallel_size must be >= 1"),
+    (lambda ns, arch: arch.heads % ns.tensor_parallel_size,
+     lambda ns, arch: f"ValueError: Total number of attention heads ({arch.heads}) must be divisible by "
+                      f"tensor parallel size ({ns.tensor_parallel_size})."),
+)
+_VLLM_CACHE_CHECKS = (
+    (lambda ns, arch: not 0 < ns.gpu_memory_utilization <= 1,
+     lambda ns, arch: f"ValueError: GPU memory utilization must be within (0, 1]. Got {ns.gpu_memory_utilization}."),
+    (lambda ns, arch: (ns.block_size or 16) not in (1, 8, 16, 32, 64, 128, 256),
+     lambda ns, arch: f"argument --block-size: invalid choice: {ns.block_size or 16}"),
+)
+_SGLANG_PARALLEL_CHECKS = (
+    (lambda ns, arch: ns.tp_size < 1 or arch.heads % ns.tp_size,
+     lambda ns, arch: f"AssertionError: Number of attention heads ({arch.heads}) must be divisible by tp "
+                      f"({ns.tp_size})"),
+)
+
+# EngineSpec fields that are a flag's value as parsed: (field, the flag's argparse dest).
+_VLLM_FIELDS = (("model", "model"), ("port", "port"), ("max_loras", "max_loras"),
+                ("kv_cache_dtype", "kv_cache_dtype"), ("max_queued_requests", "max_num_queued_reqs"),
+                ("max_queued_tokens", "max_num_queued_tokens"), ("custom_buckets", "custom_histogram_buckets"))
+_SGLANG_FIELDS = (("model", "model_path"), ("port", "port"), ("max_loras", "max_loras_per_batch"),
+                  ("enable_metrics", "enable_metrics"), ("kv_cache_dtype", "kv_cache_dtype"),
+                  ("max_queued_requests", "max_queued_requests"))
+# SGLang's latency-bucket flags, by the histogram they set.
+_SGLANG_BUCKETS = (("ttft", "bucket_time_to_first_token"), ("itl", "bucket_inter_token_latency"),
+                   ("e2e", "bucket_e2e_request_latency"))
+
+
+def _refuse(checks, ns: argparse.Namespace, arch: cap.ModelArch) -> None:
+    for refused, message in checks:
+        if refused(ns, arch):
+            raise WorkloadExit(message(ns, arch))
+
+
+def _fields(ns: argparse.Namespace, table) -> dict:
+    return {name: getattr(ns, dest) for name, dest in table}
+
+
+def _vllm_max_len(ns: argparse.Namespace, arch: cap.ModelArch, blocks: int, block_size: int,
+                  per_token: float) -> int:
+    """--max-model-len resolved (-1: what the cache holds), refused when the model or the cache is shorter."""
     capacity = blocks * block_size
     max_len = ns.max_model_len if ns.max_model_len not in (None, -1) else arch.max_context
     if ns.max_model_len == -1:
@@ -248,35 +250,55 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         )
     if max_len > capacity:
         raise WorkloadExit(cap.vllm_max_model_len_message(max_len, per_token, blocks, block_size))
+    return max_len
+
+
+def _vllm_blocks(ns: argparse.Namespace, gpu: Gpu, arch: cap.ModelArch, kv_bytes: float, wbytes: float,
+                 batched: int) -> int:
+    """The KV block pool vLLM profiles on one GPU (or --num-gpu-blocks-override); none left is refused."""
+    blocks, _budget = cap.vllm_num_gpu_blocks(
+        gpu, arch, gpu_memory_utilization=ns.gpu_memory_utilization, tp=ns.tensor_parallel_size,
+        pp=ns.pipeline_parallel_size, block_size=ns.block_size or 16, kv_bytes=kv_bytes, weight_bytes=wbytes,
+        max_num_batched_tokens=batched, kv_cache_memory_bytes=ns.kv_cache_memory_bytes,
+    )
+    blocks = ns.num_gpu_blocks_override or blocks
+    if blocks <= 0:
+        raise WorkloadExit(cap.VLLM_NO_CACHE_MEMORY)
+    return blocks
+
+
+def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
+    """The simulated vLLM instance a `vllm serve` command line describes on this pod's GPUs."""
+    logs: list[str] = []
+    gpu = _gpu(ctx, logs)
+    arch = _arch(ns.model, ctx, ns.served_model_name or [])
+    tp, pp = ns.tensor_parallel_size, ns.pipeline_parallel_size
+    _refuse(_VLLM_PARALLEL_CHECKS, ns, arch)
+    dp = ns.data_parallel_size_local or ns.data_parallel_size
+    _check_gpus(ctx, -(-tp * pp * dp // _nodes(ns.nnodes)))
+    _refuse(_VLLM_CACHE_CHECKS, ns, arch)
+    batched = ns.max_num_batched_tokens or cap.vllm_default_batched_tokens(gpu)
+    block_size = ns.block_size or 16
+    kv_bytes = cap.kv_dtype_bytes(ns.kv_cache_dtype, arch)
+    wbytes = cap.weight_bytes_per_param(ns.quantization, arch.dtype_bytes)
+    _load_weights(gpu, arch, arch.weights_bytes(wbytes, tp, pp), logs, sglang=False)
+    blocks = _vllm_blocks(ns, gpu, arch, kv_bytes, wbytes, batched)
+    per_token = arch.kv_bytes_per_token(kv_bytes, tp) / pp
+    max_len = _vllm_max_len(ns, arch, blocks, block_size, per_token)
     chunked = ns.enable_chunked_prefill is not False
     if not chunked and ns.max_num_batched_tokens is None:
         batched = max(max_len, 2048)
     role = _vllm_kv_role(ns)
     core, startup_s, scale = _core(
-        ctx,
-        arch,
-        wbytes,
-        tp * pp,
-        20.0,
-        gpu=gpu,
-        tp=tp,
-        num_blocks=blocks,
-        block_size=block_size,
-        max_num_seqs=max_seqs,
-        max_num_batched_tokens=batched,
-        max_model_len=max_len,
-        kv_bytes_per_token_rank=per_token,
-        prefix_caching=ns.enable_prefix_caching is not False,
-        chunked_prefill=chunked,
-        kv_role=role,
-        reserve_null_block=True,
-        seed=ns.seed or ctx.seed,
+        ctx, arch, wbytes, tp * pp, 20.0, gpu=gpu, tp=tp, num_blocks=blocks, block_size=block_size,
+        max_num_seqs=ns.max_num_seqs or cap.vllm_default_max_num_seqs(gpu), max_num_batched_tokens=batched,
+        max_model_len=max_len, kv_bytes_per_token_rank=per_token, prefix_caching=ns.enable_prefix_caching is not False,
+        chunked_prefill=chunked, kv_role=role, reserve_null_block=True, seed=ns.seed or ctx.seed,
     )
     enable_lora = bool(ns.enable_lora)
-    lora_modules = _lora_modules(ns.lora_modules or [])
     runtime = ctx.env.get("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "").lower() in ("1", "true")
     names = ns.served_model_name or [ns.model]
-    cache_info = _vllm_cache_info(ns, core.prefix_caching, blocks, block_size, max_len)
+    capacity = blocks * block_size
     logs += [
         f"INFO [api_server.py] vLLM API server version {VLLM_VERSION}",
         f"INFO [api_server.py] args: model={ns.model} served_model_name={names} tensor_parallel_size={tp}",
@@ -286,26 +308,11 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         f"INFO [api_server.py] Starting vLLM API server 0 on http://0.0.0.0:{ns.port}",
     ]
     return EngineSpec(
-        kind="vllm",
-        served_names=names,
-        model=ns.model,
-        port=ns.port,
-        core=core,
-        startup_s=startup_s,
-        time_scale=scale,
-        enable_lora=enable_lora,
-        runtime_lora=runtime and enable_lora,
-        lora_modules=lora_modules,
-        max_loras=ns.max_loras,
-        log_stats=not ns.disable_log_stats,
-        pd_role=_pd(role),
-        kv_cache_dtype=ns.kv_cache_dtype,
-        data_parallel=max(1, ns.data_parallel_size_local or ns.data_parallel_size),
-        max_queued_requests=ns.max_num_queued_reqs,
-        max_queued_tokens=ns.max_num_queued_tokens,
-        custom_buckets=ns.custom_histogram_buckets,
-        cache_info=cache_info,
-        logs=logs,
+        kind="vllm", served_names=names, core=core, startup_s=startup_s, time_scale=scale, enable_lora=enable_lora,
+        runtime_lora=runtime and enable_lora, lora_modules=_lora_modules(ns.lora_modules or []),
+        log_stats=not ns.disable_log_stats, pd_role=_pd(role), data_parallel=max(1, dp),
+        cache_info=_vllm_cache_info(ns, core.prefix_caching, blocks, block_size, max_len), logs=logs,
+        **_fields(ns, _VLLM_FIELDS),
     )
 
 
@@ -329,32 +336,11 @@ def _lora_modules(items: list[str]) -> dict[str, str]:
     return out
 
 
-def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
-    """The simulated SGLang server a `sglang.launch_server` command line describes on this pod's GPUs."""
-    logs: list[str] = []
-    gpu = _gpu(ctx, logs)
-    arch = _arch(ns.model_path, ctx, [ns.served_model_name] if ns.served_model_name else [])
-    tp = ns.tp_size
-    if tp < 1 or arch.heads % tp:
-        raise WorkloadExit(f"AssertionError: Number of attention heads ({arch.heads}) must be divisible by tp ({tp})")
-    _check_gpus(ctx, -(-tp * ns.pp_size * ns.dp_size // _nodes(ns.nnodes)))
-    chunk = ns.chunked_prefill_size
-    if chunk is None:
-        chunk = cap.sglang_default_chunked_prefill(gpu)
-    mem_fraction = ns.mem_fraction_static or cap.sglang_default_mem_fraction(gpu, chunk)
-    page = ns.page_size or 1
-    kv_bytes = cap.kv_dtype_bytes(ns.kv_cache_dtype, arch)
-    wbytes = cap.weight_bytes_per_param(ns.quantization, arch.dtype_bytes)
-    _load_weights(gpu, arch, arch.weights_bytes(wbytes, tp), logs, sglang=True)
-    tokens = cap.sglang_max_total_tokens(
-        gpu,
-        arch,
-        mem_fraction_static=mem_fraction,
-        tp=tp,
-        page_size=page,
-        kv_bytes=kv_bytes,
-        weight_bytes=wbytes,
-    )
+def _sglang_tokens(ns: argparse.Namespace, gpu: Gpu, arch: cap.ModelArch, mem_fraction: float, kv_bytes: float,
+                   wbytes: float) -> int:
+    """SGLang's static token pool (at most --max-total-tokens); none left is refused."""
+    tokens = cap.sglang_max_total_tokens(gpu, arch, mem_fraction_static=mem_fraction, tp=ns.tp_size,
+                                         page_size=ns.page_size or 1, kv_bytes=kv_bytes, weight_bytes=wbytes)
     if ns.max_total_tokens:
         tokens = min(tokens, ns.max_total_tokens)
     if tokens <= 0:
@@ -362,44 +348,37 @@ def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
             "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
             f"Current value: mem_fraction_static={mem_fraction}"
         )
+    return tokens
+
+
+def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
+    """The simulated SGLang server a `sglang.launch_server` command line describes on this pod's GPUs."""
+    logs: list[str] = []
+    gpu = _gpu(ctx, logs)
+    arch = _arch(ns.model_path, ctx, [ns.served_model_name] if ns.served_model_name else [])
+    tp = ns.tp_size
+    _refuse(_SGLANG_PARALLEL_CHECKS, ns, arch)
+    _check_gpus(ctx, -(-tp * ns.pp_size * ns.dp_size // _nodes(ns.nnodes)))
+    chunk = ns.chunked_prefill_size
+    if chunk is None:
+        chunk = cap.sglang_default_chunked_prefill(gpu)
+    mem_fraction = ns.mem_fraction_static or cap.sglang_default_mem_fraction(gpu, chunk)
+    kv_bytes = cap.kv_dtype_bytes(ns.kv_cache_dtype, arch)
+    wbytes = cap.weight_bytes_per_param(ns.quantization, arch.dtype_bytes)
+    _load_weights(gpu, arch, arch.weights_bytes(wbytes, tp), logs, sglang=True)
+    tokens = _sglang_tokens(ns, gpu, arch, mem_fraction, kv_bytes, wbytes)
     ctx_len = ns.context_length or arch.max_context
     max_running = ns.max_running_requests or min(min(max(int(tokens / ctx_len * 512), 2048), 4096), tokens // 2)
-    # The pool is simulated in 16-token units; hit and usage figures are reported in tokens.
-    unit = 16
-    blocks = tokens // unit
+    unit = 16  # the pool is simulated in 16-token units; hit and usage figures are reported in tokens
     per_token = arch.kv_bytes_per_token(kv_bytes, tp)
     role = {"prefill": "producer", "decode": "consumer"}.get(ns.disaggregation_mode)
     core, startup_s, scale = _core(
-        ctx,
-        arch,
-        wbytes,
-        tp,
-        15.0,
-        gpu=gpu,
-        tp=tp,
-        num_blocks=blocks,
-        block_size=unit,
-        max_num_seqs=max_running,
-        max_num_batched_tokens=chunk if chunk > 0 else ns.max_prefill_tokens,
-        max_model_len=ctx_len,
-        kv_bytes_per_token_rank=per_token,
-        prefix_caching=not ns.disable_radix_cache,
-        chunked_prefill=chunk > 0,
-        kv_role=role,
-        reserve_null_block=False,
+        ctx, arch, wbytes, tp, 15.0, gpu=gpu, tp=tp, num_blocks=tokens // unit, block_size=unit,
+        max_num_seqs=max_running, max_num_batched_tokens=chunk if chunk > 0 else ns.max_prefill_tokens,
+        max_model_len=ctx_len, kv_bytes_per_token_rank=per_token, prefix_caching=not ns.disable_radix_cache,
+        chunked_prefill=chunk > 0, kv_role=role, reserve_null_block=False,
         seed=ns.random_seed if ns.random_seed is not None else ctx.seed,
     )
-    lora_modules = _lora_modules(ns.lora_paths or [])
-    names = [ns.served_model_name or ns.model_path]
-    buckets = {
-        k: v
-        for k, v in (
-            ("ttft", ns.bucket_time_to_first_token),
-            ("itl", ns.bucket_inter_token_latency),
-            ("e2e", ns.bucket_e2e_request_latency),
-        )
-        if v
-    }
     logs += [
         f"[INFO] server_args=ServerArgs(model_path='{ns.model_path}', tp_size={tp}, "
         f"mem_fraction_static={mem_fraction}, chunked_prefill_size={chunk}, port={ns.port})",
@@ -412,24 +391,10 @@ def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         "[INFO] The server is fired up and ready to roll!",
     ]
     return EngineSpec(
-        kind="sglang",
-        served_names=names,
-        model=ns.model_path,
-        port=ns.port,
-        core=core,
-        startup_s=startup_s,
-        time_scale=scale,
-        enable_lora=bool(ns.enable_lora or ns.lora_paths),
-        runtime_lora=True,
-        lora_modules=lora_modules,
-        max_loras=ns.max_loras_per_batch,
-        enable_metrics=ns.enable_metrics,
-        pd_role=_pd(role),
-        kv_cache_dtype=ns.kv_cache_dtype,
-        max_total_tokens=tokens,
-        page_size=page,
-        mem_fraction=mem_fraction,
-        sglang_buckets=buckets,
-        max_queued_requests=ns.max_queued_requests,
-        logs=logs,
+        kind="sglang", served_names=[ns.served_model_name or ns.model_path], core=core, startup_s=startup_s,
+        time_scale=scale, enable_lora=bool(ns.enable_lora or ns.lora_paths), runtime_lora=True,
+        lora_modules=_lora_modules(ns.lora_paths or []), pd_role=_pd(role), max_total_tokens=tokens,
+        page_size=ns.page_size or 1, mem_fraction=mem_fraction, logs=logs,
+        sglang_buckets={key: getattr(ns, dest) for key, dest in _SGLANG_BUCKETS if getattr(ns, dest)},
+        **_fields(ns, _SGLANG_FIELDS),
     )

@@ -2,6 +2,8 @@
 
 Parsed with argparse over the engines' own flag names, so a flag the engine lacks or a value of the wrong
 type fails with argparse's wording ("error: unrecognized arguments: --foo") and the container exits.
+The parser of an engine version has the flags the vocabulary gives that version (`enginevocab.versions`),
+so the simulated engine of an image tag refuses a flag its version does not have, as its argparse would.
 Only flags the simulation uses are typed; the rest are accepted as the engine would and ignored.
 """
 
@@ -11,8 +13,9 @@ import argparse
 import re
 import shlex
 
-from enginevocab import sglang, vllm
+from enginevocab import sglang, versions, vllm
 from enginevocab.values import FLOATS, LIST
+from enginevocab.versions import EVERY_VERSION
 from kubesim.workload import WorkloadExit
 
 
@@ -44,25 +47,50 @@ def _add(parser: argparse.ArgumentParser, flags, kind, default) -> None:
         parser.add_argument(*flags, type=kind, default=default)
 
 
-def vllm_parser(prog: str, positional_model: bool) -> _Parser:
+def _has(spans, flag: str, version: str | None) -> bool:
+    return version is None or spans.get(flag, EVERY_VERSION).has(version)
+
+
+def vllm_parser(prog: str, positional_model: bool, version: str | None = None) -> _Parser:
+    """`vllm serve`'s parser; with `version`, only the flags that version has."""
     p = _Parser(prog=prog, allow_abbrev=False, add_help=False)
     if positional_model:
         p.add_argument("model_tag", nargs="?")
     for flags, kind, default in VLLM_FLAGS:
-        _add(p, flags, kind, default)
+        if _has(vllm.SPANS, flags[0], version):
+            _add(p, flags, kind, default)
+        else:
+            p.set_defaults(**{flags[0][2:].replace("-", "_"): default})  # the simulation still reads it
     for name, default in VLLM_BOOLS:
         names = [f"--{name}"] + ([VLLM_SHORT_BOOLS[name]] if name in VLLM_SHORT_BOOLS else [])
-        p.add_argument(*names, action=argparse.BooleanOptionalAction, default=default)
+        if _has(vllm.SPANS, f"--{name}", version):
+            p.add_argument(*names, action=argparse.BooleanOptionalAction, default=default)
+        else:
+            p.set_defaults(**{name.replace("-", "_"): default})
     return p
 
 
-def sglang_parser(prog: str) -> _Parser:
+def sglang_parser(prog: str, version: str | None = None) -> _Parser:
+    """`sglang.launch_server`'s parser; with `version`, only the flags that version has."""
     p = _Parser(prog=prog, add_help=False)
     for flags, kind, default in SGLANG_FLAGS:
-        _add(p, flags, kind, default)
+        if _has(sglang.SPANS, flags[0], version):
+            _add(p, flags, kind, default)
+        else:
+            p.set_defaults(**{flags[0][2:].replace("-", "_"): default})
     for name in SGLANG_SWITCHES:
-        p.add_argument(f"--{name}", action="store_true")
+        if _has(sglang.SPANS, f"--{name}", version):
+            p.add_argument(f"--{name}", action="store_true")
+        else:
+            p.set_defaults(**{name.replace("-", "_"): False})
     return p
+
+
+def image_version(image: str) -> str | None:
+    """The version an image reference's tag names ("lmsysorg/sglang:v0.5.2-cu126" -> "0.5.2"), else None."""
+    name = image.split("@", 1)[0]
+    tag = name.rsplit(":", 1)[1] if ":" in name.rsplit("/", 1)[-1] else ""
+    return versions.named(tag, None)
 
 
 _VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
@@ -99,8 +127,11 @@ def normalise_vllm_underscores(argv: list[str]) -> list[str]:
     return out
 
 
-def parse_vllm(argv: list[str]) -> tuple[argparse.Namespace, str]:
-    """(namespace, prog) for a vLLM container argv; argv empty means the image entrypoint with no args."""
+def parse_vllm(argv: list[str], version: str | None = None) -> tuple[argparse.Namespace, str]:
+    """(namespace, prog) for a vLLM container argv; argv empty means the image entrypoint with no args.
+
+    `version` is the engine's (from the image tag): a flag it does not have is refused.
+    """
     rest = list(argv)
     positional = True
     prog = "vllm serve"
@@ -124,7 +155,7 @@ def parse_vllm(argv: list[str]) -> tuple[argparse.Namespace, str]:
         positional = False
         prog = "api_server.py"
     try:
-        ns = vllm_parser(prog, positional).parse_args(normalise_vllm_underscores(rest))
+        ns = vllm_parser(prog, positional, version).parse_args(normalise_vllm_underscores(rest))
     except EngineArgError as e:
         raise WorkloadExit(e.lines[-1], exit_code=2, logs=e.lines) from None
     model = getattr(ns, "model_tag", None) or ns.model
@@ -138,7 +169,8 @@ def parse_vllm(argv: list[str]) -> tuple[argparse.Namespace, str]:
     return ns, prog
 
 
-def parse_sglang(argv: list[str]) -> tuple[argparse.Namespace, str]:
+def parse_sglang(argv: list[str], version: str | None = None) -> tuple[argparse.Namespace, str]:
+    """(namespace, prog) for an SGLang container argv; a flag `version` does not have is refused."""
     rest = list(argv)
     prog = "launch_server.py"
     if rest and rest[0].rsplit("/", 1)[-1] == "sglang":
@@ -155,12 +187,12 @@ def parse_sglang(argv: list[str]) -> tuple[argparse.Namespace, str]:
             raise WorkloadExit(f"/usr/bin/python3: No module named {rest[2]}", exit_code=1)
         rest = rest[3:]
     try:
-        ns = sglang_parser(prog).parse_args(rest)
+        ns = sglang_parser(prog, version).parse_args(rest)
     except EngineArgError as e:
         raise WorkloadExit(e.lines[-1], exit_code=2, logs=e.lines) from None
     if not ns.model_path:
         lines = [
-            sglang_parser(prog).format_usage().rstrip(),
+            sglang_parser(prog, version).format_usage().rstrip(),
             f"{prog}: error: the following arguments are required: --model-path/--model",
         ]
         raise WorkloadExit(lines[-1], exit_code=2, logs=lines)

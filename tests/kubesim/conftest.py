@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 from kubernetes import client
+from kubernetes.client import ApiException
 from kubernetes.dynamic import DynamicClient
 
 from kubesim.apiserver.server import Server
@@ -115,3 +116,23 @@ def deployment(name: str, replicas: int = 1, image: str = "nginx:1.27", **extra)
     }
     body.update(extra)
     return body
+
+
+def owned_configmap(name: str, owner, block: bool = False, finalizers: list[str] | None = None) -> dict:
+    """A ConfigMap manifest whose ownerReference points at the Deployment `owner`."""
+    ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": owner.metadata.name, "uid": owner.metadata.uid,
+           "blockOwnerDeletion": block}
+    meta = {"name": name, "ownerReferences": [ref]}
+    if finalizers:
+        meta["finalizers"] = finalizers
+    return {"metadata": meta}
+
+
+def exists(read, *args) -> bool:
+    """Whether `read(*args)` finds the object (a 404 says it does not)."""
+    try:
+        read(*args)
+        return True
+    except ApiException as e:
+        assert e.status == 404
+        return False

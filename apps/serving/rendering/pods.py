@@ -257,6 +257,7 @@ def engine_container(spec: ServiceSpec, pool: PoolSpec, role: PodRole, mounts: l
     args = adapter.flags(
         spec.settings, model_path=model_path(spec), served_name=served_name(spec), port=adapter.port,
         adapters=loras, role=role.disaggregation, default_args=spec.runtime_args, multi_node=role.multi_node,
+        tag=spec.tag,
         parallelism=effective_parallelism(pool.gpus_per_replica, pool.nodes_per_replica,
                                           spec.settings.tensor_parallel_size, spec.settings.pipeline_parallel_size,
                                           engine=spec.engine),

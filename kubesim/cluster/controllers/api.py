@@ -28,6 +28,16 @@ def _group_and_plural(resource) -> tuple[str, str]:
     return ("", parts[-1]) if len(parts) == 2 else (parts[0], parts[-1])
 
 
+class _EveryChange:
+    """A store subscriber that takes every committed change, of every resource."""
+
+    def __init__(self):
+        self.queue: asyncio.Queue = asyncio.Queue()
+
+    def offer(self, event) -> None:
+        self.queue.put_nowait(event)
+
+
 class ClusterApi:
     """The store as the scheduler, controllers and kubelet use it."""
 
@@ -115,12 +125,51 @@ class ClusterApi:
         return self.store.update(resource, namespace, name, current, field_manager=self.field_manager)
 
     async def delete(
-        self, resource: str, namespace: str | None, name: str, propagation_policy: str | None = None
+        self, resource: str, namespace: str | None, name: str, propagation_policy: str | None = None,
+        preconditions: dict | None = None,
     ) -> dict:
         """Delete; returns the object's last state (with the deletion's resourceVersion)."""
         self.authorize("delete", resource, namespace, name)
-        gone, _removed = self.store.delete(resource, namespace, name, propagation_policy=propagation_policy)
+        gone, _removed = self.store.delete(resource, namespace, name, propagation_policy=propagation_policy,
+                                           preconditions=preconditions)
         return gone
+
+    def resource_types(self, namespaced: bool | None = None) -> list:
+        """The served resource types, one per (group, plural) (discovery, as the namespace controller reads it)."""
+        seen, out = set(), []
+        for rt in self.store.registry.all():
+            if (rt.group, rt.plural) not in seen and (namespaced is None or rt.namespaced == namespaced):
+                seen.add((rt.group, rt.plural))
+                out.append(rt)
+        return out
+
+    def resource_of(self, api_version: str, kind: str):
+        """The served resource type of `kind` in `api_version` (an ownerReference's), None when not served."""
+        return self.store.registry.by_kind(api_version, kind)
+
+    async def finalize_namespace(self, name: str, finalizers: list[str]) -> dict:
+        """PUT namespaces/{name}/finalize: the namespace controller's last word on an emptied namespace."""
+        self.authorize("update", "v1/namespaces", None, name, "finalize")
+        return self.store.finalize_namespace(name, finalizers)
+
+    async def watch_all(self, on_synced: Callable[[], None] | None = None) -> AsyncIterator:
+        """(type, object, previous) for every object of every resource, then every change (the garbage
+        collector's graph builder); calls `on_synced` once the current objects are delivered."""
+        self.authorize("list", "*")
+        self.authorize("watch", "*")
+        sub = _EveryChange()
+        self.store.subscribe_raw(sub)  # before listing, in the same step: nothing falls between the two
+        current = [item for rt in self.resource_types() for item in self.store.list(rt)[0]]
+        try:
+            for obj in current:
+                yield "ADDED", obj, None
+            if on_synced is not None:
+                on_synced()
+            while True:
+                event = await sub.queue.get()
+                yield event.type, event.obj, event.old
+        finally:
+            self.store.unsubscribe(sub)
 
     async def watch(self, resource: str, on_synced: Callable[[], None] | None = None) -> AsyncIterator:
         """(type, object) for every current object, then every change; calls `on_synced` in between."""

@@ -1,35 +1,19 @@
-"""Deletion: finalizers, deletionTimestamp, Background/Foreground/Orphan propagation, garbage collection,
-namespace deletion, and CRDs that start and stop serving their kind."""
+"""Deletion as the API server alone does it: finalizers, deletionTimestamp, Background/Foreground/Orphan
+propagation recorded as finalizers, a namespace marked Terminating and finalized, and CRDs that start and stop
+serving their kind. What follows (dependents, a namespace's content) is the controllers' and is tested in
+tests/kubesim/cluster/test_garbage_collection.py."""
 
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
+import uuid
 
 import pytest
 from kubernetes import client, watch
 from kubernetes.client import ApiException
 
-from tests.kubesim.conftest import deployment
-
-
-def owned_configmap(name: str, owner, block: bool = False, finalizers: list[str] | None = None) -> dict:
-    ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": owner.metadata.name, "uid": owner.metadata.uid,
-           "blockOwnerDeletion": block}
-    meta = {"name": name, "ownerReferences": [ref]}
-    if finalizers:
-        meta["finalizers"] = finalizers
-    return {"metadata": meta}
-
-
-def exists(read, *args) -> bool:
-    try:
-        read(*args)
-        return True
-    except ApiException as e:
-        assert e.status == 404
-        return False
+from tests.kubesim.conftest import deployment, exists, owned_configmap
 
 
 def test_finalizers_hold_an_object_until_the_last_one_is_removed(core, namespace):
@@ -50,48 +34,28 @@ def test_finalizers_hold_an_object_until_the_last_one_is_removed(core, namespace
     assert seen == ["DELETED"]
 
 
-def test_background_deletion_collects_dependents(apps, core, namespace):
+def test_the_api_server_records_propagation_as_finalizers_and_leaves_dependents_to_the_collector(
+        apps, core, namespace):
+    # This server runs no kube-controller-manager: what a deletion does to dependents is the garbage
+    # collector's (tests/kubesim/cluster/test_garbage_collection.py), so here only the marks are made.
     owner = apps.create_namespaced_deployment(namespace, deployment("web"))
-    core.create_namespaced_config_map(namespace, owned_configmap("dep", owner))
-    core.create_namespaced_config_map(namespace, {"metadata": {"name": "free"}})
-    status = apps.delete_namespaced_deployment("web", namespace)
-    assert status["status"] == "Success"
-    assert not exists(core.read_namespaced_config_map, "dep", namespace)
-    assert exists(core.read_namespaced_config_map, "free", namespace)
-
-
-def test_a_dependent_with_another_live_owner_survives(apps, core, namespace):
-    a = apps.create_namespaced_deployment(namespace, deployment("a"))
-    b = apps.create_namespaced_deployment(namespace, deployment("b"))
-    body = owned_configmap("shared", a)
-    body["metadata"]["ownerReferences"] += owned_configmap("x", b)["metadata"]["ownerReferences"]
-    core.create_namespaced_config_map(namespace, body)
-    apps.delete_namespaced_deployment("a", namespace)
-    survivor = core.read_namespaced_config_map("shared", namespace)
-    assert [r.uid for r in survivor.metadata.owner_references] == [b.metadata.uid]
-
-
-def test_orphan_deletion_keeps_dependents_without_the_reference(apps, core, namespace):
-    owner = apps.create_namespaced_deployment(namespace, deployment("web"))
-    core.create_namespaced_config_map(namespace, owned_configmap("dep", owner))
-    apps.delete_namespaced_deployment("web", namespace, propagation_policy="Orphan")
-    assert not exists(apps.read_namespaced_deployment, "web", namespace)
-    orphan = core.read_namespaced_config_map("dep", namespace)
-    assert orphan.metadata.owner_references is None
-
-
-def test_foreground_deletion_waits_for_blocking_dependents(apps, core, namespace):
-    owner = apps.create_namespaced_deployment(namespace, deployment("web"))
-    core.create_namespaced_config_map(namespace, owned_configmap("dep", owner, block=True,
-                                                                 finalizers=["example.com/hold"]))
+    core.create_namespaced_config_map(namespace, owned_configmap("dep", owner, block=True))
     apps.delete_namespaced_deployment("web", namespace, body=client.V1DeleteOptions(propagation_policy="Foreground"))
     waiting = apps.read_namespaced_deployment("web", namespace)
     assert waiting.metadata.deletion_timestamp is not None
-    assert "foregroundDeletion" in waiting.metadata.finalizers
+    assert waiting.metadata.finalizers == ["foregroundDeletion"]
     dep = core.read_namespaced_config_map("dep", namespace)
-    assert dep.metadata.deletion_timestamp is not None
-    core.patch_namespaced_config_map("dep", namespace, {"metadata": {"finalizers": None}})
-    assert not exists(core.read_namespaced_config_map, "dep", namespace)
+    assert dep.metadata.deletion_timestamp is None
+    assert [r.uid for r in dep.metadata.owner_references] == [owner.metadata.uid]
+    apps.create_namespaced_deployment(namespace, deployment("kept"))
+    apps.delete_namespaced_deployment("kept", namespace, propagation_policy="Orphan")
+    assert apps.read_namespaced_deployment("kept", namespace).metadata.finalizers == ["orphan"]
+
+
+def test_removing_the_last_finalizer_removes_an_object_being_deleted(apps, namespace):
+    apps.create_namespaced_deployment(namespace, deployment("web"))
+    apps.delete_namespaced_deployment("web", namespace, propagation_policy="Orphan")
+    apps.patch_namespaced_deployment("web", namespace, {"metadata": {"finalizers": None}})
     assert not exists(apps.read_namespaced_deployment, "web", namespace)
 
 
@@ -105,12 +69,39 @@ def test_delete_preconditions_are_checked(core, namespace):
     assert exists(core.read_namespaced_config_map, "c", namespace)
 
 
-def test_deleting_a_namespace_deletes_its_contents(core):
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="doomed")))
-    core.create_namespaced_config_map("doomed", {"metadata": {"name": "c"}})
-    core.delete_namespace("doomed")
-    assert not exists(core.read_namespace, "doomed")
-    assert core.list_config_map_for_all_namespaces(field_selector="metadata.namespace=doomed").items == []
+def test_a_deleted_namespace_is_terminating_refuses_new_content_and_keeps_its_own(core, kubesim):
+    name = "doomed-" + uuid.uuid4().hex[:6]
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    assert core.read_namespace(name).spec.finalizers == ["kubernetes"]
+    core.create_namespaced_config_map(name, {"metadata": {"name": "c"}})
+    core.delete_namespace(name)
+    terminating = core.read_namespace(name)
+    assert terminating.status.phase == "Terminating"
+    assert terminating.metadata.deletion_timestamp is not None
+    assert exists(core.read_namespaced_config_map, "c", name)  # emptying it is the namespace controller's
+    with pytest.raises(ApiException) as e:
+        core.create_namespaced_config_map(name, {"metadata": {"name": "late"}})
+    assert e.value.status == 403
+    assert json.loads(e.value.body)["message"] == (
+        f'configmaps "late" is forbidden: unable to create new content in namespace {name} because it is '
+        "being terminated")
+    with pytest.raises(ApiException) as e:
+        core.delete_namespace(name)
+    assert e.value.status == 409
+
+
+def test_a_finalized_terminating_namespace_is_removed_by_the_next_delete(core, kubesim):
+    name = "doomed-" + uuid.uuid4().hex[:6]
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    core.delete_namespace(name)
+    req = urllib.request.Request(f"{kubesim.url}/api/v1/namespaces/{name}/finalize", method="PUT",
+                                 data=json.dumps({"metadata": {"name": name}, "spec": {"finalizers": []}}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req) as resp:
+        assert json.loads(resp.read())["spec"]["finalizers"] == []
+    assert core.read_namespace(name).status.phase == "Terminating"
+    core.delete_namespace(name)
+    assert not exists(core.read_namespace, name)
 
 
 def test_creating_a_crd_serves_its_kind_and_deleting_it_stops(dyn, kubesim, kubectl):
@@ -146,16 +137,6 @@ def test_a_crd_name_must_match_its_names(dyn):
                                    "names": {"plural": "gadgets", "kind": "Gadget"},
                                    "versions": [{"name": "v1", "served": True, "storage": True}]}})
     assert e.value.status == 422
-
-
-def test_an_object_whose_owners_are_gone_is_collected(core, namespace):
-    body = {"metadata": {"name": "stray", "ownerReferences": [
-        {"apiVersion": "apps/v1", "kind": "Deployment", "name": "gone", "uid": "0d4c9d8e-0000-4000-8000-000000000000"}]}}
-    core.create_namespaced_config_map(namespace, body)
-    deadline = time.monotonic() + 5
-    while exists(core.read_namespaced_config_map, "stray", namespace) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not exists(core.read_namespaced_config_map, "stray", namespace)
 
 
 def test_legacy_orphan_dependents_false_answers_202_while_pending(kubesim, core, namespace):

@@ -6,8 +6,12 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from enginevocab import vllm as vllm_vocab
+from enginevocab.versions import Span
 from kubesim.engines import engine_kind, workload_for
+from kubesim.engines.flags import image_version, parse_vllm
 from kubesim.engines.harness import pod_context, start
+from kubesim.engines.server import EngineWorkload
 from kubesim.workload import WorkloadExit
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
@@ -319,3 +323,19 @@ def test_model_architecture_from_path_served_name_or_annotation():
         '"max_context": 4096}'
     )
     assert asyncio.run(per_token(["my-org/tiny"], {"kubesim.io/model-arch": arch})) == (2 * 16 * 8 * 64 * 2, 4096)
+
+
+def test_the_engine_of_an_image_tags_version_refuses_a_flag_that_version_lacks(monkeypatch):
+    # reference/engines.md documents one vLLM version, so the shipped spans are empty; record one as a fact would.
+    monkeypatch.setitem(vllm_vocab.SPANS, "--enable-mfu-metrics", Span(since="0.31.0"))
+    monkeypatch.setitem(vllm_vocab.SPANS, "--max-num-queued-reqs", Span(since="0.31.0"))
+    old = "vllm/vllm-openai:v0.30.2"
+    err = start_error(pod_context(old, [LLAMA, "--max-model-len", "8192", "--enable-mfu-metrics"]))
+    assert err.message == "vllm serve: error: unrecognized arguments: --enable-mfu-metrics"
+    # A flag the version lacks keeps the default the simulation reads.
+    ns, _ = parse_vllm([LLAMA], version="0.30.2")
+    assert ns.max_num_queued_reqs is None
+    current = workload_for(pod_context(VLLM, [LLAMA, "--max-model-len", "8192", "--enable-mfu-metrics"]))
+    assert isinstance(current, EngineWorkload)  # v0.33.0 has it
+    assert image_version("registry.local:5000/vllm/vllm-openai:v0.30.2-cu128") == "0.30.2"
+    assert image_version("vllm/vllm-openai@sha256:" + "0" * 64) is None
