@@ -1,14 +1,14 @@
-"""The ASGI application: probes, metrics, and the OpenAI endpoints' checks up to choosing an upstream.
-
-Upstream forwarding is not built yet (README "Gateway"): a request that passes every check is answered
-503 with retry-after, as for a service with no ready endpoint, which is what the snapshot says today.
+"""The ASGI application: probes, metrics, and the OpenAI endpoints' checks; a request that passes them is
+forwarded by gateway/upstream.py, and its usage recorded once it is answered (a stream: once it ends).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import time
+from collections.abc import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
@@ -16,17 +16,22 @@ from gateway.errors import error_body
 from gateway.limits import Decision, RequestLimiter
 from gateway.metering import UsageWriter
 from gateway.snapshot import SnapshotFile
+from gateway.upstream import Upstreams, Usage
 
 JSON = [(b"content-type", b"application/json")]
-RETRY_AFTER_SECONDS = 5
 OPENAI_POSTS = {"/v1/chat/completions": "messages", "/v1/completions": "prompt"}
 
 
 class Gateway:
     def __init__(self, snapshot: SnapshotFile, *, max_body_bytes: int, refresh_seconds: float,
-                 limiter: RequestLimiter, usage: UsageWriter | None = None):
+                 limiter: RequestLimiter, usage: UsageWriter | None = None, upstreams: Upstreams | None = None,
+                 on_usage: Callable[[dict, int, Usage], None] | None = None):
         self.snapshot = snapshot
         self.usage = usage
+        self.upstreams = upstreams or Upstreams()
+        # Called once per request that passed the limits, when it is answered (a stream: when it ends),
+        # with its key, its service's id and what the engine reported (zeros when nothing came back).
+        self.on_usage = on_usage
         self.limiter = limiter
         self.max_body_bytes = max_body_bytes
         self.refresh_seconds = refresh_seconds
@@ -57,7 +62,10 @@ class Gateway:
         route = path if path in (*OPENAI_POSTS, "/v1/models", "/healthz", "/readyz", "/metrics") else "other"
         self.requests.labels(route, str(status)).inc()
         await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        if isinstance(body, bytes):
+            await send({"type": "http.response.body", "body": body})
+        else:
+            await stream(body, receive, send)
 
     async def _lifespan(self, receive, send):
         while True:
@@ -71,6 +79,7 @@ class Gateway:
                 # uvicorn has finished the requests in flight by now: what they metered is flushed here.
                 if self.usage is not None:
                     self.usage.close()
+                await self.upstreams.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
@@ -105,18 +114,27 @@ class Gateway:
         if key is None:
             return unauthorized()
         started = time.monotonic()
-        meter: dict = {}
-        status, headers, body = await self._checked(key, receive, required, meter)
+        meter: dict = {"usage": Usage()}
+        status, headers, body = await self._checked(scope, key, receive, required, meter)
+        if isinstance(body, bytes):
+            self._record(key, meter, status, started)
+            return status, headers, body
+        return status, headers, metered_stream(body, lambda: self._record(key, meter, status, started))
+
+    def _record(self, key: dict, meter: dict, status: int, started: float) -> None:
+        usage: Usage = meter["usage"]
+        if meter.get("admitted") and self.on_usage is not None:
+            self.on_usage(key, meter["service_id"], usage)
         if self.usage is not None:
             # One row per request a key made, refusals included: 429s and errors are usage too.
             self.usage.record(tenant_id=key["tenant_id"], key_id=key["id"], service_id=meter.get("service_id"),
-                              model=meter.get("model", ""), pod="", status=status, prompt_tokens=0,
-                              cached_tokens=0, completion_tokens=0, ttft_ms=None,
-                              duration_ms=(time.monotonic() - started) * 1000, streamed=False,
-                              disconnected=False)
-        return status, headers, body
+                              model=meter.get("model", ""), pod=usage.pod, status=usage.status or status,
+                              prompt_tokens=usage.prompt_tokens, cached_tokens=usage.cached_tokens,
+                              completion_tokens=usage.completion_tokens, ttft_ms=usage.ttft_ms,
+                              duration_ms=(time.monotonic() - started) * 1000, streamed=usage.streamed,
+                              disconnected=usage.disconnected)
 
-    async def _checked(self, key: dict, receive, required: str, meter: dict):
+    async def _checked(self, scope, key: dict, receive, required: str, meter: dict):
         body = await read_body(receive, self.max_body_bytes)
         if body is None:
             return 413, JSON, error_body(413, f"The body is over {self.max_body_bytes} bytes.")
@@ -145,8 +163,9 @@ class Gateway:
             retry = str(max(1, math.ceil(decision.reset_ms / 1000))).encode()
             return 429, [*JSON, *limit_headers, (b"retry-after", retry)], error_body(
                 429, "Rate limit reached for requests per minute.", code="rate_limit_exceeded")
-        headers = [*JSON, *limit_headers, (b"retry-after", str(RETRY_AFTER_SECONDS).encode())]
-        return 503, headers, error_body(503, f"No replica of '{model}' is ready.", code="no_ready_replica")
+        meter["admitted"] = True
+        return await self.upstreams.forward(service, scope["path"], request, dict(scope["headers"]), meter["usage"],
+                                            limit_headers)
 
 
 def request_headers(decision: Decision | None) -> list[tuple[bytes, bytes]]:
@@ -156,6 +175,38 @@ def request_headers(decision: Decision | None) -> list[tuple[bytes, bytes]]:
     return [(b"x-ratelimit-limit-requests", str(decision.limit).encode()),
             (b"x-ratelimit-remaining-requests", str(decision.remaining).encode()),
             (b"x-ratelimit-reset-requests", f"{decision.reset_ms / 1000:g}s".encode())]
+
+
+async def metered_stream(body, record: Callable[[], None]):
+    """`body`'s chunks; `record` runs once it ends, however it ends (done, client gone, upstream failed)."""
+    try:
+        async for chunk in body:
+            yield chunk
+    finally:
+        await body.aclose()
+        record()
+
+
+async def stream(body, receive, send) -> None:
+    """Send `body` chunk by chunk; a client that goes away cancels it (and so the upstream request)."""
+
+    async def pump():
+        async for chunk in body:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def gone():
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    sending, watching = asyncio.ensure_future(pump()), asyncio.ensure_future(gone())
+    try:
+        await asyncio.wait({sending, watching}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (sending, watching):
+            task.cancel()
+        await asyncio.gather(sending, watching, return_exceptions=True)
+        await body.aclose()
 
 
 def unauthorized():

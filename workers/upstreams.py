@@ -1,0 +1,50 @@
+"""The gateway's upstreams, learnt in each telemetry cycle from the pod list it already makes: for every
+service of the cluster, its ready router pods when it has a router, else its ready engine pods that serve
+the API (`engine` pools and multi-node leaders), each as `podIP:port`. Stored in `gateway.Upstream`, read
+by the snapshot writer; the gateway connects to these addresses directly, never through the API server."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from apps.gateway.models import Upstream
+from apps.serving.names import COMPONENT_LABEL, LWS_WORKER_INDEX_LABEL, SERVICE_UID_LABEL, pod_role
+from workers.enginepods import http_port, is_ready
+
+SERVING_ROLES = frozenset({"engine", "leader"})  # prefill and decode pools are reached through their router
+
+
+def upstreams(items: list[dict], services: dict[str, int]) -> dict[int, tuple[bool, list[dict]]]:
+    """service id → (routed, ready endpoints sorted by pod) for every service in `services` (uid → id)."""
+    routers: dict[int, list[dict]] = defaultdict(list)
+    engines: dict[int, list[dict]] = defaultdict(list)
+    has_router: set[int] = set()
+    for pod in items:
+        meta = pod.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        service_id = services.get(labels.get(SERVICE_UID_LABEL, ""))
+        if service_id is None:
+            continue
+        router = labels.get(COMPONENT_LABEL) == "router"
+        if router:
+            has_router.add(service_id)
+        elif pod_role(labels) not in SERVING_ROLES or labels.get(LWS_WORKER_INDEX_LABEL, "0") != "0":
+            continue
+        ip, port = (pod.get("status") or {}).get("podIP"), http_port(pod)
+        if is_ready(pod) and ip and port:
+            (routers if router else engines)[service_id].append({"pod": meta.get("name", ""),
+                                                                 "address": f"{ip}:{port}"})
+    out = {}
+    for service_id in services.values():
+        routed = service_id in has_router
+        found = (routers if routed else engines)[service_id]
+        out[service_id] = (routed, sorted(found, key=lambda e: e["pod"]))
+    return out
+
+
+def record_upstreams(items: list[dict], services: dict[str, int], at) -> None:
+    """Store this cycle's upstreams of the cluster's services (one statement)."""
+    rows = [Upstream(service_id=service_id, routed=routed, endpoints=endpoints, seen_at=at)
+            for service_id, (routed, endpoints) in upstreams(items, services).items()]
+    Upstream.objects.bulk_create(
+        rows, update_conflicts=True, unique_fields=["service"], update_fields=["routed", "endpoints", "seen_at"])
