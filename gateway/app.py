@@ -10,7 +10,7 @@ import math
 import time
 from collections.abc import Callable
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from gateway.errors import error_body
 from gateway.limits import Decision, RequestLimiter
@@ -45,6 +45,13 @@ class Gateway:
         self.redis_up = Gauge("gateway_redis_up", "1 while limits are shared through Redis, 0 while each "
                               "replica enforces its own share.", registry=self.registry)
         self.redis_up.set_function(lambda: 1 if limiter.redis_ok else 0)
+        self.added_latency = Histogram(
+            "gateway_added_latency_seconds", "Time a forwarded request spent in the gateway before its answer "
+            "started, less the wait on the upstream.", registry=self.registry,
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0))
+        self.upstream_ttft = Histogram(
+            "gateway_upstream_ttft_seconds", "From sending a streamed request upstream to its first bytes back.",
+            registry=self.registry, buckets=(0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0))
 
     def routing(self):
         # A stat() every refresh_seconds at most: the request path does no other I/O for routing.
@@ -116,6 +123,8 @@ class Gateway:
         started = time.monotonic()
         meter: dict = {"usage": Usage()}
         status, headers, body = await self._checked(scope, key, receive, required, meter)
+        if meter["usage"].pod:
+            self.added_latency.observe(max(0.0, time.monotonic() - started - meter["usage"].upstream_s))
         if isinstance(body, bytes):
             self._record(key, meter, status, started)
             return status, headers, body
@@ -123,6 +132,8 @@ class Gateway:
 
     def _record(self, key: dict, meter: dict, status: int, started: float) -> None:
         usage: Usage = meter["usage"]
+        if usage.ttft_ms is not None:
+            self.upstream_ttft.observe(usage.ttft_ms / 1000)
         if meter.get("admitted") and self.on_usage is not None:
             self.on_usage(key, meter["service_id"], usage)
         if self.usage is not None:

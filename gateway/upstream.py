@@ -35,6 +35,7 @@ class Usage:
     cached_tokens: int = 0
     completion_tokens: int = 0
     ttft_ms: float | None = None
+    upstream_s: float = 0.0  # waiting on the upstream before the answer could start (a whole body if not streamed)
     streamed: bool = False
     disconnected: bool = False
 
@@ -97,11 +98,13 @@ class Upstreams:
         response = None
         try:
             response = await self.session().post(f"http://{address}{path}", json=upstream, headers=sent)
+            usage.upstream_s = time.monotonic() - started
             answer = [(k.lower().encode(), v.encode("latin-1")) for k, v in response.headers.items()
                       if k.lower() in PASSED_HEADERS]
             usage.status = response.status
             if not usage.streamed or response.status != 200:
                 body = await response.read()
+                usage.upstream_s = time.monotonic() - started
                 if response.status == 200:
                     usage.read(_json(body).get("usage"))
                 self._done(address, response)

@@ -100,6 +100,12 @@ def test_the_openai_client_streamed_and_not_and_rows_agree_with_the_engines(gate
                                         stream_options={"include_usage": True}))
     assert asked[-1].choices == [] and asked[-1].usage.completion_tokens == 5
 
+    with urllib.request.urlopen(f"{gateway}/metrics", timeout=5) as response:
+        metrics = {s.name: s.value for f in text_string_to_metric_families(response.read().decode())
+                   for s in f.samples}
+    assert metrics["gateway_added_latency_seconds_count"] == 3
+    assert metrics["gateway_upstream_ttft_seconds_count"] == 2  # the two streams
+
     metered = rows(3)
     assert [(r.status, r.streamed, r.disconnected) for r in metered] == [(200, False, False), (200, True, False),
                                                                         (200, True, False)]
