@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from gateway.metering import UsageWriter
 from gateway.snapshot import SnapshotFile
 from gateway.upstream import Upstreams, Usage
 
+log = logging.getLogger("gateway.app")
 JSON = [(b"content-type", b"application/json")]
 OPENAI_POSTS = {"/v1/chat/completions": "messages", "/v1/completions": "prompt"}
 
@@ -135,7 +137,10 @@ class Gateway:
         if usage.ttft_ms is not None:
             self.upstream_ttft.observe(usage.ttft_ms / 1000)
         if meter.get("admitted") and self.on_usage is not None:
-            self.on_usage(key, meter["service_id"], usage)
+            try:
+                self.on_usage(key, meter["service_id"], usage)
+            except Exception:  # settling is the callback's business; the usage row is still written
+                log.exception("on_usage failed for key %s", key["id"])
         if self.usage is not None:
             # One row per request a key made, refusals included: 429s and errors are usage too.
             self.usage.record(tenant_id=key["tenant_id"], key_id=key["id"], service_id=meter.get("service_id"),
