@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from gateway.activation import Activator
 from gateway.errors import error_body
 from gateway.limits import Decision, RequestLimiter
 from gateway.metering import UsageWriter
@@ -27,10 +28,11 @@ OPENAI_POSTS = {"/v1/chat/completions": "messages", "/v1/completions": "prompt"}
 class Gateway:
     def __init__(self, snapshot: SnapshotFile, *, max_body_bytes: int, refresh_seconds: float,
                  limiter: RequestLimiter, usage: UsageWriter | None = None, upstreams: Upstreams | None = None,
-                 on_usage: Callable[[dict, int, Usage], None] | None = None):
+                 on_usage: Callable[[dict, int, Usage], None] | None = None, activator: Activator | None = None):
         self.snapshot = snapshot
         self.usage = usage
         self.upstreams = upstreams or Upstreams()
+        self.activator = activator or Activator(None)
         # Called once per request that passed the limits, when it is answered (a stream: when it ends),
         # with its key, its service's id and what the engine reported (zeros when nothing came back).
         self.on_usage = on_usage
@@ -180,6 +182,10 @@ class Gateway:
             return 429, [*JSON, *limit_headers, (b"retry-after", retry)], error_body(
                 429, "Rate limit reached for requests per minute.", code="rate_limit_exceeded")
         meter["admitted"] = True
+        if self.activator.should_hold(service):
+            service = await self.activator.hold(service["id"], lambda sid: self.routing().service(sid))
+            if service is None:
+                return self.upstreams.unavailable(model, limit_headers)
         return await self.upstreams.forward(service, scope["path"], request, dict(scope["headers"]), meter["usage"],
                                             limit_headers)
 

@@ -199,6 +199,8 @@ class Upstream(models.Model):
     service = models.OneToOneField("serving.InferenceService", on_delete=models.CASCADE, primary_key=True,
                                    related_name="+")
     routed = models.BooleanField(default=False)
+    # Ready pods of its engine pools (behind the router of a routed service): 0 is a service to wake.
+    ready_engines = models.PositiveIntegerField(default=0)
     # [{"pod": name, "address": "ip:port"}], sorted by pod name
     endpoints = models.JSONField(default=list, blank=True)
     seen_at = models.DateTimeField()

@@ -28,10 +28,10 @@ def test_engines_routers_and_what_is_left_out():
     ]
     found = upstreams(items, {"u1": 1, "u2": 2, "u3": 3, "u4": 4})
     assert found[1] == (False, [{"pod": "plain-a", "address": "127.5.0.2:8000"},
-                                {"pod": "plain-b", "address": "127.5.0.3:8000"}])
-    assert found[2] == (True, [{"pod": "split-router", "address": "127.5.0.9:8001"}])
-    assert found[3] == (False, [{"pod": "wide-0", "address": "127.5.0.2:8000"}])
-    assert found[4] == (False, [])  # a service with no pod: no upstream, so the gateway answers 503
+                                {"pod": "plain-b", "address": "127.5.0.3:8000"}], 3)  # plain-d: ready, no IP yet
+    assert found[2] == (True, [{"pod": "split-router", "address": "127.5.0.9:8001"}], 2)
+    assert found[3] == (False, [{"pod": "wide-0", "address": "127.5.0.2:8000"}], 1)
+    assert found[4] == (False, [], 0)  # a service with no pod: no upstream, so the gateway answers 503
     # A router that is not ready leaves a routed service without upstreams, never sent around its router.
     items[4] = pod("split-router", "u2", "router", ready=False)
-    assert upstreams(items, {"u2": 2})[2] == (True, [])
+    assert upstreams(items, {"u2": 2})[2] == (True, [], 2)

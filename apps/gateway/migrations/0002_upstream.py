@@ -17,6 +17,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('service', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='+', serialize=False, to='serving.inferenceservice')),
                 ('routed', models.BooleanField(default=False)),
+                ('ready_engines', models.PositiveIntegerField(default=0)),
                 ('endpoints', models.JSONField(blank=True, default=list)),
                 ('seen_at', models.DateTimeField()),
             ],
