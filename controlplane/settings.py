@@ -381,6 +381,10 @@ CELERY_BEAT_SCHEDULE: dict = {
                       "schedule": strict_int("INVENTORY_SECONDS", 30)},
 }
 
+# Where inference gateways share limits and publish requests held for services waking from zero; the
+# activation check (workers/activation.py) reads the latter. Empty: no gateway holds requests.
+GATEWAY_REDIS_URL = os.environ.get("GATEWAY_REDIS_URL", "")
+
 # Engine telemetry (apps/telemetry, workers/telemetry.py): scrape period, per-request timeout, parallel
 # scrapes per cycle, retention of raw rows and of one-minute rollups, and the queue heartbeat period.
 TELEMETRY_SCRAPE_SECONDS = strict_int("TELEMETRY_SCRAPE_SECONDS", 5)

@@ -25,6 +25,15 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="Where usage rows are written (batched, off the request path); empty meters nothing.")
     parser.add_argument("--spool-rows", type=int, default=100_000,
                         help="Usage rows held in memory while PostgreSQL is unreachable; past it the oldest go.")
+    parser.add_argument("--upstream-connect-timeout", type=float, default=5.0,
+                        help="Seconds to connect to an engine or router; past it the answer is 503.")
+    parser.add_argument("--upstream-timeout", type=float, default=300.0,
+                        help="Seconds an upstream may stay silent (before its answer, or between two chunks "
+                             "of a stream); past it the answer is 504.")
+    parser.add_argument("--activation-queue", type=int, default=100,
+                        help="Requests held per service while it wakes from zero; past it the answer is 503.")
+    parser.add_argument("--activation-wait", type=float, default=120.0,
+                        help="Seconds a request is held for a service waking from zero; past it the answer is 503.")
     parser.add_argument("--usage-flush-seconds", type=float, default=1.0,
                         help="How often queued usage rows are written.")
     return parser.parse_args(argv)
@@ -33,17 +42,23 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> None:
     import uvicorn
 
+    from gateway.activation import Activator
     from gateway.app import Gateway
     from gateway.limits import RequestLimiter
     from gateway.metering import UsageWriter
     from gateway.snapshot import SnapshotFile
+    from gateway.upstream import Upstreams
 
     args = parse_args(argv)
     app = Gateway(SnapshotFile(args.snapshot), max_body_bytes=args.max_body_bytes,
                   refresh_seconds=args.refresh_seconds,
                   limiter=RequestLimiter(args.redis_url or None, replicas=args.replicas),
                   usage=UsageWriter(args.database_url, max_rows=args.spool_rows,
-                                    interval=args.usage_flush_seconds) if args.database_url else None)
+                                    interval=args.usage_flush_seconds) if args.database_url else None,
+                  activator=Activator(args.redis_url or None, max_held=args.activation_queue,
+                                      max_wait=args.activation_wait),
+                  upstreams=Upstreams(connect_timeout=args.upstream_connect_timeout,
+                                      read_timeout=args.upstream_timeout))
     # uvicorn stops accepting on SIGTERM, waits for requests in flight, then runs the lifespan shutdown.
     uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False,
                 timeout_graceful_shutdown=25)

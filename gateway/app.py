@@ -1,32 +1,41 @@
-"""The ASGI application: probes, metrics, and the OpenAI endpoints' checks up to choosing an upstream.
-
-Upstream forwarding is not built yet (README "Gateway"): a request that passes every check is answered
-503 with retry-after, as for a service with no ready endpoint, which is what the snapshot says today.
+"""The ASGI application: probes, metrics, and the OpenAI endpoints' checks; a request that passes them is
+forwarded by gateway/upstream.py, and its usage recorded once it is answered (a stream: once it ends).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import math
 import time
+from collections.abc import Callable
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from gateway.activation import Activator
 from gateway.errors import error_body
 from gateway.limits import Decision, RequestLimiter
 from gateway.metering import UsageWriter
 from gateway.snapshot import SnapshotFile
+from gateway.upstream import Upstreams, Usage
 
+log = logging.getLogger("gateway.app")
 JSON = [(b"content-type", b"application/json")]
-RETRY_AFTER_SECONDS = 5
 OPENAI_POSTS = {"/v1/chat/completions": "messages", "/v1/completions": "prompt"}
 
 
 class Gateway:
     def __init__(self, snapshot: SnapshotFile, *, max_body_bytes: int, refresh_seconds: float,
-                 limiter: RequestLimiter, usage: UsageWriter | None = None):
+                 limiter: RequestLimiter, usage: UsageWriter | None = None, upstreams: Upstreams | None = None,
+                 on_usage: Callable[[dict, int, Usage], None] | None = None, activator: Activator | None = None):
         self.snapshot = snapshot
         self.usage = usage
+        self.upstreams = upstreams or Upstreams()
+        self.activator = activator or Activator(None)
+        # Called once per request that passed the limits, when it is answered (a stream: when it ends),
+        # with its key, its service's id and what the engine reported (zeros when nothing came back).
+        self.on_usage = on_usage
         self.limiter = limiter
         self.max_body_bytes = max_body_bytes
         self.refresh_seconds = refresh_seconds
@@ -40,6 +49,13 @@ class Gateway:
         self.redis_up = Gauge("gateway_redis_up", "1 while limits are shared through Redis, 0 while each "
                               "replica enforces its own share.", registry=self.registry)
         self.redis_up.set_function(lambda: 1 if limiter.redis_ok else 0)
+        self.added_latency = Histogram(
+            "gateway_added_latency_seconds", "Time a forwarded request spent in the gateway before its answer "
+            "started, less the wait on the upstream.", registry=self.registry,
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0))
+        self.upstream_ttft = Histogram(
+            "gateway_upstream_ttft_seconds", "From sending a streamed request upstream to its first bytes back.",
+            registry=self.registry, buckets=(0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0))
 
     def routing(self):
         # A stat() every refresh_seconds at most: the request path does no other I/O for routing.
@@ -57,7 +73,10 @@ class Gateway:
         route = path if path in (*OPENAI_POSTS, "/v1/models", "/healthz", "/readyz", "/metrics") else "other"
         self.requests.labels(route, str(status)).inc()
         await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        if isinstance(body, bytes):
+            await send({"type": "http.response.body", "body": body})
+        else:
+            await stream(body, receive, send)
 
     async def _lifespan(self, receive, send):
         while True:
@@ -71,6 +90,7 @@ class Gateway:
                 # uvicorn has finished the requests in flight by now: what they metered is flushed here.
                 if self.usage is not None:
                     self.usage.close()
+                await self.upstreams.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
@@ -105,18 +125,34 @@ class Gateway:
         if key is None:
             return unauthorized()
         started = time.monotonic()
-        meter: dict = {}
-        status, headers, body = await self._checked(key, receive, required, meter)
+        meter: dict = {"usage": Usage()}
+        status, headers, body = await self._checked(scope, key, receive, required, meter)
+        if meter["usage"].pod:
+            self.added_latency.observe(max(0.0, time.monotonic() - started - meter["usage"].upstream_s))
+        if isinstance(body, bytes):
+            self._record(key, meter, status, started)
+            return status, headers, body
+        return status, headers, metered_stream(body, lambda: self._record(key, meter, status, started))
+
+    def _record(self, key: dict, meter: dict, status: int, started: float) -> None:
+        usage: Usage = meter["usage"]
+        if usage.ttft_ms is not None:
+            self.upstream_ttft.observe(usage.ttft_ms / 1000)
+        if meter.get("admitted") and self.on_usage is not None:
+            try:
+                self.on_usage(key, meter["service_id"], usage)
+            except Exception:  # settling is the callback's business; the usage row is still written
+                log.exception("on_usage failed for key %s", key["id"])
         if self.usage is not None:
             # One row per request a key made, refusals included: 429s and errors are usage too.
             self.usage.record(tenant_id=key["tenant_id"], key_id=key["id"], service_id=meter.get("service_id"),
-                              model=meter.get("model", ""), pod="", status=status, prompt_tokens=0,
-                              cached_tokens=0, completion_tokens=0, ttft_ms=None,
-                              duration_ms=(time.monotonic() - started) * 1000, streamed=False,
-                              disconnected=False)
-        return status, headers, body
+                              model=meter.get("model", ""), pod=usage.pod, status=usage.status or status,
+                              prompt_tokens=usage.prompt_tokens, cached_tokens=usage.cached_tokens,
+                              completion_tokens=usage.completion_tokens, ttft_ms=usage.ttft_ms,
+                              duration_ms=(time.monotonic() - started) * 1000, streamed=usage.streamed,
+                              disconnected=usage.disconnected)
 
-    async def _checked(self, key: dict, receive, required: str, meter: dict):
+    async def _checked(self, scope, key: dict, receive, required: str, meter: dict):
         body = await read_body(receive, self.max_body_bytes)
         if body is None:
             return 413, JSON, error_body(413, f"The body is over {self.max_body_bytes} bytes.")
@@ -145,8 +181,13 @@ class Gateway:
             retry = str(max(1, math.ceil(decision.reset_ms / 1000))).encode()
             return 429, [*JSON, *limit_headers, (b"retry-after", retry)], error_body(
                 429, "Rate limit reached for requests per minute.", code="rate_limit_exceeded")
-        headers = [*JSON, *limit_headers, (b"retry-after", str(RETRY_AFTER_SECONDS).encode())]
-        return 503, headers, error_body(503, f"No replica of '{model}' is ready.", code="no_ready_replica")
+        meter["admitted"] = True
+        if self.activator.should_hold(service):
+            service = await self.activator.hold(service["id"], lambda sid: self.routing().service(sid))
+            if service is None:
+                return self.upstreams.unavailable(model, limit_headers)
+        return await self.upstreams.forward(service, scope["path"], request, dict(scope["headers"]), meter["usage"],
+                                            limit_headers)
 
 
 def request_headers(decision: Decision | None) -> list[tuple[bytes, bytes]]:
@@ -156,6 +197,38 @@ def request_headers(decision: Decision | None) -> list[tuple[bytes, bytes]]:
     return [(b"x-ratelimit-limit-requests", str(decision.limit).encode()),
             (b"x-ratelimit-remaining-requests", str(decision.remaining).encode()),
             (b"x-ratelimit-reset-requests", f"{decision.reset_ms / 1000:g}s".encode())]
+
+
+async def metered_stream(body, record: Callable[[], None]):
+    """`body`'s chunks; `record` runs once it ends, however it ends (done, client gone, upstream failed)."""
+    try:
+        async for chunk in body:
+            yield chunk
+    finally:
+        await body.aclose()
+        record()
+
+
+async def stream(body, receive, send) -> None:
+    """Send `body` chunk by chunk; a client that goes away cancels it (and so the upstream request)."""
+
+    async def pump():
+        async for chunk in body:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def gone():
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    sending, watching = asyncio.ensure_future(pump()), asyncio.ensure_future(gone())
+    try:
+        await asyncio.wait({sending, watching}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (sending, watching):
+            task.cancel()
+        await asyncio.gather(sending, watching, return_exceptions=True)
+        await body.aclose()
 
 
 def unauthorized():

@@ -27,6 +27,9 @@ class Routing:
             return None
         return entry
 
+    def service(self, service_id: int) -> dict | None:
+        return next((s for s in self.services if s["id"] == service_id), None)
+
     def models_for(self, key: dict) -> dict[str, dict]:
         """Every name the key may call (service name, served model name, adapter) → its service."""
         allowed = key["services"]

@@ -70,12 +70,13 @@ def cluster_starter():
         seed: int = 7,
         dcgm_exporter: bool = False,
         authorization: str = "open",
+        pod_network: str = "overlay",
     ) -> ClusterHandle:
         server = Server(port=0, seed=seed, authorization=authorization)
         cluster = Cluster(
             server,
             ClusterConfig(nodes=nodes, fast_start=fast_start, seed=seed, faults=faults or FaultConfig(),
-                          dcgm_exporter=dcgm_exporter),
+                          dcgm_exporter=dcgm_exporter, pod_network=pod_network),
             routing_policies=routing_policies,
         )
         cluster.install()

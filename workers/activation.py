@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import logging
 
+import redis
+from django.conf import settings
 from django.utils import timezone
 from kubernetes import client as k8s
 from prometheus_client.parser import text_string_to_metric_families
@@ -23,6 +25,7 @@ from apps.serving.models import Pool
 from apps.serving.names import COMPONENT_LABEL, MANAGED_SELECTOR, SERVICE_UID_LABEL
 from controlplane.celery import app as celery_app
 from controlplane.tasknames import AUTOSCALE_EVALUATE_SERVICE
+from gateway.activation import HELD_PREFIX
 from workers.kube import classify
 
 log = logging.getLogger(__name__)
@@ -75,13 +78,34 @@ def check_cluster(cluster: Cluster, core: k8s.CoreV1Api, timeout: float) -> dict
             held[service_id] = held.get(service_id, 0) + pending_in(answer.data.decode("utf-8", errors="replace"))
         except Exception as exc:  # one router's failure is logged; the next cycle tries again
             log.info("activation: router %s/%s: %s", meta.get("namespace"), meta.get("name"), classify(exc).message)
+    at_gateway = gateway_held(list(services.values()))
+    for service_id, count in at_gateway.items():
+        held[service_id] = held.get(service_id, 0) + count
     now = timezone.now()
     for service_id, pending in held.items():
-        ActivationSignal.objects.update_or_create(service_id=service_id,
-                                                  defaults={"pending": pending, "observed_at": now})
+        ActivationSignal.objects.update_or_create(service_id=service_id, defaults={
+            "pending": pending, "at_gateway": at_gateway.get(service_id, 0), "observed_at": now})
         if pending:
             _evaluate_now(service_id)
     return held
+
+
+def gateway_held(service_ids: list[int]) -> dict[int, int]:
+    """Requests the inference gateways hold for these services (gateway/activation.py), by service."""
+    if not settings.GATEWAY_REDIS_URL or not service_ids:
+        return {}
+    try:
+        client = redis.Redis.from_url(settings.GATEWAY_REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+        held = {}
+        for service_id in service_ids:
+            names = list(client.scan_iter(match=f"{HELD_PREFIX}{service_id}:*", count=1000))
+            count = sum(int(value) for value in client.mget(names) if value) if names else 0
+            if count:
+                held[service_id] = count
+        return held
+    except redis.RedisError as exc:  # the routers' signal still counts; the next cycle tries again
+        log.warning("activation: requests held at the gateway not read: %s", exc)
+        return {}
 
 
 def _evaluate_now(service_id: int) -> None:

@@ -53,7 +53,7 @@ class PodResult:
 # --- Which pods -----------------------------------------------------------------------------------------
 
 
-def _http_port(pod: dict) -> int | None:
+def http_port(pod: dict) -> int | None:
     containers = (pod.get("spec") or {}).get("containers") or []
     engine = next((c for c in containers if c.get("name") == "engine"), containers[0] if containers else None)
     ports = (engine or {}).get("ports") or []
@@ -61,7 +61,7 @@ def _http_port(pod: dict) -> int | None:
     return named.get("containerPort") if named else None
 
 
-def _is_ready(pod: dict) -> bool:
+def is_ready(pod: dict) -> bool:
     status = pod.get("status") or {}
     conditions = status.get("conditions") or []
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
@@ -82,17 +82,17 @@ def engine_pods(pods: list[dict], service_ids: dict[str, int]) -> list[EnginePod
         role = pod_role(labels)
         out.append(EnginePod(
             service_id=service_id, namespace=meta.get("namespace", ""), name=meta.get("name", ""), role=role,
-            node=(pod.get("spec") or {}).get("nodeName") or "", port=_http_port(pod), ready=_is_ready(pod),
+            node=(pod.get("spec") or {}).get("nodeName") or "", port=http_port(pod), ready=is_ready(pod),
         ))
     return out
 
 
-def list_engine_pods(core: k8s.CoreV1Api, service_ids: dict[str, int], timeout: float) -> list[EnginePod]:
+def list_managed_pods(core: k8s.CoreV1Api, timeout: float) -> list[dict]:
     """One list call per cluster: every pod we manage, read as plain JSON."""
     response = core.list_pod_for_all_namespaces(
         label_selector=MANAGED_SELECTOR, _preload_content=False, _request_timeout=(timeout, timeout * 2)
     )
-    return engine_pods(json.loads(response.data).get("items") or [], service_ids)
+    return json.loads(response.data).get("items") or []
 
 
 # --- Reading one -----------------------------------------------------------------------------------------

@@ -34,10 +34,10 @@ from apps.telemetry.models import SERVICE_ROLE, PodStat, ScrapeCycle, SeriesPoin
 from apps.telemetry.promql import PodSelector, PrometheusClient, PrometheusError, query_figures
 from apps.telemetry.series import point_values
 from workers.activation import check_cluster as check_activation
-from workers.enginepods import EnginePod, PodResult, list_engine_pods, scrape_pod
-from workers.enginepods import engine_pods as engine_pods  # re-exported for callers of workers.telemetry
+from workers.enginepods import EnginePod, PodResult, engine_pods, list_managed_pods, scrape_pod
 from workers.kube import classify, kube_for
 from workers.locks import advisory_lock
+from workers.upstreams import record_upstreams
 
 log = logging.getLogger(__name__)
 
@@ -278,13 +278,15 @@ def _scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport
     cycle_deadline = started + settings.TELEMETRY_CYCLE_DEADLINE_SECONDS
     core = kube_for(cluster).core
     try:
-        pods = list_engine_pods(core, services, timeout)
+        items = list_managed_pods(core, timeout)
     except Exception as exc:  # an unreachable cluster is a failed cycle, not a crash
         report.errors, report.message = 1, classify(exc).message
         report.duration_s = time.monotonic() - started
         _record_cycle(cluster, at, report)
         return report
 
+    pods = engine_pods(items, services)
+    record_upstreams(items, services, at)
     service_ids = list(services.values())
     multi_pool = set(
         Pool.objects.filter(service_id__in=service_ids).values("service_id")

@@ -93,9 +93,10 @@ def _idle_for(service: InferenceService, state: PoolAutoscalerState, now: dateti
     return max((now - since).total_seconds(), 0.0)
 
 
-def _pending_activation(service: InferenceService, now: datetime) -> int:
+def _pending_activation(service: InferenceService, now: datetime) -> tuple[int, int]:
+    """Requests held for the service at zero, and how many of them the gateway holds."""
     signal = ActivationSignal.objects.filter(service=service, observed_at__gte=_fresh_after(now)).first()
-    return signal.pending if signal else 0
+    return (signal.pending, signal.at_gateway) if signal else (0, 0)
 
 
 def _track_cold_start(state: PoolAutoscalerState, pool: Pool, latest: dict) -> None:
@@ -180,17 +181,21 @@ def _evaluate_pool(service: InferenceService, pool: Pool, multi_pool: bool, now:
         policy = pool_policy(service.autoscaling, pool.role, pool.min_replicas, pool.max_replicas)
         latest = _latest(service, _series_role(service, pool, multi_pool), now)
         _track_cold_start(state, pool, latest)
+        pending, at_gateway = _pending_activation(service, now) if pool.replicas == 0 else (0, 0)
         obs = Observation(
             t=now.timestamp(), replicas=pool.replicas, pods=_pods(service, pool, now),
             ttft_p95_s=latest["ttft_p95"], itl_p95_s=latest["itl_p95"],
             idle_for_s=_idle_for(service, state, now) if pool.min_replicas == 0 else None,
-            pending_activation=_pending_activation(service, now) if pool.replicas == 0 else 0,
+            pending_activation=pending,
             cold_start_s=state.cold_start_s,
         )
         ev = evaluate(policy, obs, History.from_dict(state.history))
         history, desired, action, rule, reason = ev.history, ev.desired, None, ev.rule, ev.reason
+        if rule == ScalingRule.ACTIVATION and at_gateway:
+            reason = f"{reason} (held at the gateway: {at_gateway})"
         signals = {"ttft_p95_s": obs.ttft_p95_s, "itl_p95_s": obs.itl_p95_s, "idle_for_s": obs.idle_for_s,
-                   "pending_activation": obs.pending_activation, "ready_replicas": latest["ready"]}
+                   "pending_activation": obs.pending_activation, "activation_at_gateway": at_gateway,
+                   "ready_replicas": latest["ready"]}
         generation = None
         if ev.changes:
             if desired > ev.current:

@@ -83,6 +83,7 @@ class ActivationSignal(models.Model):
 
     service = models.OneToOneField(InferenceService, on_delete=models.CASCADE, related_name="activation_signal")
     pending = models.PositiveIntegerField(default=0)
+    at_gateway = models.PositiveIntegerField(default=0, help_text="Of `pending`, those the gateway holds.")
     observed_at = models.DateTimeField()
 
     objects = restricted(tenant_owned("service__tenant"))

@@ -189,3 +189,23 @@ class UsageHour(Usage):
 
     def __str__(self) -> str:
         return f"{self.model} in the hour of {self.hour:%Y-%m-%d %H:00}"
+
+
+class Upstream(models.Model):
+    """Where the gateway sends a service's requests, as the last telemetry cycle of its cluster saw them:
+    its ready router pods when the service is routed, else its ready engine pods, as `ip:port`. The
+    snapshot carries them to the gateway, which connects to them directly (README "Gateway")."""
+
+    service = models.OneToOneField("serving.InferenceService", on_delete=models.CASCADE, primary_key=True,
+                                   related_name="+")
+    routed = models.BooleanField(default=False)
+    # Ready pods of its engine pools (behind the router of a routed service): 0 is a service to wake.
+    ready_engines = models.PositiveIntegerField(default=0)
+    # [{"pod": name, "address": "ip:port"}], sorted by pod name
+    endpoints = models.JSONField(default=list, blank=True)
+    seen_at = models.DateTimeField()
+
+    objects = restricted(tenant_owned("service__tenant"))
+
+    def __str__(self) -> str:
+        return f"{self.service_id}: {len(self.endpoints)} endpoints"

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from django.utils import timezone
 
+from apps.catalog.choices import DeploymentMode
 from apps.gateway.api.serializers import LIMIT_FIELDS
-from apps.gateway.models import InferenceKey, TenantLimits
+from apps.gateway.models import InferenceKey, TenantLimits, Upstream
 from apps.serving.models import InferenceService
 
 SNAPSHOT_FORMAT = 1
@@ -24,7 +25,11 @@ def _limits(obj) -> dict:
 
 def build_snapshot() -> dict:
     now = timezone.now()
+    upstreams = {u.service_id: u for u in Upstream.objects.all()}
     services = InferenceService.objects.select_related("tenant", "model").prefetch_related("adapters")
+    # What the builtin autoscaler wakes from zero (workers/activation.py): the gateway holds their requests.
+    wakes = set(services.filter(deployment_mode=DeploymentMode.SERVERLESS, autoscaling__autoscaler="builtin",
+                                deletion_requested_at__isnull=True).values_list("pk", flat=True))
     keys = (InferenceKey.objects.filter(revoked_at__isnull=True, expires_at__gt=now)
             .prefetch_related("services"))
     return {
@@ -34,7 +39,9 @@ def build_snapshot() -> dict:
         "services": [{
             "id": s.pk, "tenant_id": s.tenant_id, "name": s.name, "served_model": s.model.name,
             "adapters": sorted(a.name for a in s.adapters.all()), "routing_policy": s.routing_policy,
-            "endpoints": [],
+            "routed": s.pk in upstreams and upstreams[s.pk].routed,
+            "endpoints": upstreams[s.pk].endpoints if s.pk in upstreams else [],
+            "ready_engines": upstreams[s.pk].ready_engines if s.pk in upstreams else 0, "wakes": s.pk in wakes,
         } for s in services],
         "keys": {k.key_hash: {
             "id": k.pk, "tenant_id": k.tenant_id, "expires_at": k.expires_at.timestamp(),

@@ -62,6 +62,11 @@ POD_SECURITY_LABELS = {
 }
 EGRESS_POLICY_NAME = "tenant-egress"  # the tenant namespace's default-deny egress NetworkPolicy
 ISOLATION_POLICY_NAME = "tenant-isolation"  # the tenant namespace's default-deny ingress NetworkPolicy
+# The inference gateway's pods (deploy/kubernetes/base/gateway.yaml, installed in the kustomization's
+# namespace): the only peer outside a tenant namespace its isolation policy admits, to engine and router ports.
+GATEWAY_NAMESPACE = "controlplane"
+GATEWAY_POD_LABELS = {NAME_LABEL: "controlplane", COMPONENT_LABEL: "gateway"}
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
 QUOTA_NAME = "gpu-quota"  # the tenant's ResourceQuota in its namespace
 # Objects of service `x` are named `x` or `x<suffix>`: a sibling service named e.g. `x-router` would
 # collide with them, so validation may refuse such names when `x` exists in the tenant.

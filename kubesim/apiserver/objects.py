@@ -39,6 +39,10 @@ def _pod_spec_defaults(spec) -> None:
 
 def apply_spec_defaults(rt: ResourceType, obj: dict) -> None:
     """The apiserver's defaulting that clients visibly rely on, applied on every write like the real one."""
+    meta = obj.get("metadata")
+    if rt.key == ("", "v1", "namespaces") and isinstance(meta, dict) and meta.get("name"):
+        # Set on every namespace since Kubernetes 1.22, so NetworkPolicies can select a namespace by name.
+        meta["labels"] = {**(meta.get("labels") or {}), "kubernetes.io/metadata.name": meta["name"]}
     spec = obj.get("spec")
     if not isinstance(spec, dict) or rt.custom:
         return

@@ -48,6 +48,7 @@ from kubesim.cluster.kubelet import Kubelet, KubeletConfig
 from kubesim.cluster.kubelet_api import KubeletApi, PodNetwork
 from kubesim.cluster.netpol import api_server_objects
 from kubesim.cluster.nodes import build_nodes
+from kubesim.cluster.podnet import OVERLAY, POD_NETWORKS, PodListeners, pod_prefix
 from kubesim.cluster.resource_metrics import ResourceMetrics
 from kubesim.engines.routing import service_proxy_policies
 from kubesim.workload import Endpoint
@@ -69,6 +70,7 @@ class ClusterConfig:
     seed: int = 0
     faults: FaultConfig = field(default_factory=FaultConfig)
     dcgm_exporter: bool = False  # a dcgm-exporter pod per NVIDIA GPU node (`serve` turns it on)
+    pod_network: str = OVERLAY  # `loopback`: pods' IPs are reachable from the host (kubesim/cluster/podnet.py)
 
 
 class ClusterView:
@@ -102,7 +104,7 @@ class Cluster:
         """`routing_policies` adds service-proxy policies by name to the engines' own (tests use it)."""
         self.server = server
         self.config = config or ClusterConfig()
-        self.nodes = build_nodes(self.config.nodes)  # fails fast on a bad --nodes
+        self.nodes = build_nodes(self.config.nodes, pod_prefix(self.config.pod_network))  # fails fast on a bad --nodes
         self.rng = random.Random(self.config.seed)
         self.api = ClusterApi(server.store, access=server.access)  # components go through authorization too
         self.recorder = EventRecorder(self.api.as_manager("kubesim-events"))
@@ -131,6 +133,7 @@ class Cluster:
             KubeletConfig(fast_start=self.config.fast_start, seed=self.config.seed),
             workload_for=self._workload_for,
         )
+        self.kubelet.listeners = PodListeners(server.store, self.kubelet.runtimes)
         self.view = ClusterView(pods, self.kubelet)
         self.kubelet.cluster_view = self.view
         self.faults = FaultInjector(self.config.faults, seed=self.config.seed + 1)
@@ -307,6 +310,9 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         help="probability that an update (PUT/PATCH) gets 409 Conflict",
     )
     group.add_argument("--fault-failed-nodes", default="", help="comma-separated nodes that start NotReady")
+    group.add_argument("--pod-network", choices=POD_NETWORKS, default=OVERLAY,
+                       help="loopback: pod IPs are 127.x addresses where the kubelet serves each declared container "
+                            "port, so the host reaches pods directly (the inference gateway does)")
     group.add_argument("--no-dcgm-exporter", action="store_true",
                        help="do not run a simulated dcgm-exporter pod on each NVIDIA GPU node")
 
@@ -328,4 +334,4 @@ def cluster_config_from_args(args: argparse.Namespace) -> ClusterConfig:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     build_nodes(args.nodes)  # a bad --nodes fails here, before the server starts
     return ClusterConfig(nodes=args.nodes, fast_start=args.fast_start, seed=seed, faults=faults,
-                         dcgm_exporter=not args.no_dcgm_exporter)
+                         dcgm_exporter=not args.no_dcgm_exporter, pod_network=args.pod_network)

@@ -12,6 +12,7 @@ import aiohttp
 
 from kubesim.cluster.gpus import GpuDevices
 from kubesim.cluster.pod_runtime import KubeletConfig, PodRuntime
+from kubesim.cluster.podnet import PodListeners
 from kubesim.workload import ClusterView, WorkloadFactory
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,8 @@ class Kubelet:
         self._session: aiohttp.ClientSession | None = None
         self._publishing: dict[tuple[str, str], asyncio.Event] = {}
         self.gpus = GpuDevices()  # which container holds which GPU of its node (nvidia-smi, dcgm-exporter)
+        # Set by the cluster: serves pods' ports on their IPs when those are loopback addresses.
+        self.listeners: PodListeners | None = None
 
     def session(self) -> aiohttp.ClientSession:
         """One HTTP client for all probes."""
@@ -63,6 +66,8 @@ class Kubelet:
         return f"{prefix.rsplit('.', 1)[0]}.{host // 254 + 100}.{host % 254 + 1}"
 
     def release_ip(self, node: dict, key: tuple[str, str]) -> None:
+        if self.listeners is not None:
+            self.listeners.close(key)
         self._ips.get(node["metadata"]["name"], {}).pop(key, None)
 
     # --- pods -----------------------------------------------------------------------------------
@@ -121,6 +126,8 @@ class Kubelet:
         """Write the runtime's view into the pod's status (skipped once the pod is gone)."""
         if runtime.stopping:
             return
+        if self.listeners is not None and runtime.phase == "Running":
+            await self.listeners.expose(runtime)
         try:
             await self.api.set_status("v1/pods", runtime.namespace, runtime.name, runtime.status, uid=runtime.uid)
         except Exception as error:

@@ -60,8 +60,9 @@ def _node_name(group: NodeGroup, index: int) -> str:
     return f"cpu-{index}" if group.gpu is None else f"gpu-{group.gpu.key}-{index}"
 
 
-def build_nodes(spec: str | None) -> list[dict]:
-    """The Node objects (as JSON dicts, without server metadata) described by `--nodes`."""
+def build_nodes(spec: str | None, pod_prefix: str = "10.244") -> list[dict]:
+    """The Node objects (as JSON dicts, without server metadata) described by `--nodes`; node i's pods get
+    addresses in `<pod_prefix>.<i>.0/24`."""
     nodes: list[dict] = []
     seen: dict[str | None, int] = {}
     for group in parse_nodes(spec):
@@ -69,11 +70,11 @@ def build_nodes(spec: str | None) -> list[dict]:
         for _ in range(group.count):
             index = seen.get(key, 0)
             seen[key] = index + 1
-            nodes.append(node_object(_node_name(group, index), group.gpu, group.gpus, len(nodes)))
+            nodes.append(node_object(_node_name(group, index), group.gpu, group.gpus, len(nodes), pod_prefix))
     return nodes
 
 
-def node_object(name: str, gpu: Gpu | None, gpus: int, ordinal: int) -> dict:
+def node_object(name: str, gpu: Gpu | None, gpus: int, ordinal: int, pod_prefix: str = "10.244") -> dict:
     """One Node: capacity, allocatable, GPU labels and taint, Ready condition and addresses."""
     if gpu is None:
         cpus, memory_gib = CPU_NODE_CPUS, CPU_NODE_MEMORY_GIB
@@ -123,7 +124,7 @@ def node_object(name: str, gpu: Gpu | None, gpus: int, ordinal: int) -> dict:
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": labels},
-        "spec": {"podCIDR": f"10.244.{ordinal}.0/24", "podCIDRs": [f"10.244.{ordinal}.0/24"]},
+        "spec": {"podCIDR": f"{pod_prefix}.{ordinal}.0/24", "podCIDRs": [f"{pod_prefix}.{ordinal}.0/24"]},
         "status": {
             "capacity": capacity,
             "allocatable": allocatable,

@@ -3,11 +3,15 @@ and KEDA ScaledObjects or HPAs when a service asks for them."""
 
 from __future__ import annotations
 
+from apps.catalog.engines import ENGINE_KINDS, get_adapter
 from apps.core.validators import link_local_inside
 from apps.serving.names import (
     EGRESS_POLICY_NAME,
+    GATEWAY_NAMESPACE,
+    GATEWAY_POD_LABELS,
     ISOLATION_POLICY_NAME,
     MODEL_SOURCE_ANNOTATION,
+    NAMESPACE_NAME_LABEL,
     POD_SECURITY_LABELS,
     QUOTA_NAME,
     cache_claim_name,
@@ -19,6 +23,7 @@ from apps.serving.rendering.pods import (
     cache_size_gib,
     metadata,
 )
+from apps.serving.rendering.routers import ROUTER_PORT
 from apps.serving.rendering.spec import PoolSpec, ServiceSpec
 
 
@@ -67,9 +72,14 @@ def _ip_block(cidr: str) -> dict:
 
 def isolation_policy(tenant: str, namespace: str, api_server_cidrs: tuple[str, ...]) -> dict:
     """Deny all ingress to the tenant's pods but from its own namespace (engines, routers, the gateway's
-    endpoint picker) and from the API server (the control plane scrapes and probes through its proxy).
-    Other tenants' pods, and anything else in the cluster, cannot reach the engines' plain-HTTP ports."""
-    ingress: list[dict] = [{"from": [{"podSelector": {}}]}]
+    endpoint picker), from the API server (the control plane scrapes and probes through its proxy) and from
+    the inference gateway's pods, to the engines' and routers' HTTP ports only. Other tenants' pods, and
+    anything else in the cluster, cannot reach the engines' plain-HTTP ports."""
+    ports = sorted({ROUTER_PORT, *(get_adapter(kind).port for kind in ENGINE_KINDS)})
+    gateway = {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: GATEWAY_NAMESPACE}},
+               "podSelector": {"matchLabels": dict(GATEWAY_POD_LABELS)}}
+    ingress: list[dict] = [{"from": [{"podSelector": {}}]},
+                           {"from": [gateway], "ports": [{"protocol": "TCP", "port": port} for port in ports]}]
     if api_server_cidrs:
         ingress.append({"from": [{"ipBlock": {"cidr": cidr}} for cidr in api_server_cidrs]})
     return {

@@ -24,6 +24,7 @@ async def register_nodes(api, nodes: list[dict]) -> None:
         if await api.get(NODES, None, name) is not None:
             # Restored from --state: the kubelet is back, whatever the snapshot said.
             await api.mutate(NODES, None, name, _drop_unreachable)
+            await api.mutate(NODES, None, name, lambda stored, wanted=node: _same_pod_network(stored, wanted))
             await api.set_status(NODES, None, name, lambda s: {**s, "conditions": ready_conditions(True, now())})
             continue
         created = await api.create(NODES, node)
@@ -31,6 +32,14 @@ async def register_nodes(api, nodes: list[dict]) -> None:
         status["conditions"] = ready_conditions(True, now())
         created["status"] = status
         await api.update_status(NODES, created)
+
+
+def _same_pod_network(stored: dict, wanted: dict) -> None:
+    """A --state saved with the other --pod-network takes this run's pod range (loopback or overlay)."""
+    cidr = (stored.get("spec") or {}).get("podCIDR") or ""
+    if cidr.startswith("127.") != wanted["spec"]["podCIDR"].startswith("127."):
+        stored["spec"]["podCIDR"] = wanted["spec"]["podCIDR"]
+        stored["spec"]["podCIDRs"] = list(wanted["spec"]["podCIDRs"])
 
 
 def _drop_unreachable(node: dict) -> None:

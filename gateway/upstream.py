@@ -1,0 +1,200 @@
+"""Forwarding a checked request to one of its service's ready upstreams (the snapshot's `endpoints`:
+`podIP:port` of its router or its engine pods), directly over HTTP with aiohttp, never through the API
+server.
+
+Streamed answers pass through one server-sent event at a time as they arrive; `stream_options.include_usage`
+is always asked of the engine so every request is metered, and the usage event (and the `"usage": null` the
+engine then adds to every chunk) is kept from a client that did not ask for it. Non-streamed answers and the
+engine's own errors pass through as they are. What the engine reported fills the request's `Usage`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+
+import aiohttp
+
+from gateway.balance import Balancer, affinity_key
+from gateway.errors import error_body
+
+JSON = [(b"content-type", b"application/json")]
+PASSED_HEADERS = ("content-type", "x-request-id")
+FORWARDED_REQUEST_HEADERS = (b"x-request-id", b"x-session-id")
+
+
+@dataclass
+class Usage:
+    """One request's metering as the engine reported it, filled while it is answered."""
+
+    pod: str = ""
+    status: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    ttft_ms: float | None = None
+    upstream_s: float = 0.0  # waiting on the upstream before the answer could start (a whole body if not streamed)
+    streamed: bool = False
+    disconnected: bool = False
+
+    def read(self, usage: dict | None) -> None:
+        if not isinstance(usage, dict):
+            return
+        self.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        self.completion_tokens = int(usage.get("completion_tokens") or 0)
+        self.cached_tokens = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+
+
+class Upstreams:
+    """The gateway's client side: one connection pool, the balancer, the timeouts."""
+
+    def __init__(self, *, connect_timeout: float = 5.0, read_timeout: float = 300.0, retry_after: int = 5):
+        self.balancer = Balancer()
+        self.timeout = aiohttp.ClientTimeout(sock_connect=connect_timeout, sock_read=read_timeout)
+        self.retry_after = retry_after
+        self._session: aiohttp.ClientSession | None = None
+
+    def session(self) -> aiohttp.ClientSession:
+        # Created in the serving loop, on first use; keeps connections to upstreams alive between requests.
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=None, enable_cleanup_closed=True)
+            self._session = aiohttp.ClientSession(connector=connector, timeout=self.timeout,
+                                                  auto_decompress=False, skip_auto_headers=("User-Agent",))
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    def unavailable(self, model: str, headers: list) -> tuple:
+        return 503, [*JSON, *headers, (b"retry-after", str(self.retry_after).encode())], error_body(
+            503, f"No replica of '{model}' is ready.", code="no_ready_replica")
+
+    async def forward(self, service: dict, path: str, request: dict, client_headers: dict, usage: Usage,
+                      headers: list) -> tuple:
+        """(status, headers, body) where body is bytes, or an async iterator of bytes for a stream.
+        `headers` (the gateway's own, e.g. rate limits) are added to the answer."""
+        model = request["model"]
+        endpoint = self.balancer.pick(service["endpoints"],
+                                      None if service.get("routed") else
+                                      affinity_key(service.get("routing_policy", ""), request, client_headers))
+        if endpoint is None:
+            return self.unavailable(model, headers)
+        usage.pod = endpoint["pod"]
+        usage.streamed = bool(request.get("stream"))
+        client_wants_usage = bool((request.get("stream_options") or {}).get("include_usage"))
+        upstream = dict(request)
+        if model == service["name"]:
+            upstream["model"] = service["served_model"]  # the engine knows its served name, not the service's
+        if usage.streamed:
+            upstream["stream_options"] = {**(request.get("stream_options") or {}), "include_usage": True}
+        sent = {k.decode(): client_headers[k].decode("latin-1") for k in FORWARDED_REQUEST_HEADERS
+                if k in client_headers}
+        address = endpoint["address"]
+        self.balancer.acquire(address)
+        started = time.monotonic()
+        response = None
+        try:
+            response = await self.session().post(f"http://{address}{path}", json=upstream, headers=sent)
+            usage.upstream_s = time.monotonic() - started
+            answer = [(k.lower().encode(), v.encode("latin-1")) for k, v in response.headers.items()
+                      if k.lower() in PASSED_HEADERS]
+            usage.status = response.status
+            if not usage.streamed or response.status != 200:
+                body = await response.read()
+                usage.upstream_s = time.monotonic() - started
+                if response.status == 200:
+                    usage.read(_json(body).get("usage"))
+                self._done(address, response)
+                return response.status, [*answer, *headers], body
+        except TimeoutError:
+            self._done(address, response)
+            return 504, [*JSON, *headers], error_body(504, f"'{model}' did not answer in time.", code="timeout")
+        except aiohttp.ClientError:
+            self._done(address, response)
+            return self.unavailable(model, headers)
+        except BaseException:
+            self._done(address, response)
+            raise
+        return 200, [*answer, *headers], Stream(self, address, response, usage, started, client_wants_usage)
+
+    def _done(self, address: str, response) -> None:
+        self.balancer.release(address)
+        if response is not None:
+            response.release()
+
+
+class Stream:
+    """A streamed answer: the upstream's events as they arrive (a partial event waits for its end, nothing
+    more). `aclose()` always releases the upstream, even for a stream never read."""
+
+    def __init__(self, upstreams: Upstreams, address: str, response, usage: Usage, started: float,
+                 client_wants_usage: bool):
+        self.upstreams, self.address, self.response, self.usage = upstreams, address, response, usage
+        self.started, self.client_wants_usage = started, client_wants_usage
+        self._events = self._read()
+        self._released = False
+
+    def __aiter__(self):
+        return self._events
+
+    async def aclose(self) -> None:
+        await self._events.aclose()
+        self._release()
+
+    def _release(self) -> None:
+        if not self._released:
+            self._released = True
+            self.upstreams._done(self.address, self.response)
+
+    async def _read(self):
+        usage, pending = self.usage, b""
+        try:
+            async for chunk in self.response.content.iter_any():
+                if usage.ttft_ms is None:
+                    usage.ttft_ms = (time.monotonic() - self.started) * 1000
+                pending += chunk
+                end = pending.rfind(b"\n\n")
+                if end < 0:
+                    continue
+                complete, pending = pending[: end + 2], pending[end + 2:]
+                out = metered(complete, usage, self.client_wants_usage)
+                if out:
+                    yield out
+            if pending:
+                yield pending
+        except TimeoutError:
+            usage.status = 504  # mid-stream no status can change: the client sees the stream end early
+        except (asyncio.CancelledError, GeneratorExit):
+            usage.disconnected = True
+            self.response.close()  # closing the connection is what makes the engine abort the request
+            raise
+        finally:
+            self._release()
+
+
+def metered(events: bytes, usage: Usage, client_wants_usage: bool) -> bytes:
+    """Read the usage event out of complete events; drop it (and the nulls) unless the client asked."""
+    if b'"usage"' not in events:
+        return events
+    kept = []
+    for event in events.split(b"\n\n")[:-1]:
+        if b'"usage": {' in event or b'"usage":{' in event:
+            payload = _json(event.partition(b"data:")[2])
+            usage.read(payload.get("usage"))
+            if not client_wants_usage and payload.get("choices") == []:
+                continue
+        if not client_wants_usage:
+            event = event.replace(b', "usage": null', b"").replace(b',"usage":null', b"")
+        kept.append(event + b"\n\n")
+    return b"".join(kept)
+
+
+def _json(body: bytes) -> dict:
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

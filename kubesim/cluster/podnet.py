@@ -1,0 +1,112 @@
+"""Pod addresses reachable from the host (`kubesim serve --pod-network loopback`).
+
+Pods then get their IPs in 127.<n>.<node>.0/24 (one random <n> per kubesim process, so parallel clusters
+do not collide), and the kubelet listens on `podIP:containerPort` for every port a container declares,
+relaying each connection byte for byte to the loopback port its simulated workload serves. A client such
+as the inference gateway connects to a pod exactly as it would on a real cluster's pod network, without the
+API server in the path; closing the connection closes the workload's, so an engine aborts the request.
+
+NetworkPolicy is enforced on these connections by source address (kubesim/cluster/netpol.py): a peer whose
+address is a pod's IP is that pod (bind a pod's IP as the local address to speak as it); any other address
+is the host, i.e. the node, whose traffic to its pods NetworkPolicy never filters (as in Kubernetes).
+A dropped connection is closed at once (a real cluster drops the packets and the dial times out).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import random
+
+from kubesim.cluster.netpol import Source, ingress_allowed
+
+log = logging.getLogger(__name__)
+
+LOOPBACK = "loopback"
+OVERLAY = "overlay"
+POD_NETWORKS = (OVERLAY, LOOPBACK)
+_CHUNK = 64 * 1024
+
+
+def pod_prefix(network: str) -> str:
+    """The first two octets of the cluster's pod addresses."""
+    if network == LOOPBACK:
+        return f"127.{random.SystemRandom().randrange(16, 250)}"
+    return "10.244"
+
+
+def is_loopback(ip: str) -> bool:
+    try:
+        return ipaddress.ip_address(ip).is_loopback
+    except ValueError:
+        return False
+
+
+class PodListeners:
+    """The listeners of every running pod whose IP is a loopback address (none on an overlay network)."""
+
+    def __init__(self, store, runtimes: dict):
+        self.store = store
+        self.runtimes = runtimes  # the kubelet's (namespace, name) -> PodRuntime
+        self.servers: dict[tuple[str, str], list[asyncio.base_events.Server]] = {}
+
+    async def expose(self, runtime) -> None:
+        """Listen on the pod's IP for each declared container port (once per pod; idempotent)."""
+        key = (runtime.namespace, runtime.name)
+        if key in self.servers or not is_loopback(runtime.pod_ip):
+            return
+        self.servers[key] = []
+        for container in runtime.containers:
+            for declared in container.spec.get("ports") or []:
+                port = declared.get("containerPort")
+                if not isinstance(port, int) or (declared.get("protocol") or "TCP") != "TCP":
+                    continue
+                handler = self._handler(runtime, container, port, declared.get("name"))
+                try:
+                    server = await asyncio.start_server(handler, runtime.pod_ip, port)
+                except OSError as error:
+                    log.warning("pod %s/%s: cannot listen on %s:%s: %s", *key, runtime.pod_ip, port, error)
+                    continue
+                self.servers[key].append(server)
+
+    def close(self, key: tuple[str, str]) -> None:
+        for server in self.servers.pop(key, []):
+            server.close()
+
+    def source(self, ip: str) -> Source | None:
+        """The pod that has address `ip`, or None for the host."""
+        for runtime in list(self.runtimes.values()):
+            if runtime.pod_ip == ip:
+                labels = runtime.pod["metadata"].get("labels") or {}
+                return Source(ip, runtime.namespace, tuple(sorted(labels.items())))
+        return None
+
+    def _handler(self, runtime, container, port: int, port_name: str | None):
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            peer = (writer.get_extra_info("peername") or ("",))[0]
+            source = self.source(peer)
+            admitted = source is None or ingress_allowed(self.store, runtime.pod, source, port, port_name)
+            if not admitted or container.port is None or container.workload is None:
+                writer.close()
+                return
+            try:
+                up_reader, up_writer = await asyncio.open_connection("127.0.0.1", container.port)
+            except OSError:
+                writer.close()
+                return
+            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+
+        return handle
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Copy until either side ends, then close the writing side (a client gone closes the workload's)."""
+    try:
+        while chunk := await reader.read(_CHUNK):
+            writer.write(chunk)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        writer.close()

@@ -1,0 +1,122 @@
+"""Activation from zero through the gateway: a request for a service the autoscaler wakes is held (a
+bounded queue, a bounded wait) and published in Redis; the telemetry cycle's activation check counts it with
+what routers hold, the autoscaler's decision says the gateway held it, and the held request goes through
+once the snapshot shows a ready engine."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+
+import httpx
+import redis
+from aiohttp import web
+
+from apps.autoscaling.evaluate import evaluate_service
+from apps.autoscaling.models import ActivationSignal, ScalingDecision
+from apps.serving.models import Pool
+from gateway.activation import HELD_PREFIX, Activator
+from gateway.app import Gateway
+from gateway.limits import RequestLimiter
+from gateway.snapshot import SnapshotFile
+from tests.factories import ClusterFactory, InferenceServiceFactory
+from tests.gateway.test_usage_callback import engine
+from workers.activation import check_cluster
+from workers.kube import kube_for
+
+REDIS_URL = "redis://127.0.0.1:6379/6"
+KEY = "sk-test-activation"
+SERVICE_ID = 901  # a service id no other test's Redis keys use
+
+
+def write(path, ready_engines: int, endpoints: list[dict]) -> None:
+    path.write_text(json.dumps({
+        "tenants": {}, "keys": {hashlib.sha256(KEY.encode()).hexdigest(): {
+            "id": 1, "tenant_id": 1, "expires_at": time.time() + 3600, "services": None, "rpm": None,
+            "tpm": None, "concurrency": None, "monthly_token_budget": None}},
+        "services": [{"id": SERVICE_ID, "tenant_id": 1, "name": "nap", "served_model": "llama-8b", "adapters": [],
+                      "routing_policy": "round_robin", "routed": False, "wakes": True,
+                      "ready_engines": ready_engines, "endpoints": endpoints}]}))
+
+
+def held_in_redis(client: redis.Redis) -> int:
+    names = list(client.scan_iter(match=f"{HELD_PREFIX}{SERVICE_ID}:*"))
+    return sum(int(v) for v in client.mget(names) if v) if names else 0
+
+
+async def scenario(tmp_path):
+    app = web.Application()
+    app.router.add_post("/v1/completions", engine)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    snapshot = tmp_path / "snapshot.json"
+    write(snapshot, 0, [])
+    store = redis.Redis.from_url(REDIS_URL)
+    gateway = Gateway(SnapshotFile(str(snapshot)), max_body_bytes=10_000, refresh_seconds=0.05,
+                      limiter=RequestLimiter(None), activator=Activator(REDIS_URL, max_held=1, poll_seconds=0.05))
+    impatient = Gateway(SnapshotFile(str(snapshot)), max_body_bytes=10_000, refresh_seconds=0.05,
+                        limiter=RequestLimiter(None), activator=Activator(REDIS_URL, max_wait=0.3))
+    request = {"headers": {"authorization": f"Bearer {KEY}"}, "json": {"model": "nap", "prompt": "hi"}}
+    async with (httpx.AsyncClient(transport=httpx.ASGITransport(app=gateway), base_url="http://gw",
+                                  timeout=30) as client,
+                httpx.AsyncClient(transport=httpx.ASGITransport(app=impatient), base_url="http://gw") as other):
+        held = asyncio.ensure_future(client.post("/v1/completions", **request))
+        while held_in_redis(store) != 1:
+            await asyncio.sleep(0.05)
+        full = await client.post("/v1/completions", **request)  # the queue of 1 is taken
+        timed_out = await other.post("/v1/completions", **request)
+        write(snapshot, 1, [{"pod": "nap-0", "address": f"127.0.0.1:{port}"}])
+        answer = await held
+    left = held_in_redis(store)
+    await gateway.upstreams.close()
+    await runner.cleanup()
+    return answer, full, timed_out, left
+
+
+def test_a_held_request_goes_through_once_an_engine_is_ready(tmp_path):
+    answer, full, timed_out, left = asyncio.run(scenario(tmp_path))
+    assert answer.status_code == 200 and answer.json()["usage"]["completion_tokens"] == 3
+    for refused in (full, timed_out):
+        assert refused.status_code == 503 and refused.json()["error"]["code"] == "no_ready_replica"
+        assert "retry-after" in refused.headers
+    assert left == 0  # nothing held any more, nothing published
+
+
+def test_the_activation_check_counts_the_gateways_held_requests(make_cluster, tenant_a, settings):
+    settings.GATEWAY_REDIS_URL = REDIS_URL
+    cluster = ClusterFactory(name="sim", api_url=make_cluster(nodes="l4-24gb:1x1").server.url,
+                             insecure_simulator=True)
+    service = InferenceServiceFactory(
+        tenant=tenant_a, cluster=cluster, deployment_mode="serverless",
+        autoscaling={"autoscaler": "builtin", "targets": {"waiting_requests_per_replica": 4}},
+        pools=[{"role": "engine", "replicas": 0, "min_replicas": 0, "max_replicas": 2}])
+    store = redis.Redis.from_url(REDIS_URL)
+    names = [f"{HELD_PREFIX}{service.pk}:replica-a", f"{HELD_PREFIX}{service.pk}:replica-b"]
+    store.set(names[0], 2, ex=30)
+    store.set(names[1], 1, ex=30)
+    try:
+        assert check_cluster(cluster, kube_for(cluster).core, 3.0) == {service.pk: 3}
+    finally:
+        store.delete(*names)
+    signal = ActivationSignal.objects.get(service=service)
+    assert (signal.pending, signal.at_gateway) == (3, 3)
+    [outcome] = evaluate_service(service.pk)
+    assert (outcome.action, outcome.desired) == ("scaled", 1)
+    decision = ScalingDecision.objects.get(service=service, rule="activation")
+    assert "held at the gateway: 3" in decision.reason and decision.signals["activation_at_gateway"] == 3
+    assert Pool.objects.get(service=service).replicas == 1
+
+
+def test_which_requests_are_held():
+    service = {"wakes": True, "ready_engines": 0, "endpoints": [{"pod": "nap-router", "address": "127.0.0.9:8000"}]}
+    alone, signalling = Activator(None), Activator(REDIS_URL)
+    assert signalling.should_hold(service)
+    # Without Redis this replica cannot wake the service: its router takes the request (and may hold it).
+    assert not alone.should_hold(service) and alone.should_hold({**service, "endpoints": []})
+    assert not signalling.should_hold({**service, "ready_engines": 1})
+    assert not signalling.should_hold({**service, "wakes": False})

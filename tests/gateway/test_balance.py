@@ -1,0 +1,59 @@
+"""The balancer for services without a router: least outstanding, prefix and session affinity by
+rendezvous hashing, and an affine pod that is too busy yielding to the least loaded one."""
+
+from __future__ import annotations
+
+from gateway.balance import BLOCK_CHARS, PREFIX_BLOCKS, Balancer, affinity_key
+
+PODS = [{"pod": f"p{i}", "address": f"127.9.0.{i}:8000"} for i in range(4)]
+SYSTEM = "You are the support assistant of a shop that sells boats. " * 20
+
+
+def test_least_outstanding_wins_and_ties_take_turns():
+    balancer = Balancer()
+    for endpoint in PODS[:3]:
+        balancer.acquire(endpoint["address"])
+    assert balancer.pick(PODS) == PODS[3]
+    balancer.release(PODS[0]["address"])
+    assert balancer.pick(PODS) in (PODS[0], PODS[3])
+    idle = Balancer()
+    assert {idle.pick(PODS)["pod"] for _ in range(4)} == {"p0", "p1", "p2", "p3"}
+    assert Balancer().pick([]) is None
+
+
+def test_prefix_affinity_follows_the_leading_blocks_only():
+    key = affinity_key("prefix_aware", {"messages": [{"role": "system", "content": SYSTEM},
+                                                     {"role": "user", "content": "Which boat?"}]}, {})
+    other_turn = affinity_key("prefix_aware", {"messages": [{"role": "system", "content": SYSTEM},
+                                                            {"role": "user", "content": "Price?"}]}, {})
+    assert key == other_turn and len(key) == BLOCK_CHARS * PREFIX_BLOCKS
+    balancer = Balancer()
+    chosen = balancer.pick(PODS, key)
+    assert all(balancer.pick(PODS, key) == chosen for _ in range(5))
+    # Neither the pods' order nor another pod leaving moves the key; many prefixes spread over the pods.
+    assert balancer.pick(PODS[::-1], key) == chosen
+    others = [e for e in PODS if e != chosen]
+    assert balancer.pick([*others[1:], chosen], key) == chosen
+    spread = {balancer.pick(PODS, affinity_key("kv_aware", {"prompt": f"tenant {i}: " + SYSTEM}, {}))["pod"]
+              for i in range(40)}
+    assert len(spread) >= 3
+
+
+def test_an_affine_pod_that_is_far_busier_yields():
+    balancer = Balancer(spill=3)
+    key = affinity_key("prefix_aware", {"prompt": SYSTEM}, {})
+    chosen = balancer.pick(PODS, key)
+    for _ in range(2):
+        balancer.acquire(chosen["address"])
+    assert balancer.pick(PODS, key) == chosen
+    balancer.acquire(chosen["address"])
+    assert balancer.pick(PODS, key) != chosen
+
+
+def test_session_affinity_by_header_then_user():
+    assert affinity_key("session", {"prompt": "x", "user": "u1"}, {b"x-session-id": b"s1"}) == "s1"
+    assert affinity_key("session", {"prompt": "x", "user": "u1"}, {}) == "u1"
+    assert affinity_key("session", {"prompt": "x"}, {}) is None
+    assert affinity_key("round_robin", {"prompt": SYSTEM}, {b"x-session-id": b"s1"}) is None
+    balancer = Balancer()
+    assert len({balancer.pick(PODS, "s1")["pod"] for _ in range(6)}) == 1

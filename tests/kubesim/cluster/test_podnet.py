@@ -1,0 +1,73 @@
+"""`--pod-network loopback`: pods' IPs are loopback addresses where their declared ports answer, so the host
+reaches a pod as a client on a real pod network would, and NetworkPolicy is enforced by source address."""
+
+import http.client
+import ipaddress
+import json
+
+from tests.kubesim.cluster_support import is_ready
+from tests.polling import wait_for
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def pod(name: str, namespace: str, labels: dict, image: str, args: list[str], port: int, gpus: int = 0) -> dict:
+    container = {"name": "main", "image": image, "args": args, "ports": [{"containerPort": port, "name": "http"}]}
+    if gpus:
+        container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {"containers": [container]}}
+
+
+def ready_ip(core, namespace: str, name: str) -> str:
+    wait_for(lambda: is_ready(core.read_namespaced_pod(name, namespace)), message=f"{name} Ready")
+    return core.read_namespaced_pod(name, namespace).status.pod_ip
+
+
+def get(ip: str, port: int, path: str, source: str | None = None) -> tuple[int, bytes] | None:
+    """GET over a direct connection (optionally from `source`); None when the connection is dropped."""
+    conn = http.client.HTTPConnection(ip, port, timeout=5, source_address=(source, 0) if source else None)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        return response.status, response.read()
+    except (http.client.RemoteDisconnected, ConnectionError):
+        return None
+    finally:
+        conn.close()
+
+
+def test_an_engine_pod_answers_on_its_own_address(make_cluster):
+    cluster = make_cluster(nodes="h100-sxm-80gb:1x8", pod_network="loopback")
+    cluster.core.create_namespaced_pod("default", pod("vllm", "default", {"app": "vllm"}, "vllm/vllm-openai:v0.8.5",
+                                                       ["--model", MODEL, "--port", "8000"], 8000, gpus=1))
+    ip = ready_ip(cluster.core, "default", "vllm")
+    assert ipaddress.ip_address(ip).is_loopback and ip != "127.0.0.1"
+    status, body = get(ip, 8000, "/v1/models")
+    assert status == 200 and [m["id"] for m in json.loads(body)["data"]] == [MODEL]
+    # A port the pod does not declare is not served.
+    assert get(ip, 8001, "/v1/models") is None
+
+
+def test_network_policy_is_enforced_by_source_address(make_cluster):
+    cluster = make_cluster(nodes="l4-24gb:1x1", pod_network="loopback")
+    core = cluster.core
+    for namespace in ("shop", "front", "elsewhere"):
+        core.create_namespace({"metadata": {"name": namespace, "labels": {"team": namespace}}})
+    core.create_namespaced_pod("shop", pod("web", "shop", {"app": "web"}, "nginx:1.27", [], 8080))
+    core.create_namespaced_pod("front", pod("door", "front", {"app": "door"}, "nginx:1.27", [], 8080))
+    core.create_namespaced_pod("elsewhere", pod("door", "elsewhere", {"app": "door"}, "nginx:1.27", [], 8080))
+    web, door, stranger = (ready_ip(core, ns, name) for ns, name in
+                           (("shop", "web"), ("front", "door"), ("elsewhere", "door")))
+    # Before any policy, every pod gets through.
+    assert get(web, 8080, "/", source=stranger) is not None
+    rule = {"from": [{"namespaceSelector": {"matchLabels": {"team": "front"}},
+                      "podSelector": {"matchLabels": {"app": "door"}}}], "ports": [{"port": 8080}]}
+    cluster.custom.create_namespaced_custom_object(
+        "networking.k8s.io", "v1", "shop", "networkpolicies",
+        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "only-door"},
+         "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [rule]}})
+    assert get(web, 8080, "/", source=door) is not None
+    assert get(web, 8080, "/", source=stranger) is None
+    # The host (an address no pod has) is the node, which NetworkPolicy does not filter.
+    assert get(web, 8080, "/", source="127.0.0.1") is not None
