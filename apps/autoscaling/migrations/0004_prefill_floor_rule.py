@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('autoscaling', '0002_rule_labels_in_words'),
+        ('autoscaling', '0003_activationsignal_at_gateway'),
     ]
 
     operations = [
