@@ -6,6 +6,7 @@ Upstream forwarding is not built yet (README "Gateway"): a request that passes e
 
 from __future__ import annotations
 
+import calendar
 import json
 import math
 import time
@@ -13,7 +14,7 @@ import time
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
 from gateway.errors import error_body
-from gateway.limits import Decision, RequestLimiter
+from gateway.limits import Decision, RequestLimiter, estimate_tokens
 from gateway.metering import UsageWriter
 from gateway.snapshot import SnapshotFile
 
@@ -137,25 +138,50 @@ class Gateway:
             return 404, JSON, error_body(404, f"The model '{model}' does not exist.", code="model_not_found",
                                          param="model")
         meter["service_id"] = service["id"]
-        tenant = self.routing().tenants.get(str(key["tenant_id"]), {})
-        decision = self.limiter.take({f"key:{key['id']}": key["rpm"], f"tenant:{key['tenant_id']}": tenant.get("rpm")})
-        limit_headers = request_headers(decision)
-        if decision is not None and not decision.allowed:
-            self.rate_limited.labels("requests").inc()
-            retry = str(max(1, math.ceil(decision.reset_ms / 1000))).encode()
-            return 429, [*JSON, *limit_headers, (b"retry-after", retry)], error_body(
-                429, "Rate limit reached for requests per minute.", code="rate_limit_exceeded")
+        tenant = self.routing().tenants.get(str(key["tenant_id"]))
+        decision = self.limiter.check({f"key:{key['id']}": key, f"tenant:{key['tenant_id']}": tenant},
+                                      estimate_tokens(request, self.limiter.default_max_tokens))
+        limit_headers = ratelimit_headers(decision)
+        if not decision.allowed:
+            return self._refused(decision, limit_headers)
+        # Forwarding is not built yet: the request ends here, having used no tokens.
+        self.limiter.settle(decision.reservation, 0, 0)
         headers = [*JSON, *limit_headers, (b"retry-after", str(RETRY_AFTER_SECONDS).encode())]
         return 503, headers, error_body(503, f"No replica of '{model}' is ready.", code="no_ready_replica")
 
+    def _refused(self, decision: Decision, limit_headers: list):
+        self.rate_limited.labels(decision.reason).inc()
+        retry = str(max(1, math.ceil(decision.retry_after_ms / 1000))).encode()
+        if decision.reason == "budget":
+            # OpenAI's answer for a spent quota; retry-after says when the month turns.
+            retry = str(max(1, math.ceil(seconds_to_next_month()))).encode()
+            return 429, [*JSON, *limit_headers, (b"retry-after", retry)], error_body(
+                429, "The key's or tenant's monthly token budget is spent.", code="insufficient_quota")
+        return 429, [*JSON, *limit_headers, (b"retry-after", retry)], error_body(
+            429, REFUSALS[decision.reason], code="rate_limit_exceeded")
 
-def request_headers(decision: Decision | None) -> list[tuple[bytes, bytes]]:
-    """OpenAI's x-ratelimit-*-requests headers (reset as a duration, e.g. "12.5s")."""
-    if decision is None:
-        return []
-    return [(b"x-ratelimit-limit-requests", str(decision.limit).encode()),
-            (b"x-ratelimit-remaining-requests", str(decision.remaining).encode()),
-            (b"x-ratelimit-reset-requests", f"{decision.reset_ms / 1000:g}s".encode())]
+
+REFUSALS = {"requests": "Rate limit reached for requests per minute.",
+            "tokens": "Rate limit reached for tokens per minute.",
+            "concurrency": "Too many requests in flight at once for this key or tenant."}
+
+
+def ratelimit_headers(decision: Decision) -> list[tuple[bytes, bytes]]:
+    """OpenAI's x-ratelimit-{limit,remaining,reset}-{requests,tokens} (reset as a duration, e.g. "12.5s"),
+    each for the tightest limit of its kind that applies."""
+    headers = []
+    for kind, window in (("requests", decision.requests), ("tokens", decision.tokens)):
+        if window is not None:
+            headers += [(f"x-ratelimit-limit-{kind}".encode(), str(window.limit).encode()),
+                        (f"x-ratelimit-remaining-{kind}".encode(), str(window.remaining).encode()),
+                        (f"x-ratelimit-reset-{kind}".encode(), f"{window.reset_ms / 1000:g}s".encode())]
+    return headers
+
+
+def seconds_to_next_month(now: float | None = None) -> float:
+    moment = time.gmtime(now if now is not None else time.time())
+    year, month = (moment.tm_year + 1, 1) if moment.tm_mon == 12 else (moment.tm_year, moment.tm_mon + 1)
+    return calendar.timegm((year, month, 1, 0, 0, 0)) - (now if now is not None else time.time())
 
 
 def unauthorized():
