@@ -17,6 +17,8 @@ from apps.core.models import AuditEntry
 from apps.gateway.models import InferenceKey, UsageHour
 from tests.factories import InferenceServiceFactory
 from tests.gateway.conftest import issue
+from tests.gateway.test_drift import engines
+from tests.gateway.test_drift import metered as meter
 
 pytestmark = pytest.mark.django_db
 KEYS = reverse("web:inference-keys", args=["alpha"])
@@ -127,3 +129,18 @@ def test_the_csv_export_has_the_pages_rows(login, owner_a, metered):
     assert [(r["model"], r["key"], r["requests"], r["prompt_tokens"]) for r in rows] == [
         ("sql-lora", "app", "1", "40"), ("chat", "app", "4", "200")]
     assert all(r["tenant"] == "alpha" for r in rows)
+
+
+def test_the_warning_is_shown_on_the_service_page_and_the_overview(login, owner_a, member_b, tenant_a):
+    service = InferenceServiceFactory(tenant=tenant_a, name="chat")
+    last_hour = timezone.now().replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+    engines(service, last_hour)
+    meter(service, last_hour, 40_000, 10_000)
+    client = login(owner_a)
+    page = client.get(reverse("web:service", args=["alpha", "chat"])).content.decode()
+    assert 'id="drift-warning"' in page and "54,000" in page and "50,000" in page
+    overview = client.get(reverse("web:overview", args=["alpha"])).content.decode()
+    assert 'id="drift-warnings"' in overview and "over 1 %" in overview
+    meter(service, last_hour - timedelta(hours=1), 1, 1)
+    UsageHour.objects.filter(hour=last_hour).update(prompt_tokens=44_000)
+    assert 'id="drift-warnings"' not in client.get(reverse("web:overview", args=["alpha"])).content.decode()
