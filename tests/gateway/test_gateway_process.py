@@ -8,6 +8,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+import uuid
 
 import openai
 import pytest
@@ -23,10 +24,12 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def gateway(world):
-    port = free_port()
+    port, prefix = free_port(), f"test:{uuid.uuid4().hex}:"
+    # Its own Redis key prefix, so no other run sharing the Redis database (same key ids) is counted in.
     proc = subprocess.Popen([sys.executable, "-m", "gateway", "--host", "127.0.0.1", "--port", str(port),
                              "--snapshot", str(world["path"]), "--refresh-seconds", "0.2",
-                             "--max-body-bytes", "2048", "--redis-url", "redis://127.0.0.1:6379/11"])
+                             "--max-body-bytes", "2048", "--redis-url", "redis://127.0.0.1:6379/11",
+                             "--redis-prefix", prefix])
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: status_of(f"{base}/readyz") == 200, timeout=20)
@@ -34,6 +37,9 @@ def gateway(world):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        shared = redis.Redis.from_url("redis://127.0.0.1:6379/11")
+        for name in shared.scan_iter(f"{prefix}*"):
+            shared.delete(name)
 
 
 def test_models_lists_only_what_the_key_may_call(gateway, world):
@@ -110,7 +116,6 @@ def test_the_gateway_loads_without_django():
 
 
 def test_requests_per_minute_answer_429_with_openais_headers(gateway, world):
-    redis.Redis.from_url("redis://127.0.0.1:6379/11").delete(f"gw:key:{world['limited_id']}:r")
     body = json.dumps({"model": "chat", "messages": [{"role": "user", "content": "hi"}]}).encode()
     answers = [post(gateway, world["limited"], body) for _ in range(2)]
     assert [headers["x-ratelimit-remaining-requests"] for _, headers, _ in answers] == ["1", "0"]
@@ -132,9 +137,6 @@ def test_token_limits_and_budgets_answer_with_openais_headers_and_codes(gateway,
     InferenceKey.objects.filter(pk=budget.pk).update(monthly_token_budget=60)
     TenantLimits.objects.create(tenant=tenant_a, concurrency=500)
     write_snapshot(world["path"])
-    shared = redis.Redis.from_url("redis://127.0.0.1:6379/11")
-    for name in [*shared.scan_iter(f"gw:key:{tokens.pk}:*"), *shared.scan_iter(f"gw:key:{budget.pk}:*")]:
-        shared.delete(name)  # what an earlier run of the suite left under the same ids
     for key in (tokens_key, budget_key):
         wait_for(lambda key=key: post(gateway, key, b"{}")[0] == 400, timeout=5)
     # 40 characters of prompt ≈ 10 tokens, plus 4 for the message, plus 30 reserved for the completion.
