@@ -81,6 +81,7 @@ def test_another_tenant_sees_nothing_and_staff_see_all(api, owner_a, member_b, s
     ({"from": "2026-11-22T00:00:00Z", "to": "2026-11-21T00:00:00Z"}, "from"),
     ({"from": "2026-01-01T00:00:00Z", "to": "2026-11-21T00:00:00Z"}, "from"),
     ({"colour": "red"}, "colour"),
+    ({"to": "0001-01-01T05:00:00Z"}, "to"),
 ])
 def test_bad_filters_are_a_400_naming_the_parameter(api, owner_a, params, named):
     response = api("owner_a").get(URL, params)

@@ -79,7 +79,11 @@ class UsageView(APIView):
         query = UsageQuery.default(data["granularity"], tenant=data.get("tenant"), key=data.get("key"),
                                    service=data.get("service"), model=data.get("model"))
         if "to" in data:
-            query = replace(query, end=data["to"], start=data["to"] - (query.end - query.start))
+            try:
+                query = replace(query, end=data["to"], start=data["to"] - (query.end - query.start))
+            except OverflowError as exc:
+                too_early = "Too early: the default range would start before year 1."
+                raise serializers.ValidationError({"to": [too_early]}) from exc
         if "from" in data:
             query = replace(query, start=data["from"])
         problems = query.problems()
