@@ -41,6 +41,10 @@ class Gateway:
         self.redis_up = Gauge("gateway_redis_up", "1 while limits are shared through Redis, 0 while each "
                               "replica enforces its own share.", registry=self.registry)
         self.redis_up.set_function(lambda: 1 if limiter.redis_ok else 0)
+        self.redis_round_trips = Gauge("gateway_redis_round_trips", "Limit scripts run in Redis since start "
+                                       "(one check per request, one settle per request let through).",
+                                       registry=self.registry)
+        self.redis_round_trips.set_function(lambda: limiter.round_trips)
 
     def routing(self):
         # A stat() every refresh_seconds at most: the request path does no other I/O for routing.

@@ -155,3 +155,7 @@ def test_token_limits_and_budgets_answer_with_openais_headers_and_codes(gateway,
     with pytest.raises(openai.RateLimitError) as caught:
         client(gateway, budget_key).chat.completions.create(model="chat", messages=[], max_tokens=61)
     assert caught.value.code == "insufficient_quota" and int(caught.value.response.headers["retry-after"]) > 0
+    # Each request let through took one round trip to check and one to settle; each refusal one.
+    with urllib.request.urlopen(f"{gateway}/metrics", timeout=2) as response:
+        metrics = response.read().decode()
+    assert "gateway_redis_round_trips 7.0" in metrics, [line for line in metrics.splitlines() if "round" in line]
