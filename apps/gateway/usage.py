@@ -107,3 +107,18 @@ def month_use(user, key_ids, now: datetime | None = None) -> dict[int, int]:
     totals = (UsageHour.objects.restrict(user).filter(key_id__in=list(key_ids), hour__gte=start).values("key_id")
               .annotate(prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens")).order_by())
     return {row["key_id"]: row["prompt"] + row["completion"] for row in totals}
+
+
+def gateway_view(service_id: int, now: datetime | None = None) -> dict | None:
+    """A service as the gateway saw it over the last 24 hours: requests, 5xx, 429s (hourly rollup) and TTFT
+    p50/p95 at the door (request rows); None when no request came through the gateway."""
+    now = now or timezone.now()
+    since = now - timedelta(hours=24)
+    counts = UsageHour.objects.filter(service_id=service_id, hour__gte=hour_start(since)).aggregate(
+        requests=Sum("requests"), errors=Sum("errors"), rate_limited=Sum("rate_limited"))
+    ttft = UsageRow.objects.filter(service_id=service_id, at__gte=since, ttft_ms__isnull=False).aggregate(
+        p50=Percentile("ttft_ms", 0.5), p95=Percentile("ttft_ms", 0.95))
+    if not counts["requests"] and ttft["p50"] is None:
+        return None
+    return {**{name: value or 0 for name, value in counts.items()}, "ttft_p50_ms": ttft["p50"],
+            "ttft_p95_ms": ttft["p95"]}

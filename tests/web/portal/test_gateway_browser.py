@@ -102,3 +102,26 @@ def test_the_usage_page_draws_its_charts_and_filters_by_keyboard(browser_page, l
     page.wait_for_url("**range=7d**")
     expect(page.locator("#usage-csv")).to_have_attribute("href", reverse("web:usage-csv", args=["alpha"])
                                                         + "?range=7d&key=&model=")
+
+
+def test_the_service_pages_gateway_card_and_the_overviews_drift_warning(browser_page, live_server, owner_a,
+                                                                         tenant_a):
+    from tests.gateway.test_drift import engines, metered
+
+    service = InferenceServiceFactory(tenant=tenant_a, name="chat")
+    last_hour = timezone.now().replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+    engines(service, last_hour)
+    metered(service, last_hour, 40_000, 10_000)
+    UsageRow.objects.create(at=timezone.now(), tenant=tenant_a, service_id=service.pk, model="chat", status=200,
+                            ttft_ms=42.0, duration_ms=90.0)
+    page = browser_page(owner_a, viewport=PHONE)
+    page.goto(live_server.url + reverse("web:service", args=["alpha", "chat"]))
+    expect(page.locator("#gateway-drift .drift-warning")).to_contain_text("Drift over 1 %")
+    expect(page.locator("#gateway-view")).to_contain_text("42.0 / 42.0 ms")
+    width, wide = page_width(page)
+    assert width <= 390, wide
+    # The card's own elements (the rest of the service page is checked by its own tests).
+    assert serious_axe_violations(page, "#gateway-drift") == []
+    page.goto(live_server.url + reverse("web:overview", args=["alpha"]))
+    expect(page.locator("#drift-warnings")).to_contain_text("chat")
+    checked(page)

@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.core.models import AuditEntry
-from apps.gateway.models import InferenceKey, UsageHour
+from apps.gateway.models import InferenceKey, UsageHour, UsageRow
 from tests.factories import InferenceServiceFactory
 from tests.gateway.conftest import issue
 from tests.gateway.test_drift import engines
@@ -138,9 +138,27 @@ def test_the_warning_is_shown_on_the_service_page_and_the_overview(login, owner_
     meter(service, last_hour, 40_000, 10_000)
     client = login(owner_a)
     page = client.get(reverse("web:service", args=["alpha", "chat"])).content.decode()
-    assert 'id="drift-warning"' in page and "54,000" in page and "50,000" in page
+    assert 'class="error drift-warning"' in page and "54,000" in page and "50,000" in page
     overview = client.get(reverse("web:overview", args=["alpha"])).content.decode()
     assert 'id="drift-warnings"' in overview and "over 1 %" in overview
     meter(service, last_hour - timedelta(hours=1), 1, 1)
     UsageHour.objects.filter(hour=last_hour).update(prompt_tokens=44_000)
     assert 'id="drift-warnings"' not in client.get(reverse("web:overview", args=["alpha"])).content.decode()
+
+
+def test_the_service_page_shows_the_gateways_view(login, owner_a, tenant_a):
+    service = InferenceServiceFactory(tenant=tenant_a, name="chat")
+    client = login(owner_a)
+    assert 'id="gateway-view"' not in client.get(reverse("web:service", args=["alpha", "chat"])).content.decode()
+    now = timezone.now()
+    UsageHour.objects.create(hour=now.replace(minute=0, second=0, microsecond=0), tenant=tenant_a,
+                             service_id=service.pk, model="chat", requests=12, errors=1, rate_limited=3)
+    UsageRow.objects.bulk_create([
+        UsageRow(at=now - timedelta(minutes=m), tenant=tenant_a, service_id=service.pk, model="chat", status=200,
+                 ttft_ms=float(10 * m), duration_ms=100.0) for m in range(1, 11)])
+    page = client.get(reverse("web:service", args=["alpha", "chat"]))
+    view = page.context["gateway_view"]
+    # TTFTs 10, 20 … 100 ms: the median is 55, the 95th percentile 95.5 (linear interpolation).
+    assert (view["requests"], view["rate_limited"], view["errors"]) == (12, 3, 1)
+    assert view["ttft_p50_ms"] == pytest.approx(55.0) and view["ttft_p95_ms"] == pytest.approx(95.5)
+    assert "55.0 / 95.5 ms" in page.content.decode()
