@@ -405,6 +405,15 @@ CELERY_BEAT_SCHEDULE |= {
     "queue-heartbeats": {"task": tasknames.SEND_HEARTBEATS, "schedule": QUEUE_HEARTBEAT_SECONDS},
 }
 
+# Gateway usage (apps/gateway/rollup.py): how often the hourly rollup runs, and how many hours back it is
+# recomputed for rows a gateway's spool delivers late. Retention follows the TELEMETRY_* rules above.
+GATEWAY_ROLLUP_SECONDS = strict_int("GATEWAY_ROLLUP_SECONDS", 300)
+GATEWAY_ROLLUP_LATE_HOURS = strict_int("GATEWAY_ROLLUP_LATE_HOURS", 2)
+CELERY_BEAT_SCHEDULE |= {
+    "gateway-usage-rollup": {"task": tasknames.GATEWAY_USAGE_ROLLUP, "schedule": GATEWAY_ROLLUP_SECONDS,
+                             "options": {"expires": GATEWAY_ROLLUP_SECONDS}},
+}
+
 # Built-in autoscaler (apps/autoscaling, workers/tasks/autoscale.py): evaluation period and decision retention.
 AUTOSCALE_SECONDS = strict_int("AUTOSCALE_SECONDS", 15)
 AUTOSCALE_DECISION_RETENTION_DAYS = strict_int("AUTOSCALE_DECISION_RETENTION_DAYS", 30)

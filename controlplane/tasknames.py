@@ -10,6 +10,7 @@ TELEMETRY_SCRAPE = "workers.tasks.telemetry.scrape"
 TELEMETRY_COMPACT = "workers.tasks.telemetry.compact"
 SEND_HEARTBEATS = "workers.tasks.telemetry.send_heartbeats"
 HEARTBEAT = "workers.tasks.telemetry.heartbeat"
+GATEWAY_USAGE_ROLLUP = "workers.tasks.telemetry.gateway_usage_rollup"
 
 # Queues by task family: `workers.tasks.<family>.*` goes to queue `<prefix><family>`.
 QUEUE_FAMILIES = ("reconcile", "telemetry", "autoscale")

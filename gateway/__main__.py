@@ -19,8 +19,14 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="Bodies over this are refused with 413.")
     parser.add_argument("--redis-url", default=os.environ.get("GATEWAY_REDIS_URL", ""),
                         help="Where limits are shared between replicas; empty keeps them per replica.")
+    parser.add_argument("--redis-prefix", default=os.environ.get("GATEWAY_REDIS_PREFIX", "gw:"),
+                        help="Prefix of the gateway's Redis keys (installs sharing one Redis each take their own).")
     parser.add_argument("--replicas", type=int, default=int(os.environ.get("GATEWAY_REPLICAS", "1")),
                         help="Gateway replicas: while Redis is unreachable each enforces 1/replicas of a limit.")
+    parser.add_argument("--default-max-tokens", type=int, default=1024,
+                        help="Completion tokens reserved against token limits when a request sets no max_tokens.")
+    parser.add_argument("--lease-seconds", type=float, default=600.0,
+                        help="A concurrency slot lapses after this if its request never ends (a crashed replica).")
     parser.add_argument("--database-url", default=os.environ.get("GATEWAY_DATABASE_URL", ""),
                         help="Where usage rows are written (batched, off the request path); empty meters nothing.")
     parser.add_argument("--spool-rows", type=int, default=100_000,
@@ -52,7 +58,9 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     app = Gateway(SnapshotFile(args.snapshot), max_body_bytes=args.max_body_bytes,
                   refresh_seconds=args.refresh_seconds,
-                  limiter=RequestLimiter(args.redis_url or None, replicas=args.replicas),
+                  limiter=RequestLimiter(args.redis_url or None, replicas=args.replicas, prefix=args.redis_prefix,
+                                         lease_ms=int(args.lease_seconds * 1000),
+                                         default_max_tokens=args.default_max_tokens),
                   usage=UsageWriter(args.database_url, max_rows=args.spool_rows,
                                     interval=args.usage_flush_seconds) if args.database_url else None,
                   activator=Activator(args.redis_url or None, max_held=args.activation_queue,

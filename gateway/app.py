@@ -5,6 +5,7 @@ forwarded by gateway/upstream.py, and its usage recorded once it is answered (a 
 from __future__ import annotations
 
 import asyncio
+import calendar
 import json
 import logging
 import math
@@ -15,7 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 
 from gateway.activation import Activator
 from gateway.errors import error_body
-from gateway.limits import Decision, RequestLimiter
+from gateway.limits import Decision, RequestLimiter, estimate_tokens
 from gateway.metering import UsageWriter
 from gateway.snapshot import SnapshotFile
 from gateway.upstream import Upstreams, Usage
@@ -56,6 +57,10 @@ class Gateway:
         self.upstream_ttft = Histogram(
             "gateway_upstream_ttft_seconds", "From sending a streamed request upstream to its first bytes back.",
             registry=self.registry, buckets=(0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0))
+        self.redis_round_trips = Gauge("gateway_redis_round_trips", "Limit scripts run in Redis since start "
+                                       "(one check per request, one settle per request let through).",
+                                       registry=self.registry)
+        self.redis_round_trips.set_function(lambda: limiter.round_trips)
 
     def routing(self):
         # A stat() every refresh_seconds at most: the request path does no other I/O for routing.
@@ -138,6 +143,12 @@ class Gateway:
         usage: Usage = meter["usage"]
         if usage.ttft_ms is not None:
             self.upstream_ttft.observe(usage.ttft_ms / 1000)
+        if meter.get("admitted"):
+            # Settle what was reserved with what was used: tokens from the engine's usage, the lease given back.
+            try:
+                self.limiter.settle(meter["reservation"], usage.prompt_tokens, usage.completion_tokens)
+            except Exception:  # a failed settle must not lose the usage row; the lease lapses by itself
+                log.exception("settling the limits of key %s failed", key["id"])
         if meter.get("admitted") and self.on_usage is not None:
             try:
                 self.on_usage(key, meter["service_id"], usage)
@@ -173,15 +184,14 @@ class Gateway:
             return 404, JSON, error_body(404, f"The model '{model}' does not exist.", code="model_not_found",
                                          param="model")
         meter["service_id"] = service["id"]
-        tenant = self.routing().tenants.get(str(key["tenant_id"]), {})
-        decision = self.limiter.take({f"key:{key['id']}": key["rpm"], f"tenant:{key['tenant_id']}": tenant.get("rpm")})
-        limit_headers = request_headers(decision)
-        if decision is not None and not decision.allowed:
-            self.rate_limited.labels("requests").inc()
-            retry = str(max(1, math.ceil(decision.reset_ms / 1000))).encode()
-            return 429, [*JSON, *limit_headers, (b"retry-after", retry)], error_body(
-                429, "Rate limit reached for requests per minute.", code="rate_limit_exceeded")
-        meter["admitted"] = True
+        tenant = self.routing().tenants.get(str(key["tenant_id"]))
+        decision = self.limiter.check({f"key:{key['id']}": key, f"tenant:{key['tenant_id']}": tenant},
+                                      estimate_tokens(request, self.limiter.default_max_tokens))
+        limit_headers = ratelimit_headers(decision)
+        if not decision.allowed:
+            return self._refused(decision, limit_headers)
+        # From here the request holds its reservation (tokens, a concurrency lease) until _record settles it.
+        meter["admitted"], meter["reservation"] = True, decision.reservation
         if self.activator.should_hold(service):
             service = await self.activator.hold(service["id"], lambda sid: self.routing().service(sid))
             if service is None:
@@ -189,14 +199,39 @@ class Gateway:
         return await self.upstreams.forward(service, scope["path"], request, dict(scope["headers"]), meter["usage"],
                                             limit_headers)
 
+    def _refused(self, decision: Decision, limit_headers: list):
+        self.rate_limited.labels(decision.reason).inc()
+        retry = str(max(1, math.ceil(decision.retry_after_ms / 1000))).encode()
+        if decision.reason == "budget":
+            # OpenAI's answer for a spent quota; retry-after says when the month turns.
+            retry = str(max(1, math.ceil(seconds_to_next_month()))).encode()
+            return 429, [*JSON, *limit_headers, (b"retry-after", retry)], error_body(
+                429, "The key's or tenant's monthly token budget is spent.", code="insufficient_quota")
+        return 429, [*JSON, *limit_headers, (b"retry-after", retry)], error_body(
+            429, REFUSALS[decision.reason], code="rate_limit_exceeded")
 
-def request_headers(decision: Decision | None) -> list[tuple[bytes, bytes]]:
-    """OpenAI's x-ratelimit-*-requests headers (reset as a duration, e.g. "12.5s")."""
-    if decision is None:
-        return []
-    return [(b"x-ratelimit-limit-requests", str(decision.limit).encode()),
-            (b"x-ratelimit-remaining-requests", str(decision.remaining).encode()),
-            (b"x-ratelimit-reset-requests", f"{decision.reset_ms / 1000:g}s".encode())]
+
+REFUSALS = {"requests": "Rate limit reached for requests per minute.",
+            "tokens": "Rate limit reached for tokens per minute.",
+            "concurrency": "Too many requests in flight at once for this key or tenant."}
+
+
+def ratelimit_headers(decision: Decision) -> list[tuple[bytes, bytes]]:
+    """OpenAI's x-ratelimit-{limit,remaining,reset}-{requests,tokens} (reset as a duration, e.g. "12.5s"),
+    each for the tightest limit of its kind that applies."""
+    headers = []
+    for kind, window in (("requests", decision.requests), ("tokens", decision.tokens)):
+        if window is not None:
+            headers += [(f"x-ratelimit-limit-{kind}".encode(), str(window.limit).encode()),
+                        (f"x-ratelimit-remaining-{kind}".encode(), str(window.remaining).encode()),
+                        (f"x-ratelimit-reset-{kind}".encode(), f"{window.reset_ms / 1000:g}s".encode())]
+    return headers
+
+
+def seconds_to_next_month(now: float | None = None) -> float:
+    moment = time.gmtime(now if now is not None else time.time())
+    year, month = (moment.tm_year + 1, 1) if moment.tm_mon == 12 else (moment.tm_year, moment.tm_mon + 1)
+    return calendar.timegm((year, month, 1, 0, 0, 0)) - (now if now is not None else time.time())
 
 
 async def metered_stream(body, record: Callable[[], None]):

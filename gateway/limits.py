@@ -1,113 +1,183 @@
-"""Request limits shared by every gateway replica: a sliding-window log per limit in Redis, checked and
-taken by one Lua script in one round trip, so concurrent replicas can never let more than the limit
-through in any window. When Redis cannot be reached, each replica keeps the same rule in memory with
-its share of the limit (limit // replicas): never unlimited.
-
-Only requests per minute are enforced yet; tokens per minute, concurrency and budgets are not (README).
+"""Limits shared by every gateway replica: requests and tokens per minute (sliding-window logs),
+concurrent requests (leases that lapse) and a token budget per calendar month, for a key and its tenant
+together. One Lua script checks every limit and takes from all of them or none, in one round trip
+(`check`); a second settles the tokens from the real usage and releases the lease when the request ends
+(`settle`). When Redis cannot be reached, each replica keeps the same rules in memory with its share of
+every limit (limit // replicas): never unlimited.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
+import math
 import time
 import uuid
-from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import redis
 
+from gateway import limits_lua
+from gateway.limits_local import LocalLimits
+
 log = logging.getLogger("gateway.limits")
 WINDOW_MS = 60_000
+LIMIT_NAMES = ("rpm", "tpm", "concurrency", "monthly_token_budget")
+BUDGET_TTL_S = 40 * 86400  # a month's counter outlives its month, then goes
+REDIS_RETRY_S = 1.0  # while Redis is down, try it again at most this often (a refused connect costs time)
+CHARS_PER_TOKEN = 4  # the estimate before the engine counts: about 4 characters a token in English
 
-# KEYS: one sorted set per limit (e.g. the key's, the tenant's). ARGV: window ms, a unique member, then
-# one limit per key. Every limit is checked before any is taken, so a refusal by one takes nothing.
-# The server's clock is the only clock, so replicas with skewed clocks still agree.
-_SCRIPT = """
-local now_parts = redis.call('TIME')
-local now = tonumber(now_parts[1]) * 1000 + math.floor(tonumber(now_parts[2]) / 1000)
-local window = tonumber(ARGV[1])
-local remaining = -1
-local reset = 0
-for i, key in ipairs(KEYS) do
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
-  local limit = tonumber(ARGV[2 + i])
-  local used = redis.call('ZCARD', key)
-  local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  local key_reset = 0
-  if oldest[2] then key_reset = tonumber(oldest[2]) + window - now end
-  if used >= limit then return {0, 0, key_reset} end
-  local left = limit - used - 1
-  if remaining < 0 or left < remaining then remaining = left; reset = key_reset end
-end
-for i, key in ipairs(KEYS) do
-  redis.call('ZADD', key, now, ARGV[2])
-  redis.call('PEXPIRE', key, window)
-end
-if reset <= 0 then reset = window end
-return {1, remaining, reset}
-"""
+
+@dataclass(frozen=True)
+class Window:
+    """One kind of limit as the x-ratelimit-* headers show it: the tightest scope's."""
+
+    limit: int
+    remaining: int
+    reset_ms: int
+
+
+@dataclass
+class Reservation:
+    id: str
+    tokens: int
+    month: str
+    scopes: dict  # name → (rpm, tpm, concurrency, budget) as checked
+    shared: bool
+    settled: bool = False
 
 
 @dataclass(frozen=True)
 class Decision:
     allowed: bool
-    limit: int
-    remaining: int
-    reset_ms: int
-    shared: bool  # False when the answer came from this replica's own fallback window
+    reason: str | None  # requests, tokens, concurrency or budget when refused
+    retry_after_ms: int
+    requests: Window | None
+    tokens: Window | None
+    reservation: Reservation | None  # to settle when the request ends (None when no limit applies)
+    shared: bool  # False when the answer came from this replica's own fallback
+    budget_left: dict = field(default_factory=dict)  # scope → tokens left this month, for scopes with a budget
 
 
-class LocalWindow:
-    """The fallback: the same sliding-window log, in this process only."""
+def estimate_tokens(request: dict, default_max_tokens: int) -> int:
+    """Tokens to reserve before the engine has counted: the prompt's characters / 4 (a token-id prompt
+    counts exactly), plus `max_tokens` (or `max_completion_tokens`), else `default_max_tokens`."""
+    chars, ids = 0, 0
+    for part in _texts(request.get("messages")) + _texts(request.get("prompt")):
+        if isinstance(part, str):
+            chars += len(part)
+        else:
+            ids += 1
+    messages = request.get("messages")
+    overhead = 4 * len(messages) if isinstance(messages, list) else 0  # role and separators per message
+    completion = request.get("max_completion_tokens") or request.get("max_tokens")
+    if not isinstance(completion, int) or isinstance(completion, bool) or completion < 0:
+        completion = default_max_tokens
+    return math.ceil(chars / CHARS_PER_TOKEN) + ids + overhead + completion
 
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._hits: dict[str, deque] = {}
 
-    def take(self, limits: dict[str, int]) -> tuple[bool, int, int]:
-        now = time.monotonic() * 1000
-        with self._lock:
-            for name, limit in limits.items():
-                hits = self._hits.setdefault(name, deque())
-                while hits and hits[0] <= now - WINDOW_MS:
-                    hits.popleft()
-                if len(hits) >= limit:
-                    return False, 0, int(hits[0] + WINDOW_MS - now)
-            for name in limits:
-                self._hits[name].append(now)
-            remaining = min(limit - len(self._hits[name]) for name, limit in limits.items())
-            return True, remaining, WINDOW_MS
+def _texts(value) -> list:
+    """Every string (and every token id, as an int) inside a prompt or a messages list."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [value]
+    if isinstance(value, list):
+        return [item for element in value for item in _texts(element)]
+    if isinstance(value, dict):
+        return _texts(value.get("content")) + _texts(value.get("text"))
+    return []
 
 
 class RequestLimiter:
-    def __init__(self, url: str | None, *, replicas: int = 1, prefix: str = "gw:rpm:"):
+    def __init__(self, url: str | None, *, replicas: int = 1, prefix: str = "gw:", lease_ms: int = 600_000,
+                 default_max_tokens: int = 1024):
         self.replicas = max(1, replicas)
         self.prefix = prefix
+        self.lease_ms = lease_ms
+        self.default_max_tokens = default_max_tokens
         self.client = redis.Redis.from_url(url, socket_timeout=0.25, socket_connect_timeout=0.25) if url else None
-        self.script = self.client.register_script(_SCRIPT) if self.client else None
-        self.local = LocalWindow()
+        self._check = self.client.register_script(limits_lua.CHECK) if self.client else None
+        self._settle = self.client.register_script(limits_lua.SETTLE) if self.client else None
+        self.local = LocalLimits(WINDOW_MS)
         self.redis_ok = self.client is not None
+        self.round_trips = 0
+        self._retry_at = 0.0
+        self._last_budget_left: dict[str, int] = {}
 
-    def take(self, limits: dict[str, int | None]) -> Decision | None:
-        """Take one request from every non-empty limit (name → requests per minute); None when no limit
-        applies."""
-        limits = {name: value for name, value in limits.items() if value}
+    def check(self, scopes: dict[str, dict | None], tokens: int) -> Decision:
+        """Take one request, `tokens` reserved tokens and one lease from every limit of every scope (name →
+        a mapping with rpm, tpm, concurrency, monthly_token_budget), or from none."""
+        limits = {name: tuple(int((values or {}).get(n) or 0) for n in LIMIT_NAMES) for name, values in scopes.items()}
+        limits = {name: values for name, values in limits.items() if any(values)}
         if not limits:
+            return Decision(True, None, 0, None, None, None, shared=self.redis_ok)
+        rid, month = uuid.uuid4().hex, time.strftime("%Y-%m", time.gmtime())
+        answer = self._shared_check(rid, tokens, month, limits)
+        shared = answer is not None
+        if not shared:
+            limits = self._shares(limits)
+            answer = self.local.check(rid, tokens, self.lease_ms, month, limits)
+        allowed, reason, retry, *windows = (int(value) for value in answer[:9])
+        budget_left = {name: left for name, left in zip(limits, answer[9:], strict=True) if left >= 0}
+        if shared:
+            self._last_budget_left.update(budget_left)
+        reservation = Reservation(rid, tokens, month, limits, shared) if allowed else None
+        return Decision(bool(allowed), limits_lua.REASONS[reason], retry, _window(*windows[:3]),
+                        _window(*windows[3:]), reservation, shared, budget_left)
+
+    def settle(self, reservation: Reservation | None, prompt_tokens: int, completion_tokens: int) -> None:
+        """The request has ended: count its real tokens instead of the reservation, in the minute's window
+        and the month's budget, and release its concurrency lease. Once per reservation; zeros for a
+        request that reached no engine."""
+        if reservation is None or reservation.settled:
+            return
+        reservation.settled = True
+        used = max(0, int(prompt_tokens or 0)) + max(0, int(completion_tokens or 0))
+        if not reservation.shared:
+            return self.local.settle(reservation.id, reservation.tokens, used, reservation.month, reservation.scopes)
+        keys, args = [], [reservation.id, reservation.tokens, used]
+        for name, (_, tpm, conc, budget) in reservation.scopes.items():
+            base = self.prefix + name
+            keys += [f"{base}:t", f"{base}:th", f"{base}:c", f"{base}:b:{reservation.month}"]
+            args += [int(bool(tpm)), int(bool(conc)), int(bool(budget))]
+        try:
+            self.round_trips += 1
+            self._settle(keys=keys, args=args)
+        except redis.RedisError as exc:
+            # The lease lapses by itself; the reservation stays counted in its window and budget.
+            log.warning("redis unreachable at settle (%s): reservation %s kept as reserved", exc, reservation.id)
+
+    def _shared_check(self, rid, tokens, month, limits) -> list | None:
+        if self._check is None or time.monotonic() < self._retry_at:
             return None
-        tightest = min(limits.values())
-        if self.script is not None:
-            try:
-                allowed, remaining, reset = self.script(
-                    keys=[self.prefix + name for name in limits], args=[WINDOW_MS, uuid.uuid4().hex, *limits.values()])
-                if not self.redis_ok:
-                    log.warning("redis is back: limits are shared again")
-                self.redis_ok = True
-                return Decision(bool(allowed), tightest, int(remaining), int(reset), shared=True)
-            except redis.RedisError as exc:
-                if self.redis_ok:
-                    log.warning("redis unreachable (%s): per-replica limits (1/%d of each)", exc, self.replicas)
-                self.redis_ok = False
-        share = {name: max(1, value // self.replicas) for name, value in limits.items()}
-        allowed, remaining, reset = self.local.take(share)
-        return Decision(allowed, min(share.values()), remaining, reset, shared=False)
+        keys, args = [], [WINDOW_MS, rid, tokens, self.lease_ms, BUDGET_TTL_S]
+        for name, values in limits.items():
+            base = self.prefix + name
+            keys += [f"{base}:r", f"{base}:t", f"{base}:th", f"{base}:c", f"{base}:b:{month}"]
+            args += list(values)
+        try:
+            self.round_trips += 1
+            answer = self._check(keys=keys, args=args)
+        except redis.RedisError as exc:
+            if self.redis_ok:
+                log.warning("redis unreachable (%s): per-replica limits (1/%d of each)", exc, self.replicas)
+            self.redis_ok = False
+            self._retry_at = time.monotonic() + REDIS_RETRY_S
+            return None
+        if not self.redis_ok:
+            log.warning("redis is back: limits are shared again")
+        self.redis_ok = True
+        return answer
+
+    def _shares(self, limits: dict) -> dict:
+        """This replica's share of every limit; a budget's share is of what was left when last seen."""
+        shares = {}
+        for name, (rpm, tpm, conc, budget) in limits.items():
+            share = [max(1, value // self.replicas) if value else 0 for value in (rpm, tpm, conc)]
+            left = self._last_budget_left.get(name, budget) if budget else None
+            shares[name] = (*share, None if left is None else max(0, left) // self.replicas)
+        return shares
+
+
+def _window(limit: int, remaining: int, reset_ms: int) -> Window | None:
+    return Window(limit, remaining, reset_ms) if limit >= 0 else None

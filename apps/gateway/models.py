@@ -177,6 +177,8 @@ class UsageHour(Usage):
     requests = models.PositiveIntegerField(default=0)
     errors = models.PositiveIntegerField(default=0, help_text="Answers of 500 and above.")
     rate_limited = models.PositiveIntegerField(default=0, help_text="Answers of 429.")
+    ttft_p50_ms = models.FloatField(null=True, help_text="Median time to first token seen at the gateway.")
+    ttft_p95_ms = models.FloatField(null=True)
 
     # Members read their tenant's usage; only the gateway writes it.
     objects = restricted(tenant_owned("tenant", writers=frozenset()))

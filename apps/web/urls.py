@@ -2,7 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from apps.web import services, views
-from apps.web.portal import catalog, overview, playground, tenancy
+from apps.web.portal import catalog, gateway, overview, playground, tenancy
 from apps.web.portal import services as portal_services
 
 app_name = "web"
@@ -32,6 +32,10 @@ urlpatterns = [
     path(S + "playground/stream/", playground.stream, name="playground-stream"),
     path(T + "tokens/", tenancy.tokens, name="tokens"),
     path(T + "tokens/<int:pk>/revoke/", tenancy.token_revoke, name="token-revoke"),
+    path(T + "inference-keys/", gateway.inference_keys, name="inference-keys"),
+    path(T + "inference-keys/<int:pk>/<str:action>/", gateway.inference_key_action, name="inference-key-action"),
+    path(T + "usage/", gateway.usage_page, name="usage"),
+    path(T + "usage.csv", gateway.usage_csv, name="usage-csv"),
     path(T + "members/", tenancy.members, name="members"),
     path(T + "members/<int:pk>/", tenancy.member_change, name="member-change"),
     path(T + "catalog/<str:kind>/", catalog.catalog, name="catalog"),

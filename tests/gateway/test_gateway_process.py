@@ -8,6 +8,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+import uuid
 
 import openai
 import pytest
@@ -23,10 +24,12 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def gateway(world):
-    port = free_port()
+    port, prefix = free_port(), f"test:{uuid.uuid4().hex}:"
+    # Its own Redis key prefix, so no other run sharing the Redis database (same key ids) is counted in.
     proc = subprocess.Popen([sys.executable, "-m", "gateway", "--host", "127.0.0.1", "--port", str(port),
                              "--snapshot", str(world["path"]), "--refresh-seconds", "0.2",
-                             "--max-body-bytes", "2048", "--redis-url", "redis://127.0.0.1:6379/11"])
+                             "--max-body-bytes", "2048", "--redis-url", "redis://127.0.0.1:6379/11",
+                             "--redis-prefix", prefix])
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: status_of(f"{base}/readyz") == 200, timeout=20)
@@ -34,6 +37,9 @@ def gateway(world):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        shared = redis.Redis.from_url("redis://127.0.0.1:6379/11")
+        for name in shared.scan_iter(f"{prefix}*"):
+            shared.delete(name)
 
 
 def test_models_lists_only_what_the_key_may_call(gateway, world):
@@ -110,7 +116,6 @@ def test_the_gateway_loads_without_django():
 
 
 def test_requests_per_minute_answer_429_with_openais_headers(gateway, world):
-    redis.Redis.from_url("redis://127.0.0.1:6379/11").delete(f"gw:rpm:key:{world['limited_id']}")
     body = json.dumps({"model": "chat", "messages": [{"role": "user", "content": "hi"}]}).encode()
     answers = [post(gateway, world["limited"], body) for _ in range(2)]
     assert [headers["x-ratelimit-remaining-requests"] for _, headers, _ in answers] == ["1", "0"]
@@ -121,3 +126,36 @@ def test_requests_per_minute_answer_429_with_openais_headers(gateway, world):
     assert 1 <= int(caught.value.response.headers["retry-after"]) <= 60
     # A key without limits is not slowed by another key's.
     assert post(gateway, world["all"], body)[0] == 503
+
+
+def test_token_limits_and_budgets_answer_with_openais_headers_and_codes(gateway, world, tenant_a):
+    from apps.gateway.models import InferenceKey, TenantLimits
+
+    tokens, tokens_key = issue(tenant_a, "tokens")
+    budget, budget_key = issue(tenant_a, "budget")
+    InferenceKey.objects.filter(pk=tokens.pk).update(tpm=100, rpm=50)
+    InferenceKey.objects.filter(pk=budget.pk).update(monthly_token_budget=60)
+    TenantLimits.objects.create(tenant=tenant_a, concurrency=500)
+    write_snapshot(world["path"])
+    for key in (tokens_key, budget_key):
+        wait_for(lambda key=key: post(gateway, key, b"{}")[0] == 400, timeout=5)
+    # 40 characters of prompt ≈ 10 tokens, plus 4 for the message, plus 30 reserved for the completion.
+    body = json.dumps({"model": "chat", "max_tokens": 30, "messages": [{"role": "user", "content": "x" * 40}]})
+    status, headers, _ = post(gateway, tokens_key, body.encode())
+    assert status == 503 and headers["x-ratelimit-limit-tokens"] == "100"
+    # The request reached no engine, so it was settled at zero: the window is whole again.
+    assert headers["x-ratelimit-remaining-tokens"] == "56" and headers["x-ratelimit-limit-requests"] == "50"
+    assert headers["x-ratelimit-reset-tokens"].endswith("s")
+    big = json.dumps({"model": "chat", "max_tokens": 200, "messages": []})
+    with pytest.raises(openai.RateLimitError) as caught:
+        client(gateway, tokens_key).chat.completions.create(model="chat", messages=[], max_tokens=200)
+    assert caught.value.code == "rate_limit_exceeded" and "tokens" in caught.value.message
+    assert post(gateway, tokens_key, big.encode())[1]["x-ratelimit-remaining-tokens"] == "100"
+    assert post(gateway, budget_key, body.encode())[0] == 503
+    with pytest.raises(openai.RateLimitError) as caught:
+        client(gateway, budget_key).chat.completions.create(model="chat", messages=[], max_tokens=61)
+    assert caught.value.code == "insufficient_quota" and int(caught.value.response.headers["retry-after"]) > 0
+    # Each request let through took one round trip to check and one to settle; each refusal one.
+    with urllib.request.urlopen(f"{gateway}/metrics", timeout=2) as response:
+        metrics = response.read().decode()
+    assert "gateway_redis_round_trips 7.0" in metrics, [line for line in metrics.splitlines() if "round" in line]

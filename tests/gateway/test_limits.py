@@ -1,5 +1,6 @@
-"""Request limits in Redis (db 11): exact under many replicas and parallel clients, all-or-nothing across
-a key's and its tenant's limits, and per-replica shares while Redis is unreachable."""
+"""Limits in Redis (db 11): requests, tokens and concurrency exact under many replicas and parallel
+clients, all-or-nothing across a key's and its tenant's limits, tokens settled from the real usage, the
+month's budget, leases that lapse, and per-replica shares while Redis is unreachable."""
 
 from __future__ import annotations
 
@@ -7,60 +8,164 @@ import multiprocessing
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 import redis
 
-from gateway.limits import RequestLimiter
+from gateway.limits import RequestLimiter, estimate_tokens
+from tests.polling import wait_for
 from tests.ports import closed_port
 
 REDIS_URL = "redis://127.0.0.1:6379/11"
 REPLICAS, CLIENTS_PER_REPLICA, TRIES_PER_CLIENT = 10, 20, 3
+SENT = REPLICAS * CLIENTS_PER_REPLICA * TRIES_PER_CLIENT
 
 
-def replica(prefix: str, limits: dict) -> int:
-    """One gateway replica: its own connection pool, CLIENTS_PER_REPLICA threads taking at once."""
+def replica(prefix: str, scopes: dict, tokens: int) -> int:
+    """One gateway replica: its own connection pool, CLIENTS_PER_REPLICA threads checking at once. Nothing
+    is settled, so every request stays in flight and keeps its reservation."""
     limiter = RequestLimiter(REDIS_URL, prefix=prefix)
 
     def client(_):
-        return sum(limiter.take(limits).allowed for _ in range(TRIES_PER_CLIENT))
+        return sum(limiter.check(scopes, tokens).allowed for _ in range(TRIES_PER_CLIENT))
 
     with ThreadPoolExecutor(CLIENTS_PER_REPLICA) as pool:
         return sum(pool.map(client, range(CLIENTS_PER_REPLICA)))
 
 
-def run_replicas(limits: dict) -> int:
+def run_replicas(scopes: dict, tokens: int = 0) -> int:
     prefix = f"test:{uuid.uuid4().hex}:"
     try:
         with multiprocessing.get_context("spawn").Pool(REPLICAS) as pool:
-            return sum(pool.starmap(replica, [(prefix, limits)] * REPLICAS))
+            return sum(pool.starmap(replica, [(prefix, scopes, tokens)] * REPLICAS))
     finally:
-        client = redis.Redis.from_url(REDIS_URL)
-        for name in client.scan_iter(f"{prefix}*"):
-            client.delete(name)
+        forget(prefix)
 
 
-def test_many_replicas_never_let_more_than_the_limit_through():
-    sent = REPLICAS * CLIENTS_PER_REPLICA * TRIES_PER_CLIENT
-    assert sent == 600
-    assert run_replicas({"key:1": 100}) == 100
+def forget(prefix: str) -> None:
+    client = redis.Redis.from_url(REDIS_URL)
+    for name in client.scan_iter(f"{prefix}*"):
+        client.delete(name)
+
+
+@pytest.fixture
+def limiter():
+    prefix = f"test:{uuid.uuid4().hex}:"
+    yield RequestLimiter(REDIS_URL, prefix=prefix)
+    forget(prefix)
+
+
+def test_many_replicas_never_let_more_requests_through_than_the_limit():
+    assert SENT == 600
+    assert run_replicas({"key:1": {"rpm": 100}}) == 100
     # The tenant's limit bounds the key's, and a refusal by either takes from neither.
-    assert run_replicas({"key:1": 1000, "tenant:1": 37}) == 37
+    assert run_replicas({"key:1": {"rpm": 1000}, "tenant:1": {"rpm": 37}}) == 37
 
 
-def test_a_refusal_takes_nothing_and_headers_count_down():
-    limiter = RequestLimiter(REDIS_URL, prefix=f"test:{uuid.uuid4().hex}:")
-    both = {"wide": 5, "narrow": 2}
-    decisions = [limiter.take(both) for _ in range(4)]
+def test_many_replicas_never_reserve_more_tokens_or_slots_than_the_limit():
+    # 7 tokens a request against 1,000 a minute: 142 fit (994 tokens), the 143rd would pass the limit.
+    assert run_replicas({"key:1": {"tpm": 1000}}, tokens=7) == 142
+    assert run_replicas({"key:1": {"tpm": 10**6}, "tenant:1": {"tpm": 300}}, tokens=7) == 42
+    # Nothing is settled: 13 slots, 13 requests in flight.
+    assert run_replicas({"key:1": {"concurrency": 13}, "tenant:1": {"rpm": 1000}}) == 13
+    assert run_replicas({"key:1": {"monthly_token_budget": 500}}, tokens=9) == 55
+
+
+def test_a_refusal_takes_nothing_and_headers_count_down(limiter):
+    both = {"wide": {"rpm": 5, "tpm": 1000}, "narrow": {"rpm": 2}}
+    decisions = [limiter.check(both, 100) for _ in range(4)]
     assert [d.allowed for d in decisions] == [True, True, False, False]
-    assert [d.remaining for d in decisions[:2]] == [1, 0]
-    assert decisions[0].limit == 2 and 0 < decisions[2].reset_ms <= 60_000
-    # "wide" kept only the two requests that were let through: three more fit, not one.
-    assert [limiter.take({"wide": 5}).allowed for _ in range(4)] == [True, True, True, False]
-    assert limiter.take({"wide": None}) is None
+    assert [d.requests.remaining for d in decisions] == [1, 0, 0, 0]
+    assert [d.tokens.remaining for d in decisions[:3]] == [900, 800, 800]
+    assert decisions[2].reason == "requests" and 0 < decisions[2].retry_after_ms <= 60_000
+    assert decisions[0].requests.limit == 2 and decisions[0].tokens.limit == 1000
+    # "wide" kept only the two requests let through: three more fit, not one, and 800 tokens.
+    assert [limiter.check({"wide": {"rpm": 5, "tpm": 1000}}, 100).allowed for _ in range(4)] == [
+        True, True, True, False]
+    unlimited = limiter.check({"wide": {"rpm": None}, "none": None}, 100)
+    assert unlimited.allowed and unlimited.reservation is None and unlimited.requests is None
+
+
+def test_tokens_are_settled_from_the_real_usage(limiter):
+    scope = {"key:1": {"tpm": 1000}}
+    first = limiter.check(scope, 600)
+    assert first.allowed and first.tokens.remaining == 400
+    refused = limiter.check(scope, 500)
+    assert not refused.allowed and refused.reason == "tokens" and refused.tokens.remaining == 400
+    # Only 600 were reserved: the wait is until that reservation leaves the window.
+    assert 59_000 <= refused.retry_after_ms <= 60_000
+    limiter.settle(first.reservation, 80, 20)
+    limiter.settle(first.reservation, 1000, 1000)  # a second settle changes nothing
+    second = limiter.check(scope, 900)
+    assert second.allowed and second.tokens.remaining == 0
+    # Used more than reserved (a prompt longer than estimated): the window counts what was used.
+    limiter.settle(second.reservation, 850, 100)
+    assert limiter.check(scope, 1).tokens.remaining == 0
+    assert not limiter.check({"key:2": {"tpm": 10}}, 11).allowed  # larger than the limit: never fits
+    assert limiter.round_trips == 7
+
+
+def test_a_spent_budget_refuses_with_its_own_reason_and_settling_gives_back(limiter):
+    scope = {"key:1": {"monthly_token_budget": 1000}, "tenant:1": {"rpm": 100}}
+    first = limiter.check(scope, 600)
+    assert first.allowed and first.budget_left == {"key:1": 400}
+    refused = limiter.check(scope, 600)
+    assert not refused.allowed and refused.reason == "budget" and refused.budget_left == {"key:1": 400}
+    limiter.settle(first.reservation, 40, 10)
+    assert limiter.check(scope, 600).budget_left == {"key:1": 350}
+    # The tenant's budget bounds all its keys: another key of the tenant is refused by it.
+    tenant = {"tenant:1": {"monthly_token_budget": 50}}
+    assert limiter.check({"key:3": {}, **tenant}, 50).allowed
+    assert limiter.check({"key:4": {"rpm": 9}, **tenant}, 1).reason == "budget"
+
+
+def test_concurrency_is_released_when_the_request_ends_and_lapses_when_it_never_does():
+    prefix = f"test:{uuid.uuid4().hex}:"
+    limiter = RequestLimiter(REDIS_URL, prefix=prefix, lease_ms=1500)
+    try:
+        scope = {"key:1": {"concurrency": 2}}
+        running = [limiter.check(scope, 10) for _ in range(3)]
+        assert [d.allowed for d in running] == [True, True, False] and running[2].reason == "concurrency"
+        limiter.settle(running[0].reservation, 5, 5)
+        crashed = limiter.check(scope, 10)
+        assert crashed.allowed and not limiter.check(scope, 10).allowed
+        # Two requests whose replica never settles them: their leases lapse and the slots come back.
+        wait_for(lambda: limiter.check(scope, 10).allowed, timeout=10)
+    finally:
+        forget(prefix)
 
 
 def test_redis_down_means_a_share_per_replica_never_no_limit():
     with closed_port() as port:
         limiter = RequestLimiter(f"redis://127.0.0.1:{port}/11", replicas=4, prefix="unused:")
-        results = [limiter.take({"key:1": 40}) for _ in range(12)]
-    assert sum(d.allowed for d in results) == 10
-    assert not limiter.redis_ok and not results[0].shared
+        requests = [limiter.check({"key:1": {"rpm": 40}}, 0) for _ in range(12)]
+        assert sum(d.allowed for d in requests) == 10 and not requests[0].shared
+        assert requests[0].requests.limit == 10 and requests[0].requests.remaining == 9
+        tokens = [limiter.check({"key:2": {"tpm": 400}}, 30) for _ in range(5)]
+        assert [d.allowed for d in tokens] == [True, True, True, False, False]
+        assert tokens[3].reason == "tokens" and tokens[0].tokens.remaining == 70
+        limiter.settle(tokens[0].reservation, 5, 5)
+        assert limiter.check({"key:2": {"tpm": 400}}, 30).allowed
+        slots = [limiter.check({"key:3": {"concurrency": 8}}, 0) for _ in range(3)]
+        assert [d.allowed for d in slots] == [True, True, False]
+        limiter.settle(slots[0].reservation, 0, 0)
+        assert limiter.check({"key:3": {"concurrency": 8}}, 0).allowed
+        assert limiter.check({"key:4": {"monthly_token_budget": 400}}, 101).reason == "budget"
+    assert not limiter.redis_ok
+
+
+def test_a_budget_share_is_of_what_was_left_when_redis_went_away(limiter):
+    scope = {"key:1": {"monthly_token_budget": 1000}}
+    assert limiter.check(scope, 800).allowed
+    limiter.replicas = 2
+    limiter._check = None  # as if Redis had gone: the replica falls back to its own count
+    assert limiter.check(scope, 101).reason == "budget"
+    assert limiter.check(scope, 100).allowed
+
+
+def test_the_estimate_counts_the_prompt_and_reserves_max_tokens():
+    chat = {"messages": [{"role": "user", "content": "x" * 40},
+                         {"role": "user", "content": [{"type": "text", "text": "y" * 8}]}], "max_tokens": 50}
+    assert estimate_tokens(chat, 1024) == 10 + 2 + 2 * 4 + 50
+    assert estimate_tokens({"prompt": "abcd" * 3, "max_completion_tokens": 7}, 1024) == 3 + 7
+    assert estimate_tokens({"prompt": [1, 2, 3]}, 1024) == 3 + 1024
+    assert estimate_tokens({"prompt": "", "max_tokens": "many"}, 16) == 16

@@ -10,6 +10,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
+from apps.gateway.rollup import roll_up_recent
 from apps.telemetry.models import QueueHeartbeat
 from apps.telemetry.retention import compact as compact_series
 from controlplane import tasknames as names
@@ -32,6 +33,12 @@ def scrape() -> dict:
 def compact() -> dict:
     """Roll raw rows up into one-minute rows and delete what is past retention."""
     return compact_series()
+
+
+@shared_task(name=names.GATEWAY_USAGE_ROLLUP)
+def gateway_usage_rollup() -> dict:
+    """Roll the gateway's usage rows up per hour, then delete what is past retention."""
+    return roll_up_recent()
 
 
 @shared_task(name=names.SEND_HEARTBEATS, ignore_result=True)

@@ -13,6 +13,7 @@ from django.utils.dateparse import parse_date
 
 from apps.autoscaling.panel import tenant_decisions
 from apps.core.models import AuditEntry
+from apps.gateway.drift import warnings
 from apps.serving.models import InferenceService
 from apps.telemetry.usage import gpu_hours, gpus_by_type
 from apps.tenancy.models import Tenant
@@ -35,8 +36,16 @@ def overview(request, tenant):
         "decisions": tenant_decisions(tenant),
         "autoscaled": any(s.autoscaled_by_builtin for s in services),
         "audit": AuditEntry.objects.filter(tenant=tenant).select_related("content_type")[:8],
+        "drift_warnings": drift_warnings(services),
     }
     return render_page(request, "portal/overview.html", "portal/partials/overview.html", context)
+
+
+def drift_warnings(services) -> list[dict]:
+    """The services whose gateway metering drifted over 1 % from their engines' counters (last 24 h)."""
+    by_id = {s.pk: s for s in services}
+    return [{"service": by_id[sid], "hours": hours, "latest": hours[-1]}
+            for sid, hours in warnings(list(by_id)).items()]
 
 
 def switch(request):

@@ -18,6 +18,8 @@ from apps.autoscaling.panel import panel_context
 from apps.catalog.choices import DeploymentMode, EngineKind
 from apps.core.choices import AuditVia
 from apps.core.models import AuditEntry
+from apps.gateway.drift import drift
+from apps.gateway.usage import gateway_view
 from apps.serving.actions import ServiceDeleting, StaleVersion, request_deletion, save_service
 from apps.serving.choices import Phase
 from apps.serving.models import POOL_SPEC_FIELDS, InferenceService
@@ -84,6 +86,8 @@ def service_detail(request, tenant, name: str):
     context["roles"] = [p.role for p in context["pools"]] if len(context["pools"]) > 1 else []
     context["audit"] = AuditEntry.objects.for_object(service).select_related("actor")[:10]
     context["scaling"] = panel_context(service)
+    context["gateway_drift"] = drift([service.pk])[service.pk]
+    context["gateway_view"] = gateway_view(service.pk)
     return render(request, "web/service_detail.html", context)
 
 

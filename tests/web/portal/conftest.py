@@ -48,6 +48,8 @@ def page_urls(tenant: str, service: str, token_pk: int, member_pk: int, entry_pk
         reverse("web:service-delete", args=s),
         reverse("web:playground", args=s),
         reverse("web:tokens", args=[tenant]),
+        reverse("web:inference-keys", args=[tenant]),
+        reverse("web:usage", args=[tenant]),
         reverse("web:members", args=[tenant]),
         reverse("web:catalog", args=[tenant, "models"]),
         reverse("web:catalog", args=[tenant, "adapters"]),

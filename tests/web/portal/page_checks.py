@@ -16,10 +16,12 @@ def page_width(page) -> tuple[int, list[str]]:
     return width, wide
 
 
-def serious_axe_violations(page) -> list[str]:
-    """axe-core's serious and critical violations on the loaded page, each with up to three targets."""
+def serious_axe_violations(page, within: str | None = None) -> list[str]:
+    """axe-core's serious and critical violations on the loaded page (or in the element matching `within`),
+    each with up to three targets."""
     # From our static files, not inline: the Content-Security-Policy refuses inline scripts, tests' included.
     page.add_script_tag(url=urljoin(page.url, settings.STATIC_URL + "vendor/axe.min.js"))
-    violations = page.evaluate("async () => (await axe.run(document, {resultTypes: ['violations']})).violations")
+    violations = page.evaluate("async (within) => (await axe.run(within || document, "
+                               "{resultTypes: ['violations']})).violations", within)
     return [f"{v['id']}: {[n['target'] for n in v['nodes']][:3]}" for v in violations
             if v["impact"] in ("serious", "critical")]
