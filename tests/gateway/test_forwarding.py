@@ -17,9 +17,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from apps.gateway.models import Upstream, UsageRow
 from apps.gateway.snapshot import write_snapshot
+from tests.database import database_url_of_test_db as database_url
 from tests.factories import ClusterFactory, InferenceServiceFactory, RuntimeFactory
 from tests.gateway.conftest import client, issue, status_of
-from tests.gateway.test_metering import database_url
 from tests.polling import wait_for
 from tests.ports import free_port
 from tests.telemetry.conftest import reconcile_until_ready
