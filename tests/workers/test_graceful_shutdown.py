@@ -59,7 +59,12 @@ def test_sigterm_lets_the_running_task_finish_and_loses_none(tmp_path):
     finally:
         output = _stop(worker)
     assert worker.returncode == 0, output
-    assert runs(tmp_path) == ["first started", "first done"], output
+    # The running task finished. A queued task the consumer had already fetched when the signal came may also
+    # run before the worker exits (the folder broker's consumer polls; seen on a loaded machine): whatever this
+    # worker started, it finished within the grace period.
+    before = runs(tmp_path)
+    assert before[:2] == ["first started", "first done"], output
+    assert all(f"{line.split()[0]} done" in before for line in before if line.endswith("started")), output
 
     successor = start_worker(prefix)
     try:
@@ -67,8 +72,8 @@ def test_sigterm_lets_the_running_task_finish_and_loses_none(tmp_path):
                  message="the next worker to run the tasks left queued")
     finally:
         _stop(successor)
-    # Each task ran exactly once, one after the other: the finished one was not delivered again, the queued ones
-    # were not lost; the two queued ones may come in either order.
+    # Each task ran exactly once, one after the other: the finished ones were not delivered again, the queued
+    # ones were not lost; the two queued ones may come in either order and in either worker.
     log = runs(tmp_path)
     assert log[:2] == ["first started", "first done"]
     pairs = sorted(zip(log[2::2], log[3::2], strict=True))
