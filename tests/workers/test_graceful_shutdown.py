@@ -1,6 +1,6 @@
 """SIGTERM to a worker started as the image starts it (`python -m controlplane.entrypoint worker`): the task
-it is running finishes, the worker exits cleanly within the pod's grace period, and the tasks it had not
-started stay queued for the next worker, so none is lost."""
+it is running finishes, the worker exits cleanly within the pod's grace period, and every task runs exactly
+once (the queued ones by the next worker, or a fetched one by this worker before it exits), so none is lost."""
 
 from __future__ import annotations
 
