@@ -161,3 +161,28 @@ def test_an_upstream_that_does_not_answer_in_time_is_504(served):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_a_forwarded_request_gives_back_its_concurrency_lease_when_it_ends(served, tenant_a):
+    # A key allowed one request in flight: sequential requests all pass, because each forwarded request settles
+    # its reservation when its answer ends (without that, the second would wait out the 600 s lease).
+    import uuid
+
+    from apps.gateway.models import InferenceKey
+
+    _, key = issue(tenant_a, "one-at-a-time")
+    InferenceKey.objects.filter(name="one-at-a-time").update(concurrency=1, tpm=100_000)
+    write_snapshot(served["snapshot"])
+    proc, base = start_gateway(served, "--redis-url", "redis://127.0.0.1:6379/11",
+                               "--redis-prefix", f"test:{uuid.uuid4().hex}:", "--refresh-seconds", "0.2")
+    try:
+        api = client(base, key)
+        for stream in (False, True, False):
+            if stream:
+                chunks = list(api.completions.create(model="chat", prompt=PROMPT, max_tokens=3, stream=True))
+                assert chunks
+            else:
+                assert api.completions.create(model="chat", prompt=PROMPT, max_tokens=3).choices
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
