@@ -341,7 +341,10 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "processed_folder": str(_broker_dir / "processed"),
         "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
+        "polling_interval": 0.2,
     }
+    # The folder transport, with a worker that stops within a fraction of a second (controlplane/broker.py).
+    CELERY_BROKER_TRANSPORT = "controlplane.broker:Transport"
     _default_results = f"file://{DATA_DIR / 'results'}"
     (DATA_DIR / "results").mkdir(parents=True, exist_ok=True)
 elif CELERY_BROKER_URL.startswith("redis"):

@@ -10,7 +10,6 @@ from apps.telemetry.views import metrics
 
 urlpatterns = [
     path("", include("apps.web.urls")),
-    path("", include("apps.autoscaling.urls")),
     # Browsers ask for /favicon.ico on pages without a <link rel="icon"> (API docs, JSON, errors).
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("metrics", metrics, name="metrics"),

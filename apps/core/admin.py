@@ -4,10 +4,12 @@ shows the object's audit history. The audit log itself is read-only."""
 from __future__ import annotations
 
 from django.contrib import admin
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from apps.core.audit import record_change, snapshot
+from apps.core.audit_display import describe_changes
 from apps.core.choices import AuditAction, AuditVia
 from apps.core.models import AuditEntry
 
@@ -39,14 +41,15 @@ class AuditedModelAdmin(admin.ModelAdmin):
                     e.actor_repr or "system",
                     e.action,
                     e.via,
-                    ", ".join(e.changed_fields()) or "-",
+                    render_to_string("audit/changes.html", {"changes": describe_changes(e)}),
                 )
                 for e in entries
             ),
         )
         link = reverse("admin:core_auditentry_changelist") + f"?object_id={obj.pk}"
         return format_html(
-            "<table><tr><th>When</th><th>Who</th><th>Action</th><th>Via</th><th>Changed</th></tr>{}</table>"
+            "<table><tr><th>When</th><th>Who</th><th>Action</th><th>Via</th>"
+            "<th>Change (before → after)</th></tr>{}</table>"
             '<p><a href="{}">All entries</a></p>',
             rows,
             link,

@@ -56,7 +56,3 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor_repr or 'system'} {self.action} {self.object_repr} via {self.via}"
-
-    def changed_fields(self) -> list[str]:
-        before, after = self.before or {}, self.after or {}
-        return sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))

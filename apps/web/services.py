@@ -30,6 +30,7 @@ from apps.telemetry.series import (
     window_from_query,
 )
 from apps.web.htmx import render_page
+from apps.web.templatetags.figures import human_duration, ms
 
 RECENT = timedelta(minutes=2)  # a series row older than this is no longer "now"
 
@@ -128,4 +129,19 @@ def series_response(request, service) -> JsonResponse:
     except BadSeriesQuery as exc:
         return JsonResponse({"detail": str(exc)}, status=400)
     payload = series_payload(service.pk, window, role=role)
+    payload["now"] = {"ttft_p95": now_figure(payload, "ttft_p95")}
     return JsonResponse(payload, encoder=DjangoJSONEncoder)
+
+
+def now_figure(payload: dict, column: str) -> dict:
+    """The "now" figure above the charts, read from the very series the chart draws (same window, role and
+    step): the newest value of `column`. It is "now" when that point is within RECENT (or one step, for
+    long ranges) of the window's end, as the lists' figures; an older one is named as the last, with its age;
+    none in the window is "no data", as the chart then shows none."""
+    fresh = max(RECENT.total_seconds(), payload["step"])
+    for time, value in zip(reversed(payload["time"]), reversed(payload.get(column) or []), strict=False):
+        if value is not None:
+            ago = (payload["until"] - time).total_seconds()
+            text = ms(value) if ago <= fresh else f"no data now (last {ms(value)}, {human_duration(ago)} ago)"
+            return {"value": value, "time": time, "recent": ago <= fresh, "text": text}
+    return {"value": None, "time": None, "recent": False, "text": "no data"}

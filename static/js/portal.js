@@ -95,6 +95,38 @@
     }
   });
 
+  // Tables on a phone: below 640 px app.css stacks every table with a header into one card per row.
+  // Each cell then shows its column's name (data-label, from the header) and keeps the header's data-cell
+  // role: "name" and "lead" cells (name, phase, ready) come first, "wide" cells take the whole line.
+  function labelCells(root) {
+    (root || document).querySelectorAll("main table").forEach(function (table) {
+      if (!table.tHead || !table.tHead.rows.length) return;
+      var columns = [];
+      Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th) {
+        var hidden = th.querySelector(".sr-only") && th.textContent.trim() === th.querySelector(".sr-only").textContent.trim();
+        for (var i = 0; i < th.colSpan; i++) {
+          columns.push({ label: hidden ? "" : th.textContent.trim(), role: th.dataset.cell || "" });
+        }
+      });
+      var rows = [];
+      Array.prototype.forEach.call(table.tBodies, function (body) { rows.push.apply(rows, body.rows); });
+      if (table.tFoot) rows.push.apply(rows, table.tFoot.rows);
+      rows.forEach(function (row) {
+        var at = 0;
+        Array.prototype.forEach.call(row.cells, function (cell) {
+          var column = columns[at];
+          if (column && cell.colSpan === 1) {
+            if (column.label && cell.tagName === "TD") cell.setAttribute("data-label", column.label);
+            if (column.role) cell.setAttribute("data-cell", column.role);
+          }
+          at += cell.colSpan;
+        });
+      });
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { labelCells(document); });
+  document.addEventListener("htmx:afterSettle", function () { labelCells(document); });
+
   // The playground: POST the prompt, read newline-delimited JSON events as they arrive.
   document.addEventListener("submit", function (event) {
     var form = event.target;

@@ -1,4 +1,4 @@
-// Live charts of one service (templates/web/service_detail.html): fetch the series JSON every few
+// Live charts of one service (templates/portal/service_detail.html): fetch the series JSON every few
 // seconds and redraw with Plotly.react, so the page never reloads. The range and pool selectors change
 // the query; the server picks raw rows or one-minute rollups and the step.
 (function () {
@@ -19,7 +19,7 @@
     return values.map((v) => (v === null ? null : v * factor));
   }
 
-  // Scaling decisions from the Scaling panel (templates/autoscaling/partials/scaling_panel.html), drawn as
+  // Scaling decisions from the Scaling panel (templates/web/partials/scaling_panel.html), drawn as
   // markers at the replica count each decision asked for; htmx swaps the panel, so it is read on every draw.
   function decisionTrace(since) {
     const node = document.getElementById("scaling-markers");
@@ -34,12 +34,23 @@
     };
   }
 
+  // A value with no value beside it draws no line; such points get a visible marker, so a chart never
+  // looks empty while it holds a figure (a serverless service woken for a moment, a first scrape).
+  function isolated(values) {
+    return values.map((v, i) => v !== null && (i === 0 || values[i - 1] === null) &&
+                                (i === values.length - 1 || values[i + 1] === null));
+  }
+
   function draw(data) {
     for (const chart of CHARTS) {
-      const traces = chart.traces.map(([column, name]) => ({
-        x: data.time, y: scale(data[column] || [], chart), name: name, mode: "lines",
-        line: { shape: chart.shape || "linear", width: 2 }, connectgaps: false,
-      }));
+      const traces = chart.traces.map(([column, name]) => {
+        const y = scale(data[column] || [], chart);
+        return {
+          x: data.time, y: y, name: name, mode: "lines+markers",
+          line: { shape: chart.shape || "linear", width: 2 }, connectgaps: false,
+          marker: { size: isolated(y).map((alone) => (alone ? 7 : 0)) },
+        };
+      });
       if (chart.id === "chart-replicas") {
         const decisions = decisionTrace(data.time.length ? data.time[0] : null);
         if (decisions) traces.push(decisions);
@@ -51,9 +62,9 @@
       };
       Plotly.react(chart.id, traces, layout, { displayModeBar: false, responsive: true });
     }
-    const p95 = (data.ttft_p95 || []).filter((v) => v !== null);
-    document.getElementById("ttft-p95-now").textContent =
-      p95.length ? (p95[p95.length - 1] * 1000).toFixed(1) + " ms" : "–";
+    // Worded by the server from the same series (apps/web/services.py now_figure): never a figure the
+    // chart does not show.
+    document.getElementById("ttft-p95-now").textContent = ((data.now || {}).ttft_p95 || {}).text || "no data";
     document.getElementById("series-note").textContent =
       `${data.time.length} points, ${data.resolution} rows every ${data.step} s`;
   }

@@ -18,13 +18,13 @@ def test_ttft_figure_on_the_service_page_changes_without_a_reload(browser_page, 
     page = browser_page(viewer_a)
 
     page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]))
-    expect(page.locator("#ttft-p95-now")).to_have_text("200.0 ms", timeout=15000)
+    expect(page.locator("#ttft-p95-now")).to_have_text("200 ms", timeout=15000)
     page.evaluate("window.loadedOnce = true")
     points_before = page.evaluate("document.getElementById('chart-ttft').data[1].y.length")
 
     point(service, 0, ttft_p50=0.3, ttft_p95=0.75, kv_usage=0.6, ready_replicas=2)
 
-    expect(page.locator("#ttft-p95-now")).to_have_text("750.0 ms", timeout=15000)
+    expect(page.locator("#ttft-p95-now")).to_have_text("750 ms", timeout=15000)
     assert page.evaluate("window.loadedOnce") is True  # the same document: no reload happened
     assert page.evaluate("document.getElementById('chart-ttft').data[1].y") == pytest.approx(
         [200.0, 750.0], rel=1e-6)

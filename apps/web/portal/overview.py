@@ -11,7 +11,6 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_date
 
-from apps.autoscaling.panel import tenant_decisions
 from apps.core.models import AuditEntry
 from apps.gateway.drift import warnings
 from apps.serving.models import InferenceService
@@ -19,6 +18,7 @@ from apps.telemetry.usage import gpu_hours, gpus_by_type
 from apps.tenancy.models import Tenant
 from apps.web.htmx import render_page
 from apps.web.portal.scope import READ, tenant_page
+from apps.web.scaling_panel import tenant_decisions
 from apps.web.services import with_latest
 
 

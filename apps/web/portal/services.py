@@ -14,7 +14,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from apps.autoscaling.panel import panel_context
 from apps.catalog.choices import DeploymentMode, EngineKind
 from apps.core.choices import AuditVia
 from apps.core.models import AuditEntry
@@ -35,8 +34,9 @@ from apps.web.forms.services import (
     unsign_base,
 )
 from apps.web.htmx import is_fragment, render_page
-from apps.web.portal.capacity import capacity_context
+from apps.web.portal.capacity_preview import capacity_context
 from apps.web.portal.scope import READ, WRITE, tenant_page
+from apps.web.scaling_panel import panel_context
 from apps.web.services import series_response, status_context, with_latest
 
 FILTERS = ("q", "phase", "mode", "engine")
@@ -79,7 +79,7 @@ def service_detail(request, tenant, name: str):
     service = get_service(tenant, name)
     context = status_context(service, request.user) | {"tenant": tenant}
     if is_fragment(request):
-        return render(request, "web/partials/service_status.html", {**context, "oob": True})
+        return render(request, "portal/partials/service_status.html", {**context, "oob": True})
     context["refresh_ms"] = settings.TELEMETRY_SCRAPE_SECONDS * 1000
     context["ranges"] = list(RANGES)
     context["range"] = request.GET.get("range") if request.GET.get("range") in RANGES else "15m"
@@ -88,7 +88,7 @@ def service_detail(request, tenant, name: str):
     context["scaling"] = panel_context(service)
     context["gateway_drift"] = drift([service.pk])[service.pk]
     context["gateway_view"] = gateway_view(service.pk)
-    return render(request, "web/service_detail.html", context)
+    return render(request, "portal/service_detail.html", context)
 
 
 @tenant_page(READ)

@@ -113,3 +113,27 @@ def test_the_capacity_slot_answers_as_the_form_changes(login, operator_a, catalo
     assert "AMD Instinct MI300X 192GB" in row["fits_on"]
     assert "NVIDIA H200 141GB" not in row["fits_on"] and "NVIDIA H100 SXM 80GB" not in row["fits_on"]
     assert "Suggestion: with these settings it fits on" in response.content.decode()
+
+
+def test_the_capacity_slot_judges_each_pool_at_the_tensor_parallelism_its_gpus_give(login, operator_a, catalog_a,
+                                                                                    cluster, tenant_a):
+    from tests.factories import ModelFactory
+    from tests.web.portal.forms import service_post
+
+    # Llama 3.1 70B in bf16: 141.2 GB of weights; over 4 H100s that is 35.3 GB a GPU, well inside 80 GB.
+    big = ModelFactory(name="big", tenant=tenant_a, parameters_billions=70.6, layers=80, hidden_size=8192,
+                       attention_heads=64, kv_heads=8, head_dim=128)
+    url = reverse("web:service-form-parts", args=["alpha"])
+    four = {"engine": {"gpus_per_replica": 4, "gpu_type": "h100-sxm-80gb"}}
+    data = service_post(model=big, runtime=catalog_a["runtime"], pools=four, tensor_parallel_size="",
+                        max_model_len=8192)
+    response = login(operator_a).post(url, data, HTTP_HX_REQUEST="true")
+    row = response.context["capacity"]["rows"][0]
+    assert (row["tp"], row["fits"]) == (4, True)  # TP unset + 4 GPUs: judged at TP 4, as admission does
+    assert "(TP 4)" in response.content.decode()
+
+    # TP 3 on 4 GPUs would leave one idle (4 is not a multiple of 3): refused naming the setting, as on save.
+    response = login(operator_a).post(url, {**data, "tensor_parallel_size": 3}, HTTP_HX_REQUEST="true")
+    row = response.context["capacity"]["rows"][0]
+    assert row["fits"] is False
+    assert row["reason"].startswith("tensor_parallel_size: tensor_parallel_size 3 × pipeline_parallel_size 1 uses 3")

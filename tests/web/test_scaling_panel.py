@@ -30,7 +30,7 @@ def test_consecutive_held_decisions_fold_into_one_line_with_a_count(login, viewe
         decide(service, seconds, action="held", current=2, desired=2, reason="held at 2 (highest recommendation)")
     decide(service, 10, current=2, desired=1, reason="all metrics below target")
     PoolAutoscalerState.objects.create(service=service, pool="engine", evaluations=40, unchanged=35, cold_start_s=12.5)
-    html = login(viewer_a).get(reverse("autoscaling:panel", args=[service.pk])).content.decode()
+    html = login(viewer_a).get(reverse("web:scaling-panel", args=[service.pk])).content.decode()
     assert html.count('class="decision') == 3  # scaled, one folded held line, scaled
     assert "held ×3" in html and "all metrics below target" in html
     assert "<td>40</td><td>35</td>" in html and "12.5 s" in html
@@ -53,7 +53,7 @@ def test_live_hpa_status_read_back_from_the_cluster_is_shown(login, viewer_a, te
         "current": 2, "desired": 3, "last_scale": None, "metrics": ["vllm_num_requests_waiting: 9"],
         "conditions": [{"type": "ScalingLimited", "status": "False", "reason": "DesiredWithinRange",
                         "message": "the desired count is within the acceptable range"}]}])
-    html = login(viewer_a).get(reverse("autoscaling:panel", args=[service.pk])).content.decode()
+    html = login(viewer_a).get(reverse("web:scaling-panel", args=[service.pk])).content.decode()
     assert f"HorizontalPodAutoscaler/{service.name}</td><td>2</td><td>3</td>" in html
     assert "ScalingLimited=False</span> DesiredWithinRange" in html
 
@@ -62,8 +62,8 @@ def test_another_tenants_panel_is_404_and_its_decisions_stay_off_the_fleet_page(
     service = InferenceServiceFactory(tenant=tenant_a, name="secret-chat", autoscaling=BUILTIN)
     decide(service, 5)
     client = login(member_b)
-    assert client.get(reverse("autoscaling:panel", args=[service.pk])).status_code == 404
-    assert "secret-chat" not in client.get(reverse("autoscaling:fleet-decisions")).content.decode()
+    assert client.get(reverse("web:scaling-panel", args=[service.pk])).status_code == 404
+    assert "secret-chat" not in client.get(reverse("web:fleet-decisions")).content.decode()
 
 
 def test_the_fleet_lists_the_latest_decisions_across_services(login, staff, tenant_a, tenant_b):
@@ -72,7 +72,7 @@ def test_the_fleet_lists_the_latest_decisions_across_services(login, staff, tena
     decide(a, 30, reason="older")
     decide(b, 5, reason="newer")
     decide(b, 1, action="held", current=2, desired=2, reason="held ones are not listed")
-    html = login(staff).get(reverse("autoscaling:fleet-decisions")).content.decode()
+    html = login(staff).get(reverse("web:fleet-decisions")).content.decode()
     assert html.index("bravo/bravo-chat") < html.index("alpha/alpha-chat")
     assert "held ones are not listed" not in html
 
@@ -81,6 +81,6 @@ def test_a_scale_up_capped_at_max_is_labelled_as_what_happened(login, viewer_a, 
     service = InferenceServiceFactory(tenant=tenant_a, autoscaling=BUILTIN)
     decision = decide(service, 5, current=2, desired=5, reason="waiting 40.0 per replica > target 4 (×10.0) → 5 replicas")
     ScalingDecision.objects.filter(pk=decision.pk).update(rule="TooManyReplicas")
-    html = login(viewer_a).get(reverse("autoscaling:panel", args=[service.pk])).content.decode()
+    html = login(viewer_a).get(reverse("web:scaling-panel", args=[service.pk])).content.decode()
     assert "[Capped at the pool&#x27;s maximum replicas]" in html
     assert "[Maximum replicas]" not in html

@@ -1,11 +1,17 @@
 """The live capacity check beside the service form: for each pool, whether the chosen model fits the
 chosen GPUs with the form's engine settings, how many KV-cache tokens that leaves and how many
 sequences of full context run at once. The arithmetic is `apps.serving.capacity` (one definition);
-this module only reads the form and says "unavailable" when that module is not installed."""
+this module only reads the form and says "unavailable" when that module is not installed.
+
+Each pool is judged at the tensor parallelism its replica will run with, `capacity.parallel.
+effective_parallelism` (the fact admission, the planner and the renderer share): an unset TP on 4 GPUs is
+TP 4, and a TP × PP that would leave GPUs idle is shown with the reason admission will give."""
 
 from __future__ import annotations
 
 import importlib
+
+from capacity.parallel import ParallelismError, effective_parallelism
 
 
 def _capacity_module():
@@ -33,8 +39,11 @@ def capacity_context(form, pools) -> dict:
     model = form.fields["model"].queryset.filter(pk=model_id).first() if model_id else None
     if model is None:
         return {"capacity": {"available": True, "rows": [], "note": "Choose a model to see whether it fits."}}
+    runtime_id = _value(form, "runtime", int)
+    runtime = form.fields["runtime"].queryset.filter(pk=runtime_id).first() if runtime_id else None
+    engine = runtime.engine if runtime is not None else "vllm"
+    tp, pp = _value(form, "tensor_parallel_size", int), _value(form, "pipeline_parallel_size", int, 1) or 1
     settings = {
-        "tp": _value(form, "tensor_parallel_size", int, 1) or 1,
         # The planner knows two KV-cache sizes: the model's dtype ("auto") and one byte ("fp8"); every
         # engine spelling of an fp8 cache (fp8_e4m3, fp8_e5m2, …) is the latter.
         "kv_cache_dtype": "fp8" if "fp8" in (_value(form, "kv_cache_dtype", str, "") or "") else "auto",
@@ -47,13 +56,19 @@ def capacity_context(form, pools) -> dict:
         if not gpu_type:
             continue
         try:
-            described = capacity.describe(model, gpu_type, **settings)
+            parallel = effective_parallelism(_value(pool, "gpus_per_replica", int, 1) or 1,
+                                             _value(pool, "nodes_per_replica", int, 1) or 1, tp, pp, engine=engine)
+            described = capacity.describe(model, gpu_type, tp=parallel.tp, **settings)
+        except ParallelismError as exc:
+            rows.append({"role": pool.pool_role, "gpu_type": gpu_type, "fits": False, "tp": tp,
+                         "reason": f"{exc.field}: {exc.message}"})
+            continue
         except (ValueError, KeyError) as exc:
             rows.append({"role": pool.pool_role, "gpu_type": gpu_type, "fits": False, "reason": str(exc)})
             continue
         row = {"role": pool.pool_role, "gpu_type": gpu_type, **described}
         if not described.get("fits"):
-            row["fits_on"] = _fits_on(capacity, model, settings)
+            row["fits_on"] = _fits_on(capacity, model, settings | {"tp": parallel.tp})
         rows.append(row)
     return {"capacity": {"available": True, "rows": rows, "note": ""}}
 

@@ -6,17 +6,17 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, render
 
-from apps.autoscaling.panel import latest_decisions, panel_context
 from apps.serving.models import InferenceService
+from apps.web.scaling_panel import latest_decisions, panel_context
 
 
 @login_required
 def scaling_panel(request, pk: int):
     service = get_object_or_404(InferenceService.objects.restrict(request.user), pk=pk)
-    return render(request, "autoscaling/partials/scaling_panel.html", panel_context(service))
+    return render(request, "web/partials/scaling_panel.html", panel_context(service))
 
 
 @login_required
 def fleet_decisions(request):
-    return render(request, "autoscaling/partials/fleet_decisions.html",
+    return render(request, "web/partials/fleet_decisions.html",
                   {"decisions": latest_decisions(request.user)})

@@ -7,9 +7,9 @@ import pytest
 from django.urls import reverse
 from playwright.sync_api import expect
 
-from tests.autoscaling.test_panel import BUILTIN, decide
 from tests.factories import InferenceServiceFactory
 from tests.web.conftest import browser_page, point  # noqa: F401 (the Chromium fixture)
+from tests.web.test_scaling_panel import BUILTIN, decide
 
 
 @pytest.mark.browser
