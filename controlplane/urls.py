@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
 from apps.telemetry.views import metrics
 
@@ -26,6 +26,8 @@ urlpatterns = [
     # The split view serves its start-up script as a file, so the page runs no inline script (CSP).
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema", template_name="api/swagger_ui.html"),
          name="api-docs"),
+    path("api/redoc/", SpectacularRedocView.as_view(url_name="schema", template_name="api/redoc.html"),
+         name="api-redoc"),
 ]
 
 handler404 = "controlplane.views.not_found"

@@ -87,7 +87,7 @@ class Streaming:
         ws = web.WebSocketResponse(protocols=EXEC_PROTOCOLS, autoping=True)
         await ws.prepare(request)
         try:
-            result = run(command)
+            result = await asyncio.to_thread(run, command)  # a command may dial a workload this loop serves
             if result.stdout:
                 await ws.send_bytes(bytes([STDOUT]) + result.stdout.encode())
             if result.stderr:

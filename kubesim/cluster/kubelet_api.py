@@ -3,28 +3,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from datetime import datetime
 
 from kubesim.apiserver.errors import ApiError
 from kubesim.cluster import shell
 from kubesim.cluster.containerenv import source_data
+from kubesim.cluster.dialing import PodDialer, Route, port_number_and_name
 from kubesim.cluster.netpol import SOURCE_POD_HEADER, ingress_allowed, refused, source_of
 from kubesim.engines import VLLM_IMAGES, image_repo
 from kubesim.workload import Endpoint
 
 # PID 1 of images run without a command: their ENTRYPOINT
 _ENTRYPOINTS = {repo: ["python3", "-m", "vllm.entrypoints.openai.api_server"] for repo in VLLM_IMAGES}
-
-
-def _port_number_and_name(pod: dict, port) -> tuple[int | None, str | None]:
-    """A container port given by number or name, as (number, name) for NetworkPolicy port rules."""
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        for candidate in container.get("ports") or []:
-            if str(port) in (str(candidate.get("containerPort")), candidate.get("name")):
-                return candidate.get("containerPort"), candidate.get("name")
-    return (int(port), None) if str(port or "").isdigit() else (None, str(port) if port else None)
 
 
 class PodNetwork:
@@ -42,7 +37,7 @@ class PodNetwork:
         return source_of(self.store, header)
 
     def admits(self, pod: dict, source, port) -> bool:
-        return ingress_allowed(self.store, pod, source, *_port_number_and_name(pod, port))
+        return ingress_allowed(self.store, pod, source, *port_number_and_name(pod, port))
 
     def refused(self, pod: dict, port) -> ApiError:
         return refused(pod, port)
@@ -72,8 +67,33 @@ class KubeletApi:
         return next((c.port for c in runtime.containers if c.port is not None and c.workload is not None), None)
 
     def exec_in(self, pod: dict, container: str) -> Callable[[list[str]], shell.Result]:
+        """A runner for commands in the container; call it off the event loop (a command may dial a workload
+        that this loop serves), it routes connections on the loop, where the store and kubelet live."""
         view = self.view(pod, container)
+        view.dial = self._dialer(pod, asyncio.get_running_loop())
         return lambda command: shell.run(view, command)
+
+    def _dialer(self, pod: dict, loop: asyncio.AbstractEventLoop) -> Callable[..., shell.Reply]:
+        network = PodDialer(self.store, self.kubelet)
+        meta = pod["metadata"]
+
+        async def route(host: str, port: int, path: str) -> Route:
+            source = source_of(self.store, f"{meta.get('namespace') or 'default'}/{meta['name']}")
+            return network.route(source, host, port, path)
+
+        def dial(host: str, port: int, path: str, timeout: float) -> shell.Reply:
+            where = asyncio.run_coroutine_threadsafe(route(host, port, path), loop).result(timeout)
+            if where.local_url is None:
+                return shell.Reply(where.status, where.body, where.error, where.message)
+            try:
+                with urllib.request.urlopen(where.local_url, timeout=timeout) as response:  # noqa: S310 - loopback
+                    return shell.Reply(response.status, response.read().decode(errors="replace"))
+            except urllib.error.HTTPError as error:
+                return shell.Reply(error.code, error.read().decode(errors="replace"))
+            except OSError:
+                return shell.Reply(error=28, message=f"Failed to connect to {host} port {port}: Timeout was reached")
+
+        return dial
 
     def view(self, pod: dict, container_name: str) -> shell.Container:
         """What a command in the container sees: environment, files, PID 1 and the GPUs it holds."""

@@ -72,7 +72,9 @@ def _peer_admits(store, peer: dict, target_namespace: str, source: Source) -> bo
         return False  # pod and namespace selectors pick pods, never the API server
     if "namespaceSelector" in peer:
         namespace = store.get("v1/namespaces", None, source.namespace)
-        if not _selects(peer["namespaceSelector"], namespace["metadata"].get("labels") or {}):
+        # every namespace carries its name as a label, which the API server sets (Kubernetes 1.21+)
+        labels = {**(namespace["metadata"].get("labels") or {}), "kubernetes.io/metadata.name": source.namespace}
+        if not _selects(peer["namespaceSelector"], labels):
             return False
     elif source.namespace != target_namespace:
         return False  # a podSelector alone picks pods of the policy's own namespace

@@ -2,7 +2,9 @@
 
 Commands: `ls [-l] [-a] [PATH...]`, `cat FILE...`, `env` / `printenv [NAME...]`, `hostname`, `pwd`, `echo`,
 `true`, `false`, `nvidia-smi` (table, `-L`, `--query-gpu=... --format=csv[,noheader][,nounits]`), `ps [-ef|aux]`,
-and `sh -c 'ONE COMMAND'`. Anything else exits 127 with a shell's `not found`. Files: `/etc/hostname`,
+`curl [-sSf] [-m SECONDS] URL` (a GET from the pod itself, through the pod network of
+kubesim/cluster/dialing.py and its NetworkPolicy checks, with curl's exit codes), and `sh -c 'ONE COMMAND'`.
+Anything else exits 127 with a shell's `not found`. Files: `/etc/hostname`,
 `/etc/hosts`, `/etc/resolv.conf`, the ServiceAccount namespace file, and the keys of ConfigMap and Secret volumes
 at their mount paths. `nvidia-smi` exists only in containers holding GPUs, as the NVIDIA runtime injects it.
 """
@@ -12,6 +14,8 @@ from __future__ import annotations
 import posixpath
 import shlex
 import time
+import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kubesim.cluster.gpus import Device, Reading
@@ -36,6 +40,17 @@ class Container:
     command_line: str  # PID 1
     started: float  # epoch seconds of the container start
     gpus: list[tuple[Device, Reading]] = field(default_factory=list)
+    dial: Callable[[str, int, str, float], Reply] | None = None  # (host, port, path, timeout): the pod network
+
+
+@dataclass
+class Reply:
+    """A connection's outcome: an HTTP status and body, or curl's exit code and message when none came."""
+
+    status: int = 0
+    body: str = ""
+    error: int = 0
+    message: str = ""
 
 
 @dataclass
@@ -180,6 +195,60 @@ def _ps(container: Container, args: list[str]) -> Result:
     return Result("".join(line + "\n" for line in lines))
 
 
+# ---------------------------------------------------------------------------------------------- curl
+
+_CURL_FLAGS = {"-s": "silent", "--silent": "silent", "-S": "show-error", "--show-error": "show-error",
+               "-f": "fail", "--fail": "fail"}
+_CURL_VALUED = {"-m": "max-time", "--max-time": "max-time", "--connect-timeout": "max-time"}
+
+
+def _curl_options(args: list[str]) -> tuple[set[str], float, list[str]] | Result:
+    flags, timeout, urls, rest = set(), 300.0, [], list(args)
+    while rest:
+        arg = rest.pop(0)
+        short = [f"-{c}" for c in arg[1:]] if arg.startswith("-") and not arg.startswith("--") else [arg]
+        if not arg.startswith("-"):
+            urls.append(arg)
+        elif arg in _CURL_VALUED or (short[0] == "-m" and len(arg) > 2):
+            value = arg[2:] if arg not in _CURL_VALUED else (rest.pop(0) if rest else "")
+            try:
+                timeout = float(value)
+            except ValueError:
+                return Result(stderr=f"curl: option {arg}: expected a proper numerical parameter\n", exit_code=2)
+        elif all(s in _CURL_FLAGS for s in short):
+            flags.update(_CURL_FLAGS[s] for s in short)
+        else:
+            return Result(stderr=f"curl: option {arg}: is unknown\ncurl: try 'curl --help' for more information\n",
+                          exit_code=2)
+    return flags, timeout, urls
+
+
+def _curl(container: Container, args: list[str]) -> Result:
+    options = _curl_options(args)
+    if isinstance(options, Result):
+        return options
+    flags, timeout, urls = options
+    if not urls:
+        return Result(stderr="curl: no URL specified!\n", exit_code=2)
+    url = urllib.parse.urlsplit(urls[0] if "://" in urls[0] else f"http://{urls[0]}")
+    if url.scheme not in ("http", "https"):
+        return Result(stderr=f'curl: (1) Protocol "{url.scheme}" not supported\n', exit_code=1)
+    try:
+        port = url.port or (443 if url.scheme == "https" else 80)
+    except ValueError:
+        return Result(stderr="curl: (3) URL rejected: Port number was not a decimal number\n", exit_code=3)
+    if container.dial is None or not url.hostname:
+        return Result(stderr=f"curl: (6) Could not resolve host: {url.hostname or ''}\n", exit_code=6)
+    path = (url.path or "/") + (f"?{url.query}" if url.query else "")
+    reply = container.dial(url.hostname, port, path, timeout)
+    if not reply.error and "fail" in flags and reply.status >= 400:
+        reply = Reply(error=22, message=f"The requested URL returned error: {reply.status}")
+    if reply.error:
+        quiet = "silent" in flags and "show-error" not in flags
+        return Result(stderr="" if quiet else f"curl: ({reply.error}) {reply.message}\n", exit_code=reply.error)
+    return Result(reply.body)
+
+
 # ---------------------------------------------------------------------------------------------- nvidia-smi
 
 _QUERY_FIELDS = {
@@ -264,5 +333,5 @@ def _smi_table(container: Container) -> str:
 _COMMANDS = {
     "ls": _ls, "cat": _cat, "env": _env, "printenv": _printenv, "hostname": _hostname, "echo": _echo,
     "pwd": lambda c, a: Result("/\n"), "true": lambda c, a: Result(), "false": lambda c, a: Result(exit_code=1),
-    "ps": _ps, "nvidia-smi": _nvidia_smi, "whoami": lambda c, a: Result("root\n"),
+    "ps": _ps, "nvidia-smi": _nvidia_smi, "curl": _curl, "whoami": lambda c, a: Result("root\n"),
 }

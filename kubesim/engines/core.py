@@ -329,6 +329,16 @@ class EngineCore:
                 r.first_token += shift
                 r.prefill_done = r.first_token
 
+    def _woken(self, idle_since: float, now: float) -> None:
+        """Requests that arrived while the engine idled start now, as if it had woken at once: the wake-up
+        delay is the event loop's (CPU load, timer resolution), not the model's, so it goes to `lost_s`, not
+        into their TTFT."""
+        late = [r for r in self.waiting if r.first_scheduled is None and idle_since <= r.arrival < now]
+        if late:
+            self.lost_s += now - min(r.arrival for r in late)
+        for r in late:
+            r.arrival = r.last_token = now
+
     async def _loop(self) -> None:
         """Step the batch on a model timeline `vt`: each step ends exactly `dt` after the previous one.
 
@@ -361,6 +371,7 @@ class EngineCore:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
                 vt = clock.now()
+                self._woken(now, vt)
                 continue
             prefill = []
             decode_ctx = []

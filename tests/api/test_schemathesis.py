@@ -9,17 +9,25 @@ and real PostgreSQL. No response may be a server error, and every response must 
 One test per actor walks every operation (instead of one pytest item per operation) so the tenants,
 users and tokens are made once per actor, not once per operation; each operation's failures are
 collected and all are reported together.
+
+Two more strategies build on schemathesis's own cases for every write operation (POST, PUT, PATCH): one
+puts a value nested up to 950 levels deep (lists, objects, or both in turn; under the JSON parser's own
+limit, where a recursive walk of request data would overflow Python's stack) in one field of a generated
+body, the other pads one field so the body lands just under, at or just over the body limit (lowered to
+16 KiB here), where the answer past the limit must be 413 in JSON. Both run the same checks as above.
 """
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 import schemathesis
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
 from controlplane.wsgi import application
@@ -32,6 +40,10 @@ SCHEMA = schemathesis.openapi.from_wsgi("/api/schema/", application)
 OPERATIONS = [result.ok() for result in SCHEMA.get_all_operations()]
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                 suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
+WRITES = [op for op in OPERATIONS if op.method.upper() in ("POST", "PUT", "PATCH")]
+BODY_LIMIT = 16 * 1024
+SHAPED = settings(FUZZ, max_examples=3, phases=[Phase.generate])  # no shrinking: a failure shows its case
+UNJUDGED = [schemathesis.checks.positive_data_acceptance, schemathesis.checks.negative_data_rejection]
 
 
 @pytest.fixture
@@ -71,6 +83,63 @@ def fuzz_operation(operation, token: str, mode: GenerationMode) -> None:
     run()
 
 
+def nested_json(depth: int, kind: str) -> str:
+    """JSON text `depth` levels deep (lists, objects, or both in turn), built as text: no recursion."""
+    if kind == "list":
+        return "[" * depth + "]" * depth
+    if kind == "dict":
+        return '{"a":' * depth + "0" + "}" * depth
+    return '[{"a":' * (depth // 2) + "0" + "}]" * (depth // 2)
+
+
+def with_field(case, text_of_value) -> tuple[str, bytes]:
+    """The case's generated JSON body (an object, or `{}`) with one of its fields, or `name`, set to the JSON
+    text `text_of_value(field)`: (field, body bytes)."""
+    body = case.body if isinstance(case.body, dict) and case.body else {"name": "x"}
+    field = sorted(body)[0]
+    rest = json.dumps({k: v for k, v in body.items() if k != field})
+    value = text_of_value(field)
+    return field, ("{" + json.dumps(field) + ":" + value + ("," + rest[1:] if rest != "{}" else "}")).encode()
+
+
+def deep_cases(operation):
+    """Schema-valid cases of the operation whose body has one field nested up to 950 levels deep."""
+    def shape(case, depth, kind):
+        case.body, case.media_type = with_field(case, lambda _f: nested_json(depth, kind))[1], "application/json"
+        return case
+    return st.builds(shape, operation.as_strategy(generation_mode=GenerationMode.POSITIVE),
+                     st.integers(1, 950), st.sampled_from(["list", "dict", "mixed"]))
+
+
+def large_cases(operation):
+    """Schema-valid cases of the operation whose body is padded to a size around the body limit."""
+    def shape(case, size):
+        _, bare = with_field(case, lambda _f: '""')
+        case.body = with_field(case, lambda _f: json.dumps("x" * max(size - len(bare), 0)))[1]
+        case.media_type = "application/json"
+        case.headers = {}  # only the size is wrong (a generated If-Match may be refused first, rightly)
+        return case
+    return st.builds(shape, operation.as_strategy(generation_mode=GenerationMode.POSITIVE),
+                     st.sampled_from([BODY_LIMIT - 1, BODY_LIMIT, BODY_LIMIT + 1]) | st.integers(BODY_LIMIT - 64,
+                                                                                                BODY_LIMIT + 64))
+
+
+def shaped_operation(operation, token: str, strategy) -> None:
+    headers = {"Authorization": f"Bearer {token}"}
+
+    @SHAPED
+    @given(case=strategy(operation))
+    def run(case):
+        response = case.call_and_validate(headers=headers, excluded_checks=UNJUDGED)
+        if len(case.body) > BODY_LIMIT and response.status_code not in (401, 403, 404, 405):  # refused unread
+            assert response.status_code == 413, (len(case.body), response.status_code, case.path_parameters,
+                                                 case.query, response.content[:300])
+            content_type = {k.lower(): v for k, v in response.headers.items()}["content-type"]
+            assert content_type[0].startswith("application/json")
+
+    run()
+
+
 def fuzz_all(token: str) -> None:
     failures = []
     for operation in OPERATIONS:
@@ -79,6 +148,17 @@ def fuzz_all(token: str) -> None:
                 fuzz_operation(operation, token, mode)
             except (Exception, BaseExceptionGroup) as exc:  # collect every operation's failure, report them all
                 failures.append(f"{operation.method.upper()} {operation.path} ({mode.value}):\n{exc}")
+    assert not failures, "\n\n".join(failures)
+
+
+def shape_all(token: str) -> None:
+    failures = []
+    for operation in WRITES:
+        for strategy in (deep_cases, large_cases):
+            try:
+                shaped_operation(operation, token, strategy)
+            except (Exception, BaseExceptionGroup) as exc:  # collect every operation's failure, report them all
+                failures.append(f"{operation.method.upper()} {operation.path} ({strategy.__name__}):\n{exc}")
     assert not failures, "\n\n".join(failures)
 
 
@@ -99,3 +179,11 @@ def test_api_as_staff(fuzz_world):
 
 def test_api_as_tenant_owner(fuzz_world):
     fuzz_all(fuzz_world["owner_a"])
+
+
+@pytest.mark.parametrize("actor", ["staff", "owner_a"])
+def test_write_operations_take_deeply_nested_and_limit_sized_bodies_without_a_server_error(fuzz_world, settings,
+                                                                                          actor):
+    settings.API_MAX_BODY_BYTES = settings.DATA_UPLOAD_MAX_MEMORY_SIZE = BODY_LIMIT
+    assert len(WRITES) >= 15
+    shape_all(fuzz_world[actor])

@@ -12,7 +12,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from apps.serving.rendering import render_service
-from kubesim.cluster.netpol import APISERVER_ADDRESS, SOURCE_POD_HEADER, Source, connection_allowed, source_of
+from kubesim.cluster.netpol import APISERVER_ADDRESS, SOURCE_POD_HEADER
 from tests.factories import ClusterFactory, InferenceServiceFactory, TenantFactory
 from tests.serving.golden.specs import SPECS
 from tests.telemetry.conftest import reconcile_until_ready
@@ -141,40 +141,6 @@ def test_a_cidr_that_does_not_parse_is_refused_naming_the_field(db):
     with pytest.raises(ValidationError) as caught:
         cluster.full_clean()
     assert "api_server_cidrs" in caught.value.message_dict
-
-
-def test_an_engine_pod_cannot_reach_the_metadata_address_but_reaches_its_namespace_and_model_sources(
-        db, make_cluster):
-    handle = make_cluster()
-    cluster = ClusterFactory(name="sim", api_url=handle.url, model_egress_cidrs=["0.0.0.0/0"])
-    pools = [{"role": "engine", "replicas": 1, "gpu_type": "h100-sxm-80gb"}]
-    service = reconcile_until_ready(InferenceServiceFactory(tenant=TenantFactory(slug="alpha"), name="chat",
-                                                            cluster=cluster, pools=pools))
-    store = handle.server.store
-    engine = handle.core.list_namespaced_pod("tenant-alpha").items[0].metadata.name
-    source = source_of(store, f"tenant-alpha/{engine}")
-
-    assert not connection_allowed(store, source, Source("169.254.169.254"), 80)
-    assert not connection_allowed(store, source, Source("169.254.170.2"), 80)
-    assert connection_allowed(store, source, Source("203.0.113.7"), 443)  # a model source
-    # Its own namespace still answers through the proxy, now past the egress policy too.
-    status, body = proxy(handle.url, "tenant-alpha", service.name, "/v1/models", f"tenant-alpha/{engine}")
-    assert status == 200 and json.loads(body)["data"]
-
-
-def test_without_model_sources_an_engine_pod_reaches_only_dns_its_namespace_and_the_api_server(db, make_cluster):
-    handle = make_cluster()
-    cluster = ClusterFactory(name="sim", api_url=handle.url)
-    pools = [{"role": "engine", "replicas": 1, "gpu_type": "h100-sxm-80gb"}]
-    reconcile_until_ready(InferenceServiceFactory(tenant=TenantFactory(slug="alpha"), name="chat", cluster=cluster,
-                                                  pools=pools))
-    store = handle.server.store
-    engine = handle.core.list_namespaced_pod("tenant-alpha").items[0].metadata.name
-    source = source_of(store, f"tenant-alpha/{engine}")
-
-    assert not connection_allowed(store, source, Source("203.0.113.7"), 443)
-    assert not connection_allowed(store, source, Source("169.254.169.254"), 80)
-    assert connection_allowed(store, source, Source(APISERVER_ADDRESS), 6443)
 
 
 @pytest.mark.parametrize("cidr", ["169.254.169.254/32", "169.254.0.0/16", "fe80::1/128"])

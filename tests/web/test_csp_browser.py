@@ -28,7 +28,8 @@ def watched(page, live_server):
 
 
 PAGES = ["/", "/t/alpha/", "/t/alpha/services/", "/t/alpha/services/new/", "/t/alpha/members/",
-         "/admin/", "/admin/serving/inferenceservice/", "/admin/tenancy/tenant/add/", "/api/docs/"]
+         "/admin/", "/admin/serving/inferenceservice/", "/admin/tenancy/tenant/add/", "/api/docs/",
+         "/api/redoc/"]
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -56,6 +57,20 @@ def test_the_api_docs_render_their_operations_offline(browser_page, live_server,
     operation = page.locator(".opblock-summary-path", has_text="/api/v1/services/").first
     operation.wait_for(state="visible", timeout=30000)
     assert page.locator(".opblock").count() >= 50
+
+
+def test_the_redoc_page_renders_its_operations_offline(browser_page, live_server, staff):
+    page = browser_page(staff)
+    messages = watched(page, live_server)
+
+    page.goto(live_server.url + "/api/redoc/")
+
+    # ReDoc lists each operation in its menu, and renders the operation's path in the page.
+    page.locator("[role=menuitem]", has_text="v1_services_create").first.wait_for(state="attached", timeout=30000)
+    page.locator("text=/api/v1/services/{id}/scale/").first.wait_for(state="attached", timeout=30000)
+    assert page.locator("[data-section-id^='operation/']").count() >= 50
+    assert page.evaluate("window.__violations") == []
+    assert messages == []
 
 
 def test_the_service_page_draws_its_charts_without_a_csp_violation(browser_page, live_server, viewer_a, tenant_a):

@@ -72,9 +72,9 @@ def test_kubectl_exec_lists_and_reads_files_and_env(cluster):
 
 
 def test_unknown_command_exits_127_with_a_shells_message(cluster):
-    proc = _kubectl(cluster, "exec", "web", "--", "curl", "localhost")
+    proc = _kubectl(cluster, "exec", "web", "--", "wget", "localhost")
     assert proc.returncode == 127
-    assert "sh: 1: curl: not found" in proc.stderr
+    assert "sh: 1: wget: not found" in proc.stderr
     assert "command terminated with exit code 127" in proc.stderr
     proc = _kubectl(cluster, "exec", "web", "--", "nvidia-smi")  # no GPUs: the runtime injects no nvidia-smi
     assert proc.returncode == 127

@@ -168,6 +168,11 @@ def test_shared_prefix_with_caching_cuts_ttft_and_counts_hits():
     assert cached["vllm:prefix_cache_queries_total"] == 6 * 2050
     assert uncached["vllm:prefix_cache_hits_total"] == 0
     assert [u.get("prompt_tokens_details", {}).get("cached_tokens", 0) for u in usages] == [0] + [2000] * 5
+    # One request at a time on an idle engine: nothing queues, so TTFT is the modelled prefill alone, in
+    # simulated seconds whatever the CPU load (the event loop's wake-up delay is not the model's).
+    for m in (cached, uncached):
+        assert m["vllm:request_queue_time_seconds_sum"] == pytest.approx(0, abs=1e-9)
+        assert m["vllm:time_to_first_token_seconds_sum"] == pytest.approx(m["vllm:request_prefill_time_seconds_sum"])
     ttft = lambda m: m["vllm:time_to_first_token_seconds_sum"] / m["vllm:time_to_first_token_seconds_count"]  # noqa: E731
     assert ttft(cached) < 0.5 * ttft(uncached)
 
