@@ -12,7 +12,6 @@ import time
 
 import httpx
 import redis
-from aiohttp import web
 
 from apps.autoscaling.evaluate import evaluate_service
 from apps.autoscaling.models import ActivationSignal, ScalingDecision
@@ -22,7 +21,7 @@ from gateway.app import Gateway
 from gateway.limits import RequestLimiter
 from gateway.snapshot import SnapshotFile
 from tests.factories import ClusterFactory, InferenceServiceFactory
-from tests.gateway.test_usage_callback import engine
+from tests.gateway.fake_engine import start_engine
 from workers.activation import check_cluster
 from workers.kube import kube_for
 
@@ -47,13 +46,7 @@ def held_in_redis(client: redis.Redis) -> int:
 
 
 async def scenario(tmp_path):
-    app = web.Application()
-    app.router.add_post("/v1/completions", engine)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
+    runner, port = await start_engine()
     snapshot = tmp_path / "snapshot.json"
     write(snapshot, 0, [])
     store = redis.Redis.from_url(REDIS_URL)
