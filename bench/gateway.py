@@ -203,8 +203,12 @@ async def _load(url: str, keys: list[str], model: str, rate: float, seconds: flo
             "failed": failures}
 
 
+def warm(url, keys, model) -> None:
+    """A second of light load first: connections, caches and Redis scripts warm, nothing counted."""
+    asyncio.run(_load(url, keys[:50], model, 50, 1.0))
+
+
 def load(url, keys, model, rate, seconds) -> dict:
-    asyncio.run(_load(url, keys[:50], model, min(rate, 50), 1.0))  # warm connections and caches, not counted
     return asyncio.run(_load(url, keys, model, rate, seconds))
 
 
@@ -247,6 +251,7 @@ def litellm(engine: str, rate: float, seconds: float, core: int | None) -> tuple
                             cwd=venv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         wait_http(f"http://127.0.0.1:{port}/health/liveliness", timeout=180)
+        warm(f"http://127.0.0.1:{port}", [master], "llama-8b")
         return load(f"http://127.0.0.1:{port}", [master], "llama-8b", rate, seconds), None
     except SystemExit as exc:
         return None, f"litellm's proxy did not start: {exc}"
@@ -316,9 +321,11 @@ def main() -> int:
     try:
         wait_http(f"http://{engine}/v1/models")
         keys = snapshot(workdir / "snapshot.json", engine, limit_rpm=10_000_000)
+        warm(f"http://{engine}", keys, "llama-8b")
         direct = load(f"http://{engine}", keys, "llama-8b", args.rate, args.seconds)
         gateway, base = start_gateway(workdir / "snapshot.json", f"bench:{uuid.uuid4().hex}:", server_core)
         try:
+            warm(base, keys, "svc-1")
             trips_before = round_trips(base)
             through = load(base, keys[:ACTIVE_KEYS], "svc-1", args.rate, args.seconds)
             trips = (round_trips(base) - trips_before) / max(through["answered"], 1)
