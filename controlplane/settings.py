@@ -387,6 +387,9 @@ CELERY_BEAT_SCHEDULE: dict = {
 # Where inference gateways share limits and publish requests held for services waking from zero; the
 # activation check (workers/activation.py) reads the latter. Empty: no gateway holds requests.
 GATEWAY_REDIS_URL = os.environ.get("GATEWAY_REDIS_URL", "")
+# The inference gateway's address as tenants' applications reach it: the playground's curl and Python snippets
+# call it with an inference key (make demo serves it here).
+GATEWAY_PUBLIC_URL = os.environ.get("GATEWAY_PUBLIC_URL", "http://127.0.0.1:8080").rstrip("/")
 
 # Engine telemetry (apps/telemetry, workers/telemetry.py): scrape period, per-request timeout, parallel
 # scrapes per cycle, retention of raw rows and of one-minute rollups, and the queue heartbeat period.

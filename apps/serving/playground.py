@@ -17,6 +17,8 @@ import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from apps.clusters.incluster import InClusterCredentialsMissing
 from apps.clusters.kubeclient import api_client
 from apps.serving.choices import DeploymentMode, Phase
@@ -162,13 +164,14 @@ def _relay(response, started: float) -> Iterator[dict]:
 
 
 def snippets(service, prompt: Prompt) -> dict[str, str]:
-    """The same request for the tenant's own code: curl and the OpenAI Python client, against the
-    service's in-cluster endpoint."""
-    body = prompt.body(service.model.name, stream=True)
+    """The same request for the tenant's own code: curl and the OpenAI Python client, through the inference
+    gateway (`GATEWAY_PUBLIC_URL`) with an inference key from the environment, the model named as the
+    service is (the tenant's application never holds cluster credentials)."""
+    body = prompt.body(service.name, stream=True)
     body.pop("stream_options")
-    base = service.endpoint.rstrip("/")
-    curl = (f"curl -N {base}{prompt.path()} \\\n  -H 'Content-Type: application/json' \\\n"
-            f"  -d {shlex.quote(json.dumps(body))}")
+    base = settings.GATEWAY_PUBLIC_URL
+    curl = (f"curl -N {base}{prompt.path()} \\\n  -H \"Authorization: Bearer $INFERENCE_KEY\" \\\n"
+            f"  -H 'Content-Type: application/json' \\\n  -d {shlex.quote(json.dumps(body))}")
     if prompt.kind == "chat":
         call = (f"stream = client.chat.completions.create(\n    model={body['model']!r},\n"
                 f"    messages={body['messages']!r},\n    max_tokens={prompt.max_tokens}, "
@@ -178,5 +181,6 @@ def snippets(service, prompt: Prompt) -> dict[str, str]:
         call = (f"stream = client.completions.create(\n    model={body['model']!r},\n    prompt={prompt.text!r},\n"
                 f"    max_tokens={prompt.max_tokens}, temperature={prompt.temperature}, stream=True,\n)\n"
                 "for chunk in stream:\n    print(chunk.choices[0].text, end=\"\")")
-    python = f"from openai import OpenAI\n\nclient = OpenAI(base_url={base + '/v1'!r}, api_key=\"EMPTY\")\n{call}"
+    python = (f"import os\n\nfrom openai import OpenAI\n\n"
+              f"client = OpenAI(base_url={base + '/v1'!r}, api_key=os.environ[\"INFERENCE_KEY\"])\n{call}")
     return {"curl": curl, "python": python}

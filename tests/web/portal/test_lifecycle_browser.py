@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.conf import settings
 from django.urls import reverse
 from playwright.sync_api import expect
 
@@ -50,7 +51,9 @@ def test_create_use_scale_change_and_delete_a_service(browser_page, live_server,
     assert re.fullmatch(r"\d+(\.\d)? ms", page.locator("#pg-ttft").text_content())
     assert 1 <= int(page.locator("#pg-tokens").text_content()) <= 24
     assert page.locator("#pg-pod").text_content() in ready_pods(service.pk)
-    expect(page.locator("#snippet-curl")).to_contain_text("curl -N http://web-chat.")
+    # The snippet a tenant's application would run goes through the gateway with an inference key.
+    expect(page.locator("#snippet-curl")).to_contain_text(f"curl -N {settings.GATEWAY_PUBLIC_URL}/v1/")
+    expect(page.locator("#snippet-curl")).to_contain_text("Authorization: Bearer $INFERENCE_KEY")
 
     # Scale to two replicas.
     page.get_by_role("link", name="Scale").click()

@@ -52,12 +52,16 @@ def test_the_stream_endpoint_relays_events_as_json_lines(ready_service, login, o
     assert events[0]["event"] == "start" and events[-1]["event"] == "done"
 
 
-def test_snippets_repeat_the_request_for_curl_and_the_openai_client(ready_service):
+def test_snippets_repeat_the_request_through_the_gateway_with_an_inference_key(ready_service, settings):
+    # What a tenant's application would run: the gateway's address and an inference key, never the cluster's
+    # endpoint or credentials; the model is named as the service is, which the gateway resolves.
+    settings.GATEWAY_PUBLIC_URL = "https://inference.example.test"
     code = snippets(ready_service, Prompt(kind="chat", text="It's fine", max_tokens=16))
-    endpoint = ready_service.endpoint
-    assert code["curl"].startswith(f"curl -N {endpoint}/v1/chat/completions")
+    assert code["curl"].startswith("curl -N https://inference.example.test/v1/chat/completions")
+    assert '-H "Authorization: Bearer $INFERENCE_KEY"' in code["curl"]
     body = json.loads(code["curl"].split("-d ", 1)[1].replace("'\"'\"'", "'")[1:-1])
-    assert body == {"model": ready_service.model.name, "max_tokens": 16, "temperature": 0.7,
+    assert body == {"model": "chat", "max_tokens": 16, "temperature": 0.7,
                     "messages": [{"role": "user", "content": "It's fine"}], "stream": True}
-    assert f"OpenAI(base_url='{endpoint}/v1'" in code["python"]
+    assert "OpenAI(base_url='https://inference.example.test/v1', api_key=os.environ[\"INFERENCE_KEY\"])" in code["python"]
     assert "client.chat.completions.create(" in code["python"] and "max_tokens=16" in code["python"]
+    assert ready_service.endpoint not in code["curl"] + code["python"]
