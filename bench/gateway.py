@@ -42,7 +42,8 @@ sys.path.insert(0, str(ROOT))
 from bench.common import free_port  # noqa: E402
 
 REDIS = os.environ.get("GATEWAY_BENCH_REDIS", "redis://127.0.0.1:6379/12")
-LITELLM_VERSION = "1.108.7"  # the newest whose [proxy] extra resolves from PyPI here (1.110.2 needs an unpublished litellm-proxy)
+# The newest LiteLLM whose [proxy] extra resolves from PyPI here (1.110.2 asks for an unpublished litellm-proxy).
+LITELLM_VERSION = "1.108.7"
 KEYS, SERVICES, ACTIVE_KEYS = 10_000, 1_000, 1_000
 USAGE = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
 
