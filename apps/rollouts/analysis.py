@@ -301,7 +301,8 @@ class StepState:
     last_step: bool
     inconclusive_count: int = 0  # inconclusive windows already seen at this step
     max_extensions: int = 2
-    when_exhausted: Action = Action.ROLL_BACK  # HOLD or ROLL_BACK once extensions run out
+    # HOLD or ROLL_BACK once extensions run out; hold by default, as too little traffic is no evidence against it
+    when_exhausted: Action = Action.HOLD
 
 
 def decide(verdict: Verdict, state: StepState) -> Action:
