@@ -1,6 +1,6 @@
 """Canary analysis on recorded samples: A/A rollouts and slower canaries judged step by step.
 
-    .venv/bin/python bench/rollout.py [--runs N] [--seed S] [--json]
+    .venv/bin/python bench/rollout.py [--runs N] [--seed S] [--confidence C] [--json]
 
 Each rollout replays seeded samples shaped like the demo's bursty chat load through the canary steps 5 %,
 25 % and 50 % (passing the 50 % step promotes: the 100 % step is the promotion itself). A step is judged
@@ -33,6 +33,7 @@ import math
 import os
 import random
 import sys
+from dataclasses import replace
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -94,7 +95,7 @@ def window(load: Load, weight: float, slowdown: float) -> tuple[list[Sample], li
     return canary, stable
 
 
-def rollout(seed: int, slowdown: float = 1.0) -> dict:
+def rollout(seed: int, slowdown: float = 1.0, thresholds: Thresholds = THRESHOLDS) -> dict:
     """One rollout through the steps: its outcome (promoted, rolled_back or held) and its windows."""
     load = Load(random.Random(seed))
     windows = []
@@ -106,7 +107,7 @@ def rollout(seed: int, slowdown: float = 1.0) -> dict:
             more_canary, more_stable = window(load, weight, slowdown)
             canary += more_canary
             stable += more_stable
-            result = analyse(canary, stable, thresholds=THRESHOLDS)
+            result = analyse(canary, stable, thresholds=thresholds)
             action = decide(result.verdict, StepState(last_step=index == len(STEPS) - 1,
                                                       inconclusive_count=inconclusive,
                                                       max_extensions=MAX_EXTENSIONS, when_exhausted=Action.HOLD))
@@ -126,10 +127,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1000)
+    parser.add_argument("--confidence", type=float, default=0.99,
+                        help="of the lower bounds a metric must exceed to fail (default 0.99; 0.5 makes z = 0)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    thresholds = replace(THRESHOLDS, confidence=args.confidence)
 
-    aa = [rollout(seed) for seed in range(args.runs)]
+    aa = [rollout(seed, thresholds=thresholds) for seed in range(args.runs)]
     aa_promoted = sum(run["outcome"] == "promoted" for run in aa)
     rolled_back, held = (sum(run["outcome"] == outcome for run in aa) for outcome in ("rolled_back", "held"))
     print(f"A/A: {aa_promoted} of {args.runs} rollouts promoted (rolled back {rolled_back}, held {held})")
@@ -140,13 +144,13 @@ def main() -> None:
     figures = {"aa": {"runs": args.runs, "promoted": aa_promoted}}
     sweep: dict = {"runs": args.runs}
     for key, slowdown in (("slower_10", 1.1), ("slower_30", 1.3), ("slower_100", 2.0)):
-        one = rollout(args.seed, slowdown)
+        one = rollout(args.seed, slowdown, thresholds)
         last = one["windows"][-1]
         print(f"canary {slowdown:.1f}× as slow (seed {args.seed}): {one['outcome']} after "
               f"{len(one['windows'])} window(s), the last at {last['weight']:.0%}: {last['reason']}")
         if key != "slower_100":  # the interface's 2x case is bad_canary, which runs in kubesim
             figures[key] = {"verdict": one["outcome"]}
-        runs = [rollout(seed, slowdown) for seed in range(args.seed, args.seed + args.runs)]
+        runs = [rollout(seed, slowdown, thresholds) for seed in range(args.seed, args.seed + args.runs)]
         outcomes = [run["outcome"] for run in runs]
         sweep[key] = {outcome: outcomes.count(outcome) for outcome in ("promoted", "rolled_back", "held")}
         sweep[key]["windows_max"] = max(len(run["windows"]) for run in runs)

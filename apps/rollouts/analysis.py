@@ -179,14 +179,16 @@ def analyse(canary: Sequence[Sample], stable: Sequence[Sample], readiness: Readi
         return Analysis(Verdict.INCONCLUSIVE, f"only {' and '.join(short)} in the window; "
                         f"at least {thresholds.min_requests} needed on each side", **counts)
     ttft = ttft_metric(canary, stable, thresholds)
-    if ttft is None:
-        return Analysis(Verdict.INCONCLUSIVE, "no prompt-length bucket has "
-                        f"{thresholds.min_bucket_requests} successful requests on both sides", **counts)
-    metrics = (ttft, itl_metric(canary, stable, thresholds), *rate_metrics(canary, stable, thresholds))
+    others = (itl_metric(canary, stable, thresholds), *rate_metrics(canary, stable, thresholds))
+    metrics = others if ttft is None else (ttft, *others)
     failed = [m.reason for m in metrics if m.outcome == Verdict.FAIL]
     if failed:
         return Analysis(Verdict.FAIL, "; ".join(failed), metrics=metrics, **counts)
+    # Without TTFT (no bucket with enough successful requests on both sides) the window cannot pass.
     unsure = [m.reason for m in metrics if m.outcome == Verdict.INCONCLUSIVE]
+    if ttft is None:
+        unsure.insert(0, f"no prompt-length bucket has {thresholds.min_bucket_requests} successful requests "
+                         "on both sides")
     if unsure:
         return Analysis(Verdict.INCONCLUSIVE, "; ".join(unsure), metrics=metrics, **counts)
     return Analysis(Verdict.PASS, f"all {len(metrics)} metrics within bounds over {len(canary)} canary and "

@@ -136,6 +136,22 @@ def test_an_error_rate_over_its_threshold_fails():
     assert errors.allowed == pytest.approx(0.0124) and errors.canary_lower == pytest.approx(0.026435, abs=1e-5)
 
 
+def test_a_canary_failing_every_request_fails_on_errors_though_it_has_no_ttft():
+    # 100 errors of 100: no TTFT bucket to compare, but 100 % (lower bound (100 − 23.26) / 100 = 77 %) > 1.24 %.
+    result = analyse(requests(100, error=True), requests(998) + requests(2, error=True))
+    assert result.verdict == Verdict.FAIL
+    assert result.reason == "error rate 100.0 % vs stable 0.2 % > 1.2 % allowed"
+    assert [m.name for m in result.metrics] == ["ITL p95", "error rate", "preemptions"]
+
+
+def test_without_a_comparable_ttft_bucket_the_window_is_inconclusive():
+    # The canary's 100 requests all prefill 2,000 tokens (1k–4k), where stable has only 9 (its other 991 are in
+    # 250–1k): no bucket has 10 on both sides. ITL and rates are equal, so nothing fails either.
+    result = analyse(requests(100, prompt=2000), requests(991) + requests(9, prompt=2000))
+    assert result.verdict == Verdict.INCONCLUSIVE
+    assert result.reason == "no prompt-length bucket has 10 successful requests on both sides"
+
+
 def test_two_errors_in_a_hundred_are_not_enough_to_fail():
     # 2 % > 1.24 %, but the lower bound (2 − 2.3263 × √2) / 100 is below 0, so 0: inconclusive.
     result = analyse(requests(98) + requests(2, error=True), requests(998) + requests(2, error=True))
