@@ -1,14 +1,15 @@
-"""Canary analysis on recorded samples: A/A rollouts and slower canaries judged step by step.
+"""Canary analysis on generated samples: A/A rollouts and slower canaries judged step by step.
 
     .venv/bin/python bench/rollout.py [--runs N] [--seed S] [--confidence C] [--json]
 
-Each rollout replays seeded samples shaped like the demo's bursty chat load through the canary steps 5 %,
+Each rollout judges seeded samples (generated here, one per request, as a recorded window would hold them;
+no engine runs) shaped like the demo's bursty chat load through the canary steps 5 %,
 25 % and 50 % (passing the 50 % step promotes: the 100 % step is the promotion itself). A step is judged
 over 5-minute windows by `apps.rollouts.analysis.analyse` with a 20 % tolerance and at least 100 requests
 on each side; an inconclusive window extends the step (its samples are kept and the next window adds to
-them) up to twice, then the rollout holds. `decide` turns each verdict into the action.
+them) up to 4 times, then the rollout holds. `decide` turns each verdict into the action.
 
-The load: arrivals at 3 requests/s, with a burst to 9/s for 30 s about every two minutes; prompt lengths
+The load: arrivals at 4 requests/s, with a burst to 12/s for 30 s about every two minutes; prompt lengths
 log-normal around 600 tokens (σ 0.9, 16…8,000), half the requests continuing a conversation with 30–90 %
 of their prompt in the prefix cache; TTFT = (20 ms + queueing that grows with the load + 0.25 ms per token
 to prefill) × log-normal noise (σ 0.25); ITL 25 ms growing with the load, noise σ 0.15; 0.2 % errors; a
@@ -44,7 +45,7 @@ WINDOW_S = 300
 THRESHOLDS = Thresholds(tolerance=0.2, min_requests=100)
 MAX_EXTENSIONS = 4
 BAD_CANARY_ERROR = ("needs a canary rollout running in kubesim (revisions, weighted routing, a slow-engine "
-                    "fault) and none is built yet; this bench judges recorded samples only")
+                    "fault) and none is built yet; this bench judges generated samples only")
 
 
 class Load:

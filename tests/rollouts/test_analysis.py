@@ -9,6 +9,7 @@ confidence bound are that value, whatever the ranks.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -59,6 +60,9 @@ def test_a_canary_twice_as_slow_fails_naming_ttft_and_its_bucket():
     assert result.reason == "TTFT p95 1.00 s vs stable 0.50 s (×2.00) > ×1.20 allowed in the 250–1k prompt bucket"
     assert metric(result, "TTFT p95").outcome == Verdict.FAIL
     assert metric(result, "ITL p95").passed
+    stored = json.loads(json.dumps(result.as_dict()))  # what a decision row would keep
+    assert stored["verdict"] == "fail" and stored["metrics"][0]["buckets"][0]["bucket"] == "250–1k"
+    assert (stored["metrics"][0]["canary"], stored["metrics"][0]["stable"]) == (1.0, 0.5)
 
 
 # A canary exactly as fast as stable that happens to get longer prompts: stable has 970 short requests
