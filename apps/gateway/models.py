@@ -207,7 +207,8 @@ class Upstream(models.Model):
     endpoints = models.JSONField(default=list, blank=True)
     seen_at = models.DateTimeField()
 
-    objects = restricted(tenant_owned("service__tenant"))
+    # Members see their services' upstreams; only the telemetry cycle writes them.
+    objects = restricted(tenant_owned("service__tenant", writers=frozenset()))
 
     def __str__(self) -> str:
         return f"{self.service_id}: {len(self.endpoints)} endpoints"

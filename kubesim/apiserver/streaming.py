@@ -29,6 +29,7 @@ from .kubelets import Kubelets
 log = logging.getLogger(__name__)
 
 EXEC_PROTOCOLS = ["v5.channel.k8s.io", "v4.channel.k8s.io"]
+EXEC_START_S = 0.2  # the least time from an exec's upgrade to its first output (a process start)
 TUNNEL_PROTOCOL = "SPDY/3.1+portforward.k8s.io"
 CHANNEL_PROTOCOLS = ["v4.channel.k8s.io", "v5.channel.k8s.io", "portforward.k8s.io"]
 SPDY_REFUSED = ("kubesim streams exec and port-forward over WebSocket only (v5.channel.k8s.io, "
@@ -86,8 +87,13 @@ class Streaming:
         _upgrade_check(request)
         ws = web.WebSocketResponse(protocols=EXEC_PROTOCOLS, autoping=True)
         await ws.prepare(request)
+        loop = asyncio.get_running_loop()
+        accepted = loop.time()
         try:
             result = await asyncio.to_thread(run, command)  # a command may dial a workload this loop serves
+            # A runtime takes a moment to start the process; client-go's websocket executor discards what arrives
+            # before it has set up its streams ("Unknown stream id 1"), so no output goes out sooner than that.
+            await asyncio.sleep(max(0.0, EXEC_START_S - (loop.time() - accepted)))
             if result.stdout:
                 await ws.send_bytes(bytes([STDOUT]) + result.stdout.encode())
             if result.stderr:

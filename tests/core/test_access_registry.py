@@ -44,6 +44,7 @@ OWNERS_ONLY = {"tenancy.Tenant", "tenancy.Membership", "tenancy.ApiToken"}
 # Tenant limits are set by staff like the GPU quota; usage rows are written by the gateway alone.
 NOBODY_BUT_STAFF = {
     "core.AuditEntry", "catalog.TenantImageRegistry", "gateway.TenantLimits", "gateway.UsageRow", "gateway.UsageHour",
+    "gateway.Upstream",  # where the gateway sends a service's requests: the telemetry cycle writes it
 }
 
 _serial = itertools.count()
@@ -95,7 +96,8 @@ def make_row(model, tenant):
         return tenant
     values = {}
     for field in model._meta.concrete_fields:
-        if field.primary_key or getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
+        if (field.primary_key and not field.is_relation) or getattr(field, "auto_now", False) \
+                or getattr(field, "auto_now_add", False):
             continue
         tenant_field = field.is_relation and field.related_model is Tenant
         if not tenant_field and (field.null or field.has_default()):

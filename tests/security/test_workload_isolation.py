@@ -64,7 +64,7 @@ def test_the_tenant_namespace_enforces_baseline_and_warns_restricted():
     assert labels["pod-security.kubernetes.io/warn"] == "restricted"
 
 
-def test_the_tenant_namespace_denies_ingress_but_from_itself_and_the_api_server():
+def test_the_tenant_namespace_denies_ingress_but_from_itself_the_api_server_and_the_gateway():
     spec = dataclasses.replace(SPECS["standard-vllm"](), api_server_cidrs=("10.0.0.5/32",))
     policies = [o for o in render_service(spec) if o["kind"] == "NetworkPolicy"
                 and o["metadata"]["name"] == "tenant-isolation"]
@@ -75,7 +75,13 @@ def test_the_tenant_namespace_denies_ingress_but_from_itself_and_the_api_server(
     peers = [peer for rule in policy["ingress"] for peer in rule["from"]]
     assert {"podSelector": {}} in peers  # every pod of the same namespace (engines, routers, the gateway's EPP)
     assert {"ipBlock": {"cidr": "10.0.0.5/32"}} in peers
-    assert not any("namespaceSelector" in peer for peer in peers)  # no other namespace
+    # One other namespace only: the inference gateway's pods, by namespace and pod labels both, and to the
+    # engines' and routers' HTTP ports only (vLLM 8000, SGLang 30000; the router listens on 8000 too).
+    others = [rule for rule in policy["ingress"] if any("namespaceSelector" in peer for peer in rule["from"])]
+    assert others == [{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "controlplane"}},
+                                 "podSelector": {"matchLabels": {"app.kubernetes.io/name": "controlplane",
+                                                                 "app.kubernetes.io/component": "gateway"}}}],
+                       "ports": [{"protocol": "TCP", "port": 8000}, {"protocol": "TCP", "port": 30000}]}]
 
 
 def proxy(url, namespace, service, path, source=None):
