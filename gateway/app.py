@@ -61,6 +61,21 @@ class Gateway:
                                        "(one check per request, one settle per request let through).",
                                        registry=self.registry)
         self.redis_round_trips.set_function(lambda: limiter.round_trips)
+        if usage is not None:
+            self._usage_metrics(usage)
+
+    def _usage_metrics(self, usage: UsageWriter) -> None:
+        for name, text, value in (
+                ("gateway_usage_database_up", "1 while usage rows reach PostgreSQL, 0 while they wait.",
+                 lambda: 1 if usage.database_ok else 0),
+                ("gateway_usage_waiting_rows", "Usage rows not written yet: queued in memory or spooled on disk.",
+                 lambda: usage.waiting),
+                ("gateway_usage_spool_bytes", "Bytes of the usage spool on disk.",
+                 lambda: usage.spool.bytes if usage.spool else 0),
+                ("gateway_usage_dropped_rows", "Usage rows lost since start because the queue or the spool was "
+                 "full (only grows).", lambda: usage.dropped),
+                ("gateway_usage_written_rows", "Usage rows written since start (only grows).", lambda: usage.written)):
+            Gauge(name, text, registry=self.registry).set_function(value)
 
     def routing(self):
         # A stat() every refresh_seconds at most: the request path does no other I/O for routing.
