@@ -24,6 +24,7 @@ from gateway.upstream import Upstreams, Usage
 log = logging.getLogger("gateway.app")
 JSON = [(b"content-type", b"application/json")]
 OPENAI_POSTS = {"/v1/chat/completions": "messages", "/v1/completions": "prompt"}
+CLIENT_GONE = 499  # metered for a request whose client left before its answer started (nginx's code)
 
 
 class Gateway:
@@ -146,7 +147,16 @@ class Gateway:
             return unauthorized()
         started = time.monotonic()
         meter: dict = {"usage": Usage()}
-        status, headers, body = await self._checked(scope, key, receive, required, meter)
+        request_body = await read_body(receive, self.max_body_bytes)
+        if request_body is None:
+            status, headers, body = 413, JSON, error_body(413, f"The body is over {self.max_body_bytes} bytes.")
+        else:
+            # A client that goes away before the answer starts cancels the request, upstream included.
+            answer = await unless_gone(self._checked(scope, key, request_body, required, meter), receive)
+            if answer is None:
+                meter["usage"].disconnected, meter["usage"].status = True, CLIENT_GONE
+                answer = CLIENT_GONE, JSON, b""
+            status, headers, body = answer
         if meter["usage"].pod:
             self.added_latency.observe(max(0.0, time.monotonic() - started - meter["usage"].upstream_s))
         if isinstance(body, bytes):
@@ -178,10 +188,7 @@ class Gateway:
                               duration_ms=(time.monotonic() - started) * 1000, streamed=usage.streamed,
                               disconnected=usage.disconnected)
 
-    async def _checked(self, scope, key: dict, receive, required: str, meter: dict):
-        body = await read_body(receive, self.max_body_bytes)
-        if body is None:
-            return 413, JSON, error_body(413, f"The body is over {self.max_body_bytes} bytes.")
+    async def _checked(self, scope, key: dict, body: bytes, required: str, meter: dict):
         try:
             request = json.loads(body)
         except ValueError:
@@ -267,11 +274,7 @@ async def stream(body, receive, send) -> None:
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
 
-    async def gone():
-        while (await receive())["type"] != "http.disconnect":
-            pass
-
-    sending, watching = asyncio.ensure_future(pump()), asyncio.ensure_future(gone())
+    sending, watching = asyncio.ensure_future(pump()), asyncio.ensure_future(client_gone(receive))
     try:
         await asyncio.wait({sending, watching}, return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -279,6 +282,25 @@ async def stream(body, receive, send) -> None:
             task.cancel()
         await asyncio.gather(sending, watching, return_exceptions=True)
         await body.aclose()
+
+
+async def unless_gone(work, receive):
+    """`work`'s result, or None when the client disconnects first: `work` is then cancelled (an upstream
+    request in flight is closed, so the engine aborts it)."""
+    working, watching = asyncio.ensure_future(work), asyncio.ensure_future(client_gone(receive))
+    try:
+        await asyncio.wait({working, watching}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watching.cancel()
+        if not working.done():
+            working.cancel()
+        await asyncio.gather(working, watching, return_exceptions=True)
+    return None if working.cancelled() else working.result()
+
+
+async def client_gone(receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def unauthorized():
