@@ -121,7 +121,8 @@ class UsageWriter:
         if self._thread.is_alive():
             self._thread.join(timeout=grace)
         deadline = time.monotonic() + grace
-        while not self.flush() and time.monotonic() < deadline:
+        # With a spool the rows are on disk after one flush, and the next start writes them: no retrying.
+        while not self.flush() and self.spool is None and time.monotonic() < deadline:
             time.sleep(0.5)
         if self.spool is not None:
             self.spool.seal()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import uuid
 from collections import deque
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ import psycopg
 
 log = logging.getLogger("gateway.spool")
 SUFFIX = ".rows"
+SEGMENT_NAME = re.compile(r"(?P<sequence>\d{12})-(?P<id>[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12})\.rows")
 
 
 @dataclass
@@ -50,12 +52,14 @@ class DiskSpool:
         self._done: list[str] = []  # markers of segments committed and deleted: to delete in turn
         self.sequence = 0
         for name in sorted(os.listdir(directory)):
-            if name.endswith(SUFFIX) and "-" in name:
-                path = os.path.join(directory, name)
-                with open(path, "rb") as file:
-                    data = file.read()
-                self._add(Segment(path, name[:-len(SUFFIX)].split("-", 1)[1], data.count(b"\n"), len(data)))
-                self.sequence = max(self.sequence, int(name.split("-", 1)[0]))
+            match = SEGMENT_NAME.fullmatch(name)
+            if match is None:
+                continue  # not a segment: left alone
+            path = os.path.join(directory, name)
+            with open(path, "rb") as file:
+                data = file.read()
+            self._add(Segment(path, match["id"], data.count(b"\n"), len(data)))
+            self.sequence = max(self.sequence, int(match["sequence"]))
         if self.segments:
             log.warning("usage spool %s holds %d rows from before this start: replaying them", directory, self.rows)
 

@@ -120,3 +120,15 @@ def test_a_gateway_killed_while_the_database_is_down_delivers_every_row_after_re
         proc.wait(timeout=30)
     assert UsageRow.objects.filter(model="chat", status=503).count() == UsageRow.objects.count() == 25
     assert not os.listdir(spool) and not UsageBatch.objects.exists()
+
+
+def test_shutdown_with_the_database_down_leaves_the_rows_on_disk_for_the_next_start(transactional_db, tenant_a,
+                                                                                     tmp_path):
+    with closed_port() as port:
+        writer = UsageWriter(f"postgres://postgres@127.0.0.1:{port}/none", spool_dir=str(tmp_path))
+        usage(writer, tenant_a, 200)
+        usage(writer, tenant_a, 201)
+        writer.close()
+    assert spooled_lines(tmp_path) == 2 and not writer.rows
+    restarted = UsageWriter(database_url_of_test_db(), spool_dir=str(tmp_path))
+    assert restarted.flush() and sorted(UsageRow.objects.values_list("status", flat=True)) == [200, 201]
