@@ -286,16 +286,27 @@ async def stream(body, receive, send) -> None:
 
 async def unless_gone(work, receive):
     """`work`'s result, or None when the client disconnects first: `work` is then cancelled (an upstream
-    request in flight is closed, so the engine aborts it)."""
-    working, watching = asyncio.ensure_future(work), asyncio.ensure_future(client_gone(receive))
+    request in flight is closed, so the engine aborts it). `work` runs in the calling task and one watcher
+    task cancels it, which costs far less per request than running `work` as a task of its own."""
+    current, gone = asyncio.current_task(), False
+
+    async def watch():
+        nonlocal gone
+        await client_gone(receive)
+        gone = True
+        current.cancel()
+
+    watcher = asyncio.get_running_loop().create_task(watch())
     try:
-        await asyncio.wait({working, watching}, return_when=asyncio.FIRST_COMPLETED)
+        return await work
+    except asyncio.CancelledError:
+        if not gone:
+            raise  # cancelled from elsewhere
+        return None
     finally:
-        watching.cancel()
-        if not working.done():
-            working.cancel()
-        await asyncio.gather(working, watching, return_exceptions=True)
-    return None if working.cancelled() else working.result()
+        watcher.cancel()
+        if gone:
+            current.uncancel()
 
 
 async def client_gone(receive) -> None:
