@@ -65,7 +65,10 @@ class UsageWriter:
     def _run(self) -> None:
         # At once on start: a spool left by an earlier process is replayed before anything else.
         while True:
-            self.flush()
+            try:
+                self.flush()
+            except Exception:  # a disk or a bug must not stop metering: the next pass tries again
+                log.exception("writing usage rows failed")
             if self._stop.wait(self.interval):
                 return
 

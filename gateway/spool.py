@@ -130,9 +130,13 @@ class DiskSpool:
         self.bytes -= segment.bytes
 
     def seal(self) -> None:
+        """Never append to the open segment again (fsynced: a power cut keeps it too)."""
         if self._open is not None:
-            self._open.close()
-            self._open = None
+            file, self._open = self._open, None
+            try:
+                os.fsync(file.fileno())
+            finally:
+                file.close()
 
     def replay(self, database_url: str) -> int:
         """Write every segment, oldest first, each exactly once; the rows written (a segment committed
