@@ -30,7 +30,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--database-url", default=os.environ.get("GATEWAY_DATABASE_URL", ""),
                         help="Where usage rows are written (batched, off the request path); empty meters nothing.")
     parser.add_argument("--spool-rows", type=int, default=100_000,
-                        help="Usage rows held in memory while PostgreSQL is unreachable; past it the oldest go.")
+                        help="Usage rows held in memory while PostgreSQL is unreachable (without --spool-dir, or while "
+                             "the spool cannot be written); past it the oldest go.")
+    parser.add_argument("--spool-dir", default=os.environ.get("GATEWAY_SPOOL_DIR", ""),
+                        help="A directory where usage rows wait on disk until PostgreSQL has them, so neither an "
+                             "outage nor a crash loses them; empty keeps them in memory only.")
+    parser.add_argument("--spool-bytes", type=int, default=256 * 2**20,
+                        help="The spool directory's bound; past it the oldest rows go (logged and counted).")
     parser.add_argument("--upstream-connect-timeout", type=float, default=5.0,
                         help="Seconds to connect to an engine or router; past it the answer is 503.")
     parser.add_argument("--upstream-timeout", type=float, default=300.0,
@@ -61,8 +67,9 @@ def main(argv=None) -> None:
                   limiter=RequestLimiter(args.redis_url or None, replicas=args.replicas, prefix=args.redis_prefix,
                                          lease_ms=int(args.lease_seconds * 1000),
                                          default_max_tokens=args.default_max_tokens),
-                  usage=UsageWriter(args.database_url, max_rows=args.spool_rows,
-                                    interval=args.usage_flush_seconds) if args.database_url else None,
+                  usage=UsageWriter(args.database_url, max_rows=args.spool_rows, interval=args.usage_flush_seconds,
+                                    spool_dir=args.spool_dir or None, spool_bytes=args.spool_bytes)
+                  if args.database_url else None,
                   activator=Activator(args.redis_url or None, max_held=args.activation_queue,
                                       max_wait=args.activation_wait),
                   upstreams=Upstreams(connect_timeout=args.upstream_connect_timeout,

@@ -24,6 +24,7 @@ from gateway.upstream import Upstreams, Usage
 log = logging.getLogger("gateway.app")
 JSON = [(b"content-type", b"application/json")]
 OPENAI_POSTS = {"/v1/chat/completions": "messages", "/v1/completions": "prompt"}
+CLIENT_GONE = 499  # metered for a request whose client left before its answer started (nginx's code)
 
 
 class Gateway:
@@ -61,6 +62,21 @@ class Gateway:
                                        "(one check per request, one settle per request let through).",
                                        registry=self.registry)
         self.redis_round_trips.set_function(lambda: limiter.round_trips)
+        if usage is not None:
+            self._usage_metrics(usage)
+
+    def _usage_metrics(self, usage: UsageWriter) -> None:
+        for name, text, value in (
+                ("gateway_usage_database_up", "1 while usage rows reach PostgreSQL, 0 while they wait.",
+                 lambda: 1 if usage.database_ok else 0),
+                ("gateway_usage_waiting_rows", "Usage rows not written yet: queued in memory or spooled on disk.",
+                 lambda: usage.waiting),
+                ("gateway_usage_spool_bytes", "Bytes of the usage spool on disk.",
+                 lambda: usage.spool.bytes if usage.spool else 0),
+                ("gateway_usage_dropped_rows", "Usage rows lost since start because the queue or the spool was "
+                 "full (only grows).", lambda: usage.dropped),
+                ("gateway_usage_written_rows", "Usage rows written since start (only grows).", lambda: usage.written)):
+            Gauge(name, text, registry=self.registry).set_function(value)
 
     def routing(self):
         # A stat() every refresh_seconds at most: the request path does no other I/O for routing.
@@ -131,7 +147,16 @@ class Gateway:
             return unauthorized()
         started = time.monotonic()
         meter: dict = {"usage": Usage()}
-        status, headers, body = await self._checked(scope, key, receive, required, meter)
+        request_body = await read_body(receive, self.max_body_bytes)
+        if request_body is None:
+            status, headers, body = 413, JSON, error_body(413, f"The body is over {self.max_body_bytes} bytes.")
+        else:
+            # A client that goes away before the answer starts cancels the request, upstream included.
+            answer = await unless_gone(self._checked(scope, key, request_body, required, meter), receive)
+            if answer is None:
+                meter["usage"].disconnected, meter["usage"].status = True, CLIENT_GONE
+                answer = CLIENT_GONE, JSON, b""
+            status, headers, body = answer
         if meter["usage"].pod:
             self.added_latency.observe(max(0.0, time.monotonic() - started - meter["usage"].upstream_s))
         if isinstance(body, bytes):
@@ -163,10 +188,7 @@ class Gateway:
                               duration_ms=(time.monotonic() - started) * 1000, streamed=usage.streamed,
                               disconnected=usage.disconnected)
 
-    async def _checked(self, scope, key: dict, receive, required: str, meter: dict):
-        body = await read_body(receive, self.max_body_bytes)
-        if body is None:
-            return 413, JSON, error_body(413, f"The body is over {self.max_body_bytes} bytes.")
+    async def _checked(self, scope, key: dict, body: bytes, required: str, meter: dict):
         try:
             request = json.loads(body)
         except ValueError:
@@ -252,11 +274,7 @@ async def stream(body, receive, send) -> None:
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
 
-    async def gone():
-        while (await receive())["type"] != "http.disconnect":
-            pass
-
-    sending, watching = asyncio.ensure_future(pump()), asyncio.ensure_future(gone())
+    sending, watching = asyncio.ensure_future(pump()), asyncio.ensure_future(client_gone(receive))
     try:
         await asyncio.wait({sending, watching}, return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -264,6 +282,36 @@ async def stream(body, receive, send) -> None:
             task.cancel()
         await asyncio.gather(sending, watching, return_exceptions=True)
         await body.aclose()
+
+
+async def unless_gone(work, receive):
+    """`work`'s result, or None when the client disconnects first: `work` is then cancelled (an upstream
+    request in flight is closed, so the engine aborts it). `work` runs in the calling task and one watcher
+    task cancels it, which costs far less per request than running `work` as a task of its own."""
+    current, gone = asyncio.current_task(), False
+
+    async def watch():
+        nonlocal gone
+        await client_gone(receive)
+        gone = True
+        current.cancel()
+
+    watcher = asyncio.get_running_loop().create_task(watch())
+    try:
+        return await work
+    except asyncio.CancelledError:
+        if not gone:
+            raise  # cancelled from elsewhere
+        return None
+    finally:
+        watcher.cancel()
+        if gone:
+            current.uncancel()
+
+
+async def client_gone(receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def unauthorized():

@@ -115,7 +115,9 @@ class Upstreams:
         except aiohttp.ClientError:
             self._done(address, response)
             return self.unavailable(model, headers)
-        except BaseException:
+        except BaseException:  # cancelled (the client left): the connection is closed, so the engine aborts
+            if response is not None:
+                response.close()
             self._done(address, response)
             raise
         return 200, [*answer, *headers], Stream(self, address, response, usage, started, client_wants_usage)

@@ -15,7 +15,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
-from apps.core.access import restricted, tenant_owned
+from apps.core.access import restricted, staff_only, tenant_owned
 from apps.core.models import TimestampedModel
 from apps.tenancy.models import TOKEN_PREFIX_LENGTH, hash_token
 
@@ -164,6 +164,21 @@ class UsageRow(Usage):
 
     def __str__(self) -> str:
         return f"{self.model} {self.status} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class UsageBatch(models.Model):
+    """A batch of usage rows the gateway committed from its disk spool, recorded in the batch's own
+    transaction: replaying a spool segment whose rows were committed just before a crash (the file not yet
+    deleted) finds its marker and writes nothing. The gateway deletes a marker once its segment file is gone;
+    markers a crash left behind are pruned with the hourly rows."""
+
+    id = models.UUIDField(primary_key=True)
+    at = models.DateTimeField()
+
+    objects = restricted(staff_only("the gateway's record of a committed spool segment"))
+
+    def __str__(self) -> str:
+        return f"usage batch {self.id}"
 
 
 class UsageHour(Usage):

@@ -17,7 +17,7 @@ from django.db import connection, transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
-from apps.gateway.models import UsageHour, UsageRow
+from apps.gateway.models import UsageBatch, UsageHour, UsageRow
 
 HOUR = timedelta(hours=1)
 # Only the two table names are interpolated (from model metadata); every value is a parameter.
@@ -76,7 +76,10 @@ def prune(now: datetime) -> dict[str, int]:
     rows_cutoff = min(now - timedelta(hours=settings.TELEMETRY_RAW_RETENTION_HOURS), hour_start(now))
     hours_cutoff = min(now - timedelta(days=settings.TELEMETRY_ROLLUP_RETENTION_DAYS), keep_from)
     return {"usage_rows": UsageRow.objects.filter(at__lt=rows_cutoff).delete()[0],
-            "usage_hours": UsageHour.objects.filter(hour__lt=hours_cutoff).delete()[0]}
+            "usage_hours": UsageHour.objects.filter(hour__lt=hours_cutoff).delete()[0],
+            # Markers a gateway's crash left behind (it deletes its own once their segment file is gone).
+            "usage_batches": UsageBatch.objects.filter(
+                at__lt=now - timedelta(days=settings.TELEMETRY_ROLLUP_RETENTION_DAYS)).delete()[0]}
 
 
 def roll_up_recent(now: datetime | None = None) -> dict[str, int]:

@@ -92,7 +92,8 @@ class EngineWorkload(InferenceHandlers):
             core.start()
         app = web.Application(client_max_size=64 * 1024**2)
         self._routes(app)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # As vLLM does, a client that disconnects aborts its request, non-streamed ones included.
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True)
         self.port = await listen_on_loopback(self._runner)
         self.base_url = f"http://127.0.0.1:{self.port}"
         self._ready_at = time.monotonic() + spec.startup_s

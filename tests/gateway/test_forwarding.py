@@ -134,6 +134,22 @@ def test_requests_spread_over_both_replicas(gateway, served):
     assert {r.pod for r in rows(6)} == {e["pod"] for e in served["endpoints"]}
 
 
+def test_a_client_that_goes_away_before_a_non_streamed_answer_aborts_the_engines_request(gateway, served):
+    host, port = gateway.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    body = {"model": "chat", "prompt": PROMPT, "max_tokens": 4000, "ignore_eos": True}
+    conn.request("POST", "/v1/completions", json.dumps(body),
+                 {"authorization": f"Bearer {served['key']}", "content-type": "application/json"})
+    wait_for(lambda: engine_counters(served["endpoints"])["vllm:num_requests_running"] == 1,
+             message="the request running on an engine")
+    conn.sock.close()
+    conn.close()
+    wait_for(lambda: engine_counters(served["endpoints"])["vllm:num_requests_running"] == 0,
+             message="the engine aborted the request")
+    (row,) = rows(1)
+    assert row.disconnected and not row.streamed and row.status == 499 and row.completion_tokens == 0
+
+
 def test_a_client_that_goes_away_aborts_the_engines_request(gateway, served):
     host, port = gateway.removeprefix("http://").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=10)

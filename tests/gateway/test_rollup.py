@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from apps.gateway.models import UsageHour, UsageRow
+from apps.gateway.models import UsageBatch, UsageHour, UsageRow
 from apps.gateway.rollup import roll_up_recent, rollup_hour
 
 pytestmark = pytest.mark.django_db
@@ -55,11 +56,15 @@ def test_the_periodic_pass_catches_up_rolls_late_rows_again_and_prunes(tenant_a,
     now = HOUR + timedelta(minutes=20)
     UsageRow.objects.bulk_create([row(tenant_a, 10), row(tenant_a, -30), row(tenant_a, -285), row(tenant_a, -1500)])
     old = UsageHour.objects.create(hour=datetime(2026, 10, 15, tzinfo=UTC), tenant=tenant_a, model="m", requests=1)
+    # Spool markers a gateway's crash left behind: the one past the rollup retention goes.
+    UsageBatch.objects.create(id=uuid.uuid4(), at=now - timedelta(days=31))
+    recent = UsageBatch.objects.create(id=uuid.uuid4(), at=now - timedelta(days=29))
     counts = roll_up_recent(now)
     # Nothing was rolled up yet: every hour from the oldest row's (25 h ago) to the current one.
     hours = set(UsageHour.objects.values_list("hour", flat=True))
     assert hours == {HOUR, HOUR - timedelta(hours=1), HOUR - timedelta(hours=5), HOUR - timedelta(hours=25)}
-    assert counts == {"rolled_up": 4, "usage_rows": 1, "usage_hours": 1}
+    assert counts == {"rolled_up": 4, "usage_rows": 1, "usage_hours": 1, "usage_batches": 1}
+    assert list(UsageBatch.objects.all()) == [recent]
     assert not UsageHour.objects.filter(pk=old.pk).exists()
     # A late row for the hour before is counted at the next pass; an older hour is left as it was.
     UsageRow.objects.bulk_create([row(tenant_a, -50, prompt=1000), row(tenant_a, -290, prompt=1000)])
