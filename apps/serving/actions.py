@@ -18,6 +18,7 @@ from apps.serving.choices import Phase
 from apps.serving.dispatch import enqueue_reconcile
 from apps.serving.models import POOL_SPEC_FIELDS, SPEC_FIELDS, InferenceService, Pool
 from apps.serving.rendering.spec import PoolSpec
+from apps.serving.revisions import pod_fingerprint, record_revision
 from apps.tenancy.models import Tenant
 
 SPEC_COLUMNS = [name.removesuffix("_id") for name in SPEC_FIELDS]
@@ -70,10 +71,14 @@ def save_service(
     via: AuditVia | str,
     expected_version: int | None = None,
     actor_label: str = "",
+    restored_from: int | None = None,
 ) -> InferenceService:
-    """Create or update a service with exactly these pools and adapters, or raise ValidationError."""
+    """Create or update a service with exactly these pools and adapters, or raise ValidationError.
+
+    A save that changes the rendered pod templates writes a new Revision (`restored_from`: the revision a
+    rollback makes current again, see apps/serving/revisions.py)."""
     try:
-        return _save_service(service, pools, adapters, actor, via, expected_version, actor_label)
+        return _save_service(service, pools, adapters, actor, via, expected_version, actor_label, restored_from)
     except IntegrityError as exc:
         if "serving_service_unique_name" in str(exc):
             # Two creates raced past clean(); the database constraint decided.
@@ -83,10 +88,12 @@ def save_service(
         raise
 
 
-def _save_service(service, pools, adapters, actor, via, expected_version, actor_label) -> InferenceService:
+def _save_service(service, pools, adapters, actor, via, expected_version, actor_label,
+                  restored_from=None) -> InferenceService:
     with transaction.atomic():
         current = _lock_for_write(service, expected_version)
         before = snapshot(current) if current else None
+        before_pods = pod_fingerprint(current) if current else None
         existing = {p.role: p for p in current.pools.all()} if current else {}
         staged = []
         for spec in pools:
@@ -118,7 +125,7 @@ def _save_service(service, pools, adapters, actor, via, expected_version, actor_
             Pool.objects.filter(service=service, role__in=stale_roles).delete()
         service.adapters.set(adapters)
         service.stage_spec(pools=staged, adapters=list(adapters))
-        record_change(
+        entry = record_change(
             actor=actor,
             obj=service,
             action=AuditAction.UPDATE if current else AuditAction.CREATE,
@@ -126,6 +133,7 @@ def _save_service(service, pools, adapters, actor, via, expected_version, actor_
             before=before,
             actor_label=actor_label,
         )
+        record_revision(service, before=before_pods, entry=entry, restored_from=restored_from)
         enqueue_reconcile(service.pk)
     return service
 
