@@ -18,7 +18,7 @@ from apps.serving.choices import Phase
 from apps.serving.dispatch import enqueue_reconcile
 from apps.serving.models import POOL_SPEC_FIELDS, SPEC_FIELDS, InferenceService, Pool
 from apps.serving.rendering.spec import PoolSpec
-from apps.serving.revisions import pod_fingerprint, record_revision
+from apps.serving.revisions import pod_fingerprint, record_revision, rollback_target
 from apps.tenancy.models import Tenant
 
 SPEC_COLUMNS = [name.removesuffix("_id") for name in SPEC_FIELDS]
@@ -136,6 +136,17 @@ def _save_service(service, pools, adapters, actor, via, expected_version, actor_
         record_revision(service, before=before_pods, entry=entry, restored_from=restored_from)
         enqueue_reconcile(service.pk)
     return service
+
+
+def rollback(service: InferenceService, number: int, *, actor, via, actor_label: str = ""):
+    """Make revision `number` current again: a save like any other (validated, audited, reconciled) that writes
+    a new revision with the same spec and `restored_from=number`. Revision.DoesNotExist when unknown;
+    revisions.RollbackRefused when it is what runs now or names a deleted model, runtime or adapter."""
+    revision = service.revisions.get(number=number)
+    target, pools, adapters = rollback_target(InferenceService.objects.get(pk=service.pk), revision)
+    save_service(target, pools=pools, adapters=adapters, actor=actor, via=via, actor_label=actor_label,
+                 restored_from=number)
+    return service.revisions.order_by("-number").first()
 
 
 def scale_pool(

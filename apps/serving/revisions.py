@@ -114,15 +114,3 @@ def rollback_target(service: InferenceService, revision: Revision) -> tuple[Infe
         pools.append(PoolSpec(role=stored["role"], **{f: stored[f] for f in POD_POOL_FIELDS}, **bounds))
     return service, pools, adapters
 
-
-def rollback(service: InferenceService, number: int, *, actor, via, actor_label: str = "") -> Revision:
-    """Make revision `number` current again: a save like any other (validated, audited, reconciled) that
-    writes a new revision with the same spec, `restored_from=number`. Revision.DoesNotExist when unknown."""
-    from apps.serving.actions import save_service
-
-    revision = service.revisions.get(number=number)
-    service = InferenceService.objects.get(pk=service.pk)
-    target, pools, adapters = rollback_target(service, revision)
-    save_service(target, pools=pools, adapters=adapters, actor=actor, via=via, actor_label=actor_label,
-                 restored_from=number)
-    return service.revisions.order_by("-number").first()

@@ -18,9 +18,9 @@ from rest_framework.response import Response
 
 from apps.core.api.exceptions import Conflict, api_error
 from apps.core.choices import AuditVia
-from apps.serving.actions import ServiceDeleting
+from apps.serving.actions import ServiceDeleting, rollback
 from apps.serving.models import Revision
-from apps.serving.revisions import RollbackRefused, changes, rollback
+from apps.serving.revisions import RollbackRefused, changes
 
 
 class ChangeSerializer(serializers.Serializer):
