@@ -143,3 +143,23 @@ def test_viewers_cannot_roll_back(api, service):
     api("owner_a").patch(url(service), {"engine_settings": {"max_num_seqs": 64}}, format="json")
     assert api("viewer_a").post(url(service, "revisions/1/rollback/")).status_code == 403
     assert numbers(service) == [1, 2]
+
+
+def test_the_admin_action_rolls_back_and_is_audited_as_admin(api, service, staff):
+    from django.test import Client
+    from django.urls import reverse
+
+    api("owner_a").patch(url(service), {"engine_settings": {"max_num_seqs": 64}}, format="json")
+    client = Client()
+    client.force_login(staff)
+    changelist = reverse("admin:serving_revision_changelist")
+    first = Revision.objects.get(service=service, number=1)
+    response = client.post(changelist, {"action": "roll_back", "_selected_action": [first.pk]}, follow=True)
+    assert "now runs revision 1" in response.content.decode()
+    latest = Revision.objects.get(service=service, number=3)
+    assert (latest.restored_from, latest.audit_entry.via, latest.actor) == (1, "admin", staff)
+    service.refresh_from_db()
+    assert service.engine_settings == {}
+    response = client.post(changelist, {"action": "roll_back", "_selected_action": [first.pk]}, follow=True)
+    assert "is what the service runs already" in response.content.decode()
+    assert numbers(service) == [1, 2, 3]
