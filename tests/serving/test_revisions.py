@@ -52,9 +52,10 @@ def test_a_new_service_starts_at_revision_1_linked_to_its_audit_entry(service, o
     ({"pools": [{"role": "engine", "replicas": 1, "min_replicas": 1, "max_replicas": 4,
                  "gpu_type": "a100-sxm-80gb"}]}, True),
     ({"pools": [{"role": "engine", "replicas": 2, "min_replicas": 1, "max_replicas": 6}]}, False),
+    ({"routing_policy": "session"}, True),
     ({"autoscaling": {"autoscaler": "builtin", "targets": {"waiting_requests_per_replica": 3}}}, False),
 ], ids=["runtime", "engine-setting", "adapter", "gpus-per-replica", "gpu-type", "replicas-and-bounds",
-        "autoscaling-targets"])
+        "routing-policy-adds-a-router-pod", "autoscaling-targets"])
 def test_only_changes_to_what_pods_run_make_a_revision(api, service, body, makes_revision):
     if body.get("runtime") == "new":
         body = {"runtime": RuntimeFactory(name="vllm-new", tag="v0.34.0").pk}
