@@ -164,3 +164,22 @@ def test_the_admin_action_rolls_back_and_is_audited_as_admin(api, service, staff
     response = client.post(changelist, {"action": "roll_back", "_selected_action": [first.pk]}, follow=True)
     assert "is what the service runs already" in response.content.decode()
     assert numbers(service) == [1, 2, 3]
+
+
+def test_the_migration_gives_existing_services_revision_1_with_their_spec(tenant_a, owner_a):
+    import importlib
+
+    from django.apps import apps as registry
+
+    from apps.core.audit import record_change
+    from apps.serving.revisions import pod_spec
+    from tests.factories import InferenceServiceFactory
+
+    migration = importlib.import_module("apps.serving.migrations.0008_revisions")
+    older = InferenceServiceFactory(tenant=tenant_a, engine_settings={"max_num_seqs": 64})  # made without revisions
+    older.adapters.add(AdapterFactory(base_model=older.model))
+    entry = record_change(actor=owner_a, obj=older, action="create", via="api")
+    migration.first_revisions(registry, None)
+    revision = Revision.objects.get(service=older)
+    assert (revision.number, revision.audit_entry, revision.actor) == (1, entry, owner_a)
+    assert revision.spec == pod_spec(InferenceService.objects.get(pk=older.pk))
