@@ -16,7 +16,7 @@ from apps.core.audit import record_change, snapshot
 from apps.core.choices import AuditAction, AuditVia
 from apps.serving.choices import Phase
 from apps.serving.dispatch import enqueue_reconcile
-from apps.serving.models import POOL_SPEC_FIELDS, SPEC_FIELDS, InferenceService, Pool
+from apps.serving.models import POOL_SPEC_FIELDS, SPEC_FIELDS, InferenceService, Pool, Revision
 from apps.serving.rendering.spec import PoolSpec
 from apps.serving.revisions import pod_fingerprint, record_revision, rollback_target
 from apps.tenancy.models import Tenant
@@ -142,6 +142,8 @@ def rollback(service: InferenceService, number: int, *, actor, via, actor_label:
     """Make revision `number` current again: a save like any other (validated, audited, reconciled) that writes
     a new revision with the same spec and `restored_from=number`. Revision.DoesNotExist when unknown;
     revisions.RollbackRefused when it is what runs now or names a deleted model, runtime or adapter."""
+    if not 0 < number < 2**31:
+        raise Revision.DoesNotExist(f"No revision {number}.")
     revision = service.revisions.get(number=number)
     target, pools, adapters = rollback_target(InferenceService.objects.get(pk=service.pk), revision)
     save_service(target, pools=pools, adapters=adapters, actor=actor, via=via, actor_label=actor_label,

@@ -73,8 +73,12 @@ def record_revision(service: InferenceService, *, before: str | None, entry, res
     )
 
 
-def current_number(service: InferenceService) -> int | None:
-    return service.revisions.order_by("-number").values_list("number", flat=True).first()
+def number_of(value) -> int:
+    """A revision number from a URL or query, ValueError outside 1 … 2^31 - 1 (the column's range)."""
+    number = int(value)
+    if not 0 < number < 2**31:
+        raise ValueError(f"{value} is not a revision number")
+    return number
 
 
 def _comparable(spec: dict) -> dict:

@@ -88,7 +88,8 @@ def test_diff_between_any_two_revisions(api, service):
 
 
 @pytest.mark.parametrize("suffix", ["revisions/9/diff/?against=1", "revisions/1/diff/?against=9",
-                                    "revisions/9/rollback/"])
+                                    "revisions/9/rollback/", "revisions/99999999999/rollback/",
+                                    "revisions/1/diff/?against=99999999999"])
 def test_an_unknown_revision_is_404(api, service, suffix):
     client = api("owner_a")
     response = client.post(url(service, suffix)) if suffix.endswith("rollback/") else client.get(url(service, suffix))

@@ -20,7 +20,7 @@ from apps.core.api.exceptions import Conflict, api_error
 from apps.core.choices import AuditVia
 from apps.serving.actions import ServiceDeleting, rollback
 from apps.serving.models import Revision
-from apps.serving.revisions import RollbackRefused, changes
+from apps.serving.revisions import RollbackRefused, changes, number_of
 
 
 class ChangeSerializer(serializers.Serializer):
@@ -70,7 +70,7 @@ class RevisionActions:
 
     def _revision(self, service, number) -> Revision:
         try:
-            return service.revisions.get(number=int(number))
+            return service.revisions.get(number=number_of(number))
         except (Revision.DoesNotExist, ValueError) as exc:
             raise Http404(f"This service has no revision {number}.") from exc
 
@@ -110,9 +110,9 @@ class RevisionActions:
         """Make revision `number` current again: validated and audited like any change; writes a new revision
         with the same spec (`restored_from` = number)."""
         service = self.get_object()
-        self._revision(service, number)
+        revision = self._revision(service, number)
         try:
-            new = rollback(service, int(number), actor=request.user, via=AuditVia.API)
+            new = rollback(service, revision.number, actor=request.user, via=AuditVia.API)
         except (RollbackRefused, ServiceDeleting) as exc:
             raise Conflict(str(exc)) from exc
         except DjangoValidationError as exc:
