@@ -16,8 +16,9 @@ from apps.core.audit import record_change, snapshot
 from apps.core.choices import AuditAction, AuditVia
 from apps.serving.choices import Phase
 from apps.serving.dispatch import enqueue_reconcile
-from apps.serving.models import POOL_SPEC_FIELDS, SPEC_FIELDS, InferenceService, Pool
+from apps.serving.models import POOL_SPEC_FIELDS, SPEC_FIELDS, InferenceService, Pool, Revision
 from apps.serving.rendering.spec import PoolSpec
+from apps.serving.revisions import pod_fingerprint, record_revision, rollback_target
 from apps.tenancy.models import Tenant
 
 SPEC_COLUMNS = [name.removesuffix("_id") for name in SPEC_FIELDS]
@@ -70,10 +71,14 @@ def save_service(
     via: AuditVia | str,
     expected_version: int | None = None,
     actor_label: str = "",
+    restored_from: int | None = None,
 ) -> InferenceService:
-    """Create or update a service with exactly these pools and adapters, or raise ValidationError."""
+    """Create or update a service with exactly these pools and adapters, or raise ValidationError.
+
+    A save that changes the rendered pod templates writes a new Revision (`restored_from`: the revision a
+    rollback makes current again, see apps/serving/revisions.py)."""
     try:
-        return _save_service(service, pools, adapters, actor, via, expected_version, actor_label)
+        return _save_service(service, pools, adapters, actor, via, expected_version, actor_label, restored_from)
     except IntegrityError as exc:
         if "serving_service_unique_name" in str(exc):
             # Two creates raced past clean(); the database constraint decided.
@@ -83,10 +88,12 @@ def save_service(
         raise
 
 
-def _save_service(service, pools, adapters, actor, via, expected_version, actor_label) -> InferenceService:
+def _save_service(service, pools, adapters, actor, via, expected_version, actor_label,
+                  restored_from=None) -> InferenceService:
     with transaction.atomic():
         current = _lock_for_write(service, expected_version)
         before = snapshot(current) if current else None
+        before_pods = pod_fingerprint(current) if current else None
         existing = {p.role: p for p in current.pools.all()} if current else {}
         staged = []
         for spec in pools:
@@ -118,7 +125,7 @@ def _save_service(service, pools, adapters, actor, via, expected_version, actor_
             Pool.objects.filter(service=service, role__in=stale_roles).delete()
         service.adapters.set(adapters)
         service.stage_spec(pools=staged, adapters=list(adapters))
-        record_change(
+        entry = record_change(
             actor=actor,
             obj=service,
             action=AuditAction.UPDATE if current else AuditAction.CREATE,
@@ -126,8 +133,22 @@ def _save_service(service, pools, adapters, actor, via, expected_version, actor_
             before=before,
             actor_label=actor_label,
         )
+        record_revision(service, before=before_pods, entry=entry, restored_from=restored_from)
         enqueue_reconcile(service.pk)
     return service
+
+
+def rollback(service: InferenceService, number: int, *, actor, via, actor_label: str = ""):
+    """Make revision `number` current again: a save like any other (validated, audited, reconciled) that writes
+    a new revision with the same spec and `restored_from=number`. Revision.DoesNotExist when unknown;
+    revisions.RollbackRefused when it is what runs now or names a deleted model, runtime or adapter."""
+    if not 0 < number < 2**31:
+        raise Revision.DoesNotExist(f"No revision {number}.")
+    revision = service.revisions.get(number=number)
+    target, pools, adapters = rollback_target(InferenceService.objects.get(pk=service.pk), revision)
+    save_service(target, pools=pools, adapters=adapters, actor=actor, via=via, actor_label=actor_label,
+                 restored_from=number)
+    return service.revisions.order_by("-number").first()
 
 
 def scale_pool(

@@ -4,14 +4,15 @@ once by the pool formset, and saving goes through `apps.serving.actions` like ev
 from __future__ import annotations
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
 from apps.core.admin import AuditedModelAdmin
 from apps.core.choices import AuditVia
-from apps.serving.actions import request_deletion, save_service
-from apps.serving.models import EDITABLE_FIELDS, POOL_SPEC_FIELDS, STATUS_FIELDS, InferenceService, Pool
+from apps.serving.actions import ServiceDeleting, request_deletion, rollback, save_service
+from apps.serving.models import EDITABLE_FIELDS, POOL_SPEC_FIELDS, STATUS_FIELDS, InferenceService, Pool, Revision
 from apps.serving.rendering.spec import PoolSpec
+from apps.serving.revisions import RollbackRefused
 from apps.serving.validation import service_errors
 
 STATUS_ADMIN_FIELDS = [*STATUS_FIELDS, "version", "last_reconciled_at"]
@@ -118,3 +119,40 @@ class InferenceServiceAdmin(AuditedModelAdmin):
     def delete_queryset(self, request, queryset):
         for obj in queryset.filter(deletion_requested_at__isnull=True):
             self.delete_model(request, obj)
+
+
+@admin.register(Revision)
+class RevisionAdmin(admin.ModelAdmin):
+    """Revisions are history (read only); the one action makes a selected revision current again."""
+
+    list_display = ["service", "number", "created", "actor_repr", "restored_from", "audit_entry"]
+    list_filter = ["service__tenant"]
+    search_fields = ["service__name", "service__tenant__slug"]
+    list_select_related = ["service__tenant", "audit_entry"]
+    readonly_fields = ["service", "number", "created", "actor", "actor_repr", "audit_entry", "restored_from", "spec"]
+    actions = ["roll_back"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.action(description="Roll back to the selected revision (make it current again)")
+    def roll_back(self, request, queryset):
+        if queryset.count() != 1:
+            self.message_user(request, "Select exactly one revision to roll back to.", messages.ERROR)
+            return
+        revision = queryset.select_related("service").get()
+        try:
+            new = rollback(revision.service, revision.number, actor=request.user, via=AuditVia.ADMIN)
+        except (RollbackRefused, ServiceDeleting) as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+        except ValidationError as exc:
+            self.message_user(request, "; ".join(exc.messages), messages.ERROR)
+        else:
+            self.message_user(request, f"{revision.service} now runs revision {revision.number}'s spec "
+                                       f"(as revision {new.number}).", messages.SUCCESS)

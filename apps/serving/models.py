@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -293,3 +294,34 @@ class ReconcileRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.service_id} {self.result} at {self.started_at:%H:%M:%S}"
+
+
+class Revision(models.Model):
+    """One immutable version of what a service's pods run (see apps/serving/revisions.py).
+
+    A new one is written by `actions.save_service` whenever a save changes the rendered pod templates;
+    the highest number is the current revision. A rollback writes a new revision whose `spec` equals the
+    restored one's and names it in `restored_from`.
+    """
+
+    service = models.ForeignKey(InferenceService, on_delete=models.CASCADE, related_name="revisions")
+    number = models.PositiveIntegerField()
+    spec = models.JSONField(help_text="What the pods run: model, runtime, adapters, mode, engine settings, "
+                                      "routing policy and pools.")
+    created = models.DateTimeField(auto_now_add=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="+")
+    actor_repr = models.CharField(max_length=150, blank=True)
+    audit_entry = models.ForeignKey("core.AuditEntry", null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+")
+    restored_from = models.PositiveIntegerField(null=True, blank=True,
+                                                help_text="The revision a rollback made current again.")
+
+    objects = restricted(tenant_owned("service__tenant"))
+
+    class Meta:
+        ordering = ["service_id", "-number"]
+        constraints = [models.UniqueConstraint(fields=["service", "number"], name="serving_revision_unique_number")]
+
+    def __str__(self) -> str:
+        return f"{self.service} revision {self.number}"

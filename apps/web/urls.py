@@ -2,7 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from apps.web import scaling, services, views
-from apps.web.portal import catalog, gateway, overview, playground, tenancy
+from apps.web.portal import catalog, gateway, overview, playground, revisions, tenancy
 from apps.web.portal import services as portal_services
 
 app_name = "web"
@@ -30,6 +30,8 @@ urlpatterns = [
     path(S + "edit/", portal_services.service_edit, name="service-edit"),
     path(S + "scale/", portal_services.service_scale, name="service-scale"),
     path(S + "delete/", portal_services.service_delete, name="service-delete"),
+    path(S + "revisions/", revisions.revisions_panel, name="service-revisions"),
+    path(S + "revisions/<int:number>/rollback/", revisions.revision_rollback, name="revision-rollback"),
     path(S + "playground/", playground.playground, name="playground"),
     path(S + "playground/stream/", playground.stream, name="playground-stream"),
     path(T + "tokens/", tenancy.tokens, name="tokens"),

@@ -22,6 +22,7 @@ from apps.serving.actions import (
     scale_pool,
 )
 from apps.serving.api import listing
+from apps.serving.api.revisions import RevisionActions
 from apps.serving.api.serializers import InferenceServiceSerializer, ScaleSerializer
 from apps.serving.filtersets import InferenceServiceFilterSet
 from apps.serving.models import InferenceService
@@ -40,7 +41,7 @@ IF_MATCH = OpenApiParameter(
     partial_update=extend_schema(parameters=[IF_MATCH]),
     destroy=extend_schema(parameters=[IF_MATCH], responses={202: InferenceServiceSerializer}),
 )
-class InferenceServiceViewSet(ScopedModelViewSet):
+class InferenceServiceViewSet(RevisionActions, ScopedModelViewSet):
     # Ordered by the (tenant, name) unique index, so a page is an index range instead of a sort.
     queryset = InferenceService.objects.with_related().order_by("tenant_id", "name")
     serializer_class = InferenceServiceSerializer

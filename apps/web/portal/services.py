@@ -36,6 +36,7 @@ from apps.web.forms.services import (
 from apps.web.htmx import is_fragment, render_page
 from apps.web.portal.capacity_preview import capacity_context
 from apps.web.portal.scope import READ, WRITE, tenant_page
+from apps.web.revisions_panel import revisions_context
 from apps.web.scaling_panel import panel_context
 from apps.web.services import series_response, status_context, with_latest
 
@@ -88,6 +89,7 @@ def service_detail(request, tenant, name: str):
     context["scaling"] = panel_context(service)
     context["gateway_drift"] = drift([service.pk])[service.pk]
     context["gateway_view"] = gateway_view(service.pk)
+    context |= revisions_context(service)
     return render(request, "portal/service_detail.html", context)
 
 

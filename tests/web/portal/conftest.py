@@ -46,6 +46,7 @@ def page_urls(tenant: str, service: str, token_pk: int, member_pk: int, entry_pk
         reverse("web:service-edit", args=s),
         reverse("web:service-scale", args=s),
         reverse("web:service-delete", args=s),
+        reverse("web:service-revisions", args=s),
         reverse("web:playground", args=s),
         reverse("web:tokens", args=[tenant]),
         reverse("web:inference-keys", args=[tenant]),

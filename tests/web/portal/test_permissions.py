@@ -98,7 +98,8 @@ def test_every_tenant_b_url_is_404_for_a_member_of_tenant_a(login, world, owner_
     token, _ = issue_token(member_b, tenant_b, name="b", expires_days=7)
     membership = Membership.objects.get(user=member_b, tenant=tenant_b)
     client = login(owner_a)
-    urls = [*page_urls("bravo", "secret", token.pk, membership.pk, entry.pk), reverse("web:token-revoke", args=["bravo", token.pk]), reverse("web:member-change", args=["bravo", membership.pk]), reverse("web:catalog-delete", args=["bravo", "models", entry.pk]), reverse("web:service-form-parts", args=["bravo"]), reverse("web:playground-stream", args=["bravo", "secret"])]
+    urls = [*page_urls("bravo", "secret", token.pk, membership.pk, entry.pk), reverse("web:token-revoke", args=["bravo", token.pk]), reverse("web:member-change", args=["bravo", membership.pk]), reverse("web:catalog-delete", args=["bravo", "models", entry.pk]), reverse("web:service-form-parts", args=["bravo"]), reverse("web:playground-stream", args=["bravo", "secret"]),
+            reverse("web:revision-rollback", args=["bravo", "secret", 1])]
     for url in urls:
         assert client.get(url).status_code == 404, url
         assert client.post(url, {"confirm": "secret", "action": "remove"}).status_code == 404, url
