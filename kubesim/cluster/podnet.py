@@ -1,10 +1,11 @@
 """Pod addresses reachable from the host (`kubesim serve --pod-network loopback`).
 
-Pods then get their IPs in 127.<n>.<node>.0/24 (one random <n> per kubesim process, so parallel clusters
-do not collide), and the kubelet listens on `podIP:containerPort` for every port a container declares,
-relaying each connection byte for byte to the loopback port its simulated workload serves. A client such
-as the inference gateway connects to a pod exactly as it would on a real cluster's pod network, without the
-API server in the path; closing the connection closes the workload's, so an engine aborts the request.
+Pods then get their IPs in 127.<n>.<node>.0/24 (a random <n> per cluster that no other cluster of the
+process has and nothing on the host listens on, so parallel clusters do not collide), and the kubelet
+listens on `podIP:containerPort` for every port a container declares, relaying each connection byte for
+byte to the loopback port its simulated workload serves. A client such as the inference gateway connects to
+a pod exactly as it would on a real cluster's pod network, without the API server in the path; closing the
+connection closes the workload's, so an engine aborts the request.
 
 NetworkPolicy is enforced on these connections by source address (kubesim/cluster/netpol.py): a peer whose
 address is a pod's IP is that pod (bind a pod's IP as the local address to speak as it); any other address
@@ -29,11 +30,37 @@ POD_NETWORKS = (OVERLAY, LOOPBACK)
 _CHUNK = 64 * 1024
 
 
+_TAKEN: set[int] = set()  # second octets this process gave its clusters
+
+
+def _listening_octets() -> set[int]:
+    """Second octets of 127.x.y.z addresses something on this host listens on (Linux's /proc/net/tcp):
+    another kubesim's pods, in this process or another."""
+    octets = set()
+    try:
+        with open("/proc/net/tcp") as table:
+            next(table)
+            for line in table:
+                fields = line.split()
+                if len(fields) > 3 and fields[3] == "0A":  # LISTEN
+                    address = bytes.fromhex(fields[1].split(":")[0])[::-1]  # little-endian IPv4
+                    if address[0] == 127:
+                        octets.add(address[1])
+    except OSError:
+        pass
+    return octets
+
+
 def pod_prefix(network: str) -> str:
-    """The first two octets of the cluster's pod addresses."""
-    if network == LOOPBACK:
-        return f"127.{random.SystemRandom().randrange(16, 250)}"
-    return "10.244"
+    """The first two octets of the cluster's pod addresses: on the loopback network a 127.<n> that no other
+    cluster of this process has and nothing on the host listens on, so parallel clusters never share a pod
+    address (a pod would otherwise reach another cluster's engine)."""
+    if network != LOOPBACK:
+        return "10.244"
+    free = [n for n in range(16, 250) if n not in _TAKEN | _listening_octets()]
+    n = random.SystemRandom().choice(free or list(range(16, 250)))
+    _TAKEN.add(n)
+    return f"127.{n}"
 
 
 def is_loopback(ip: str) -> bool:

@@ -7,6 +7,7 @@ the isolation tests the day it declares its rule; `make_row` names the related m
 from __future__ import annotations
 
 import itertools
+import uuid
 
 import pytest
 from django.apps import apps as registry
@@ -79,6 +80,8 @@ def _plain_value(field):
     n = next(_serial)
     if isinstance(field, models.BooleanField):
         return False
+    if isinstance(field, models.UUIDField):
+        return uuid.uuid4()
     if isinstance(field, (models.IntegerField, models.FloatField, models.DecimalField)):
         return 1
     if isinstance(field, models.DateTimeField):
@@ -96,8 +99,8 @@ def make_row(model, tenant):
         return tenant
     values = {}
     for field in model._meta.concrete_fields:
-        if (field.primary_key and not field.is_relation) or getattr(field, "auto_now", False) \
-                or getattr(field, "auto_now_add", False):
+        generated_key = field.primary_key and (isinstance(field, models.AutoField) or field.has_default())
+        if generated_key or getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
             continue
         tenant_field = field.is_relation and field.related_model is Tenant
         if not tenant_field and (field.null or field.has_default()):
