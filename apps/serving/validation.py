@@ -11,11 +11,13 @@ from collections import defaultdict
 
 from django.core.exceptions import ValidationError
 
+from apps.catalog import kvoffload
 from apps.catalog.choices import DeploymentMode
 from apps.catalog.engines import EngineSettings, EngineSettingsError, get_adapter
 from apps.clusters.models import Cluster, unavailable_cluster_message
 from apps.serving.autoscaling_spec import autoscaling_errors
 from apps.serving.choices import ENGINE_ONLY_ROUTING, MODE_POOL_ROLES, ROUTER_POLICIES, Phase, RoutingPolicy
+from capacity.gpus import gpu_for
 from capacity.parallel import ParallelismError, effective_parallelism
 
 # LoRA adapters one service may serve; engines keep each loaded one in GPU memory (vLLM `--max-loras`).
@@ -81,6 +83,7 @@ def service_errors(service, pools: list, adapters: list) -> dict[str, list[str]]
         )
     )
     _pool_errors(service, pools, settings, errors)
+    _kv_offload_errors(service, pools, settings, errors)
     if not errors.get("pools") and not errors.get("engine_settings"):
         _capacity_errors(service, pools, settings, model, runtime, errors)
     if not errors.get("pools"):
@@ -172,6 +175,28 @@ def _pool_errors(service, pools, settings, errors) -> None:
                 errors["engine_settings"].append(f"{exc.field}: {pool.role} pool: {exc.message}.")
         if pool.min_replicas == 0 and service.deployment_mode != DeploymentMode.SERVERLESS:
             errors["pools"].append(f"{pool.role}.min_replicas: only serverless services scale to zero.")
+
+
+def _kv_offload_errors(service, pools, settings, errors) -> None:
+    """The KV-cache CPU tier where the engine accepted it: not beside vLLM's NIXL connector of a P/D pair
+    (both are vLLM's one KV connector), and no larger than a node of each pool's GPU type can give a GPU."""
+    kv = settings.kv_offload if settings is not None else None
+    if kv is None or errors.get("engine_settings"):
+        return
+    engine = service.runtime.engine if service.runtime_id else None
+    if engine == "vllm" and service.deployment_mode == DeploymentMode.PD_DISAGGREGATED:
+        errors["engine_settings"].append(
+            "kv_offload: vLLM's offloading takes the KV connector that disaggregated prefill/decode uses "
+            "(NixlConnector); a P/D service cannot have a CPU tier")
+        return
+    for pool in pools:
+        try:
+            gpu = gpu_for(pool.gpu_type)
+        except ValueError:
+            continue  # the pool's own error names the GPU type
+        refused = kvoffload.host_error(kv, gpu_short=gpu.short, host_gib_per_gpu=gpu.host_memory_gib_per_gpu)
+        if refused:
+            errors["engine_settings"].append(f"kv_offload: {pool.role} pool: {refused}")
 
 
 def _capacity_errors(service, pools, settings, model, runtime, errors) -> None:

@@ -1,0 +1,187 @@
+"""The KV-cache CPU tier (`engine_settings.kv_offload`): the engines' real flags, the engines' refusals,
+the pod's memory, and kubesim's parser accepting the rendered command line. Expected values by hand."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from apps.catalog.engines import EngineSettings, EngineSettingsError, get_adapter
+from apps.catalog.kvoffload import KvOffload
+from apps.serving.models import InferenceService
+from apps.serving.rendering import PoolSpec, render_service
+from kubesim.engines.flags import parse_sglang, parse_vllm
+from tests.factories import ClusterFactory, ModelFactory, RuntimeFactory
+from tests.serving.golden.specs import SPECS
+
+VLLM, SGLANG = get_adapter("vllm"), get_adapter("sglang")
+
+
+def tail(adapter, settings, **extra):
+    """The arguments after the model, served name, host and port (and SGLang's --enable-metrics)."""
+    args = adapter.flags(settings, model_path="/models/m", served_name="m", **extra)
+    return args[args.index("--port") + 2 + (adapter.kind == "sglang"):]
+
+
+def test_vllm_native_renders_the_size_summed_over_the_tensor_parallel_ranks():
+    settings = EngineSettings(tensor_parallel_size=2, kv_offload=KvOffload("native", 16))
+    # vLLM divides --kv-offloading-size by TP x PP: 16 GiB per GPU on 2 GPUs is 32 GiB in all.
+    assert tail(VLLM, settings) == ["--tensor-parallel-size", "2",
+                                    "--kv-offloading-backend", "native", "--kv-offloading-size", "32.0"]
+
+
+def test_vllm_lmcache_renders_its_backend_and_pipeline_ranks_count_too():
+    settings = EngineSettings(pipeline_parallel_size=2, kv_offload=KvOffload("lmcache", 2.5))
+    assert tail(VLLM, settings) == ["--pipeline-parallel-size", "2",
+                                    "--kv-offloading-backend", "lmcache", "--kv-offloading-size", "5.0"]
+
+
+def test_sglang_hicache_renders_whole_gigabytes_per_rank_and_write_through():
+    settings = EngineSettings(kv_offload=KvOffload("hicache", 16))
+    # 16 GiB = 17.18e9 bytes: 17 GB, rounded down so the tier stays inside what the pod asked for.
+    assert tail(SGLANG, settings) == ["--enable-hierarchical-cache", "--hicache-size", "17",
+                                      "--hicache-write-policy", "write_through"]
+
+
+def test_settings_round_trip_and_off_when_absent():
+    stored = {"kv_offload": {"backend": "native", "size_gib": 8}}
+    assert EngineSettings.from_dict(stored).to_dict() == {**stored, "pipeline_parallel_size": 1}
+    assert EngineSettings.from_dict({}).kv_offload is None
+    assert "--kv-offloading-size" not in VLLM.flags(EngineSettings(), model_path="m", served_name="m")
+
+
+@pytest.mark.parametrize(("value", "reason"), [
+    ("native", "must be an object"),
+    ({"backend": "native"}, "size_gib must be a number"),
+    ({"backend": "native", "size_gib": True}, "size_gib must be a number"),
+    ({"backend": "disk", "size_gib": 8}, "backend must be one of native, lmcache (vLLM) or hicache (SGLang)"),
+    ({"backend": "native", "size_gib": 8, "ratio": 2}, "unknown key 'ratio'"),
+])
+def test_malformed_values_are_refused_with_the_reason(value, reason):
+    with pytest.raises(EngineSettingsError) as refused:
+        EngineSettings.from_dict({"kv_offload": value})
+    assert reason in refused.value.errors["kv_offload"]
+
+
+@pytest.mark.parametrize(("adapter", "kv", "prefix", "reason"), [
+    (VLLM, KvOffload("hicache", 8), None, "backend 'hicache' is SGLang's HiCache; vllm takes native or lmcache"),
+    (SGLANG, KvOffload("native", 8), None, "backend 'native' is vLLM's native offloading; sglang takes hicache"),
+    (SGLANG, KvOffload("lmcache", 8), None, "backend 'lmcache' is vLLM's lmcache offloading; sglang takes hicache"),
+    (VLLM, KvOffload("native", 0), None, "size_gib must be greater than 0"),
+    (VLLM, KvOffload("native", -4), None, "size_gib must be greater than 0"),
+    (VLLM, KvOffload("lmcache", 4096), None, "size_gib must be at most 1024 GiB per GPU"),
+    (SGLANG, KvOffload("hicache", 0.5), None, "size_gib must be at least 1: SGLang's --hicache-size counts whole gigabytes"),
+    (SGLANG, KvOffload("hicache", 8), False, "the CPU tier holds prefix-cache blocks; it needs enable_prefix_caching"),
+    (VLLM, KvOffload("native", 8), False, "the CPU tier holds prefix-cache blocks; it needs enable_prefix_caching"),
+])
+def test_what_the_engines_refuse_is_refused_naming_the_reason(adapter, kv, prefix, reason):
+    errors = adapter.validate(EngineSettings(kv_offload=kv, enable_prefix_caching=prefix))
+    assert errors == {"kv_offload": reason}
+
+
+@pytest.mark.parametrize(("adapter", "args"), [
+    (VLLM, ["--kv-offloading-size", "8"]),
+    (VLLM, ["--kv-offloading-backend=native"]),
+    (SGLANG, ["--enable-hierarchical-cache"]),
+    (SGLANG, ["--hicache-ratio", "2"]),
+])
+def test_tenants_cannot_pass_the_tier_flags_through_extra_args(adapter, args):
+    errors = adapter.validate(EngineSettings(extra_args=tuple(args)))
+    assert "repeats the kv_offload setting; set kv_offload instead" in errors["extra_args"]
+
+
+def test_kubesim_parses_the_rendered_command_lines():
+    vargs = VLLM.flags(EngineSettings(tensor_parallel_size=2, kv_offload=KvOffload("lmcache", 4)),
+                       model_path="/models/m", served_name="m")
+    ns, _ = parse_vllm([*VLLM.command, *vargs])
+    assert (ns.kv_offloading_backend, ns.kv_offloading_size) == ("lmcache", 8.0)
+    sargs = SGLANG.flags(EngineSettings(kv_offload=KvOffload("hicache", 30)), model_path="/models/m",
+                         served_name="m")
+    ns, _ = parse_sglang([*SGLANG.command, *sargs])
+    # 30 GiB = 32.21e9 bytes: 32 GB.
+    assert (ns.enable_hierarchical_cache, ns.hicache_size, ns.hicache_write_policy) == (True, 32, "write_through")
+
+
+def _engine(objects, name="chat"):
+    deployment = next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == name)
+    return deployment["spec"]["template"]["spec"]
+
+
+def test_the_pod_asks_for_the_tier_and_its_overhead_and_limits_memory_with_shm():
+    base = SPECS["standard-vllm"]()
+    pool = PoolSpec("engine", 1, 1, 1, 2, "h100-sxm-80gb")
+    settings = dataclasses.replace(base.settings, kv_offload=KvOffload("native", 40))
+    spec = dataclasses.replace(base, has_gateway=False, pools=(pool,), settings=settings)
+    pod = _engine(render_service(spec))
+    resources = pod["containers"][0]["resources"]
+    # 16 GiB per GPU for the process, plus (40 + 4 overhead (10 %)) x 2 GPUs = 88: 32 + 88 = 120 GiB;
+    # the limit adds the 16 GiB memory-backed /dev/shm (8 per GPU), whose pages the pod is charged for.
+    assert resources["requests"]["memory"] == "120Gi"
+    assert resources["limits"] == {"memory": "136Gi", "nvidia.com/gpu": "2"}
+    shm = next(v for v in pod["volumes"] if v["name"] == "dshm")
+    assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": "16Gi"}
+    args = pod["containers"][0]["args"]
+    assert args[args.index("--kv-offloading-size") + 1] == "80.0"
+
+
+def test_a_small_tier_still_gets_one_gib_of_overhead_per_gpu():
+    base = SPECS["standard-sglang"]()
+    settings = dataclasses.replace(base.settings, kv_offload=KvOffload("hicache", 4))
+    spec = dataclasses.replace(base, has_gateway=False, settings=settings)
+    resources = _engine(render_service(spec))["containers"][0]["resources"]
+    # One L40S per replica: 16 + (4 + 1) = 21 GiB; limit 21 + 8 of shm.
+    assert (resources["requests"]["memory"], resources["limits"]["memory"]) == ("21Gi", "29Gi")
+
+
+def test_without_the_tier_the_pod_has_no_memory_limit():
+    resources = _engine(render_service(dataclasses.replace(SPECS["standard-vllm"](), has_gateway=False)))
+    assert "memory" not in resources["containers"][0]["resources"]["limits"]
+
+
+# -- through the API -----------------------------------------------------------------------------------
+
+@pytest.fixture
+def catalog(tenant_a):
+    return {"cluster": ClusterFactory(name="sim"), "model": ModelFactory(name="llama-8b"),
+            "vllm": RuntimeFactory(name="vllm", supported_modes=["standard", "pd_disaggregated"]),
+            "sglang": RuntimeFactory(name="sglang", engine="sglang", image="lmsysorg/sglang", tag="v0.5.23")}
+
+
+def payload(catalog, kv, *, runtime="vllm", gpu_type="h100-sxm-80gb", mode="standard"):
+    pools = ([{"role": r, "replicas": 1, "gpus_per_replica": 1, "gpu_type": gpu_type} for r in ("prefill", "decode")]
+             if mode == "pd_disaggregated" else
+             [{"role": "engine", "replicas": 1, "gpus_per_replica": 1, "gpu_type": gpu_type}])
+    return {"tenant": "alpha", "name": "chat", "cluster": "sim", "model": catalog["model"].pk,
+            "runtime": catalog[runtime].pk, "deployment_mode": mode,
+            "engine_settings": {"kv_offload": kv}, "pools": pools}
+
+
+@pytest.mark.parametrize(("kv", "extra", "message"), [
+    ({"backend": "hicache", "size_gib": 8}, {}, "kv_offload: backend 'hicache' is SGLang's HiCache"),
+    ({"backend": "native", "size_gib": 8}, {"runtime": "sglang"}, "kv_offload: backend 'native' is vLLM's"),
+    ({"backend": "native", "size_gib": 0}, {}, "kv_offload: size_gib must be greater than 0"),
+    ({"backend": "native", "size_gib": 31.5}, {"gpu_type": "l4-24gb"},
+     "kv_offload: engine pool: size_gib 31.5 GiB per GPU plus 3.15 GiB of pinned-buffer overhead exceeds "
+     "the 32 GiB of host memory per GPU of L4 nodes"),
+    ({"backend": "native", "size_gib": 8}, {"mode": "pd_disaggregated"},
+     "kv_offload: vLLM's offloading takes the KV connector that disaggregated prefill/decode uses"),
+])
+def test_the_api_refuses_with_400_naming_engine_settings_kv_offload(api, catalog, owner_a, kv, extra, message):
+    before = InferenceService.objects.count()
+    response = api("owner_a").post("/api/v1/services/", payload(catalog, kv, **extra), format="json")
+    assert response.status_code == 400, response.content
+    assert any(m.startswith(message) for m in response.json()["engine_settings"]), response.json()
+    assert InferenceService.objects.count() == before
+
+
+def test_the_manifests_carry_the_engines_flags(api, catalog, owner_a):
+    client = api("owner_a")
+    created = client.post("/api/v1/services/", payload(catalog, {"backend": "lmcache", "size_gib": 24}),
+                          format="json")
+    assert created.status_code == 201, created.content
+    assert created.json()["engine_settings"]["kv_offload"] == {"backend": "lmcache", "size_gib": 24}
+    manifests = client.get(f"/api/v1/services/{created.json()['id']}/manifests/")
+    assert manifests.status_code == 200, manifests.content
+    text = manifests.content.decode()
+    assert '"--kv-offloading-backend"' in text and '"lmcache"' in text and '"24.0"' in text
