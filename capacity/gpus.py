@@ -94,6 +94,14 @@ GPUS: dict[str, Gpu] = {
 }
 
 
+def node_allocatable_memory_gib(gpu: Gpu, gpus: int) -> float:
+    """Host memory a node with `gpus` of this GPU can give pods: its memory less what the kubelet keeps back
+    (kube-reserved and system-reserved: 1 GiB plus 10 MiB per GiB, the latter at most 4 GiB), as kubesim's
+    nodes report it in `status.allocatable`."""
+    memory_gib = gpu.host_memory_gib_per_gpu * gpus
+    return memory_gib - 1 - min(memory_gib * 10, 4096) / 1024
+
+
 def gpu_for(key: str) -> Gpu:
     """The GPU of a key; ValueError naming the known keys otherwise."""
     try:

@@ -43,6 +43,8 @@ HICACHE_WRITE_POLICY = "write_through"
 # layer group; LMCache's staging is a few chunks of 256 tokens).
 OVERHEAD_FRACTION = 0.10
 MIN_OVERHEAD_GIB_PER_GPU = 1.0
+# What the engine container requests per GPU without a tier (the process: Python, CUDA context, tokenizer).
+ENGINE_MEMORY_GIB_PER_GPU = 16
 
 
 @dataclass(frozen=True)
@@ -86,13 +88,23 @@ def engine_error(kv: KvOffload, engine: str, *, prefix_caching: bool | None) -> 
     return None
 
 
-def host_error(kv: KvOffload, *, gpu_short: str, host_gib_per_gpu: float) -> str | None:
-    """Why a node of this GPU type cannot hold the tier beside the engine process, or None."""
-    needed = kv.size_gib + overhead_gib(kv)
-    if needed > host_gib_per_gpu:
-        return (f"size_gib {kv.size_gib:g} GiB per GPU plus {overhead_gib(kv):g} GiB of pinned-buffer overhead "
-                f"exceeds the {host_gib_per_gpu:g} GiB of host memory per GPU of {gpu_short} nodes")
-    return None
+def host_error(kv: KvOffload, *, gpus: int, gpu_short: str, allocatable_gib: float) -> str | None:
+    """Why a node with `gpus` GPUs (`allocatable_gib` of memory for pods) cannot hold the engine container
+    of a `gpus`-GPU replica with this tier, naming the largest size that fits; or None."""
+    needed = pod_request_gib(kv.size_gib, gpus)
+    if needed <= allocatable_gib:
+        return None
+    fits = [n / 2 for n in range(int(2 * allocatable_gib), 0, -1) if pod_request_gib(n / 2, gpus) <= allocatable_gib]
+    would = f"at most {fits[0]:g} GiB per GPU fits" if fits else "no CPU tier fits"
+    return (f"the engine container would request {needed} GiB ({ENGINE_MEMORY_GIB_PER_GPU} per GPU for the engine, "
+            f"plus {kv.size_gib:g} GiB per GPU and {overhead_gib(kv):g} of pinned-buffer overhead, for {gpus} GPU"
+            f"{'s' if gpus != 1 else ''}), more than the {allocatable_gib:.1f} GiB a {gpu_short} node of {gpus} "
+            f"GPU{'s' if gpus != 1 else ''} can allocate; {would}")
+
+
+def pod_request_gib(size_gib: float, gpus: int) -> int:
+    """The engine container's memory request with a tier of `size_gib` per GPU, in GiB."""
+    return ENGINE_MEMORY_GIB_PER_GPU * gpus + pod_memory_gib(KvOffload("native", size_gib), gpus)
 
 
 def hicache_gb(kv: KvOffload) -> int:

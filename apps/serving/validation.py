@@ -17,7 +17,7 @@ from apps.catalog.engines import EngineSettings, EngineSettingsError, get_adapte
 from apps.clusters.models import Cluster, unavailable_cluster_message
 from apps.serving.autoscaling_spec import autoscaling_errors
 from apps.serving.choices import ENGINE_ONLY_ROUTING, MODE_POOL_ROLES, ROUTER_POLICIES, Phase, RoutingPolicy
-from capacity.gpus import gpu_for
+from capacity.gpus import gpu_for, node_allocatable_memory_gib
 from capacity.parallel import ParallelismError, effective_parallelism
 
 # LoRA adapters one service may serve; engines keep each loaded one in GPU memory (vLLM `--max-loras`).
@@ -179,7 +179,8 @@ def _pool_errors(service, pools, settings, errors) -> None:
 
 def _kv_offload_errors(service, pools, settings, errors) -> None:
     """The KV-cache CPU tier where the engine accepted it: not beside vLLM's NIXL connector of a P/D pair
-    (both are vLLM's one KV connector), and no larger than a node of each pool's GPU type can give a GPU."""
+    (both are vLLM's one KV connector), and within what a node of each pool's GPU type, with as many GPUs as
+    a replica, can allocate to the engine container (the pod's memory request, `rendering.pods`)."""
     kv = settings.kv_offload if settings is not None else None
     if kv is None or errors.get("engine_settings"):
         return
@@ -194,7 +195,10 @@ def _kv_offload_errors(service, pools, settings, errors) -> None:
             gpu = gpu_for(pool.gpu_type)
         except ValueError:
             continue  # the pool's own error names the GPU type
-        refused = kvoffload.host_error(kv, gpu_short=gpu.short, host_gib_per_gpu=gpu.host_memory_gib_per_gpu)
+        if not pool.gpus_per_replica or pool.gpus_per_replica < 1:
+            continue  # so does a replica without GPUs
+        refused = kvoffload.host_error(kv, gpus=pool.gpus_per_replica, gpu_short=gpu.short,
+                                       allocatable_gib=node_allocatable_memory_gib(gpu, pool.gpus_per_replica))
         if refused:
             errors["engine_settings"].append(f"kv_offload: {pool.role} pool: {refused}")
 

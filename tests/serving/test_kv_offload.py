@@ -139,6 +139,20 @@ def test_without_the_tier_the_pod_has_no_memory_limit():
     assert "memory" not in resources["containers"][0]["resources"]["limits"]
 
 
+def test_node_allocatable_memory_and_the_largest_tier_that_fits():
+    from apps.catalog.kvoffload import host_error
+    from capacity.gpus import GPUS, node_allocatable_memory_gib
+    # H100 SXM: 240 GiB per GPU; 8 GPUs = 1920 GiB, reserve 1 + min(19200 MiB, 4096 MiB) = 5 GiB.
+    assert node_allocatable_memory_gib(GPUS["h100-sxm-80gb"], 8) == 1915
+    # 8 x (16 + 200 + 20) = 1888 GiB fits in 1915; 8 x (16 + 205 + 20.5) = 1932 does not; 203 GiB per GPU is
+    # the largest half GiB that fits: 128 + ceil(8 x 223.3) = 1915, while 203.5 asks 128 + ceil(8 x 223.85) = 1919.
+    assert host_error(KvOffload("native", 200), gpus=8, gpu_short="H100", allocatable_gib=1915) is None
+    refused = host_error(KvOffload("native", 205), gpus=8, gpu_short="H100", allocatable_gib=1915)
+    assert refused.startswith("the engine container would request 1932 GiB")
+    assert refused.endswith("more than the 1915.0 GiB a H100 node of 8 GPUs can allocate; at most 203 GiB per "
+                            "GPU fits")
+
+
 # -- through the API -----------------------------------------------------------------------------------
 
 @pytest.fixture
@@ -161,9 +175,13 @@ def payload(catalog, kv, *, runtime="vllm", gpu_type="h100-sxm-80gb", mode="stan
     ({"backend": "hicache", "size_gib": 8}, {}, "kv_offload: backend 'hicache' is SGLang's HiCache"),
     ({"backend": "native", "size_gib": 8}, {"runtime": "sglang"}, "kv_offload: backend 'native' is vLLM's"),
     ({"backend": "native", "size_gib": 0}, {}, "kv_offload: size_gib must be greater than 0"),
+    # An L4 node has 32 GiB of host memory per GPU; the kubelet keeps 1 GiB + 320 MiB: 30.6875 GiB allocatable.
+    # 16 + ceil(31.5 + 3.15) = 51 GiB does not fit; 12.5 GiB does (16 + ceil(12.5 + 1.25) = 30), 13 does not
+    # (16 + ceil(13 + 1.3) = 31).
     ({"backend": "native", "size_gib": 31.5}, {"gpu_type": "l4-24gb"},
-     "kv_offload: engine pool: size_gib 31.5 GiB per GPU plus 3.15 GiB of pinned-buffer overhead exceeds "
-     "the 32 GiB of host memory per GPU of L4 nodes"),
+     "kv_offload: engine pool: the engine container would request 51 GiB (16 per GPU for the engine, plus 31.5 "
+     "GiB per GPU and 3.15 of pinned-buffer overhead, for 1 GPU), more than the 30.7 GiB a L4 node of 1 GPU "
+     "can allocate; at most 12.5 GiB per GPU fits"),
     ({"backend": "native", "size_gib": 8}, {"mode": "pd_disaggregated"},
      "kv_offload: vLLM's offloading takes the KV connector that disaggregated prefill/decode uses"),
 ])

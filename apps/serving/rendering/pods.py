@@ -258,9 +258,6 @@ def served_name(spec: ServiceSpec) -> str:
     return spec.model.name
 
 
-BASE_MEMORY_GIB_PER_GPU = 16
-
-
 def engine_resources(spec: ServiceSpec, pool: PoolSpec) -> dict:
     """CPU, memory and GPUs of the engine container. With a KV-cache CPU tier the memory request adds the
     tier and its pinned-buffer overhead for every GPU (`kvoffload.pod_memory_gib`), and a memory limit is
@@ -268,7 +265,7 @@ def engine_resources(spec: ServiceSpec, pool: PoolSpec) -> dict:
     counts the memory-backed /dev/shm, whose pages are charged to the pod."""
     gpus = pool.gpus_per_replica
     resource = gpu_for(pool.gpu_type).resource
-    memory = BASE_MEMORY_GIB_PER_GPU * gpus
+    memory = kvoffload.ENGINE_MEMORY_GIB_PER_GPU * gpus
     limits = {resource: str(gpus)}
     kv = spec.settings.kv_offload
     if kv is not None:
