@@ -203,3 +203,24 @@ def test_the_manifests_carry_the_engines_flags(api, catalog, owner_a):
     assert manifests.status_code == 200, manifests.content
     text = manifests.content.decode()
     assert '"--kv-offloading-backend"' in text and '"lmcache"' in text and '"24.0"' in text
+
+
+def test_kubesims_engines_start_with_the_rendered_tier():
+    """kubesim's vLLM reports the tier in `cache_config_info`, as vLLM does; its SGLang starts with it."""
+    from kubesim.engines import config, flags
+    from kubesim.engines.harness import pod_context
+
+    llama = "meta-llama/Llama-3.1-8B-Instruct"
+    vargs = VLLM.flags(EngineSettings(max_model_len=8192, kv_offload=KvOffload("native", 8)), model_path=llama,
+                       served_name="m")
+    ctx = pod_context("vllm/vllm-openai:v0.33.0", [*VLLM.command, *vargs], gpu_count=1)
+    ns, _ = flags.parse_vllm(flags.command_line(ctx.container, ctx.env))
+    spec = config.vllm_spec(ns, ctx)
+    assert spec.cache_info["kv_offloading_backend"] == "native" and spec.cache_info["kv_offloading_size"] == "8.0"
+    sargs = SGLANG.flags(EngineSettings(max_model_len=8192, kv_offload=KvOffload("hicache", 8)), model_path=llama,
+                         served_name="m")
+    ctx = pod_context("lmsysorg/sglang:v0.5.23", [*SGLANG.command, *sargs], gpu_count=1)
+    ns, _ = flags.parse_sglang(flags.command_line(ctx.container, ctx.env))
+    assert ns.hicache_size == 8  # 8 GiB = 8.59e9 bytes: 8 GB
+    # The engine starts with its GPU pool as without the tier (the second tier is not simulated yet).
+    assert config.sglang_spec(ns, ctx).max_total_tokens > 0
