@@ -224,3 +224,16 @@ def test_kubesims_engines_start_with_the_rendered_tier():
     assert ns.hicache_size == 8  # 8 GiB = 8.59e9 bytes: 8 GB
     # The engine starts with its GPU pool as without the tier (the second tier is not simulated yet).
     assert config.sglang_spec(ns, ctx).max_total_tokens > 0
+
+
+def test_the_planner_counts_the_tier_in_tokens_as_each_engine_sizes_it():
+    from capacity.gpus import GPUS
+    from capacity.known import KNOWN_MODELS
+    from capacity.plan import Knobs, plan
+
+    llama = KNOWN_MODELS["meta-llama/Llama-3.1-8B-Instruct"]
+    # 131,072 bytes per token per GPU at TP 1 (2 x 32 x 8 x 128 x 2). vLLM: 20 GiB / 2 MiB blocks = 10,240
+    # blocks = 163,840 tokens. SGLang: 20 GiB = 21.47e9 bytes -> --hicache-size 21 -> 21e9 // 131,072 = 160,217.
+    vllm_plan = plan(llama, GPUS["h100-sxm-80gb"], 1, Knobs(cpu_tier_gib=20), search=False)
+    sglang_plan = plan(llama, GPUS["h100-sxm-80gb"], 1, Knobs(engine="sglang", cpu_tier_gib=20), search=False)
+    assert (vllm_plan.cpu_tier_tokens, sglang_plan.cpu_tier_tokens) == (163_840, 160_217)

@@ -31,6 +31,16 @@ def test_a_size_without_a_backend_is_off(client, operator_a, cluster, catalog_a)
     assert "kv_offload" not in InferenceService.objects.get(name="new-chat").engine_settings
 
 
+def test_the_capacity_check_shows_the_cpu_tier_in_tokens(client, operator_a, cluster, catalog_a):
+    client.force_login(operator_a)
+    data = service_post(model=catalog_a["model"], runtime=catalog_a["runtime"], kv_offload_backend="native",
+                        kv_offload_size_gib="16")
+    response = client.post(reverse("web:service-form-parts", args=["alpha"]), data, HTTP_HX_REQUEST="true")
+    # Llama 3.1 8B, bf16, TP 1: 131,072 KV bytes per token, 2 MiB blocks; 16 GiB = 8,192 blocks = 131,072 tokens.
+    assert response.context["capacity"]["rows"][0]["cpu_tier_tokens"] == 131_072
+    assert "CPU-tier tokens" in response.content.decode()
+
+
 @pytest.mark.browser
 def test_hicache_on_a_vllm_runtime_shows_why_at_the_field(browser_page, live_server, operator_a, cluster, catalog_a):
     page = browser_page(operator_a)
