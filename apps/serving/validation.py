@@ -177,18 +177,24 @@ def _pool_errors(service, pools, settings, errors) -> None:
             errors["pools"].append(f"{pool.role}.min_replicas: only serverless services scale to zero.")
 
 
+# Why a prefill/decode pair cannot have the KV cache's CPU tier, per engine.
+PD_REFUSALS = {
+    "vllm": "vLLM's offloading takes the KV connector that disaggregated prefill/decode uses (NixlConnector)",
+    "sglang": "SGLang's decode server runs without the radix cache, which HiCache extends",
+}
+
+
 def _kv_offload_errors(service, pools, settings, errors) -> None:
-    """The KV-cache CPU tier where the engine accepted it: not beside vLLM's NIXL connector of a P/D pair
-    (both are vLLM's one KV connector), and within what a node of each pool's GPU type, with as many GPUs as
-    a replica, can allocate to the engine container (the pod's memory request, `rendering.pods`)."""
+    """The KV-cache CPU tier where the engine accepted it: not in a P/D pair (vLLM: its NIXL connector is vLLM's
+    one KV connector; SGLang: the decode side forces the chunk cache), and within what a node of each pool's
+    GPU type, with as many GPUs as a replica, can allocate to the engine container (the pod's memory request,
+    `rendering.pods`)."""
     kv = settings.kv_offload if settings is not None else None
     if kv is None or errors.get("engine_settings"):
         return
     engine = service.runtime.engine if service.runtime_id else None
-    if engine == "vllm" and service.deployment_mode == DeploymentMode.PD_DISAGGREGATED:
-        errors["engine_settings"].append(
-            "kv_offload: vLLM's offloading takes the KV connector that disaggregated prefill/decode uses "
-            "(NixlConnector); a P/D service cannot have a CPU tier")
+    if service.deployment_mode == DeploymentMode.PD_DISAGGREGATED and engine in PD_REFUSALS:
+        errors["engine_settings"].append(f"kv_offload: {PD_REFUSALS[engine]}; a P/D service cannot have a CPU tier")
         return
     for pool in pools:
         try:

@@ -159,7 +159,8 @@ def test_node_allocatable_memory_and_the_largest_tier_that_fits():
 def catalog(tenant_a):
     return {"cluster": ClusterFactory(name="sim"), "model": ModelFactory(name="llama-8b"),
             "vllm": RuntimeFactory(name="vllm", supported_modes=["standard", "pd_disaggregated"]),
-            "sglang": RuntimeFactory(name="sglang", engine="sglang", image="lmsysorg/sglang", tag="v0.5.23")}
+            "sglang": RuntimeFactory(name="sglang", engine="sglang", image="lmsysorg/sglang", tag="v0.5.23",
+                                     supported_modes=["standard", "pd_disaggregated"])}
 
 
 def payload(catalog, kv, *, runtime="vllm", gpu_type="h100-sxm-80gb", mode="standard"):
@@ -184,6 +185,9 @@ def payload(catalog, kv, *, runtime="vllm", gpu_type="h100-sxm-80gb", mode="stan
      "can allocate; at most 12.5 GiB per GPU fits"),
     ({"backend": "native", "size_gib": 8}, {"mode": "pd_disaggregated"},
      "kv_offload: vLLM's offloading takes the KV connector that disaggregated prefill/decode uses"),
+    ({"backend": "hicache", "size_gib": 8}, {"mode": "pd_disaggregated", "runtime": "sglang"},
+     "kv_offload: SGLang's decode server runs without the radix cache, which HiCache extends; a P/D service "
+     "cannot have a CPU tier"),
 ])
 def test_the_api_refuses_with_400_naming_engine_settings_kv_offload(api, catalog, owner_a, kv, extra, message):
     before = InferenceService.objects.count()
