@@ -16,6 +16,7 @@ LOW_HEADROOM = 4  # fewer concurrent sequences than this at max_model_len is wor
 JSON_KEYS = (
     "model", "gpu", "tp", "kv_bytes_per_token", "block_bytes", "weights_bytes", "kv_budget_bytes", "num_blocks",
     "max_tokens", "max_concurrent_at_context", "fits", "min_tp", "reason", "cpu_tier_tokens",
+    "cpu_tier_block_load_us",
 )  # fmt: skip
 
 
@@ -55,6 +56,7 @@ class Plan:
     engine_error: str = ""  # the line the engine prints when it refuses to start
     extra: dict = field(default_factory=dict)
     cpu_tier_tokens: int = 0  # tokens the CPU tier holds (every GPU of a replica holds its share of each)
+    cpu_tier_block_load_us: float = 0.0  # one 16-token block's share of a GPU over its host link, microseconds
 
     @property
     def low_headroom(self) -> bool:
@@ -112,6 +114,8 @@ def _size(model: a.ModelArch, gpu: Gpu, tp: int, knobs: Knobs) -> Plan:
         max_tokens=tokens, max_concurrent_at_context=round(tokens / max_len, 2), fits=False,
     )
     result.cpu_tier_tokens = cpu_tier_tokens(per_token, knobs)
+    if result.cpu_tier_tokens:
+        result.cpu_tier_block_load_us = round(block / gpu.host_link * 1e6, 1)
     tp_problem = model.tp_error(tp)
     if tp_problem:
         result.problem, result.reason, result.engine_error = "tp", tp_problem, f"ValueError: {tp_problem}"

@@ -14,7 +14,8 @@ from tests.factories import ModelFactory, TenantFactory
 pytestmark = pytest.mark.django_db
 
 KEYS = {"model", "gpu", "tp", "kv_bytes_per_token", "block_bytes", "weights_bytes", "kv_budget_bytes", "num_blocks",
-        "max_tokens", "max_concurrent_at_context", "fits", "min_tp", "reason", "cpu_tier_tokens"}
+        "max_tokens", "max_concurrent_at_context", "fits", "min_tp", "reason", "cpu_tier_tokens",
+        "cpu_tier_block_load_us"}
 
 
 def run(*args) -> str:
@@ -52,13 +53,15 @@ def test_the_cpu_tier_in_tokens(llama):
     data = json.loads(run("--model", "llama-3-1-8b-instruct", "--gpu", "h100-sxm-80gb", "--cpu-tier-gib", "16",
                           "--json"))
     assert data["cpu_tier_tokens"] == 131_072
+    # A 2 MiB block over the H100's PCIe 5.0 x16 host link (63.0e9 bytes/s nominal): 2,097,152 / 63e9 = 33.3 µs.
+    assert data["cpu_tier_block_load_us"] == 33.3
     data = json.loads(run("--model", "llama-3-1-8b-instruct", "--gpu", "h100-sxm-80gb", "--tp", "2",
                           "--cpu-tier-gib", "16", "--json"))
     assert data["cpu_tier_tokens"] == 262_144
     assert json.loads(run("--model", "llama-3-1-8b-instruct", "--gpu", "h100-sxm-80gb", "--json"))[
         "cpu_tier_tokens"] == 0
     text = run("--model", "llama-3-1-8b-instruct", "--gpu", "h100-sxm-80gb", "--cpu-tier-gib", "16")
-    assert "CPU tier tokens (16 GiB per GPU)" in text and "131,072" in text
+    assert "CPU tier tokens (16 GiB per GPU)" in text and "131,072" in text and "33.3 µs" in text
 
 
 def test_readable_table(llama):

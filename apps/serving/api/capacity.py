@@ -63,6 +63,9 @@ class CapacityPlanSerializer(serializers.Serializer):
     reason = serializers.CharField(allow_blank=True)
     cpu_tier_tokens = serializers.IntegerField(
         help_text="Tokens the CPU tier of cpu_tier_gib per GPU holds (whole 16-token blocks); 0 without one.")
+    cpu_tier_block_load_us = serializers.FloatField(
+        help_text="Microseconds to load one 16-token block (each GPU's share) from the CPU tier over the GPU's host "
+                  "link at its nominal bandwidth; 0 without a tier.")
 
 
 class SuggestionSerializer(serializers.Serializer):

@@ -77,7 +77,8 @@ class Command(BaseCommand):
             ("KV budget per GPU", gib(result["kv_budget_bytes"])),
             ("blocks (num_gpu_blocks)", f"{result['num_blocks']:,}"),
             ("token capacity", f"{result['max_tokens']:,}"),
-            *([(f"CPU tier tokens ({opts['cpu_tier_gib']:g} GiB per GPU)", f"{result['cpu_tier_tokens']:,}")]
+            *([(f"CPU tier tokens ({opts['cpu_tier_gib']:g} GiB per GPU)", f"{result['cpu_tier_tokens']:,}"),
+               ("CPU tier block load (host link)", f"{result['cpu_tier_block_load_us']} µs")]
               if opts["cpu_tier_gib"] else []),
             (f"concurrent at {max_len:,} tokens", f"{result['max_concurrent_at_context']}"),
             ("fits", "yes" if result["fits"] else f"no: {result['reason']}"),
