@@ -12,6 +12,10 @@ from dataclasses import dataclass
 GIB = 1024**3
 # The largest single node the planner considers (8-GPU servers: HGX, and the 8-GPU L4/L40S instances).
 MAX_GPUS_PER_NODE = 8
+# The host link of a GPU, nominal bytes/s per direction of a PCIe x16 link: 16 GT/s (4.0) or 32 GT/s (5.0) per
+# lane, 128b/130b encoding. Measured copies of pinned memory reach about 80 % of it.
+PCIE4_X16 = 31.5e9
+PCIE5_X16 = 63.0e9
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,7 @@ class Gpu:
     bandwidth: float  # bytes/s
     flops: float  # dense BF16 FLOP/s
     interconnect: float = 64e9  # bytes/s between GPUs of a node (NVLink where the card has it, else PCIe 5)
+    host_link: float = PCIE4_X16  # bytes/s between the GPU and host memory (the KV cache's CPU tier)
     vendor: str = "nvidia"
     cpu_per_gpu: int = 24  # vCPUs per GPU on the cloud instance families that carry this GPU
     host_memory_gib_per_gpu: int = 240
@@ -63,12 +68,12 @@ GPUS: dict[str, Gpu] = {
     for g in (
         Gpu("h100-sxm-80gb", "NVIDIA H100 SXM 80GB", "H100 80GB", "NVIDIA-H100-80GB-HBM3", 80, 81559,
             3.35e12, 989e12, 900e9,
-            tdp_watts=700, sm_clock_max_mhz=1980, mem_clock_mhz=2619),
+            tdp_watts=700, sm_clock_max_mhz=1980, mem_clock_mhz=2619, host_link=PCIE5_X16),
         Gpu("h100-pcie-80gb", "NVIDIA H100 PCIe 80GB", "H100 PCIe", "NVIDIA-H100-PCIe", 80, 81559,
             2.0e12, 756e12, cpu_per_gpu=16, host_memory_gib_per_gpu=180,
-            tdp_watts=350, sm_clock_max_mhz=1755, mem_clock_mhz=1593),
+            tdp_watts=350, sm_clock_max_mhz=1755, mem_clock_mhz=1593, host_link=PCIE5_X16),
         Gpu("h200-141gb", "NVIDIA H200 141GB", "H200", "NVIDIA-H200", 141, 143771, 4.8e12, 989e12, 900e9,
-            tdp_watts=700, sm_clock_max_mhz=1980, mem_clock_mhz=3201),
+            tdp_watts=700, sm_clock_max_mhz=1980, mem_clock_mhz=3201, host_link=PCIE5_X16),
         Gpu("a100-sxm-80gb", "NVIDIA A100 SXM 80GB", "A100 80GB", "NVIDIA-A100-SXM4-80GB", 80, 81920,
             2.04e12, 312e12, 600e9, cpu_per_gpu=12, host_memory_gib_per_gpu=140,
             tdp_watts=400, sm_clock_max_mhz=1410, mem_clock_mhz=1593, device_name_override="NVIDIA A100-SXM4-80GB"),
@@ -86,12 +91,20 @@ GPUS: dict[str, Gpu] = {
             tdp_watts=450, sm_clock_max_mhz=2520, mem_clock_mhz=10501),
         Gpu("b200-180gb", "NVIDIA B200 180GB", "B200", "NVIDIA-B200", 180, 183359, 8.0e12, 2250e12, 1800e9,
             cpu_per_gpu=28, host_memory_gib_per_gpu=256,
-            tdp_watts=1000, sm_clock_max_mhz=1965, mem_clock_mhz=3996),
+            tdp_watts=1000, sm_clock_max_mhz=1965, mem_clock_mhz=3996, host_link=PCIE5_X16),
         Gpu("mi300x-192gb", "AMD Instinct MI300X 192GB", "MI300X", "AMD-Instinct-MI300X", 192, 196592,
             5.3e12, 1307e12, 896e9, vendor="amd", cpu_per_gpu=16, host_memory_gib_per_gpu=256,
-            tdp_watts=750),
+            tdp_watts=750, host_link=PCIE5_X16),
     )
 }
+
+
+def node_allocatable_memory_gib(gpu: Gpu, gpus: int) -> float:
+    """Host memory a node with `gpus` of this GPU can give pods: its memory less what the kubelet keeps back
+    (kube-reserved and system-reserved: 1 GiB plus 10 MiB per GiB, the latter at most 4 GiB), as kubesim's
+    nodes report it in `status.allocatable`."""
+    memory_gib = gpu.host_memory_gib_per_gpu * gpus
+    return memory_gib - 1 - min(memory_gib * 10, 4096) / 1024
 
 
 def gpu_for(key: str) -> Gpu:

@@ -15,7 +15,8 @@ from capacity.gpus import GIB, GPUS, Gpu
 LOW_HEADROOM = 4  # fewer concurrent sequences than this at max_model_len is worth a warning
 JSON_KEYS = (
     "model", "gpu", "tp", "kv_bytes_per_token", "block_bytes", "weights_bytes", "kv_budget_bytes", "num_blocks",
-    "max_tokens", "max_concurrent_at_context", "fits", "min_tp", "reason",
+    "max_tokens", "max_concurrent_at_context", "fits", "min_tp", "reason", "cpu_tier_tokens",
+    "cpu_tier_block_load_us",
 )  # fmt: skip
 
 
@@ -30,6 +31,7 @@ class Knobs:
     max_num_batched_tokens: int | None = None
     engine: str = "vllm"  # "vllm" | "sglang"
     pp: int = 1  # pipeline-parallel stages: each holds 1/pp of the layers (weights and KV)
+    cpu_tier_gib: float | None = None  # the KV cache's CPU tier, GiB per GPU (engine_settings.kv_offload)
 
 
 @dataclass
@@ -53,6 +55,8 @@ class Plan:
     min_tp: int | None = None
     engine_error: str = ""  # the line the engine prints when it refuses to start
     extra: dict = field(default_factory=dict)
+    cpu_tier_tokens: int = 0  # tokens the CPU tier holds (every GPU of a replica holds its share of each)
+    cpu_tier_block_load_us: float = 0.0  # one 16-token block's share of a GPU over its host link, microseconds
 
     @property
     def low_headroom(self) -> bool:
@@ -109,6 +113,9 @@ def _size(model: a.ModelArch, gpu: Gpu, tp: int, knobs: Knobs) -> Plan:
         block_bytes=round(block), weights_bytes=round(weights), kv_budget_bytes=max(budget, 0), num_blocks=blocks,
         max_tokens=tokens, max_concurrent_at_context=round(tokens / max_len, 2), fits=False,
     )
+    result.cpu_tier_tokens = cpu_tier_tokens(per_token, knobs)
+    if result.cpu_tier_tokens:
+        result.cpu_tier_block_load_us = round(block / gpu.host_link * 1e6, 1)
     tp_problem = model.tp_error(tp)
     if tp_problem:
         result.problem, result.reason, result.engine_error = "tp", tp_problem, f"ValueError: {tp_problem}"
@@ -143,6 +150,17 @@ def _size(model: a.ModelArch, gpu: Gpu, tp: int, knobs: Knobs) -> Plan:
     else:
         result.fits = True
     return result
+
+
+def cpu_tier_tokens(per_token: float, knobs: Knobs) -> int:
+    """Tokens a CPU tier of `knobs.cpu_tier_gib` per GPU holds, with the same KV bytes per token per GPU as the
+    GPU tier. vLLM gives each rank size x TP x PP / (TP x PP) GiB and counts whole blocks of 16 tokens
+    (`num_cpu_blocks`); SGLang's host pool is `--hicache-size` whole GB (10^9 bytes) / bytes per token."""
+    if not knobs.cpu_tier_gib or per_token <= 0:
+        return 0
+    if knobs.engine == "sglang":
+        return int(int(knobs.cpu_tier_gib * GIB / 1e9) * 1e9 // per_token)
+    return int(knobs.cpu_tier_gib * GIB // (a.BLOCK_SIZE * per_token)) * a.BLOCK_SIZE
 
 
 def describe_option(gpu: Gpu, tp: int) -> str:

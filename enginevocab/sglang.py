@@ -82,8 +82,11 @@ FLAGS: list[tuple[tuple[str, ...], object, object]] = [
     (("--node-rank",), _STR, "0"),
     (("--dist-init-addr",), _STR, None),
     (("--moe-a2a-backend",), _STR, None),
+    # HiCache, the host tier of the radix cache (sglang/srt/server_args.py): host pool size as a ratio of the
+    # device pool, or in whole GB per rank (overrides the ratio), and how blocks are written to the host.
     (("--hicache-ratio",), _FLOAT, 2.0),
     (("--hicache-size",), _INT, 0),
+    (("--hicache-write-policy",), ("write_back", "write_through", "write_through_selective"), "write_through"),
     (("--warmups",), _STR, None),
     (("--decode-log-interval",), _INT, 40),
     (("--bucket-time-to-first-token",), "floats", None),
@@ -139,6 +142,7 @@ OWNED: dict[str, tuple[str, ...]] = {
         "--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps",
         "--speculative-eagle-topk", "--speculative-num-draft-tokens",
     ),
+    "kv_offload": ("--enable-hierarchical-cache", "--hicache-ratio", "--hicache-size", "--hicache-write-policy"),
     "": (
         "--model-path", "--served-model-name", "--host", "--port", "--enable-metrics", "--enable-lora",
         "--lora-paths", "--disaggregation-mode", "--disaggregation-bootstrap-port",

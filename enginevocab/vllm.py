@@ -130,8 +130,9 @@ FLAGS: list[tuple[tuple[str, ...], object, object]] = [
     (("--mm-processor-cache-gb",), _FLOAT, 4.0),
     (("--allowed-local-media-path",), _STR, ""),
     (("--prefix-caching-hash-algo",), _STR, "sha256"),
+    # The KV-cache CPU tier (vllm/config/kv_offload.py): GiB summed over TP x PP ranks, and its backend.
     (("--kv-offloading-size",), _FLOAT, None),
-    (("--kv-offloading-backend",), _STR, None),
+    (("--kv-offloading-backend",), ("native", "lmcache"), None),
     (("--mamba-cache-dtype",), _STR, "auto"),
     (("--mamba-ssm-cache-dtype",), _STR, "auto"),
     (("--num-lookahead-slots",), _INT, 0),
@@ -217,6 +218,7 @@ OWNED: dict[str, tuple[str, ...]] = {
     "pipeline_parallel_size": ("--pipeline-parallel-size",),
     "quantization": ("--quantization",),
     "speculative_model": ("--speculative-config", "--spec-method", "--spec-model", "--spec-tokens"),
+    "kv_offload": ("--kv-offloading-backend", "--kv-offloading-size"),
     "": (
         "--model", "--served-model-name", "--host", "--port", "--enable-lora", "--lora-modules",
         "--max-lora-rank", "--max-loras", "--kv-transfer-config", "--nnodes", "--node-rank",

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
+from apps.catalog import kvoffload
+from apps.catalog.kvoffload import KvOffload
 from enginevocab import policy, sglang, vllm
 
 
@@ -39,6 +41,7 @@ _FIELD_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "speculative_model": ((str,), "a string"),
     "num_speculative_tokens": ((int,), "an integer"),
     "extra_args": ((list,), "a list of strings"),
+    "kv_offload": ((dict,), 'an object {"backend": "native" | "lmcache" | "hicache", "size_gib": N}'),
 }
 
 
@@ -58,6 +61,7 @@ class EngineSettings:
     speculative_model: str | None = None
     num_speculative_tokens: int | None = None
     extra_args: tuple[str, ...] = field(default_factory=tuple)
+    kv_offload: KvOffload | None = None  # the CPU tier of the KV cache (apps/catalog/kvoffload.py); None: off
 
     def __post_init__(self):
         # Accept a list from callers but keep the frozen value hashable and comparable.
@@ -92,6 +96,12 @@ class EngineSettings:
                     errors[key] = "must be a list of strings"
                     continue
                 value = tuple(value)
+            if key == "kv_offload":
+                try:
+                    value = kvoffload.parse(value)
+                except ValueError as bad:
+                    errors[key] = str(bad)
+                    continue
             if key == "gpu_memory_utilization":
                 value = float(value)
             values[key] = value
@@ -107,6 +117,9 @@ class EngineSettings:
             if f.name == "extra_args":
                 if value:
                     out[f.name] = list(value)
+            elif f.name == "kv_offload":
+                if value is not None:
+                    out[f.name] = value.to_dict()
             elif value is not None:
                 out[f.name] = value
         return out
@@ -182,6 +195,10 @@ class EngineAdapter:
                 errors["speculative_model"] = "must not be blank"
             elif s.num_speculative_tokens is None:
                 errors["num_speculative_tokens"] = "is required when speculative_model is set"
+        if s.kv_offload is not None:
+            refused = kvoffload.engine_error(s.kv_offload, self.kind, prefix_caching=s.enable_prefix_caching)
+            if refused:
+                errors["kv_offload"] = refused
         extra = self._validate_extra_args(s.extra_args, tag=tag)
         if extra:
             errors["extra_args"] = extra
@@ -319,6 +336,8 @@ class VllmAdapter(EngineAdapter):
             spec = {"method": "draft_model", "model": s.speculative_model,
                     "num_speculative_tokens": s.num_speculative_tokens}
             args += ["--speculative-config", _json(spec)]
+        if s.kv_offload is not None:
+            args += kvoffload.vllm_args(s.kv_offload, tp=tp, pp=s.pipeline_parallel_size)
         if adapters:
             rank = max((a.rank or 16) for a in adapters)
             args += ["--enable-lora", "--lora-modules", *(f"{a.name}={a.path}" for a in adapters),
@@ -387,6 +406,8 @@ class SglangAdapter(EngineAdapter):
                      "--speculative-draft-model-path", s.speculative_model,
                      "--speculative-num-steps", str(steps), "--speculative-eagle-topk", "1",
                      "--speculative-num-draft-tokens", str(steps + 1)]
+        if s.kv_offload is not None:
+            args += kvoffload.sglang_args(s.kv_offload)
         if adapters:
             args += ["--enable-lora", "--lora-paths", *(f"{a.name}={a.path}" for a in adapters)]
         if role is not None:

@@ -68,8 +68,10 @@ def _gpu(gpu_type: str) -> Gpu:
     return GPUS[gpu_type]
 
 
-def _knobs(kv_cache_dtype, gpu_memory_utilization, max_model_len, model) -> Knobs:
+def _knobs(kv_cache_dtype, gpu_memory_utilization, max_model_len, model, cpu_tier_gib=None) -> Knobs:
     errors = {}
+    if cpu_tier_gib is not None and (not isinstance(cpu_tier_gib, int | float) or not 0 < cpu_tier_gib <= 1024):
+        errors["cpu_tier_gib"] = "must be a number of GiB per GPU in (0, 1024]"
     if kv_cache_dtype not in KV_CACHE_DTYPES:
         errors["kv_cache_dtype"] = f"must be one of {', '.join(KV_CACHE_DTYPES)}"
     if not isinstance(gpu_memory_utilization, int | float) or not 0 < gpu_memory_utilization <= 1:
@@ -81,18 +83,19 @@ def _knobs(kv_cache_dtype, gpu_memory_utilization, max_model_len, model) -> Knob
     if errors:
         raise CapacityInputError(errors)
     return Knobs(kv_cache_dtype=kv_cache_dtype, gpu_memory_utilization=float(gpu_memory_utilization),
-                 max_model_len=max_model_len)
+                 max_model_len=max_model_len, cpu_tier_gib=cpu_tier_gib)
 
 
 def describe(model, gpu_type: str, tp: int = 1, kv_cache_dtype: str = "auto", gpu_memory_utilization: float = 0.9,
-             max_model_len: int | None = None) -> dict:
-    """The capacity plan of a catalog model on `tp` GPUs of `gpu_type` (the keys of `capacity --json`).
+             max_model_len: int | None = None, cpu_tier_gib: float | None = None) -> dict:
+    """The capacity plan of a catalog model on `tp` GPUs of `gpu_type` (the keys of `capacity --json`), with
+    the tokens a CPU tier of `cpu_tier_gib` per GPU would hold (vLLM's offloading).
 
     Raises CapacityInputError naming the parameter when one is unusable."""
     gpu = _gpu(gpu_type)
     if not isinstance(tp, int) or not 1 <= tp <= 64:
         raise CapacityInputError({"tp": "must be an integer from 1 to 64"})
-    knobs = _knobs(kv_cache_dtype, gpu_memory_utilization, max_model_len, model)
+    knobs = _knobs(kv_cache_dtype, gpu_memory_utilization, max_model_len, model, cpu_tier_gib)
     return plan(arch_of(model), gpu, tp, knobs).as_dict()
 
 
@@ -126,6 +129,7 @@ def engine_knobs(engine: str, settings, gpu: Gpu) -> Knobs:
         quantization=settings.quantization,
         engine=EngineKind.SGLANG if engine == EngineKind.SGLANG else EngineKind.VLLM,
         pp=settings.pipeline_parallel_size,
+        cpu_tier_gib=settings.kv_offload.size_gib if settings.kv_offload is not None else None,
     )
 
 

@@ -11,11 +11,13 @@ from collections import defaultdict
 
 from django.core.exceptions import ValidationError
 
+from apps.catalog import kvoffload
 from apps.catalog.choices import DeploymentMode
 from apps.catalog.engines import EngineSettings, EngineSettingsError, get_adapter
 from apps.clusters.models import Cluster, unavailable_cluster_message
 from apps.serving.autoscaling_spec import autoscaling_errors
 from apps.serving.choices import ENGINE_ONLY_ROUTING, MODE_POOL_ROLES, ROUTER_POLICIES, Phase, RoutingPolicy
+from capacity.gpus import gpu_for, node_allocatable_memory_gib
 from capacity.parallel import ParallelismError, effective_parallelism
 
 # LoRA adapters one service may serve; engines keep each loaded one in GPU memory (vLLM `--max-loras`).
@@ -81,6 +83,7 @@ def service_errors(service, pools: list, adapters: list) -> dict[str, list[str]]
         )
     )
     _pool_errors(service, pools, settings, errors)
+    _kv_offload_errors(service, pools, settings, errors)
     if not errors.get("pools") and not errors.get("engine_settings"):
         _capacity_errors(service, pools, settings, model, runtime, errors)
     if not errors.get("pools"):
@@ -172,6 +175,38 @@ def _pool_errors(service, pools, settings, errors) -> None:
                 errors["engine_settings"].append(f"{exc.field}: {pool.role} pool: {exc.message}.")
         if pool.min_replicas == 0 and service.deployment_mode != DeploymentMode.SERVERLESS:
             errors["pools"].append(f"{pool.role}.min_replicas: only serverless services scale to zero.")
+
+
+# Why a prefill/decode pair cannot have the KV cache's CPU tier, per engine.
+PD_REFUSALS = {
+    "vllm": "vLLM's offloading takes the KV connector that disaggregated prefill/decode uses (NixlConnector)",
+    "sglang": "SGLang's decode server runs without the radix cache, which HiCache extends",
+}
+
+
+def _kv_offload_errors(service, pools, settings, errors) -> None:
+    """The KV-cache CPU tier where the engine accepted it: not in a P/D pair (vLLM: its NIXL connector is vLLM's
+    one KV connector; SGLang: the decode side forces the chunk cache), and within what a node of each pool's
+    GPU type, with as many GPUs as a replica, can allocate to the engine container (the pod's memory request,
+    `rendering.pods`)."""
+    kv = settings.kv_offload if settings is not None else None
+    if kv is None or errors.get("engine_settings"):
+        return
+    engine = service.runtime.engine if service.runtime_id else None
+    if service.deployment_mode == DeploymentMode.PD_DISAGGREGATED and engine in PD_REFUSALS:
+        errors["engine_settings"].append(f"kv_offload: {PD_REFUSALS[engine]}; a P/D service cannot have a CPU tier")
+        return
+    for pool in pools:
+        try:
+            gpu = gpu_for(pool.gpu_type)
+        except ValueError:
+            continue  # the pool's own error names the GPU type
+        if not pool.gpus_per_replica or pool.gpus_per_replica < 1:
+            continue  # so does a replica without GPUs
+        refused = kvoffload.host_error(kv, gpus=pool.gpus_per_replica, gpu_short=gpu.short,
+                                       allocatable_gib=node_allocatable_memory_gib(gpu, pool.gpus_per_replica))
+        if refused:
+            errors["engine_settings"].append(f"kv_offload: {pool.role} pool: {refused}")
 
 
 def _capacity_errors(service, pools, settings, model, runtime, errors) -> None:

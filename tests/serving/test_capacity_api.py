@@ -79,3 +79,14 @@ def test_the_endpoints_are_in_the_openapi_schema(api):
     params = {p["name"] for p in schema["paths"]["/api/v1/capacity/"]["get"]["parameters"]}
     assert {"model", "gpu_type", "tp", "kv_cache_dtype", "gpu_memory_utilization", "max_model_len"} <= params
     assert "/api/v1/capacity/suggestions/" in schema["paths"]
+
+
+def test_the_cpu_tier_is_reported_in_tokens_and_a_bad_size_is_400(api, models):
+    query = {"model": "llama-3-1-8b-instruct", "gpu_type": "l4-24gb"}
+    # 131,072 KV bytes per token (bf16, TP 1): 4 GiB = 2,048 blocks of 2 MiB = 32,768 tokens.
+    body = api("viewer_a").get(URL, {**query, "cpu_tier_gib": 4}).json()
+    assert (body["cpu_tier_tokens"], body["max_tokens"]) == (32_768, 48_272)
+    # One 2 MiB block over the L4's PCIe 4.0 x16 link (31.5e9 bytes/s): 2,097,152 / 31.5e9 s = 66.6 µs.
+    assert body["cpu_tier_block_load_us"] == 66.6
+    refused = api("viewer_a").get(URL, {**query, "cpu_tier_gib": 0})
+    assert refused.status_code == 400 and "cpu_tier_gib" in refused.json()

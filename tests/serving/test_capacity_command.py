@@ -14,7 +14,8 @@ from tests.factories import ModelFactory, TenantFactory
 pytestmark = pytest.mark.django_db
 
 KEYS = {"model", "gpu", "tp", "kv_bytes_per_token", "block_bytes", "weights_bytes", "kv_budget_bytes", "num_blocks",
-        "max_tokens", "max_concurrent_at_context", "fits", "min_tp", "reason"}
+        "max_tokens", "max_concurrent_at_context", "fits", "min_tp", "reason", "cpu_tier_tokens",
+        "cpu_tier_block_load_us"}
 
 
 def run(*args) -> str:
@@ -43,6 +44,24 @@ def test_model_by_source_id_and_options(llama):
     # TP 2, fp8: KV/token 2 x 32 x 4 x 128 x 1 = 32,768; block 524,288; budget 14,357,517,030 → 27,384 blocks.
     assert (data["kv_bytes_per_token"], data["block_bytes"], data["num_blocks"]) == (32_768, 524_288, 27_384)
     assert data["fits"] is True and data["reason"] == ""
+
+
+def test_the_cpu_tier_in_tokens(llama):
+    # Llama-3.1-8B, bf16, TP 1: 2 x 32 layers x 8 KV heads x 128 x 2 bytes = 131,072 bytes per token, a block of
+    # 16 is 2 MiB; 16 GiB holds 8,192 blocks = 131,072 tokens. At TP 2 each GPU holds half of each token's KV
+    # (65,536 bytes), so the same 16 GiB per GPU holds twice the tokens.
+    data = json.loads(run("--model", "llama-3-1-8b-instruct", "--gpu", "h100-sxm-80gb", "--cpu-tier-gib", "16",
+                          "--json"))
+    assert data["cpu_tier_tokens"] == 131_072
+    # A 2 MiB block over the H100's PCIe 5.0 x16 host link (63.0e9 bytes/s nominal): 2,097,152 / 63e9 = 33.3 µs.
+    assert data["cpu_tier_block_load_us"] == 33.3
+    data = json.loads(run("--model", "llama-3-1-8b-instruct", "--gpu", "h100-sxm-80gb", "--tp", "2",
+                          "--cpu-tier-gib", "16", "--json"))
+    assert data["cpu_tier_tokens"] == 262_144
+    assert json.loads(run("--model", "llama-3-1-8b-instruct", "--gpu", "h100-sxm-80gb", "--json"))[
+        "cpu_tier_tokens"] == 0
+    text = run("--model", "llama-3-1-8b-instruct", "--gpu", "h100-sxm-80gb", "--cpu-tier-gib", "16")
+    assert "CPU tier tokens (16 GiB per GPU)" in text and "131,072" in text and "33.3 µs" in text
 
 
 def test_readable_table(llama):

@@ -33,6 +33,8 @@ class CapacityQuery(_Query):
     gpu_type = serializers.ChoiceField(choices=list(GPUS), help_text="GPU key as kubesim's --nodes takes it.")
     tp = serializers.IntegerField(default=1, min_value=1, max_value=64, help_text="Tensor-parallel size.")
     max_model_len = serializers.IntegerField(required=False, min_value=1, help_text="Default: the model's context.")
+    cpu_tier_gib = serializers.FloatField(required=False, min_value=0.01, max_value=1024,
+                                          help_text="A KV-cache CPU tier of this many GiB per GPU (vLLM offloading).")
 
 
 class SuggestionQuery(_Query):
@@ -59,6 +61,11 @@ class CapacityPlanSerializer(serializers.Serializer):
     fits = serializers.BooleanField()
     min_tp = serializers.IntegerField(allow_null=True, help_text="Null when no single node fits.")
     reason = serializers.CharField(allow_blank=True)
+    cpu_tier_tokens = serializers.IntegerField(
+        help_text="Tokens the CPU tier of cpu_tier_gib per GPU holds (whole 16-token blocks); 0 without one.")
+    cpu_tier_block_load_us = serializers.FloatField(
+        help_text="Microseconds to load one 16-token block (each GPU's share) from the CPU tier over the GPU's host "
+                  "link at its nominal bandwidth; 0 without a tier.")
 
 
 class SuggestionSerializer(serializers.Serializer):

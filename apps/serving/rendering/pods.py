@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from apps.catalog import kvoffload
 from apps.catalog.engines import EngineAdapter, LoraAdapter, MultiNode, get_adapter
 from apps.serving.names import TEMPLATE_HASH_ANNOTATION, cache_claim_name, dns_label, labels
 from apps.serving.rendering.spec import PoolSpec, ServiceSpec
@@ -178,6 +179,12 @@ def init_containers(spec: ServiceSpec) -> list[dict]:
     return out
 
 
+def shm_gib(gpus: int) -> int:
+    """GiB of shared memory per pod: 8 per GPU. Tensor parallel workers exchange data through it; the KV-cache CPU
+    tiers (vLLM's native and LMCache backends, SGLang's HiCache) are pinned memory in the workers, not shm."""
+    return max(1, gpus) * 8
+
+
 def volumes(spec: ServiceSpec, gpus: int) -> tuple[list[dict], list[dict]]:
     """Pod volumes and the engine container's mounts: model cache or source PVCs, and shared memory."""
     vols, mounts = [], []
@@ -195,7 +202,7 @@ def volumes(spec: ServiceSpec, gpus: int) -> tuple[list[dict], list[dict]]:
                          "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
             mounts.append({"name": f"adapter-source-{i}", "mountPath": f"/adapter-source-{i}", "readOnly": True})
     # Tensor parallel workers exchange data through /dev/shm; the container default of 64 MiB is too small.
-    vols.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{max(1, gpus) * 8}Gi"}})
+    vols.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_gib(gpus)}Gi"}})
     mounts.append({"name": "dshm", "mountPath": "/dev/shm"})  # noqa: S108 - a mount point, not a temp file
     return vols, mounts
 
@@ -251,6 +258,22 @@ def served_name(spec: ServiceSpec) -> str:
     return spec.model.name
 
 
+def engine_resources(spec: ServiceSpec, pool: PoolSpec) -> dict:
+    """CPU, memory and GPUs of the engine container. With a KV-cache CPU tier the memory request adds the
+    tier and its pinned-buffer overhead for every GPU (`kvoffload.pod_memory_gib`), and a memory limit is
+    set: the tier is pinned, so the scheduler must place the pod on a node that has it. The limit also
+    counts the memory-backed /dev/shm, whose pages are charged to the pod."""
+    gpus = pool.gpus_per_replica
+    resource = gpu_for(pool.gpu_type).resource
+    memory = kvoffload.ENGINE_MEMORY_GIB_PER_GPU * gpus
+    limits = {resource: str(gpus)}
+    kv = spec.settings.kv_offload
+    if kv is not None:
+        memory += kvoffload.pod_memory_gib(kv, gpus)
+        limits = {"memory": f"{memory + shm_gib(gpus)}Gi", **limits}
+    return {"requests": {"cpu": str(2 * gpus), "memory": f"{memory}Gi", resource: str(gpus)}, "limits": limits}
+
+
 def engine_container(spec: ServiceSpec, pool: PoolSpec, role: PodRole, mounts: list[dict]) -> dict:
     adapter = get_adapter(spec.engine)
     loras = [LoraAdapter(a.name, adapter_path(spec, i), a.rank) for i, a in enumerate(spec.adapters)]
@@ -262,8 +285,6 @@ def engine_container(spec: ServiceSpec, pool: PoolSpec, role: PodRole, mounts: l
                                           spec.settings.tensor_parallel_size, spec.settings.pipeline_parallel_size,
                                           engine=spec.engine),
     )
-    gpu = gpu_for(pool.gpu_type)
-    gpus = str(pool.gpus_per_replica)
     ports = [{"name": "http", "containerPort": adapter.port, "protocol": "TCP"}]
     env: list[dict] = []
     if role.disaggregation == "prefill" and spec.engine == "sglang":
@@ -286,11 +307,7 @@ def engine_container(spec: ServiceSpec, pool: PoolSpec, role: PodRole, mounts: l
         "command": list(adapter.command),
         "args": args,
         **({"ports": ports} if ports else {}),
-        "resources": {
-            "requests": {"cpu": str(2 * pool.gpus_per_replica), "memory": f"{16 * pool.gpus_per_replica}Gi",
-                         gpu.resource: gpus},
-            "limits": {gpu.resource: gpus},
-        },
+        "resources": engine_resources(spec, pool),
         "volumeMounts": mounts,
     }
     if adapter.non_root_uid is not None:

@@ -22,6 +22,8 @@ from apps.serving.rendering.spec import PoolSpec
 from apps.web.forms import PlainLabels
 
 TRISTATE = [("", "Engine default"), ("true", "On"), ("false", "Off")]
+KV_OFFLOAD_BACKENDS = [("", "Off"), ("native", "vLLM native"), ("lmcache", "vLLM LMCache"),
+                       ("hicache", "SGLang HiCache")]
 ENGINE_FIELDS = ("max_model_len", "kv_cache_dtype", "enable_prefix_caching", "enable_chunked_prefill",
                  "gpu_memory_utilization", "max_num_seqs", "tensor_parallel_size", "pipeline_parallel_size",
                  "quantization", "speculative_model", "num_speculative_tokens", "extra_args")
@@ -75,6 +77,10 @@ class ServiceForm(PlainLabels, forms.Form):
     num_speculative_tokens = forms.IntegerField(label="Speculative tokens", required=False)
     extra_args = forms.CharField(label="Extra engine arguments", required=False,
                                  widget=forms.Textarea(attrs={"rows": 2}), help_text="One argument per line.")
+    # engine_settings.kv_offload (apps/catalog/kvoffload.py): the KV cache's CPU tier.
+    kv_offload_backend = forms.ChoiceField(label="KV-cache CPU tier", choices=KV_OFFLOAD_BACKENDS, required=False)
+    kv_offload_size_gib = forms.FloatField(label="CPU tier size (GiB per GPU)", required=False,
+                                           help_text="Host memory per GPU of a replica")
     # Autoscaling policy (apps.serving.autoscaling_spec).
     autoscaler = forms.ChoiceField(label="Autoscaler", choices=Autoscaler.choices, initial=Autoscaler.NONE)
     version = forms.IntegerField(widget=forms.HiddenInput, required=False)
@@ -113,6 +119,8 @@ class ServiceForm(PlainLabels, forms.Form):
             values[name] = values[name] or None
         values["extra_args"] = [line.strip() for line in (data.get("extra_args") or "").splitlines() if line.strip()]
         values["pipeline_parallel_size"] = values["pipeline_parallel_size"] or 1
+        if data.get("kv_offload_backend"):
+            values["kv_offload"] = {"backend": data["kv_offload_backend"], "size_gib": data.get("kv_offload_size_gib")}
         return {k: v for k, v in values.items() if v is not None and v != []}
 
     def autoscaling(self, stored: dict | None = None) -> dict:
@@ -140,7 +148,9 @@ class ServiceForm(PlainLabels, forms.Form):
         for field, messages in errors.items():
             for message in messages:
                 prefix, sep, rest = message.partition(": ")
-                if field == "engine_settings" and sep and prefix in self.fields:
+                if field == "engine_settings" and prefix == "kv_offload":
+                    self.add_error("kv_offload_size_gib" if "size_gib" in rest else "kv_offload_backend", rest)
+                elif field == "engine_settings" and sep and prefix in self.fields:
                     self.add_error(prefix, rest)
                 elif field == "pools" and sep and "." in prefix:
                     role, _, name = prefix.partition(".")
@@ -162,7 +172,7 @@ class ServiceForm(PlainLabels, forms.Form):
         self.group_errors.setdefault(group, []).append(message)
 
     def engine_fields(self):
-        return [self[name] for name in ENGINE_FIELDS]
+        return [self[name] for name in (*ENGINE_FIELDS, "kv_offload_backend", "kv_offload_size_gib")]
 
     def kept_autoscaling(self) -> list[str]:
         """The stored builtin settings this form has no input for, in words; saving the form keeps them."""
@@ -207,6 +217,9 @@ def initial_from(service: InferenceService) -> dict:
             elif name == "extra_args":
                 value = "\n".join(value)
             initial[name] = value
+    if isinstance(settings.get("kv_offload"), dict):
+        initial["kv_offload_backend"] = settings["kv_offload"].get("backend")
+        initial["kv_offload_size_gib"] = settings["kv_offload"].get("size_gib")
     policy = service.autoscaling or {}
     initial["autoscaler"] = policy.get("autoscaler", Autoscaler.NONE)
     for name, value in (policy.get("targets") or {}).items():

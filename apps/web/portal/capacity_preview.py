@@ -49,6 +49,7 @@ def capacity_context(form, pools) -> dict:
         "kv_cache_dtype": "fp8" if "fp8" in (_value(form, "kv_cache_dtype", str, "") or "") else "auto",
         "gpu_memory_utilization": _value(form, "gpu_memory_utilization", float, 0.9) or 0.9,
         "max_model_len": _value(form, "max_model_len", int),
+        "cpu_tier_gib": _cpu_tier_gib(form),
     }
     rows = []
     for pool in pools:
@@ -71,6 +72,17 @@ def capacity_context(form, pools) -> dict:
             row["fits_on"] = _fits_on(capacity, model, settings | {"tp": parallel.tp})
         rows.append(row)
     return {"capacity": {"available": True, "rows": rows, "note": ""}}
+
+
+def _cpu_tier_gib(form) -> float | None:
+    """The form's KV-cache CPU tier in GiB per GPU, when it names one the planner can count (SGLang's whole GB
+    as GiB); validation says what is wrong with the others."""
+    backend, size = _value(form, "kv_offload_backend", str), _value(form, "kv_offload_size_gib", float)
+    if not backend or size is None or not 0 < size <= 1024:
+        return None
+    if backend == "hicache":
+        size = int(size * 1024**3 / 1e9) * 1e9 / 1024**3
+    return size or None
 
 
 def _fits_on(capacity, model, settings) -> list[str]:

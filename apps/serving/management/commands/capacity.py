@@ -31,6 +31,8 @@ class Command(BaseCommand):
         parser.add_argument("--kv-cache-dtype", default="auto", help=f"{' or '.join(KV_CACHE_DTYPES)} (default auto)")
         parser.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="default 0.9")
         parser.add_argument("--max-model-len", type=int, default=None, help="default: the model's context")
+        parser.add_argument("--cpu-tier-gib", type=float, default=None,
+                            help="a KV-cache CPU tier of this many GiB per GPU (vLLM offloading)")
         parser.add_argument("--rate", type=float, help="sizing: requests per second")
         parser.add_argument("--prompt-tokens", type=int, help="sizing: prompt tokens per request")
         parser.add_argument("--output-tokens", type=int, help="sizing: output tokens per request")
@@ -61,7 +63,8 @@ class Command(BaseCommand):
 
     def _describe(self, model, opts) -> None:
         result = describe(model, opts["gpu"], tp=opts["tp"], kv_cache_dtype=opts["kv_cache_dtype"],
-                          gpu_memory_utilization=opts["gpu_memory_utilization"], max_model_len=opts["max_model_len"])
+                          gpu_memory_utilization=opts["gpu_memory_utilization"], max_model_len=opts["max_model_len"],
+                          cpu_tier_gib=opts["cpu_tier_gib"])
         if opts["json"]:
             self.stdout.write(json.dumps(result))
             return
@@ -74,6 +77,9 @@ class Command(BaseCommand):
             ("KV budget per GPU", gib(result["kv_budget_bytes"])),
             ("blocks (num_gpu_blocks)", f"{result['num_blocks']:,}"),
             ("token capacity", f"{result['max_tokens']:,}"),
+            *([(f"CPU tier tokens ({opts['cpu_tier_gib']:g} GiB per GPU)", f"{result['cpu_tier_tokens']:,}"),
+               ("CPU tier block load (host link)", f"{result['cpu_tier_block_load_us']} µs")]
+              if opts["cpu_tier_gib"] else []),
             (f"concurrent at {max_len:,} tokens", f"{result['max_concurrent_at_context']}"),
             ("fits", "yes" if result["fits"] else f"no: {result['reason']}"),
             ("smallest TP on one node", str(result["min_tp"]) if result["min_tp"] else "none: multi-node needed"),
