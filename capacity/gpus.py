@@ -99,12 +99,16 @@ GPUS: dict[str, Gpu] = {
 }
 
 
+def kubelet_reserved_memory_mib(memory_gib: float) -> float:
+    """What the kubelet keeps back of a node's memory (kube-reserved and system-reserved): 1 GiB plus 10 MiB per
+    GiB, the latter at most 4 GiB. kubesim's nodes subtract it in `status.allocatable`; admission plans with it."""
+    return 1024 + min(memory_gib * 10, 4096)
+
+
 def node_allocatable_memory_gib(gpu: Gpu, gpus: int) -> float:
-    """Host memory a node with `gpus` of this GPU can give pods: its memory less what the kubelet keeps back
-    (kube-reserved and system-reserved: 1 GiB plus 10 MiB per GiB, the latter at most 4 GiB), as kubesim's
-    nodes report it in `status.allocatable`."""
+    """Host memory a node with `gpus` of this GPU can give pods: its memory less the kubelet's reservation."""
     memory_gib = gpu.host_memory_gib_per_gpu * gpus
-    return memory_gib - 1 - min(memory_gib * 10, 4096) / 1024
+    return memory_gib - kubelet_reserved_memory_mib(memory_gib) / 1024
 
 
 def gpu_for(key: str) -> Gpu:

@@ -3,28 +3,17 @@
 from django.contrib import admin
 
 from apps.autoscaling.models import PoolAutoscalerState, ScalingDecision
+from apps.core.admin import RecordAdmin
 
 
 @admin.register(ScalingDecision)
-class ScalingDecisionAdmin(admin.ModelAdmin):
+class ScalingDecisionAdmin(RecordAdmin):
     list_display = ["time", "service", "pool", "current_replicas", "desired_replicas", "action", "rule"]
     list_filter = ["action", "rule", "pool"]
     search_fields = ["service__name", "service__tenant__slug", "reason"]
     date_hierarchy = "time"
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
 
 @admin.register(PoolAutoscalerState)
-class PoolAutoscalerStateAdmin(admin.ModelAdmin):
+class PoolAutoscalerStateAdmin(RecordAdmin):
     list_display = ["service", "pool", "evaluations", "unchanged", "cold_start_s", "last_evaluated_at"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False

@@ -7,7 +7,7 @@ from django import forms
 from django.contrib import admin
 
 from apps.clusters.models import Cluster, GpuNode
-from apps.core.admin import AuditedModelAdmin
+from apps.core.admin import AuditedModelAdmin, RecordAdmin
 
 CREDENTIALS = ("bearer_token", "kubeconfig", "ca_bundle")
 
@@ -73,16 +73,10 @@ class ClusterAdmin(AuditedModelAdmin):
 
 
 @admin.register(GpuNode)
-class GpuNodeAdmin(admin.ModelAdmin):
+class GpuNodeAdmin(RecordAdmin):
     """Observed by the inventory worker; read-only here."""
 
     list_display = ["name", "cluster", "gpu_product", "gpu_count", "allocatable", "allocated", "ready"]
     list_filter = ["cluster", "gpu_product", "ready"]
     search_fields = ["name", "gpu_product"]
     list_select_related = ["cluster"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False

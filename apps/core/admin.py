@@ -80,19 +80,27 @@ class AuditedModelAdmin(admin.ModelAdmin):
             self.delete_model(request, obj)
 
 
-@admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):
-    list_display = ["time", "actor_repr", "action", "via", "content_type", "object_repr", "tenant"]
-    list_filter = ["action", "via", "content_type", "tenant"]
-    search_fields = ["object_repr", "actor_repr", "object_id"]
-    date_hierarchy = "time"
-    list_select_related = ["content_type", "tenant"]
+class RecordAdmin(admin.ModelAdmin):
+    """A record the product writes and people only read: nobody adds or changes one in the admin, and it is
+    deleted only where `deletable` says so (observations may go; history may not)."""
 
-    def has_add_permission(self, request):
+    deletable = True
+
+    def has_add_permission(self, request, obj=None):
         return False
 
     def has_change_permission(self, request, obj=None):
         return False
 
     def has_delete_permission(self, request, obj=None):
-        return False
+        return self.deletable and super().has_delete_permission(request, obj)
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(RecordAdmin):
+    deletable = False
+    list_display = ["time", "actor_repr", "action", "via", "content_type", "object_repr", "tenant"]
+    list_filter = ["action", "via", "content_type", "tenant"]
+    search_fields = ["object_repr", "actor_repr", "object_id"]
+    date_hierarchy = "time"
+    list_select_related = ["content_type", "tenant"]

@@ -7,7 +7,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
-from apps.core.admin import AuditedModelAdmin
+from apps.core.admin import AuditedModelAdmin, RecordAdmin
 from apps.core.choices import AuditVia
 from apps.serving.actions import ServiceDeleting, request_deletion, rollback, save_service
 from apps.serving.models import EDITABLE_FIELDS, POOL_SPEC_FIELDS, STATUS_FIELDS, InferenceService, Pool, Revision
@@ -122,7 +122,8 @@ class InferenceServiceAdmin(AuditedModelAdmin):
 
 
 @admin.register(Revision)
-class RevisionAdmin(admin.ModelAdmin):
+class RevisionAdmin(RecordAdmin):
+    deletable = False
     """Revisions are history (read only); the one action makes a selected revision current again."""
 
     list_display = ["service", "number", "created", "actor_repr", "restored_from", "audit_entry"]
@@ -131,15 +132,6 @@ class RevisionAdmin(admin.ModelAdmin):
     list_select_related = ["service__tenant", "audit_entry"]
     readonly_fields = ["service", "number", "created", "actor", "actor_repr", "audit_entry", "restored_from", "spec"]
     actions = ["roll_back"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     @admin.action(description="Roll back to the selected revision (make it current again)")
     def roll_back(self, request, queryset):

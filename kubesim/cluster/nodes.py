@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from capacity.gpus import GPUS, Gpu
+from capacity.gpus import GPUS, Gpu, kubelet_reserved_memory_mib
 from kubesim.apiserver.quantities import format_units
 
 CPU_NODE_CPUS = 16
@@ -89,8 +89,8 @@ def node_object(name: str, gpu: Gpu | None, gpus: int, ordinal: int, pod_prefix:
     # kube-reserved and system-reserved: what the kubelet keeps back on real nodes.
     allocatable = dict(capacity)
     allocatable["cpu"] = format_units("cpu", cpus * 1000 - 100 - 10 * cpus)
-    reserved_mib = 1024 + min(memory_gib * 10, 4096)
-    allocatable["memory"] = format_units("memory", (memory_gib * 1024 - reserved_mib) * 1024**2)
+    allocatable["memory"] = format_units("memory", int(memory_gib * 1024 - kubelet_reserved_memory_mib(memory_gib))
+                                         * 1024**2)
     labels = {
         "kubernetes.io/hostname": name,
         "kubernetes.io/os": "linux",
