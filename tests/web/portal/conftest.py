@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from apps.serving.actions import save_service
+from apps.serving.models import InferenceService
+from apps.serving.rendering.spec import PoolSpec
 from tests.factories import AdapterFactory, ClusterFactory, InferenceServiceFactory, ModelFactory, RuntimeFactory
 from tests.web.conftest import login  # noqa: F401 (shared fixture)
 from tests.workers.conftest import kubesim_url, workers  # noqa: F401 (a kubesim process and Celery workers)
@@ -32,6 +35,18 @@ def cluster(db):
 def service_a(tenant_a, cluster, catalog_a):
     return InferenceServiceFactory(tenant=tenant_a, name="chat", cluster=cluster, model=catalog_a["model"],
                                    runtime=catalog_a["runtime"])
+
+
+@pytest.fixture
+def revised(tenant_a, cluster, catalog_a, owner_a):
+    """chat at revision 1 on vllm-shared, then revision 2 on vllm-next."""
+    service = save_service(
+        InferenceService(tenant=tenant_a, name="chat", cluster=cluster, model=catalog_a["model"],
+                         runtime=catalog_a["runtime"]),
+        pools=[PoolSpec("engine", max_replicas=2)], adapters=[], actor=owner_a, via="api")
+    service = InferenceService.objects.get(pk=service.pk)
+    service.runtime = RuntimeFactory(name="vllm-next", tag="v0.34.0")
+    return save_service(service, pools=[PoolSpec("engine", max_replicas=2)], adapters=[], actor=owner_a, via="api")
 
 
 def page_urls(tenant: str, service: str, token_pk: int, member_pk: int, entry_pk: int) -> list[str]:

@@ -25,3 +25,14 @@ def serious_axe_violations(page, within: str | None = None) -> list[str]:
                                "{resultTypes: ['violations']})).violations", within)
     return [f"{v['id']}: {[n['target'] for n in v['nodes']][:3]}" for v in violations
             if v["impact"] in ("serious", "critical")]
+
+
+def start_service_form(page, base_url: str, name: str) -> None:
+    """Open the portal's new-service form for tenant alpha and fill what every case needs: the name, and the
+    catalog's shared model and runtime (tests/web/portal/conftest.py `catalog_a`)."""
+    from django.urls import reverse
+
+    page.goto(base_url + reverse("web:service-create", args=["alpha"]))
+    page.locator("#id_name").fill(name)
+    page.get_by_label("Model", exact=True).select_option(label="llama-shared")
+    page.get_by_label("Runtime", exact=True).select_option(label="vllm-shared")

@@ -12,6 +12,7 @@ from playwright.sync_api import expect
 from apps.catalog.models import Runtime
 from apps.serving.models import InferenceService
 from apps.tenancy.models import Membership
+from tests.web.portal.page_checks import start_service_form
 
 pytestmark = pytest.mark.browser
 
@@ -58,10 +59,7 @@ DNS_LABEL = "Use a DNS-1123 label: lower-case letters, digits and '-'"
 
 def test_a_service_name_with_spaces_shows_why_at_the_field(browser_page, live_server, operator_a, cluster, catalog_a):
     page = browser_page(operator_a)
-    page.goto(live_server.url + reverse("web:service-create", args=["alpha"]))
-    page.locator("#id_name").fill("Chat Bot")
-    page.get_by_label("Model", exact=True).select_option(label="llama-shared")
-    page.get_by_label("Runtime", exact=True).select_option(label="vllm-shared")
+    start_service_form(page, live_server.url, "Chat Bot")
     page.get_by_role("button", name="Create service").click()
 
     name = page.locator("#id_name")

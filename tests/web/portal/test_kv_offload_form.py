@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 
 from apps.serving.models import InferenceService
 from tests.web.portal.forms import service_post
+from tests.web.portal.page_checks import start_service_form
 
 
 def test_the_form_saves_the_tier_and_shows_it_again(client, operator_a, cluster, catalog_a):
@@ -44,10 +45,7 @@ def test_the_capacity_check_shows_the_cpu_tier_in_tokens(client, operator_a, clu
 @pytest.mark.browser
 def test_hicache_on_a_vllm_runtime_shows_why_at_the_field(browser_page, live_server, operator_a, cluster, catalog_a):
     page = browser_page(operator_a)
-    page.goto(live_server.url + reverse("web:service-create", args=["alpha"]))
-    page.locator("#id_name").fill("tiered")
-    page.get_by_label("Model", exact=True).select_option(label="llama-shared")
-    page.get_by_label("Runtime", exact=True).select_option(label="vllm-shared")
+    start_service_form(page, live_server.url, "tiered")
     page.get_by_label("KV-cache CPU tier").select_option(label="SGLang HiCache")
     page.get_by_label("CPU tier size (GiB per GPU)").fill("16")
     page.get_by_role("button", name="Create service").click()

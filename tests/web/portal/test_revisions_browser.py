@@ -8,10 +8,7 @@ import pytest
 from django.urls import reverse
 from playwright.sync_api import expect
 
-from apps.serving.actions import save_service
 from apps.serving.models import InferenceService
-from apps.serving.rendering.spec import PoolSpec
-from tests.factories import RuntimeFactory
 from tests.web.conftest import browser_page  # noqa: F401 (the Chromium fixture)
 from tests.web.portal.page_checks import page_width, serious_axe_violations
 from tests.web.portal.test_portal_browser import tab_to
@@ -20,15 +17,7 @@ pytestmark = pytest.mark.browser
 
 
 def test_see_a_runtime_change_compare_and_roll_back_with_the_keyboard(browser_page, live_server,  # noqa: F811
-                                                                      tenant_a, cluster, catalog_a, owner_a):
-    service = save_service(
-        InferenceService(tenant=tenant_a, name="chat", cluster=cluster, model=catalog_a["model"],
-                         runtime=catalog_a["runtime"]),
-        pools=[PoolSpec("engine", max_replicas=2)], adapters=[], actor=owner_a, via="api")
-    service = InferenceService.objects.get(pk=service.pk)
-    service.runtime = RuntimeFactory(name="vllm-next", tag="v0.34.0")
-    save_service(service, pools=[PoolSpec("engine", max_replicas=2)], adapters=[], actor=owner_a, via="api")
-
+                                                                      owner_a, catalog_a, revised):
     page = browser_page(owner_a, viewport={"width": 390, "height": 844})
     page.goto(live_server.url + reverse("web:service", args=["alpha", "chat"]))
     panel = page.locator("#revisions")
@@ -50,7 +39,7 @@ def test_see_a_runtime_change_compare_and_roll_back_with_the_keyboard(browser_pa
     expect(panel.locator("#revision-3")).to_contain_text("current")
     expect(panel.locator("#revision-3")).to_contain_text("rollback to 1")
     expect(page.locator("#messages")).to_contain_text("Rolled back")
-    assert InferenceService.objects.get(pk=service.pk).runtime == catalog_a["runtime"]
+    assert InferenceService.objects.get(pk=revised.pk).runtime == catalog_a["runtime"]
 
     width, wide = page_width(page)
     assert width <= 391, wide

@@ -3,27 +3,11 @@ inline (422, the portal's convention for a swap with an error), roles and tenant
 
 from __future__ import annotations
 
-import pytest
 from django.urls import reverse
 
-from apps.serving.actions import save_service
 from apps.serving.models import InferenceService, Revision
-from apps.serving.rendering.spec import PoolSpec
-from tests.factories import RuntimeFactory
 
 HX = {"HTTP_HX_REQUEST": "true"}
-
-
-@pytest.fixture
-def revised(tenant_a, cluster, catalog_a, owner_a):
-    """chat at revision 1 on vllm-shared, then revision 2 on vllm-next."""
-    service = save_service(
-        InferenceService(tenant=tenant_a, name="chat", cluster=cluster, model=catalog_a["model"],
-                         runtime=catalog_a["runtime"]),
-        pools=[PoolSpec("engine", max_replicas=2)], adapters=[], actor=owner_a, via="api")
-    service = InferenceService.objects.get(pk=service.pk)
-    service.runtime = RuntimeFactory(name="vllm-next", tag="v0.34.0")
-    return save_service(service, pools=[PoolSpec("engine", max_replicas=2)], adapters=[], actor=owner_a, via="api")
 
 
 def panel_url(*suffix):
