@@ -31,7 +31,7 @@ class UsageWriter:
         self.batch_rows = batch_rows
         self.interval = interval
         self._dropped = 0
-        self.written = 0
+        self.copied = 0  # rows COPYed from the in-memory queue (the spool counts its own)
         self.database_ok = True
         self.spool = DiskSpool(spool_dir, table=TABLE, columns=COLUMNS, max_bytes=spool_bytes,
                                segment_rows=batch_rows) if spool_dir else None
@@ -72,6 +72,12 @@ class UsageWriter:
             if self._stop.wait(self.interval):
                 return
 
+    @property
+    def written(self) -> int:
+        """Rows written since start, from the queue and from the spool; a segment committed just before the
+        database went away counts too."""
+        return self.copied + (self.spool.written if self.spool is not None else 0)
+
     def flush(self) -> bool:
         """Write everything queued (and spooled); False (rows kept, in order) when the database could not
         take them."""
@@ -84,7 +90,7 @@ class UsageWriter:
                 with self._lock:
                     self.rows.extendleft(reversed(rows[appended:]))
             try:
-                self.written += self.spool.replay(self.database_url)
+                self.spool.replay(self.database_url)
             except psycopg.Error as exc:
                 return self._unreachable(exc)
         return self._copy_queued()
@@ -116,7 +122,7 @@ class UsageWriter:
                         self.rows.popleft()
                         self._dropped += 1
                 return self._unreachable(exc)
-            self.written += len(batch)
+            self.copied += len(batch)
 
     def close(self, grace: float = 10.0) -> None:
         """Stop the thread and flush, retrying for up to `grace` seconds (the drain on SIGTERM)."""

@@ -48,6 +48,7 @@ class DiskSpool:
         self.max_bytes, self.segment_rows = max_bytes, segment_rows
         self.segments: deque[Segment] = deque()
         self.rows = self.bytes = self.dropped = 0
+        self.written = 0  # rows committed by this process, counted per segment as each one commits
         self._open = None  # this process's segment being appended, a binary file
         self._done: list[str] = []  # markers of segments committed and deleted: to delete in turn
         self.sequence = 0
@@ -138,12 +139,12 @@ class DiskSpool:
             finally:
                 file.close()
 
-    def replay(self, database_url: str) -> int:
-        """Write every segment, oldest first, each exactly once; the rows written (a segment committed
-        before a crash counts none). psycopg.Error when the database is unreachable: what is left stays."""
+    def replay(self, database_url: str) -> None:
+        """Write every segment, oldest first, each exactly once, counting each committed segment's rows in
+        `written` as it commits (one committed before a crash counts none). psycopg.Error when the database is
+        unreachable: what is left stays, and what was committed before the error is counted."""
         if not self.segments and not self._done:
-            return 0
-        written = 0
+            return
         with psycopg.connect(database_url, connect_timeout=2, autocommit=True) as conn:
             # The open segment too, once the database answers: what is appended from now on goes to a new one
             # (while it is unreachable, rows keep filling the open segment up to `segment_rows`).
@@ -158,14 +159,13 @@ class DiskSpool:
                         with cursor.copy(f"COPY {self.table} ({', '.join(self.columns)}) FROM STDIN") as copy:
                             for row in rows:
                                 copy.write_row(row)
-                        written += len(rows)
+                        self.written += len(rows)
                     else:
                         log.warning("usage spool segment %s was committed before: not written again", segment.path)
                 self._remove(segment)
                 self._done.append(segment.id)
             conn.execute("DELETE FROM gateway_usagebatch WHERE id = ANY(%s::uuid[])", (self._done,))
             self._done = []
-        return written
 
     def _read(self, segment: Segment) -> list[tuple]:
         with open(segment.path, "rb") as file:
