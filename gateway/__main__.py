@@ -51,9 +51,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv=None) -> None:
-    import uvicorn
-
+def build(args: argparse.Namespace):
+    """The ASGI application the options describe."""
     from gateway.activation import Activator
     from gateway.app import Gateway
     from gateway.limits import RequestLimiter
@@ -61,8 +60,7 @@ def main(argv=None) -> None:
     from gateway.snapshot import SnapshotFile
     from gateway.upstream import Upstreams
 
-    args = parse_args(argv)
-    app = Gateway(SnapshotFile(args.snapshot), max_body_bytes=args.max_body_bytes,
+    return Gateway(SnapshotFile(args.snapshot), max_body_bytes=args.max_body_bytes,
                   refresh_seconds=args.refresh_seconds,
                   limiter=RequestLimiter(args.redis_url or None, replicas=args.replicas, prefix=args.redis_prefix,
                                          lease_ms=int(args.lease_seconds * 1000),
@@ -74,9 +72,16 @@ def main(argv=None) -> None:
                                       max_wait=args.activation_wait),
                   upstreams=Upstreams(connect_timeout=args.upstream_connect_timeout,
                                       read_timeout=args.upstream_timeout))
+
+
+def main(argv=None) -> None:
+    import uvicorn
+
+    args = parse_args(argv)
+    app = build(args)
     # uvicorn stops accepting on SIGTERM, waits for requests in flight, then runs the lifespan shutdown.
     uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False,
-                timeout_graceful_shutdown=25)
+                timeout_graceful_shutdown=25, loop="uvloop", http="httptools")
 
 
 if __name__ == "__main__":

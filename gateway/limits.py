@@ -2,12 +2,14 @@
 concurrent requests (leases that lapse) and a token budget per calendar month, for a key and its tenant
 together. One Lua script checks every limit and takes from all of them or none, in one round trip
 (`check`); a second settles the tokens from the real usage and releases the lease when the request ends
-(`settle`). When Redis cannot be reached, each replica keeps the same rules in memory with its share of
+(`settle`). Both are coroutines on redis.asyncio, so a request waiting on Redis never holds up the others on
+the event loop. When Redis cannot be reached, each replica keeps the same rules in memory with its share of
 every limit (limit // replicas): never unlimited.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
@@ -15,6 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 
 import redis
+import redis.asyncio
 
 from gateway import limits_lua
 from gateway.limits_local import LocalLimits
@@ -23,6 +26,7 @@ log = logging.getLogger("gateway.limits")
 WINDOW_MS = 60_000
 LIMIT_NAMES = ("rpm", "tpm", "concurrency", "monthly_token_budget")
 BUDGET_TTL_S = 40 * 86400  # a month's counter outlives its month, then goes
+REDIS_CONNECTIONS = 32  # per gateway process
 REDIS_RETRY_S = 1.0  # while Redis is down, try it again at most this often (a refused connect costs time)
 CHARS_PER_TOKEN = 4  # the estimate before the engine counts: about 4 characters a token in English
 
@@ -95,7 +99,12 @@ class RequestLimiter:
         self.prefix = prefix
         self.lease_ms = lease_ms
         self.default_max_tokens = default_max_tokens
-        self.client = redis.Redis.from_url(url, socket_timeout=0.25, socket_connect_timeout=0.25) if url else None
+        # A bounded pool: a burst of requests shares REDIS_CONNECTIONS connections (waiting its turn for
+        # one) instead of opening a connection each. The timeouts tell a Redis that is gone from a process
+        # that is merely busy: a refused connection fails at once, a silent one after a second at most.
+        self.client = redis.asyncio.Redis.from_pool(redis.asyncio.BlockingConnectionPool.from_url(
+            url, max_connections=REDIS_CONNECTIONS, timeout=1.0, socket_timeout=0.5,
+            socket_connect_timeout=1.0)) if url else None
         self._check = self.client.register_script(limits_lua.CHECK) if self.client else None
         self._settle = self.client.register_script(limits_lua.SETTLE) if self.client else None
         self.local = LocalLimits(WINDOW_MS)
@@ -103,8 +112,9 @@ class RequestLimiter:
         self.round_trips = 0
         self._retry_at = 0.0
         self._last_budget_left: dict[str, int] = {}
+        self._settles: list = []  # (keys, args, reservation id, future) waiting for the next pipeline
 
-    def check(self, scopes: dict[str, dict | None], tokens: int) -> Decision:
+    async def check(self, scopes: dict[str, dict | None], tokens: int) -> Decision:
         """Take one request, `tokens` reserved tokens and one lease from every limit of every scope (name →
         a mapping with rpm, tpm, concurrency, monthly_token_budget), or from none."""
         limits = {name: tuple(int((values or {}).get(n) or 0) for n in LIMIT_NAMES) for name, values in scopes.items()}
@@ -112,7 +122,7 @@ class RequestLimiter:
         if not limits:
             return Decision(True, None, 0, None, None, None, shared=self.redis_ok)
         rid, month = uuid.uuid4().hex, time.strftime("%Y-%m", time.gmtime())
-        answer = self._shared_check(rid, tokens, month, limits)
+        answer = await self._shared_check(rid, tokens, month, limits)
         shared = answer is not None
         if not shared:
             limits = self._shares(limits)
@@ -125,7 +135,7 @@ class RequestLimiter:
         return Decision(bool(allowed), limits_lua.REASONS[reason], retry, _window(*windows[:3]),
                         _window(*windows[3:]), reservation, shared, budget_left)
 
-    def settle(self, reservation: Reservation | None, prompt_tokens: int, completion_tokens: int) -> None:
+    async def settle(self, reservation: Reservation | None, prompt_tokens: int, completion_tokens: int) -> None:
         """The request has ended: count its real tokens instead of the reservation, in the minute's window
         and the month's budget, and release its concurrency lease. Once per reservation; zeros for a
         request that reached no engine."""
@@ -140,14 +150,36 @@ class RequestLimiter:
             base = self.prefix + name
             keys += [f"{base}:t", f"{base}:th", f"{base}:c", f"{base}:b:{reservation.month}"]
             args += [int(bool(tpm)), int(bool(conc)), int(bool(budget))]
-        try:
-            self.round_trips += 1
-            self._settle(keys=keys, args=args)
-        except redis.RedisError as exc:
-            # The lease lapses by itself; the reservation stays counted in its window and budget.
-            log.warning("redis unreachable at settle (%s): reservation %s kept as reserved", exc, reservation.id)
+        done = asyncio.get_running_loop().create_future()
+        self._settles.append((keys, args, reservation.id, done))
+        if len(self._settles) == 1:
+            asyncio.get_running_loop().create_task(self._send_settles())
+        await done
 
-    def _shared_check(self, rid, tokens, month, limits) -> list | None:
+    async def _send_settles(self) -> None:
+        """Every settle queued by the time this runs, in one pipeline: one round trip for all the requests
+        that ended in the same turn of the event loop."""
+        await asyncio.sleep(0)
+        batch, self._settles = self._settles, []
+        try:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for keys, args, _, _ in batch:
+                    await self._settle(keys=keys, args=args, client=pipe)
+                self.round_trips += 1
+                await pipe.execute()
+        except redis.RedisError as exc:
+            # The leases lapse by themselves; the reservations stay counted in their windows and budgets.
+            log.warning("redis unreachable at settle (%s): %d reservations kept as reserved", exc, len(batch))
+        finally:
+            for *_, done in batch:
+                if not done.done():
+                    done.set_result(None)
+
+    async def close(self) -> None:
+        if self.client is not None:
+            await self.client.aclose()
+
+    async def _shared_check(self, rid, tokens, month, limits) -> list | None:
         if self._check is None or time.monotonic() < self._retry_at:
             return None
         keys, args = [], [WINDOW_MS, rid, tokens, self.lease_ms, BUDGET_TTL_S]
@@ -157,7 +189,7 @@ class RequestLimiter:
             args += list(values)
         try:
             self.round_trips += 1
-            answer = self._check(keys=keys, args=args)
+            answer = await self._check(keys=keys, args=args)
         except redis.RedisError as exc:
             if self.redis_ok:
                 log.warning("redis unreachable (%s): per-replica limits (1/%d of each)", exc, self.replicas)

@@ -32,6 +32,7 @@ class UsageWriter:
         self.interval = interval
         self._dropped = 0
         self.copied = 0  # rows COPYed from the in-memory queue (the spool counts its own)
+        self._copying = 0  # rows of the batch being COPYed now
         self.database_ok = True
         self.spool = DiskSpool(spool_dir, table=TABLE, columns=COLUMNS, max_bytes=spool_bytes,
                                segment_rows=batch_rows) if spool_dir else None
@@ -59,8 +60,8 @@ class UsageWriter:
 
     @property
     def waiting(self) -> int:
-        """Rows not written yet: queued in memory plus spooled on disk."""
-        return len(self.rows) + (self.spool.rows if self.spool else 0)
+        """Rows not written yet: queued in memory (a batch being copied included) plus spooled on disk."""
+        return len(self.rows) + self._copying + (self.spool.rows if self.spool else 0)
 
     def _run(self) -> None:
         # At once on start: a spool left by an earlier process is replayed before anything else.
@@ -105,10 +106,9 @@ class UsageWriter:
         while True:
             with self._lock:
                 batch = [self.rows.popleft() for _ in range(min(self.batch_rows, len(self.rows)))]
+                self._copying = len(batch)
             if not batch:
-                if not self.database_ok:
-                    log.warning("the database is reachable again: usage rows written")
-                self.database_ok = True
+                self._reachable()
                 return True
             try:
                 with (psycopg.connect(self.database_url, connect_timeout=2) as conn, conn.cursor() as cursor,
@@ -118,11 +118,22 @@ class UsageWriter:
             except psycopg.Error as exc:
                 with self._lock:
                     self.rows.extendleft(reversed(batch))
+                    self._copying = 0
                     while len(self.rows) > self.max_rows:
                         self.rows.popleft()
                         self._dropped += 1
                 return self._unreachable(exc)
-            self.copied += len(batch)
+            # Up before the rows leave the count of those waiting: a reader never sees none waiting and
+            # the database down.
+            self._reachable()
+            with self._lock:
+                self.copied += len(batch)
+                self._copying = 0
+
+    def _reachable(self) -> None:
+        if not self.database_ok:
+            log.warning("the database is reachable again: usage rows written")
+        self.database_ok = True
 
     def close(self, grace: float = 10.0) -> None:
         """Stop the thread and flush, retrying for up to `grace` seconds (the drain on SIGTERM)."""

@@ -19,6 +19,14 @@ class Routing:
     tenants: dict = field(default_factory=dict)
     loaded: bool = False
 
+    def __post_init__(self):
+        # Indexes built once per snapshot, so a request's lookups do not walk every service.
+        self._by_id = {s["id"]: s for s in self.services}
+        self._by_tenant: dict = {}
+        for service in self.services:
+            self._by_tenant.setdefault(service["tenant_id"], []).append(service)
+        self._names: dict = {}  # (tenant, allowed services or None) → models_for's answer
+
     def key(self, plaintext: str) -> dict | None:
         """The key's entry if it is known and not expired (the snapshot holds only usable keys, but an
         expiry may pass between two snapshots)."""
@@ -28,17 +36,21 @@ class Routing:
         return entry
 
     def service(self, service_id: int) -> dict | None:
-        return next((s for s in self.services if s["id"] == service_id), None)
+        return self._by_id.get(service_id)
 
     def models_for(self, key: dict) -> dict[str, dict]:
-        """Every name the key may call (service name, served model name, adapter) → its service."""
+        """Every name the key may call (service name, served model name, adapter) → its service. Keys of
+        one tenant allowed the same services share one answer, kept for the snapshot's life."""
         allowed = key["services"]
-        names: dict[str, dict] = {}
-        for service in self.services:
-            if service["tenant_id"] != key["tenant_id"] or (allowed is not None and service["id"] not in allowed):
-                continue
-            for name in (service["name"], service["served_model"], *service["adapters"]):
-                names.setdefault(name, service)
+        scope = (key["tenant_id"], None if allowed is None else tuple(sorted(allowed)))
+        names = self._names.get(scope)
+        if names is None:
+            names = {}
+            for service in self._by_tenant.get(key["tenant_id"], ()):
+                if allowed is None or service["id"] in allowed:
+                    for name in (service["name"], service["served_model"], *service["adapters"]):
+                        names.setdefault(name, service)
+            self._names[scope] = names
         return names
 
 

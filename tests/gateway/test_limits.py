@@ -4,9 +4,9 @@ month's budget, leases that lapse, and per-replica shares while Redis is unreach
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import redis
@@ -21,15 +21,21 @@ SENT = REPLICAS * CLIENTS_PER_REPLICA * TRIES_PER_CLIENT
 
 
 def replica(prefix: str, scopes: dict, tokens: int) -> int:
-    """One gateway replica: its own connection pool, CLIENTS_PER_REPLICA threads checking at once. Nothing
-    is settled, so every request stays in flight and keeps its reservation."""
-    limiter = RequestLimiter(REDIS_URL, prefix=prefix)
+    """One gateway replica: its own event loop and connection pool, CLIENTS_PER_REPLICA clients checking at
+    once. Nothing is settled, so every request stays in flight and keeps its reservation."""
 
-    def client(_):
-        return sum(limiter.check(scopes, tokens).allowed for _ in range(TRIES_PER_CLIENT))
+    async def run() -> int:
+        limiter = RequestLimiter(REDIS_URL, prefix=prefix)
 
-    with ThreadPoolExecutor(CLIENTS_PER_REPLICA) as pool:
-        return sum(pool.map(client, range(CLIENTS_PER_REPLICA)))
+        async def client() -> int:
+            return sum([(await limiter.check(scopes, tokens)).allowed for _ in range(TRIES_PER_CLIENT)])
+
+        try:
+            return sum(await asyncio.gather(*(client() for _ in range(CLIENTS_PER_REPLICA))))
+        finally:
+            await limiter.close()
+
+    return asyncio.run(run())
 
 
 def run_replicas(scopes: dict, tokens: int = 0) -> int:
@@ -47,10 +53,30 @@ def forget(prefix: str) -> None:
         client.delete(name)
 
 
+class Blocking:
+    """A limiter whose coroutines run one at a time to their end, on one event loop of the test's own (its
+    Redis connections belong to that loop)."""
+
+    def __init__(self, limiter: RequestLimiter):
+        self.inner, self.loop = limiter, asyncio.new_event_loop()
+
+    def check(self, scopes: dict, tokens: int):
+        return self.loop.run_until_complete(self.inner.check(scopes, tokens))
+
+    def settle(self, reservation, prompt_tokens: int, completion_tokens: int) -> None:
+        self.loop.run_until_complete(self.inner.settle(reservation, prompt_tokens, completion_tokens))
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.inner.close())
+        self.loop.close()
+
+
 @pytest.fixture
 def limiter():
     prefix = f"test:{uuid.uuid4().hex}:"
-    yield RequestLimiter(REDIS_URL, prefix=prefix)
+    blocking = Blocking(RequestLimiter(REDIS_URL, prefix=prefix))
+    yield blocking
+    blocking.close()
     forget(prefix)
 
 
@@ -101,7 +127,7 @@ def test_tokens_are_settled_from_the_real_usage(limiter):
     limiter.settle(second.reservation, 850, 100)
     assert limiter.check(scope, 1).tokens.remaining == 0
     assert not limiter.check({"key:2": {"tpm": 10}}, 11).allowed  # larger than the limit: never fits
-    assert limiter.round_trips == 7
+    assert limiter.inner.round_trips == 7
 
 
 def test_a_spent_budget_refuses_with_its_own_reason_and_settling_gives_back(limiter):
@@ -120,7 +146,7 @@ def test_a_spent_budget_refuses_with_its_own_reason_and_settling_gives_back(limi
 
 def test_concurrency_is_released_when_the_request_ends_and_lapses_when_it_never_does():
     prefix = f"test:{uuid.uuid4().hex}:"
-    limiter = RequestLimiter(REDIS_URL, prefix=prefix, lease_ms=1500)
+    limiter = Blocking(RequestLimiter(REDIS_URL, prefix=prefix, lease_ms=1500))
     try:
         scope = {"key:1": {"concurrency": 2}}
         running = [limiter.check(scope, 10) for _ in range(3)]
@@ -131,12 +157,13 @@ def test_concurrency_is_released_when_the_request_ends_and_lapses_when_it_never_
         # Two requests whose replica never settles them: their leases lapse and the slots come back.
         wait_for(lambda: limiter.check(scope, 10).allowed, timeout=10)
     finally:
+        limiter.close()
         forget(prefix)
 
 
 def test_redis_down_means_a_share_per_replica_never_no_limit():
     with closed_port() as port:
-        limiter = RequestLimiter(f"redis://127.0.0.1:{port}/11", replicas=4, prefix="unused:")
+        limiter = Blocking(RequestLimiter(f"redis://127.0.0.1:{port}/11", replicas=4, prefix="unused:"))
         requests = [limiter.check({"key:1": {"rpm": 40}}, 0) for _ in range(12)]
         assert sum(d.allowed for d in requests) == 10 and not requests[0].shared
         assert requests[0].requests.limit == 10 and requests[0].requests.remaining == 9
@@ -150,14 +177,15 @@ def test_redis_down_means_a_share_per_replica_never_no_limit():
         limiter.settle(slots[0].reservation, 0, 0)
         assert limiter.check({"key:3": {"concurrency": 8}}, 0).allowed
         assert limiter.check({"key:4": {"monthly_token_budget": 400}}, 101).reason == "budget"
-    assert not limiter.redis_ok
+    assert not limiter.inner.redis_ok
+    limiter.close()
 
 
 def test_a_budget_share_is_of_what_was_left_when_redis_went_away(limiter):
     scope = {"key:1": {"monthly_token_budget": 1000}}
     assert limiter.check(scope, 800).allowed
-    limiter.replicas = 2
-    limiter._check = None  # as if Redis had gone: the replica falls back to its own count
+    limiter.inner.replicas = 2
+    limiter.inner._check = None  # as if Redis had gone: the replica falls back to its own count
     assert limiter.check(scope, 101).reason == "budget"
     assert limiter.check(scope, 100).allowed
 
@@ -169,3 +197,19 @@ def test_the_estimate_counts_the_prompt_and_reserves_max_tokens():
     assert estimate_tokens({"prompt": "abcd" * 3, "max_completion_tokens": 7}, 1024) == 3 + 7
     assert estimate_tokens({"prompt": [1, 2, 3]}, 1024) == 3 + 1024
     assert estimate_tokens({"prompt": "", "max_tokens": "many"}, 16) == 16
+
+
+def test_requests_that_end_together_are_settled_in_one_round_trip(limiter):
+    scope = {"key:1": {"concurrency": 5, "tpm": 1000}}
+    running = [limiter.check(scope, 100) for _ in range(5)]
+    assert all(d.allowed for d in running) and not limiter.check(scope, 100).allowed
+    before = limiter.inner.round_trips
+
+    async def end_all():
+        await asyncio.gather(*(limiter.inner.settle(d.reservation, 10, 10) for d in running))
+
+    limiter.loop.run_until_complete(end_all())
+    assert limiter.inner.round_trips == before + 1
+    # Every lease is back and the window holds 20 tokens a request, not the 100 reserved: 900 left.
+    after = limiter.check(scope, 0)
+    assert after.allowed and after.tokens.remaining == 1000 - 5 * 20
