@@ -390,6 +390,9 @@ GATEWAY_REDIS_URL = os.environ.get("GATEWAY_REDIS_URL", "")
 # The inference gateway's address as tenants' applications reach it: the playground's curl and Python snippets
 # call it with an inference key (make demo serves it here).
 GATEWAY_PUBLIC_URL = os.environ.get("GATEWAY_PUBLIC_URL", "http://127.0.0.1:8080").rstrip("/")
+# Where the control plane itself reaches the gateway (the portal's playground sends prompts there, with the
+# inference key the user gives it): in a cluster, the gateway's Service; by default the public address.
+GATEWAY_URL = os.environ.get("GATEWAY_URL", GATEWAY_PUBLIC_URL).rstrip("/")
 
 # Engine telemetry (apps/telemetry, workers/telemetry.py): scrape period, per-request timeout, parallel
 # scrapes per cycle, retention of raw rows and of one-minute rollups, and the queue heartbeat period.

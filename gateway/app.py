@@ -42,7 +42,6 @@ class Gateway:
         self.max_body_bytes = max_body_bytes
         self.refresh_seconds = refresh_seconds
         self._next_refresh = 0.0
-        self._settling: set[asyncio.Task] = set()  # settles in flight, kept from the garbage collector
         # One registry per app, so two gateways in one process (tests) do not clash.
         self.registry = CollectorRegistry()
         self.requests = Counter("gateway_requests", "Requests answered, by route and status.",
@@ -111,7 +110,7 @@ class Gateway:
             elif message["type"] == "lifespan.shutdown":
                 # uvicorn has finished the requests in flight by now: their settles are waited for, and
                 # what they metered is flushed here.
-                await asyncio.gather(*self._settling, return_exceptions=True)
+                await self.limiter.drain()
                 await self.limiter.close()
                 if self.usage is not None:
                     self.usage.close()
@@ -174,12 +173,11 @@ class Gateway:
             self.upstream_ttft.observe(usage.ttft_ms / 1000)
         if meter.get("admitted"):
             # Settle what was reserved with what was used (tokens from the engine's usage, the lease given
-            # back) in a task of its own: the script is sent before the answer's last bytes, and nobody waits
-            # for its reply.
-            task = asyncio.get_running_loop().create_task(
-                self._settle(key, meter["reservation"], usage.prompt_tokens, usage.completion_tokens))
-            self._settling.add(task)
-            task.add_done_callback(self._settling.discard)
+            # back): queued for Redis before the answer's last bytes go, and nobody waits for the reply.
+            try:
+                self.limiter.settle_soon(meter["reservation"], usage.prompt_tokens, usage.completion_tokens)
+            except Exception:  # a failed settle must not lose the usage row; the lease lapses by itself
+                log.exception("settling the limits of key %s failed", key["id"])
         if meter.get("admitted") and self.on_usage is not None:
             try:
                 self.on_usage(key, meter["service_id"], usage)
@@ -193,12 +191,6 @@ class Gateway:
                               completion_tokens=usage.completion_tokens, ttft_ms=usage.ttft_ms,
                               duration_ms=(time.monotonic() - started) * 1000, streamed=usage.streamed,
                               disconnected=usage.disconnected)
-
-    async def _settle(self, key: dict, reservation, prompt_tokens: int, completion_tokens: int) -> None:
-        try:
-            await self.limiter.settle(reservation, prompt_tokens, completion_tokens)
-        except Exception:  # a failed settle must not lose the usage row; the lease lapses by itself
-            log.exception("settling the limits of key %s failed", key["id"])
 
     async def _checked(self, scope, key: dict, body: bytes, required: str, meter: dict):
         try:

@@ -112,7 +112,8 @@ class RequestLimiter:
         self.round_trips = 0
         self._retry_at = 0.0
         self._last_budget_left: dict[str, int] = {}
-        self._settles: list = []  # (keys, args, reservation id, future) waiting for the next pipeline
+        self._settles: list = []  # (keys, args, future) waiting for the next pipeline
+        self._unsettled: set[asyncio.Future] = set()  # settles queued or sent, not yet answered
 
     async def check(self, scopes: dict[str, dict | None], tokens: int) -> Decision:
         """Take one request, `tokens` reserved tokens and one lease from every limit of every scope (name →
@@ -122,6 +123,7 @@ class RequestLimiter:
         if not limits:
             return Decision(True, None, 0, None, None, None, shared=self.redis_ok)
         rid, month = uuid.uuid4().hex, time.strftime("%Y-%m", time.gmtime())
+        await self.drain()  # what ended on this replica is given back before anything new is taken
         answer = await self._shared_check(rid, tokens, month, limits)
         shared = answer is not None
         if not shared:
@@ -136,25 +138,42 @@ class RequestLimiter:
                         _window(*windows[3:]), reservation, shared, budget_left)
 
     async def settle(self, reservation: Reservation | None, prompt_tokens: int, completion_tokens: int) -> None:
+        """`settle_soon`, waiting until Redis has it."""
+        done = self.settle_soon(reservation, prompt_tokens, completion_tokens)
+        if done is not None:
+            await done
+
+    def settle_soon(self, reservation: Reservation | None, prompt_tokens: int,
+                    completion_tokens: int) -> asyncio.Future | None:
         """The request has ended: count its real tokens instead of the reservation, in the minute's window
         and the month's budget, and release its concurrency lease. Once per reservation; zeros for a
-        request that reached no engine."""
+        request that reached no engine. Called from the event loop; queued for the next pipeline, whose
+        completion the returned future marks (None when there is nothing to send). A check made on this
+        replica after this call waits for it, so a client's next request always finds its lease back."""
         if reservation is None or reservation.settled:
-            return
+            return None
         reservation.settled = True
         used = max(0, int(prompt_tokens or 0)) + max(0, int(completion_tokens or 0))
         if not reservation.shared:
-            return self.local.settle(reservation.id, reservation.tokens, used, reservation.month, reservation.scopes)
+            self.local.settle(reservation.id, reservation.tokens, used, reservation.month, reservation.scopes)
+            return None
         keys, args = [], [reservation.id, reservation.tokens, used]
         for name, (_, tpm, conc, budget) in reservation.scopes.items():
             base = self.prefix + name
             keys += [f"{base}:t", f"{base}:th", f"{base}:c", f"{base}:b:{reservation.month}"]
             args += [int(bool(tpm)), int(bool(conc)), int(bool(budget))]
         done = asyncio.get_running_loop().create_future()
-        self._settles.append((keys, args, reservation.id, done))
+        self._settles.append((keys, args, done))
+        self._unsettled.add(done)
+        done.add_done_callback(self._unsettled.discard)
         if len(self._settles) == 1:
             asyncio.get_running_loop().create_task(self._send_settles())
-        await done
+        return done
+
+    async def drain(self) -> None:
+        """Wait for every settle queued so far."""
+        if self._unsettled:
+            await asyncio.wait(set(self._unsettled))
 
     async def _send_settles(self) -> None:
         """Every settle queued by the time this runs, in one pipeline: one round trip for all the requests
@@ -163,7 +182,7 @@ class RequestLimiter:
         batch, self._settles = self._settles, []
         try:
             async with self.client.pipeline(transaction=False) as pipe:
-                for keys, args, _, _ in batch:
+                for keys, args, _ in batch:
                     await self._settle(keys=keys, args=args, client=pipe)
                 self.round_trips += 1
                 await pipe.execute()

@@ -1,6 +1,5 @@
 """Building a Kubernetes API client from a cluster's credentials: the one definition, used by the workers
-(`workers/kube.py`) and by the few domain functions that call a cluster on a user's behalf (the service
-playground). Reads no Django models; callers pass `Cluster.credentials()`."""
+(`workers/kube.py`). Reads no Django models; callers pass `Cluster.credentials()`."""
 
 from __future__ import annotations
 

@@ -1,32 +1,28 @@
-"""Sending one prompt to a service through the Kubernetes API server's proxy, streamed back with timings.
+"""Sending one prompt to a service through the inference gateway, streamed back with timings.
 
-The request takes the same way in as the telemetry scraper: the cluster's API server proxies it, with the
-control plane's credentials, so it works from outside the cluster against real clusters and kubesim
-alike. A service without a router is asked through the pod proxy of one of its ready engine pods (so the
-serving pod is known for certain); a service with a router (P/D, or a routing policy other than round
-robin) through the service proxy of its router, which picks the pod (reported as "chosen by the router").
+The playground is a client of the gateway like any tenant application: the prompt goes to `GATEWAY_URL`
+with the inference key the user gives, so it is authenticated, limited and metered as the application's
+requests would be, and the gateway picks the pod. Nothing here holds cluster credentials or goes through
+the Kubernetes API server. The key is passed on, never stored or logged.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import shlex
 import time
-import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import urllib3
 from django.conf import settings
 
-from apps.clusters.incluster import InClusterCredentialsMissing
-from apps.clusters.kubeclient import api_client
-from apps.serving.choices import DeploymentMode, Phase
-from apps.serving.models import ServiceObservation
+from apps.serving.choices import Phase
 
 KINDS = ("chat", "completion")
 MAX_TOKENS_LIMIT = 2048
 TIMEOUT = (5, 120)  # seconds to connect, seconds between bytes
+HTTP = urllib3.PoolManager(maxsize=8)  # keeps connections to the gateway between prompts
 
 
 class PlaygroundError(Exception):
@@ -66,63 +62,46 @@ class Prompt:
         return body
 
 
-def _endpoint_parts(service) -> tuple[str, str, int]:
-    """(name, namespace, port) of the service's in-cluster endpoint."""
-    url = urllib.parse.urlsplit(service.endpoint)
-    if not url.hostname or not url.port:
-        raise PlaygroundError("The service has no endpoint yet.")
-    name, namespace = url.hostname.split(".")[:2]
-    return name, namespace, url.port
-
-
-def proxy_target(service) -> tuple[str, str]:
-    """(API path prefix, pod name or "") of the proxy this service's prompts go through."""
-    from apps.serving.rendering.routers import needs_router
-    from apps.serving.rendering.spec import spec_from_service
-
-    name, namespace, port = _endpoint_parts(service)
-    if needs_router(spec_from_service(service)) or service.deployment_mode == DeploymentMode.MULTI_NODE:
-        # The router (or the Service in front of LeaderWorkerSet leaders) picks the pod.
-        return f"/api/v1/namespaces/{namespace}/services/{name}:{port}/proxy", ""
-    observation = ServiceObservation.objects.filter(service=service).first()
-    pods = [p for p in (observation.pods if observation else []) if p.get("ready") and p.get("role") == "engine"]
-    if not pods:
-        raise PlaygroundError("No ready engine pod was observed yet; wait for the service to be Ready.")
-    pod = random.choice(pods)["name"]  # spreading prompts over pods, not security
-    return f"/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy", pod
-
-
-def stream_prompt(service, prompt: Prompt) -> Iterator[dict]:
-    """Send `prompt` to a Ready service and yield events: {"event": "start", "pod", "via"}, then
-    {"event": "text", "text"} per piece, then {"event": "done", "ttft_s", "tokens", "tokens_per_s"},
-    or {"event": "error", "message"} (after which nothing follows)."""
+def stream_prompt(service, prompt: Prompt, key: str) -> Iterator[dict]:
+    """Send `prompt` to a Ready service through the gateway with inference key `key`, and yield events:
+    {"event": "start", "via"}, then {"event": "text", "text"} per piece, then {"event": "done", "ttft_s",
+    "tokens", "tokens_per_s"}, or {"event": "error", "message"} (after which nothing follows)."""
     prompt.validate()
+    if not key.strip():
+        raise PlaygroundError("Give an inference key of this tenant: the playground calls the gateway as your "
+                              "application would.")
     if service.phase != Phase.READY:
         raise PlaygroundError(f"The service is {service.phase}; the playground needs it Ready.")
-    prefix, pod = proxy_target(service)
+    url = settings.GATEWAY_URL + prompt.path()
+    started = time.monotonic()
     try:
-        api = api_client(service.cluster.credentials())
-    except InClusterCredentialsMissing as exc:
-        raise PlaygroundError(f"The control plane cannot reach the cluster: {exc}") from exc
+        response = HTTP.request("POST", url, body=json.dumps(prompt.body(service.name)).encode(),
+                                headers={"Content-Type": "application/json", "Accept": "text/event-stream",
+                                         "Authorization": f"Bearer {key.strip()}"},
+                                preload_content=False, retries=False, timeout=urllib3.Timeout(*TIMEOUT))
+    except urllib3.exceptions.HTTPError as exc:
+        yield {"event": "error", "message": f"The inference gateway at {settings.GATEWAY_URL} did not answer: "
+                                            f"{type(exc).__name__}."}
+        return
     try:
-        method, url, headers, body, _ = api.param_serialize(
-            "POST", prefix + prompt.path(), header_params={"Content-Type": "application/json",
-                                                           "Accept": "text/event-stream"},
-            body=prompt.body(service.model.name), auth_settings=["BearerToken"])
-        started = time.monotonic()
-        try:
-            response = api.call_api(method, url, header_params=headers, body=body, _request_timeout=TIMEOUT).response
-        except Exception as exc:  # the client raises urllib3 and ApiException errors alike
-            yield {"event": "error", "message": f"The service did not answer: {exc}"}
-            return
-        yield {"event": "start", "pod": pod, "via": "pod proxy" if pod else "service proxy (the router picks the pod)"}
+        yield {"event": "start", "via": "the inference gateway"}
         if response.status >= 400:
-            detail = response.read().decode(errors="replace")[:500]
-            yield {"event": "error", "message": f"HTTP {response.status}: {detail}"}
+            yield {"event": "error", "message": f"HTTP {response.status}: {_error_message(response.read())}"}
             return
         yield from _relay(response, started)
     finally:
-        api.close()
+        response.release_conn()
+
+
+def _error_message(body: bytes) -> str:
+    """The message of an OpenAI-shaped error ({"error": {"message": ...}}), else the body's start."""
+    try:
+        error = json.loads(body).get("error")
+    except (ValueError, AttributeError):
+        error = None
+    if isinstance(error, dict) and error.get("message"):
+        return str(error["message"])
+    return body.decode(errors="replace")[:500]
 
 
 def _relay(response, started: float) -> Iterator[dict]:

@@ -66,7 +66,12 @@ def pod_rows(service, observation: ServiceObservation | None) -> list[dict]:
     for pod in pods:
         stat = stats.pop(pod.get("name"), None)
         rows.append({**pod, "gpu_product": products.get(pod.get("node"), ""), "stat": stat})
-    for stat in stats.values():  # scraped but not yet in the reconciler's last observation
+    seen_at = observation.observed_at if observation else None
+    for stat in stats.values():
+        # Scraped after the reconciler's last look: a pod too new to be in it. Scraped before: a pod that
+        # was gone when it looked (rolled, scaled in), whose last figures wait for retention; not shown.
+        if seen_at is not None and stat.scraped_at <= seen_at:
+            continue
         rows.append({"name": stat.pod, "role": stat.role, "phase": "Running", "ready": True, "node": stat.node,
                      "gpus": None, "gpu_product": products.get(stat.node, ""), "stat": stat})
     return rows

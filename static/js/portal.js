@@ -136,7 +136,7 @@
     var answer = document.getElementById("pg-answer");
     var meta = document.getElementById("pg-meta");
     var send = document.getElementById("pg-send");
-    ["pg-ttft", "pg-tps", "pg-tokens", "pg-pod"].forEach(function (id) { document.getElementById(id).textContent = "–"; });
+    ["pg-ttft", "pg-tps", "pg-tokens"].forEach(function (id) { document.getElementById(id).textContent = "–"; });
     out.hidden = false;
     answer.textContent = "";
     meta.textContent = "Sending…";
@@ -152,8 +152,7 @@
           if (!line.trim()) return;
           var e = JSON.parse(line);
           if (e.event === "start") {
-            meta.textContent = "Streaming via " + e.via + (e.pod ? " from pod " + e.pod : "") + "…";
-            document.getElementById("pg-pod").textContent = e.pod || "chosen by the router";
+            meta.textContent = "Streaming via " + e.via + "…";
           } else if (e.event === "text") {
             answer.textContent += e.text;
           } else if (e.event === "done") {

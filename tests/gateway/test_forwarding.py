@@ -7,55 +7,24 @@ from __future__ import annotations
 
 import http.client
 import json
-import subprocess
-import sys
 import urllib.request
 
 import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from apps.gateway.models import Upstream, UsageRow
+from apps.gateway.models import UsageRow
 from apps.gateway.snapshot import write_snapshot
-from tests.database import database_url_of_test_db as database_url
-from tests.factories import ClusterFactory, InferenceServiceFactory, RuntimeFactory
-from tests.gateway.conftest import client, issue, status_of
+from tests.gateway.conftest import client, issue
+from tests.gateway.served import serve_on_kubesim, start_gateway
 from tests.polling import wait_for
-from tests.ports import free_port
-from tests.telemetry.conftest import reconcile_until_ready
-from workers.telemetry import scrape_all
 
 PROMPT = "You are a careful assistant. Say something about the sea."
 
 
 @pytest.fixture
 def served(make_cluster, transactional_db, tenant_a, tmp_path):
-    """A round-robin service of two vLLM replicas Ready on kubesim, its upstreams scraped, a key, a snapshot."""
-    sim = make_cluster(nodes="h100-sxm-80gb:1x8", seed=5, pod_network="loopback").server
-    cluster = ClusterFactory(name="sim", api_url=sim.url, insecure_simulator=True)
-    service = InferenceServiceFactory(tenant=tenant_a, name="chat", cluster=cluster, runtime=RuntimeFactory(),
-                                      pools=[{"role": "engine", "replicas": 2, "gpu_type": "h100-sxm-80gb"}])
-    reconcile_until_ready(service)
-    def scraped() -> int:
-        scrape_all()  # the telemetry cycle, as the beat runs it every few seconds
-        return len(Upstream.objects.get(service=service).endpoints)
-
-    wait_for(lambda: scraped() == 2, message="both replicas in the upstreams")
-    _, key = issue(tenant_a, "app")
-    path = tmp_path / "snapshot.json"
-    write_snapshot(path)
-    return {"service": service, "served_model": service.model.name, "key": key, "snapshot": path,
-            "endpoints": Upstream.objects.get(service=service).endpoints}
-
-
-def start_gateway(served, *extra: str):
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "gateway", "--host", "127.0.0.1", "--port", str(port),
-                             "--snapshot", str(served["snapshot"]), "--database-url", database_url(),
-                             "--usage-flush-seconds", "0.2", *extra])
-    base = f"http://127.0.0.1:{port}"
-    wait_for(lambda: status_of(f"{base}/readyz") == 200, timeout=20)
-    return proc, base
+    return serve_on_kubesim(make_cluster, tenant_a, tmp_path)
 
 
 @pytest.fixture

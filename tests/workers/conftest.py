@@ -33,11 +33,12 @@ def _stop(proc: subprocess.Popen) -> str:
 
 @pytest.fixture
 def kubesim_url():
-    """A kubesim process (nodes, scheduler, controllers, kubelet; pods ready within a second)."""
+    """A kubesim process (nodes, scheduler, controllers, kubelet; pods ready within a second) whose pods the
+    host reaches at their addresses, as `make demo`'s (the gateway connects to them)."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "kubesim", "serve", "--port", str(port), "--fast-start", "--nodes", DEMO_NODES,
-         "--seed", "7"],
+         "--seed", "7", "--pod-network", "loopback"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     url = f"http://127.0.0.1:{port}"

@@ -48,7 +48,7 @@ def stream(request, tenant, name: str):
     service = get_service(tenant, name)
     try:
         prompt = _prompt(request.POST)
-        events = stream_prompt(service, prompt)
+        events = stream_prompt(service, prompt, request.POST.get("inference_key", ""))
         first = next(events)  # errors before anything was sent surface as a 422 with the reason
     except PlaygroundError as exc:
         return JsonResponse({"event": "error", "message": str(exc)}, status=422)

@@ -1,18 +1,22 @@
 """A service's life in the portal, in headless Chromium, against kubesim and a real Celery worker: create it
-and see it Ready, ask the playground, scale it, change an engine setting and see the pods roll, delete it."""
+and see it Ready, make an inference key and ask the playground through the gateway with it, scale it, change
+an engine setting and see the pods roll, delete it."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
-from django.conf import settings
 from django.urls import reverse
 from playwright.sync_api import expect
 
+from apps.gateway.models import Upstream, UsageRow
+from apps.gateway.snapshot import write_snapshot
 from apps.serving.models import InferenceService, ServiceObservation
 from tests.factories import ClusterFactory, ModelFactory, RuntimeFactory
+from tests.gateway.served import start_gateway
 from tests.polling import wait_for
+from workers.telemetry import scrape_all
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
@@ -22,7 +26,14 @@ def ready_pods(service_id: int) -> set[str]:
     return {p["name"] for p in (observation.pods if observation else []) if p.get("ready")}
 
 
-def test_create_use_scale_change_and_delete_a_service(browser_page, live_server, kubesim_url, workers, operator_a):
+def upstreams(service_id: int) -> list:
+    scrape_all()  # the telemetry cycle, as the beat runs it every few seconds
+    upstream = Upstream.objects.filter(service_id=service_id).first()
+    return upstream.endpoints if upstream else []
+
+
+def test_create_use_scale_change_and_delete_a_service(browser_page, live_server, kubesim_url, workers, operator_a,
+                                                      tmp_path, settings):
     ClusterFactory(name="sim", api_url=kubesim_url, insecure_simulator=True)
     ModelFactory(name="llama-3-1-8b")
     RuntimeFactory(name="vllm-0-33")
@@ -42,15 +53,36 @@ def test_create_use_scale_change_and_delete_a_service(browser_page, live_server,
     expect(page.locator("#phase")).to_have_text("Ready", timeout=120_000)
     service = InferenceService.objects.get(tenant__slug="alpha", name="web-chat")
 
-    # The playground streams an answer from the simulated engine.
-    page.get_by_label("Prompt").fill("What is a KV cache?")
-    page.get_by_label("Max tokens").fill("24")
-    page.get_by_role("button", name="Send").click()
-    expect(page.locator("#pg-meta")).to_have_text("Done.", timeout=30_000)
-    assert page.locator("#pg-answer").text_content().strip()
-    assert re.fullmatch(r"\d+(\.\d)? ms", page.locator("#pg-ttft").text_content())
-    assert 1 <= int(page.locator("#pg-tokens").text_content()) <= 24
-    assert page.locator("#pg-pod").text_content() in ready_pods(service.pk)
+    # An inference key from the Inference keys page, shown once.
+    page.goto(live_server.url + reverse("web:inference-keys", args=["alpha"]))
+    page.get_by_label("Name", exact=True).fill("playground")
+    page.locator("#key-form button[type=submit]").click()
+    expect(page.locator("#issued")).to_be_visible(timeout=10_000)
+    key = page.locator("#issued-key").input_value()
+    # The gateway, with the routing snapshot the snapshot command writes once the service's upstreams are known.
+    wait_for(lambda: upstreams(service.pk), timeout=60, message="the service's upstreams")
+    write_snapshot(tmp_path / "snapshot.json")
+    gateway, settings.GATEWAY_URL = start_gateway({"snapshot": tmp_path / "snapshot.json"})
+    try:
+        # The playground streams an answer from the simulated engine, through the gateway, with that key.
+        page.goto(live_server.url + reverse("web:service", args=["alpha", "web-chat"]))
+        page.get_by_label("Prompt").fill("What is a KV cache?")
+        page.get_by_label("Max tokens").fill("24")
+        page.get_by_label("Inference key").fill(key)
+        page.get_by_role("button", name="Send").click()
+        expect(page.locator("#pg-meta")).to_have_text("Done.", timeout=30_000)
+        assert page.locator("#pg-answer").text_content().strip()
+        assert re.fullmatch(r"\d+(\.\d)? ms", page.locator("#pg-ttft").text_content())
+        assert 1 <= int(page.locator("#pg-tokens").text_content()) <= 24
+        row = wait_for(lambda: UsageRow.objects.filter(service_id=service.pk).first(), message="the usage row")
+        assert row.status == 200 and row.pod in ready_pods(service.pk)
+        # A wrong key is refused by the gateway, and the page says so.
+        page.get_by_label("Inference key").fill("sk-wrong")
+        page.get_by_role("button", name="Send").click()
+        expect(page.locator("#pg-meta")).to_have_text("Error: HTTP 401: Incorrect or expired API key provided.")
+    finally:
+        gateway.terminate()
+        gateway.wait(timeout=30)
     # The snippet a tenant's application would run goes through the gateway with an inference key.
     expect(page.locator("#snippet-curl")).to_contain_text(f"curl -N {settings.GATEWAY_PUBLIC_URL}/v1/")
     expect(page.locator("#snippet-curl")).to_contain_text("Authorization: Bearer $INFERENCE_KEY")

@@ -1,5 +1,6 @@
-"""The playground against a simulated cluster: a prompt goes through the API server's proxy to a ready
-engine pod and its answer streams back with TTFT, tokens/s and the pod that served it."""
+"""The playground through the inference gateway: a prompt goes to the gateway with the inference key the user
+gives (as the tenant's application would send it), the gateway sends it to a ready kubesim engine, and the
+answer streams back with TTFT and tokens/s; the request is metered to that key."""
 
 from __future__ import annotations
 
@@ -8,48 +9,89 @@ import json
 import pytest
 from django.urls import reverse
 
-from apps.serving.models import ServiceObservation
+from apps.gateway.models import UsageRow
 from apps.serving.playground import PlaygroundError, Prompt, snippets, stream_prompt
+from tests.gateway.served import serve_on_kubesim, start_gateway
+from tests.polling import wait_for
+from tests.ports import closed_port
 
 
 @pytest.fixture
-def ready_service(deploy, tenant_a):
-    return deploy(tenant_a, "chat", pools=[{"role": "engine", "replicas": 2, "gpu_type": "h100-sxm-80gb"}])
+def served(make_cluster, transactional_db, tenant_a, tmp_path, settings):
+    served = serve_on_kubesim(make_cluster, tenant_a, tmp_path)
+    proc, base = start_gateway(served)
+    settings.GATEWAY_URL = base
+    yield served
+    proc.terminate()
+    proc.wait(timeout=30)
 
 
-def test_a_chat_prompt_streams_from_a_ready_pod(ready_service):
-    events = list(stream_prompt(ready_service, Prompt(kind="chat", text="Say hello.", max_tokens=24)))
+def test_a_chat_prompt_streams_through_the_gateway_and_is_metered_to_the_key(served):
+    events = list(stream_prompt(served["service"], Prompt(kind="chat", text="Say hello.", max_tokens=24),
+                                served["key"]))
 
     start, *texts, done = events
-    ready_pods = {p["name"] for p in ServiceObservation.objects.get(service=ready_service).pods if p["ready"]}
-    assert start["event"] == "start" and start["pod"] in ready_pods and start["via"] == "pod proxy"
+    assert start == {"event": "start", "via": "the inference gateway"}
     assert texts and all(e["event"] == "text" and e["text"] for e in texts)
     assert done["event"] == "done"
     assert 1 <= done["tokens"] <= 24
     assert done["ttft_s"] > 0
     if done["tokens"] > 1:
         assert done["tokens_per_s"] > 0
+    # The gateway metered it to the key the user gave, with the tokens the engine reported.
+    row = wait_for(lambda: UsageRow.objects.filter(key_id=served["key_id"]).first(), message="the usage row")
+    assert (row.status, row.streamed, row.completion_tokens) == (200, True, done["tokens"])
+    assert row.pod in {e["pod"] for e in served["endpoints"]}
 
 
-def test_a_completion_prompt_streams_too(ready_service):
-    events = list(stream_prompt(ready_service, Prompt(kind="completion", text="Once upon a time", max_tokens=8)))
+def test_a_completion_prompt_streams_too(served):
+    events = list(stream_prompt(served["service"], Prompt(kind="completion", text="Once upon a time", max_tokens=8),
+                                served["key"]))
     assert events[-1]["event"] == "done" and "".join(e["text"] for e in events if e["event"] == "text")
 
 
-def test_the_playground_refuses_a_service_that_is_not_ready_and_bad_prompts(ready_service):
+def test_the_gateways_refusal_is_shown_with_its_reason(served):
+    events = list(stream_prompt(served["service"], Prompt(kind="chat", text="Hi"), "sk-not-a-key"))
+    assert events == [{"event": "start", "via": "the inference gateway"},
+                      {"event": "error", "message": "HTTP 401: Incorrect or expired API key provided."}]
+
+
+def test_a_gateway_that_does_not_answer_is_named(served, settings):
+    with closed_port() as port:
+        settings.GATEWAY_URL = f"http://127.0.0.1:{port}"
+        events = list(stream_prompt(served["service"], Prompt(kind="chat", text="Hi"), served["key"]))
+    assert len(events) == 1 and events[0]["event"] == "error"
+    assert events[0]["message"].startswith(f"The inference gateway at http://127.0.0.1:{port} did not answer")
+
+
+def test_the_playground_refuses_a_service_that_is_not_ready_bad_prompts_and_no_key(served):
+    service, key = served["service"], served["key"]
     with pytest.raises(PlaygroundError, match="between 1 and 2048"):
-        list(stream_prompt(ready_service, Prompt(kind="chat", text="x", max_tokens=0)))
-    ready_service.phase = "Deploying"
+        list(stream_prompt(service, Prompt(kind="chat", text="x", max_tokens=0), key))
+    with pytest.raises(PlaygroundError, match="Give an inference key of this tenant"):
+        list(stream_prompt(service, Prompt(kind="chat", text="x"), "  "))
+    service.phase = "Deploying"
     with pytest.raises(PlaygroundError, match="needs it Ready"):
-        list(stream_prompt(ready_service, Prompt(kind="chat", text="x")))
+        list(stream_prompt(service, Prompt(kind="chat", text="x"), key))
 
 
-def test_the_stream_endpoint_relays_events_as_json_lines(ready_service, login, operator_a):
-    response = login(operator_a).post(reverse("web:playground-stream", args=["alpha", "chat"]),
-                                      {"kind": "chat", "prompt": "Hi", "max_tokens": 8})
+def test_the_stream_endpoint_relays_events_as_json_lines(served, login, operator_a):
+    url = reverse("web:playground-stream", args=["alpha", "chat"])
+    response = login(operator_a).post(url, {"kind": "chat", "prompt": "Hi", "max_tokens": 8,
+                                            "inference_key": served["key"]})
     assert response.status_code == 200 and response["Content-Type"] == "application/x-ndjson"
     events = [json.loads(line) for line in b"".join(response.streaming_content).splitlines()]
     assert events[0]["event"] == "start" and events[-1]["event"] == "done"
+    # Without a key nothing is sent: 422 with the reason.
+    refused = login(operator_a).post(url, {"kind": "chat", "prompt": "Hi", "max_tokens": 8})
+    assert refused.status_code == 422 and "Give an inference key" in refused.json()["message"]
+
+
+@pytest.fixture
+def ready_service(tenant_a):
+    from tests.factories import InferenceServiceFactory
+
+    return InferenceServiceFactory(tenant=tenant_a, name="chat", endpoint="http://chat.tenant-alpha.svc:8000")
 
 
 def test_snippets_repeat_the_request_through_the_gateway_with_an_inference_key(ready_service, settings):
