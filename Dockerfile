@@ -19,7 +19,10 @@ RUN DEBUG=true DATABASE_URL=postgres://build@localhost/build FIELD_ENCRYPTION_KE
 FROM python:3.11.14-slim-bookworm
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PATH=/opt/venv/bin:$PATH \
     STATIC_ROOT=/app/staticfiles DATA_DIR=/tmp/controlplane
-RUN groupadd --gid 10001 app && useradd --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin app
+RUN groupadd --gid 10001 app && useradd --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin app \
+    && mkdir /snapshot /spool && chown 10001:10001 /snapshot /spool
+# /snapshot and /spool: the gateway's routing snapshot and usage spool in docker-compose, whose named volumes
+# take this ownership when first mounted, so user 10001 can write them.
 COPY --from=build /opt/venv /opt/venv
 WORKDIR /app
 COPY --from=build --chown=root:root /src /app

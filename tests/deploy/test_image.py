@@ -106,6 +106,11 @@ def test_compose_runs_the_same_image_with_the_same_roles():
     assert "controlplane.entrypoint migrate" in " ".join(apps["migrate"]["entrypoint"])
     assert apps["gateway-snapshot"]["command"][:2] == ["manage", "gateway_snapshot"]
     assert apps["gateway"]["command"][0] == "gateway"  # the image's entrypoint execs `python -m gateway`
+    # The gateway reaches kubesim's pods as it would pod IPs: it shares kubesim's network, where they live on
+    # loopback addresses, and its usage spool outlives a restart.
+    assert apps["gateway"]["network_mode"] == "service:kubesim" and "ports" not in apps["gateway"]
+    assert "loopback" in apps["kubesim"]["entrypoint"] and "8080:8080" in apps["kubesim"]["ports"]
+    assert "--spool-dir" in apps["gateway"]["command"] and "gateway-spool:/spool" in apps["gateway"]["volumes"]
 
 
 def test_an_unknown_role_is_refused_with_the_list_of_roles():
