@@ -191,7 +191,8 @@ class RouterWorkload:
         app.router.add_post("/v1/completions", self._forward)
         app.router.add_post("/v1/chat/completions", self._forward)
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None))
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # A client that leaves cancels its handler, and so the request sent on to the engine, which aborts it.
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True)
         self.port = await listen_on_loopback(self._runner)
         self.base_url = f"http://127.0.0.1:{self.port}"
         self._logs.append(f"INFO router listening, policy={self.state.policy}")

@@ -256,3 +256,42 @@ def test_kvaware_router_reads_kv_usage_from_the_engines_metrics():
     served, busy_kv, idle_url = asyncio.run(go())
     assert busy_kv >= 250 / 1999
     assert served == {idle_url: 3.0}
+
+
+async def _running(session, engine) -> float:
+    async with session.get(engine.base_url + "/metrics") as r:
+        for fam in text_string_to_metric_families(await r.text()):
+            if fam.name == "vllm:num_requests_running":
+                return fam.samples[0].value
+    raise AssertionError("no vllm:num_requests_running")
+
+
+async def _router_client_leaves():
+    engine = await start(pod_context(VLLM, [LLAMA], name="e0", labels={"app": "llama"}))
+    eps = [Endpoint("e0", engine.base_url, {"app": "llama"})]
+    args = ["--service-discovery", "k8s", "--k8s-label-selector", "app=llama", "--routing-logic", "roundrobin"]
+    router = await start(pod_context("lmcache/lmstack-router:latest", args, cluster=StaticCluster(eps)))
+    try:
+        async with aiohttp.ClientSession() as s:
+            body = {"prompt": "tell a long story", "max_tokens": 4000, "ignore_eos": True}  # not streamed
+            waiting = asyncio.ensure_future(s.post(router.base_url + "/v1/completions", json=body))
+            for _ in range(100):
+                if await _running(s, engine) == 1:
+                    break
+                await asyncio.sleep(0.05)
+            running_before = await _running(s, engine)
+            waiting.cancel()  # the client leaves before the answer: its connection is closed
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiting
+            for _ in range(100):
+                if await _running(s, engine) == 0:
+                    break
+                await asyncio.sleep(0.05)
+            return running_before, await _running(s, engine)
+    finally:
+        await router.stop()
+        await engine.stop()
+
+
+def test_a_client_that_leaves_the_router_before_a_non_streamed_answer_aborts_the_engines_request():
+    assert asyncio.run(_router_client_leaves()) == (1, 0)
