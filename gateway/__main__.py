@@ -29,6 +29,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="A concurrency slot lapses after this if its request never ends (a crashed replica).")
     parser.add_argument("--database-url", default=os.environ.get("GATEWAY_DATABASE_URL", ""),
                         help="Where usage rows are written (batched, off the request path); empty meters nothing.")
+    parser.add_argument("--database-url-file", default=os.environ.get("GATEWAY_DATABASE_URL_FILE", ""),
+                        help="A file holding the database URL (a mounted secret), read when --database-url is "
+                             "not given.")
     parser.add_argument("--spool-rows", type=int, default=100_000,
                         help="Usage rows held in memory while PostgreSQL is unreachable (without --spool-dir, or while "
                              "the spool cannot be written); past it the oldest go.")
@@ -48,7 +51,14 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="Seconds a request is held for a service waking from zero; past it the answer is 503.")
     parser.add_argument("--usage-flush-seconds", type=float, default=1.0,
                         help="How often queued usage rows are written.")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.database_url_file and not args.database_url:
+        try:
+            with open(args.database_url_file) as handle:
+                args.database_url = handle.read().strip()
+        except OSError as exc:
+            parser.error(f"--database-url-file {args.database_url_file}: {exc.strerror}")
+    return args
 
 
 def build(args: argparse.Namespace):

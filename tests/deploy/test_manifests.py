@@ -155,6 +155,12 @@ def test_the_gateway_probes_scales_on_cpu_and_keeps_one_replica_through_disrupti
     assert gateway["args"][0] == "gateway" and "command" not in gateway  # the image's entrypoint, gateway role
     assert gateway["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert gateway["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    # It meters: the database URL is read from the mounted Secret's file, the one the other pods use.
+    url_file = gateway["args"][gateway["args"].index("--database-url-file") + 1]
+    mount = next(m for m in gateway["volumeMounts"] if url_file.startswith(m["mountPath"] + "/"))
+    assert next(v for v in spec["volumes"] if v["name"] == mount["name"])["secret"]["secretName"]
+    settings = find(objects, "ConfigMap", "controlplane-settings")["data"]
+    assert settings["DATABASE_URL_FILE"] == url_file
     hpa = find(objects, "HorizontalPodAutoscaler", "controlplane-gateway")
     assert hpa["spec"]["scaleTargetRef"]["name"] == "controlplane-gateway"
     assert hpa["spec"]["metrics"][0]["resource"]["name"] == "cpu"

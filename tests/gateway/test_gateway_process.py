@@ -159,3 +159,17 @@ def test_token_limits_and_budgets_answer_with_openais_headers_and_codes(gateway,
     with urllib.request.urlopen(f"{gateway}/metrics", timeout=2) as response:
         metrics = response.read().decode()
     assert "gateway_redis_round_trips 7.0" in metrics, [line for line in metrics.splitlines() if "round" in line]
+
+
+def test_the_database_url_can_come_from_a_secrets_file_and_a_missing_one_is_named(tmp_path):
+    from gateway.__main__ import parse_args
+
+    secret = tmp_path / "DATABASE_URL"
+    secret.write_text("postgres://gw:pw@db:5432/cp\n")
+    assert parse_args(["--database-url-file", str(secret)]).database_url == "postgres://gw:pw@db:5432/cp"
+    # --database-url wins over the file.
+    assert parse_args(["--database-url", "postgres://x/y", "--database-url-file", str(secret)]).database_url \
+        == "postgres://x/y"
+    out = subprocess.run([sys.executable, "-m", "gateway", "--database-url-file", str(tmp_path / "none")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and f"--database-url-file {tmp_path / 'none'}: No such file or directory" in out.stderr
