@@ -161,7 +161,8 @@ class Gateway:
                 answer = CLIENT_GONE, JSON, b""
             status, headers, body = answer
         if meter["usage"].pod:
-            self.added_latency.observe(max(0.0, time.monotonic() - started - meter["usage"].upstream_s))
+            meter["added_s"] = max(0.0, time.monotonic() - started - meter["usage"].upstream_s)
+            self.added_latency.observe(meter["added_s"])
         if isinstance(body, bytes):
             self._record(key, meter, status, started)
             return status, headers, body
@@ -190,7 +191,8 @@ class Gateway:
                               prompt_tokens=usage.prompt_tokens, cached_tokens=usage.cached_tokens,
                               completion_tokens=usage.completion_tokens, ttft_ms=usage.ttft_ms,
                               duration_ms=(time.monotonic() - started) * 1000, streamed=usage.streamed,
-                              disconnected=usage.disconnected)
+                              disconnected=usage.disconnected,
+                              added_ms=meter["added_s"] * 1000 if "added_s" in meter else None)
 
     async def _checked(self, scope, key: dict, body: bytes, required: str, meter: dict):
         try:

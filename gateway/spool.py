@@ -178,7 +178,8 @@ class DiskSpool:
                 log.error("usage spool segment %s: an unreadable line skipped", segment.path)
                 continue
             values[0] = datetime.fromisoformat(values[0])  # `at`, the first column
-            rows.append(tuple(values))
+            # A segment spooled by an older gateway lacks the columns added since (at the end): null.
+            rows.append(tuple(values) + (None,) * (len(self.columns) - len(values)))
         if not data.endswith(b"\n") and data:
             log.error("usage spool segment %s: its last line was cut short (a crash mid-append), skipped", segment.path)
         return rows

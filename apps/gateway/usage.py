@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from django.db.models import Aggregate, F, FloatField, Sum, Value
+from django.db.models import Aggregate, Count, F, FloatField, Q, Sum, Value
 from django.db.models.functions import TruncDay, TruncHour
 from django.utils import timezone
 
@@ -122,3 +122,17 @@ def gateway_view(service_id: int, now: datetime | None = None) -> dict | None:
         return None
     return {**{name: value or 0 for name, value in counts.items()}, "ttft_p50_ms": ttft["p50"],
             "ttft_p95_ms": ttft["p95"]}
+
+
+NOW_MINUTES = 5
+
+
+def at_the_door(user, minutes: int = NOW_MINUTES) -> dict:
+    """The gateway's last `minutes` as `user` may see them (staff: every tenant), from the request rows:
+    requests per second, 429s, 5xx, and the latency the gateway added (p50/p95 of forwarded requests)."""
+    since = timezone.now() - timedelta(minutes=minutes)
+    figures = UsageRow.objects.restrict(user).filter(at__gte=since).aggregate(
+        requests=Count("id"), rate_limited=Count("id", filter=Q(status=429)),
+        errors=Count("id", filter=Q(status__gte=500)),
+        added_p50_ms=Percentile("added_ms", 0.5), added_p95_ms=Percentile("added_ms", 0.95))
+    return {**figures, "minutes": minutes, "per_second": figures["requests"] / (minutes * 60)}

@@ -7,6 +7,7 @@ from django.db.models import Count, Sum
 from django.shortcuts import render
 
 from apps.clusters.models import Cluster, GpuNode
+from apps.gateway.usage import at_the_door
 from apps.serving.choices import Phase
 from apps.serving.models import InferenceService
 from apps.web.htmx import is_fragment
@@ -55,5 +56,6 @@ def home(request):
     services = with_latest(list(InferenceService.objects.restrict(request.user).with_related()[:200]))
     context["services"] = services
     context |= fleet_figures(services)
+    context["door"] = at_the_door(request.user)
     template = "web/partials/fleet.html" if is_fragment(request) else "web/home.html"
     return render(request, template, context)

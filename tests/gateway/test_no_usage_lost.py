@@ -116,3 +116,4 @@ def test_postgresql_gone_for_a_while_loses_no_usage_row(transactional_db, world,
         proc.wait(timeout=30)
         relay.stop()
     assert UsageRow.objects.filter(status=503, model="chat").count() == UsageRow.objects.count() == 45
+    assert not UsageRow.objects.filter(added_ms__isnull=False).exists()  # nothing was forwarded

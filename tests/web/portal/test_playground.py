@@ -42,6 +42,7 @@ def test_a_chat_prompt_streams_through_the_gateway_and_is_metered_to_the_key(ser
     row = wait_for(lambda: UsageRow.objects.filter(key_id=served["key_id"]).first(), message="the usage row")
     assert (row.status, row.streamed, row.completion_tokens) == (200, True, done["tokens"])
     assert row.pod in {e["pod"] for e in served["endpoints"]}
+    assert 0 <= row.added_ms < row.duration_ms  # the gateway's own part of the request, kept for the fleet page
 
 
 def test_a_completion_prompt_streams_too(served):
