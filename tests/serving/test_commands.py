@@ -39,27 +39,6 @@ def test_seed_demo_is_idempotent(seeded):
     assert table_counts() == before
 
 
-def test_seed_demo_gives_each_tenant_a_load_key_kept_while_its_file_matches(seeded, tmp_path):
-    from apps.gateway.models import InferenceKey
-    from apps.tenancy.models import hash_token
-
-    seed(password="demo-pass-123", inference_keys=str(tmp_path))
-    files = sorted(p.name for p in tmp_path.iterdir())
-    assert files == sorted(f"{t.slug}.key" for t in Tenant.objects.all())
-    acme = (tmp_path / "acme.key").read_text().strip()
-    assert (tmp_path / "acme.key").stat().st_mode & 0o777 == 0o600
-    key = InferenceKey.objects.get(tenant__slug="acme", name="demo-load")
-    assert key.key_hash == hash_token(acme) and key.services.count() == 0  # every service of the tenant
-    seed(password="demo-pass-123", inference_keys=str(tmp_path))
-    assert InferenceKey.objects.get(tenant__slug="acme", name="demo-load").pk == key.pk
-    # A lost file: its key (whose plaintext is gone) is replaced, and both changes are audited.
-    (tmp_path / "acme.key").unlink()
-    seed(password="demo-pass-123", inference_keys=str(tmp_path))
-    renewed = InferenceKey.objects.get(tenant__slug="acme", name="demo-load")
-    assert renewed.pk != key.pk and renewed.key_hash == hash_token((tmp_path / "acme.key").read_text().strip())
-    assert AuditEntry.objects.filter(content_type__model="inferencekey", action="delete").count() == 1
-
-
 def test_seed_demo_covers_every_mode_and_both_engines(seeded):
     services = InferenceService.objects.select_related("runtime")
     assert {s.deployment_mode for s in services} == {"standard", "pd_disaggregated", "multi_node", "serverless"}

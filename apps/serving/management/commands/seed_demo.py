@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import secrets
-from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
@@ -19,11 +18,10 @@ from apps.catalog.models import Model, Runtime
 from apps.clusters.models import Cluster
 from apps.core.audit import record_change
 from apps.core.choices import AuditAction, AuditVia, Role
-from apps.gateway.models import InferenceKey
 from apps.serving.actions import save_service
 from apps.serving.models import InferenceService
 from apps.serving.rendering.spec import PoolSpec
-from apps.tenancy.models import Membership, Tenant, hash_token
+from apps.tenancy.models import Membership, Tenant
 from capacity.known import KNOWN_MODELS
 from enginevocab import sglang, vllm
 
@@ -117,12 +115,6 @@ class Command(BaseCommand):
             help="Password for the demo users this run creates (env DEMO_PASSWORD; generated when neither is "
             "given). Users that already exist keep theirs.",
         )
-        parser.add_argument(
-            "--inference-keys",
-            metavar="DIR",
-            help="Also give each demo tenant an inference key named demo-load, its plaintext in DIR/<tenant>.key "
-            "(mode 0600), for the demo's load through the gateway. A key whose file still matches is kept.",
-        )
 
     def created(self, obj, was_created: bool) -> None:
         if was_created:
@@ -140,26 +132,7 @@ class Command(BaseCommand):
         return user
 
     @transaction.atomic
-    def inference_key(self, tenant, directory: Path) -> None:
-        """The tenant's demo-load key, kept while DIR/<tenant>.key still holds its plaintext; else a new one
-        (an older demo-load key, whose plaintext is lost, is deleted)."""
-        path = directory / f"{tenant.slug}.key"
-        held = path.read_text().strip() if path.exists() else ""
-        if held and InferenceKey.objects.filter(tenant=tenant, name="demo-load", key_hash=hash_token(held),
-                                                revoked_at__isnull=True).exists():
-            return
-        for old in InferenceKey.objects.filter(tenant=tenant, name="demo-load"):
-            record_change(actor=None, actor_label=LABEL, obj=old, action=AuditAction.DELETE, via=AuditVia.COMMAND)
-            old.delete()
-        key = InferenceKey(tenant=tenant, name="demo-load")
-        plaintext = key.new_secret()
-        key.save()
-        self.created(key, True)
-        directory.mkdir(parents=True, exist_ok=True)
-        path.write_text(plaintext + "\n")
-        path.chmod(0o600)
-
-    def handle(self, *args, password, inference_keys=None, **options):
+    def handle(self, *args, password, **options):
         self.count = 0
         self.users_created: list[str] = []
         password = password or os.environ.get("DEMO_PASSWORD") or secrets.token_urlsafe(16)
@@ -233,10 +206,6 @@ class Command(BaseCommand):
             )
             save_service(service, pools=pools, adapters=[], actor=None, via=AuditVia.COMMAND, actor_label=LABEL)
             self.count += 1
-
-        if inference_keys:
-            for tenant in tenants.values():
-                self.inference_key(tenant, Path(inference_keys))
 
         self.stdout.write(f"Demo data ready ({self.count} objects created).")
         if self.users_created:
