@@ -87,7 +87,8 @@ class EngineWorkload(InferenceHandlers):
             }
             tier = spec.core.cpu_tier if spec.core.prefix_caching else None
             self.metrics = SglangMetrics(spec.served_names[0], engine_type, consts, spec.sglang_buckets,
-                                         host_tokens=tier.blocks * spec.core.block_size if tier else 0)
+                                         host_tokens=tier.blocks * spec.core.block_size if tier else 0,
+                                         tokens_per_block=spec.core.block_size)
             self.engine_metrics = [self.metrics]
             self.cores = [EngineCore(spec.core, self.clock, self.metrics)]
         self.core = self.cores[0]

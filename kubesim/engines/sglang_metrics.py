@@ -94,6 +94,7 @@ class SglangMetrics(EngineObserver):
         cache_consts: dict[str, float],
         buckets: dict[str, list[float]] | None = None,
         host_tokens: int = 0,
+        tokens_per_block: int = 16,
     ):
         self.registry = r = CollectorRegistry()
         b = buckets or {}
@@ -159,7 +160,7 @@ class SglangMetrics(EngineObserver):
             self.hicache = SglangHiCache(sched, s)
             self.hicache.host_total.set(host_tokens)
         self._host_hit = 0
-        self.unit = 16  # the simulated pool's tokens per block (config.sglang_spec)
+        self.unit = tokens_per_block  # the simulated pool's unit (config.sglang_spec), for the tier's token counts
         self.aborted = tok(Counter, "num_aborted_requests", "Number of requests aborted.").labels(*t)
         itl_buckets = b.get("itl", SGLANG_ITL)
         ttft_doc = "Histogram of time to first token in seconds."
