@@ -133,6 +133,17 @@ def p95(values: list[float]) -> float:
     return v[int(0.95 * (len(v) - 1))]
 
 
+def tenant_prefixes(tenants: int = 12, words: int = 3000) -> list[str]:
+    """The multi-tenant shared-prefix workload's prefixes: one `words`-word system prompt per tenant."""
+    return [" ".join(f"t{k}w{i % 97}" for i in range(words)) for k in range(tenants)]
+
+
+def tenant_request(rng: random.Random, prefixes: list[str]) -> str:
+    """One request of the workload: a tenant drawn uniformly, its prefix, a unique question of 200 more words."""
+    k = rng.randrange(len(prefixes))
+    return prefixes[k] + f" question {rng.randrange(10**6)} " + " ".join(f"q{j}" for j in range(200))
+
+
 async def prefix_vs_round_robin(policy: str, seed: int = 1, scale: float = 4.0) -> float:
     """TTFT p95 (simulated seconds) of a multi-tenant shared-prefix workload over 4 engines."""
     engines = [make_engine(scale, seed + i) for i in range(4)]
@@ -155,7 +166,7 @@ async def prefix_vs_round_robin(policy: str, seed: int = 1, scale: float = 4.0) 
         eps.append(Endpoint(f"engine-{i}", url))
     state = RoutingState(policy, seed=seed)
     rng = random.Random(seed)
-    tenants = [" ".join(f"t{k}w{i % 97}" for i in range(3000)) for k in range(12)]
+    tenants = tenant_prefixes()
     rate, duration = 12.0, 30.0  # simulated seconds
     clock = engines[0].clock
     reqs = []
@@ -165,8 +176,7 @@ async def prefix_vs_round_robin(policy: str, seed: int = 1, scale: float = 4.0) 
         if t >= duration:
             break
         await clock.sleep_until(t)
-        k = rng.randrange(len(tenants))
-        text = tenants[k] + f" question {rng.randrange(10**6)} " + " ".join(f"q{j}" for j in range(200))
+        text = tenant_request(rng, tenants)
         ep = state.pick(RequestInfo(prompt=text), eps)
         core = engines[int(ep.pod_name.split("-")[1])]
         reqs.append(core.add(Request(f"r{len(reqs)}", tokenize(text), 64, 64)))

@@ -173,6 +173,18 @@ def sglang_max_total_tokens(gpu: Gpu, model: ModelArch, *, mem_fraction_static: 
     return tokens - tokens % page_size
 
 
+def host_tier_tokens(engine: str, gib_per_gpu: float, per_token: float, block_size: int = BLOCK_SIZE) -> int:
+    """Tokens a KV-cache CPU tier of `gib_per_gpu` GiB holds for one GPU whose KV takes `per_token` bytes a token.
+
+    vLLM's offloading counts whole blocks of `block_size` tokens in the GiB it gives each rank; SGLang's
+    `--hicache-size` is whole gigabytes (10^9 bytes) of host pool, divided by the per-token cell."""
+    if gib_per_gpu <= 0 or per_token <= 0:
+        return 0
+    if engine == "sglang":
+        return int(int(gib_per_gpu * GIB / 1e9) * 1e9 // per_token)
+    return int(gib_per_gpu * GIB // (block_size * per_token)) * block_size
+
+
 # -- what the engines say when memory runs out ---------------------------------------------------------
 
 def cuda_oom_message(gpu: Gpu, model: ModelArch, weights_rank: float) -> str:

@@ -156,11 +156,7 @@ def cpu_tier_tokens(per_token: float, knobs: Knobs) -> int:
     """Tokens a CPU tier of `knobs.cpu_tier_gib` per GPU holds, with the same KV bytes per token per GPU as the
     GPU tier. vLLM gives each rank size x TP x PP / (TP x PP) GiB and counts whole blocks of 16 tokens
     (`num_cpu_blocks`); SGLang's host pool is `--hicache-size` whole GB (10^9 bytes) / bytes per token."""
-    if not knobs.cpu_tier_gib or per_token <= 0:
-        return 0
-    if knobs.engine == "sglang":
-        return int(int(knobs.cpu_tier_gib * GIB / 1e9) * 1e9 // per_token)
-    return int(knobs.cpu_tier_gib * GIB // (a.BLOCK_SIZE * per_token)) * a.BLOCK_SIZE
+    return a.host_tier_tokens(knobs.engine, knobs.cpu_tier_gib or 0, per_token)
 
 
 def describe_option(gpu: Gpu, tp: int) -> str:

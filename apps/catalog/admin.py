@@ -10,7 +10,7 @@ PLATFORM_OR_TENANT = ("tenant", admin.RelatedOnlyFieldListFilter)
 
 @admin.register(Model)
 class ModelAdmin(AuditedModelAdmin):
-    list_display = ["name", "tenant", "parameters_billions", "layers", "kv_heads", "max_context", "dtype"]
+    list_display = ["name", "tenant", "parameters_billions", "layers", "kv_heads", "max_context", "dtype", "kv_layout"]
     list_filter = ["dtype", PLATFORM_OR_TENANT, ("tenant", admin.EmptyFieldListFilter)]
     search_fields = ["name", "display_name", "source_uri"]
     list_select_related = ["tenant"]

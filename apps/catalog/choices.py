@@ -15,6 +15,14 @@ class DeploymentMode(models.TextChoices):
     SERVERLESS = "serverless", "Serverless (scale to zero)"
 
 
+class KvLayout(models.TextChoices):
+    """How a model's KV cache is laid out: what an engine's KV offloading can or cannot move."""
+
+    UNIFORM = "uniform", "Uniform (every layer full attention, K and V per KV head)"
+    MLA = "mla", "Multi-head latent attention (one latent vector per token, DeepSeek-V3 family)"
+    HYBRID = "hybrid", "Hybrid (sliding-window and full attention layers, or Mamba and attention layers)"
+
+
 class ModelDtype(models.TextChoices):
     BFLOAT16 = "bfloat16", "bfloat16"
     FLOAT16 = "float16", "float16"

@@ -69,11 +69,25 @@ def model_facts(text: str) -> dict:
     if errors:
         raise ConfigError(errors)
     facts = {"layers": layers, "hidden_size": hidden, "attention_heads": heads, "kv_heads": kv_heads,
-             "head_dim": head_dim, "max_context": max_context, "dtype": dtype}
+             "head_dim": head_dim, "max_context": max_context, "dtype": dtype, "kv_layout": kv_layout(config)}
     parameters = dense_parameters(config, facts)
     if parameters is not None:
         facts["parameters_billions"] = round(parameters / 1e9, 2)
     return facts
+
+
+def kv_layout(config: dict) -> str:
+    """The KV layout (apps.catalog.choices.KvLayout) a config describes: `mla` with a `kv_lora_rank`; `hybrid`
+    with layers of more than one kind (`layer_types`, Gemma's `sliding_window_pattern`, Mamba layers)."""
+    if config.get("kv_lora_rank"):
+        return "mla"
+    kinds = config.get("layer_types")
+    if isinstance(kinds, list) and len(set(map(str, kinds))) > 1:
+        return "hybrid"
+    if any(config.get(key) for key in ("sliding_window_pattern", "attn_layer_period", "attn_layer_indices",
+                                       "layers_block_type", "mamba_d_state")):
+        return "hybrid"
+    return "uniform"
 
 
 def dense_parameters(config: dict, facts: dict) -> int | None:

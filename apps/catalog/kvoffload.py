@@ -19,11 +19,11 @@ How each engine takes it (checked against the engines' sources):
   line says how blocks reach the host (as vLLM's offloading does). HiCache extends the radix cache, so it
   needs prefix caching.
 
-What the catalog cannot tell yet: vLLM's offloading connectors handle one uniform KV layout, so MLA models
-(DeepSeek-V3 family) and hybrid-attention models (sliding-window + full, or Mamba + attention groups) are
-refused by vLLM or silently lose the hybrid KV manager. The catalog's model facts (apps/catalog/hfconfig.py)
-keep layers, heads, KV heads and head size only; refusing those models needs `kv_lora_rank` and
-`layer_types` / `sliding_window` (or the Mamba layer count) read from config.json into the Model.
+vLLM's offloading connectors handle one uniform KV layout, so MLA models (DeepSeek-V3 family) and
+hybrid-attention models (sliding-window + full, or Mamba + attention groups) are refused by vLLM or silently
+lose the hybrid KV manager: `model_error` refuses them by the catalog's one record of it, `Model.kv_layout`
+(read from config.json's `kv_lora_rank`, `layer_types` / `sliding_window`, Mamba layers by hfconfig).
+SGLang's HiCache has host pools for MLA and hybrid models, so it is not refused.
 """
 
 from __future__ import annotations
@@ -86,6 +86,20 @@ def engine_error(kv: KvOffload, engine: str, *, prefix_caching: bool | None) -> 
     if prefix_caching is False:
         return "the CPU tier holds prefix-cache blocks; it needs enable_prefix_caching"
     return None
+
+
+# Why vLLM's offloading refuses a model, by its KV layout (apps.catalog.choices.KvLayout).
+VLLM_LAYOUT_REFUSALS = {
+    "mla": "vLLM's KV offloading moves one uniform layout of K and V blocks; this model uses multi-head latent "
+           "attention (an MLA latent per token), which it does not support",
+    "hybrid": "vLLM's KV offloading moves one uniform layout of K and V blocks; this model mixes attention kinds "
+              "(sliding-window or Mamba layers beside full attention), whose KV cache groups it does not support",
+}
+
+
+def model_error(kv: KvOffload, engine: str, kv_layout: str) -> str | None:
+    """Why `engine` cannot offload the KV cache of a model with this layout (SGLang's HiCache can), or None."""
+    return VLLM_LAYOUT_REFUSALS.get(kv_layout) if engine == "vllm" else None
 
 
 def host_error(kv: KvOffload, *, gpus: int, gpu_short: str, allocatable_gib: float) -> str | None:

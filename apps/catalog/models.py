@@ -9,7 +9,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from apps.catalog.choices import DeploymentMode, EngineKind, ModelDtype
+from apps.catalog.choices import DeploymentMode, EngineKind, KvLayout, ModelDtype
 from apps.catalog.engines import EngineSettings, get_adapter
 from apps.catalog.registries import (
     PREFIX_HELP,
@@ -102,6 +102,10 @@ class Model(CatalogEntry):
     head_dim = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     max_context = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     dtype = models.CharField(max_length=16, choices=ModelDtype.choices, default=ModelDtype.BFLOAT16)
+    # The one record of a model's KV layout: vLLM's KV offloading refuses MLA and hybrid layouts
+    # (apps/catalog/kvoffload.py), and config.json import reads it (apps/catalog/hfconfig.py).
+    kv_layout = models.CharField(max_length=16, choices=KvLayout.choices, default=KvLayout.UNIFORM,
+                                 help_text="MLA and hybrid-attention models cannot use vLLM's KV offloading.")
 
     class Meta(CatalogEntry.Meta):
         constraints = [CatalogEntry.unique_name_constraint("catalog_model")]

@@ -196,6 +196,11 @@ def _kv_offload_errors(service, pools, settings, errors) -> None:
     if service.deployment_mode == DeploymentMode.PD_DISAGGREGATED and engine in PD_REFUSALS:
         errors["engine_settings"].append(f"kv_offload: {PD_REFUSALS[engine]}; a P/D service cannot have a CPU tier")
         return
+    refused = kvoffload.model_error(kv, engine, service.model.kv_layout) if service.model_id else None
+    if refused:
+        errors["engine_settings"].append(f"kv_offload: {refused} (model {service.model.name}: "
+                                         f"kv_layout {service.model.kv_layout})")
+        return
     for pool in pools:
         try:
             gpu = gpu_for(pool.gpu_type)

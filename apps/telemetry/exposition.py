@@ -59,8 +59,13 @@ ENGINES: dict[str, EngineMetricNames] = {
 
 # Counter families the engine-specific ratios read (prefix-cache hit rate, success rate).
 EXTRA_FAMILIES: dict[str, tuple[str, ...]] = {
-    VLLM: ("prefix_cache_hits", "prefix_cache_queries", "request_success"),
-    SGLANG: ("prefill_effective_tokens", "num_requests", "num_aborted_requests"),
+    VLLM: ("prefix_cache_hits", "prefix_cache_queries", "request_success",
+           # The KV cache's CPU tier: hits through the KV connector, the bytes written to it and its size (the
+           # kv_offloading_size label of cache_config_info).
+           "external_prefix_cache_hits", "external_prefix_cache_queries", "kv_offload_store_bytes",
+           "cache_config_info"),
+    SGLANG: ("prefill_effective_tokens", "num_requests", "num_aborted_requests",
+             "hicache_host_used_tokens", "hicache_host_total_tokens", "load_back_tokens"),
 }
 
 # --- Parsing -----------------------------------------------------------------------------------------

@@ -125,6 +125,10 @@ class Increments:
     gauge_sums: Mapping[str, float]
     gauge_counts: Mapping[str, int]
     pods: int = 1
+    # vLLM's CPU tier: its size and the bytes ever written to it (cumulative, summed over the engines): an LRU
+    # that frees nothing until it is full, so their ratio is how full it is (vLLM exports no such gauge).
+    tier_bytes: float | None = None
+    tier_stored_bytes: float | None = None
 
 
 def _restarted(prev: Snapshot, cur: Snapshot, name: str, key: LabelKey) -> bool:
@@ -181,7 +185,10 @@ def increments(prev: Snapshot, cur: Snapshot) -> Increments:
             for key, value in series.items()
         }
 
+    tier_bytes, tier_stored = _vllm_tier_fill(cur) if cur.engine == VLLM else (None, None)
     return Increments(
+        tier_bytes=tier_bytes,
+        tier_stored_bytes=tier_stored,
         engine=cur.engine,
         model=cur.model or prev.model,
         interval_s=interval,
@@ -190,6 +197,26 @@ def increments(prev: Snapshot, cur: Snapshot) -> Increments:
         gauge_sums={name: math.fsum(series.values()) for name, series in cur.gauges.items()},
         gauge_counts={name: len(series) for name, series in cur.gauges.items()},
     )
+
+
+def _vllm_tier_fill(snap: Snapshot) -> tuple[float | None, float | None]:
+    """(tier bytes, bytes written to it) of a vLLM scrape with a CPU tier: `--kv-offloading-size` GiB from
+    `cache_config_info` and the OffloadingConnector's `kv_offload_store_bytes`; (None, None) without one."""
+    stored = snap.counters.get("kv_offload_store_bytes")
+    sizes = []
+    for key in snap.gauges.get("cache_config_info", {}):
+        try:
+            sizes.append(float(dict(key).get("kv_offloading_size", "")) * 1024**3)
+        except ValueError:
+            continue
+    if not stored or not sizes:
+        return None, None
+    return math.fsum(sizes), math.fsum(stored.values())
+
+
+def _sum_known(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return math.fsum(known) if known else None
 
 
 def merge_increments(items: Iterable[Increments]) -> Increments:
@@ -234,6 +261,8 @@ def merge_increments(items: Iterable[Increments]) -> Increments:
         gauge_sums=gauge_sums,
         gauge_counts=gauge_counts,
         pods=sum(item.pods for item in items),
+        tier_bytes=_sum_known(item.tier_bytes for item in items),
+        tier_stored_bytes=_sum_known(item.tier_stored_bytes for item in items),
     )
 
 
@@ -261,6 +290,9 @@ class Figures:
     generation_tokens_per_s: float | None
     preemptions: float | None
     success_rate: float | None
+    cpu_hit_rate: float | None = None  # share of prompt tokens loaded from the KV cache's CPU tier
+    cpu_usage: float | None = None  # how full the CPU tier is, 0 to 1
+    cpu_load_tokens_per_s: float | None = None  # tokens copied back from the CPU tier to the GPU
 
     def as_dict(self) -> dict:
         """Every figure, JSON-ready (all fields are scalars, so no deep copy: `asdict` was a tenth of a
@@ -300,6 +332,30 @@ def prefix_cache_hit_rate(inc: Increments) -> float | None:
         return None
     hits = math.fsum(v for k, v in series.items() if dict(k).get("mode", "").endswith("_hit"))
     return _ratio(hits, math.fsum(series.values()))
+
+
+def cpu_tier_figures(inc: Increments) -> dict[str, float | None]:
+    """The CPU tier's hit rate, fill and load rate; all None for an engine without one.
+
+    vLLM: hits through the KV connector over its queries (every prompt token), the tokens those hits loaded,
+    and the bytes written over the tier's size. SGLang (HiCache): the `host_hit` mode of the prefill's
+    effective tokens over all modes, `load_back_tokens`, and the host pool's used over total tokens.
+    """
+    if inc.engine == VLLM:
+        queries = _counter_sum(inc, "external_prefix_cache_queries")
+        hits = _counter_sum(inc, "external_prefix_cache_hits")
+        if inc.tier_bytes is None and not hits:
+            return dict.fromkeys(("cpu_hit_rate", "cpu_usage", "cpu_load_tokens_per_s"))
+        return {"cpu_hit_rate": _ratio(hits, queries), "cpu_usage": _ratio(inc.tier_stored_bytes, inc.tier_bytes),
+                "cpu_load_tokens_per_s": None if hits is None else hits / inc.interval_s}
+    total = inc.gauge_sums.get("hicache_host_total_tokens")
+    if total is None:
+        return dict.fromkeys(("cpu_hit_rate", "cpu_usage", "cpu_load_tokens_per_s"))
+    series = inc.counters.get("prefill_effective_tokens") or {}
+    host = math.fsum(v for k, v in series.items() if dict(k).get("mode") == "host_hit")
+    return {"cpu_hit_rate": _ratio(host, math.fsum(series.values())),
+            "cpu_usage": _ratio(inc.gauge_sums.get("hicache_host_used_tokens"), total),
+            "cpu_load_tokens_per_s": _per_second(inc, "load_back_tokens")}
 
 
 def success_rate(inc: Increments) -> float | None:
@@ -346,6 +402,7 @@ def figures_from_increments(inc: Increments) -> Figures:
         generation_tokens_per_s=_per_second(inc, names.generation_tokens),
         preemptions=_counter_sum(inc, names.preemptions) if names.preemptions else None,
         success_rate=success_rate(inc),
+        **cpu_tier_figures(inc),
     )
     return Figures(
         engine=inc.engine,

@@ -50,6 +50,10 @@ class SeriesPoint(models.Model):
     gen_tps = RealField(null=True)
     preemptions = RealField(null=True)
     success_rate = RealField(null=True)
+    # The KV cache's CPU tier (engine_settings.kv_offload): hit rate, how full it is, tokens loaded back a second.
+    cpu_hit_rate = RealField(null=True)
+    cpu_usage = RealField(null=True)
+    cpu_load_tps = RealField(null=True)
     ready_replicas = models.PositiveSmallIntegerField(default=0)
 
     objects = restricted(tenant_owned("service__tenant"))

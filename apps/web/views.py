@@ -36,7 +36,8 @@ def fleet_summary(user) -> dict:
 
 def fleet_figures(services: list) -> dict:
     """The services that need a look (newest rows): worst TTFT p95, highest KV-cache usage, and the
-    longest queues (waiting, then running). Idle services (nothing cached, nothing queued) are left out."""
+    longest queues (waiting, then running), and those whose prompts hit their KV cache's CPU tier, most first.
+    Idle services (nothing cached, nothing queued) are left out."""
     live = [s for s in services if s.latest is not None]
 
     def ranked(key, active):
@@ -46,6 +47,7 @@ def fleet_figures(services: list) -> dict:
         "worst_ttft": ranked(lambda p: p.ttft_p95, lambda p: p.ttft_p95 is not None),
         "highest_kv": ranked(lambda p: p.kv_usage, lambda p: bool(p.kv_usage)),
         "busiest_queues": ranked(lambda p: (p.waiting or 0, p.running or 0), lambda p: bool(p.waiting or p.running)),
+        "cpu_tier_hits": ranked(lambda p: p.cpu_hit_rate, lambda p: bool(p.cpu_hit_rate)),
     }
 
 

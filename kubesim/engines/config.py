@@ -17,6 +17,7 @@ from enginevocab import sglang as sglang_vocab
 from enginevocab import vllm as vllm_vocab
 from kubesim.engines import hardware as hw
 from kubesim.engines.core import CoreConfig, Physics
+from kubesim.engines.cputier import HOST_LINK_FRACTION, TierConfig
 from kubesim.workload import PodContext, WorkloadExit
 
 VLLM_VERSION = vllm_vocab.VERSION
@@ -80,7 +81,33 @@ def physics_for(ctx: PodContext, warmup_s: float) -> Physics:
         kv_link_bandwidth=_float_setting(ctx, "kv-link-gbps", 400.0) * 1e9 / 8,
         storage_bandwidth=_float_setting(ctx, "storage-gbps", 16.0) * 1e9 / 8,
         warmup_s=_float_setting(ctx, "warmup-seconds", warmup_s),
+        host_link_fraction=_float_setting(ctx, "host-link-fraction", HOST_LINK_FRACTION),
     )
+
+
+def _tier(tokens: int, backend: str, block_size: int, per_token: float, ranks: int, gpu: Gpu,
+          phys: Physics) -> TierConfig | None:
+    """The CPU tier of `tokens` tokens per rank, in whole blocks (None when it holds none)."""
+    blocks = tokens // block_size
+    if blocks <= 0:
+        return None
+    return TierConfig(blocks=blocks, backend=backend, block_bytes=block_size * per_token, ranks=ranks,
+                      link_bytes_per_s=gpu.host_link * phys.host_link_fraction)
+
+
+def _vllm_tier(ns: argparse.Namespace, gpu: Gpu, per_token: float, block_size: int, phys: Physics,
+               logs: list[str]) -> TierConfig | None:
+    """vLLM's `--kv-offloading-size` GiB, summed over the TP x PP ranks, each rank holding its share."""
+    if ns.kv_offloading_size is None:
+        return None
+    if ns.kv_offloading_size <= 0:
+        raise WorkloadExit(f"ValueError: kv_offloading_size must be positive, got {ns.kv_offloading_size}")
+    ranks = ns.tensor_parallel_size * ns.pipeline_parallel_size
+    backend = ns.kv_offloading_backend or "native"
+    tokens = cap.host_tier_tokens("vllm", ns.kv_offloading_size / ranks, per_token, block_size)
+    logs.append(f"INFO [kv_offload] CPU KV offloading ({backend}): {tokens // block_size:,} blocks of "
+                f"{block_size} tokens per rank ({ns.kv_offloading_size} GiB over {ranks} rank(s))")
+    return _tier(tokens, backend, block_size, per_token, ranks, gpu, phys)
 
 
 def _arch(model: str, ctx: PodContext, aliases: list[str]) -> cap.ModelArch:
@@ -295,6 +322,7 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         max_model_len=max_len, kv_bytes_per_token_rank=per_token, prefix_caching=ns.enable_prefix_caching is not False,
         chunked_prefill=chunked, kv_role=role, reserve_null_block=True, seed=ns.seed or ctx.seed,
     )
+    core.cpu_tier = _vllm_tier(ns, gpu, per_token, block_size, core.physics, logs)
     enable_lora = bool(ns.enable_lora)
     runtime = ctx.env.get("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "").lower() in ("1", "true")
     names = ns.served_model_name or [ns.model]
@@ -379,6 +407,11 @@ def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         chunked_prefill=chunk > 0, kv_role=role, reserve_null_block=False,
         seed=ns.random_seed if ns.random_seed is not None else ctx.seed,
     )
+    if ns.enable_hierarchical_cache:
+        # --hicache-size whole GB per rank overrides --hicache-ratio (host pool = ratio x device pool).
+        host = int(ns.hicache_size * 1e9 // per_token) if ns.hicache_size else int(ns.hicache_ratio * tokens)
+        core.cpu_tier = _tier(host, "hicache", unit, per_token, tp, gpu, core.physics)
+        logs.append(f"[INFO] Allocating host KV cache: {host} tokens, write policy {ns.hicache_write_policy}")
     logs += [
         f"[INFO] server_args=ServerArgs(model_path='{ns.model_path}', tp_size={tp}, "
         f"mem_fraction_static={mem_fraction}, chunked_prefill_size={chunk}, port={ns.port})",

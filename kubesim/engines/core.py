@@ -25,6 +25,7 @@ from capacity import roofline
 from capacity.arch import ModelArch
 from capacity.gpus import Gpu
 from kubesim.engines.blocks import BlockPool, block_hashes
+from kubesim.engines.cputier import HOST_LINK_FRACTION, CpuTier, TierConfig
 from kubesim.engines.request import EngineObserver, Request
 
 
@@ -55,6 +56,7 @@ class Physics:
     kv_link_latency_s: float = 0.001
     storage_bandwidth: float = 2e9  # bytes/s reading weights at start-up
     warmup_s: float = 20.0  # CUDA graphs, compilation, profiling run
+    host_link_fraction: float = HOST_LINK_FRACTION  # achieved share of the GPU's host link in KV copies (cputier)
 
 
 @dataclass
@@ -77,6 +79,7 @@ class CoreConfig:
     reserve_null_block: bool = True
     physics: Physics = field(default_factory=Physics)
     seed: int = 0
+    cpu_tier: TierConfig | None = None  # the KV cache's host-memory tier (kv offloading, HiCache)
 
 
 class EngineCore:
@@ -87,6 +90,8 @@ class EngineCore:
         self.clock = clock
         self.observer = observer or EngineObserver()
         self.pool = BlockPool(cfg.num_blocks, cfg.reserve_null_block)
+        # The tier holds prefix-cache blocks: without prefix caching there are no hashes to keep.
+        self.cpu = CpuTier(cfg.cpu_tier) if cfg.cpu_tier is not None and cfg.prefix_caching else None
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.transferring: list[Request] = []
@@ -228,10 +233,14 @@ class EngineCore:
                 self.transferring.append(req)
                 continue
             hits: list[int] = []
+            loaded = 0  # blocks the CPU tier holds after the GPU's prefix: copied back instead of recomputed
             if req.num_computed == 0 and cfg.prefix_caching and req.block_hashes:
                 # At least one token is always computed, so a full hit leaves the last block out.
-                hits = self.pool.lookup(req.block_hashes, (req.num_tokens - 1) // cfg.block_size)
-            hit_tokens = len(hits) * cfg.block_size
+                limit = (req.num_tokens - 1) // cfg.block_size
+                hits = self.pool.lookup(req.block_hashes, limit)
+                if self.cpu is not None:
+                    loaded = self.cpu.lookup(req.block_hashes, len(hits), limit)
+            hit_tokens = (len(hits) + loaded) * cfg.block_size
             n = req.num_tokens - hit_tokens
             if not cfg.chunked_prefill and n > budget:
                 break
@@ -246,11 +255,17 @@ class EngineCore:
             self.waiting.popleft()
             req.blocks = hits + new
             req.num_computed = hit_tokens
-            req.num_registered = len(hits)
+            for j in range(loaded):
+                self.pool.register(new[j], req.block_hashes[len(hits) + j])
+            req.num_registered = len(hits) + loaded
             if req.first_scheduled is None:
                 req.first_scheduled = now
                 req.cached_tokens = hit_tokens
-            self.observer.on_admit(req, hit_tokens, now)
+                req.host_cached_tokens = loaded * cfg.block_size
+            if self.cpu is not None:
+                self.cpu.load(loaded)
+                self.observer.on_tier_lookup(req, loaded * cfg.block_size)
+            self.observer.on_admit(req, len(hits) * cfg.block_size, now)
             self.running.append(req)
             batch.append((req, n))
             budget -= n
@@ -267,6 +282,8 @@ class EngineCore:
                 full = min(req.num_computed // bs, len(req.block_hashes))
                 for j in range(req.num_registered, full):
                     self.pool.register(req.blocks[j], req.block_hashes[j])
+                if self.cpu is not None and full > req.num_registered:
+                    self._write_through(req.block_hashes[req.num_registered : full])
                 req.num_registered = max(req.num_registered, full)
             if req.num_computed < req.num_tokens:
                 continue
@@ -298,6 +315,12 @@ class EngineCore:
             req.blocks = []
             reason = "length" if req.generated >= req.max_tokens or req.num_tokens >= self.cfg.max_model_len else "stop"
             self._finish(req, reason, now)
+
+    def _write_through(self, hashes: list[int]) -> None:
+        """Newly computed full blocks go to the CPU tier as well (an asynchronous copy: no step time)."""
+        written, evicted = self.cpu.store(hashes)
+        tier = self.cpu.cfg
+        self.observer.on_tier_store(written, tier.bytes(written), tier.seconds(written), evicted)
 
     def _finish(self, req: Request, reason: str, now: float) -> None:
         req.finish_reason = reason
@@ -383,6 +406,13 @@ class EngineCore:
                     prefill.append((req.num_computed, n))
                     prefill_tokens += n
             dt = self.step_time(prefill, decode_ctx)
+            if self.cpu is not None:
+                loads = self.cpu.take_step_load()
+                if loads:
+                    # The admitted prefixes' blocks come back over the host link before the step computes.
+                    tier = self.cpu.cfg
+                    dt += tier.seconds(loads)
+                    self.observer.on_tier_load(loads, tier.bytes(loads), tier.seconds(loads))
             end = vt + dt
             await clock.sleep_until(end - self._lead)
             error = clock.now() - end

@@ -82,6 +82,7 @@ class VllmMetrics(EngineObserver):
         log_stats: bool,
         custom_buckets: dict | None = None,
         shared: VllmMetrics | None = None,
+        tier_backend: str | None = None,
     ):
         # Data-parallel engines of one server share the registry and families; each has its children.
         self.registry = shared.registry if shared is not None else CollectorRegistry()
@@ -95,6 +96,19 @@ class VllmMetrics(EngineObserver):
         self._gauges(cache_info, enable_lora, max_loras, kv_consumer)
         self._counters(model_name)
         self._histograms(max_model_len, lambda family, default: custom.get(family, default))
+        self._tier(tier_backend, model_name, cache_info)
+
+    def _tier(self, backend: str | None, model_name: str, cache_info: dict[str, str]) -> None:
+        """The CPU tier's families: the OffloadingConnector's, or LMCache's for the lmcache backend."""
+        from kubesim.engines import tier_metrics
+
+        def family(cls, name, doc, labels, **kwargs):
+            return self._family(cls, name, doc, labels, registry=self.registry, **kwargs)
+
+        self.block_size = int(cache_info.get("block_size", 16))
+        self.native = tier_metrics.VllmNativeTier(family, self.lv) if backend == "native" else None
+        self.lmcache = tier_metrics.LmcacheTier(family, model_name, self.lv[1]) if backend == "lmcache" else None
+        self._host_hit = 0
 
     def _fam(self, cls, name: str, doc: str, *extra: str, **kwargs):
         """The family `name` labelled model_name, engine and then `extra`."""
@@ -151,8 +165,9 @@ class VllmMetrics(EngineObserver):
         fam, one, lv, r = self._fam, self._one, self.lv, self.registry
         self.prefix_queries = one(Counter, "vllm:prefix_cache_queries", "Prefix cache queries, in terms of tokens.")
         self.prefix_hits = one(Counter, "vllm:prefix_cache_hits", "Prefix cache hits, in terms of tokens.")
-        one(Counter, "vllm:external_prefix_cache_queries", "External prefix cache queries, in tokens.")
-        one(Counter, "vllm:external_prefix_cache_hits", "External prefix cache hits, in tokens.")
+        self.ext_queries = one(Counter, "vllm:external_prefix_cache_queries",
+                               "External prefix cache queries, in tokens.")
+        self.ext_hits = one(Counter, "vllm:external_prefix_cache_hits", "External prefix cache hits, in tokens.")
         self.preemptions = one(Counter, "vllm:num_preemptions", "Cumulative number of preemption from the engine.")
         self.prompt_tokens = one(Counter, "vllm:prompt_tokens", "Number of prefill tokens processed.")
         self.generation_tokens = one(Counter, "vllm:generation_tokens", "Number of generation tokens processed.")
@@ -165,7 +180,8 @@ class VllmMetrics(EngineObserver):
             Counter, "vllm:prompt_tokens_cached_by_source", "Number of cached prompt tokens by source.", "source"
         )
         self.cached_device = cached_src.labels(*lv, "device")
-        for src in ("host", "p2p", "disk", "external_unspecified"):
+        self.cached_host = cached_src.labels(*lv, "host")
+        for src in ("p2p", "disk", "external_unspecified"):
             cached_src.labels(*lv, src)
         success = fam(Counter, "vllm:request_success", "Count of successfully processed requests.", "finished_reason")
         self.success = {reason: success.labels(*lv, reason) for reason in VLLM_FINISH_REASONS}
@@ -258,6 +274,27 @@ class VllmMetrics(EngineObserver):
             return
         self.prefix_queries.inc(req.num_tokens)
         self.prefix_hits.inc(hit_tokens)
+        if self.lmcache is not None:
+            self.lmcache.lookup(req.num_tokens, hit_tokens, self._host_hit)
+        self._host_hit = 0
+
+    def on_tier_lookup(self, req: Request, host_hit_tokens: int) -> None:
+        if self.enabled:
+            self.ext_queries.inc(req.num_tokens)
+            self.ext_hits.inc(host_hit_tokens)
+            self._host_hit = host_hit_tokens
+
+    def on_tier_load(self, blocks: int, nbytes: float, seconds: float) -> None:
+        if self.enabled and self.native is not None:
+            self.native.transfer("CPU_to_GPU", nbytes, seconds)
+        elif self.enabled and self.lmcache is not None:
+            observe_many(self.lmcache.time_to_retrieve, seconds)
+
+    def on_tier_store(self, blocks: int, nbytes: float, seconds: float, evicted: int) -> None:
+        if self.enabled and self.native is not None and blocks:
+            self.native.transfer("GPU_to_CPU", nbytes, seconds)
+        elif self.enabled and self.lmcache is not None:
+            self.lmcache.store(blocks * self.block_size, seconds, evicted)
 
     def on_step(self, req_tokens: int, prefill_tokens: int, hit_tokens: int, duration: float) -> None:
         if self.enabled:
@@ -290,15 +327,18 @@ class VllmMetrics(EngineObserver):
         if req.generated > 1:
             observe_many(self.tpot, (end - first) / (req.generated - 1))
         cached = max(req.cached_tokens, 0)
+        host = req.host_cached_tokens  # loaded from the CPU tier through the KV connector
         self.prompt_tokens.inc(req.prompt_len)
         self.generation_tokens.inc(req.generated)
         if req.remote_kv:
             self.prompt_external.inc(req.prompt_len)
         else:
             self.prompt_local.inc(req.prompt_len - cached)
-            self.prompt_hit.inc(cached)
+            self.prompt_hit.inc(cached - host)
+            self.prompt_external.inc(host)
         self.prompt_cached.inc(cached)
-        self.cached_device.inc(cached)
+        self.cached_device.inc(cached - host)
+        self.cached_host.inc(host)
         observe_many(self.req_prompt, req.prompt_len)
         observe_many(self.req_gen, req.generated)
         observe_many(self.req_max_gen, req.max_tokens)
@@ -314,6 +354,8 @@ class VllmMetrics(EngineObserver):
             self.waiting.set(len(core.waiting) + len(core.transferring))
             self.waiting_capacity.set(len(core.waiting))
             self.kv_usage.set(core.kv_usage())
+            if self.lmcache is not None and core.cpu is not None:
+                self.lmcache.local_cache_usage.set(core.cpu.cfg.bytes(len(core.cpu.lru)))
             if self.fetch_in_progress is not None:
                 self.fetch_in_progress.set(len(core.transferring))
             if self.lora_info is not None:

@@ -18,6 +18,7 @@ class Request:
         "first_scheduled",
         "first_token",
         "generated",
+        "host_cached_tokens",
         "kv_ready_at",
         "last_token",
         "lora",
@@ -62,6 +63,7 @@ class Request:
         self.generated = 0
         self.num_tokens = self.prompt_len  # prompt plus generated
         self.cached_tokens = -1  # set at first admission
+        self.host_cached_tokens = 0  # of cached_tokens, those loaded from the CPU tier
         self.preemptions = 0
         self.arrival = 0.0
         self.first_scheduled: float | None = None
@@ -88,3 +90,10 @@ class EngineObserver:
     def on_finish(self, req: Request) -> None: ...
 
     def on_preempt(self, req: Request) -> None: ...
+
+    # The CPU tier (only called when the engine has one).
+    def on_tier_lookup(self, req: Request, host_hit_tokens: int) -> None: ...
+
+    def on_tier_load(self, blocks: int, nbytes: float, seconds: float) -> None: ...
+
+    def on_tier_store(self, blocks: int, nbytes: float, seconds: float, evicted: int) -> None: ...

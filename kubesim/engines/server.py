@@ -70,6 +70,7 @@ class EngineWorkload(InferenceHandlers):
                         spec.log_stats,
                         spec.custom_buckets,
                         shared=metrics[0] if metrics else None,
+                        tier_backend=cfg.cpu_tier.backend if cfg.cpu_tier is not None and cfg.prefix_caching else None,
                     )
                 )
             self.engine_metrics = metrics
@@ -84,7 +85,10 @@ class EngineWorkload(InferenceHandlers):
                 "context_len": spec.core.max_model_len,
                 "kv_cache_memory_usage_gb": spec.max_total_tokens * spec.core.kv_bytes_per_token_rank / 1024**3,
             }
-            self.metrics = SglangMetrics(spec.served_names[0], engine_type, consts, spec.sglang_buckets)
+            tier = spec.core.cpu_tier if spec.core.prefix_caching else None
+            self.metrics = SglangMetrics(spec.served_names[0], engine_type, consts, spec.sglang_buckets,
+                                         host_tokens=tier.blocks * spec.core.block_size if tier else 0,
+                                         tokens_per_block=spec.core.block_size)
             self.engine_metrics = [self.metrics]
             self.cores = [EngineCore(spec.core, self.clock, self.metrics)]
         self.core = self.cores[0]

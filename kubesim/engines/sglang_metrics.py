@@ -93,6 +93,8 @@ class SglangMetrics(EngineObserver):
         engine_type: str,
         cache_consts: dict[str, float],
         buckets: dict[str, list[float]] | None = None,
+        host_tokens: int = 0,
+        tokens_per_block: int = 16,
     ):
         self.registry = r = CollectorRegistry()
         b = buckets or {}
@@ -133,7 +135,7 @@ class SglangMetrics(EngineObserver):
         eff = sched(Counter, "prefill_effective_tokens", "Prefill tokens by where they came from.", "mode")
         self.eff_input = eff.labels(*s, "input")
         self.eff_device = eff.labels(*s, "device_hit")
-        eff.labels(*s, "host_hit")
+        self.eff_host = eff.labels(*s, "host_hit")
         eff.labels(*s, "storage_hit")
         rt = sched(Counter, "realtime_tokens", "Tokens processed, by mode.", "mode")
         self.rt_compute = rt.labels(*s, "prefill_compute")
@@ -147,9 +149,18 @@ class SglangMetrics(EngineObserver):
         self.prompt_tokens = tok(Counter, "prompt_tokens", "Number of prefill tokens processed.", streaming)
         self.generation_tokens = tok(Counter, "generation_tokens", "Number of generation tokens processed.", streaming)
         self.num_requests = tok(Counter, "num_requests", "Number of requests processed.", streaming)
-        self.cached_tokens = tok(Counter, "cached_tokens", "Number of cached prompt tokens.", "cache_source").labels(
-            *t, "total"
-        )
+        cached = tok(Counter, "cached_tokens", "Number of cached prompt tokens.", "cache_source")
+        # With HiCache the cached tokens are broken down by where they were found; without, one `total`.
+        self.cached_tokens = cached.labels(*t, "device" if host_tokens else "total")
+        self.cached_host = cached.labels(*t, "host") if host_tokens else None
+        self.hicache = None
+        if host_tokens:
+            from kubesim.engines.tier_metrics import SglangHiCache
+
+            self.hicache = SglangHiCache(sched, s)
+            self.hicache.host_total.set(host_tokens)
+        self._host_hit = 0
+        self.unit = tokens_per_block  # the simulated pool's unit (config.sglang_spec), for the tier's token counts
         self.aborted = tok(Counter, "num_aborted_requests", "Number of requests aborted.").labels(*t)
         itl_buckets = b.get("itl", SGLANG_ITL)
         ttft_doc = "Histogram of time to first token in seconds."
@@ -168,14 +179,29 @@ class SglangMetrics(EngineObserver):
         return (*self.t, "true" if req.stream else "false")
 
     def on_admit(self, req: Request, hit_tokens: int, now: float) -> None:
-        computed = req.num_tokens - hit_tokens
+        host, self._host_hit = self._host_hit, 0
+        computed = req.num_tokens - hit_tokens - host
         self.eff_input.inc(computed)
         self.eff_device.inc(hit_tokens)
+        self.eff_host.inc(host)
         self.rt_compute.inc(computed)
-        self.rt_cache.inc(hit_tokens)
-        self.cache_hit_rate.set(hit_tokens / (computed + hit_tokens) if computed + hit_tokens else 0.0)
-        if req.cached_tokens == hit_tokens and req.preemptions == 0:
+        self.rt_cache.inc(hit_tokens + host)
+        self.cache_hit_rate.set((hit_tokens + host) / req.num_tokens if req.num_tokens else 0.0)
+        if req.cached_tokens == hit_tokens + host and req.preemptions == 0:
             observe_many(self.queue_time, now - req.arrival)
+
+    def on_tier_lookup(self, req: Request, host_hit_tokens: int) -> None:
+        self._host_hit = host_hit_tokens
+
+    def on_tier_load(self, blocks: int, nbytes: float, seconds: float) -> None:
+        if blocks:
+            self.hicache.loaded.inc(blocks * self.unit)
+            observe_many(self.hicache.load_s, seconds)
+
+    def on_tier_store(self, blocks: int, nbytes: float, seconds: float, evicted: int) -> None:
+        if blocks:
+            self.hicache.evicted.inc(blocks * self.unit)
+            observe_many(self.hicache.evict_s, seconds)
 
     def on_tokens(self, itl: float, count: int) -> None:
         observe_many(self.itl, itl, count)
@@ -191,7 +217,11 @@ class SglangMetrics(EngineObserver):
         self.num_requests.labels(*st).inc()
         self.prompt_tokens.labels(*st).inc(req.prompt_len)
         self.generation_tokens.labels(*st).inc(req.generated)
-        self.cached_tokens.inc(max(req.cached_tokens, 0))
+        cached = max(req.cached_tokens, 0)
+        if self.cached_host is not None:
+            self.cached_host.inc(req.host_cached_tokens)
+            cached -= req.host_cached_tokens
+        self.cached_tokens.inc(cached)
         observe_many(self.e2e.labels(*st), req.last_token - req.arrival)
         if req.generated > 1:
             observe_many(self.tpot.labels(*st), (req.last_token - req.first_token) / (req.generated - 1))
@@ -210,5 +240,7 @@ class SglangMetrics(EngineObserver):
         self.kv_available.set(max_total_tokens - used)
         self.kv_evictable.set(min(evictable, max_total_tokens - used))
         self.gen_throughput.set(core.gen_throughput())
+        if self.hicache is not None and core.cpu is not None:
+            self.hicache.host_used.set(len(core.cpu.lru) * tokens_per_block)
         self.num_decode_transfer_queue_reqs.set(len(core.transferring))
         return generate_latest(self.registry)

@@ -8,7 +8,11 @@
     { id: "chart-ttft", title: "Time to first token (ms)", ms: true,
       traces: [["ttft_p50", "p50"], ["ttft_p95", "p95"], ["ttft_p99", "p99"]] },
     { id: "chart-itl", title: "Inter-token latency (ms)", ms: true, traces: [["itl_p50", "p50"], ["itl_p95", "p95"]] },
-    { id: "chart-kv", title: "KV-cache usage (%)", pct: true, traces: [["kv_usage", "KV cache"], ["prefix_hit_rate", "prefix hits"]] },
+    // The KV cache panel (#kv-cache): both tiers' usage and hit rates, and what the CPU tier loads back.
+    { id: "chart-kv", title: "KV cache: usage and hits (%)", pct: true,
+      traces: [["kv_usage", "GPU tier used"], ["cpu_usage", "CPU tier used"], ["prefix_hit_rate", "GPU hits"],
+               ["cpu_hit_rate", "CPU tier hits"]] },
+    { id: "chart-kv-loads", title: "Loaded back from the CPU tier (tokens/s)", traces: [["cpu_load_tps", "tokens/s"]] },
     { id: "chart-queue", title: "Requests", traces: [["running", "running"], ["waiting", "waiting"]] },
     { id: "chart-tokens", title: "Tokens per second", traces: [["prompt_tps", "prompt"], ["gen_tps", "generated"]] },
     { id: "chart-replicas", title: "Ready replicas", shape: "hv", traces: [["ready_replicas", "ready"]] },

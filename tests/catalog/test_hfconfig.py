@@ -24,7 +24,18 @@ QWEN3_8B = {"model_type": "qwen3", "hidden_size": 4096, "intermediate_size": 122
 def test_llama_facts_and_parameters():
     assert model_facts(json.dumps(LLAMA_31_8B)) == {
         "layers": 32, "hidden_size": 4096, "attention_heads": 32, "kv_heads": 8, "head_dim": 128,
-        "max_context": 131072, "dtype": "bfloat16", "parameters_billions": 8.03}
+        "max_context": 131072, "dtype": "bfloat16", "parameters_billions": 8.03, "kv_layout": "uniform"}
+
+
+@pytest.mark.parametrize(("extra", "layout"), [
+    ({"kv_lora_rank": 512, "qk_rope_head_dim": 64}, "mla"),  # DeepSeek-V3's latent attention
+    ({"layer_types": ["sliding_attention"] * 5 + ["full_attention"]}, "hybrid"),  # Gemma 3, gpt-oss
+    ({"layer_types": ["full_attention"] * 6}, "uniform"),
+    ({"attn_layer_period": 8, "attn_layer_offset": 4}, "hybrid"),  # Jamba: Mamba layers beside attention
+    ({"sliding_window": 4096}, "uniform"),  # Mistral 7B v0.1: every layer the same window
+])
+def test_the_kv_layout_is_read_from_the_config(extra, layout):
+    assert model_facts(json.dumps({**LLAMA_31_8B, **extra}))["kv_layout"] == layout
 
 
 @pytest.mark.parametrize(("config", "billions"), [(QWEN25_7B, 7.62), (QWEN3_8B, 8.19)])

@@ -142,3 +142,9 @@ def test_seed_demo_generates_a_password_and_prints_it_once(db, monkeypatch):
     assert get_user_model().objects.get(username="globex-viewer").check_password(printed)
     assert printed not in second
     assert admin.check_password(printed)
+
+
+def test_seed_demo_has_a_service_with_a_kv_cache_cpu_tier(seeded):
+    rag = InferenceService.objects.get(name="llama-8b-rag")
+    assert rag.engine_settings["kv_offload"] == {"backend": "native", "size_gib": 16}
+    rag.full_clean()

@@ -241,3 +241,21 @@ def test_the_planner_counts_the_tier_in_tokens_as_each_engine_sizes_it():
     vllm_plan = plan(llama, GPUS["h100-sxm-80gb"], 1, Knobs(cpu_tier_gib=20), search=False)
     sglang_plan = plan(llama, GPUS["h100-sxm-80gb"], 1, Knobs(engine="sglang", cpu_tier_gib=20), search=False)
     assert (vllm_plan.cpu_tier_tokens, sglang_plan.cpu_tier_tokens) == (163_840, 160_217)
+
+
+@pytest.mark.parametrize(("layout", "kind"), [("mla", "multi-head latent attention"),
+                                               ("hybrid", "mixes attention kinds")])
+def test_vllm_offloading_is_refused_for_mla_and_hybrid_models_and_hicache_is_not(api, catalog, owner_a, layout, kind):
+    catalog["model"] = ModelFactory(name=f"{layout}-model", kv_layout=layout)
+    client = api("owner_a")
+    for backend in ("native", "lmcache"):
+        response = client.post("/api/v1/services/", payload(catalog, {"backend": backend, "size_gib": 8}),
+                               format="json")
+        assert response.status_code == 400, response.content
+        message = response.json()["engine_settings"][0]
+        assert message.startswith("kv_offload: vLLM's KV offloading moves one uniform layout") and kind in message
+        assert message.endswith(f"(model {layout}-model: kv_layout {layout})")
+    assert not InferenceService.objects.exists()
+    accepted = client.post("/api/v1/services/", payload(catalog, {"backend": "hicache", "size_gib": 8},
+                                                        runtime="sglang"), format="json")
+    assert accepted.status_code == 201, accepted.content

@@ -29,6 +29,9 @@ vllm:kv_cache_usage_perc{engine="1",model_name="llama-8b"} 0.75
 # HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
 # TYPE vllm:cache_config_info gauge
 vllm:cache_config_info{block_size="16",cache_dtype="auto",engine="0",num_gpu_blocks="27000"} 1.0
+# HELP vllm:engine_sleep_state Engine sleep state.
+# TYPE vllm:engine_sleep_state gauge
+vllm:engine_sleep_state{engine="0",model_name="llama-8b",sleep_state="awake"} 1.0
 # HELP vllm:prompt_tokens_total Number of prefill tokens processed.
 # TYPE vllm:prompt_tokens_total counter
 vllm:prompt_tokens_total{engine="0",model_name="llama-8b"} 1200.0
@@ -202,8 +205,11 @@ def test_scrapes_of_different_engines_cannot_be_compared():
 
 def test_only_the_families_the_figures_need_are_kept_unless_all_are_asked_for():
     snap = parse_snapshot(VLLM_TEXT)
-    assert "cache_config_info" not in snap.gauges
+    assert "engine_sleep_state" not in snap.gauges
+    # cache_config_info is kept: its kv_offloading_size label is the CPU tier's size.
+    assert "cache_config_info" in snap.gauges
     full = parse_snapshot(VLLM_TEXT, all_families=True)
+    assert full.gauges["engine_sleep_state"]
     info = (("block_size", "16"), ("cache_dtype", "auto"), ("engine", "0"), ("num_gpu_blocks", "27000"))
     assert full.gauges["cache_config_info"][info] == 1.0
     # The figures are the same either way.

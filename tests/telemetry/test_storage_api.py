@@ -123,3 +123,14 @@ def test_a_rollup_window_ends_with_the_minutes_not_rolled_up_yet(api, service_a,
     recent = list(zip(data["ttft_p95"][1:], data["kv_usage"][1:], strict=True))
     same_minute, across_minutes = [(0.3, 0.375)], [(0.3, 0.5), (0.1, 0.25)]
     assert recent in (same_minute, across_minutes)
+
+
+def test_the_kv_cache_cpu_tier_figures_are_in_the_series(api, service_a):
+    row(service_a, 30, kv_usage=0.9, cpu_hit_rate=0.25, cpu_usage=0.5, cpu_load_tps=800.0)
+    row(service_a, 25, kv_usage=0.9)  # a scrape without a tier's figures
+
+    data = api("viewer_a").get(url(service_a), {"since": "5m"}).json()
+
+    assert data["cpu_hit_rate"] == [0.25, None]
+    assert data["cpu_usage"] == [0.5, None]
+    assert data["cpu_load_tps"] == [800.0, None]

@@ -240,3 +240,18 @@ def test_the_service_list_and_fleet_cost_the_same_queries_for_many_services(logi
     many = (queries(reverse("web:services")), queries(reverse("web:home")))
 
     assert many == few
+
+
+def test_fleet_overview_marks_the_services_hitting_their_cpu_tier_most_first(login, owner_a, tenant_a, service_a):
+    tiered = InferenceServiceFactory(tenant=tenant_a, name="tiered")
+    point(service_a, 5, kv_usage=0.5, cpu_hit_rate=0.1, cpu_usage=0.2)
+    point(tiered, 5, kv_usage=0.5, cpu_hit_rate=0.45, cpu_usage=0.9)
+    none = InferenceServiceFactory(tenant=tenant_a, name="notier")
+    point(none, 5, kv_usage=0.9)  # no CPU tier: not listed
+
+    html = login(owner_a).get(reverse("web:home")).content.decode()
+    section = html[html.index('id="cpu-tier-hits"'):html.index("<h2>Services")]
+
+    assert section.index("alpha/tiered") < section.index("alpha/chat")
+    assert "45.0 % of prompt tokens · tier 90.0 % full" in section and "10.0 % of prompt tokens" in section
+    assert "notier" not in section

@@ -39,6 +39,7 @@ class ModelSerializer(CatalogEntrySerializer):
             "head_dim",
             "max_context",
             "dtype",
+            "kv_layout",
             "created",
             "updated",
         ]

@@ -23,6 +23,9 @@ HELP = {
     "gen_tps": "Generated tokens per second.",
     "preemptions": "Preemptions in the step (vLLM only).",
     "success_rate": "Share of finished requests that did not abort or fail, 0 to 1.",
+    "cpu_hit_rate": "Share of prompt tokens loaded from the KV cache's CPU tier, 0 to 1 (null without a tier).",
+    "cpu_usage": "How full the KV cache's CPU tier is, 0 to 1 (null without a tier).",
+    "cpu_load_tps": "Tokens copied back from the CPU tier to the GPU per second (null without a tier).",
 }
 
 

@@ -29,7 +29,7 @@ class ModelEntryForm(CatalogForm):
         model = Model
         fields = ["name", "display_name", "source_uri", "license", "parameters_billions",
                   "active_parameters_billions", "layers", "hidden_size", "attention_heads", "kv_heads", "head_dim",
-                  "max_context", "dtype"]
+                  "max_context", "dtype", "kv_layout"]
 
     def fill_from_config(self) -> dict | None:
         """Read the pasted config.json: the facts it gives, or None with errors on `hf_config`."""

@@ -88,6 +88,7 @@ def service_detail(request, tenant, name: str):
     context["audit"] = AuditEntry.objects.for_object(service).select_related("actor")[:10]
     context["scaling"] = panel_context(service)
     context["gateway_drift"] = drift([service.pk])[service.pk]
+    context["kv_tier"] = (service.engine_settings or {}).get("kv_offload")
     context["gateway_view"] = gateway_view(service.pk)
     context |= revisions_context(service)
     return render(request, "portal/service_detail.html", context)

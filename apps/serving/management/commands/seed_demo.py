@@ -68,6 +68,22 @@ SERVICES = [
         [PoolSpec("engine", replicas=1, min_replicas=1, max_replicas=3, gpus_per_replica=1, gpu_type="l4-24gb")],
     ),
     (
+        # A KV-cache CPU tier (engine_settings.kv_offload): a quarter of the H100 leaves the GPU about 29,000
+        # tokens of KV cache, fewer than the 16 sessions' 2,700-token prefixes of the demo's `rag` load (Procfile),
+        # so prefixes the GPU evicts come back from the 16 GiB tier (131,000 tokens): its KV cache panel shows
+        # both tiers.
+        "acme",
+        "llama-8b-rag",
+        "llama-3-1-8b-instruct",
+        "vllm",
+        DeploymentMode.STANDARD,
+        {"max_model_len": 8192, "enable_prefix_caching": True, "gpu_memory_utilization": 0.25,
+         "kv_offload": {"backend": "native", "size_gib": 16}},
+        "round_robin",
+        {"autoscaler": "none"},
+        [PoolSpec("engine", replicas=1, min_replicas=1, max_replicas=1, gpus_per_replica=1, gpu_type="h100-sxm-80gb")],
+    ),
+    (
         "acme",
         "qwen-7b-pd",
         "qwen2-5-7b-instruct",
