@@ -27,6 +27,7 @@ BETA = 0.3
 PHI = 0.9
 WRONG_BOUND = 0.5  # a forecast off by more than half of what came is wrong
 RIGHT_AGAIN = 2  # checks within the bound before a wrong forecast steers again
+WARMUP = 3  # updates before a forecast is judged (the trend needs a few to show)
 FLOOR_TPS = 200.0  # prompt tokens/s below which errors are not judged relative (a quiet pool's noise)
 
 
@@ -80,9 +81,11 @@ def update(state: dict | None, t: float, prompt_tps: float, arrivals_per_s: floa
     steps = damped_steps(horizon_s / period_s)
     predicted = max(level + steps * trend, 0.0)
     predicted_rps = max(rlevel + steps * rtrend, 0.0)
-    pending.append([t + horizon_s, predicted])
+    seen = state.get("seen", 0) + 1
+    if seen > WARMUP:  # the first forecasts know no trend yet: not judged
+        pending.append([t + horizon_s, predicted])
     new = {**state, "level": level, "trend": trend, "rlevel": rlevel, "rtrend": rtrend, "pending": pending[-64:],
-           "trusted": trusted, "right": right, "error": error}
+           "trusted": trusted, "right": right, "error": error, "seen": seen}
     if trusted:
         words = f"forecast {predicted_rps:.1f} req/s, {predicted:.0f} prompt tokens/s in {horizon_s:.0f} s"
     else:

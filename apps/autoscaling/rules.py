@@ -436,8 +436,8 @@ def evaluate(policy: PoolPolicy, obs: Observation, history: History) -> Evaluati
         window = min(policy.scale_down.stabilization_window_s, DECAY_WINDOW_S)
         steer = replace(policy, scale_down=replace(policy.scale_down, stabilization_window_s=window))
     stabilized, limited, hist, limit_rule, limit_words = normalize(steer, history, obs.t, current, raw)
-    if sig.decay and raw < current and stabilized < current:
-        rule, why = ScalingRule.SPIKE_DECAY, f"{why}; {sig.decay_words}"
+    if sig.decay and raw < current:
+        why = f"{why}; {sig.decay_words}"
     if stabilized != raw:
         direction = ScalingRule.SCALE_UP_STABILIZED if raw >= current else ScalingRule.SCALE_DOWN_STABILIZED
         window = (steer.scale_up if raw >= current else steer.scale_down).stabilization_window_s
@@ -447,6 +447,8 @@ def evaluate(policy: PoolPolicy, obs: Observation, history: History) -> Evaluati
         rule, why = limit_rule, f"{why} → {replica_count(stabilized)}; limited by {limit_words} → {limited}"
     elif limited != current and stabilized == raw:
         why = f"{why} → {replica_count(limited)}"
+    if sig.decay and limited < current and limited == stabilized:
+        rule = ScalingRule.SPIKE_DECAY  # the short window let this scale-down through
     held = limited == current and min(max(raw, low), policy.max_replicas) != current
     return Evaluation(obs.t, current, raw, stabilized, limited, limited, rule, why, tuple(results), hist, held,
                       sig.forecast)
