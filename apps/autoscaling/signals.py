@@ -79,6 +79,33 @@ def prefill_utilisation(policy, rates, running_per_replica: float) -> float:
     return min(max(u, 0.1), PREFILL_UTILISATION)
 
 
+def itl_s(rates, n: float, prompt_tps: float, running: float, arrivals_per_s: float) -> float:
+    """The mean time between a sequence's tokens when n replicas share the load: each second a replica spends
+    the share prompt_tps / (n·R) prefilling, about one step per arriving prompt (arrivals_per_s / n), which
+    also decodes every running sequence, and the rest in decode steps of running / n sequences:
+        tokens per second = (1 − share) / step + arrivals / n,  ITL = 1 / that."""
+    share = prompt_tps / (n * rates.prefill_tokens_per_s)
+    if share >= 1:
+        return math.inf
+    return 1.0 / ((1 - share) / rates.decode_step_s(running / n) + arrivals_per_s / n)
+
+
+def replicas_for(policy, rates, prompt_tps: float, running: float, arrivals_per_s: float = 0.0) -> float:
+    """Replicas (a real number, to 0.01) that carry the load: at most `PREFILL_UTILISATION` of the prefill
+    rate R each, and with an ITL target the fewest for which `itl_s` is within it (found by bisection)."""
+    need = max(prompt_tps / (rates.prefill_tokens_per_s * PREFILL_UTILISATION), 0.01)
+    itl = policy.itl_p95_s
+    if not itl or itl <= rates.decode_base_s or itl_s(rates, need, prompt_tps, running, arrivals_per_s) <= itl:
+        return need
+    low, high = need, max(need, 1.0) * 2
+    while itl_s(rates, high, prompt_tps, running, arrivals_per_s) > itl and high < 10_000:
+        low, high = high, high * 2
+    while high - low > 0.01:
+        mid = (low + high) / 2
+        low, high = (mid, high) if itl_s(rates, mid, prompt_tps, running, arrivals_per_s) > itl else (low, mid)
+    return high
+
+
 def evaluate_signals(policy, obs, forecast_state: dict | None, period_s: float) -> Outcome:
     """The signals of one evaluation (none without the replica's rates or replicas), the forecast updated."""
     rates, n = obs.rates, obs.replicas
@@ -90,37 +117,46 @@ def evaluate_signals(policy, obs, forecast_state: dict | None, period_s: float) 
     b = running / max(with_running, 1)
     u = prefill_utilisation(policy, rates, b)
     out: list[Signal] = []
-    if obs.queue_time_p95_s is not None:
+    if obs.queue_time_p95_s is not None and (obs.waiting_prompt_tokens is None or obs.waiting_prompt_tokens > 0
+                                             or obs.queue_time_p95_s <= allowance / 2):
+        # (A queue time over target with nothing waiting any more was a burst already served: no replica.)
         q, target = obs.queue_time_p95_s, allowance / 2
         wanted = max(n + 1, math.ceil(n * min(q / target, 2.0))) if q > target else n if q > target / 4 else 1
         out.append(Signal("queue_time_p95_s", q, target, wanted,
                           f"queue time p95 {q:.2f} s {'>' if q > target else '≤'} {target:.2f} s"))
     if obs.waiting_prompt_tokens is not None:
-        w = obs.waiting_prompt_tokens
-        out.append(Signal("prefill_backlog_s", w / (n * rate), allowance / 2, _ceil(w / (rate * allowance / 2)),
+        # Replicas asked now serve a cold start later: only the backlog the current replicas' spare rate has
+        # not drained by then asks for any, enough for all of them to drain it within half the allowance.
+        w, cold = obs.waiting_prompt_tokens, obs.cold_start_s or 0.0
+        left = w - max(n * rate - (obs.prompt_tokens_per_s or 0.0), 0.0) * cold
+        out.append(Signal("prefill_backlog_s", w / (n * rate), allowance / 2,
+                          _ceil(left / (rate * allowance / 2)) if left > 0 else 1,
                           f"{w:.0f} prompt tokens waiting = {w / (n * rate):.2f} s of prefill at {n} "
-                          f"replica(s) (drain within {allowance / 2:.2f} s)"))
+                          f"replica(s), {max(left, 0):.0f} left after a {cold:.0f} s cold start (drain within "
+                          f"{allowance / 2:.2f} s)"))
     state, forecast = forecast_state or {}, None
     if obs.prompt_tokens_per_s is not None:
-        tps = obs.prompt_tokens_per_s
-        up, down = _ceil(tps / (rate * u)), _ceil(tps / (rate * u * DOWN_MARGIN))
-        wanted = up if up > n else min(n, down)  # fewer replicas only where the load fits them with a margin
+        tps, rps = obs.prompt_tokens_per_s, obs.arrivals_per_s or 0.0
+        horizon = (obs.cold_start_s or 0.0) + period_s
+        state, forecast = fc.update(state, obs.t, tps, rps, period_s, horizon)
+        # Up on this interval's load; down only where the smoothed load (the forecast's level) fits fewer
+        # replicas with a margin, so one quiet interval does not start a scale-down.
+        up = _ceil(replicas_for(policy, rates, tps, running, rps))
+        down = _ceil(replicas_for(policy, rates, max(state["level"], 0.0), running, max(state["rlevel"], 0.0))
+                     / DOWN_MARGIN)
+        wanted = up if up > n else min(n, max(down, up))
         out.append(Signal("prefill_utilisation", tps / (n * rate), u, wanted,
                           f"{tps:.0f} prompt tokens/s = {tps / (n * rate):.0%} of {n} replica(s)' prefill rate "
                           f"(target {u:.0%})"))
-        horizon = (obs.cold_start_s or 0.0) + period_s
-        state, forecast = fc.update(state, obs.t, tps, obs.arrivals_per_s or 0.0, period_s, horizon)
         if forecast.trusted:
-            ahead = _ceil(forecast.prompt_tps / (rate * u))
+            ahead = _ceil(replicas_for(policy, rates, forecast.prompt_tps, running, forecast.arrivals_per_s))
             out.append(Signal("forecast_prompt_tps", forecast.prompt_tps, rate * u * n, ahead,
-                              f"{forecast.words} → {ahead} replica(s) at {u:.0%} of the prefill rate "
-                              f"(cold start {obs.cold_start_s or 0:.0f} s)"))
-    if policy.itl_p95_s and with_running:
-        share = min((obs.prompt_tokens_per_s or 0.0) / (n * rate), 0.9)
-        room = (policy.itl_p95_s * (1 - share) - rates.decode_base_s) / rates.decode_per_seq_s
-        if room >= 1:
-            out.append(Signal("decode_running", b, room, _ceil(running / room),
-                              f"{b:.1f} running per replica, {room:.0f} decode within the ITL target"))
+                              f"{forecast.words} → {ahead} replica(s) (cold start {obs.cold_start_s or 0:.0f} s)"))
+    elif policy.itl_p95_s and with_running:
+        wanted = _ceil(replicas_for(policy, rates, 0.0, running))
+        out.append(Signal("decode_running", b, running / wanted, wanted,
+                          f"{b:.1f} running per replica: {wanted} replica(s) decode {running:.0f} within the ITL "
+                          f"target"))
     kv, with_kv = _pods_sum(obs, "kv_cache_usage")
     if with_kv and kv / with_kv > KV_TARGET:
         out.append(Signal("kv_cache_usage", kv / with_kv, KV_TARGET, _ceil(n * kv / with_kv / KV_TARGET),

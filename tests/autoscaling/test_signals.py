@@ -39,9 +39,10 @@ def test_a_prefill_backlog_asks_for_the_replicas_that_drain_it_within_half_the_a
 
 
 def test_prefill_load_with_an_itl_target_leaves_the_decodes_their_share_of_time():
-    # 20 running per replica: a decode step is 0.05 + 20 × 0.001 = 0.07 s, so with an ITL target of 0.1 s a
-    # replica may spend 1 − 0.07 / 0.1 = 30 % of its time prefilling (under the 40 % TTFT bound). 6,000 prompt
-    # tokens/s need ceil(6,000 / (4,000 × 0.3)) = 5 replicas; at 3 they are 6,000 / 12,000 = 50 % loaded.
+    # 3 replicas running 20 each (60), 6,000 prompt tokens/s, no arrivals counted. At n replicas a token takes
+    # step / (1 − share): step = 0.05 + 0.001·60 / n, share = 6,000 / (4,000·n). n = 4: 0.065 / 0.625 = 0.104 s
+    # > 0.1; n = 5: 0.062 / 0.7 = 0.0886 s ≤ 0.1 → 5 (the TTFT bound alone, 6,000 / 1,600 = 3.75, asks 4).
+    # Shown: 6,000 / 12,000 = 50 % loaded at 3, against 1 − 0.07 / 0.1 = 30 % at today's 20 running each.
     ev = evaluate(policy(itl_p95_s=0.1), obs(running=20, prompt_tokens_per_s=6000), History())
     assert (ev.desired, ev.rule) == (5, "prefill_load")
     load = names(ev)["prefill_utilisation"]
@@ -49,9 +50,9 @@ def test_prefill_load_with_an_itl_target_leaves_the_decodes_their_share_of_time(
 
 
 def test_decode_pressure_counts_the_sequences_a_replica_decodes_within_the_itl_target():
-    # No prefill: one replica decodes (0.1 − 0.05) / 0.001 = 50 sequences within 0.1 s a token. 2 replicas
-    # running 60 each = 120 → ceil(120 / 50) = 3.
-    ev = evaluate(policy(itl_p95_s=0.1), obs(replicas=2, running=60, prompt_tokens_per_s=0.0), History())
+    # Prompt load unknown: one replica decodes (0.1 − 0.05) / 0.001 = 50 sequences within 0.1 s a token. 2
+    # replicas running 60 each = 120 → 120 / 50 = 2.4 → 3.
+    ev = evaluate(policy(itl_p95_s=0.1), obs(replicas=2, running=60), History())
     assert (ev.desired, ev.rule) == (3, "decode_pressure")
 
 
@@ -126,13 +127,14 @@ def test_the_forecast_leads_a_ramp_by_the_cold_start():
 
 def test_no_flapping_after_a_spike_and_the_decay_shortens_the_wait():
     # 20 periods at 6,000 prompt tokens/s on 4 replicas (ceil(6,000 / 1,600) = 4), then 1,000, 900, 1,200 over
-    # and over with no queue: each ≤ 1,280 (one replica at 80 % of its 1,600), so the load asks for 1. The
-    # forecast made 60 s before at 6,000 is off by 83 % when the drop comes: ignored, so the decay reads the
-    # smoothed level. t=300: 0.5·1,000 + 0.5·6,000 = 3,500, trend −750; t=315: 450 + 0.5·(3,500 − 675) = 1,862.5,
-    # trend −491.25 − 472.5 = −963.75; t=330: 600 + 0.5·(1,862.5 − 867.375) = 1,097.6 ≤ 30 % of the 6,000 peak and
-    # falling: the burst is over, window 60 s. At t=330 that window still holds t=285's 4; at t=345 only 1s
-    # remain → 1 (the default 300 s window would hold 4 until t=585). Then 1 replica to the end: no scale event
-    # after the one down.
+    # and over with no queue: each ≤ 1,600, so the interval's load asks for 1, and a scale-down goes as far as
+    # the smoothed level fits at 80 % (1,280 a replica). The forecast made 60 s before at 6,000 is off by 83 %
+    # when the drop comes: ignored, so the decay reads the level. t=300: 0.5·1,000 + 0.5·6,000 = 3,500 (→ 3),
+    # trend −750; t=315: 450 + 0.5·(3,500 − 675) = 1,862.5 (→ 2), trend −491.25 − 472.5 = −963.75; t=330:
+    # 600 + 0.5·(1,862.5 − 867.375) = 1,097.6 (→ 1) ≤ 30 % of the 6,000 peak and falling: the burst is over,
+    # window 60 s. Its highest recommendation at t=330 is t=285's 4, at 345 t=300's 3, at 360 t=315's 2, at
+    # 375 1 (the default 300 s window would hold 4 until t=585); then 1 replica to the end: the load follows
+    # down in steps and never back up.
     history, replicas, desired = History(), 4, []
     loads = [6000.0] * 20 + [1000.0, 900.0, 1200.0] * 10
     for i, load in enumerate(loads):
@@ -146,4 +148,5 @@ def test_no_flapping_after_a_spike_and_the_decay_shortens_the_wait():
             assert "under 30% of the last 300 s' peak 6000, and no queue: scale-down window 60 s" in ev.reason
         replicas = ev.desired
     assert desired[:23] == [4] * 23
-    assert desired[23:] == [1] * (len(loads) - 23)
+    assert desired[23:26] == [3, 2, 1]
+    assert desired[26:] == [1] * (len(loads) - 26)
