@@ -31,6 +31,7 @@ from apps.autoscaling.rules import (
     record_scale,
 )
 from apps.serving.scaling_policy import PoolPolicy
+from capacity.roofline import ReplicaRates, replica_rates
 from kubesim.engines.core import Request
 from kubesim.engines.virtual import VirtualEngine
 
@@ -318,6 +319,12 @@ class Simulation:
         for replica in self.replicas:
             stop = replica.released if replica.released is not None else self.end
             run.gpu_hours += self.gpus * max(stop - replica.created, 0.0) / 3600
+
+
+def spec_rates(spec) -> ReplicaRates:
+    """A replica's rates (prefill tokens/s, decode step) for the autoscaler's signals, from kubesim's EngineSpec:
+    the engine core's own roofline, chunked by its batched-token budget."""
+    return replica_rates(VirtualEngine(spec.core).core.roofline, spec.core.max_num_batched_tokens)
 
 
 # --- policies: `decide(state, last_active) -> replicas` ---------------------------------------------------------

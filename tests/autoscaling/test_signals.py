@@ -150,3 +150,21 @@ def test_no_flapping_after_a_spike_and_the_decay_shortens_the_wait():
     assert desired[:23] == [4] * 23
     assert desired[23:26] == [3, 2, 1]
     assert desired[26:] == [1] * (len(loads) - 26)
+
+
+def test_the_planners_rates_are_the_rates_of_kubesims_engine():
+    # One definition: the live autoscaler's rates (the capacity planner's, for a pool) and the fleet's (from the
+    # engine core kubesim runs) for Llama 3.1 8B on one L4 at an 8,192-token context. At 2,048 tokens a chunk an
+    # L4 prefills about 3,600 tokens/s (2,048 × 2 × 8.03e9 FLOPs / (121 TFLOP/s × 0.5) ≈ 0.54 s, plus the
+    # attention and a 2 ms step overhead), and a decode step reads 16 GB of weights at 0.7 × 300 GB/s ≈ 77 ms.
+    import bench.autoscale as bench
+    from apps.whatif.fleet import spec_rates
+    from capacity.advisor import plan_rates
+    from capacity.gpus import GPUS
+    from capacity.known import KNOWN_MODELS
+    from capacity.plan import Knobs
+
+    planner = plan_rates(KNOWN_MODELS[bench.MODEL], GPUS[bench.GPU], 1, Knobs(max_model_len=bench.MAX_MODEL_LEN))
+    engine = spec_rates(bench.engine_spec())
+    assert planner == engine
+    assert 3_400 < planner.prefill_tokens_per_s < 3_800 and 0.075 < planner.decode_base_s < 0.082
