@@ -168,3 +168,27 @@ def test_the_planners_rates_are_the_rates_of_kubesims_engine():
     engine = spec_rates(bench.engine_spec())
     assert planner == engine
     assert 3_400 < planner.prefill_tokens_per_s < 3_800 and 0.075 < planner.decode_base_s < 0.082
+
+
+def test_a_replay_scenario_with_rates_scales_on_the_signals_and_bad_rates_are_named():
+    from apps.autoscaling.replay import replay
+    from apps.serving.scaling_policy import PolicyError
+
+    policy = {"min_replicas": 1, "max_replicas": 20, "tolerance": 0.1,
+              "metrics": [{"name": "waiting_requests_per_replica", "target_per_replica": 4}],
+              "slo": {"ttft_p95_seconds": 2.0}}
+    rates = {"prefill_tokens_per_s": 4000, "decode_base_s": 0.05, "decode_per_seq_s": 0.001}
+    # Waiting 1 per replica (×0.25) alone would go down to 1; 8,000 prompt tokens/s need
+    # ceil(8,000 / (4,000 × 0.4)) = 5 replicas; from 2 the default scale-up allows max(4, 6) = 6.
+    step = {"t": 0, "replicas": 2, "pods": [{"ready": True, "metrics": {"waiting_requests_per_replica": 1}}] * 2,
+            "prompt_tokens_per_s": 8000}
+    [r] = replay({"policy": policy, "rates": rates, "steps": [step]})
+    assert (r["desired"], r["rule"]) == (5, "prefill_load")
+    [without] = replay({"policy": policy, "steps": [step]})
+    assert without["desired"] == 1
+    with pytest.raises(PolicyError) as bad:
+        replay({"policy": policy, "rates": {"prefill_tokens_per_s": 0, "decode_base_s": 0.05, "speed": 1},
+                "steps": [step]})
+    assert bad.value.problems == ["rates: unknown keys: speed.",
+                                  "rates.prefill_tokens_per_s must be a number greater than 0.",
+                                  "rates.decode_per_seq_s must be a number greater than 0."]
