@@ -16,19 +16,22 @@ replica holds its GPU from creation and serves after the model load time the eng
 frees its GPU. Requests arriving while no replica is ready are held until one is (activation).
 
 Every 15 s each policy sees what a scrape would show (per-pod waiting and running requests and KV-cache
-usage, TTFT/ITL p95 of the last interval) and decides with the same code the control plane runs
+usage, TTFT/ITL p95 of the last interval, the engines' queue time p95, prompt tokens not yet prefilled, prompt
+tokens and arrivals per second, the last cold start) and decides with the same code the control plane runs
 (`apps.autoscaling.rules`):
 - builtin: the built-in autoscaler with its defaults (Kubernetes' default behavior, tolerance 0.1) on a
-  serverless pool: targets of 16 running and 4 waiting requests per replica and TTFT p95 = the SLO, scale to
-  zero after 300 s;
+  serverless pool: targets of 16 running and 4 waiting requests per replica, TTFT p95 = the SLO (judged above
+  the prompts' prefill floor) and ITL = the SLO, scale to zero after 300 s, with the replica's rates and so the
+  signals replicas can change (`apps.autoscaling.signals`: queue time, prefill backlog and load, decode
+  pressure, the load forecast a cold start ahead, the spike decay);
 - keda_queue: KEDA on sum(vllm:num_requests_waiting) threshold 5, polling 15 s, min 1, the HPA's default
   behavior (vLLM production stack's ScaledObject);
 - keda_queue_matched: the same at the cheapest threshold in 1…10 whose TTFT attainment reaches builtin's
   (every threshold is run), or KEDA's best attainment where none does;
 - hpa_kv: an HPA on KV-cache usage per pod, target 0.8, min 1;
 - fixed_peak: as many replicas as builtin ever used, all the time;
-- builtin_floor: builtin judging TTFT by the part above the prompts' own prefill floor (an experiment: the
-  live autoscaler's telemetry does not measure the floor yet).
+- builtin_reactive: builtin as it was before those signals (the targets above without ITL, TTFT as an
+  absolute p95, no rates), for comparison.
 
 Traces: bursty, diurnal, spike, steady (synthetic shapes), coding and conversation (lengths shaped like the
 Azure LLM inference traces of 2023; see REAL_SHAPES), or a recorded file (--trace-file).
@@ -56,7 +59,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from apps.serving.scaling_policy import PoolPolicy, normalized_builtin, pool_policy
 from apps.whatif import fleet
-from apps.whatif.fleet import BUILTIN_TARGETS, DEFAULT_SLO, Builtin, Fixed, hpa_kv, keda_queue
+from apps.whatif.fleet import BUILTIN_TARGETS, DEFAULT_SLO, Builtin, Fixed, hpa_kv, keda_queue, spec_rates
 from capacity.traces import FORMATS, TraceError, parse_trace
 from enginevocab.vllm import IMAGE_REF as VLLM_IMAGE_REF
 from kubesim.engines import config, flags
@@ -70,6 +73,9 @@ TTFT_SLO_S, ITL_SLO_S = SLO.ttft_s, SLO.itl_s
 MAX_REPLICAS = 16
 MAX_MODEL_LEN = 8192
 BUILTIN_SPEC = {"autoscaler": "builtin", "targets": BUILTIN_TARGETS, "scale_to_zero_after_seconds": 300}
+# builtin as the benchmark runs it now: the same spec with the ITL objective the benchmark judges, the replica's
+# rates and the signals (queue time, prefill backlog and load, decode pressure, the forecast, the floor).
+BUILTIN_ITL_SPEC = {**BUILTIN_SPEC, "targets": {**BUILTIN_TARGETS, "itl_p95_seconds": ITL_SLO_S}}
 
 
 # --- traces -----------------------------------------------------------------------------------------------------
@@ -176,9 +182,8 @@ def engine_spec():
     return config.vllm_spec(ns, ctx)
 
 
-def builtin_policy() -> PoolPolicy:
-    spec = normalized_builtin(BUILTIN_SPEC, ["engine"])
-    return pool_policy(spec, "engine", 0, MAX_REPLICAS)
+def builtin_policy(spec: dict = BUILTIN_SPEC) -> PoolPolicy:
+    return pool_policy(normalized_builtin(spec, ["engine"]), "engine", 0, MAX_REPLICAS)
 
 
 def keda(threshold: int):
@@ -220,13 +225,14 @@ def main(argv=None) -> int:
         over_context = len(arrivals) - len(fits)
         arrivals, lengths = [arrivals[i] for i in fits], [lengths[i] for i in fits]
     spec = engine_spec()
-    results = {"builtin": simulate(Builtin(builtin_policy()), arrivals, lengths, spec, args.hours, 0, "builtin")}
+    builtin = Builtin(builtin_policy(BUILTIN_ITL_SPEC), rates=spec_rates(spec))
+    results = {"builtin": simulate(builtin, arrivals, lengths, spec, args.hours, 0, "builtin")}
     results["keda_queue"] = simulate(keda(5), arrivals, lengths, spec, args.hours, name="keda_queue")
     results["hpa_kv"] = simulate(hpa_kv(max_replicas=MAX_REPLICAS), arrivals, lengths, spec, args.hours, name="hpa_kv")
     peak = results["builtin"]["peak_replicas"] or 1
     results["fixed_peak"] = simulate(Fixed(peak), arrivals, lengths, spec, args.hours, peak, "fixed_peak")
-    results["builtin_floor"] = simulate(Builtin(builtin_policy(), floor_aware=True), arrivals, lengths, spec,
-                                        args.hours, 0, "builtin_floor")
+    results["builtin_reactive"] = simulate(Builtin(builtin_policy()), arrivals, lengths, spec, args.hours, 0,
+                                           "builtin_reactive")
     goal = results["builtin"]["slo_attainment"]
     sweep = {5: results["keda_queue"]}
     for threshold in range(1, 11):
@@ -240,13 +246,17 @@ def main(argv=None) -> int:
     out = {"trace": args.trace, "hours": round(args.hours, 3), "seed": args.seed, "requests": len(arrivals),
            "over_context": over_context,
            "cold_start_s": round(spec.startup_s, 1), "ttft_slo_s": TTFT_SLO_S, "itl_slo_s": ITL_SLO_S,
-           "policies": {k: results[k] for k in ("builtin", "builtin_floor", "keda_queue", "keda_queue_matched",
+           "policies": {k: results[k] for k in ("builtin", "builtin_reactive", "keda_queue", "keda_queue_matched",
                                                  "hpa_kv", "fixed_peak")},
            "keda_sweep": [{"threshold": t, "gpu_hours": sweep[t]["gpu_hours"],
                            "slo_attainment": sweep[t]["slo_attainment"],
                            "ttft_abs_attainment": sweep[t]["ttft_abs_attainment"]} for t in sorted(sweep)],
            "aims": {"gpu_hours_saved_vs_matched_keda": round(saving, 3), "saving_aim_met": saving >= 0.30,
-                    "builtin_ttft_slo_aim_met": goal >= 0.95},
+                    "builtin_ttft_slo_aim_met": goal >= 0.95,
+                    "builtin_itl_slo_aim_met": results["builtin"]["itl_slo_attainment"] >= 0.90,
+                    # ≤ 0.7× the matched threshold where one reaches builtin's attainment, else ≤ KEDA's best.
+                    "gpu_hours_aim_met": results["builtin"]["gpu_hours"] <= (
+                        0.7 if reaching else 1.0) * results["keda_queue_matched"]["gpu_hours"]},
            "wall_s": round(time.monotonic() - started, 1)}
     if args.json:
         print(json.dumps(out))
@@ -268,7 +278,9 @@ def main(argv=None) -> int:
                     else " (no threshold in 1-10 reaches builtin's attainment)")
     print(f"builtin uses {saving:.0%} fewer GPU-hours than the matched KEDA threshold{matched_note}; "
           f"aims: saving >= 30% {'met' if saving >= 0.30 else 'NOT met'}, TTFT SLO >= 95% "
-          f"{'met' if goal >= 0.95 else 'NOT met'} ({goal:.1%}); {out['wall_s']} s")
+          f"{'met' if goal >= 0.95 else 'NOT met'} ({goal:.1%}), ITL SLO >= 90% "
+          f"{'met' if out['aims']['builtin_itl_slo_aim_met'] else 'NOT met'}, GPU-hours "
+          f"{'met' if out['aims']['gpu_hours_aim_met'] else 'NOT met'}; {out['wall_s']} s")
     return 0
 
 

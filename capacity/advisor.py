@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from capacity import arch as a
 from capacity.gpus import GPUS, Gpu
 from capacity.plan import Knobs, plan
-from capacity.roofline import Roofline
+from capacity.roofline import ReplicaRates, Roofline, replica_rates
 
 MAX_REPLICAS = 64
 
@@ -73,6 +73,19 @@ class Load:
 def needed_max_model_len(model: a.ModelArch, load: Load) -> int:
     """Prompt plus output rounded up to a multiple of 1024, within the model's context."""
     return min(model.max_context, math.ceil((load.prompt_tokens + load.output_tokens) / 1024) * 1024)
+
+
+def plan_rates(model: a.ModelArch, gpu: Gpu, tp: int, knobs: Knobs) -> ReplicaRates | None:
+    """A replica's prefill rate and decode step for the autoscaler (None when it does not fit): the roofline the
+    advisor and kubesim's engines step by, chunked by the engine's batched-token budget."""
+    p = plan(model, gpu, tp, knobs, search=False)
+    if not p.fits:
+        return None
+    wbytes = a.weight_bytes_per_param(knobs.quantization, model.dtype_bytes)
+    roof = Roofline(model, gpu, tp, model.weights_bytes(wbytes, tp), p.kv_bytes_per_token)
+    chunk = knobs.max_num_batched_tokens or (a.sglang_default_chunked_prefill(gpu) if knobs.engine == "sglang"
+                                             else a.vllm_default_batched_tokens(gpu))
+    return replica_rates(roof, chunk)
 
 
 def replica_figures(model: a.ModelArch, gpu: Gpu, tp: int, load: Load, rate: float,

@@ -67,3 +67,35 @@ class Roofline:
             t += self.step_time([(start, n)], decode_ctx or [])
             start += n
         return t
+
+
+# A typical context for the decode-rate fit (tokens attended per running sequence) and the prompt length the
+# prefill rate is quoted at: the autoscaler's rates are these, the fleet's floors the exact `prefill_seconds`.
+RATE_CONTEXT_TOKENS = 1024
+RATE_PROMPT_TOKENS = 2048
+
+
+@dataclass(frozen=True)
+class ReplicaRates:
+    """What one replica can do, for an autoscaler: prompt tokens prefilled per second (alone, in chunks of the
+    engine's batched-token budget) and a decode step's time as `decode_base_s + decode_per_seq_s × running
+    sequences` (a straight line through the roofline at 1 and 64 sequences of `RATE_CONTEXT_TOKENS`)."""
+
+    prefill_tokens_per_s: float
+    decode_base_s: float
+    decode_per_seq_s: float
+
+    def decode_step_s(self, running: float) -> float:
+        return self.decode_base_s + self.decode_per_seq_s * max(running, 1.0)
+
+    def as_dict(self) -> dict:
+        return {"prefill_tokens_per_s": round(self.prefill_tokens_per_s, 1),
+                "decode_base_s": round(self.decode_base_s, 5), "decode_per_seq_s": round(self.decode_per_seq_s, 7)}
+
+
+def replica_rates(roof: Roofline, chunk: int) -> ReplicaRates:
+    """The one definition of a replica's prefill rate and decode step for scaling decisions."""
+    prefill = RATE_PROMPT_TOKENS / roof.prefill_seconds(RATE_PROMPT_TOKENS, chunk)
+    one = roof.step_time([], [RATE_CONTEXT_TOKENS])
+    many = roof.step_time([], [RATE_CONTEXT_TOKENS] * 64)
+    return ReplicaRates(prefill, one - (many - one) / 63, (many - one) / 63)

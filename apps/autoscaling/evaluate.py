@@ -24,14 +24,17 @@ from django.utils import timezone
 from apps.autoscaling.choices import ScalingAction, ScalingRule
 from apps.autoscaling.models import ActivationSignal, PoolAutoscalerState, ScalingDecision
 from apps.autoscaling.rules import History, Observation, PodSample, evaluate, record_scale
+from apps.catalog.engines import EngineSettingsError
 from apps.clusters.models import GpuNode
 from apps.core.choices import AuditVia
 from apps.serving.actions import ServiceDeleting, scale_pool
+from apps.serving.capacity import arch_of, pool_plan
 from apps.serving.choices import Phase
 from apps.serving.models import InferenceService, Pool, ServiceObservation
 from apps.serving.scaling_policy import METRIC_FIGURES, pool_policy
 from apps.telemetry.choices import Resolution
 from apps.telemetry.models import SERVICE_ROLE, PodStat, SeriesPoint
+from capacity.advisor import plan_rates
 from capacity.gpus import gpu_for
 
 log = logging.getLogger(__name__)
@@ -67,6 +70,31 @@ def _pods(service: InferenceService, pool: Pool, now: datetime) -> tuple[PodSamp
         samples.append(PodSample(True, metrics))
     samples += [PodSample(False, {})] * max(pool.replicas - len(samples), 0)
     return tuple(samples)
+
+
+def _rates(service: InferenceService, pool: Pool):
+    """The replica's prefill rate and decode step from the capacity planner (None: no model or runtime, an
+    unreadable spec, an unknown GPU, or a replica that does not fit): what turns the signals into replicas."""
+    if not service.model_id or not service.runtime_id:
+        return None
+    try:
+        settings = service.engine_settings_obj()
+    except EngineSettingsError:
+        return None
+    found = pool_plan(service.model, service.runtime.engine, settings, pool)
+    if found is None or not found[0].fits:
+        return None
+    plan, knobs, gpu = found
+    return plan_rates(arch_of(service.model), gpu, plan.tp, knobs)
+
+
+def _prompt_tokens_per_s(service: InferenceService, pool: Pool, now: datetime) -> float | None:
+    """Prompt tokens/s the pool's pods prefilled over their latest interval, summed (None: no pod reported)."""
+    values = [f.get("prompt_tokens_per_s") for f in PodStat.objects.filter(
+        service=service, role=pool.role, scraped_at__gte=_fresh_after(now), figures__isnull=False, error="",
+    ).values_list("figures", flat=True)[: max(pool.replicas, 1)] if f]
+    values = [float(v) for v in values if v is not None]
+    return sum(values) if values else None
 
 
 def _series_role(service: InferenceService, pool: Pool, multi_pool: bool) -> str:
@@ -188,6 +216,8 @@ def _evaluate_pool(service: InferenceService, pool: Pool, multi_pool: bool, now:
             idle_for_s=_idle_for(service, state, now) if pool.min_replicas == 0 else None,
             pending_activation=pending,
             cold_start_s=state.cold_start_s,
+            rates=_rates(service, pool), prompt_tokens_per_s=_prompt_tokens_per_s(service, pool, now),
+            period_s=float(settings.AUTOSCALE_SECONDS),
         )
         ev = evaluate(policy, obs, History.from_dict(state.history))
         history, desired, action, rule, reason = ev.history, ev.desired, None, ev.rule, ev.reason
@@ -195,7 +225,12 @@ def _evaluate_pool(service: InferenceService, pool: Pool, multi_pool: bool, now:
             reason = f"{reason} (held at the gateway: {at_gateway})"
         signals = {"ttft_p95_s": obs.ttft_p95_s, "itl_p95_s": obs.itl_p95_s, "idle_for_s": obs.idle_for_s,
                    "pending_activation": obs.pending_activation, "activation_at_gateway": at_gateway,
-                   "ready_replicas": latest["ready"]}
+                   "ready_replicas": latest["ready"],
+                   # Which TTFT the guard judges: above the prompts' prefill floor where it is measured.
+                   "ttft_definition": "budget" if obs.ttft_floor_p95_s is not None else "absolute_p95",
+                   "prompt_tokens_per_s": obs.prompt_tokens_per_s,
+                   "rates": obs.rates.as_dict() if obs.rates is not None else None,
+                   "forecast": _forecast_dict(ev.forecast)}
         generation = None
         if ev.changes:
             if desired > ev.current:
@@ -238,6 +273,13 @@ def _evaluate_pool(service: InferenceService, pool: Pool, multi_pool: bool, now:
         state.last_evaluated_at = now
         state.save()
     return PoolOutcome(pool.role, ev.current, desired, action, reason)
+
+
+def _forecast_dict(forecast) -> dict | None:
+    if forecast is None:
+        return None
+    return {"prompt_tps": round(forecast.prompt_tps, 1), "arrivals_per_s": round(forecast.arrivals_per_s, 3),
+            "horizon_s": round(forecast.horizon_s, 1), "trusted": forecast.trusted, "words": forecast.words}
 
 
 def prune_decisions(now: datetime | None = None) -> int:

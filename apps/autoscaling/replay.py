@@ -1,18 +1,38 @@
 """Running the decision function over a scenario (`manage.py autoscale_replay`): pure, no database.
 
-A scenario is {"policy": {...}, "steps": [{"t", "replicas", "pods": [{"ready", "metrics"}], ...}]}; every
+A scenario is {"policy": {...}, "rates"?: {...}, "steps": [{"t", "replicas", "pods": [{"ready", "metrics"}],
+...}]}; `rates` (a replica's prefill_tokens_per_s, decode_base_s, decode_per_seq_s) turns the signals on; every
 step is evaluated with the history the earlier steps left, and every change a step recommends is taken
 as made at that step's time (it counts against the rate policies' periods).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from apps.autoscaling.rules import History, Observation, PodSample, evaluate, record_scale
 from apps.serving.scaling_policy import PolicyError, replay_policy
+from capacity.roofline import ReplicaRates
 
-OPTIONAL_NUMBERS = ("ttft_p95_s", "ttft_floor_p95_s", "itl_p95_s", "idle_for_s", "cold_start_s")
+OPTIONAL_NUMBERS = ("ttft_p95_s", "ttft_floor_p95_s", "itl_p95_s", "idle_for_s", "cold_start_s", "queue_time_p95_s",
+                    "waiting_prompt_tokens", "prompt_tokens_per_s", "arrivals_per_s")
+RATE_FIELDS = ("prefill_tokens_per_s", "decode_base_s", "decode_per_seq_s")
+
+
+def parse_rates(rates: Any) -> ReplicaRates | None:
+    """The scenario's replica rates (None when absent); raises PolicyError naming every bad field."""
+    if rates is None:
+        return None
+    if not isinstance(rates, dict):
+        raise PolicyError(["rates must be an object with " + ", ".join(RATE_FIELDS) + "."])
+    problems = [f"rates: unknown keys: {', '.join(sorted(set(rates) - set(RATE_FIELDS)))}."] \
+        if set(rates) - set(RATE_FIELDS) else []
+    problems += [f"rates.{name} must be a number greater than 0." for name in RATE_FIELDS
+                 if not _is_number(rates.get(name)) or rates[name] <= 0]
+    if problems:
+        raise PolicyError(problems)
+    return ReplicaRates(*(float(rates[name]) for name in RATE_FIELDS))
 
 
 def _is_number(value: Any) -> bool:
@@ -72,7 +92,7 @@ def replay(scenario: Any) -> list[dict]:
     """One result object per step: t, current, desired, raw, stabilized, limited, rule, reason, metrics."""
     if not isinstance(scenario, dict):
         raise PolicyError(["The scenario must be a JSON object with policy and steps."])
-    unknown = set(scenario) - {"policy", "steps"}
+    unknown = set(scenario) - {"policy", "steps", "rates"}
     problems = [f"unknown top-level keys: {', '.join(sorted(unknown))}."] if unknown else []
     try:
         policy = replay_policy(scenario.get("policy"))
@@ -82,12 +102,16 @@ def replay(scenario: Any) -> list[dict]:
         steps = parse_steps(scenario.get("steps"))
     except PolicyError as exc:
         problems += exc.problems
+    try:
+        rates = parse_rates(scenario.get("rates"))
+    except PolicyError as exc:
+        problems += exc.problems
     if problems:
         raise PolicyError(problems)
     history = History()
     out = []
     for obs in steps:
-        result = evaluate(policy, obs, history)
+        result = evaluate(policy, replace(obs, rates=rates) if rates else obs, history)
         history = result.history
         if result.changes:
             history = record_scale(history, obs.t, result.current, result.desired, policy.longest_period_s)

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from apps.autoscaling.choices import ScalingRule
+from apps.autoscaling.signals import DECAY_WINDOW_S, evaluate_signals
 from apps.serving.choices import PolicySelect, RatePolicyType
 from apps.serving.scaling_policy import PoolPolicy, ScalingRules
 
@@ -42,6 +43,14 @@ class Observation:
     idle_for_s: float | None = None  # seconds without arrivals, running or waiting requests (None: unknown)
     pending_activation: int = 0  # requests held at zero replicas (by the router / activator)
     cold_start_s: float | None = None  # the last measured scale-up → Ready time
+    # What the signals that replicas can change read (`signals`; all None: those signals are off). The
+    # replica's own rates (capacity.roofline.ReplicaRates) turn them into replicas.
+    rates: object | None = None
+    queue_time_p95_s: float | None = None  # the interval's p95 of the engines' queue time
+    waiting_prompt_tokens: float | None = None  # prompt tokens not yet prefilled: engines' queues and router's
+    prompt_tokens_per_s: float | None = None  # prompt tokens arriving per second over the interval
+    arrivals_per_s: float | None = None
+    period_s: float = 15.0  # the evaluation period (the forecast's step)
 
 
 @dataclass(frozen=True)
@@ -51,17 +60,19 @@ class History:
     recommendations: tuple[tuple[float, int], ...] = ()
     scale_up_events: tuple[tuple[float, int], ...] = ()
     scale_down_events: tuple[tuple[float, int], ...] = ()
+    forecast: dict = field(default_factory=dict)  # the load forecast's state (`forecast.update`)
 
     def as_dict(self) -> dict:
         return {"recommendations": [list(r) for r in self.recommendations],
                 "scale_up_events": [list(e) for e in self.scale_up_events],
-                "scale_down_events": [list(e) for e in self.scale_down_events]}
+                "scale_down_events": [list(e) for e in self.scale_down_events], "forecast": self.forecast}
 
     @classmethod
     def from_dict(cls, data: dict | None) -> History:
         data = data or {}
         return cls(*(tuple((float(t), int(n)) for t, n in data.get(k, []))
-                     for k in ("recommendations", "scale_up_events", "scale_down_events")))
+                     for k in ("recommendations", "scale_up_events", "scale_down_events")),
+                   forecast=dict(data.get("forecast") or {}))
 
 
 @dataclass(frozen=True)
@@ -93,6 +104,7 @@ class Evaluation:
     metrics: tuple[MetricResult, ...] = ()
     history: History = field(default_factory=History)
     held: bool = False  # a change within min..max was recommended but a window or a policy kept the count
+    forecast: object | None = None  # the load forecast of this evaluation (forecast.Forecast), if any
 
     @property
     def changes(self) -> bool:
@@ -265,6 +277,11 @@ def external_replicas(total: float, target: float, current: int, tolerance: floa
     return math.ceil(total / target)
 
 
+SIGNAL_RULES = {"queue_time_p95_s": ScalingRule.QUEUE_TIME, "prefill_backlog_s": ScalingRule.PREFILL_BACKLOG,
+                "prefill_utilisation": ScalingRule.PREFILL_LOAD, "forecast_prompt_tps": ScalingRule.FORECAST,
+                "decode_running": ScalingRule.DECODE_PRESSURE, "kv_cache_usage": ScalingRule.DECODE_PRESSURE}
+
+
 # --- the decision -----------------------------------------------------------------------------------------
 
 _LABELS = {
@@ -315,6 +332,8 @@ def _slo_guard(policy: PoolPolicy, obs: Observation) -> tuple[int | None, int | 
                                  ("ITL p95", obs.itl_p95_s, policy.itl_p95_s)):
         if value is None or target is None or obs.replicas == 0:
             continue
+        if label == "ITL p95" and obs.rates is not None:
+            continue  # decode pressure (signals) models what a replica more does to ITL; its p95 alone cannot
         if label == "TTFT p95" and obs.ttft_floor_p95_s is not None:
             value = max(value - obs.ttft_floor_p95_s, 0.0)
             label = "TTFT p95 above the prefill floor"
@@ -391,6 +410,18 @@ def evaluate(policy: PoolPolicy, obs: Observation, history: History) -> Evaluati
     else:
         raw, rule, why = current, ScalingRule.NO_METRICS, words or "no metrics configured"
 
+    sig = evaluate_signals(policy, obs, history.forecast, obs.period_s)
+    history = replace(history, forecast=sig.forecast_state)
+    top = sig.top
+    if top is not None:
+        results += [MetricResult(s.name, s.value, s.target, s.value / s.target if s.target else None, s.replicas)
+                    for s in sig.signals]
+        if not valid or top.replicas > raw or (raw < current and rule != ScalingRule.NO_METRICS):
+            top_words = "; ".join(s.words for s in sig.signals)
+            if not valid or top.replicas > raw:
+                raw, rule = top.replicas, SIGNAL_RULES[top.name]
+                why = top.words if top.replicas > current else f"signals: {top_words}"
+            words = f"{words}; {top_words}" if words else top_words
     guard_up, guard_floor, guard_words = _slo_guard(policy, obs)
     floor_words = prefill_floor_words(policy, obs)
     if guard_up is not None and guard_up > raw:
@@ -400,15 +431,24 @@ def evaluate(policy: PoolPolicy, obs: Observation, history: History) -> Evaluati
     elif floor_words and raw == current:
         rule, why = ScalingRule.PREFILL_FLOOR, f"{floor_words}; holding at {current}; {why}"
 
-    stabilized, limited, hist, limit_rule, limit_words = normalize(policy, history, obs.t, current, raw)
+    steer = policy
+    if sig.decay and raw < current:
+        window = min(policy.scale_down.stabilization_window_s, DECAY_WINDOW_S)
+        steer = replace(policy, scale_down=replace(policy.scale_down, stabilization_window_s=window))
+    stabilized, limited, hist, limit_rule, limit_words = normalize(steer, history, obs.t, current, raw)
+    if sig.decay and raw < current:
+        why = f"{why}; {sig.decay_words}"
     if stabilized != raw:
         direction = ScalingRule.SCALE_UP_STABILIZED if raw >= current else ScalingRule.SCALE_DOWN_STABILIZED
-        window = (policy.scale_up if raw >= current else policy.scale_down).stabilization_window_s
+        window = (steer.scale_up if raw >= current else steer.scale_down).stabilization_window_s
         pick = "lowest" if raw >= current else "highest"
         rule, why = direction, f"{why} → {raw}; held at {stabilized} ({pick} recommendation of the last {window} s)"
     if limited != stabilized:
         rule, why = limit_rule, f"{why} → {replica_count(stabilized)}; limited by {limit_words} → {limited}"
     elif limited != current and stabilized == raw:
         why = f"{why} → {replica_count(limited)}"
+    if sig.decay and limited < current and limited == stabilized:
+        rule = ScalingRule.SPIKE_DECAY  # the short window let this scale-down through
     held = limited == current and min(max(raw, low), policy.max_replicas) != current
-    return Evaluation(obs.t, current, raw, stabilized, limited, limited, rule, why, tuple(results), hist, held)
+    return Evaluation(obs.t, current, raw, stabilized, limited, limited, rule, why, tuple(results), hist, held,
+                      sig.forecast)

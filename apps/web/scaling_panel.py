@@ -49,6 +49,24 @@ def markers(decisions: list[ScalingDecision]) -> list[dict]:
             for d in reversed(decisions) if d.action != ScalingAction.HELD]  # oldest first, as the chart
 
 
+def ttft_definition(decision: ScalingDecision | None) -> str:
+    """Which TTFT the SLO guard judged in the pool's latest decision, in words."""
+    if decision is not None and (decision.signals or {}).get("ttft_definition") == "budget":
+        return "budget: the part above the prompts' own prefill time"
+    return "absolute p95 (no prefill floor measured)"
+
+
+def forecast_words(state: PoolAutoscalerState | None) -> str:
+    """The load forecast the autoscaler keeps for a pool (apps.autoscaling.forecast), in words; '' without one."""
+    f = ((state.history if state else None) or {}).get("forecast") or {}
+    if f.get("level") is None:
+        return ""
+    trend = f"{f.get('trend', 0.0):+.0f} per evaluation"
+    if f.get("trusted", True):
+        return f"{f['level']:.0f} prompt tokens/s, {trend}; steering"
+    return f"{f['level']:.0f} prompt tokens/s, {trend}; ignored: off by {f.get('error') or 0:.0%}"
+
+
 def panel_context(service: InferenceService) -> dict:
     autoscaler = (service.autoscaling or {}).get("autoscaler", "none")
     pools = list(service.pools.all())
@@ -59,7 +77,9 @@ def panel_context(service: InferenceService) -> dict:
         "service": service,
         "autoscaler": autoscaler,
         "pool_rows": [{"pool": p, "state": states.get(p.role),
-                       "policy": ((service.autoscaling or {}).get("pools") or {}).get(p.role)} for p in pools],
+                       "policy": ((service.autoscaling or {}).get("pools") or {}).get(p.role),
+                       "ttft": ttft_definition(next((d for d in decisions if d.pool == p.role), None)),
+                       "forecast": forecast_words(states.get(p.role))} for p in pools],
         "timeline": timeline(decisions)[:50],
         "markers": markers(decisions),
         "live_autoscalers": list(observation.autoscalers) if observation else [],

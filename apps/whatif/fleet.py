@@ -31,6 +31,7 @@ from apps.autoscaling.rules import (
     record_scale,
 )
 from apps.serving.scaling_policy import PoolPolicy
+from capacity.roofline import ReplicaRates, replica_rates
 from kubesim.engines.core import Request
 from kubesim.engines.virtual import VirtualEngine
 
@@ -127,6 +128,9 @@ class Simulation:
         self._floors: dict[int, float] = {}
         self._roofline = self._engine(0.0).core.roofline  # the engine core's own step model
         self.last_active = 0.0
+        self.queue_times: list[tuple[float, float]] = []  # (scheduled at, time waited in the engine's queue)
+        self._arrived = [0, 0]  # arrivals and their prompt tokens since the last observation
+        self.cold_start_seen: float | None = None  # the latest replica's creation → ready time
 
     def _engine(self, at: float) -> VirtualEngine:
         return VirtualEngine(self.spec.core, start=at)
@@ -184,6 +188,7 @@ class Simulation:
             if req.first_token is None:
                 continue
             ttft = req.first_token - arrival
+            self.queue_times.append((req.first_scheduled, req.first_scheduled - req.arrival))
             floor = self.floor(req.prompt_len)
             run.ttft.append(ttft)
             run.budget_ok += ttft <= self.slo.ttft_s + floor
@@ -236,7 +241,33 @@ class Simulation:
             self.last_active = t
         return {"t": t, "replicas": len(live), "pods": pods, "held": len(self.held),
                 "ttft_p95": quantile(recent, 0.95), "ttft_floor_p95": quantile(floors, 0.95),
-                "itl_p95": quantile(itl, 0.95), "idle_for": t - self.last_active}
+                "itl_p95": quantile(itl, 0.95), "idle_for": t - self.last_active, **self._load(t, live)}
+
+    def _load(self, t: float, live: list[Replica]) -> dict:
+        """What the engines' queue-time histogram and queues, and the router's arrivals, show for the period:
+        queue time p95, prompt tokens not yet prefilled (engines and router), prompt tokens/s and arrivals/s."""
+        window = t - self.period_s
+        waits = [w for at, w in self.queue_times if at > window]
+        waiting_tokens = sum(self.lengths[i][0] for i in self.held)
+        for r in live:
+            if r.ready_at > t:
+                continue
+            core = r.engine.core
+            waiting_tokens += sum(q.prompt_len - q.num_computed for q in core.waiting)
+            for q in core.running:
+                if q.first_scheduled is not None and q.first_scheduled > window:
+                    waits.append(q.first_scheduled - q.arrival)
+                waiting_tokens += max(q.prompt_len - q.num_computed, 0)
+        self.queue_times = []
+        ready = [r for r in self.replicas if r.ready_at <= t and r.created < r.ready_at]
+        if ready:
+            latest = max(ready, key=lambda r: r.ready_at)
+            self.cold_start_seen = latest.ready_at - latest.created
+        arrived, tokens = self._arrived
+        self._arrived = [0, 0]
+        return {"queue_time_p95": quantile(waits, 0.95) if waits else 0.0, "waiting_prompt_tokens": waiting_tokens,
+                "prompt_tps": tokens / self.period_s, "arrivals_per_s": arrived / self.period_s,
+                "cold_start": self.cold_start_seen}
 
     def run(self, name: str, timeline: list | None = None, cpu_deadline: float | None = None) -> Run:
         """Replay the load; `timeline`, when given, receives (t, replicas, TTFT p95 of the period) per period.
@@ -257,6 +288,8 @@ class Simulation:
                 self._release_held(t)
             elif t == t_arrival:
                 self.last_active = t
+                self._arrived[0] += 1
+                self._arrived[1] += self.lengths[index][0]
                 self._route(index, t)
                 index += 1
             else:
@@ -288,14 +321,23 @@ class Simulation:
             run.gpu_hours += self.gpus * max(stop - replica.created, 0.0) / 3600
 
 
+def spec_rates(spec) -> ReplicaRates:
+    """A replica's rates (prefill tokens/s, decode step) for the autoscaler's signals, from kubesim's EngineSpec:
+    the engine core's own roofline, chunked by its batched-token budget."""
+    return replica_rates(VirtualEngine(spec.core).core.roofline, spec.core.max_num_batched_tokens)
+
+
 # --- policies: `decide(state, last_active) -> replicas` ---------------------------------------------------------
 
 
 class Builtin:
     """The built-in autoscaler: `apps.autoscaling.rules.evaluate` with the pool's policy."""
 
-    def __init__(self, policy: PoolPolicy, floor_aware: bool = False):
+    def __init__(self, policy: PoolPolicy, floor_aware: bool = False, rates=None):
         self.policy = policy
+        # With the replica's rates (capacity.roofline.ReplicaRates) the rules also see the signals replicas can
+        # change (queue time, prefill backlog and load, decode pressure, the forecast) and the prefill floor.
+        self.rates = rates
         # True: the rules see the prompts' prefill floor and judge TTFT by the part above it (an experiment the
         # live autoscaler does not run yet: its telemetry does not measure the floor).
         self.floor_aware = floor_aware
@@ -303,10 +345,15 @@ class Builtin:
         self.cold_start: float | None = None
 
     def __call__(self, s: dict, last_active: float) -> int:
-        floor = s["ttft_floor_p95"] if self.floor_aware else None
-        obs = Observation(t=s["t"], replicas=s["replicas"], pods=s["pods"], ttft_p95_s=s["ttft_p95"],
-                          ttft_floor_p95_s=floor, itl_p95_s=s["itl_p95"], idle_for_s=s["idle_for"],
-                          pending_activation=s["held"], cold_start_s=self.cold_start)
+        floor = s["ttft_floor_p95"] if self.floor_aware or self.rates else None
+        load = {}
+        if self.rates is not None:
+            load = {"rates": self.rates, "queue_time_p95_s": s["queue_time_p95"],
+                    "waiting_prompt_tokens": s["waiting_prompt_tokens"], "prompt_tokens_per_s": s["prompt_tps"],
+                    "arrivals_per_s": s["arrivals_per_s"], "cold_start_s": s["cold_start"]}
+        obs = Observation(**{"t": s["t"], "replicas": s["replicas"], "pods": s["pods"], "ttft_p95_s": s["ttft_p95"],
+                             "ttft_floor_p95_s": floor, "itl_p95_s": s["itl_p95"], "idle_for_s": s["idle_for"],
+                             "pending_activation": s["held"], "cold_start_s": self.cold_start, **load})
         ev = evaluate(self.policy, obs, self.history)
         self.history = ev.history
         if ev.changes:

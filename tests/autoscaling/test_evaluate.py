@@ -172,3 +172,25 @@ def test_prefill_and_decode_pools_are_decided_apart_on_their_own_signals(tenant_
     assert (outcomes["prefill"].action, outcomes["prefill"].desired) == ("scaled", 3)
     assert (outcomes["decode"].action, outcomes["decode"].desired) == (None, 2)
     assert list(ScalingDecision.objects.filter(service=service).values_list("pool", flat=True)) == ["prefill"]
+
+
+def test_prompt_tokens_per_s_against_the_planners_prefill_rate_scales_and_the_decision_says_so(tenant_a):
+    # Llama 3.1 8B on one H100 (the factory's pool). The planner's rates are the roofline kubesim's engines
+    # step by; the decision keeps them. Each of 2 pods prefilled 30,000 prompt tokens/s: 60,000 in all. A
+    # replica may be loaded to 40 % of its prefill rate R, so ceil(16,000 / (0.4·R)) replicas; the default
+    # scale-up allows up to 6 from 2 and the pool's maximum is 8.
+    service = service_with(tenant_a)
+    for i in range(2):
+        PodStat.objects.update_or_create(service=service, pod=f"{service.name}-{i}", defaults={
+            "role": "engine", "scraped_at": timezone.now() - timedelta(seconds=2),
+            "figures": {"waiting": 4, "running": 1, "kv_cache_usage": 0.1, "prompt_tokens_per_s": 30000.0}})
+    [outcome] = evaluate_service(service.pk)
+    decision = ScalingDecision.objects.get(service=service)
+    rate = decision.signals["rates"]["prefill_tokens_per_s"]
+    assert 5_000 < rate < 100_000  # an H100 prefills an 8B model's prompts at tens of thousands of tokens/s
+    wanted = -(-60_000 // (0.4 * rate))
+    assert wanted > 2, "the figures above must ask for a scale-up"
+    assert (outcome.desired, decision.rule) == (min(wanted, 6), "prefill_load" if wanted <= 6 else "ScaleUpLimit")
+    assert decision.reason.startswith("60000 prompt tokens/s = ")
+    assert decision.signals["ttft_definition"] == "absolute_p95"  # no prefill floor is measured live yet
+    assert decision.signals["forecast"]["words"].startswith("forecast ")

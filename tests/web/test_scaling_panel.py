@@ -84,3 +84,20 @@ def test_a_scale_up_capped_at_max_is_labelled_as_what_happened(login, viewer_a, 
     html = login(viewer_a).get(reverse("web:scaling-panel", args=[service.pk])).content.decode()
     assert "[Capped at the pool&#x27;s maximum replicas]" in html
     assert "[Maximum replicas]" not in html
+
+
+def test_the_panel_says_which_ttft_is_judged_and_shows_the_load_forecast(login, viewer_a, tenant_a):
+    service = InferenceServiceFactory(tenant=tenant_a, autoscaling=BUILTIN)
+    decide(service, 5)
+    PoolAutoscalerState.objects.create(service=service, pool="engine", history={"forecast": {
+        "level": 1527.0, "trend": 135.9, "trusted": True}})
+    html = login(viewer_a).get(reverse("web:scaling-panel", args=[service.pk])).content.decode()
+    assert "TTFT judged as" in html and "absolute p95 (no prefill floor measured)" in html
+    assert "1527 prompt tokens/s, +136 per evaluation; steering" in html
+    # A decision judged on the budget, and a forecast that was wrong by 2,000 of 3,000:
+    ScalingDecision.objects.filter(service=service).update(signals={"ttft_definition": "budget"})
+    PoolAutoscalerState.objects.filter(service=service).update(history={"forecast": {
+        "level": 2000.0, "trend": 300.0, "trusted": False, "error": 2000 / 3000}})
+    html = login(viewer_a).get(reverse("web:scaling-panel", args=[service.pk])).content.decode()
+    assert "budget: the part above the prompts&#x27; own prefill time" in html
+    assert "2000 prompt tokens/s, +300 per evaluation; ignored: off by 67%" in html

@@ -1,0 +1,179 @@
+"""Signals that replicas can change, for the built-in autoscaler (pure, like `rules`).
+
+Each turns what the pool's engines report into the replicas that would bring it back to target, with the
+replica's own rates (`capacity.roofline.ReplicaRates`: prompt tokens prefilled per second, decode step time
+against running sequences; the one definition kubesim's engines step by):
+
+- queue time: the interval's p95 of vLLM's `vllm:request_queue_time_seconds` (SGLang: its queue time
+  histogram) against half the TTFT allowance;
+- prefill backlog: prompt tokens waiting (in the engines and held at the router) must drain within half the
+  allowance: ceil(tokens / (rate × allowance / 2));
+- prefill load: prompt tokens/s arriving against the utilisation a replica can carry: at most
+  `PREFILL_UTILISATION` for TTFT, and, with an ITL target, at most 1 − decode step / ITL target (prefill
+  steps stall the decodes batched with them, so the share of time spent prefilling adds to every token's
+  latency);
+- decode pressure: running sequences against how many one replica decodes within the ITL target beside its
+  share of prefill, and KV-cache usage against `KV_TARGET`;
+- the forecast (`forecast`): prompt tokens/s a cold start ahead, steering while it has been right.
+
+TTFT itself enters only through the SLO guard's part above the prompts' prefill floor (`rules`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from apps.autoscaling import forecast as fc
+
+PREFILL_UTILISATION = 0.4  # of a replica's prefill rate, for TTFT alone (queueing grows as u / (1 − u))
+KV_TARGET = 0.9  # KV-cache usage above this preempts soon
+DOWN_MARGIN = 0.8  # a scale-down needs the load to fit in fewer replicas at this share of the target
+DECAY_WINDOW_S = 60  # the scale-down window once forecast and queue agree a burst is over
+DECAY_SHARE = 0.3  # ... that is, the forecast is under this share of the recent peak, falling, and nothing waits
+DECAY_LOOKBACK = 20  # evaluations the recent peak is taken over (5 minutes at 15 s)
+
+
+@dataclass(frozen=True)
+class Signal:
+    name: str
+    value: float
+    target: float
+    replicas: int
+    words: str
+
+    def as_metric(self) -> dict:
+        return {"name": self.name, "value": round(self.value, 4), "target": round(self.target, 4),
+                "ratio": round(self.value / self.target, 4) if self.target else None, "replicas": self.replicas,
+                "missing": 0}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    signals: tuple[Signal, ...] = ()
+    forecast_state: dict = field(default_factory=dict)
+    forecast: fc.Forecast | None = None
+    decay: bool = False  # forecast and queue agree the burst is over: the short scale-down window applies
+    decay_words: str = ""
+
+    @property
+    def top(self) -> Signal | None:
+        return max(self.signals, key=lambda s: s.replicas, default=None)
+
+
+def _ceil(x: float) -> int:
+    return max(math.ceil(x - 1e-9), 1)
+
+
+def _pods_sum(obs, name: str) -> tuple[float, int]:
+    values = [p.metrics[name] for p in obs.pods if p.ready and p.metrics.get(name) is not None]
+    return sum(values), len(values)
+
+
+def prefill_utilisation(policy, rates, running_per_replica: float) -> float:
+    """The share of a replica's prefill rate it may be loaded to: the TTFT bound, and with an ITL target the
+    time left once a decode step of the running sequences fits the target."""
+    u = PREFILL_UTILISATION
+    if policy.itl_p95_s:
+        u = min(u, 1.0 - rates.decode_step_s(running_per_replica) / policy.itl_p95_s)
+    return min(max(u, 0.1), PREFILL_UTILISATION)
+
+
+def itl_s(rates, n: float, prompt_tps: float, running: float, arrivals_per_s: float) -> float:
+    """The mean time between a sequence's tokens when n replicas share the load: each second a replica spends
+    the share prompt_tps / (n·R) prefilling, about one step per arriving prompt (arrivals_per_s / n), which
+    also decodes every running sequence, and the rest in decode steps of running / n sequences:
+        tokens per second = (1 − share) / step + arrivals / n,  ITL = 1 / that."""
+    share = prompt_tps / (n * rates.prefill_tokens_per_s)
+    if share >= 1:
+        return math.inf
+    return 1.0 / ((1 - share) / rates.decode_step_s(running / n) + arrivals_per_s / n)
+
+
+def replicas_for(policy, rates, prompt_tps: float, running: float, arrivals_per_s: float = 0.0) -> float:
+    """Replicas (a real number, to 0.01) that carry the load: at most `PREFILL_UTILISATION` of the prefill
+    rate R each, and with an ITL target the fewest for which `itl_s` is within it (found by bisection)."""
+    need = max(prompt_tps / (rates.prefill_tokens_per_s * PREFILL_UTILISATION), 0.01)
+    itl = policy.itl_p95_s
+    if not itl or itl <= rates.decode_base_s or itl_s(rates, need, prompt_tps, running, arrivals_per_s) <= itl:
+        return need
+    low, high = need, max(need, 1.0) * 2
+    while itl_s(rates, high, prompt_tps, running, arrivals_per_s) > itl and high < 10_000:
+        low, high = high, high * 2
+    while high - low > 0.01:
+        mid = (low + high) / 2
+        low, high = (mid, high) if itl_s(rates, mid, prompt_tps, running, arrivals_per_s) > itl else (low, mid)
+    return high
+
+
+def evaluate_signals(policy, obs, forecast_state: dict | None, period_s: float) -> Outcome:
+    """The signals of one evaluation (none without the replica's rates or replicas), the forecast updated."""
+    rates, n = obs.rates, obs.replicas
+    if rates is None or n == 0:
+        return Outcome(forecast_state=forecast_state or {})
+    allowance = policy.ttft_p95_s or 2.0
+    rate = rates.prefill_tokens_per_s
+    running, with_running = _pods_sum(obs, "running_requests_per_replica")
+    b = running / max(with_running, 1)
+    u = prefill_utilisation(policy, rates, b)
+    out: list[Signal] = []
+    if obs.queue_time_p95_s is not None and (obs.waiting_prompt_tokens is None or obs.waiting_prompt_tokens > 0
+                                             or obs.queue_time_p95_s <= allowance / 2):
+        # (A queue time over target with nothing waiting any more was a burst already served: no replica.)
+        q, target = obs.queue_time_p95_s, allowance / 2
+        wanted = max(n + 1, math.ceil(n * min(q / target, 2.0))) if q > target else n if q > target / 4 else 1
+        out.append(Signal("queue_time_p95_s", q, target, wanted,
+                          f"queue time p95 {q:.2f} s {'>' if q > target else '≤'} {target:.2f} s"))
+    if obs.waiting_prompt_tokens is not None:
+        # Replicas asked now serve a cold start later: only the backlog the current replicas' spare rate has
+        # not drained by then asks for any, enough for all of them to drain it within half the allowance.
+        w, cold = obs.waiting_prompt_tokens, obs.cold_start_s or 0.0
+        left = w - max(n * rate - (obs.prompt_tokens_per_s or 0.0), 0.0) * cold
+        out.append(Signal("prefill_backlog_s", w / (n * rate), allowance / 2,
+                          _ceil(left / (rate * allowance / 2)) if left > 0 else 1,
+                          f"{w:.0f} prompt tokens waiting = {w / (n * rate):.2f} s of prefill at {n} "
+                          f"replica(s), {max(left, 0):.0f} left after a {cold:.0f} s cold start (drain within "
+                          f"{allowance / 2:.2f} s)"))
+    state, forecast = forecast_state or {}, None
+    if obs.prompt_tokens_per_s is not None:
+        tps, rps = obs.prompt_tokens_per_s, obs.arrivals_per_s or 0.0
+        horizon = (obs.cold_start_s or 0.0) + period_s
+        state, forecast = fc.update(state, obs.t, tps, rps, period_s, horizon)
+        # Up on this interval's load; down only where the smoothed load (the forecast's level) fits fewer
+        # replicas with a margin, so one quiet interval does not start a scale-down.
+        up = _ceil(replicas_for(policy, rates, tps, running, rps))
+        down = _ceil(replicas_for(policy, rates, max(state["level"], 0.0), running, max(state["rlevel"], 0.0))
+                     / DOWN_MARGIN)
+        wanted = up if up > n else min(n, max(down, up))
+        out.append(Signal("prefill_utilisation", tps / (n * rate), u, wanted,
+                          f"{tps:.0f} prompt tokens/s = {tps / (n * rate):.0%} of {n} replica(s)' prefill rate "
+                          f"(target {u:.0%})"))
+        if forecast.trusted:
+            ahead = _ceil(replicas_for(policy, rates, forecast.prompt_tps, running, forecast.arrivals_per_s))
+            out.append(Signal("forecast_prompt_tps", forecast.prompt_tps, rate * u * n, ahead,
+                              f"{forecast.words} → {ahead} replica(s) (cold start {obs.cold_start_s or 0:.0f} s)"))
+    elif policy.itl_p95_s and with_running:
+        wanted = _ceil(replicas_for(policy, rates, 0.0, running))
+        out.append(Signal("decode_running", b, running / wanted, wanted,
+                          f"{b:.1f} running per replica: {wanted} replica(s) decode {running:.0f} within the ITL "
+                          f"target"))
+    kv, with_kv = _pods_sum(obs, "kv_cache_usage")
+    if with_kv and kv / with_kv > KV_TARGET:
+        out.append(Signal("kv_cache_usage", kv / with_kv, KV_TARGET, _ceil(n * kv / with_kv / KV_TARGET),
+                          f"KV-cache usage {kv / with_kv:.0%} > {KV_TARGET:.0%}"))
+    decay, decay_words = False, ""
+    quiet = (obs.waiting_prompt_tokens or 0) == 0 and (obs.queue_time_p95_s or 0.0) <= allowance / 8
+    peak = max(state.get("recent", [0.0]))
+    # The burst is over when what is coming (the forecast, or while it is not trusted the smoothed load it
+    # is built on) is under a share of the recent peak and falling, and nothing waits.
+    coming = forecast.prompt_tps if forecast is not None and forecast.trusted else state.get("level")
+    if coming is not None and quiet and n > 1 and peak > fc.FLOOR_TPS \
+            and coming <= DECAY_SHARE * peak and state.get("trend", 0.0) <= 0:
+        decay = True
+        said = forecast.words if forecast.trusted else f"load {coming:.0f} prompt tokens/s ({forecast.words})"
+        decay_words = (f"burst over: {said}, under {DECAY_SHARE:.0%} of the last "
+                       f"{DECAY_LOOKBACK * period_s:.0f} s' peak {peak:.0f}, and no queue: scale-down window "
+                       f"{DECAY_WINDOW_S} s")
+    if obs.prompt_tokens_per_s is not None:
+        state["recent"] = [*state.get("recent", []), obs.prompt_tokens_per_s][-DECAY_LOOKBACK:]
+    return Outcome(tuple(out), state, forecast, decay, decay_words)
