@@ -18,11 +18,11 @@ def canary_weights_value(revision: int, percent: int) -> str:
     return f"{revision}={percent}"
 
 
-def parse_canary_weights(value: str | None) -> dict[str, float]:
-    """{revision label value: share 0–1} from the annotation; empty when absent or malformed."""
-    shares: dict[str, float] = {}
+def parse_canary_weights(value: str | None) -> dict[str, int]:
+    """{revision label value: percent} from the annotation; empty when absent or malformed."""
+    shares: dict[str, int] = {}
     for part in (value or "").split(","):
         revision, sep, percent = part.strip().partition("=")
         if sep and revision and percent.isdigit() and 0 <= int(percent) <= 100:
-            shares[revision] = int(percent) / 100
+            shares[revision] = int(percent)
     return shares

@@ -19,7 +19,8 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from enginevocab.labels import ACTIVATION_HOLD_ANNOTATION
+from enginevocab.labels import ACTIVATION_HOLD_ANNOTATION, CANARY_WEIGHTS_ANNOTATION
+from kubesim.engines.canary_split import RevisionSplit
 from kubesim.engines.flags import EngineArgError, _Parser
 from kubesim.engines.routing import (
     DEFAULT_SESSION_HEADER,
@@ -174,6 +175,8 @@ class RouterWorkload:
             "router_prefix_match_ratio", "Matched prompt chunks over all chunks routed.", registry=self.registry
         )
         self.hold_s = float(ctx.annotations.get(ACTIVATION_HOLD_ANNOTATION) or 0)
+        # During a canary rollout: the share of requests the new revision's pods get.
+        self.split = RevisionSplit(ctx.annotations.get(CANARY_WEIGHTS_ANNOTATION))
         self.m_pending = Gauge("router_activation_pending_requests",
                                "Requests held until a backend is ready (scale from zero).", registry=self.registry)
 
@@ -319,6 +322,8 @@ class RouterWorkload:
         raw = await request.read()
         info = RequestInfo.from_http(request.path, request.headers, raw)
         eps, pre, dec = await self._await_backends()
+        if self.split:
+            eps, pre, dec = self.split.narrow(self.split.choose(eps), eps, pre, dec)
         try:
             if self.pd:
                 p, d = pick_pd(info, eps, self.state, prefill=pre, decode=dec)
