@@ -77,6 +77,7 @@ class CoreConfig:
     reserve_null_block: bool = True
     physics: Physics = field(default_factory=Physics)
     seed: int = 0
+    slowdown: float = 1.0  # a fault's factor on every step (kubesim.workload.EngineFault)
 
 
 class EngineCore:
@@ -144,7 +145,7 @@ class EngineCore:
     # -- model -------------------------------------------------------------------------------------------
     def step_time(self, prefill: list[tuple[int, int]], decode_ctx: list[int]) -> float:
         """Roofline of one step: prefill chunks (start, length) and decode contexts, on this engine's GPU."""
-        return self.roofline.step_time(prefill, decode_ctx)
+        return self.roofline.step_time(prefill, decode_ctx) * self.cfg.slowdown
 
     def prefill_seconds(self, prompt_len: int) -> float:
         """Modelled time of one prompt's prefill alone, chunked by the batched-token budget."""
