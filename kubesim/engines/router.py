@@ -33,6 +33,9 @@ from kubesim.engines.routing import (
 from kubesim.workload import Endpoint, PodContext, WorkloadExit, listen_on_loopback, relay
 
 _rooms = itertools.count(1)
+# kubesim's routers name the backend pod that served each request in this response header (a simulator's
+# aid for benchmarks and tests that attribute requests to revisions; real routers send no such header).
+BACKEND_HEADER = "x-kubesim-backend"
 # A router pod with this annotation holds requests while it has no ready backend (up to that many seconds)
 # instead of answering 503: the activator of a service scaled to zero. The control plane renders it on
 # serverless services and scales from 0 on the gauge below; real routers lack it (see ENGINES.md).
@@ -368,7 +371,7 @@ class RouterWorkload:
         except aiohttp.ClientError as e:
             return web.json_response({"error": {"message": f"backend {ep.base_url}: {e}"}}, status=502)
         async with upstream:
-            resp = web.StreamResponse(status=upstream.status)
+            resp = web.StreamResponse(status=upstream.status, headers={BACKEND_HEADER: ep.pod_name})
             ctype = upstream.headers.get("Content-Type")
             if ctype:
                 resp.content_type = ctype.split(";")[0]
