@@ -112,6 +112,7 @@ INSTALLED_APPS = [
     "apps.serving",
     "apps.telemetry",
     "apps.autoscaling",
+    "apps.rollouts",
     "apps.gateway",
     "apps.whatif",
     "apps.web",
@@ -430,6 +431,13 @@ CELERY_BEAT_SCHEDULE |= {
     "autoscale": {"task": tasknames.AUTOSCALE_EVALUATE_ALL, "schedule": AUTOSCALE_SECONDS,
                   "options": {"expires": AUTOSCALE_SECONDS}},
     "autoscale-prune": {"task": tasknames.AUTOSCALE_PRUNE, "schedule": 3600},
+}
+
+# Canary rollouts (apps/rollouts, workers/tasks/rollout.py): how often running rollouts are judged when due.
+ROLLOUT_SECONDS = strict_int("ROLLOUT_SECONDS", 15)
+CELERY_BEAT_SCHEDULE |= {
+    "rollout": {"task": tasknames.ROLLOUT_STEP_ALL, "schedule": ROLLOUT_SECONDS,
+                "options": {"expires": ROLLOUT_SECONDS}},
 }
 
 # LOG_FORMAT=json: one JSON object per line with request id, tenant and service where known.

@@ -20,6 +20,7 @@ urlpatterns = [
     path("api/v1/", include("apps.serving.api.urls")),
     path("api/v1/", include("apps.telemetry.api.urls")),
     path("api/v1/", include("apps.autoscaling.api.urls")),
+    path("api/v1/", include("apps.rollouts.api.urls")),
     path("api/v1/", include("apps.gateway.api.urls")),
     path("api/v1/", include("apps.core.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -32,6 +32,17 @@ class ClusterView(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class EngineFault:
+    """What a fault makes of a simulated engine (kubesim.cluster.faults, selected by pod label): every step takes
+    `slowdown` times as long, `error_rate` of the inference requests fail with a 500, and with `crash_on_start`
+    the container exits as soon as it starts (a crash loop)."""
+
+    slowdown: float = 1.0
+    error_rate: float = 0.0
+    crash_on_start: bool = False
+
+
 @dataclass
 class PodContext:
     """Everything a workload needs to know about the pod container it runs."""
@@ -47,6 +58,7 @@ class PodContext:
     seed: int
     fast_start: bool
     cluster: ClusterView | None = None
+    fault: EngineFault | None = None  # set by the cluster when an engine fault selects the pod
 
 
 class WorkloadExit(Exception):

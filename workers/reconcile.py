@@ -18,12 +18,12 @@ from django.db import DatabaseError
 from django.db.models import F, Q
 from django.utils import timezone
 
+from apps.rollouts.plan import desired_spec
 from apps.serving.actions import finalize_deletion
 from apps.serving.choices import Phase, ReconcileResult
 from apps.serving.models import InferenceService, Pool, ReconcileRun, ServiceObservation
 from apps.serving.names import service_selector, tenant_namespace
 from apps.serving.rendering import render_service, service_endpoint, service_objects
-from apps.serving.rendering.spec import spec_from_service
 from capacity.gpus import gpu_for
 from controlplane import logcontext
 from workers import status as st
@@ -151,7 +151,7 @@ def _converge(service, look: bool = False) -> Outcome:
     generation = service.generation
     kube = kube_for(service.cluster)
     try:
-        spec = spec_from_service(service)
+        spec = desired_spec(service)  # with the canary unit beside the stable one while a rollout runs
         if not spec.api_server_cidrs:
             spec = replace(spec, api_server_cidrs=kube.api_server_cidrs())
         objects = render_service(spec)

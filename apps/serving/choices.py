@@ -7,7 +7,7 @@ from capacity.gpus import choices as gpu_choices
 
 __all__ = [
     "Autoscaler", "DeploymentMode", "EngineKind", "GpuType", "Phase", "PolicySelect", "PoolRole", "RatePolicyType",
-    "RoutingPolicy",
+    "RolloutStrategy", "RoutingPolicy",
 ]  # fmt: skip
 
 
@@ -90,3 +90,10 @@ class PolicySelect(models.TextChoices):
 class RatePolicyType(models.TextChoices):
     PERCENT = "Percent", "Percent"
     PODS = "Pods", "Pods"
+
+
+class RolloutStrategy(models.TextChoices):
+    """How a new revision replaces the running one (apps/serving/rollout_spec.py)."""
+
+    ROLLING = "rolling", "Rolling update"
+    CANARY = "canary", "Canary (weighted steps, each judged)"

@@ -20,6 +20,7 @@ from apps.core.access import RestrictedQuerySet, restricted, tenant_owned
 from apps.core.models import TimestampedModel
 from apps.core.validators import dns1123_label
 from apps.serving.choices import GpuType, Phase, PoolRole, ReconcileResult, RoutingPolicy
+from apps.serving.rollout_spec import default_rollout
 from apps.serving.validation import service_errors
 
 # Fields whose change is a spec change (bumps generation); pools and adapters are compared too.
@@ -31,11 +32,12 @@ SPEC_FIELDS = (
     "engine_settings",
     "routing_policy",
     "autoscaling",
+    "rollout",
 )
 # What a client sets, and what only the control plane writes (shared by the API and the admin).
 EDITABLE_FIELDS = (
     "tenant", "name", "cluster", "model", "runtime", "adapters", "deployment_mode", "engine_settings",
-    "routing_policy", "autoscaling",
+    "routing_policy", "autoscaling", "rollout",
 )  # fmt: skip
 STATUS_FIELDS = (
     "uid", "generation", "observed_generation", "phase", "conditions", "ready_replicas", "endpoint",
@@ -95,6 +97,13 @@ class InferenceService(TimestampedModel):
         default=default_autoscaling,
         blank=True,
         help_text='{"autoscaler": "builtin|hpa|keda|none", "targets": {...}, ...}; see serving/autoscaling_spec.py.',
+    )
+    rollout = models.JSONField(
+        default=default_rollout,
+        blank=True,
+        help_text='How a new revision replaces the running one: {"strategy": "rolling"} or {"strategy": "canary", '
+                  '"steps": [{"weight": 5, "min_duration_seconds": 300, "analysis": true}, ..., {"weight": 100}], '
+                  '"tolerance": 0.2, "min_requests": 100, ...}; see serving/rollout_spec.py.',
     )
 
     # Bookkeeping: generation counts spec changes, version counts every write (optimistic concurrency).

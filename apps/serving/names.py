@@ -12,7 +12,12 @@ import hashlib
 import re
 
 # Keys kubesim reads too live in enginevocab.labels; re-exported here with every other name.
-from enginevocab.labels import ACTIVATION_HOLD_ANNOTATION, FIELD_PREFIX  # noqa: F401
+from enginevocab.labels import (  # noqa: F401
+    ACTIVATION_HOLD_ANNOTATION,
+    CANARY_WEIGHTS_ANNOTATION,
+    FIELD_PREFIX,
+    REVISION_LABEL,
+)
 
 MANAGED_BY = "controlplane"
 FIELD_MANAGER = "controlplane"
@@ -105,6 +110,19 @@ def object_name(spec, suffix: str = "") -> str:
     return f"{spec.name}-{suffix}" if suffix else spec.name
 
 
+def canary_name(service_name: str, revision: int) -> str:
+    """The name of a canary unit (the new revision beside the stable one): `<service>-r<revision>`; its objects
+    are named from it as a service's are (`<service>-r7-prefill`), so they fit 63 characters too."""
+    return f"{service_name}-r{revision}"
+
+
+def _unit_labels(spec) -> dict[str, str]:
+    """A canary unit's objects and pods carry its revision; the stable ones carry none (their selectors are
+    immutable, and a canary pod must never match them)."""
+    revision = getattr(spec, "unit_revision", None)
+    return {REVISION_LABEL: str(revision)} if revision else {}
+
+
 def cache_claim_name(spec) -> str:
     """The per-model cache PVC: one per model source in the tenant namespace, shared by services."""
     return f"model-{dns_label(spec.model.name)[:45]}-{short_hash(spec.model.source_uri)}"
@@ -117,7 +135,8 @@ def service_selector(uid) -> str:
 
 def selector(spec, component: str, **extra: str) -> dict[str, str]:
     """Labels that pick one component's pods of one service (stable across changes)."""
-    return {INSTANCE_LABEL: spec.name, COMPONENT_LABEL: component, SERVICE_UID_LABEL: spec.uid, **extra}
+    return {INSTANCE_LABEL: spec.name, COMPONENT_LABEL: component, SERVICE_UID_LABEL: spec.uid,
+            **_unit_labels(spec), **extra}
 
 
 def labels(spec, component: str, name: str | None = None, **extra: str) -> dict[str, str]:
@@ -129,6 +148,7 @@ def labels(spec, component: str, name: str | None = None, **extra: str) -> dict[
         COMPONENT_LABEL: component,
         TENANT_LABEL: spec.tenant,
         SERVICE_UID_LABEL: spec.uid,
+        **_unit_labels(spec),
         **extra,
     }
 

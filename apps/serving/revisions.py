@@ -87,6 +87,11 @@ def _comparable(spec: dict) -> dict:
     return {**spec, "pools": pools}
 
 
+def same_pods(a: dict, b: dict) -> bool:
+    """Whether two revisions' specs run the same pods (replicas and bounds aside)."""
+    return _comparable(a) == _comparable(b)
+
+
 def changes(old: dict | None, new: dict) -> list[Change]:
     """What differs between two revisions' specs, in the audit's words (related objects by name)."""
     entry = SimpleNamespace(content_type=ContentType.objects.get_for_model(InferenceService), content_type_id=1,

@@ -17,6 +17,7 @@ from apps.catalog.engines import EngineSettings, EngineSettingsError, get_adapte
 from apps.clusters.models import Cluster, unavailable_cluster_message
 from apps.serving.autoscaling_spec import autoscaling_errors
 from apps.serving.choices import ENGINE_ONLY_ROUTING, MODE_POOL_ROLES, ROUTER_POLICIES, Phase, RoutingPolicy
+from apps.serving.rollout_spec import is_canary, rollout_errors
 from capacity.gpus import gpu_for, node_allocatable_memory_gib
 from capacity.parallel import ParallelismError, effective_parallelism
 
@@ -81,6 +82,9 @@ def service_errors(service, pools: list, adapters: list) -> dict[str, list[str]]
         autoscaling_errors(
             service.autoscaling, serverless=service.deployment_mode == DeploymentMode.SERVERLESS
         )
+    )
+    errors["rollout"].extend(
+        rollout_errors(service.rollout, serverless=service.deployment_mode == DeploymentMode.SERVERLESS)
     )
     _pool_errors(service, pools, settings, errors)
     _kv_offload_errors(service, pools, settings, errors)
@@ -247,7 +251,9 @@ def _capacity_spec_unchanged(service, pools) -> bool:
 
 
 def _quota_errors(service, pools, errors) -> None:
-    """The tenant's services at their maximum replicas must fit in its GPU quota."""
+    """The tenant's services at their maximum replicas must fit in its GPU quota. A canary runs the new revision
+    beside the stable one, which keeps its replicas until promotion, so it counts the service twice: a rollout
+    that could not fit is refused now (under `rollout`) rather than left pending."""
     if not service.tenant_id:
         return
     # The service's own model class: validation is imported by the models module, never the reverse.
@@ -261,4 +267,10 @@ def _quota_errors(service, pools, errors) -> None:
         errors["pools"].append(
             f"GPU quota exceeded for tenant {service.tenant.slug}: requested {requested} GPUs at maximum "
             f"replicas, {used} already used by other services, {allowed} allowed."
+        )
+    elif is_canary(service.rollout) and not errors.get("rollout") and used + 2 * requested > allowed:
+        errors["rollout"].append(
+            f"strategy: a canary runs both revisions at once, which needs 2 × {requested} = {2 * requested} GPUs at "
+            f"maximum replicas for tenant {service.tenant.slug}; with {used} used by other services and {allowed} "
+            f"allowed, only {allowed - used} are free. Use the rolling strategy, or lower the pools' max_replicas."
         )

@@ -2,7 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from apps.web import scaling, services, views
-from apps.web.portal import catalog, gateway, overview, playground, revisions, tenancy
+from apps.web.portal import catalog, gateway, overview, playground, revisions, rollouts, tenancy
 from apps.web.portal import services as portal_services
 
 app_name = "web"
@@ -32,6 +32,8 @@ urlpatterns = [
     path(S + "delete/", portal_services.service_delete, name="service-delete"),
     path(S + "revisions/", revisions.revisions_panel, name="service-revisions"),
     path(S + "revisions/<int:number>/rollback/", revisions.revision_rollback, name="revision-rollback"),
+    path(S + "rollout/", rollouts.rollout_panel, name="service-rollout"),
+    path(S + "rollout/<str:action>/", rollouts.rollout_action, name="rollout-action"),
     path(S + "playground/", playground.playground, name="playground"),
     path(S + "playground/stream/", playground.stream, name="playground-stream"),
     path(T + "tokens/", tenancy.tokens, name="tokens"),

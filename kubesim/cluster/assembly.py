@@ -17,7 +17,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kubesim import engines
 from kubesim.apiserver.admission.chain import PLUGINS as ADMISSION_PLUGINS
@@ -196,7 +196,8 @@ class Cluster:
         """The simulated dcgm-exporter for its image, else what the engines run (None: the generic workload)."""
         if is_exporter(ctx):
             return DcgmExporter(ctx, self._node_of, self._gpu_readings)
-        return engines.workload_for(ctx)
+        fault = self.faults.config.engine_fault_for(ctx.labels)
+        return engines.workload_for(replace(ctx, fault=fault) if fault else ctx)
 
     def _node_of(self, namespace: str, name: str) -> str | None:
         runtime = self.kubelet.runtimes.get((namespace, name))

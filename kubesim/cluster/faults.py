@@ -16,6 +16,9 @@ from dataclasses import asdict, dataclass, field, fields
 
 from aiohttp import web
 
+from kubesim.apiserver.selectors import parse_label_selector
+from kubesim.workload import EngineFault
+
 ERROR_CODES = (500, 503, 429)
 _NAMED_OBJECT = re.compile(
     r"^/(?:api/v1|apis/(?P<group>[^/]+)/[^/]+)(?:/namespaces/[^/]+)?/(?P<plural>[^/]+)/(?P<name>[^/]+)(?:/[^/]+)?$"
@@ -39,6 +42,9 @@ class FaultConfig:
     methods: list[str] = field(default_factory=list)  # limit errors and latency to these verbs (empty: all)
     path_contains: str = ""  # limit errors, latency and conflicts to paths containing this
     failed_nodes: list[str] = field(default_factory=list)
+    # Faults of simulated engines, each {"selector": "<label selector>", "slowdown": k, "error_rate": p,
+    # "crash_on_start": bool}; a pod takes the first whose selector matches its labels when its engine starts.
+    engine_faults: list[dict] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, data: dict, base: FaultConfig | None = None) -> FaultConfig:
@@ -75,6 +81,41 @@ class FaultConfig:
         if not all(isinstance(name, str) for name in self.failed_nodes):
             raise ValueError("failed_nodes must be a list of node names")
         self.methods = [method.upper() for method in self.methods]
+        for rule in self.engine_faults:
+            _check_engine_fault(rule)
+
+    def engine_fault_for(self, pod_labels: dict[str, str]) -> EngineFault | None:
+        """The first engine fault whose selector matches the pod's labels, or None."""
+        for rule in self.engine_faults:
+            match = parse_label_selector(rule["selector"])
+            if match is not None and match({"metadata": {"labels": pod_labels}}):
+                return EngineFault(slowdown=float(rule.get("slowdown", 1.0)),
+                                   error_rate=float(rule.get("error_rate", 0.0)),
+                                   crash_on_start=bool(rule.get("crash_on_start", False)))
+        return None
+
+
+ENGINE_FAULT_KEYS = {"selector", "slowdown", "error_rate", "crash_on_start"}
+
+
+def _check_engine_fault(rule) -> None:
+    if not isinstance(rule, dict) or set(rule) - ENGINE_FAULT_KEYS:
+        raise ValueError(f"engine_faults entries take {', '.join(sorted(ENGINE_FAULT_KEYS))}")
+    selector = rule.get("selector")
+    if not isinstance(selector, str) or not selector:
+        raise ValueError("engine_faults: selector must be a non-empty label selector")
+    try:
+        parse_label_selector(selector)
+    except ValueError as error:
+        raise ValueError(f"engine_faults: selector {selector!r}: {error}") from error
+    slowdown = rule.get("slowdown", 1.0)
+    if isinstance(slowdown, bool) or not isinstance(slowdown, int | float) or slowdown < 1:
+        raise ValueError("engine_faults: slowdown must be a number of at least 1 (the factor on step time)")
+    rate = rule.get("error_rate", 0.0)
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 <= rate <= 1:
+        raise ValueError("engine_faults: error_rate must be a number between 0 and 1")
+    if not isinstance(rule.get("crash_on_start", False), bool):
+        raise ValueError("engine_faults: crash_on_start must be true or false")
 
 
 def error_status(code: int, retry_after: int) -> tuple[dict, dict[str, str]]:

@@ -11,6 +11,8 @@ The service proxy's routing policies (`kubesim.io/routing-policy`) come from
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kubesim.workload import PodContext, Workload, WorkloadExit
 
 VLLM_IMAGES = ("vllm/vllm-openai", "docker.io/vllm/vllm-openai")
@@ -95,7 +97,13 @@ def workload_for(ctx: PodContext) -> Workload | None:
     try:
         argv = flags.command_line(ctx.container, ctx.env)
         if kind in ("vllm", "sglang"):
-            return server.EngineWorkload(engine_spec_for(ctx), seed=ctx.seed)
+            fault = ctx.fault
+            if fault is not None and fault.crash_on_start:
+                raise WorkloadExit("kubesim fault: the engine crashed on start (crash_on_start selects this pod)")
+            spec = engine_spec_for(ctx)
+            if fault is not None and fault.slowdown != 1.0:
+                spec = replace(spec, core=replace(spec.core, slowdown=fault.slowdown))
+            return server.EngineWorkload(spec, seed=ctx.seed, error_rate=fault.error_rate if fault else 0.0)
         return router.router_workload(kind, argv, ctx)
     except WorkloadExit as exc:
         return _FailedWorkload(exc)

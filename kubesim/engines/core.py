@@ -80,6 +80,7 @@ class CoreConfig:
     physics: Physics = field(default_factory=Physics)
     seed: int = 0
     cpu_tier: TierConfig | None = None  # the KV cache's host-memory tier (kv offloading, HiCache)
+    slowdown: float = 1.0  # a fault's factor on every step (kubesim.workload.EngineFault)
 
 
 class EngineCore:
@@ -149,7 +150,7 @@ class EngineCore:
     # -- model -------------------------------------------------------------------------------------------
     def step_time(self, prefill: list[tuple[int, int]], decode_ctx: list[int]) -> float:
         """Roofline of one step: prefill chunks (start, length) and decode contexts, on this engine's GPU."""
-        return self.roofline.step_time(prefill, decode_ctx)
+        return self.roofline.step_time(prefill, decode_ctx) * self.cfg.slowdown
 
     def prefill_seconds(self, prompt_len: int) -> float:
         """Modelled time of one prompt's prefill alone, chunked by the batched-token budget."""

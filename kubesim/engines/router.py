@@ -19,7 +19,8 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from enginevocab.labels import ACTIVATION_HOLD_ANNOTATION
+from enginevocab.labels import ACTIVATION_HOLD_ANNOTATION, CANARY_WEIGHTS_ANNOTATION
+from kubesim.engines.canary_split import RevisionSplit
 from kubesim.engines.flags import EngineArgError, _Parser
 from kubesim.engines.routing import (
     DEFAULT_SESSION_HEADER,
@@ -32,6 +33,9 @@ from kubesim.engines.routing import (
 from kubesim.workload import Endpoint, PodContext, WorkloadExit, listen_on_loopback, relay
 
 _rooms = itertools.count(1)
+# kubesim's routers name the backend pod that served each request in this response header (a simulator's
+# aid for benchmarks and tests that attribute requests to revisions; real routers send no such header).
+BACKEND_HEADER = "x-kubesim-backend"
 # A router pod with this annotation holds requests while it has no ready backend (up to that many seconds)
 # instead of answering 503: the activator of a service scaled to zero. The control plane renders it on
 # serverless services and scales from 0 on the gauge below; real routers lack it (see ENGINES.md).
@@ -174,6 +178,8 @@ class RouterWorkload:
             "router_prefix_match_ratio", "Matched prompt chunks over all chunks routed.", registry=self.registry
         )
         self.hold_s = float(ctx.annotations.get(ACTIVATION_HOLD_ANNOTATION) or 0)
+        # During a canary rollout: the share of requests the new revision's pods get.
+        self.split = RevisionSplit(ctx.annotations.get(CANARY_WEIGHTS_ANNOTATION))
         self.m_pending = Gauge("router_activation_pending_requests",
                                "Requests held until a backend is ready (scale from zero).", registry=self.registry)
 
@@ -320,6 +326,8 @@ class RouterWorkload:
         raw = await request.read()
         info = RequestInfo.from_http(request.path, request.headers, raw)
         eps, pre, dec = await self._await_backends()
+        if self.split:
+            eps, pre, dec = self.split.narrow(self.split.choose(eps), eps, pre, dec)
         try:
             if self.pd:
                 p, d = pick_pd(info, eps, self.state, prefill=pre, decode=dec)
@@ -364,7 +372,7 @@ class RouterWorkload:
         except aiohttp.ClientError as e:
             return web.json_response({"error": {"message": f"backend {ep.base_url}: {e}"}}, status=502)
         async with upstream:
-            resp = web.StreamResponse(status=upstream.status)
+            resp = web.StreamResponse(status=upstream.status, headers={BACKEND_HEADER: ep.pod_name})
             ctype = upstream.headers.get("Content-Type")
             if ctype:
                 resp.content_type = ctype.split(";")[0]

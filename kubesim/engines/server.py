@@ -7,6 +7,7 @@ shapes, metrics and start-up behaviour, which `spec.kind` selects. The inference
 from __future__ import annotations
 
 import itertools
+import random
 import time
 from dataclasses import replace
 
@@ -29,8 +30,11 @@ LOCAL_ENGINES: dict[str, EngineWorkload] = {}
 class EngineWorkload(InferenceHandlers):
     """One simulated vLLM or SGLang server (Workload protocol)."""
 
-    def __init__(self, spec: EngineSpec, *, seed: int = 0):
+    def __init__(self, spec: EngineSpec, *, seed: int = 0, error_rate: float = 0.0):
         self.spec = spec
+        # A fault's share of inference requests answered 500 before they reach the engine (EngineFault).
+        self.error_rate = error_rate
+        self._fault_rng = random.Random(seed)
         self.seed = spec.core.seed if spec.core.seed is not None else seed  # --seed, else the pod seed
         self.clock = Clock(spec.time_scale)
         self.core: EngineCore | None = None  # the first (data-parallel rank 0) core
@@ -94,7 +98,8 @@ class EngineWorkload(InferenceHandlers):
         self.core = self.cores[0]
         for core in self.cores:
             core.start()
-        app = web.Application(client_max_size=64 * 1024**2)
+        app = web.Application(client_max_size=64 * 1024**2,
+                              middlewares=[self._fault_errors] if self.error_rate else [])
         self._routes(app)
         # As vLLM does, a client that disconnects aborts its request, non-streamed ones included.
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True)
@@ -103,6 +108,13 @@ class EngineWorkload(InferenceHandlers):
         self._ready_at = time.monotonic() + spec.startup_s
         LOCAL_ENGINES[self.base_url] = self
         return self.port
+
+    @web.middleware
+    async def _fault_errors(self, request: web.Request, handler):
+        if request.method == "POST" and request.path.startswith("/v1/") and self._fault_rng.random() < self.error_rate:
+            return web.json_response({"error": {"message": "kubesim fault: injected engine error",
+                                                "type": "InternalServerError", "code": 500}}, status=500)
+        return await handler(request)
 
     async def stop(self) -> None:
         LOCAL_ENGINES.pop(self.base_url, None)

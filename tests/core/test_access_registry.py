@@ -20,6 +20,7 @@ from apps.catalog.models import Model, Runtime
 from apps.clusters.models import Cluster
 from apps.core.access import ACTIONS, CHANGE, DELETE, VIEW, allowed, rule_of
 from apps.core.choices import Role
+from apps.rollouts.models import Rollout
 from apps.serving.models import InferenceService
 from apps.tenancy.models import Tenant
 from tests.factories import (
@@ -68,6 +69,7 @@ def _related_value(field, tenant):
         Runtime: RuntimeFactory,
         get_user_model(): UserFactory,
         ContentType: lambda: ContentType.objects.get_for_model(Tenant),
+        Rollout: lambda: make_row(Rollout, tenant),
     }
     if target not in makers:
         raise AssertionError(f"make_row cannot fill {field.model.__name__}.{field.name} ({target.__name__})")

@@ -16,6 +16,7 @@ from apps.serving.rendering.routers import ROUTER_PORT, RenderError, needs_route
 from apps.serving.rendering.spec import (
     AdapterSpec,
     AutoscalingSpec,
+    CanarySpec,
     ModelSpec,
     PoolSpec,
     ServiceSpec,
@@ -44,6 +45,10 @@ def render_service(spec: ServiceSpec) -> list[dict]:
     if needs_cache(spec):
         objects.append(model_cache_claim(spec))
     objects += engine_objects(spec, has_router)
+    if spec.canary is not None:
+        # The new revision's own unit (P/D pairs and multi-node groups whole); the router and the route split
+        # the requests between the two.
+        objects += engine_objects(spec.canary.unit, True)
     if has_router:
         objects += router_objects(spec)
     objects += autoscaling_objects(spec)
@@ -69,6 +74,7 @@ __all__ = [
     "TENANT_LABEL",
     "AdapterSpec",
     "AutoscalingSpec",
+    "CanarySpec",
     "ModelSpec",
     "PoolSpec",
     "RenderError",

@@ -121,16 +121,13 @@ def _route(spec: ServiceSpec, component: str, backend: dict) -> dict:
     }
 
 
-def gateway_objects(spec: ServiceSpec) -> list[dict]:
-    """The EPP, the InferencePool naming it and an HTTPRoute to the pool (P/D: a route to the router)."""
-    name = object_name(spec)
-    if spec.mode == "pd_disaggregated":
-        return [_route(spec, "router", {"kind": "Service", "name": name, "port": ROUTER_PORT})]
+def inference_pool(spec: ServiceSpec) -> dict:
+    """The InferencePool over the serving pods of one unit (the service's, or a canary unit's)."""
     members, port = _pool_members(spec)
-    pool = {
+    return {
         "apiVersion": "inference.networking.k8s.io/v1",
         "kind": "InferencePool",
-        "metadata": metadata(spec, name, "engine"),
+        "metadata": metadata(spec, object_name(spec), "engine"),
         "spec": {
             "selector": {"matchLabels": members},
             "targetPorts": [{"number": port}],
@@ -138,5 +135,23 @@ def gateway_objects(spec: ServiceSpec) -> list[dict]:
                                   "failureMode": "FailClose"},
         },
     }
-    backend = {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": name}
-    return [*endpoint_picker(spec), pool, _route(spec, "engine", backend)]
+
+
+def _pool_ref(spec: ServiceSpec, weight: int | None = None) -> dict:
+    ref = {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": object_name(spec)}
+    return ref if weight is None else {**ref, "weight": weight}
+
+
+def gateway_objects(spec: ServiceSpec) -> list[dict]:
+    """The EPP, the InferencePool naming it and an HTTPRoute to the pool (P/D: a route to the router). During a
+    canary the new revision's unit gets its own EPP and pool, and the route splits requests between the two
+    pools by weight (P/D: the router splits them)."""
+    name = object_name(spec)
+    if spec.mode == "pd_disaggregated":
+        return [_route(spec, "router", {"kind": "Service", "name": name, "port": ROUTER_PORT})]
+    if spec.canary is None:
+        return [*endpoint_picker(spec), inference_pool(spec), _route(spec, "engine", _pool_ref(spec))]
+    unit, weight = spec.canary.unit, spec.canary.weight
+    route = _route(spec, "engine", _pool_ref(spec, 100 - weight))
+    route["spec"]["rules"][0]["backendRefs"].append(_pool_ref(unit, weight))
+    return [*endpoint_picker(spec), inference_pool(spec), *endpoint_picker(unit), inference_pool(unit), route]

@@ -13,7 +13,9 @@ from apps.catalog.engines import get_adapter
 from apps.serving.choices import ROUTER_POLICIES
 from apps.serving.names import (
     ACTIVATION_HOLD_ANNOTATION,
+    CANARY_WEIGHTS_ANNOTATION,
     COMPONENT_LABEL,
+    INSTANCE_LABEL,
     NAME_LABEL,
     ROLE_LABEL,
     TEMPLATE_HASH_ANNOTATION,
@@ -24,6 +26,7 @@ from apps.serving.names import (
 from apps.serving.rendering.pods import metadata, with_template_hash
 from apps.serving.rendering.spec import ServiceSpec
 from apps.serving.rendering.workloads import ROLLING, service
+from enginevocab.labels import canary_weights_value
 
 ROUTER_PORT = 8000
 SESSION_HEADER = "x-session-id"
@@ -43,7 +46,9 @@ ACTIVATION_HOLD_SECONDS = 300
 
 
 def needs_router(spec: ServiceSpec) -> bool:
-    return spec.mode in ("pd_disaggregated", "serverless") or spec.routing != "round_robin"
+    """P/D and serverless services, policies beyond round robin, and every service during a canary rollout
+    (the router splits the requests between the revisions by weight)."""
+    return spec.mode in ("pd_disaggregated", "serverless") or spec.routing != "round_robin" or spec.canary is not None
 
 
 def supported_routing(engine: str) -> tuple[str, ...]:
@@ -52,9 +57,25 @@ def supported_routing(engine: str) -> tuple[str, ...]:
     return tuple(sorted({"round_robin", *table}))
 
 
+def _discovery(spec: ServiceSpec, component: str, **extra: str) -> dict[str, str]:
+    """The labels a router finds its backends by: one component's pods of the service, of both revisions during a
+    canary (a canary unit's pods differ from the stable ones in their instance and revision labels)."""
+    found = selector(spec, component, **extra)
+    if spec.canary is not None:
+        found.pop(INSTANCE_LABEL)
+    return found
+
+
 def _backend_selector(spec: ServiceSpec) -> dict[str, str]:
     extra = {ROLE_LABEL: "leader"} if spec.mode == "multi_node" else {}
-    return selector(spec, "engine", **extra)
+    return _discovery(spec, "engine", **extra)
+
+
+def _model_labels(spec: ServiceSpec, role: str) -> str:
+    names = [object_name(spec, role)]
+    if spec.canary is not None:
+        names.append(object_name(spec.canary.unit, role))
+    return ",".join(names)
 
 
 def _equality(sel: dict[str, str]) -> list[str]:
@@ -64,7 +85,7 @@ def _equality(sel: dict[str, str]) -> list[str]:
 def vllm_router_args(spec: ServiceSpec) -> list[str]:
     engine_port = get_adapter("vllm").port
     if spec.mode == "pd_disaggregated":
-        base = {k: v for k, v in selector(spec, "prefill").items() if k != COMPONENT_LABEL}
+        base = {k: v for k, v in _discovery(spec, "prefill").items() if k != COMPONENT_LABEL}
         label_selector = ",".join([*_equality(base), f"{COMPONENT_LABEL} in (prefill,decode)"])
     else:
         label_selector = ",".join(_equality(_backend_selector(spec)))
@@ -73,8 +94,8 @@ def vllm_router_args(spec: ServiceSpec) -> list[str]:
             "--k8s-port", str(engine_port), "--k8s-label-selector", label_selector]
     if spec.mode == "pd_disaggregated":
         args += ["--routing-logic", "disaggregated_prefill",
-                 "--prefill-model-labels", object_name(spec, "prefill"),
-                 "--decode-model-labels", object_name(spec, "decode")]
+                 "--prefill-model-labels", _model_labels(spec, "prefill"),
+                 "--decode-model-labels", _model_labels(spec, "decode")]
     else:
         logic = VLLM_ROUTING.get(spec.routing)
         if logic is None:
@@ -94,8 +115,8 @@ def sglang_router_args(spec: ServiceSpec) -> list[str]:
             "--service-discovery-port", str(get_adapter("sglang").port)]
     if spec.mode == "pd_disaggregated":
         args += ["--pd-disaggregation",
-                 "--prefill-selector", *_equality(selector(spec, "prefill")),
-                 "--decode-selector", *_equality(selector(spec, "decode"))]
+                 "--prefill-selector", *_equality(_discovery(spec, "prefill")),
+                 "--decode-selector", *_equality(_discovery(spec, "decode"))]
     else:
         args += ["--selector", *_equality(_backend_selector(spec))]
     return [*args, "--policy", policy, "--prometheus-host", "0.0.0.0", "--prometheus-port", "29000"]
@@ -169,6 +190,9 @@ def router_objects(spec: ServiceSpec) -> list[dict]:
     template_meta: dict = {"labels": labels(spec, "router", app)}
     if spec.mode == "serverless":
         template_meta["annotations"] = {ACTIVATION_HOLD_ANNOTATION: str(ACTIVATION_HOLD_SECONDS)}
+    if spec.canary is not None:
+        template_meta.setdefault("annotations", {})[CANARY_WEIGHTS_ANNOTATION] = canary_weights_value(
+            spec.canary.revision, spec.canary.weight)
     template, digest = with_template_hash({
         "metadata": template_meta,
         "spec": {"serviceAccountName": name, "containers": [_router_container(spec)]},

@@ -127,6 +127,10 @@ class ServiceSpec:
     api_server_cidrs: tuple[str, ...] = ()
     # Where tenant pods may connect beyond their namespace and DNS: the model sources or an egress proxy.
     model_egress_cidrs: tuple[str, ...] = ()
+    # A canary unit's revision (its objects and pods carry it, names.REVISION_LABEL); None for the stable one.
+    unit_revision: int | None = None
+    # During a canary rollout: the new revision's unit rendered beside this (stable) one, and its share.
+    canary: CanarySpec | None = None
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -147,6 +151,19 @@ class ServiceSpec:
         return f"{self.image}:{self.tag}"
 
 
+@dataclass(frozen=True)
+class CanarySpec:
+    """The new revision of a service running as its own unit beside the stable one during a canary rollout."""
+
+    revision: int
+    weight: int  # percent of the requests it gets
+    unit: ServiceSpec  # named names.canary_name(service, revision), unit_revision=revision
+
+    def __post_init__(self):
+        if not 0 <= self.weight <= 100:
+            raise ValueError(f"canary weight {self.weight} is not a percentage")
+
+
 def spec_from_service(service) -> ServiceSpec:
     """The ServiceSpec of a saved InferenceService (reloaded with its related rows in 3 queries)."""
     service = (
@@ -154,8 +171,33 @@ def spec_from_service(service) -> ServiceSpec:
         .prefetch_related("pools", "adapters")
         .get(pk=service.pk)
     )
-    model = service.model
-    runtime = service.runtime
+    return _spec(service, service.model, service.runtime, list(service.adapters.all()), list(service.pools.all()))
+
+
+def spec_from_revision(service, revision_spec: dict) -> ServiceSpec:
+    """The ServiceSpec of a saved service as it was at a revision (`Revision.spec`, apps/serving/revisions.py):
+    the revision's model, runtime, adapters, mode, settings, routing and pod fields; current replicas and bounds
+    where the pool still exists."""
+    from apps.catalog.models import Adapter, Model, Runtime
+    from apps.serving.models import Pool
+
+    service = InferenceService.objects.select_related("tenant", "cluster").get(pk=service.pk)
+    live = {p.role: p for p in service.pools.all()}
+    pools = []
+    for stored in revision_spec["pools"]:
+        pool = Pool(role=stored["role"], **{k: v for k, v in stored.items() if k != "role"})
+        if stored["role"] in live:
+            for name in ("replicas", "min_replicas", "max_replicas"):
+                setattr(pool, name, getattr(live[stored["role"]], name))
+        pools.append(pool)
+    service.deployment_mode = revision_spec["deployment_mode"]
+    service.engine_settings = revision_spec["engine_settings"]
+    service.routing_policy = revision_spec["routing_policy"]
+    model, runtime = Model.objects.get(pk=revision_spec["model"]), Runtime.objects.get(pk=revision_spec["runtime"])
+    return _spec(service, model, runtime, list(Adapter.objects.filter(pk__in=revision_spec["adapters"])), pools)
+
+
+def _spec(service, model, runtime, adapters: list, pools: list) -> ServiceSpec:
     return ServiceSpec(
         tenant=service.tenant.slug,
         tenant_gpu_quota=service.tenant.gpu_quota,
@@ -181,7 +223,7 @@ def spec_from_service(service) -> ServiceSpec:
             dtype=model.dtype,
         ),
         adapters=tuple(
-            AdapterSpec(a.name, a.source_uri, a.rank) for a in sorted(service.adapters.all(), key=lambda a: a.name)
+            AdapterSpec(a.name, a.source_uri, a.rank) for a in sorted(adapters, key=lambda a: a.name)
         ),
         settings=EngineSettings.from_dict(service.engine_settings),
         pools=tuple(
@@ -189,7 +231,7 @@ def spec_from_service(service) -> ServiceSpec:
                 role=p.role, replicas=p.replicas, min_replicas=p.min_replicas, max_replicas=p.max_replicas,
                 gpus_per_replica=p.gpus_per_replica, gpu_type=p.gpu_type, nodes_per_replica=p.nodes_per_replica,
             )
-            for p in sorted(service.pools.all(), key=lambda p: p.role)
+            for p in sorted(pools, key=lambda p: p.role)
         ),
         routing=service.routing_policy,
         autoscaling=AutoscalingSpec.from_dict(service.autoscaling),

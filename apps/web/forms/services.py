@@ -20,6 +20,7 @@ from apps.serving.choices import MODE_POOL_ROLES, Autoscaler, GpuType, PoolRole,
 from apps.serving.models import POOL_SPEC_FIELDS, InferenceService
 from apps.serving.rendering.spec import PoolSpec
 from apps.web.forms import PlainLabels
+from apps.web.forms.rollout import RolloutFields, rollout_initial, rollout_input
 
 TRISTATE = [("", "Engine default"), ("true", "On"), ("false", "Off")]
 KV_OFFLOAD_BACKENDS = [("", "Off"), ("native", "vLLM native"), ("lmcache", "vLLM LMCache"),
@@ -51,7 +52,7 @@ def _tristate(value: str):
     return {"true": True, "false": False}.get(value)
 
 
-class ServiceForm(PlainLabels, forms.Form):
+class ServiceForm(RolloutFields, PlainLabels, forms.Form):
     """Everything a service's spec holds except its pools (see `PoolForm`)."""
 
     name = forms.CharField(max_length=40, help_text="Lower case letters, digits and dashes; unique in the tenant.")
@@ -140,6 +141,7 @@ class ServiceForm(PlainLabels, forms.Form):
         service.deployment_mode, service.routing_policy = data["deployment_mode"], data["routing_policy"]
         service.engine_settings = self.engine_settings()
         service.autoscaling = self.autoscaling(service.autoscaling if self.instance else None)
+        service.rollout = self.rollout(service.rollout if self.instance else None)
         return service
 
     def attach_errors(self, errors: dict[str, list[str]], pool_forms: list[PoolForm]) -> None:
@@ -161,6 +163,8 @@ class ServiceForm(PlainLabels, forms.Form):
                         self.add_group_error("pools", message)
                 elif field == "autoscaling" and _autoscaling_input(message) in self.fields:
                     self.add_error(_autoscaling_input(message), message)
+                elif field == "rollout" and rollout_input(message)[0] in self.fields:
+                    self.add_error(*rollout_input(message))
                 elif field in self.fields:
                     self.add_error(field, message)
                 else:
@@ -225,6 +229,7 @@ def initial_from(service: InferenceService) -> dict:
     for name, value in (policy.get("targets") or {}).items():
         initial[f"target_{name}"] = value
     initial.update({name: policy[name] for name in WINDOWS if name in policy})
+    initial.update(rollout_initial(service.rollout))
     return initial
 
 

@@ -37,6 +37,7 @@ from apps.web.htmx import is_fragment, render_page
 from apps.web.portal.capacity_preview import capacity_context
 from apps.web.portal.scope import READ, WRITE, tenant_page
 from apps.web.revisions_panel import revisions_context
+from apps.web.rollout_panel import rollout_context
 from apps.web.scaling_panel import panel_context
 from apps.web.services import series_response, status_context, with_latest
 
@@ -91,6 +92,7 @@ def service_detail(request, tenant, name: str):
     context["kv_tier"] = (service.engine_settings or {}).get("kv_offload")
     context["gateway_view"] = gateway_view(service.pk)
     context |= revisions_context(service)
+    context |= rollout_context(service)
     return render(request, "portal/service_detail.html", context)
 
 

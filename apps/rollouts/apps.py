@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class RolloutsConfig(AppConfig):
+    name = "apps.rollouts"
+    label = "rollouts"

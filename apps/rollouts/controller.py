@@ -1,0 +1,186 @@
+"""The rollout controller: every ROLLOUT_SECONDS (beat, workers/tasks/rollout.py) each running rollout whose
+window has lasted its step's minimum duration is judged, and the decision is stored and acted on.
+
+A window is judged by `apps.rollouts.analysis.analyse` on the requests both revisions served in it, as the
+gateway metered them (`gateway.UsageRow`, one row per request naming the pod that served it: a pod of the canary
+unit `<service>-r<N>-…` is the canary's, any other the stable one's); the canary's readiness comes from what the
+reconciler last saw of its pods. An inconclusive window extends the step (the next window adds to its samples),
+a pass advances (or promotes after the last step below 100 %), a fail rolls back: the service is set back to the
+stable revision (`actions.rollback`, audited as the controller) and the canary unit is pruned.
+
+Every change of step, promotion or rollback changes what the cluster should run, so it bumps the service's
+generation and enqueues a reconcile (which renders it through apps/rollouts/plan.py and prunes what is no
+longer rendered).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from apps.core.choices import AuditVia
+from apps.gateway.models import UsageRow
+from apps.rollouts.analysis import Action, Analysis, Readiness, Sample, StepState, Thresholds, analyse, decide
+from apps.rollouts.choices import RolloutPhase, Verdict
+from apps.rollouts.models import Rollout, RolloutDecision, StableRevision
+from apps.serving.actions import ServiceDeleting, rollback
+from apps.serving.dispatch import enqueue_reconcile
+from apps.serving.models import InferenceService, ServiceObservation
+from apps.serving.names import canary_name
+from apps.serving.revisions import RollbackRefused
+from apps.serving.rollout_spec import canary_setting
+
+log = logging.getLogger(__name__)
+CONTROLLER_ACTOR = "rollout:controller"
+CRASH_RESTARTS = 2  # a canary pod restarted this often (or in CrashLoopBackOff) fails the rollout at once
+
+
+def thresholds_for(rollout: Rollout, service: InferenceService) -> Thresholds:
+    """The strategy's tolerance and minimum requests; the service's TTFT / ITL targets as absolute limits."""
+    targets = (service.autoscaling or {}).get("targets") or {}
+    return Thresholds(tolerance=canary_setting(rollout.strategy, "tolerance"),
+                      min_requests=canary_setting(rollout.strategy, "min_requests"),
+                      ttft_p95_slo_s=targets.get("ttft_p95_seconds"), itl_p95_slo_s=targets.get("itl_p95_seconds"))
+
+
+def sample_of(row: dict) -> Sample:
+    """One metered request as the analysis reads it: TTFT, mean inter-token latency, errors (5xx)."""
+    error = row["status"] >= 500
+    ttft = row["ttft_ms"] / 1000 if row["ttft_ms"] is not None and not error else None
+    itl = None
+    if ttft is not None and row["completion_tokens"] > 1:
+        itl = max(row["duration_ms"] - row["ttft_ms"], 0) / 1000 / (row["completion_tokens"] - 1)
+    return Sample(prompt_tokens=row["prompt_tokens"], ttft_s=ttft, itl_s=itl, cached_tokens=row["cached_tokens"],
+                  error=error)
+
+
+def window_samples(rollout: Rollout, start: datetime, end: datetime) -> tuple[list[Sample], list[Sample]]:
+    """(canary, stable) samples of the requests the service served from `start` to `end`."""
+    prefix = canary_name(rollout.service.name, rollout.to_revision) + "-"
+    canary, stable = [], []
+    # By tenant and time first: the (tenant, at) index picks the window, the service and pod filter the rest.
+    rows = UsageRow.objects.filter(tenant_id=rollout.service.tenant_id, at__gte=start, at__lt=end,
+                                   service_id=rollout.service_id).exclude(pod="").values(
+        "pod", "status", "ttft_ms", "duration_ms", "prompt_tokens", "cached_tokens", "completion_tokens")
+    for row in rows.iterator():
+        (canary if row["pod"].startswith(prefix) else stable).append(sample_of(row))
+    return canary, stable
+
+
+def readiness(rollout: Rollout) -> Readiness:
+    """Crash-looping: a canary pod in CrashLoopBackOff or restarted CRASH_RESTARTS times, as last observed."""
+    pods = ServiceObservation.objects.filter(service_id=rollout.service_id).values_list("pods", flat=True).first()
+    prefix = canary_name(rollout.service.name, rollout.to_revision) + "-"
+    mine = [p for p in pods or [] if str(p.get("name", "")).startswith(prefix)]
+    crashing = any(p.get("reason") == "CrashLoopBackOff" or (p.get("restarts") or 0) >= CRASH_RESTARTS for p in mine)
+    return Readiness(crash_looping=crashing)
+
+
+def step_all(now: datetime | None = None) -> int:
+    """Judge every running rollout that is due; returns how many were judged."""
+    now = now or timezone.now()
+    judged = 0
+    for rollout_id in Rollout.objects.filter(phase=RolloutPhase.RUNNING).values_list("pk", flat=True):
+        try:
+            judged += bool(step_rollout(rollout_id, now))
+        except Exception:
+            log.exception("rollout %s: stepping failed", rollout_id)
+    return judged
+
+
+def step_rollout(rollout_id: int, now: datetime | None = None) -> RolloutDecision | None:
+    """Judge one rollout's window if it is due (or its canary crash-loops) and act; None when not due."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        rollout = (Rollout.objects.select_for_update().select_related("service")
+                   .filter(pk=rollout_id, phase=RolloutPhase.RUNNING).first())
+        if rollout is None:
+            return None
+        step = rollout.steps[rollout.step]
+        ready = readiness(rollout)
+        due = now - rollout.window_started_at >= timedelta(seconds=step["min_duration_seconds"])
+        if not due and not ready.crash_looping:
+            return None
+        last = rollout.steps[rollout.step + 1]["weight"] == 100
+        if step["analysis"] or ready.crash_looping:
+            canary, stable = window_samples(rollout, rollout.step_started_at, now)
+            result = analyse(canary, stable, ready, thresholds_for(rollout, rollout.service))
+        else:
+            result = Analysis(Verdict.PASS, "this step has no analysis; its minimum duration has passed", 0, 0)
+        state = StepState(last_step=last, inconclusive_count=rollout.extensions,
+                          max_extensions=canary_setting(rollout.strategy, "max_extensions"),
+                          when_exhausted=Action(canary_setting(rollout.strategy, "when_exhausted")))
+        action = decide(result.verdict, state)
+        decision = RolloutDecision.objects.create(
+            rollout=rollout, service=rollout.service, time=now, step=rollout.step, weight=step["weight"],
+            window_start=rollout.step_started_at, window_end=now, verdict=str(result.verdict),
+            action=action.value, reason=_reason(result, action, rollout), metrics=result.as_dict()["metrics"],
+            canary_requests=result.canary_requests, stable_requests=result.stable_requests,
+            actor_repr=CONTROLLER_ACTOR)
+        _act(rollout, action, decision.reason, now)
+    if action == Action.ROLL_BACK:
+        restore_stable(rollout)
+    return decision
+
+
+def _reason(result: Analysis, action: Action, rollout: Rollout) -> str:
+    then = {
+        Action.ADVANCE: f"advancing to {rollout.steps[rollout.step + 1]['weight']} %",
+        Action.EXTEND: "extending the window (its requests count with the next one's)",
+        Action.HOLD: "holding until a person resumes, promotes or aborts",
+        Action.PROMOTE: f"promoting revision {rollout.to_revision}",
+        Action.ROLL_BACK: f"rolling back to revision {rollout.from_revision}",
+    }[action]
+    return f"{str(result.verdict).capitalize()}: {result.reason}; {then}."
+
+
+def _act(rollout: Rollout, action: Action, reason: str, now: datetime) -> None:
+    changed = ["reason"]
+    rollout.reason = reason
+    if action == Action.EXTEND:
+        rollout.extensions += 1
+        rollout.window_started_at = now
+        changed += ["extensions", "window_started_at"]
+    elif action == Action.ADVANCE:
+        rollout.step += 1
+        rollout.extensions = 0
+        rollout.step_started_at = rollout.window_started_at = now
+        changed += ["step", "extensions", "step_started_at", "window_started_at"]
+    elif action == Action.HOLD:
+        rollout.phase = RolloutPhase.PAUSED
+        changed.append("phase")
+    elif action in (Action.PROMOTE, Action.ROLL_BACK):
+        rollout.phase = RolloutPhase.PROMOTED if action == Action.PROMOTE else RolloutPhase.ROLLED_BACK
+        rollout.finished_at = now
+        changed += ["phase", "finished_at"]
+        if action == Action.PROMOTE:
+            StableRevision.objects.filter(service_id=rollout.service_id).update(revision=rollout.to_revision)
+    rollout.save(update_fields=changed)
+    if action in (Action.ADVANCE, Action.PROMOTE, Action.ROLL_BACK):
+        rerender(rollout.service_id)
+
+
+def rerender(service_id: int) -> None:
+    """What the cluster should run changed (a weight, a unit): a new generation, reconciled after commit."""
+    InferenceService.objects.filter(pk=service_id).update(generation=F("generation") + 1)
+    enqueue_reconcile(service_id)
+
+
+def restore_stable(rollout: Rollout, actor=None, via: str = AuditVia.SYSTEM) -> None:
+    """Set the service back to the stable revision's spec (a new revision, audited); when that save is refused the
+    renderer keeps running the stable revision alone (apps/rollouts/plan.py) and the refusal is logged."""
+    service = rollout.service
+    try:
+        rollback(service, rollout.from_revision, actor=actor, via=via, actor_label="" if actor else CONTROLLER_ACTOR)
+    except (RollbackRefused, ServiceDeleting, ValidationError) as exc:
+        log.warning("rollout %s: the service stays at revision %s, run as %s: %s", rollout.pk, rollout.to_revision,
+                    rollout.from_revision, exc)
+        return
+    latest = service.revisions.order_by("-number").values_list("number", flat=True).first()
+    StableRevision.objects.filter(service=service).update(revision=latest)
+
