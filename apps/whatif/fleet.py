@@ -115,8 +115,12 @@ class Simulation:
     GPUs each replica holds; `lengths[i]` is the (prompt, output) tokens of the arrival at `arrivals[i]`."""
 
     def __init__(self, decide, arrivals, lengths, spec, hours: float, start_replicas: int = 1, *,
-                 slo: Slo | None = None, gpus: int = 1, period_s: float = PERIOD_S, router_cap: int = ROUTER_CAP):
+                 slo: Slo | None = None, gpus: int = 1, period_s: float = PERIOD_S, router_cap: int = ROUTER_CAP,
+                 prefix_share: float = 0.0):
         self.decide, self.arrivals, self.lengths, self.spec = decide, arrivals, lengths, spec
+        # The share of each prompt's leading tokens that is one prefix common to all requests (a system
+        # prompt): what an engine with prefix caching can hit. 0: no two prompts share a token.
+        self.prefix_share = prefix_share
         self.slo, self.gpus, self.period_s, self.router_cap = slo or Slo(), gpus, period_s, router_cap
         self.end = hours * 3600
         self.cold_start = spec.startup_s
@@ -149,9 +153,12 @@ class Simulation:
 
     def _send(self, replica: Replica, index: int, t: float) -> None:
         prompt, output = self.lengths[index]
-        # Token ids of a request's own (no two prompts share a prefix, so prefix caching finds no false hits).
+        # Token ids of a request's own (no two prompts share a prefix, so prefix caching finds no false hits),
+        # after the common prefix's (negative ids, which no request's own tokens use) when there is one.
+        shared = int(prompt * self.prefix_share)
         first = index * 1_000_003
-        replica.engine.submit(Request(str(index), list(range(first, first + prompt)), output, output), t)
+        tokens = [-1 - k for k in range(shared)] + list(range(first, first + prompt - shared))
+        replica.engine.submit(Request(str(index), tokens, output, output), t)
 
     def _route(self, index: int, t: float) -> None:
         """Route an arrival: to the least loaded ready replica (round robin would pile onto one replica

@@ -1,7 +1,9 @@
 """The what-if lab: one load replayed against a service's current configuration and its alternatives.
 
 A load is requests as they came: from an uploaded trace (`capacity.traces`: Azure, BurstGPT, JSONL), or the
-service's own traffic as the gateway metered it (`UsageRow`: exact arrival times and token counts). Each
+service's own traffic: as the gateway metered it (`UsageRow`: exact arrival times and token counts), or where
+the gateway metered none, as the engines' telemetry shows it per minute (`apps.whatif.recorded`); either way
+with the prefix-cache hit rate the engines measured. Each
 scenario replays the same load on the fleet simulation (`apps.whatif.fleet`) on a simulated clock; requests
 longer than a scenario's context are refused there, as the engine refuses them, and count as misses.
 """
@@ -15,6 +17,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from apps.whatif.fleet import OverBudget, Simulation
+from apps.whatif.recorded import prefix_hit_rate, telemetry_requests
 from apps.whatif.scenarios import ScenarioError, default_alternatives, parse_alternatives, scenario
 from capacity.traces import TraceRequest, parse_trace
 
@@ -28,8 +31,9 @@ class LoadError(ValueError):
 
 @dataclass
 class Load:
-    source: str  # "trace:<format>" or "recorded"
+    source: str  # "trace:<format>", "recorded" (the gateway's rows) or "recorded:engines" (the engines' telemetry)
     requests: list[TraceRequest]
+    prefix_hit_rate: float | None = None  # measured live; the replay shares that much of each prompt
 
     @property
     def duration_s(self) -> float:
@@ -43,19 +47,26 @@ def trace_load(data: bytes, fmt: str) -> Load:
 
 
 def recorded_load(service, window: timedelta = RECORDED_WINDOW) -> Load:
-    """The service's answered requests of the last `window` as the gateway metered them."""
+    """The service's requests of the last `window`: as the gateway metered them (exact times and lengths), or
+    else as its engines' telemetry shows them minute by minute (`apps.whatif.recorded`)."""
     from apps.gateway.models import UsageRow
 
-    since = timezone.now() - window
+    until = timezone.now()
+    since = until - window
     rows = list(UsageRow.objects.filter(service_id=service.pk, at__gte=since, status=200, completion_tokens__gt=0)
                 .order_by("at").values_list("at", "prompt_tokens", "completion_tokens"))
-    if not rows:
-        raise LoadError(f"no recorded load for {service}: the gateway metered none of its requests in the last "
-                        f"{window.total_seconds() / 60:.0f} minutes; upload a trace instead (--trace FILE)")
-    origin = rows[0][0]
-    requests = [TraceRequest((at - origin).total_seconds(), max(prompt, 1), completion)
-                for at, prompt, completion in rows]
-    return Load("recorded", requests)
+    hit_rate = prefix_hit_rate(service, since, until)
+    if rows:
+        origin = rows[0][0]
+        requests = [TraceRequest((at - origin).total_seconds(), max(prompt, 1), completion)
+                    for at, prompt, completion in rows]
+        return Load("recorded", requests, hit_rate)
+    requests = telemetry_requests(service, since, until)
+    if not requests:
+        raise LoadError(f"no recorded load for {service}: neither the gateway nor the engines' telemetry shows "
+                        f"a finished request in the last {window.total_seconds() / 60:.0f} minutes; upload a "
+                        "trace instead (--trace FILE)")
+    return Load("recorded:engines", requests, hit_rate)
 
 
 def _replay(sc, load: Load, cpu_deadline: float) -> dict:
@@ -63,7 +74,8 @@ def _replay(sc, load: Load, cpu_deadline: float) -> dict:
     fits = [r for r in load.requests if r.prompt_tokens + r.output_tokens <= limit]
     hours = max(load.duration_s, 1.0) / 3600
     simulation = Simulation(sc.decide, [r.t for r in fits], [(r.prompt_tokens, r.output_tokens) for r in fits],
-                            sc.spec, hours, sc.start_replicas, slo=sc.slo, gpus=sc.gpus)
+                            sc.spec, hours, sc.start_replicas, slo=sc.slo, gpus=sc.gpus,
+                            prefix_share=load.prefix_hit_rate or 0.0)
     timeline: list = []
     run = simulation.run(sc.name, timeline, cpu_deadline)
     return {"name": sc.name, "changes": sc.changes, **run.summary(len(load.requests)),
@@ -97,5 +109,6 @@ def run_whatif(service, load: Load, alternatives: list[dict] | None = None,
             stopped = str(exc)
             break
     return {"service": str(service), "source": load.source, "requests": len(load.requests),
+            "prefix_hit_rate": load.prefix_hit_rate,
             "duration_s": round(load.duration_s, 3), "wall_s": round(time.monotonic() - started, 3),
             "cpu_s": round(time.process_time() - cpu_started, 3), "stopped": stopped, "scenarios": results}
