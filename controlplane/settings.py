@@ -429,6 +429,11 @@ CELERY_BEAT_SCHEDULE |= {
     "autoscale-prune": {"task": tasknames.AUTOSCALE_PRUNE, "schedule": 3600},
 }
 
+# What-if lab (apps/whatif): the largest trace a tenant may upload, and the CPU seconds a run may use (all its
+# scenarios together) before it stops and says so.
+WHATIF_TRACE_MAX_BYTES = strict_int("WHATIF_TRACE_MAX_BYTES", 16 * 1024 * 1024)
+WHATIF_CPU_BUDGET_SECONDS = strict_int("WHATIF_CPU_BUDGET_SECONDS", 600)
+
 # LOG_FORMAT=json: one JSON object per line with request id, tenant and service where known.
 try:
     LOGGING = logging_config(env.str("LOG_FORMAT", default="text").strip().lower(),

@@ -22,3 +22,4 @@ def routes(prefix: str = "") -> dict[str, dict[str, str]]:
 AUTOSCALE_EVALUATE_ALL = "workers.tasks.autoscale.evaluate_all"
 AUTOSCALE_EVALUATE_SERVICE = "workers.tasks.autoscale.evaluate_service"
 AUTOSCALE_PRUNE = "workers.tasks.autoscale.prune"
+WHATIF_RUN = "workers.tasks.whatif.run"

@@ -90,6 +90,8 @@ class Run:
     peak_replicas: int = 0
     cold_starts: int = 0
     finished: int = 0
+    preemptions: int = 0  # of the finished requests, all together (read by the lab; not in `summary`)
+    tokens: int = 0  # prompt and output tokens of the finished requests (the lab's cost per token)
 
     def summary(self, total: int) -> dict:
         """GPU-hours, SLO attainment over `total` requests (unfinished ones miss), latency quantiles, events."""
@@ -200,6 +202,8 @@ class Simulation:
             self.itl_recent.append((req.last_token, itl))
             run.itl_ok += itl <= self.slo.itl_s
             run.finished += 1
+            run.preemptions += req.preemptions
+            run.tokens += req.prompt_len + req.generated
 
     def _scale_to(self, run: Run, n: int, t: float) -> None:
         live = self.live()
@@ -245,9 +249,11 @@ class Simulation:
                 "ttft_p95": quantile(recent, 0.95), "ttft_floor_p95": quantile(floors, 0.95),
                 "itl_p95": quantile(itl, 0.95), "idle_for": t - self.last_active}
 
-    def run(self, name: str, timeline: list | None = None, cpu_deadline: float | None = None) -> Run:
+    def run(self, name: str, timeline: list | None = None, cpu_deadline: float | None = None,
+            on_tick=None) -> Run:
         """Replay the load; `timeline`, when given, receives (t, replicas, TTFT p95 of the period) per period.
-        With `cpu_deadline` (a `time.process_time()` value) the replay stops with OverBudget once past it."""
+        With `cpu_deadline` (a `time.process_time()` value) the replay stops with OverBudget once past it.
+        `on_tick(t, end)`, when given, is called every period (progress; it may raise to stop the replay)."""
         run = Run(name, self.slo)
         next_tick = self.period_s
         index, now = 0, 0.0
@@ -277,6 +283,8 @@ class Simulation:
                 run.peak_replicas = max(run.peak_replicas, len(self.live()))
                 if timeline is not None:
                     timeline.append((t, len(self.live()), state["ttft_p95"]))
+                if on_tick is not None:
+                    on_tick(t, self.end)
                 if cpu_deadline is not None and time.process_time() > cpu_deadline:
                     raise OverBudget(f"{name}: stopped at {t:.0f} s of {self.end:.0f} s of load, over the CPU budget")
                 next_tick += self.period_s

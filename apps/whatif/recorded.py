@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db.models import Avg
 
@@ -70,7 +70,12 @@ def prefix_hit_rate(service, since: datetime, until: datetime) -> float | None:
 
 
 def telemetry_requests(service, since: datetime, until: datetime) -> list[TraceRequest]:
-    """The requests of the window rebuilt minute by minute, times in seconds from the first minute with any."""
+    """The requests of the window rebuilt minute by minute, times in seconds from the first arrival."""
+    return telemetry_window(service, since, until)[1]
+
+
+def telemetry_window(service, since: datetime, until: datetime) -> tuple[datetime | None, list[TraceRequest]]:
+    """The first rebuilt arrival's wall-clock time (None without requests) and the requests from it."""
     minutes = minutes_of(service, since, until)
     out: list[TraceRequest] = []
     carry = 0.0
@@ -86,7 +91,8 @@ def telemetry_requests(service, since: datetime, until: datetime) -> list[TraceR
         prompts = _lengths(minute["prompt"], [rng.random() for _ in range(n)])
         outputs = _lengths(minute["output"], [rng.random() for _ in range(n)])
         out.extend(TraceRequest(t, p, o) for t, p, o in zip(times, prompts, outputs, strict=True))
-    if out:  # the load starts at its first arrival, like a trace
-        first = out[0].t
-        out = [TraceRequest(r.t - first, r.prompt_tokens, r.output_tokens) for r in out]
-    return out
+    if not out:
+        return None, []
+    first = out[0].t  # the load starts at its first arrival, like a trace
+    start = since + timedelta(seconds=origin + first)
+    return start, [TraceRequest(r.t - first, r.prompt_tokens, r.output_tokens) for r in out]

@@ -173,6 +173,13 @@ def parse_alternatives(data: Any) -> list[dict]:
         for key in ("engine_settings", "autoscaling"):
             if key in item and not isinstance(item[key], dict):
                 problems.append(f"alternatives[{i}].{key} must be an object")
+        for key in POOL_FIELDS:
+            value = item.get(key)
+            if key == "gpu_type":
+                if key in item and not isinstance(value, str):
+                    problems.append(f"alternatives[{i}].gpu_type must be a GPU type's name")
+            elif key in item and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10_000):
+                problems.append(f"alternatives[{i}].{key} must be a whole number from 0 to 10000")
     if problems:
         raise ScenarioError(problems)
     return data

@@ -11,6 +11,7 @@ from apps.gateway.models import UsageRow
 from apps.telemetry.exposition import parse_snapshot
 from apps.telemetry.figures import increments, request_mix
 from apps.telemetry.models import SERVICE_ROLE, RequestMixPoint, SeriesPoint
+from apps.telemetry.retention import compact
 from apps.whatif.lab import LoadError, recorded_load, run_whatif
 from tests.factories import InferenceServiceFactory
 from tests.telemetry.conftest import deploy, send_load, sim, sim_cluster  # noqa: F401 (fixtures)
@@ -118,3 +119,12 @@ def test_load_sent_to_kubesim_comes_back_as_the_recorded_load(deploy, tenant_a, 
     result = run_whatif(service, load, [])
     assert result["source"] == "recorded:engines" and result["requests"] == 12
     assert result["scenarios"][0]["slo_attainment"] == 1.0  # 12 short requests on two idle H100s
+
+
+def test_request_mixes_are_kept_as_long_as_raw_series_rows(service, settings):
+    settings.TELEMETRY_RAW_RETENTION_HOURS = 24
+    now = timezone.now()
+    mix(service, now - timedelta(hours=25), 15, 1.0)
+    mix(service, now - timedelta(hours=23), 15, 1.0)
+    assert compact(now)["request_mix"] == 1
+    assert list(RequestMixPoint.objects.values_list("time", flat=True)) == [now - timedelta(hours=23)]
