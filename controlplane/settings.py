@@ -433,6 +433,13 @@ CELERY_BEAT_SCHEDULE |= {
 # scenarios together) before it stops and says so.
 WHATIF_TRACE_MAX_BYTES = strict_int("WHATIF_TRACE_MAX_BYTES", 16 * 1024 * 1024)
 WHATIF_CPU_BUDGET_SECONDS = strict_int("WHATIF_CPU_BUDGET_SECONDS", 600)
+# How often tuning advice is refreshed (each service with recorded load: its rules, then a lab replay of what
+# they propose).
+WHATIF_ADVICE_SECONDS = strict_int("WHATIF_ADVICE_SECONDS", 900)
+CELERY_BEAT_SCHEDULE |= {
+    "whatif-advice": {"task": tasknames.WHATIF_ADVISE, "schedule": WHATIF_ADVICE_SECONDS,
+                      "options": {"expires": WHATIF_ADVICE_SECONDS}},
+}
 
 # LOG_FORMAT=json: one JSON object per line with request id, tenant and service where known.
 try:

@@ -38,6 +38,7 @@ urlpatterns = [
     path(S + "lab/runs/<int:run_id>/", lab.lab_run, name="lab-run"),
     path(S + "lab/runs/<int:run_id>/cancel/", lab.lab_cancel, name="lab-cancel"),
     path(S + "lab/runs/<int:run_id>/apply/", lab.lab_apply, name="lab-apply"),
+    path(S + "advice/<int:advice_id>/dismiss/", lab.advice_dismiss, name="advice-dismiss"),
     path(S + "playground/stream/", playground.stream, name="playground-stream"),
     path(T + "tokens/", tenancy.tokens, name="tokens"),
     path(T + "tokens/<int:pk>/revoke/", tenancy.token_revoke, name="token-revoke"),

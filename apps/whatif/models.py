@@ -147,3 +147,30 @@ class Calibration(models.Model):
 
     def __str__(self) -> str:
         return f"calibration of {self.service} by run {self.run_id}"
+
+
+class AdviceRule(models.TextChoices):
+    FP8_KV = "fp8_kv", "fp8 KV cache under KV pressure"
+    SMALLER_BATCH = "smaller_batch", "Fewer concurrent sequences when ITL misses its SLO"
+    FEWER_REPLICAS = "fewer_replicas", "Fewer replicas when the SLO holds with headroom"
+
+
+class Advice(TimestampedModel):
+    """One tuning suggestion for a service from its live telemetry (`apps.whatif.advice`), kept only while the
+    lab confirms it (a predicted effect of at least 5 % on the rule's figure). Dismissing it is audited."""
+
+    service = models.ForeignKey("serving.InferenceService", on_delete=models.CASCADE, related_name="whatif_advice")
+    rule = models.CharField(max_length=32, choices=AdviceRule.choices)
+    inputs = models.JSONField(help_text="The rule's inputs over the window it read.")
+    alternative = models.JSONField(help_text="The suggested change, as a what-if alternative.")
+    predicted = models.JSONField(help_text="The lab's replay: the figure, current and suggested values, effect %.")
+    dismissed_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    objects = restricted(tenant_owned("service__tenant"))
+
+    class Meta:
+        ordering = ["service", "rule"]
+        constraints = [models.UniqueConstraint(fields=["service", "rule"], name="whatif_advice_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.service}: {self.get_rule_display()}"

@@ -18,8 +18,9 @@ from apps.web.forms.lab import LoadForm, TraceUploadForm, alternative_forms, att
 from apps.web.htmx import is_fragment
 from apps.web.portal.scope import READ, WRITE, tenant_page
 from apps.web.portal.services import get_service
+from apps.whatif.advice import dismiss
 from apps.whatif.apply import apply_scenario, gpu_prices, with_costs
-from apps.whatif.models import Calibration, Run
+from apps.whatif.models import Advice, Calibration, Run
 from apps.whatif.runs import cancel_run, start_run, upload_trace
 from apps.whatif.scenarios import ScenarioError, default_alternatives
 
@@ -173,3 +174,13 @@ def lab_apply(request, tenant, name: str, run_id: int):
     messages.success(request, f"Applied {scenario!r} to {saved.name} (generation {saved.generation}); the change is "
                               "in the audit log and its pods roll now.")
     return redirect(reverse("web:service", args=[tenant.slug, saved.name]))
+
+
+@tenant_page(WRITE)
+@require_POST
+def advice_dismiss(request, tenant, name: str, advice_id: int):
+    service = get_service(tenant, name)
+    advice = get_object_or_404(Advice.objects.filter(service=service), pk=advice_id)
+    dismiss(advice, actor=request.user, via=AuditVia.PORTAL)
+    messages.success(request, f"Advice dismissed: {advice.get_rule_display()}.")
+    return redirect(reverse("web:service", args=[tenant.slug, service.name]) + "#advice")

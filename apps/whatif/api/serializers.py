@@ -9,7 +9,7 @@ from apps.core.api.serializers import AsciiPrimaryKeyRelatedField, RefusesNul
 from apps.serving.models import InferenceService
 from apps.tenancy.models import Tenant
 from apps.whatif.apply import gpu_prices, with_costs
-from apps.whatif.models import FORMAT_CHOICES, Calibration, Run, Trace
+from apps.whatif.models import FORMAT_CHOICES, Advice, Calibration, Run, Trace
 from apps.whatif.scenarios import MAX_ALTERNATIVES
 
 
@@ -97,3 +97,13 @@ class RunResultSerializer(RunSerializer):
 
 class ApplySerializer(RefusesNul, serializers.Serializer):
     scenario = serializers.CharField(max_length=60, help_text="The name of one of the run's alternatives.")
+
+
+class AdviceSerializer(serializers.ModelSerializer):
+    rule_display = serializers.CharField(source="get_rule_display", read_only=True)
+
+    class Meta:
+        model = Advice
+        fields = ["id", "service", "rule", "rule_display", "inputs", "alternative", "predicted", "dismissed_at",
+                  "created", "updated"]
+        read_only_fields = fields

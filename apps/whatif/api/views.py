@@ -21,7 +21,9 @@ from apps.core.choices import AuditVia
 from apps.serving.actions import ServiceDeleting
 from apps.serving.api.serializers import InferenceServiceSerializer
 from apps.serving.models import InferenceService
+from apps.whatif.advice import dismiss
 from apps.whatif.api.serializers import (
+    AdviceSerializer,
     ApplySerializer,
     CalibrationSerializer,
     RunResultSerializer,
@@ -30,7 +32,7 @@ from apps.whatif.api.serializers import (
     TraceUploadSerializer,
 )
 from apps.whatif.apply import apply_scenario
-from apps.whatif.models import Calibration, Run, Trace
+from apps.whatif.models import Advice, Calibration, Run, Trace
 from apps.whatif.runs import cancel_run, start_run, upload_trace
 
 
@@ -147,3 +149,27 @@ class CalibrationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
 
     def get_queryset(self):
         return self.queryset.restrict(self.request.user).order_by("-created", "-id")
+
+
+class AdviceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Tuning advice from live telemetry, each confirmed by a lab replay (a predicted effect of at least 5 %):
+    the rule's inputs, the suggested alternative (open it in the lab, or start a run with it) and the effect."""
+
+    queryset = Advice.objects.select_related("service")
+    serializer_class = AdviceSerializer
+    permission_classes = [IsAuthenticated, ObjectWritePermission]
+    pagination_class = StandardPagination
+    lookup_value_regex = ASCII_PK
+    filterset_fields = ["service", "rule"]
+    ordering_fields = ["created"]
+
+    def get_queryset(self):
+        return self.queryset.restrict(self.request.user).order_by("service", "rule")
+
+    @extend_schema(request=None, responses={200: AdviceSerializer})
+    @action(detail=True, methods=["post"])
+    def dismiss(self, request, pk=None):
+        """Hide the advice (audited); it stays hidden while its rule keeps firing."""
+        advice = self.get_object()
+        _may_change(request, advice)
+        return Response(AdviceSerializer(dismiss(advice, actor=request.user, via=AuditVia.API)).data)

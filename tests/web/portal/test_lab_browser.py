@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from apps.core.models import AuditEntry
 from apps.serving.models import InferenceService
-from apps.whatif.models import GpuPrice, Run, RunStatus, Trace
+from apps.whatif.models import Advice, GpuPrice, Run, RunStatus, Trace
 from apps.whatif.runs import execute
 from tests.factories import InferenceServiceFactory
 from tests.web.conftest import browser_page  # noqa: F401 (the Chromium fixture)
@@ -34,8 +34,15 @@ def chat(tenant_a):
 
 
 def test_upload_run_read_and_apply_in_the_lab(browser_page, live_server, owner_a, chat, tmp_path):  # noqa: F811
+    # A confirmed piece of advice (as apps.whatif.advice keeps it) shows as a card on the service page.
+    Advice.objects.create(service=chat, rule="fewer_replicas", inputs={"ttft_p95": 0.1, "replicas": 2.0},
+                          alternative={"name": "1 replica", "replicas": 1},
+                          predicted={"figure": "gpu_hours", "current": 0.33, "suggested": 0.16, "effect_pct": 51.5,
+                                     "requests": 60})
     page = browser_page(owner_a, viewport={"width": 390, "height": 844})
     page.goto(live_server.url + reverse("web:service", args=["alpha", "chat"]))
+    expect(page.locator("#advice-fewer_replicas")).to_contain_text("GPU-hours: 0.33 → 0.16 (51.5 % better")
+    assert serious_axe_violations(page, "#advice") == []
     page.locator("#open-lab").focus()
     page.keyboard.press("Enter")
     expect(page.get_by_role("heading", name="What-if lab")).to_be_visible()
