@@ -40,8 +40,8 @@ def upload_trace(*, tenant, name: str, fmt: str, data: bytes, actor, via) -> Tra
     upload over WHATIF_TRACE_MAX_BYTES raises ValidationError and stores nothing."""
     limit = settings.WHATIF_TRACE_MAX_BYTES
     if len(data) > limit:
-        raise ValidationError({"file": f"The trace is {len(data)} bytes; at most {limit} bytes "
-                                       "(WHATIF_TRACE_MAX_BYTES) may be uploaded."})
+        raise ValidationError({"file": f"The trace is larger than {limit} bytes, the most that may be uploaded "
+                                       "(WHATIF_TRACE_MAX_BYTES)."})
     trace = Trace(tenant=tenant, name=name, format=fmt, data=data, size_bytes=len(data), requests=0,
                   duration_s=0.0, created_by=actor if getattr(actor, "pk", None) else None)
     trace.full_clean(exclude=["data", "size_bytes", "requests", "duration_s", "summary"])

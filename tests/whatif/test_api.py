@@ -67,7 +67,8 @@ def test_a_bad_row_is_a_400_naming_its_line_and_column_and_stores_nothing(api, o
 def test_an_upload_over_the_size_limit_is_refused(api, owner_a, settings):
     settings.WHATIF_TRACE_MAX_BYTES = 100
     response = upload(api("owner_a"), jsonl(30))  # 30 lines of about 60 bytes
-    assert response.status_code == 400 and "at most 100 bytes (WHATIF_TRACE_MAX_BYTES)" in response.json()["file"][0]
+    assert response.status_code == 400 and response.json()["file"] == [
+        "The trace is larger than 100 bytes, the most that may be uploaded (WHATIF_TRACE_MAX_BYTES)."]
     assert Trace.objects.count() == 0
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
@@ -124,7 +125,8 @@ def lab_upload(request, tenant, name: str):
     if form.is_valid():
         try:
             trace = upload_trace(tenant=tenant, name=form.cleaned_data["name"], fmt=form.cleaned_data["format"],
-                                 data=form.cleaned_data["file"].read(), actor=request.user, via=AuditVia.PORTAL)
+                                 data=form.cleaned_data["file"].read(settings.WHATIF_TRACE_MAX_BYTES + 1),
+                                 actor=request.user, via=AuditVia.PORTAL)
         except ValidationError as exc:
             for field, texts in exc.message_dict.items():
                 form.add_error(field if field in form.fields else None, texts)
