@@ -439,6 +439,17 @@ CELERY_BEAT_SCHEDULE |= {
     "rollout": {"task": tasknames.ROLLOUT_STEP_ALL, "schedule": ROLLOUT_SECONDS,
                 "options": {"expires": ROLLOUT_SECONDS}},
 }
+# What-if lab (apps/whatif): the largest trace a tenant may upload, and the CPU seconds a run may use (all its
+# scenarios together) before it stops and says so.
+WHATIF_TRACE_MAX_BYTES = strict_int("WHATIF_TRACE_MAX_BYTES", 16 * 1024 * 1024)
+WHATIF_CPU_BUDGET_SECONDS = strict_int("WHATIF_CPU_BUDGET_SECONDS", 600)
+# How often tuning advice is refreshed (each service with recorded load: its rules, then a lab replay of what
+# they propose).
+WHATIF_ADVICE_SECONDS = strict_int("WHATIF_ADVICE_SECONDS", 900)
+CELERY_BEAT_SCHEDULE |= {
+    "whatif-advice": {"task": tasknames.WHATIF_ADVISE, "schedule": WHATIF_ADVICE_SECONDS,
+                      "options": {"expires": WHATIF_ADVICE_SECONDS}},
+}
 
 # LOG_FORMAT=json: one JSON object per line with request id, tenant and service where known.
 try:

@@ -22,6 +22,7 @@ urlpatterns = [
     path("api/v1/", include("apps.autoscaling.api.urls")),
     path("api/v1/", include("apps.rollouts.api.urls")),
     path("api/v1/", include("apps.gateway.api.urls")),
+    path("api/v1/", include("apps.whatif.api.urls")),
     path("api/v1/", include("apps.core.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves its start-up script as a file, so the page runs no inline script (CSP).

@@ -29,8 +29,8 @@ from apps.clusters.models import Cluster
 from apps.serving.models import InferenceService, Pool
 from apps.telemetry.bulkwrite import upsert_pod_stats
 from apps.telemetry.exposition import Snapshot
-from apps.telemetry.figures import Increments, figures_from_increments, increments, merge_increments
-from apps.telemetry.models import SERVICE_ROLE, PodStat, ScrapeCycle, SeriesPoint
+from apps.telemetry.figures import Increments, figures_from_increments, increments, merge_increments, request_mix
+from apps.telemetry.models import SERVICE_ROLE, PodStat, RequestMixPoint, ScrapeCycle, SeriesPoint
 from apps.telemetry.promql import PodSelector, PrometheusClient, PrometheusError, query_figures
 from apps.telemetry.series import point_values
 from workers.activation import check_cluster as check_activation
@@ -144,11 +144,16 @@ def pod_increments(previous: Snapshot | None, current: Snapshot) -> Increments |
 
 def merged_figures(items: list[Increments]):
     """Figures of pods merged (bucket increments summed); None when no pod has an interval yet."""
+    merged = _merged(items)
+    return None if merged is None else figures_from_increments(merged)
+
+
+def _merged(items: list[Increments]) -> Increments | None:
     items = [item for item in items if item is not None]
     engines = {item.engine for item in items}
     if not items or len(engines) > 1:
         return None
-    return figures_from_increments(merge_increments(items))
+    return merge_increments(items)
 
 
 # --- One cycle ------------------------------------------------------------------------------------------
@@ -164,6 +169,7 @@ class CycleFigures:
     failed: list[PodStat] = field(default_factory=list)
     fetched_at: list[float] = field(default_factory=list)
     errors: int = 0
+    mixes: dict[int, object] = field(default_factory=dict)  # service id -> RequestMix of the interval
 
 
 def collect_pod_results(results: list[PodResult], service_ids, multi_pool, at) -> CycleFigures:
@@ -190,7 +196,11 @@ def collect_pod_results(results: list[PodResult], service_ids, multi_pool, at) -
         _recent[(pod.service_id, pod.name)] = result.snapshot
     for service_id in {sid for sid, _ in per_pool}:
         roles = sorted(role for sid, role in per_pool if sid == service_id)
-        out.groups[(service_id, SERVICE_ROLE)] = merged_figures([i for r in roles for i in per_pool[(service_id, r)]])
+        merged = _merged([i for r in roles for i in per_pool[(service_id, r)]])
+        out.groups[(service_id, SERVICE_ROLE)] = None if merged is None else figures_from_increments(merged)
+        mix = None if merged is None else request_mix(merged)
+        if mix is not None:
+            out.mixes[service_id] = mix
         if service_id in multi_pool:
             for role in roles:
                 out.groups[(service_id, role)] = merged_figures(per_pool[(service_id, role)])
@@ -364,11 +374,19 @@ def write_chunk(service_ids: list[int], found: CycleFigures, ready_count, roles_
                             **point_values(found.groups.get((service_id, role))))
                 for role in roles
             )
+    mixes = [RequestMixPoint(service_id=service_id, time=at, interval_s=mix.interval_s, requests=mix.requests,
+                             prompt_buckets=_buckets(mix.prompt_buckets), output_buckets=_buckets(mix.output_buckets))
+             for service_id, mix in found.mixes.items()]
     with transaction.atomic():
         SeriesPoint.objects.bulk_create(points, ignore_conflicts=True)
+        RequestMixPoint.objects.bulk_create(mixes, ignore_conflicts=True)
         upsert_pod_stats(found.stats, ("role", "node", "snapshot", "figures", "error", "scraped_at"))
         upsert_pod_stats(found.failed, ("role", "node", "error"))
     return len(points)
+
+
+def _buckets(buckets) -> list:
+    return [["+Inf" if bound == float("inf") else bound, count] for bound, count in sorted(buckets.items())]
 
 
 def _record_cycle(cluster: Cluster, at: datetime, report: CycleReport) -> None:

@@ -37,6 +37,10 @@ class EngineMetricNames:
     itl: str = "inter_token_latency_seconds"
     prompt_tokens: str = "prompt_tokens"
     generation_tokens: str = "generation_tokens"
+    # Per-request length histograms (the recorded load's length distributions); SGLang exports them only
+    # with `--collect-tokens-histogram`.
+    request_prompt_tokens: str = "request_prompt_tokens"
+    request_generation_tokens: str = "request_generation_tokens"
 
 
 ENGINES: dict[str, EngineMetricNames] = {
@@ -54,6 +58,8 @@ ENGINES: dict[str, EngineMetricNames] = {
         running="num_running_reqs",
         waiting="num_queue_reqs",
         preemptions=None,
+        request_prompt_tokens="prompt_tokens_histogram",
+        request_generation_tokens="generation_tokens_histogram",
     ),
 }
 
@@ -148,6 +154,7 @@ def figure_families(engine: str) -> frozenset[str]:
     names = ENGINES[engine]
     wanted = {names.ttft, names.itl, names.kv_usage, names.running, names.waiting}
     wanted |= {names.prompt_tokens, names.generation_tokens, *EXTRA_FAMILIES[engine]}
+    wanted |= {names.request_prompt_tokens, names.request_generation_tokens}
     if names.preemptions:
         wanted.add(names.preemptions)
     return frozenset(wanted)

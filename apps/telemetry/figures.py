@@ -414,6 +414,28 @@ def figures_from_increments(inc: Increments) -> Figures:
     )
 
 
+@dataclass(frozen=True)
+class RequestMix:
+    """The requests an interval finished and their lengths: cumulative bucket increments {upper bound: count}
+    of the per-request prompt and output token histograms (what the what-if lab rebuilds a load from)."""
+
+    interval_s: float
+    requests: float
+    prompt_buckets: Mapping[float, float]
+    output_buckets: Mapping[float, float]
+
+
+def request_mix(inc: Increments) -> RequestMix | None:
+    """The interval's request count and length histograms; None when the engine does not export them or the
+    interval finished no request."""
+    names = ENGINES[inc.engine]
+    prompt = inc.histograms.get(names.request_prompt_tokens)
+    output = inc.histograms.get(names.request_generation_tokens)
+    if not prompt or not output or math.inf not in prompt or not prompt[math.inf] > 0:
+        return None
+    return RequestMix(inc.interval_s, prompt[math.inf], dict(prompt), dict(output))
+
+
 def figures(prev: Snapshot, cur: Snapshot) -> Figures:
     """The figures of one engine for the interval between two of its scrapes."""
     return figures_from_increments(increments(prev, cur))

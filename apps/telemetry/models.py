@@ -74,6 +74,30 @@ class SeriesPoint(models.Model):
         return f"{self.service_id}/{self.role or 'service'}@{self.time:%H:%M:%S}"
 
 
+class RequestMixPoint(models.Model):
+    """The requests a service's engines finished in one scrape interval and their prompt and output lengths
+    (bucket increments of the engines' per-request token histograms, merged over pods), written only for
+    intervals that finished a request. The what-if lab rebuilds a service's recorded load from these when the
+    gateway metered none of its requests. Kept as long as raw series rows."""
+
+    service = models.ForeignKey("serving.InferenceService", on_delete=models.CASCADE, related_name="+",
+                                db_index=False)  # the unique constraint starts with it
+    time = models.DateTimeField()
+    interval_s = RealField()
+    requests = RealField()
+    prompt_buckets = models.JSONField()  # [[upper bound ("+Inf" for the last), cumulative count], ...]
+    output_buckets = models.JSONField()
+
+    objects = restricted(tenant_owned("service__tenant"))
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["service", "time"], name="telemetry_requestmix_unique")]
+        indexes = [models.Index(fields=["time"], name="telemetry_requestmix_age_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.service_id}@{self.time:%H:%M:%S}: {self.requests:g} requests"
+
+
 class PodStat(models.Model):
     """The latest scrape of one engine pod: its snapshot (for the next increments) and its figures."""
 

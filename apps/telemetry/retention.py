@@ -16,7 +16,7 @@ from django.db.models import Max, Min, OuterRef, Subquery
 from django.utils import timezone
 
 from apps.telemetry.choices import Resolution
-from apps.telemetry.models import PodStat, ScrapeCycle, SeriesPoint
+from apps.telemetry.models import PodStat, RequestMixPoint, ScrapeCycle, SeriesPoint
 from apps.telemetry.series import MERGE, SERIES_COLUMNS
 
 _SQL = {"max": "MAX({c})", "avg": "AVG({c})", "sum": "SUM({c})"}
@@ -76,4 +76,6 @@ def prune(now: datetime | None = None) -> dict[str, int]:
 def compact(now: datetime | None = None) -> dict[str, int]:
     """Roll up, then prune: the periodic retention pass."""
     written = rollup(now)
-    return {"rolled_up": written, **prune(now)}
+    raw_cutoff = (now or timezone.now()) - timedelta(hours=settings.TELEMETRY_RAW_RETENTION_HOURS)
+    mixes = RequestMixPoint.objects.filter(time__lt=raw_cutoff).delete()[0]
+    return {"rolled_up": written, **prune(now), "request_mix": mixes}

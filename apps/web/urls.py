@@ -2,7 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from apps.web import scaling, services, views
-from apps.web.portal import catalog, gateway, overview, playground, revisions, rollouts, tenancy
+from apps.web.portal import catalog, gateway, lab, overview, playground, revisions, rollouts, tenancy
 from apps.web.portal import services as portal_services
 
 app_name = "web"
@@ -35,6 +35,12 @@ urlpatterns = [
     path(S + "rollout/", rollouts.rollout_panel, name="service-rollout"),
     path(S + "rollout/<str:action>/", rollouts.rollout_action, name="rollout-action"),
     path(S + "playground/", playground.playground, name="playground"),
+    path(S + "lab/", lab.lab, name="lab"),
+    path(S + "lab/traces/", lab.lab_upload, name="lab-upload"),
+    path(S + "lab/runs/<int:run_id>/", lab.lab_run, name="lab-run"),
+    path(S + "lab/runs/<int:run_id>/cancel/", lab.lab_cancel, name="lab-cancel"),
+    path(S + "lab/runs/<int:run_id>/apply/", lab.lab_apply, name="lab-apply"),
+    path(S + "advice/<int:advice_id>/dismiss/", lab.advice_dismiss, name="advice-dismiss"),
     path(S + "playground/stream/", playground.stream, name="playground-stream"),
     path(T + "tokens/", tenancy.tokens, name="tokens"),
     path(T + "tokens/<int:pk>/revoke/", tenancy.token_revoke, name="token-revoke"),

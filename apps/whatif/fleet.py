@@ -91,6 +91,8 @@ class Run:
     peak_replicas: int = 0
     cold_starts: int = 0
     finished: int = 0
+    preemptions: int = 0  # of the finished requests, all together (read by the lab; not in `summary`)
+    tokens: int = 0  # prompt and output tokens of the finished requests (the lab's cost per token)
 
     def summary(self, total: int) -> dict:
         """GPU-hours, SLO attainment over `total` requests (unfinished ones miss), latency quantiles, events."""
@@ -116,8 +118,12 @@ class Simulation:
     GPUs each replica holds; `lengths[i]` is the (prompt, output) tokens of the arrival at `arrivals[i]`."""
 
     def __init__(self, decide, arrivals, lengths, spec, hours: float, start_replicas: int = 1, *,
-                 slo: Slo | None = None, gpus: int = 1, period_s: float = PERIOD_S, router_cap: int = ROUTER_CAP):
+                 slo: Slo | None = None, gpus: int = 1, period_s: float = PERIOD_S, router_cap: int = ROUTER_CAP,
+                 prefix_share: float = 0.0):
         self.decide, self.arrivals, self.lengths, self.spec = decide, arrivals, lengths, spec
+        # The share of each prompt's leading tokens that is one prefix common to all requests (a system
+        # prompt): what an engine with prefix caching can hit. 0: no two prompts share a token.
+        self.prefix_share = prefix_share
         self.slo, self.gpus, self.period_s, self.router_cap = slo or Slo(), gpus, period_s, router_cap
         self.end = hours * 3600
         self.cold_start = spec.startup_s
@@ -153,9 +159,12 @@ class Simulation:
 
     def _send(self, replica: Replica, index: int, t: float) -> None:
         prompt, output = self.lengths[index]
-        # Token ids of a request's own (no two prompts share a prefix, so prefix caching finds no false hits).
+        # Token ids of a request's own (no two prompts share a prefix, so prefix caching finds no false hits),
+        # after the common prefix's (negative ids, which no request's own tokens use) when there is one.
+        shared = int(prompt * self.prefix_share)
         first = index * 1_000_003
-        replica.engine.submit(Request(str(index), list(range(first, first + prompt)), output, output), t)
+        tokens = [-1 - k for k in range(shared)] + list(range(first, first + prompt - shared))
+        replica.engine.submit(Request(str(index), tokens, output, output), t)
 
     def _route(self, index: int, t: float) -> None:
         """Route an arrival: to the least loaded ready replica (round robin would pile onto one replica
@@ -198,6 +207,8 @@ class Simulation:
             self.itl_recent.append((req.last_token, itl))
             run.itl_ok += itl <= self.slo.itl_s
             run.finished += 1
+            run.preemptions += req.preemptions
+            run.tokens += req.prompt_len + req.generated
 
     def _scale_to(self, run: Run, n: int, t: float) -> None:
         live = self.live()
@@ -269,9 +280,11 @@ class Simulation:
                 "prompt_tps": tokens / self.period_s, "arrivals_per_s": arrived / self.period_s,
                 "cold_start": self.cold_start_seen}
 
-    def run(self, name: str, timeline: list | None = None, cpu_deadline: float | None = None) -> Run:
+    def run(self, name: str, timeline: list | None = None, cpu_deadline: float | None = None,
+            on_tick=None) -> Run:
         """Replay the load; `timeline`, when given, receives (t, replicas, TTFT p95 of the period) per period.
-        With `cpu_deadline` (a `time.process_time()` value) the replay stops with OverBudget once past it."""
+        With `cpu_deadline` (a `time.process_time()` value) the replay stops with OverBudget once past it.
+        `on_tick(t, end)`, when given, is called every period (progress; it may raise to stop the replay)."""
         run = Run(name, self.slo)
         next_tick = self.period_s
         index, now = 0, 0.0
@@ -303,6 +316,8 @@ class Simulation:
                 run.peak_replicas = max(run.peak_replicas, len(self.live()))
                 if timeline is not None:
                     timeline.append((t, len(self.live()), state["ttft_p95"]))
+                if on_tick is not None:
+                    on_tick(t, self.end)
                 if cpu_deadline is not None and time.process_time() > cpu_deadline:
                     raise OverBudget(f"{name}: stopped at {t:.0f} s of {self.end:.0f} s of load, over the CPU budget")
                 next_tick += self.period_s

@@ -1,7 +1,9 @@
 """The what-if lab: one load replayed against a service's current configuration and its alternatives.
 
 A load is requests as they came: from an uploaded trace (`capacity.traces`: Azure, BurstGPT, JSONL), or the
-service's own traffic as the gateway metered it (`UsageRow`: exact arrival times and token counts). Each
+service's own traffic: as the gateway metered it (`UsageRow`: exact arrival times and token counts), or where
+the gateway metered none, as the engines' telemetry shows it per minute (`apps.whatif.recorded`); either way
+with the prefix-cache hit rate the engines measured. Each
 scenario replays the same load on the fleet simulation (`apps.whatif.fleet`) on a simulated clock; requests
 longer than a scenario's context are refused there, as the engine refuses them, and count as misses.
 """
@@ -10,16 +12,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.utils import timezone
 
-from apps.whatif.fleet import OverBudget, Simulation
+from apps.whatif.fleet import OverBudget, Simulation, quantile
+from apps.whatif.recorded import prefix_hit_rate, telemetry_window
 from apps.whatif.scenarios import ScenarioError, default_alternatives, parse_alternatives, scenario
 from capacity.traces import TraceRequest, parse_trace
 
 RECORDED_WINDOW = timedelta(hours=1)
-CPU_BUDGET_S = 600.0  # a whole run, all scenarios together
 
 
 class LoadError(ValueError):
@@ -28,8 +31,10 @@ class LoadError(ValueError):
 
 @dataclass
 class Load:
-    source: str  # "trace:<format>" or "recorded"
+    source: str  # "trace:<format>", "recorded" (the gateway's rows) or "recorded:engines" (the engines' telemetry)
     requests: list[TraceRequest]
+    prefix_hit_rate: float | None = None  # measured live; the replay shares that much of each prompt
+    start: datetime | None = None  # the first arrival's wall-clock time (a recorded load's; calibration reads it)
 
     @property
     def duration_s(self) -> float:
@@ -42,42 +47,52 @@ def trace_load(data: bytes, fmt: str) -> Load:
     return Load(f"trace:{fmt}", trace.requests)
 
 
-def recorded_load(service, window: timedelta = RECORDED_WINDOW) -> Load:
-    """The service's answered requests of the last `window` as the gateway metered them."""
+def recorded_load(service, window: timedelta = RECORDED_WINDOW, until: datetime | None = None) -> Load:
+    """The service's requests of the last `window`: as the gateway metered them (exact times and lengths), or
+    else as its engines' telemetry shows them minute by minute (`apps.whatif.recorded`)."""
     from apps.gateway.models import UsageRow
 
-    since = timezone.now() - window
-    rows = list(UsageRow.objects.filter(service_id=service.pk, at__gte=since, status=200, completion_tokens__gt=0)
+    until = until or timezone.now()
+    since = until - window
+    rows = list(UsageRow.objects.filter(service_id=service.pk, at__gte=since, at__lte=until, status=200,
+                                        completion_tokens__gt=0)
                 .order_by("at").values_list("at", "prompt_tokens", "completion_tokens"))
-    if not rows:
-        raise LoadError(f"no recorded load for {service}: the gateway metered none of its requests in the last "
-                        f"{window.total_seconds() / 60:.0f} minutes; upload a trace instead (--trace FILE)")
-    origin = rows[0][0]
-    requests = [TraceRequest((at - origin).total_seconds(), max(prompt, 1), completion)
-                for at, prompt, completion in rows]
-    return Load("recorded", requests)
+    hit_rate = prefix_hit_rate(service, since, until)
+    if rows:
+        origin = rows[0][0]
+        requests = [TraceRequest((at - origin).total_seconds(), max(prompt, 1), completion)
+                    for at, prompt, completion in rows]
+        return Load("recorded", requests, hit_rate, origin)
+    start, requests = telemetry_window(service, since, until)
+    if not requests:
+        raise LoadError(f"no recorded load for {service}: neither the gateway nor the engines' telemetry shows "
+                        f"a finished request in the last {window.total_seconds() / 60:.0f} minutes; upload a "
+                        "trace instead (--trace FILE)")
+    return Load("recorded:engines", requests, hit_rate, start)
 
 
-def _replay(sc, load: Load, cpu_deadline: float) -> dict:
+def _replay(sc, load: Load, on_tick) -> dict:
     limit = sc.spec.core.max_model_len
     fits = [r for r in load.requests if r.prompt_tokens + r.output_tokens <= limit]
     hours = max(load.duration_s, 1.0) / 3600
     simulation = Simulation(sc.decide, [r.t for r in fits], [(r.prompt_tokens, r.output_tokens) for r in fits],
-                            sc.spec, hours, sc.start_replicas, slo=sc.slo, gpus=sc.gpus)
+                            sc.spec, hours, sc.start_replicas, slo=sc.slo, gpus=sc.gpus,
+                            prefix_share=load.prefix_hit_rate or 0.0)
     timeline: list = []
-    run = simulation.run(sc.name, timeline, cpu_deadline)
+    run = simulation.run(sc.name, timeline, on_tick=on_tick)
+    itl_p50 = quantile(run.itl, 0.5)
     return {"name": sc.name, "changes": sc.changes, **run.summary(len(load.requests)),
+            "itl_p50_s": None if itl_p50 is None else round(itl_p50, 3), "preemptions": run.preemptions,
+            "tokens": run.tokens,
             "over_context": len(load.requests) - len(fits), "max_model_len": limit,
             "gpu_type": sc.spec.core.gpu.key,
             "gpus_per_replica": sc.gpus, "ttft_slo_s": sc.slo.ttft_s, "itl_slo_s": sc.slo.itl_s,
             "timeline": [{"t": t, "replicas": n, "ttft_p95_s": p} for t, n, p in timeline]}
 
 
-def run_whatif(service, load: Load, alternatives: list[dict] | None = None,
-               cpu_budget_s: float = CPU_BUDGET_S) -> dict:
-    """Replay `load` against the current configuration (first) and each alternative (the lab's defaults when
-    None). Raises ScenarioError before anything runs when an alternative is refused; a replay over the CPU
-    budget ends the run, which then says so in `stopped` and lists only the scenarios that finished."""
+def build_scenarios(service, alternatives: list[dict] | None) -> list:
+    """The current configuration's scenario, then each alternative's (the lab's defaults when None); raises
+    ScenarioError naming every refused alternative and field, before anything runs."""
     alternatives = default_alternatives(service) if alternatives is None else parse_alternatives(alternatives)
     scenarios = [scenario(service, {}, "current")]
     problems = []
@@ -88,14 +103,36 @@ def run_whatif(service, load: Load, alternatives: list[dict] | None = None,
             problems += exc.problems
     if problems:
         raise ScenarioError(problems)
-    started, cpu_started = time.monotonic(), time.process_time()
+    return scenarios
+
+
+def run_whatif(service, load: Load, alternatives: list[dict] | None = None,
+               cpu_budget_s: float | None = None, progress=None) -> dict:
+    """Replay `load` against the current configuration (first) and each alternative (the lab's defaults when
+    None). Raises ScenarioError before anything runs when an alternative is refused; a replay over the CPU
+    budget (WHATIF_CPU_BUDGET_SECONDS by default; this thread's CPU time, so other work in a threaded worker
+    does not count) ends the run, which then says so in `stopped` and lists only the scenarios that finished.
+    `progress(fraction)`, when given, is called as the replays advance; it may raise to stop the run (a cancel)."""
+    scenarios = build_scenarios(service, alternatives)
+    if cpu_budget_s is None:
+        cpu_budget_s = settings.WHATIF_CPU_BUDGET_SECONDS
+    started, cpu_started = time.monotonic(), time.thread_time()
     results, stopped = [], None
-    for sc in scenarios:
+    for i, sc in enumerate(scenarios):
+
+        def on_tick(t: float, end: float, i=i, name=sc.name) -> None:
+            if time.thread_time() - cpu_started > cpu_budget_s:
+                raise OverBudget(f"{name}: stopped at {t:.0f} s of {end:.0f} s of load, over the CPU budget of "
+                                 f"{cpu_budget_s:g} s")
+            if progress is not None:
+                progress((i + min(t / end, 1.0) if end else i + 1) / len(scenarios))
+
         try:
-            results.append(_replay(sc, load, cpu_started + cpu_budget_s))
+            results.append(_replay(sc, load, on_tick))
         except OverBudget as exc:
             stopped = str(exc)
             break
     return {"service": str(service), "source": load.source, "requests": len(load.requests),
+            "prefix_hit_rate": load.prefix_hit_rate,
             "duration_s": round(load.duration_s, 3), "wall_s": round(time.monotonic() - started, 3),
-            "cpu_s": round(time.process_time() - cpu_started, 3), "stopped": stopped, "scenarios": results}
+            "cpu_s": round(time.thread_time() - cpu_started, 3), "stopped": stopped, "scenarios": results}

@@ -127,7 +127,7 @@ def _policy(autoscaling: dict, pool, where: str):
                          f"{kind} is not modelled yet"])
 
 
-def _slo(autoscaling: dict) -> Slo:
+def service_slo(autoscaling: dict) -> Slo:
     """The service's own TTFT and ITL targets where its built-in policy sets them, else 2 s and 0.1 s."""
     targets = ((autoscaling or {}).get("pools") or {}).get("engine", {}).get("targets") \
         or (autoscaling or {}).get("targets") or {}
@@ -147,7 +147,7 @@ def scenario(service, changes: dict, where: str, slo: Slo | None = None) -> Scen
     autoscaling = changes.get("autoscaling", service.autoscaling)
     decide, start = _policy(autoscaling, pool, where)
     return Scenario(name, engine, decide, start, pool.gpus_per_replica * pool.nodes_per_replica,
-                    slo or _slo(service.autoscaling), changes)
+                    slo or service_slo(service.autoscaling), changes)
 
 
 def parse_alternatives(data: Any) -> list[dict]:
@@ -173,6 +173,13 @@ def parse_alternatives(data: Any) -> list[dict]:
         for key in ("engine_settings", "autoscaling"):
             if key in item and not isinstance(item[key], dict):
                 problems.append(f"alternatives[{i}].{key} must be an object")
+        for key in POOL_FIELDS:
+            value = item.get(key)
+            if key == "gpu_type":
+                if key in item and not isinstance(value, str):
+                    problems.append(f"alternatives[{i}].gpu_type must be a GPU type's name")
+            elif key in item and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10_000):
+                problems.append(f"alternatives[{i}].{key} must be a whole number from 0 to 10000")
     if problems:
         raise ScenarioError(problems)
     return data

@@ -1,3 +1,3 @@
 """Celery task modules; importing this package registers every task."""
 
-from workers.tasks import autoscale, reconcile, rollout, system, telemetry  # noqa: F401
+from workers.tasks import autoscale, reconcile, rollout, system, telemetry, whatif  # noqa: F401

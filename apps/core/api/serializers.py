@@ -51,7 +51,19 @@ class AsciiPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
         return super().to_internal_value(data)
 
 
-class ValidatedModelSerializer(serializers.ModelSerializer):
+class RefusesNul:
+    """A serializer mixin refusing U+0000 anywhere in the body (PostgreSQL text and jsonb cannot hold it, and a
+    related field would look it up as a slug) before any field is read: a 400 naming the fields."""
+
+    def to_internal_value(self, data):
+        items = data.lists() if hasattr(data, "lists") else data.items() if isinstance(data, dict) else ()
+        nul = sorted(str(name) for name, value in items if _has_nul(name) or _has_nul(value))
+        if nul:
+            raise serializers.ValidationError({key: ["Null characters (U+0000) are not allowed."] for key in nul})
+        return super().to_internal_value(data)
+
+
+class ValidatedModelSerializer(RefusesNul, serializers.ModelSerializer):
     serializer_related_field = AsciiPrimaryKeyRelatedField
     # Related fields whose choices are not narrowed to the user (e.g. clusters, chosen by name).
     unscoped_related_fields: tuple[str, ...] = ()
@@ -79,15 +91,6 @@ class ValidatedModelSerializer(serializers.ModelSerializer):
             if hasattr(queryset, "restrict"):
                 relation.queryset = queryset.restrict(user)
         return fields
-
-    def to_internal_value(self, data):
-        # PostgreSQL text and jsonb cannot hold U+0000, and a related field would look it up as a slug:
-        # refuse it before any field is read.
-        items = data.lists() if hasattr(data, "lists") else data.items() if isinstance(data, dict) else ()
-        nul = sorted(str(name) for name, value in items if _has_nul(name) or _has_nul(value))
-        if nul:
-            raise serializers.ValidationError({key: ["Null characters (U+0000) are not allowed."] for key in nul})
-        return super().to_internal_value(data)
 
     def validate(self, attrs):
         attrs = super().validate(attrs)

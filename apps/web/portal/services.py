@@ -34,6 +34,7 @@ from apps.web.forms.services import (
     unsign_base,
 )
 from apps.web.htmx import is_fragment, render_page
+from apps.web.portal.advice import advice_cards
 from apps.web.portal.capacity_preview import capacity_context
 from apps.web.portal.scope import READ, WRITE, tenant_page
 from apps.web.revisions_panel import revisions_context
@@ -93,6 +94,7 @@ def service_detail(request, tenant, name: str):
     context["gateway_view"] = gateway_view(service.pk)
     context |= revisions_context(service)
     context |= rollout_context(service)
+    context["advice"] = advice_cards(service)
     return render(request, "portal/service_detail.html", context)
 
 

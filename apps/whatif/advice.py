@@ -1,0 +1,132 @@
+"""Tuning advice from live telemetry, each suggestion confirmed by a lab replay before anyone sees it.
+
+Rules read the service's stored series over the last hour (`telemetry.SeriesPoint`, the whole service) and
+propose one alternative each:
+
+- `fp8_kv`: KV-cache usage above 90 % with preemptions, on a KV cache that is not fp8 already: fp8 KV (twice
+  the blocks). Judged on preemptions;
+- `smaller_batch`: ITL p95 over its SLO: half the `max_num_seqs` (smaller batches decode faster). Judged on ITL p95;
+- `fewer_replicas`: a fixed fleet of more than one replica whose TTFT p95 stays under half its SLO: one replica
+  fewer. Judged on GPU-hours, and only if SLO attainment does not drop by more than a point.
+
+Each proposal is replayed on the service's recorded load against the current configuration; advice whose
+predicted effect on its figure is under 5 % (or that makes the figure worse) is not kept. Rules the lab cannot
+measure are not run: speculative decoding (the engine simulation does not model it), a CPU KV tier and
+autoscaling targets (not modelled yet).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import Avg, Max, Sum
+from django.utils import timezone
+
+from apps.core.audit import record_change, snapshot
+from apps.core.choices import AuditAction
+from apps.telemetry.choices import Resolution
+from apps.telemetry.models import SERVICE_ROLE, SeriesPoint
+from apps.whatif.lab import LoadError, recorded_load, run_whatif
+from apps.whatif.models import Advice, AdviceRule
+from apps.whatif.scenarios import MODELLED_MODES, ScenarioError, service_slo
+
+WINDOW = timedelta(hours=1)
+MIN_EFFECT_PCT = 5.0
+ADVICE_CPU_BUDGET_S = 120.0
+FP8 = ("fp8", "fp8_e4m3", "fp8_e5m2")
+
+
+def observations(service, now=None) -> dict | None:
+    """The rule inputs over the last hour: peak KV usage, preemptions, mean TTFT and ITL p95, mean replicas."""
+    now = now or timezone.now()
+    rows = SeriesPoint.objects.filter(service_id=service.pk, role=SERVICE_ROLE, resolution=Resolution.RAW,
+                                      time__gt=now - WINDOW, time__lte=now)
+    found = rows.aggregate(kv_max=Max("kv_usage"), preemptions=Sum("preemptions"), ttft_p95=Avg("ttft_p95"),
+                           itl_p95=Avg("itl_p95"), replicas=Avg("ready_replicas"))
+    if found["replicas"] is None:
+        return None
+    return {k: None if v is None else round(float(v), 4) for k, v in found.items()}
+
+
+def proposals(service, seen: dict) -> list[tuple[str, dict, str]]:
+    """(rule, alternative, the figure it is judged on) for each rule the observations fire."""
+    settings = service.engine_settings or {}
+    slo = service_slo(service.autoscaling)
+    engine = next((p for p in service.pools.all() if p.role == "engine"), None)
+    out = []
+    if (seen["kv_max"] or 0) > 0.9 and (seen["preemptions"] or 0) > 0 and settings.get("kv_cache_dtype") not in FP8:
+        out.append((AdviceRule.FP8_KV, {"name": "fp8 KV cache", "engine_settings": {"kv_cache_dtype": "fp8"}},
+                    "preemptions"))
+    if seen["itl_p95"] is not None and seen["itl_p95"] > slo.itl_s:
+        seqs = max(1, (settings.get("max_num_seqs") or 256) // 2)
+        out.append((AdviceRule.SMALLER_BATCH, {"name": f"max_num_seqs {seqs}",
+                                               "engine_settings": {"max_num_seqs": seqs}}, "itl_p95_s"))
+    if (engine is not None and not service.autoscaled_by_builtin and engine.replicas > 1
+            and seen["ttft_p95"] is not None and seen["ttft_p95"] < slo.ttft_s / 2):
+        n = engine.replicas - 1
+        out.append((AdviceRule.FEWER_REPLICAS, {"name": f"{n} replica{'s' if n > 1 else ''}", "replicas": n,
+                                                "min_replicas": min(engine.min_replicas, n)}, "gpu_hours"))
+    return out
+
+
+def _effect(figure: str, current: dict, alternative: dict) -> float | None:
+    """The improvement on `figure` in percent (positive: better), None when it cannot be judged."""
+    before, after = current.get(figure), alternative.get(figure)
+    if before is None or after is None or before <= 0:
+        return None
+    if figure == "gpu_hours" and (alternative["slo_attainment"] or 0) < (current["slo_attainment"] or 0) - 0.01:
+        return None  # cheaper only by missing the SLO more: not advice
+    return round((before - after) / before * 100, 1)
+
+
+def refresh_advice(service, now=None) -> list[Advice]:
+    """Evaluate the rules, replay what they propose on the recorded load, keep the confirmed advice (a dismissed
+    one stays dismissed), drop what no longer holds; returns the service's advice now shown."""
+    seen = observations(service, now)
+    proposed = proposals(service, seen) if seen else []
+    keep = []
+    if proposed:
+        try:
+            load = recorded_load(service, WINDOW, until=now)
+            result = run_whatif(service, load, [alt for _, alt, _ in proposed], cpu_budget_s=ADVICE_CPU_BUDGET_S)
+        except (LoadError, ScenarioError):
+            result = None
+        scenarios = {s["name"]: s for s in (result or {}).get("scenarios", [])}
+        current = scenarios.get("current")
+        for rule, alternative, figure in proposed:
+            replay = scenarios.get(alternative["name"])
+            effect = None if current is None or replay is None else _effect(figure, current, replay)
+            if effect is None or effect < MIN_EFFECT_PCT:
+                continue
+            keep.append(rule)
+            Advice.objects.update_or_create(service=service, rule=rule, defaults={
+                "inputs": seen, "alternative": alternative,
+                "predicted": {"figure": figure, "current": current[figure], "suggested": replay[figure],
+                              "effect_pct": effect, "requests": result["requests"]}})
+    Advice.objects.filter(service=service).exclude(rule__in=keep).delete()
+    return list(Advice.objects.filter(service=service, dismissed_at__isnull=True))
+
+
+def dismiss(advice: Advice, *, actor, via) -> Advice:
+    """Hide the advice (audited); it stays hidden while its rule keeps firing."""
+    before = snapshot(advice)
+    advice.dismissed_at = timezone.now()
+    with transaction.atomic():
+        advice.save(update_fields=["dismissed_at", "updated"])
+        record_change(actor=actor, obj=advice, action=AuditAction.UPDATE, via=via, before=before)
+    return advice
+
+
+def advised_services():
+    """Services with recorded load in the last hour (gateway rows or the engines' request mixes), of the modes
+    the lab models."""
+    from apps.gateway.models import UsageRow
+    from apps.serving.models import InferenceService
+    from apps.telemetry.models import RequestMixPoint
+
+    since = timezone.now() - WINDOW
+    ids = set(RequestMixPoint.objects.filter(time__gt=since).values_list("service_id", flat=True).distinct())
+    ids |= set(UsageRow.objects.filter(at__gt=since, service_id__isnull=False)
+               .values_list("service_id", flat=True).distinct())
+    return InferenceService.objects.with_related().filter(pk__in=ids, deployment_mode__in=MODELLED_MODES)

@@ -1,0 +1,40 @@
+// The what-if lab's plots (templates/portal/partials/lab_run.html): the run's panel embeds each scenario's
+// timeline as JSON (json_script); this draws replicas and TTFT p95 over time per scenario on one time axis, and
+// GPU-hours against SLO attainment (the Pareto view). Drawn again when htmx swaps a finished run's panel in.
+(function () {
+  "use strict";
+
+  function layout(title, extra) {
+    return Object.assign({
+      title: { text: title, font: { size: 14 } }, margin: { l: 50, r: 10, t: 36, b: 40 },
+      legend: { orientation: "h", y: -0.25 },
+    }, extra || {});
+  }
+
+  function draw() {
+    const node = document.getElementById("lab-data");
+    if (!node || typeof Plotly === "undefined" || !document.getElementById("chart-lab-replicas")) return;
+    const data = JSON.parse(node.textContent);
+    const config = { displayModeBar: false, responsive: true };
+    const minutes = (s) => s.t.map((t) => t / 60);
+    Plotly.react("chart-lab-replicas", data.scenarios.map((s) => ({
+      x: minutes(s), y: s.replicas, name: s.name, mode: "lines", line: { shape: "hv" },
+    })), layout("Replicas", { xaxis: { title: { text: "minutes into the load" } }, yaxis: { rangemode: "tozero" } }), config);
+    Plotly.react("chart-lab-ttft", data.scenarios.map((s) => ({
+      x: minutes(s), y: s.ttft_p95, name: s.name, mode: "lines", connectgaps: false,
+    })), layout("TTFT p95 (s)", { xaxis: { title: { text: "minutes into the load" } }, yaxis: { rangemode: "tozero" } }), config);
+    Plotly.react("chart-lab-pareto", [{
+      x: data.scenarios.map((s) => s.gpu_hours), y: data.scenarios.map((s) => s.slo_attainment * 100),
+      text: data.scenarios.map((s) => s.name), mode: "markers+text", textposition: "top center",
+      marker: { size: 10 }, name: "scenarios",
+    }], layout("GPU-hours against SLO attainment", {
+      showlegend: false, xaxis: { title: { text: "GPU-hours" }, rangemode: "tozero" },
+      yaxis: { title: { text: "SLO attainment (%)" } },
+    }), config);
+  }
+
+  document.addEventListener("DOMContentLoaded", draw);
+  document.addEventListener("htmx:afterSwap", (event) => {
+    if (event.target && event.target.id === "lab-run") draw();
+  });
+})();
