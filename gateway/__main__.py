@@ -45,6 +45,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--upstream-timeout", type=float, default=300.0,
                         help="Seconds an upstream may stay silent (before its answer, or between two chunks "
                              "of a stream); past it the answer is 504.")
+    parser.add_argument("--backend-pod-header", default=os.environ.get("GATEWAY_BACKEND_POD_HEADER", ""),
+                        help="A response header in which a service's router names the engine pod it chose; usage "
+                             "rows then name that pod (kubesim's routers: x-kubesim-backend). Empty: the router's "
+                             "pod.")
     parser.add_argument("--activation-queue", type=int, default=100,
                         help="Requests held per service while it wakes from zero; past it the answer is 503.")
     parser.add_argument("--activation-wait", type=float, default=120.0,
@@ -81,7 +85,8 @@ def build(args: argparse.Namespace):
                   activator=Activator(args.redis_url or None, max_held=args.activation_queue,
                                       max_wait=args.activation_wait),
                   upstreams=Upstreams(connect_timeout=args.upstream_connect_timeout,
-                                      read_timeout=args.upstream_timeout))
+                                      read_timeout=args.upstream_timeout,
+                                      backend_pod_header=args.backend_pod_header))
 
 
 def main(argv=None) -> None:

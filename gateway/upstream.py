@@ -50,8 +50,12 @@ class Usage:
 class Upstreams:
     """The gateway's client side: one connection pool, the balancer, the timeouts."""
 
-    def __init__(self, *, connect_timeout: float = 5.0, read_timeout: float = 300.0, retry_after: int = 5):
+    def __init__(self, *, connect_timeout: float = 5.0, read_timeout: float = 300.0, retry_after: int = 5,
+                 backend_pod_header: str = ""):
         self.balancer = Balancer()
+        # A router that names the engine pod it chose in this response header: the usage row records that pod
+        # rather than the router's (kubesim's routers send x-kubesim-backend; empty: the router's pod).
+        self.backend_pod_header = backend_pod_header
         self.timeout = aiohttp.ClientTimeout(sock_connect=connect_timeout, sock_read=read_timeout)
         self.retry_after = retry_after
         self._session: aiohttp.ClientSession | None = None
@@ -102,6 +106,8 @@ class Upstreams:
             answer = [(k.lower().encode(), v.encode("latin-1")) for k, v in response.headers.items()
                       if k.lower() in PASSED_HEADERS]
             usage.status = response.status
+            if self.backend_pod_header and response.headers.get(self.backend_pod_header):
+                usage.pod = response.headers[self.backend_pod_header][:253]
             if not usage.streamed or response.status != 200:
                 body = await response.read()
                 usage.upstream_s = time.monotonic() - started

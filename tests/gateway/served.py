@@ -18,11 +18,13 @@ from tests.telemetry.conftest import reconcile_until_ready
 from workers.telemetry import scrape_all
 
 
-def serve_on_kubesim(make_cluster, tenant, tmp_path, name: str = "chat") -> dict:
-    """A round-robin service of two vLLM replicas Ready on kubesim, its upstreams scraped, a key, a snapshot."""
+def serve_on_kubesim(make_cluster, tenant, tmp_path, name: str = "chat", routing_policy: str = "round_robin") -> dict:
+    """A service of two vLLM replicas Ready on kubesim, its upstreams scraped (its two engines; its router
+    when the policy needs one), a key, a snapshot."""
     sim = make_cluster(nodes="h100-sxm-80gb:1x8", seed=5, pod_network="loopback").server
     cluster = ClusterFactory(name="sim", api_url=sim.url, insecure_simulator=True)
     service = InferenceServiceFactory(tenant=tenant, name=name, cluster=cluster, runtime=RuntimeFactory(),
+                                      routing_policy=routing_policy,
                                       pools=[{"role": "engine", "replicas": 2, "gpu_type": "h100-sxm-80gb"}])
     reconcile_until_ready(service)
 
@@ -30,7 +32,7 @@ def serve_on_kubesim(make_cluster, tenant, tmp_path, name: str = "chat") -> dict
         scrape_all()  # the telemetry cycle, as the beat runs it every few seconds
         return len(Upstream.objects.get(service=service).endpoints)
 
-    wait_for(lambda: scraped() == 2, message="both replicas in the upstreams")
+    wait_for(lambda: scraped() == (2 if routing_policy == "round_robin" else 1), message="the upstreams")
     key_row, key = issue(tenant, "app")
     path = tmp_path / "snapshot.json"
     write_snapshot(path)
