@@ -17,8 +17,9 @@ def test_the_gateway_bench_prints_its_figures_and_the_limit_holds_across_ten_rep
         assert out[side]["failed"] == 0 and out[side]["p50_ms"] <= out[side]["p99_ms"]
     assert out["litellm"] is None and out["litellm_error"] == "skipped (--no-litellm)"
     assert out["added_p50_ms"] == round(out["gateway"]["p50_ms"] - out["direct"]["p50_ms"], 3)
-    # One script to check and one to settle per request let through (the answers were all 200).
-    assert 1.9 <= out["redis_round_trips_per_request"] <= 2.1
+    # One round trip to check each request let through, and at most one to settle it (requests that end in
+    # the same turn of the event loop share one pipeline of settles).
+    assert 1.0 < out["redis_round_trips_per_request"] <= 2.0
     limits = out["limits"]
     assert (limits["replicas"], limits["clients"], limits["sent"], limits["limit_rpm"]) == (10, 200, 600, 100)
     assert limits["allowed"] == 100
