@@ -8,9 +8,9 @@ same code runs against a real cluster and kubesim. Errors leave here classified:
 
 from __future__ import annotations
 
-import difflib
 import json
 import logging
+import os
 import random
 import threading
 import time
@@ -30,6 +30,8 @@ from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 from apps.clusters import kubeclient
 from apps.clusters.incluster import InClusterCredentialsMissing
 from apps.serving.names import FIELD_MANAGER
+from workers.drift import drift_diff, is_subset
+from workers.kubecache import KindCache, resource_version, uid_of_selector
 
 if TYPE_CHECKING:
     from apps.clusters.models import ClusterCredentials
@@ -38,6 +40,9 @@ log = logging.getLogger(__name__)
 REQUEST_TIMEOUT_SECONDS = kubeclient.REQUEST_TIMEOUT_SECONDS
 PASS_DEADLINE_MESSAGE = "the pass ran past its deadline; it will be retried"
 CALL_ATTEMPTS = 3  # per call, on transient errors (the task retries the whole pass after that)
+FIRST_SYNC_WAIT_SECONDS = 15.0  # a read waits this long for a new watch cache's first list...
+CATCH_UP_WAIT_SECONDS = 2.0  # ...and this long for a live one to see this process's own last write
+CACHE_POOL_SIZE = 16  # the watch caches' connections: one per kind watched (12 managed kinds and Pods)
 
 TRANSIENT_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
@@ -146,55 +151,6 @@ class SyncResult:
         return len(self.applied) + len(self.pruned)
 
 
-def is_subset(desired, live) -> bool:
-    """True when every field of `desired` has the same value in `live` (server defaults may add more).
-
-    This is how drift is told from no change without writing: what we own must match exactly, what the
-    API server or other managers add is ignored.
-    """
-    if isinstance(desired, dict):
-        if not isinstance(live, dict):
-            return False
-        return all(k in live and is_subset(v, live[k]) for k, v in desired.items())
-    if isinstance(desired, list):
-        if not isinstance(live, list) or len(desired) != len(live):
-            return False
-        return all(is_subset(d, lv) for d, lv in zip(desired, live, strict=True))
-    scalars = (int, float, str)
-    if isinstance(desired, scalars) and isinstance(live, scalars) and type(desired) is not type(live):
-        # Quantities and int-or-string fields may come back in the other spelling ("1" vs 1).
-        return str(desired) == str(live)
-    return desired == live
-
-
-def project(live, desired):
-    """`live` cut down to the shape of `desired`: only what we own, for a readable diff."""
-    if isinstance(desired, dict) and isinstance(live, dict):
-        return {k: project(live[k], v) for k, v in desired.items() if k in live}
-    if isinstance(desired, list) and isinstance(live, list):
-        return [project(lv, d) for d, lv in zip(desired, live, strict=False)] + live[len(desired):]
-    return live
-
-
-class _PlainDumper(yaml.SafeDumper):
-    """Rendered objects share Python dicts (one capabilities dict in two containers); anchors and
-    aliases (`&id001`/`*id001`) would then show up as diff lines that are not changes."""
-
-    def ignore_aliases(self, data):
-        return True
-
-
-def _dump(obj) -> list[str]:
-    return yaml.dump(obj, Dumper=_PlainDumper, sort_keys=True).splitlines()
-
-
-def drift_diff(ref: ObjectRef, desired: dict, live: dict) -> str:
-    """A unified diff from what the cluster has to what we want, over the fields we own."""
-    have = _dump(project(live, desired))
-    want = _dump(desired)
-    return "\n".join(difflib.unified_diff(have, want, f"cluster: {ref}", f"desired: {ref}", lineterm="", n=2))
-
-
 class Kube:
     """One cluster's API: a DynamicClient with discovery cached for the life of the object."""
 
@@ -211,9 +167,56 @@ class Kube:
         self._shared_checked: dict[ObjectRef, tuple[str, float]] = {}
         self.requests = 0  # API calls made (reads and writes), for metrics and benchmarks
         self.writes = 0
+        # Watch caches (workers.kubecache), one per kind, on a client of their own; and the newest
+        # resourceVersion this client wrote per kind, which a cached read must have seen (read-your-writes).
+        self.use_cache = settings.KUBE_WATCH_CACHE
+        self._caches: dict[tuple[str, str], KindCache] = {}
+        self._cache_api: k8s.ApiClient | None = None
+        self._cache_pid: int | None = None
+        self._written: dict[tuple[str, str], int] = {}
 
     def close(self) -> None:
+        if self._cache_pid == os.getpid():
+            for cache in self._caches.values():
+                cache.stop()
         self._api.close()
+        if self._cache_api is not None and self._cache_pid == os.getpid():
+            self._cache_api.close()
+
+    @property
+    def cache_requests(self) -> int:
+        """Lists and watches the watch caches made (not counted in `requests`, which a pass makes)."""
+        return sum(c.lists + c.watches for c in self._caches.values())
+
+    def cache(self, api_version: str, kind: str) -> KindCache:
+        """This process's watch cache of a kind, started on first use (a forked worker starts its own)."""
+        key = (api_version, kind)
+        cache = self._caches.get(key)
+        if cache is not None and cache.pid == os.getpid() and not cache.stopped:
+            return cache
+        res = self.resource(api_version, kind)
+        with _clients_lock:
+            if self._cache_pid != os.getpid():  # first use, or a forked child: its own connections and threads
+                self._caches, self._cache_pid = {}, os.getpid()
+                self._cache_api = api_client(self.creds, CACHE_POOL_SIZE, self.timeout_seconds)
+            cache = self._caches.get(key)
+            if cache is None or cache.stopped:
+                cache = self._caches[key] = KindCache(self._cache_api, res.path(), f"{api_version} {kind}").start()
+        return cache
+
+    def _cached(self, api_version: str, kind: str, namespace: str | None, label_selector: str | None,
+                field_selector: str | None) -> list[dict] | None:
+        """The answer of the kind's watch cache, or None when the wire must answer."""
+        uid = uid_of_selector(label_selector)
+        if not self.use_cache or uid is None or field_selector:
+            return None
+        cache = self.cache(api_version, kind)
+        wait = FIRST_SYNC_WAIT_SECONDS if not cache.live else CATCH_UP_WAIT_SECONDS
+        try:
+            wait = min(wait, self._timeout())
+        except TransientClusterError:
+            return None
+        return cache.read(namespace, uid, min_rv=self._written.get((api_version, kind), 0), wait=wait)
 
     def __enter__(self) -> Kube:
         return self
@@ -300,8 +303,14 @@ class Kube:
         out = self._call(
             self._dyn.server_side_apply, res, body=obj, name=ref.name, namespace=ref.namespace or None,
             field_manager=FIELD_MANAGER, force_conflicts=force,
-        )
-        return out.to_dict()
+        ).to_dict()
+        self._note_written(ref, out)
+        return out
+
+    def _note_written(self, ref: ObjectRef, out: dict) -> None:
+        key = (ref.api_version, ref.kind)
+        rv = resource_version((out.get("metadata") or {}).get("resourceVersion"))
+        self._written[key] = max(self._written.get(key, 0), rv)
 
     def get(self, ref: ObjectRef) -> dict | None:
         res = self.resource(ref.api_version, ref.kind)
@@ -313,8 +322,15 @@ class Kube:
             raise
 
     def list(self, api_version: str, kind: str, *, namespace: str | None = None,
-             label_selector: str | None = None, field_selector: str | None = None) -> list[dict]:
+             label_selector: str | None = None, field_selector: str | None = None,
+             cached: bool = False) -> list[dict]:
+        """The matching objects; with `cached`, from the kind's watch cache when it can answer (a selector
+        of one service's uid, a live watch that has seen this client's last write of the kind)."""
         res = self.resource(api_version, kind)
+        if cached:
+            hit = self._cached(api_version, kind, namespace, label_selector, field_selector)
+            if hit is not None:
+                return hit
         out = self._call(self._dyn.get, res, namespace=namespace, label_selector=label_selector,
                          field_selector=field_selector)
         return list(out.to_dict().get("items", []))
@@ -374,7 +390,7 @@ class Kube:
         live: dict[ObjectRef, dict] = {}
         for api_version, kind in sorted(set(managed_kinds) | wanted_kinds):
             try:
-                items = self.list(api_version, kind, namespace=namespace, label_selector=selector)
+                items = self.list(api_version, kind, namespace=namespace, label_selector=selector, cached=True)
             except KindNotServed:
                 if (api_version, kind) in wanted_kinds:
                     raise
@@ -428,3 +444,12 @@ def kube_for(cluster) -> Kube:
             pool_size = max(settings.TELEMETRY_SCRAPE_CONCURRENCY, 4)
             client = _clients[key] = Kube(cluster.credentials(), pool_size=pool_size)
         return client
+
+
+def close_all() -> None:
+    """Close every client of this process (their watch caches stop)."""
+    with _clients_lock:
+        clients = list(_clients.values())
+        _clients.clear()
+    for client in clients:
+        client.close()

@@ -173,7 +173,7 @@ def _converge(service, look: bool = False) -> Outcome:
         return _write_failure(service, generation, "ApplyFailed", exc.message)
     workloads = [obj for ref, obj in result.live.items() if ref.kind in WORKLOAD_KINDS]
     autoscalers = st.autoscaler_rows([obj for ref, obj in result.live.items() if ref.kind in AUTOSCALER_KINDS])
-    pods = kube.list("v1", "Pod", namespace=spec.namespace, label_selector=service_selector(service.uid))
+    pods = kube.list("v1", "Pod", namespace=spec.namespace, label_selector=service_selector(service.uid), cached=True)
     desired = {p.role: p.replicas for p in spec.pools}
     view = st.service_view(desired, workloads, pods, [])
     # Events matter while something changes: after a write, while a pod cannot be placed or crashes, and
