@@ -14,7 +14,8 @@ import os
 import random
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -174,18 +175,23 @@ class Kube:
         self._cache_api: k8s.ApiClient | None = None
         self._cache_pid: int | None = None
         self._written: dict[tuple[str, str], int] = {}
+        self.parallel = settings.KUBE_PARALLEL_REQUESTS  # calls of one pass in flight at once (`each`)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid: int | None = None
+        self._count_lock = threading.Lock()
 
     def close(self) -> None:
         if self._cache_pid == os.getpid():
             for cache in self._caches.values():
                 cache.stop()
+        if self._pool is not None and self._pool_pid == os.getpid():
+            self._pool.shutdown(wait=False)
         self._api.close()
         if self._cache_api is not None and self._cache_pid == os.getpid():
             self._cache_api.close()
 
     @property
-    def cache_requests(self) -> int:
-        """Lists and watches the watch caches made (not counted in `requests`, which a pass makes)."""
+    def cache_requests(self) -> int:  # lists and watches of the watch caches (not in `requests`)
         return sum(c.lists + c.watches for c in self._caches.values())
 
     def cache(self, api_version: str, kind: str) -> KindCache:
@@ -225,9 +231,8 @@ class Kube:
         self.close()
 
     def api_server_cidrs(self) -> tuple[str, ...]:
-        """The API server's addresses as /32 (or /128) blocks, read once from the `default/kubernetes`
-        Endpoints: the source of the proxy traffic the tenant NetworkPolicy must let in. Empty (and logged)
-        when the credentials may not read them."""
+        """The API server's addresses as /32 (or /128) blocks from the `default/kubernetes` Endpoints (read once):
+        the source of the proxy traffic the tenant NetworkPolicy must let in. Empty (logged) if unreadable."""
         if self._api_server_cidrs is None:
             try:
                 endpoints = self.get(ObjectRef("v1", "Endpoints", "default", "kubernetes")) or {}
@@ -264,12 +269,13 @@ class Kube:
         return min(self.timeout_seconds, left)
 
     def _call(self, fn, *args, **kwargs):
-        """One API call (reads, server-side apply and delete are all idempotent), retried a few times on
-        transient errors with a short jittered backoff inside the pass deadline: with a 10% error rate a pass
-        of 15 calls would otherwise fail four times in five and wait for the task's own, longer backoff."""
+        """One API call (reads, server-side apply and delete are all idempotent), retried on transient errors with
+        a short jittered backoff inside the pass deadline: at a 10% error rate a pass of 15 calls would otherwise
+        fail four times in five and wait for the task's own, longer backoff."""
         for attempt in range(CALL_ATTEMPTS):
             timeout = self._timeout()
-            self.requests += 1
+            with self._count_lock:
+                self.requests += 1
             try:
                 return fn(*args, _request_timeout=timeout, **kwargs)
             except Exception as exc:
@@ -299,7 +305,8 @@ class Kube:
         """Server-side apply `obj` as our field manager, taking ownership of our fields when forced."""
         ref = ObjectRef.of(obj)
         res = self.resource(ref.api_version, ref.kind)
-        self.writes += 1
+        with self._count_lock:
+            self.writes += 1
         out = self._call(
             self._dyn.server_side_apply, res, body=obj, name=ref.name, namespace=ref.namespace or None,
             field_manager=FIELD_MANAGER, force_conflicts=force,
@@ -360,7 +367,7 @@ class Kube:
 
     def sync(self, desired: Iterable[dict], *, selector: str, managed_kinds: Iterable[tuple[str, str]],
              namespace: str | None = None, unlabelled: Iterable[dict] = (),
-             recheck_unlabelled_after: float = 0.0) -> SyncResult:
+             recheck_unlabelled_after: float = 0.0, apply_last: Collection[str] = ()) -> SyncResult:
         """Converge the cluster on `desired` with as few writes as possible.
 
         Objects carrying `selector` are read with one list per kind; each desired object is applied only
@@ -370,10 +377,12 @@ class Kube:
         `recheck_unlabelled_after` seconds ago, with the same desired content, is not read again (every
         service of a tenant shares them: each is checked once per interval, not once per service and
         pass). A failed pass forgets those checks. A steady-state pass therefore makes reads only.
+        Objects are applied side by side (`each`) in waves: the shared Namespace, the other shared objects,
+        the desired objects, and last the kinds in `apply_last` (workloads that need the others).
         """
         try:
             return self._sync(desired, selector=selector, managed_kinds=managed_kinds, namespace=namespace,
-                              unlabelled=unlabelled, recheck_after=recheck_unlabelled_after)
+                              unlabelled=unlabelled, recheck_after=recheck_unlabelled_after, apply_last=apply_last)
         except ClusterError:
             self._shared_checked.clear()  # a deleted namespace, say: the next pass reads them all again
             raise
@@ -383,7 +392,8 @@ class Kube:
         return checked is not None and checked[0] == canonical and time.monotonic() - checked[1] < recheck_after
 
     def _sync(self, desired: Iterable[dict], *, selector: str, managed_kinds: Iterable[tuple[str, str]],
-              namespace: str | None, unlabelled: Iterable[dict], recheck_after: float) -> SyncResult:
+              namespace: str | None, unlabelled: Iterable[dict], recheck_after: float,
+              apply_last: Collection[str]) -> SyncResult:
         result = SyncResult()
         wanted = {ObjectRef.of(obj): obj for obj in desired}
         wanted_kinds = {(r.api_version, r.kind) for r in wanted}
@@ -399,16 +409,27 @@ class Kube:
                 meta = item["metadata"]
                 ref = ObjectRef(api_version, kind, meta.get("namespace") or "", meta["name"])
                 live[ref] = item
+        shared = []
         for obj in unlabelled:
             ref = ObjectRef.of(obj)
             canonical = json.dumps(obj, sort_keys=True)
             if recheck_after > 0 and self._shared_is_known(ref, canonical, recheck_after):
                 result.unchanged.append(ref)
-                continue
-            self._converge(ref, obj, self.get(ref), result)
-            self._shared_checked[ref] = (canonical, time.monotonic())
-        for ref, obj in wanted.items():
-            self._converge(ref, obj, live.get(ref), result)
+            else:
+                shared.append((ref, obj, canonical))
+        for ref, _obj, _canonical in shared:
+            self.resource(ref.api_version, ref.kind)  # discovery before the threads
+        # Namespaces first (the rest lives in them), then the other shared objects side by side.
+        for wave in ([x for x in shared if x[0].kind == "Namespace"], [x for x in shared if x[0].kind != "Namespace"]):
+            for (ref, _obj, canonical), outcome in zip(wave, self.each(
+                    lambda x: self._converge(x[0], x[1], self.get(x[0])), wave), strict=True):
+                self._record(result, ref, outcome)
+                self._shared_checked[ref] = (canonical, time.monotonic())
+        items = list(wanted.items())
+        for wave in ([x for x in items if x[0].kind not in apply_last], [x for x in items if x[0].kind in apply_last]):
+            for (ref, _), outcome in zip(wave, self.each(lambda x: self._converge(x[0], x[1], live.get(x[0])), wave),
+                                         strict=True):
+                self._record(result, ref, outcome)
         for ref in sorted(set(live) - set(wanted), key=str):  # prune what is no longer desired
             if live[ref]["metadata"].get("deletionTimestamp"):
                 continue
@@ -416,16 +437,41 @@ class Kube:
                 result.pruned.append(ref)
         return result
 
-    def _converge(self, ref: ObjectRef, desired: dict, current: dict | None, result: SyncResult) -> None:
-        """Apply one object when missing or drifted (noting the drift), else leave it alone."""
+    def _converge(self, ref: ObjectRef, desired: dict, current: dict | None) -> tuple[dict, bool, str | None]:
+        """Apply one object when missing or drifted, else leave it alone: (live object, applied, drift diff)."""
         if current is not None and is_subset(desired, current):
-            result.live[ref] = current
-            result.unchanged.append(ref)
-            return
-        if current is not None:
-            result.drift[ref] = drift_diff(ref, desired, current)
-        result.live[ref] = self.apply(desired)
-        result.applied.append(ref)
+            return current, False, None
+        diff = drift_diff(ref, desired, current) if current is not None else None
+        return self.apply(desired), True, diff
+
+    @staticmethod
+    def _record(result: SyncResult, ref: ObjectRef, outcome: tuple[dict, bool, str | None]) -> None:
+        result.live[ref], applied, diff = outcome
+        (result.applied if applied else result.unchanged).append(ref)
+        if diff is not None:
+            result.drift[ref] = diff
+
+    def each(self, fn, items: list) -> list:
+        """`fn(item)` for every item, up to KUBE_PARALLEL_REQUESTS at once on this client's threads (a pass's
+        applies pipelined instead of one round trip after another), each under the caller's pass deadline;
+        the results in the items' order, the first error raised once all have ended."""
+        if len(items) <= 1 or self.parallel <= 1:
+            return [fn(item) for item in items]
+        at = getattr(self._deadline, "at", None)
+
+        def run(item):
+            self._deadline.at = at
+            try:
+                return fn(item)
+            finally:
+                self._deadline.at = None
+
+        with _clients_lock:
+            if self._pool_pid != os.getpid():  # first use, or a forked child (threads do not follow a fork)
+                self._pool, self._pool_pid = ThreadPoolExecutor(self.parallel, thread_name_prefix="kube"), os.getpid()
+        futures = [self._pool.submit(run, item) for item in items]
+        wait(futures)
+        return [future.result() for future in futures]
 
 
 _clients: dict[tuple[int, str], Kube] = {}
@@ -446,10 +492,8 @@ def kube_for(cluster) -> Kube:
         return client
 
 
-def close_all() -> None:
-    """Close every client of this process (their watch caches stop)."""
+def close_all() -> None:  # every client of this process, their watch caches too
     with _clients_lock:
-        clients = list(_clients.values())
-        _clients.clear()
+        clients, _ = list(_clients.values()), _clients.clear()
     for client in clients:
         client.close()

@@ -168,7 +168,8 @@ def _converge(service, look: bool = False) -> Outcome:
     try:
         result = kube.sync(labelled, selector=service_selector(service.uid),
                            managed_kinds=MANAGED_KINDS if behind else (), namespace=spec.namespace, unlabelled=shared,
-                           recheck_unlabelled_after=settings.RECONCILE_RESYNC_SECONDS)
+                           recheck_unlabelled_after=settings.RECONCILE_RESYNC_SECONDS,
+                           apply_last=WORKLOAD_KINDS | AUTOSCALER_KINDS)
     except PermanentClusterError as exc:
         return _write_failure(service, generation, "ApplyFailed", exc.message)
     workloads = [obj for ref, obj in result.live.items() if ref.kind in WORKLOAD_KINDS]
@@ -276,11 +277,11 @@ def _write_failure(service, generation: int, reason: str, message: str) -> Outco
 
 
 def _events_of(kube: Kube, namespace: str, names: list[str]) -> list[dict]:
-    """Events about the named objects (one small field-selected read each, not the namespace's all)."""
-    events = []
-    for name in sorted(set(names)):
-        events += kube.list("v1", "Event", namespace=namespace, field_selector=f"involvedObject.name={name}")
-    return events
+    """Events about the named objects (one small field-selected read each, side by side, not the namespace's
+    all)."""
+    return [event for found in kube.each(lambda name: kube.list(
+        "v1", "Event", namespace=namespace, field_selector=f"involvedObject.name={name}"), sorted(set(names)))
+        for event in found]
 
 
 def _write_observation(service, view: st.ServiceView, drift: list[dict], current: dict | None,
