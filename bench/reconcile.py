@@ -380,6 +380,11 @@ def main() -> int:
               f"max/mean {max(per_second) / max(statistics.mean(per_second), 1):.1f}; "
               f"watches (re)started: {proxy.watches}")
         print("requests per second: " + " ".join(str(n) for n in per_second))
+        from bench.common import process_tree, rss_megabytes
+
+        rss = [rss_megabytes(pid) for proc in procs for pid in process_tree(proc.pid)]
+        print(f"worker memory with its watch caches: largest process {max(rss):.0f} MB RSS, all {len(rss)} worker "
+              f"processes {sum(rss):.0f} MB")
 
         objects = []
         for service in InferenceService.objects.all():

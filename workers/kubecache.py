@@ -15,7 +15,6 @@ watches hold their connections for minutes, which would starve the pool of the p
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import os
@@ -58,7 +57,9 @@ class KindCache:
         self.path = path  # the kind's collection, all namespaces: /apis/apps/v1/deployments
         self.label = label  # for logs: "apps/v1 Deployment"
         self.pid = os.getpid()  # a forked child must not read a parent's cache (its thread did not follow)
-        self._objects: dict[tuple[str, str], dict] = {}  # (namespace, name) -> object
+        # (namespace, name) -> (service uid, the object as compact JSON): a few kB each instead of the tens of
+        # kB of nested dicts, so that thousands of services' objects fit a worker process; parsed when read.
+        self._objects: dict[tuple[str, str], tuple[str | None, bytes]] = {}
         self._index: dict[str, set[tuple[str, str]]] = {}  # service uid -> keys
         self._rv = 0  # newest resourceVersion seen (events and bookmarks)
         self._live = False  # the watch is connected and the objects are those of `_rv`
@@ -105,8 +106,8 @@ class KindCache:
             if not self._cond.wait_for(lambda: self._live and self._rv >= min_rv, timeout=wait):
                 return None
             keys = self._index.get(uid, ())
-            return [copy.deepcopy(self._objects[k]) for k in sorted(keys)
-                    if namespace is None or k[0] == namespace]
+            found = [self._objects[k][1] for k in sorted(keys) if namespace is None or k[0] == namespace]
+        return [json.loads(raw) for raw in found]  # fresh objects: a caller may change them
 
     # ------------------------------------------------------------------ the thread
 
@@ -197,9 +198,9 @@ class KindCache:
         key = self._key(obj)
         old = self._objects.get(key)
         if old is not None:
-            self._unindex(key, old)
-        self._objects[key] = obj
+            self._unindex(key, old[0])
         uid = ((obj.get("metadata") or {}).get("labels") or {}).get(INDEX_LABEL)
+        self._objects[key] = (uid, json.dumps(obj, separators=(",", ":")).encode())
         if uid:
             self._index.setdefault(uid, set()).add(key)
 
@@ -207,10 +208,9 @@ class KindCache:
         key = self._key(obj)
         old = self._objects.pop(key, None)
         if old is not None:
-            self._unindex(key, old)
+            self._unindex(key, old[0])
 
-    def _unindex(self, key: tuple[str, str], obj: dict) -> None:
-        uid = ((obj.get("metadata") or {}).get("labels") or {}).get(INDEX_LABEL)
+    def _unindex(self, key: tuple[str, str], uid: str | None) -> None:
         keys = self._index.get(uid)
         if keys is not None:
             keys.discard(key)
