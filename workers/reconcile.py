@@ -186,7 +186,10 @@ def _converge(service, look: bool = False) -> Outcome:
     unchanged = (current is not None and current["pods"] == [vars(p) for p in view.pods]
                  and not any(p.phase == "Pending" and not p.node for p in view.pods) and not view.crashing)
     steady = (view.all_ready or unchanged) and not result.applied and not result.pruned
-    events = None if steady else _events_of(kube, spec.namespace,
+    # Nor is there anything to tell yet in the pass that has just applied a service's objects and sees none of
+    # its pods: the look that finds them (the pods moved on) reads the events.
+    quiet = steady or (bool(result.applied) and not view.pods)
+    events = None if quiet else _events_of(kube, spec.namespace,
                                             [p.name for p in view.pods] + [w["metadata"]["name"] for w in workloads])
     if events:
         view = st.service_view(desired, workloads, pods, events)
