@@ -198,8 +198,8 @@ class Kube:
         """This process's watch cache of a kind, started on first use (a forked worker starts its own)."""
         key = (api_version, kind)
         cache = self._caches.get(key)
-        if cache is not None and cache.pid == os.getpid() and not cache.stopped:
-            return cache
+        if cache is not None and cache.pid == os.getpid() and (not cache.stopped or cache.refused):
+            return cache  # a refused one stays: its reads answer None at once, the wire answers
         res = self.resource(api_version, kind)
         with _clients_lock:
             if self._cache_pid != os.getpid():  # first use, or a forked child: its own connections and threads

@@ -40,6 +40,10 @@ class Expired(Exception):
     """The server no longer has the history the watch asked for (410 Gone): list again."""
 
 
+class Refused(Exception):
+    """401 or 403: these credentials may not list or watch the kind cluster-wide; the wire answers."""
+
+
 def resource_version(value) -> int:
     """A resourceVersion as an integer (etcd's and kubesim's are); -1 when it is not one, so that a cache
     never claims to have seen it."""
@@ -64,6 +68,7 @@ class KindCache:
         self._rv = 0  # newest resourceVersion seen (events and bookmarks)
         self._live = False  # the watch is connected and the objects are those of `_rv`
         self._ever_live = False
+        self._refused = False
         self._cond = threading.Condition()
         self._stopped = threading.Event()
         self.watch_seconds = WATCH_SECONDS
@@ -90,6 +95,10 @@ class KindCache:
         return self._stopped.is_set()
 
     @property
+    def refused(self) -> bool:  # 401/403: the kind is read from the wire from now on
+        return self._refused
+
+    @property
     def live(self) -> bool:
         return self._live
 
@@ -101,9 +110,10 @@ class KindCache:
         """Copies of the objects labelled with service `uid` (in `namespace` when given), or None when the
         cache cannot answer within `wait` seconds: not connected, or behind `min_rv`."""
         with self._cond:
-            if self._ever_live and not self._live:
-                return None  # the watch broke: the wire answers until it is back, nobody waits for it
-            if not self._cond.wait_for(lambda: self._live and self._rv >= min_rv, timeout=wait):
+            if (self._ever_live and not self._live) or self._stopped.is_set():
+                return None  # the watch broke (or may not run): the wire answers, nobody waits for it
+            if not self._cond.wait_for(lambda: (self._live and self._rv >= min_rv) or self._stopped.is_set(),
+                                       timeout=wait) or not self._live:
                 return None
             keys = self._index.get(uid, ())
             found = [self._objects[k][1] for k in sorted(keys) if namespace is None or k[0] == namespace]
@@ -122,6 +132,11 @@ class KindCache:
             except Expired:
                 log.info("watch cache %s: history expired at %s; listing again", self.label, self._rv)
                 continue
+            except Refused as exc:
+                log.warning("watch cache %s: %s; passes read this kind from the API server", self.label, exc)
+                self._refused = True
+                self.stop()
+                return
             except Exception as exc:  # unreachable, 5xx, a cut connection: list again after a pause
                 failures += 1
                 log.info("watch cache %s: %s: %s; listing again", self.label, exc.__class__.__name__, exc)
@@ -141,6 +156,8 @@ class KindCache:
             data = response.read()
             if response.status == 410:
                 raise Expired()
+            if response.status in (401, 403):
+                raise Refused(f"HTTP {response.status}")
             raise RuntimeError(f"HTTP {response.status}: {data[:200]!r}")
         return response
 

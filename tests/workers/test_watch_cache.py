@@ -164,3 +164,24 @@ def test_a_cached_read_right_after_a_write_shows_the_write(db, make_cluster, ten
         mine = next(o for o in listed if o["metadata"]["name"] == "mine")
         assert mine["data"] == {"v": str(value)}
         assert mine["metadata"]["resourceVersion"] == applied["metadata"]["resourceVersion"]
+
+
+def test_a_cache_the_server_refuses_stops_and_leaves_reads_to_the_wire():
+    """Credentials that may not list a kind cluster-wide (here: none at all, 401) stop the cache's thread at
+    once; its reads answer None without waiting, so the pass reads the wire instead."""
+    server = Server(port=0, token="only-this-one")
+    server.start_in_thread()
+    configuration = k8s.Configuration()
+    configuration.host = server.url
+    api = k8s.ApiClient(configuration)  # no token
+    cache = KindCache(api, "/api/v1/configmaps", "v1 ConfigMap").start()
+    try:
+        wait_for(lambda: cache.refused, timeout=10, message="the cache gives up on 401")
+        started = time.monotonic()
+        assert cache.read("default", "u1", wait=10) is None
+        assert time.monotonic() - started < 5  # answered at once, not after the 10 s it was allowed
+        assert cache.lists == 1 and cache.watches == 0
+    finally:
+        cache.stop()
+        api.close()
+        server.stop_in_thread()
