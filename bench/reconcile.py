@@ -5,7 +5,7 @@
 Prints, from one run:
 (1) the time from the first service created through the API until every service is Ready, with real
     Celery workers reconciling against one kubesim (each as deployed: prefork, WORKER_CONCURRENCY=2);
-(2) API requests and writes of a steady-state resync of every service (aim: <= 2 requests, 0 writes, the watch caches warm);
+(2) API requests and writes of a steady-state resync of every service (aim: <= 2 requests, 0 writes);
 (3) the periodic resync as the workers run it for two resync intervals, counted at the API server
     through a loopback proxy: requests per service per interval and the requests of every second
     (aim: spread over the interval, no thundering herd);
