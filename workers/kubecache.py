@@ -216,7 +216,9 @@ class KindCache:
         old = self._objects.get(key)
         if old is not None:
             self._unindex(key, old[0])
-        uid = ((obj.get("metadata") or {}).get("labels") or {}).get(INDEX_LABEL)
+        meta = obj.get("metadata") or {}
+        meta.pop("managedFields", None)  # often half an object's size, and no pass reads it
+        uid = (meta.get("labels") or {}).get(INDEX_LABEL)
         self._objects[key] = (uid, json.dumps(obj, separators=(",", ":")).encode())
         if uid:
             self._index.setdefault(uid, set()).add(key)

@@ -185,3 +185,21 @@ def test_a_cache_the_server_refuses_stops_and_leaves_reads_to_the_wire():
         cache.stop()
         api.close()
         server.stop_in_thread()
+
+
+def test_the_cache_keeps_no_managed_fields(bare_server):
+    """managedFields are often half an object and no pass reads them: the cache drops them (memory)."""
+    configuration = k8s.Configuration()
+    configuration.host = bare_server.url
+    api = k8s.ApiClient(configuration)
+    core = k8s.CoreV1Api(api)
+    created = core.create_namespaced_config_map("default", _config_map("kept", "u9", "1"))
+    assert created.metadata.managed_fields  # the server keeps them (the apply's owner is recorded)
+    cache = KindCache(api, "/api/v1/configmaps", "v1 ConfigMap").start()
+    try:
+        [cached] = cache.read("default", "u9", wait=10)
+        assert "managedFields" not in cached["metadata"]
+        assert cached["data"] == {"v": "1"} and cached["metadata"]["name"] == "kept"
+    finally:
+        cache.stop()
+        api.close()
