@@ -61,6 +61,29 @@ def postgres_cpu_seconds() -> float:
 
 def tree_cpu_seconds(pid: int) -> float:
     """CPU seconds of a live process and its live descendants (a prefork Celery worker and its children)."""
+    total = 0.0
+    for member in process_tree(pid):
+        try:
+            total += cpu_seconds(member)
+        except OSError:
+            continue
+    return total
+
+
+def rss_megabytes(pid: int) -> float:
+    """Resident memory of a live process (VmRSS), in MB; 0 when it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def process_tree(pid: int) -> set[int]:
+    """A live process and its live descendants."""
     import os
 
     parents: dict[int, int] = {}
@@ -77,13 +100,7 @@ def tree_cpu_seconds(pid: int) -> float:
         children = [child for child, ppid in parents.items() if ppid == parent and child not in tree]
         tree.update(children)
         frontier.extend(children)
-    total = 0.0
-    for member in tree:
-        try:
-            total += cpu_seconds(member)
-        except OSError:
-            continue
-    return total
+    return tree
 
 
 def _minor(version: dict) -> int:

@@ -378,6 +378,12 @@ RECONCILE_RUN_RETENTION_DAYS = strict_int("RECONCILE_RUN_RETENTION_DAYS", 14)
 # Every cluster call times out (apps/clusters/kubeclient.py: 10 s, discovery included); a reconcile or inventory
 # pass of one service or cluster stops at this total and is retried, so no worker hangs on a cluster.
 RECONCILE_PASS_DEADLINE_SECONDS = strict_int("RECONCILE_PASS_DEADLINE_SECONDS", 60)
+# Reconcile passes read their objects from watch-fed caches (workers/kubecache.py, one watch per kind per
+# worker process) instead of listing them on every pass; off: every pass lists from the API server.
+KUBE_WATCH_CACHE = strict_bool("KUBE_WATCH_CACHE", True)
+# Calls of one pass in flight at once against its cluster (applies side by side, events read side by side), per
+# worker process; the client's connection pool (TELEMETRY_SCRAPE_CONCURRENCY, at least 4) is at least as large.
+KUBE_PARALLEL_REQUESTS = strict_int("KUBE_PARALLEL_REQUESTS", 8)
 CELERY_BEAT_SCHEDULE: dict = {
     "resync-services": {"task": tasknames.RESYNC, "schedule": RESYNC_TICK_SECONDS},
     "prune-history": {"task": tasknames.PRUNE_HISTORY, "schedule": 3600},

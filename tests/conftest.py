@@ -46,9 +46,11 @@ def make_cluster():
     """`make_cluster(nodes=..., faults=..., fast_start=..., routing_policies=..., seed=...)` starts a simulated
     kubesim cluster (tests/simcluster.py) and returns its handle; every cluster is stopped after the test."""
     from tests.simcluster import cluster_starter  # kubesim is imported only by the tests that start one
+    from workers.kube import close_all
 
     with cluster_starter() as make:
         yield make
+        close_all()  # the process's cluster clients and their watch caches go with the clusters
 
 
 @pytest.fixture

@@ -8,13 +8,14 @@ same code runs against a real cluster and kubesim. Errors leave here classified:
 
 from __future__ import annotations
 
-import difflib
 import json
 import logging
+import os
 import random
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -30,6 +31,8 @@ from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 from apps.clusters import kubeclient
 from apps.clusters.incluster import InClusterCredentialsMissing
 from apps.serving.names import FIELD_MANAGER
+from workers.drift import drift_diff, is_subset
+from workers.kubecache import KindCache, resource_version, uid_of_selector
 
 if TYPE_CHECKING:
     from apps.clusters.models import ClusterCredentials
@@ -38,6 +41,9 @@ log = logging.getLogger(__name__)
 REQUEST_TIMEOUT_SECONDS = kubeclient.REQUEST_TIMEOUT_SECONDS
 PASS_DEADLINE_MESSAGE = "the pass ran past its deadline; it will be retried"
 CALL_ATTEMPTS = 3  # per call, on transient errors (the task retries the whole pass after that)
+FIRST_SYNC_WAIT_SECONDS = 15.0  # a read waits this long for a new watch cache's first list...
+CATCH_UP_WAIT_SECONDS = 2.0  # ...and this long for a live one to see this process's own last write
+CACHE_POOL_SIZE = 16  # the watch caches' connections: one per kind watched (12 managed kinds and Pods)
 
 TRANSIENT_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
@@ -146,55 +152,6 @@ class SyncResult:
         return len(self.applied) + len(self.pruned)
 
 
-def is_subset(desired, live) -> bool:
-    """True when every field of `desired` has the same value in `live` (server defaults may add more).
-
-    This is how drift is told from no change without writing: what we own must match exactly, what the
-    API server or other managers add is ignored.
-    """
-    if isinstance(desired, dict):
-        if not isinstance(live, dict):
-            return False
-        return all(k in live and is_subset(v, live[k]) for k, v in desired.items())
-    if isinstance(desired, list):
-        if not isinstance(live, list) or len(desired) != len(live):
-            return False
-        return all(is_subset(d, lv) for d, lv in zip(desired, live, strict=True))
-    scalars = (int, float, str)
-    if isinstance(desired, scalars) and isinstance(live, scalars) and type(desired) is not type(live):
-        # Quantities and int-or-string fields may come back in the other spelling ("1" vs 1).
-        return str(desired) == str(live)
-    return desired == live
-
-
-def project(live, desired):
-    """`live` cut down to the shape of `desired`: only what we own, for a readable diff."""
-    if isinstance(desired, dict) and isinstance(live, dict):
-        return {k: project(live[k], v) for k, v in desired.items() if k in live}
-    if isinstance(desired, list) and isinstance(live, list):
-        return [project(lv, d) for d, lv in zip(desired, live, strict=False)] + live[len(desired):]
-    return live
-
-
-class _PlainDumper(yaml.SafeDumper):
-    """Rendered objects share Python dicts (one capabilities dict in two containers); anchors and
-    aliases (`&id001`/`*id001`) would then show up as diff lines that are not changes."""
-
-    def ignore_aliases(self, data):
-        return True
-
-
-def _dump(obj) -> list[str]:
-    return yaml.dump(obj, Dumper=_PlainDumper, sort_keys=True).splitlines()
-
-
-def drift_diff(ref: ObjectRef, desired: dict, live: dict) -> str:
-    """A unified diff from what the cluster has to what we want, over the fields we own."""
-    have = _dump(project(live, desired))
-    want = _dump(desired)
-    return "\n".join(difflib.unified_diff(have, want, f"cluster: {ref}", f"desired: {ref}", lineterm="", n=2))
-
-
 class Kube:
     """One cluster's API: a DynamicClient with discovery cached for the life of the object."""
 
@@ -211,9 +168,61 @@ class Kube:
         self._shared_checked: dict[ObjectRef, tuple[str, float]] = {}
         self.requests = 0  # API calls made (reads and writes), for metrics and benchmarks
         self.writes = 0
+        # Watch caches (workers.kubecache), one per kind, on a client of their own; and the newest
+        # resourceVersion this client wrote per kind, which a cached read must have seen (read-your-writes).
+        self.use_cache = settings.KUBE_WATCH_CACHE
+        self._caches: dict[tuple[str, str], KindCache] = {}
+        self._cache_api: k8s.ApiClient | None = None
+        self._cache_pid: int | None = None
+        self._written: dict[tuple[str, str], int] = {}
+        self.parallel = settings.KUBE_PARALLEL_REQUESTS  # calls of one pass in flight at once (`each`)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid: int | None = None
+        self._count_lock = threading.Lock()
 
     def close(self) -> None:
+        if self._cache_pid == os.getpid():
+            for cache in self._caches.values():
+                cache.stop()
+        if self._pool is not None and self._pool_pid == os.getpid():
+            self._pool.shutdown(wait=False)
         self._api.close()
+        if self._cache_api is not None and self._cache_pid == os.getpid():
+            self._cache_api.close()
+
+    @property
+    def cache_requests(self) -> int:  # lists and watches of the watch caches (not in `requests`)
+        return sum(c.lists + c.watches for c in self._caches.values())
+
+    def cache(self, api_version: str, kind: str) -> KindCache:
+        """This process's watch cache of a kind, started on first use (a forked worker starts its own)."""
+        key = (api_version, kind)
+        cache = self._caches.get(key)
+        if cache is not None and cache.pid == os.getpid() and (not cache.stopped or cache.refused):
+            return cache  # a refused one stays: its reads answer None at once, the wire answers
+        res = self.resource(api_version, kind)
+        with _clients_lock:
+            if self._cache_pid != os.getpid():  # first use, or a forked child: its own connections and threads
+                self._caches, self._cache_pid = {}, os.getpid()
+                self._cache_api = api_client(self.creds, CACHE_POOL_SIZE, self.timeout_seconds)
+            cache = self._caches.get(key)
+            if cache is None or cache.stopped:
+                cache = self._caches[key] = KindCache(self._cache_api, res.path(), f"{api_version} {kind}").start()
+        return cache
+
+    def _cached(self, api_version: str, kind: str, namespace: str | None, label_selector: str | None,
+                field_selector: str | None) -> list[dict] | None:
+        """The answer of the kind's watch cache, or None when the wire must answer."""
+        uid = uid_of_selector(label_selector)
+        if not self.use_cache or uid is None or field_selector:
+            return None
+        cache = self.cache(api_version, kind)
+        wait = FIRST_SYNC_WAIT_SECONDS if not cache.live else CATCH_UP_WAIT_SECONDS
+        try:
+            wait = min(wait, self._timeout())
+        except TransientClusterError:
+            return None
+        return cache.read(namespace, uid, min_rv=self._written.get((api_version, kind), 0), wait=wait)
 
     def __enter__(self) -> Kube:
         return self
@@ -222,9 +231,8 @@ class Kube:
         self.close()
 
     def api_server_cidrs(self) -> tuple[str, ...]:
-        """The API server's addresses as /32 (or /128) blocks, read once from the `default/kubernetes`
-        Endpoints: the source of the proxy traffic the tenant NetworkPolicy must let in. Empty (and logged)
-        when the credentials may not read them."""
+        """The API server's addresses as /32 (or /128) blocks from the `default/kubernetes` Endpoints (read once):
+        the source of the proxy traffic the tenant NetworkPolicy must let in. Empty (logged) if unreadable."""
         if self._api_server_cidrs is None:
             try:
                 endpoints = self.get(ObjectRef("v1", "Endpoints", "default", "kubernetes")) or {}
@@ -261,12 +269,13 @@ class Kube:
         return min(self.timeout_seconds, left)
 
     def _call(self, fn, *args, **kwargs):
-        """One API call (reads, server-side apply and delete are all idempotent), retried a few times on
-        transient errors with a short jittered backoff inside the pass deadline: with a 10% error rate a pass
-        of 15 calls would otherwise fail four times in five and wait for the task's own, longer backoff."""
+        """One API call (reads, server-side apply and delete are all idempotent), retried on transient errors with
+        a short jittered backoff inside the pass deadline: at a 10% error rate a pass of 15 calls would otherwise
+        fail four times in five and wait for the task's own, longer backoff."""
         for attempt in range(CALL_ATTEMPTS):
             timeout = self._timeout()
-            self.requests += 1
+            with self._count_lock:
+                self.requests += 1
             try:
                 return fn(*args, _request_timeout=timeout, **kwargs)
             except Exception as exc:
@@ -296,12 +305,19 @@ class Kube:
         """Server-side apply `obj` as our field manager, taking ownership of our fields when forced."""
         ref = ObjectRef.of(obj)
         res = self.resource(ref.api_version, ref.kind)
-        self.writes += 1
+        with self._count_lock:
+            self.writes += 1
         out = self._call(
             self._dyn.server_side_apply, res, body=obj, name=ref.name, namespace=ref.namespace or None,
             field_manager=FIELD_MANAGER, force_conflicts=force,
-        )
-        return out.to_dict()
+        ).to_dict()
+        self._note_written(ref, out)
+        return out
+
+    def _note_written(self, ref: ObjectRef, out: dict) -> None:
+        key = (ref.api_version, ref.kind)
+        rv = resource_version((out.get("metadata") or {}).get("resourceVersion"))
+        self._written[key] = max(self._written.get(key, 0), rv)
 
     def get(self, ref: ObjectRef) -> dict | None:
         res = self.resource(ref.api_version, ref.kind)
@@ -313,8 +329,15 @@ class Kube:
             raise
 
     def list(self, api_version: str, kind: str, *, namespace: str | None = None,
-             label_selector: str | None = None, field_selector: str | None = None) -> list[dict]:
+             label_selector: str | None = None, field_selector: str | None = None,
+             cached: bool = False) -> list[dict]:
+        """The matching objects; with `cached`, from the kind's watch cache when it can answer (a selector
+        of one service's uid, a live watch that has seen this client's last write of the kind)."""
         res = self.resource(api_version, kind)
+        if cached:
+            hit = self._cached(api_version, kind, namespace, label_selector, field_selector)
+            if hit is not None:
+                return hit
         out = self._call(self._dyn.get, res, namespace=namespace, label_selector=label_selector,
                          field_selector=field_selector)
         return list(out.to_dict().get("items", []))
@@ -344,7 +367,7 @@ class Kube:
 
     def sync(self, desired: Iterable[dict], *, selector: str, managed_kinds: Iterable[tuple[str, str]],
              namespace: str | None = None, unlabelled: Iterable[dict] = (),
-             recheck_unlabelled_after: float = 0.0) -> SyncResult:
+             recheck_unlabelled_after: float = 0.0, apply_last: Collection[str] = ()) -> SyncResult:
         """Converge the cluster on `desired` with as few writes as possible.
 
         Objects carrying `selector` are read with one list per kind; each desired object is applied only
@@ -354,10 +377,12 @@ class Kube:
         `recheck_unlabelled_after` seconds ago, with the same desired content, is not read again (every
         service of a tenant shares them: each is checked once per interval, not once per service and
         pass). A failed pass forgets those checks. A steady-state pass therefore makes reads only.
+        Objects are applied side by side (`each`) in waves: the shared Namespace, the other shared objects,
+        the desired objects, and last the kinds in `apply_last` (workloads that need the others).
         """
         try:
             return self._sync(desired, selector=selector, managed_kinds=managed_kinds, namespace=namespace,
-                              unlabelled=unlabelled, recheck_after=recheck_unlabelled_after)
+                              unlabelled=unlabelled, recheck_after=recheck_unlabelled_after, apply_last=apply_last)
         except ClusterError:
             self._shared_checked.clear()  # a deleted namespace, say: the next pass reads them all again
             raise
@@ -367,14 +392,15 @@ class Kube:
         return checked is not None and checked[0] == canonical and time.monotonic() - checked[1] < recheck_after
 
     def _sync(self, desired: Iterable[dict], *, selector: str, managed_kinds: Iterable[tuple[str, str]],
-              namespace: str | None, unlabelled: Iterable[dict], recheck_after: float) -> SyncResult:
+              namespace: str | None, unlabelled: Iterable[dict], recheck_after: float,
+              apply_last: Collection[str]) -> SyncResult:
         result = SyncResult()
         wanted = {ObjectRef.of(obj): obj for obj in desired}
         wanted_kinds = {(r.api_version, r.kind) for r in wanted}
         live: dict[ObjectRef, dict] = {}
         for api_version, kind in sorted(set(managed_kinds) | wanted_kinds):
             try:
-                items = self.list(api_version, kind, namespace=namespace, label_selector=selector)
+                items = self.list(api_version, kind, namespace=namespace, label_selector=selector, cached=True)
             except KindNotServed:
                 if (api_version, kind) in wanted_kinds:
                     raise
@@ -383,16 +409,27 @@ class Kube:
                 meta = item["metadata"]
                 ref = ObjectRef(api_version, kind, meta.get("namespace") or "", meta["name"])
                 live[ref] = item
+        shared = []
         for obj in unlabelled:
             ref = ObjectRef.of(obj)
             canonical = json.dumps(obj, sort_keys=True)
             if recheck_after > 0 and self._shared_is_known(ref, canonical, recheck_after):
                 result.unchanged.append(ref)
-                continue
-            self._converge(ref, obj, self.get(ref), result)
-            self._shared_checked[ref] = (canonical, time.monotonic())
-        for ref, obj in wanted.items():
-            self._converge(ref, obj, live.get(ref), result)
+            else:
+                shared.append((ref, obj, canonical))
+        for ref, _obj, _canonical in shared:
+            self.resource(ref.api_version, ref.kind)  # discovery before the threads
+        # Namespaces first (the rest lives in them), then the other shared objects side by side.
+        for wave in ([x for x in shared if x[0].kind == "Namespace"], [x for x in shared if x[0].kind != "Namespace"]):
+            for (ref, _obj, canonical), outcome in zip(wave, self.each(
+                    lambda x: self._converge(x[0], x[1], self.get(x[0])), wave), strict=True):
+                self._record(result, ref, outcome)
+                self._shared_checked[ref] = (canonical, time.monotonic())
+        items = list(wanted.items())
+        for wave in ([x for x in items if x[0].kind not in apply_last], [x for x in items if x[0].kind in apply_last]):
+            for (ref, _), outcome in zip(wave, self.each(lambda x: self._converge(x[0], x[1], live.get(x[0])), wave),
+                                         strict=True):
+                self._record(result, ref, outcome)
         for ref in sorted(set(live) - set(wanted), key=str):  # prune what is no longer desired
             if live[ref]["metadata"].get("deletionTimestamp"):
                 continue
@@ -400,16 +437,41 @@ class Kube:
                 result.pruned.append(ref)
         return result
 
-    def _converge(self, ref: ObjectRef, desired: dict, current: dict | None, result: SyncResult) -> None:
-        """Apply one object when missing or drifted (noting the drift), else leave it alone."""
+    def _converge(self, ref: ObjectRef, desired: dict, current: dict | None) -> tuple[dict, bool, str | None]:
+        """Apply one object when missing or drifted, else leave it alone: (live object, applied, drift diff)."""
         if current is not None and is_subset(desired, current):
-            result.live[ref] = current
-            result.unchanged.append(ref)
-            return
-        if current is not None:
-            result.drift[ref] = drift_diff(ref, desired, current)
-        result.live[ref] = self.apply(desired)
-        result.applied.append(ref)
+            return current, False, None
+        diff = drift_diff(ref, desired, current) if current is not None else None
+        return self.apply(desired), True, diff
+
+    @staticmethod
+    def _record(result: SyncResult, ref: ObjectRef, outcome: tuple[dict, bool, str | None]) -> None:
+        result.live[ref], applied, diff = outcome
+        (result.applied if applied else result.unchanged).append(ref)
+        if diff is not None:
+            result.drift[ref] = diff
+
+    def each(self, fn, items: list) -> list:
+        """`fn(item)` for every item, up to KUBE_PARALLEL_REQUESTS at once on this client's threads (a pass's
+        applies pipelined instead of one round trip after another), each under the caller's pass deadline;
+        the results in the items' order, the first error raised once all have ended."""
+        if len(items) <= 1 or self.parallel <= 1:
+            return [fn(item) for item in items]
+        at = getattr(self._deadline, "at", None)
+
+        def run(item):
+            self._deadline.at = at
+            try:
+                return fn(item)
+            finally:
+                self._deadline.at = None
+
+        with _clients_lock:
+            if self._pool_pid != os.getpid():  # first use, or a forked child (threads do not follow a fork)
+                self._pool, self._pool_pid = ThreadPoolExecutor(self.parallel, thread_name_prefix="kube"), os.getpid()
+        futures = [self._pool.submit(run, item) for item in items]
+        wait(futures)
+        return [future.result() for future in futures]
 
 
 _clients: dict[tuple[int, str], Kube] = {}
@@ -428,3 +490,10 @@ def kube_for(cluster) -> Kube:
             pool_size = max(settings.TELEMETRY_SCRAPE_CONCURRENCY, 4)
             client = _clients[key] = Kube(cluster.credentials(), pool_size=pool_size)
         return client
+
+
+def close_all() -> None:  # every client of this process, their watch caches too
+    with _clients_lock:
+        clients, _ = list(_clients.values()), _clients.clear()
+    for client in clients:
+        client.close()

@@ -168,12 +168,13 @@ def _converge(service, look: bool = False) -> Outcome:
     try:
         result = kube.sync(labelled, selector=service_selector(service.uid),
                            managed_kinds=MANAGED_KINDS if behind else (), namespace=spec.namespace, unlabelled=shared,
-                           recheck_unlabelled_after=settings.RECONCILE_RESYNC_SECONDS)
+                           recheck_unlabelled_after=settings.RECONCILE_RESYNC_SECONDS,
+                           apply_last=WORKLOAD_KINDS | AUTOSCALER_KINDS)
     except PermanentClusterError as exc:
         return _write_failure(service, generation, "ApplyFailed", exc.message)
     workloads = [obj for ref, obj in result.live.items() if ref.kind in WORKLOAD_KINDS]
     autoscalers = st.autoscaler_rows([obj for ref, obj in result.live.items() if ref.kind in AUTOSCALER_KINDS])
-    pods = kube.list("v1", "Pod", namespace=spec.namespace, label_selector=service_selector(service.uid))
+    pods = kube.list("v1", "Pod", namespace=spec.namespace, label_selector=service_selector(service.uid), cached=True)
     desired = {p.role: p.replicas for p in spec.pools}
     view = st.service_view(desired, workloads, pods, [])
     # Events matter while something changes: after a write, while a pod cannot be placed or crashes, and
@@ -185,7 +186,10 @@ def _converge(service, look: bool = False) -> Outcome:
     unchanged = (current is not None and current["pods"] == [vars(p) for p in view.pods]
                  and not any(p.phase == "Pending" and not p.node for p in view.pods) and not view.crashing)
     steady = (view.all_ready or unchanged) and not result.applied and not result.pruned
-    events = None if steady else _events_of(kube, spec.namespace,
+    # Nor is there anything to tell yet in the pass that has just applied a service's objects and sees none of
+    # its pods: the look that finds them (the pods moved on) reads the events.
+    quiet = steady or (bool(result.applied) and not view.pods)
+    events = None if quiet else _events_of(kube, spec.namespace,
                                             [p.name for p in view.pods] + [w["metadata"]["name"] for w in workloads])
     if events:
         view = st.service_view(desired, workloads, pods, events)
@@ -276,11 +280,11 @@ def _write_failure(service, generation: int, reason: str, message: str) -> Outco
 
 
 def _events_of(kube: Kube, namespace: str, names: list[str]) -> list[dict]:
-    """Events about the named objects (one small field-selected read each, not the namespace's all)."""
-    events = []
-    for name in sorted(set(names)):
-        events += kube.list("v1", "Event", namespace=namespace, field_selector=f"involvedObject.name={name}")
-    return events
+    """Events about the named objects (one small field-selected read each, side by side, not the namespace's
+    all)."""
+    return [event for found in kube.each(lambda name: kube.list(
+        "v1", "Event", namespace=namespace, field_selector=f"involvedObject.name={name}"), sorted(set(names)))
+        for event in found]
 
 
 def _write_observation(service, view: st.ServiceView, drift: list[dict], current: dict | None,

@@ -9,6 +9,8 @@ Extension points for the simulated cluster built on top (scheduler, controllers,
     server.add_route("GET", "/api/v1/namespaces/{namespace}/pods/{name}/log", handler)
     server.add_middleware(mw)                   # aiohttp @web.middleware; runs inside auth, outside the API
     server.access                               # authentication, RBAC and tokens (kubesim.apiserver.access)
+    server.requests                             # Counter of requests answered by verb ("WATCH" for watches);
+                                                #   also GET /kubesim/requests
     server.add_background_task(fn)              # fn(server) -> coroutine, started with the server, cancelled
                                                 #   at shutdown (controllers)
     await server.start(); server.url; await server.stop()      # on a running loop
@@ -23,6 +25,7 @@ handlers; an unknown subresource otherwise gets 404. All registration must happe
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import gc
 import logging
@@ -54,6 +57,14 @@ def full_pass_due(frozen: int, baseline: int, growth: float = GC_FULL_PASS_GROWT
     return frozen > baseline * (1 + growth)
 
 
+def _is_watch(request: web.Request) -> bool:
+    """A watch: `?watch=true`, or the legacy `/api/v1/watch/...` and `/apis/GROUP/VERSION/watch/...` paths."""
+    if request.query.get("watch", "").lower() in ("1", "true"):
+        return True
+    parts = request.path.split("/")
+    return (parts[1:2] == ["api"] and parts[3:4] == ["watch"]) or (parts[1:2] == ["apis"] and parts[4:5] == ["watch"])
+
+
 class Server:
     """The kubesim API server: a Store behind aiohttp, plus the registered extensions."""
 
@@ -80,6 +91,8 @@ class Server:
         self.access = Access(self.store, mode=authorization, admin_token=token)
         self._dirty = False
         self.store.on_change.append(self._mark_dirty)
+        # Requests answered, by verb ("WATCH" for watches, else the HTTP method): GET /kubesim/requests.
+        self.requests: collections.Counter[str] = collections.Counter()
         self._routes: list[tuple[str, str, Callable]] = []
         self._middlewares: list = []
         self._tasks_fns: list[Callable[[Server], Awaitable]] = []
@@ -115,13 +128,15 @@ class Server:
     # ------------------------------------------------------------------ app
 
     def build_app(self) -> web.Application:
-        app = web.Application(middlewares=[self._error_middleware, self.access.middleware, *self._middlewares],
+        app = web.Application(middlewares=[self._count_middleware, self._error_middleware, self.access.middleware,
+                                           *self._middlewares],
                               client_max_size=64 * 1024 * 1024)
         app[SERVER_KEY] = self
         for method, path, handler in [*self._routes, *self.access.routes()]:
             app.router.add_route(method, path, handler)
         api = ApiHandlers(self)
         r = app.router
+        r.add_get("/kubesim/requests", self._request_counts)
         r.add_get("/version", api.version)
         r.add_get("/version/", api.version)
         for probe in ("/healthz", "/livez", "/readyz"):
@@ -139,6 +154,16 @@ class Server:
         app.on_startup.append(self._on_startup)
         app.on_cleanup.append(self._on_cleanup)
         return app
+
+    @web.middleware
+    async def _count_middleware(self, request: web.Request, handler):
+        if request.path != "/kubesim/requests":
+            self.requests["WATCH" if _is_watch(request) else request.method] += 1
+        return await handler(request)
+
+    async def _request_counts(self, request: web.Request) -> web.Response:
+        """The requests answered so far by verb (not counting this one): `{"GET": 12, "WATCH": 3, ...}`."""
+        return web.json_response(dict(self.requests))
 
     @web.middleware
     async def _error_middleware(self, request: web.Request, handler):

@@ -52,6 +52,9 @@ def kubesim_url():
                 raise RuntimeError("kubesim did not start:\n" + _stop(proc)) from None
             time.sleep(0.2)
     yield url
+    from workers.kube import close_all
+
+    close_all()  # this process's clients of it and their watch caches go with it
     _stop(proc)
 
 
