@@ -8,6 +8,8 @@ from django.shortcuts import render
 
 from apps.clusters.models import Cluster, GpuNode
 from apps.gateway.usage import at_the_door
+from apps.rollouts.choices import ACTIVE_PHASES
+from apps.rollouts.models import Rollout
 from apps.serving.choices import Phase
 from apps.serving.models import InferenceService
 from apps.web.htmx import is_fragment
@@ -59,5 +61,7 @@ def home(request):
     context["services"] = services
     context |= fleet_figures(services)
     context["door"] = at_the_door(request.user)
+    context["rollouts"] = list(Rollout.objects.restrict(request.user).filter(phase__in=ACTIVE_PHASES)
+                               .select_related("service__tenant").order_by("step_started_at")[:TOP * 4])
     template = "web/partials/fleet.html" if is_fragment(request) else "web/home.html"
     return render(request, template, context)
