@@ -177,3 +177,22 @@ def calibrate(run: Run, service, load: Load, current: dict) -> Calibration | Non
         service=service, run=run, window_start=load.start,
         window_end=load.start + timedelta(seconds=load.duration_s), predicted=calibration.rounded(pred),
         observed=calibration.rounded(obs), errors_pct=calibration.errors_pct(pred, obs))
+
+
+LOST_AFTER_BUDGETS = 4  # a run still running this many CPU budgets (of wall time) after it started has lost its worker
+LOST_AFTER_MIN_S = 600
+
+
+def fail_lost_runs(now=None) -> int:
+    """Runs whose worker died mid-run (the task is not acknowledged late, so no one replays it): still
+    `running` long after their CPU budget could have been spent, even on a busy worker. Marked failed with
+    the reason, so they stop looking alive; returns how many."""
+    now = now or timezone.now()
+    lost = 0
+    for run in Run.objects.filter(status=RunStatus.RUNNING, started_at__isnull=False):
+        allowed = max(LOST_AFTER_MIN_S, LOST_AFTER_BUDGETS * run.cpu_budget_s)
+        if (now - run.started_at).total_seconds() > allowed:
+            lost += Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
+                status=RunStatus.FAILED, finished_at=now,
+                message=f"Lost: no result {allowed:.0f} s after it started (its worker stopped); start it again.")
+    return lost
