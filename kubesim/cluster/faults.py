@@ -158,6 +158,7 @@ class FaultInjector:
 
     def __init__(self, config: FaultConfig | None = None, seed: int = 0):
         self.config = config or FaultConfig()
+        self.injected = {"errors": 0, "conflicts": 0}  # answered with an injected fault since start
         self.random = random.Random(seed)
         self.on_nodes_changed: Callable[[set[str]], Awaitable[None]] | None = None
         self.on_crash: Callable[[str, str, str | None], Awaitable[bool]] | None = None
@@ -181,10 +182,10 @@ class FaultInjector:
             return None
         if config.error_count > 0:
             config.error_count -= 1
-            return self.random.choice(config.error_codes)
-        if config.error_rate and self.random.random() < config.error_rate:
-            return self.random.choice(config.error_codes)
-        return None
+        elif not (config.error_rate and self.random.random() < config.error_rate):
+            return None
+        self.injected["errors"] += 1
+        return self.random.choice(config.error_codes)
 
     def pick_conflict(self, request: web.Request) -> bool:
         """Whether to answer this update with an injected 409 Conflict."""
@@ -195,8 +196,10 @@ class FaultInjector:
             return False
         if config.conflict_count > 0:
             config.conflict_count -= 1
-            return True
-        return bool(config.conflict_rate) and self.random.random() < config.conflict_rate
+        elif not (config.conflict_rate and self.random.random() < config.conflict_rate):
+            return False
+        self.injected["conflicts"] += 1
+        return True
 
     def watch_drop(self, request: web.Request) -> float | None:
         """Seconds after which to cut this watch, or None to leave it be."""
@@ -251,10 +254,14 @@ def fault_middleware(injector: FaultInjector):
 
 def admin_routes(injector: FaultInjector) -> list[web.RouteDef]:
     """`/kubesim/faults` (GET the config, PUT to replace it, PATCH to change parts) and
-    `POST /kubesim/faults/crash` ({"namespace", "pod", "container"?}) to crash a pod's container now."""
+    `POST /kubesim/faults/crash` ({"namespace", "pod", "container"?}) to crash a pod's container now;
+    `GET /kubesim/faults/injected`: the errors and conflicts injected since start."""
 
     async def get_faults(request: web.Request) -> web.Response:
         return web.json_response(asdict(injector.config))
+
+    async def get_injected(request: web.Request) -> web.Response:
+        return web.json_response(injector.injected)
 
     async def put_faults(request: web.Request) -> web.Response:
         try:
@@ -280,6 +287,7 @@ def admin_routes(injector: FaultInjector) -> list[web.RouteDef]:
 
     return [
         web.get("/kubesim/faults", get_faults),
+        web.get("/kubesim/faults/injected", get_injected),
         web.put("/kubesim/faults", put_faults),
         web.patch("/kubesim/faults", put_faults),
         web.post("/kubesim/faults/crash", crash),

@@ -235,8 +235,11 @@ def test_services_converge_despite_api_errors_and_conflicts_without_duplicate_ob
         assert len(deployments) == 1
         assert len(services) == 1
     assert len(stack["apps"].list_namespaced_deployment("tenant-acme").items) == 3
-    # The faults did hit the reconciler: its retries are in the history.
-    assert ReconcileRun.objects.filter(service_id__in=ids, result="retrying").exists()
+    # The faults did hit the reconciler's requests (its calls retry a transient error up to 3 times within a
+    # pass, so a run recorded as retrying is only likely, not certain, with the few calls a cached pass makes).
+    with urllib.request.urlopen(f"{stack['url']}/kubesim/faults/injected", timeout=5) as response:
+        injected = json.loads(response.read())
+    assert injected["errors"] > 0 and injected["conflicts"] > 0
 
 
 def test_a_worker_killed_mid_reconcile_is_taken_over(stack):

@@ -27,6 +27,7 @@ def test_the_next_request_fails_with_the_injected_status(make_cluster, code, rea
     assert caught.value.status == code
     assert json.loads(caught.value.body)["reason"] == reason
     assert cluster.core.list_namespaced_pod(NS).items == []  # only the next request was hit
+    assert requests.get(f"{cluster.url}/kubesim/faults/injected", timeout=10).json() == {"errors": 1, "conflicts": 0}
 
 
 def test_too_many_requests_carries_retry_after_which_the_client_honours(make_cluster):
@@ -76,6 +77,8 @@ def test_injected_conflicts_hit_updates_only(make_cluster):
     assert body["reason"] == "Conflict"
     assert body["message"].startswith('Operation cannot be fulfilled on pods "web": the object has been modified')
     cluster.core.patch_namespaced_pod("web", NS, {"metadata": {"labels": {"a": "b"}}})
+    # What was injected is counted, so a test can tell that its faults did hit.
+    assert requests.get(f"{cluster.url}/kubesim/faults/injected", timeout=10).json() == {"errors": 0, "conflicts": 1}
 
 
 def test_watches_are_cut_after_the_configured_time(make_cluster):
