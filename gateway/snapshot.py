@@ -42,7 +42,7 @@ class Routing:
         """Every name the key may call (service name, served model name, adapter) → its service. Keys of
         one tenant allowed the same services share one answer, kept for the snapshot's life."""
         allowed = key["services"]
-        scope = (key["tenant_id"], None if allowed is None else tuple(sorted(allowed)))
+        scope = (key["tenant_id"], None if allowed is None else tuple(allowed))  # the snapshot lists them sorted
         names = self._names.get(scope)
         if names is None:
             names = {}

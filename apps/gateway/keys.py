@@ -11,7 +11,7 @@ from apps.gateway.models import InferenceKey
 from apps.tenancy.tokens import TokenRevoked
 
 
-def rotate_key(key: InferenceKey, *, via: str, actor=None, expires_at=None) -> str:
+def rotate_key(key: InferenceKey, *, via: str, actor=None, expires_at=None, actor_label: str = "") -> str:
     """A new secret and expiry for `key`; returns the plaintext. The old secret is refused once this
     commits (the gateway's next snapshot). Raises ValidationError past the cap, TokenRevoked if revoked."""
     with transaction.atomic():
@@ -22,7 +22,8 @@ def rotate_key(key: InferenceKey, *, via: str, actor=None, expires_at=None) -> s
         plaintext = key.new_secret(expires_at=expires_at)
         key.full_clean()
         key.save()
-        record_change(actor=actor, obj=key, action=AuditAction.UPDATE, via=via, before=before)
+        record_change(actor=actor, obj=key, action=AuditAction.UPDATE, via=via, before=before,
+                      actor_label=actor_label)
     return plaintext
 
 

@@ -30,9 +30,11 @@ def test_each_tenant_gets_a_load_key_kept_while_its_file_matches(seeded, tmp_pat
     assert key.key_hash == hash_token(acme) and key.services.count() == 0  # every service of the tenant
     call_command("demo_inference_keys", str(tmp_path), stdout=StringIO())
     assert InferenceKey.objects.get(tenant__slug="acme", name="demo-load").pk == key.pk
-    # A lost file: its key (whose plaintext is gone) is replaced, and both changes are audited.
+    # A lost file: the same key (its metered usage with it) gets a new secret, and the rotation is audited.
     (tmp_path / "acme.key").unlink()
     call_command("demo_inference_keys", str(tmp_path), stdout=StringIO())
     renewed = InferenceKey.objects.get(tenant__slug="acme", name="demo-load")
-    assert renewed.pk != key.pk and renewed.key_hash == hash_token((tmp_path / "acme.key").read_text().strip())
-    assert AuditEntry.objects.filter(content_type__model="inferencekey", action="delete").count() == 1
+    assert renewed.pk == key.pk and renewed.key_hash == hash_token((tmp_path / "acme.key").read_text().strip())
+    assert renewed.key_hash != key.key_hash
+    rotation = AuditEntry.objects.get(content_type__model="inferencekey", object_id=str(key.pk), action="update")
+    assert rotation.actor_repr == "command:demo_inference_keys" and rotation.via == "command"

@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand
 
 from apps.core.audit import record_change
 from apps.core.choices import AuditAction, AuditVia
+from apps.gateway.keys import rotate_key
 from apps.gateway.models import InferenceKey
 from apps.tenancy.models import Tenant, hash_token
 
@@ -29,20 +30,21 @@ class Command(BaseCommand):
         self.stdout.write(f"Demo inference keys in {folder}/ ({len(made)} new: {', '.join(made) or 'none'}).")
 
     def key_for(self, tenant, folder: Path) -> bool:
-        """The tenant's demo-load key, kept while its file holds the plaintext; else a new one (an older
-        demo-load key, whose plaintext is lost, is deleted). True when a key was made."""
+        """The tenant's demo-load key, kept while its file holds the plaintext; else rotated (its plaintext
+        is lost; the key and its metered usage stay), or made when it has none. True when a secret was made."""
         path = folder / f"{tenant.slug}.key"
         held = path.read_text().strip() if path.exists() else ""
-        if held and InferenceKey.objects.filter(tenant=tenant, name=NAME, key_hash=hash_token(held),
-                                                revoked_at__isnull=True).exists():
+        key = InferenceKey.objects.filter(tenant=tenant, name=NAME, revoked_at__isnull=True).order_by("pk").first()
+        if key is not None and held and key.key_hash == hash_token(held):
             return False
-        for old in InferenceKey.objects.filter(tenant=tenant, name=NAME):
-            record_change(actor=None, actor_label=LABEL, obj=old, action=AuditAction.DELETE, via=AuditVia.COMMAND)
-            old.delete()
-        key = InferenceKey(tenant=tenant, name=NAME)
-        plaintext = key.new_secret()
-        key.save()
-        record_change(actor=None, actor_label=LABEL, obj=key, action=AuditAction.CREATE, via=AuditVia.COMMAND)
+        if key is not None:
+            plaintext = rotate_key(key, via=AuditVia.COMMAND, actor_label=LABEL)
+        else:
+            key = InferenceKey(tenant=tenant, name=NAME)
+            plaintext = key.new_secret()
+            key.save()
+            record_change(actor=None, actor_label=LABEL, obj=key, action=AuditAction.CREATE,
+                          via=AuditVia.COMMAND)
         folder.mkdir(parents=True, exist_ok=True)
         path.write_text(plaintext + "\n")
         path.chmod(0o600)
