@@ -141,7 +141,13 @@
     answer.textContent = "";
     meta.textContent = "Sending…";
     send.disabled = true;
-    var finish = function () { send.disabled = false; };
+    // Disabling the focused button drops the focus to the page: give it back once the answer is in, and
+    // move it to the message when there is an error, so a keyboard user hears it and stays in place.
+    var finish = function () {
+      send.disabled = false;
+      if (document.activeElement === document.body || document.activeElement === null) send.focus();
+    };
+    var fail = function (text) { meta.textContent = "Error: " + text; finish(); meta.focus(); };
     fetch(form.action, { method: "POST", body: new FormData(form), credentials: "same-origin",
                          headers: { "X-CSRFToken": form.querySelector("[name=csrfmiddlewaretoken]").value } })
       .then(function (response) {
@@ -161,7 +167,7 @@
             document.getElementById("pg-tps").textContent = e.tokens_per_s == null ? "–" : e.tokens_per_s.toFixed(1);
             document.getElementById("pg-tokens").textContent = e.tokens;
           } else if (e.event === "error") {
-            meta.textContent = "Error: " + e.message;
+            fail(e.message);
           }
         }
         function pump() {
@@ -176,7 +182,7 @@
         }
         return pump();
       })
-      .catch(function (error) { meta.textContent = "Error: " + error; finish(); });
+      .catch(function (error) { fail(String(error)); });
   });
 })();
 

@@ -76,10 +76,13 @@ def test_create_use_scale_change_and_delete_a_service(browser_page, live_server,
         assert 1 <= int(page.locator("#pg-tokens").text_content()) <= 24
         row = wait_for(lambda: UsageRow.objects.filter(service_id=service.pk).first(), message="the usage row")
         assert row.status == 200 and row.pod in ready_pods(service.pk)
-        # A wrong key is refused by the gateway, and the page says so.
+        expect(page.locator("#pg-send")).to_be_focused()  # where the keyboard left it
+        # A wrong key, sent with the keyboard, is refused by the gateway; the page says so and the focus moves
+        # to the message.
         page.get_by_label("Inference key").fill("sk-wrong")
-        page.get_by_role("button", name="Send").click()
+        page.get_by_label("Inference key").press("Enter")
         expect(page.locator("#pg-meta")).to_have_text("Error: HTTP 401: Incorrect or expired API key provided.")
+        expect(page.locator("#pg-meta")).to_be_focused()
     finally:
         gateway.terminate()
         gateway.wait(timeout=30)
