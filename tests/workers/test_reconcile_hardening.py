@@ -105,7 +105,7 @@ def test_shared_objects_are_read_once_per_interval_not_on_every_pass(db, make_cl
     assert kube.requests - before >= within_interval + 5
 
 
-def test_a_look_at_a_rollout_that_has_not_moved_does_not_read_events_again(db, make_cluster, tenant_a):
+def test_a_look_at_a_rollout_that_has_not_moved_does_not_read_events_again(db, make_cluster, tenant_a, settings):
     """Events are read after a write and whenever a pod moved on; a look that finds the pods as the last
     one left them keeps the events it saw (a slow rollout is looked at many times)."""
     from kubernetes import client as k8s
@@ -113,6 +113,10 @@ def test_a_look_at_a_rollout_that_has_not_moved_does_not_read_events_again(db, m
     from apps.serving.models import ServiceObservation
     from tests.polling import wait_for
     from workers.kube import kube_for
+
+    # The pods are read on the wire: a watch cache a moment behind the pod's start would let the second pass,
+    # not the first, see it move.
+    settings.KUBE_WATCH_CACHE = False
 
     handle = make_cluster(fast_start=False)  # the simulated engine loads its weights for a while
     svc = InferenceServiceFactory(tenant=tenant_a, name="slow", cluster=ClusterFactory(api_url=handle.url))
