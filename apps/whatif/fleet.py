@@ -68,6 +68,7 @@ class Replica:
     ready_at: float
     released: float | None = None
     draining: bool = False
+    last_token: float = 0.0  # the last token it produced (a replica started after the load holds GPUs until then)
 
 
 def quantile(values: list[float], q: float) -> float | None:
@@ -209,6 +210,7 @@ class Simulation:
             run.finished += 1
             run.preemptions += req.preemptions
             run.tokens += req.prompt_len + req.generated
+            replica.last_token = max(replica.last_token, req.last_token)
 
     def _scale_to(self, run: Run, n: int, t: float) -> None:
         live = self.live()
@@ -295,7 +297,9 @@ class Simulation:
             ready_next = min((r.ready_at for r in self.live() if now < r.ready_at <= min(t_arrival, next_tick)),
                              default=math.inf) if self.held else math.inf
             t = now = min(t_arrival, next_tick, ready_next)
-            if t >= self.end and t_arrival > self.end:  # an arrival at the very end is still served
+            # An arrival at the very end is still served; requests the router still holds at the end (no replica,
+            # or all at the cap) keep the evaluations going for up to DRAIN_S, so a fleet at zero activates for them.
+            if t >= self.end and t_arrival > self.end and (not self.held or t > self.end + DRAIN_S):
                 break
             if t == ready_next:
                 self._release_held(t)
@@ -333,6 +337,8 @@ class Simulation:
                 self._collect(run, replica)
         for replica in self.replicas:
             stop = replica.released if replica.released is not None else self.end
+            if replica.created >= self.end:  # started after the load for requests held at its end: until done
+                stop = max(stop, replica.last_token, replica.ready_at)
             run.gpu_hours += self.gpus * max(stop - replica.created, 0.0) / 3600
 
 

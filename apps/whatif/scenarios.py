@@ -2,11 +2,12 @@
 
 An alternative changes any of: the GPU type and GPUs per replica, the replica bounds, engine settings
 (`max_num_seqs`, `max_num_batched_tokens`, `kv_cache_dtype`, `enable_prefix_caching`, `tensor_parallel_size`, …)
-and the autoscaling policy (`none`, or `builtin` with its targets and scale to zero). It is judged by the
-service's own validation (`InferenceService.clean()`, the rules the API and the portal apply), so the lab
-never simulates a configuration the control plane would refuse. The engine a scenario runs is the one the
-renderer renders: its pod template's container is parsed by kubesim's engine simulation, as a kubelet
-would start it, so the lab's engine and the simulated cluster's are one definition.
+and the autoscaling policy (`none`; `builtin` with its targets and scale to zero; `hpa` or `keda` as the
+renderer renders them, `apps.whatif.scalers`). It is judged by the service's own validation
+(`InferenceService.clean()`, the rules the API and the portal apply), so the lab never simulates a
+configuration the control plane would refuse. The engine a scenario runs is the one the renderer renders: its
+pod template's container is parsed by kubesim's engine simulation, as a kubelet would start it, so the lab's
+engine and the simulated cluster's are one definition.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from apps.serving.rendering import render_service
 from apps.serving.rendering.spec import AutoscalingSpec, ServiceSpec, spec_from_service
 from apps.serving.scaling_policy import pool_policy
 from apps.whatif.fleet import BUILTIN_TARGETS, DEFAULT_SLO, Builtin, Fixed, Slo
+from apps.whatif.scalers import kube_scaler
 from kubesim.engines import engine_spec_for
 from kubesim.engines.harness import pod_context
 from kubesim.workload import WorkloadExit
@@ -121,10 +123,9 @@ def _policy(autoscaling: dict, pool, where: str):
     kind = (autoscaling or {}).get("autoscaler", Autoscaler.NONE)
     if kind == Autoscaler.BUILTIN:
         return Builtin(pool_policy(autoscaling, "engine", pool.min_replicas, pool.max_replicas)), pool.min_replicas
-    if kind == Autoscaler.NONE:
-        return Fixed(pool.replicas), pool.replicas
-    raise ScenarioError([f"{where}.autoscaling: the lab models the built-in autoscaler and fixed replicas; "
-                         f"{kind} is not modelled yet"])
+    if kind in (Autoscaler.HPA, Autoscaler.KEDA):
+        return kube_scaler(autoscaling, pool)
+    return Fixed(pool.replicas), pool.replicas
 
 
 def service_slo(autoscaling: dict) -> Slo:
