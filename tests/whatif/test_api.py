@@ -165,8 +165,9 @@ def test_a_run_over_its_cpu_budget_stops_and_says_so(api, service, trace, settin
 
 
 @pytest.mark.integration
-def test_a_worker_runs_a_started_run_off_the_web_process(api, service, trace, workers):  # noqa: F811
-    workers(1)
+def test_a_worker_of_the_whatif_queue_alone_runs_a_started_run_off_the_web_process(
+        api, service, trace, workers):  # noqa: F811
+    workers(1, only=("whatif",))  # runs travel on their own queue, so reconciles never wait behind a replay
     run = api("owner_a").post("/api/v1/whatif/", {"service": service.pk, "trace": trace["id"], "alternatives": []},
                               format="json").json()
     wait_for(lambda: Run.objects.get(pk=run["id"]).finished, timeout=90, message="the run finished")
