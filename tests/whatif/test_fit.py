@@ -76,7 +76,7 @@ def test_a_fit_not_applied_leaves_the_lab_on_the_models_defaults(service, capsys
 
 def test_too_little_telemetry_is_refused_and_stores_nothing(service):
     observe(service, timezone.now(), intervals=2)
-    with pytest.raises(CommandError, match="2 intervals with decoding requests.*at least 3"):
+    with pytest.raises(CommandError, match=r"2 intervals with decoding requests.*at least 3"):
         call_command("calibrate", "--service", "alpha/chat", "--apply")
     with pytest.raises(CommandError, match="No service 'alpha/nope'"):
         call_command("calibrate", "--service", "alpha/nope")
