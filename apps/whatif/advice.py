@@ -7,7 +7,10 @@ propose one alternative each:
   the blocks). Judged on preemptions;
 - `smaller_batch`: ITL p95 over its SLO: half the `max_num_seqs` (smaller batches decode faster). Judged on ITL p95;
 - `fewer_replicas`: a fixed fleet of more than one replica whose TTFT p95 stays under half its SLO: one replica
-  fewer. Judged on GPU-hours, and only if SLO attainment does not drop by more than a point.
+  fewer. Judged on GPU-hours, and only if SLO attainment does not drop by more than a point;
+- `cheaper_gpu`: TTFT p95 under half its SLO and ITL p95 under half its own: the cheapest GPU type of the
+  operators' price table that costs less per GPU-hour and on which the engine starts (the model fits). Judged
+  on the cost of the load, and only if SLO attainment does not drop by more than a point.
 
 Each proposal is replayed on the service's recorded load against the current configuration; advice whose
 predicted effect on its figure is under 5 % (or that makes the figure worse) is not kept. Rules the lab cannot
@@ -27,7 +30,8 @@ from apps.core.audit import record_change, snapshot
 from apps.core.choices import AuditAction
 from apps.telemetry.choices import Resolution
 from apps.telemetry.models import SERVICE_ROLE, SeriesPoint
-from apps.whatif.lab import LoadError, recorded_load, run_whatif
+from apps.whatif.apply import gpu_prices, with_costs
+from apps.whatif.lab import LoadError, build_scenarios, recorded_load, run_whatif
 from apps.whatif.models import Advice, AdviceRule
 from apps.whatif.scenarios import MODELLED_MODES, ScenarioError, service_slo
 
@@ -62,6 +66,11 @@ def proposals(service, seen: dict) -> list[tuple[str, dict, str]]:
         seqs = max(1, (settings.get("max_num_seqs") or 256) // 2)
         out.append((AdviceRule.SMALLER_BATCH, {"name": f"max_num_seqs {seqs}",
                                                "engine_settings": {"max_num_seqs": seqs}}, "itl_p95_s"))
+    if (engine is not None and seen["ttft_p95"] is not None and seen["ttft_p95"] < slo.ttft_s / 2
+            and (seen["itl_p95"] is None or seen["itl_p95"] < slo.itl_s / 2)):
+        cheaper = _cheaper_gpu(service, engine.gpu_type)
+        if cheaper is not None:
+            out.append((AdviceRule.CHEAPER_GPU, cheaper, "cost_usd"))
     if (engine is not None and not service.autoscaled_by_builtin and engine.replicas > 1
             and seen["ttft_p95"] is not None and seen["ttft_p95"] < slo.ttft_s / 2):
         n = engine.replicas - 1
@@ -70,12 +79,31 @@ def proposals(service, seen: dict) -> list[tuple[str, dict, str]]:
     return out
 
 
+def _cheaper_gpu(service, gpu_type: str) -> dict | None:
+    """The cheapest priced GPU type below the service's own price on which its engine starts, as an alternative."""
+    prices = gpu_prices()
+    here = prices.get(gpu_type)
+    if here is None:
+        return None
+    for gpu, price in sorted(prices.items(), key=lambda item: (item[1], item[0])):
+        if price >= here:
+            return None
+        alternative = {"name": f"{gpu} GPUs", "gpu_type": gpu}
+        try:
+            build_scenarios(service, [alternative])  # the service's validation and the engine's start-up
+        except ScenarioError:
+            continue
+        return alternative
+    return None
+
+
 def _effect(figure: str, current: dict, alternative: dict) -> float | None:
     """The improvement on `figure` in percent (positive: better), None when it cannot be judged."""
     before, after = current.get(figure), alternative.get(figure)
     if before is None or after is None or before <= 0:
         return None
-    if figure == "gpu_hours" and (alternative["slo_attainment"] or 0) < (current["slo_attainment"] or 0) - 0.01:
+    if figure in ("gpu_hours", "cost_usd") and (
+            (alternative["slo_attainment"] or 0) < (current["slo_attainment"] or 0) - 0.01):
         return None  # cheaper only by missing the SLO more: not advice
     return round((before - after) / before * 100, 1)
 
@@ -92,7 +120,7 @@ def refresh_advice(service, now=None) -> list[Advice]:
             result = run_whatif(service, load, [alt for _, alt, _ in proposed], cpu_budget_s=ADVICE_CPU_BUDGET_S)
         except (LoadError, ScenarioError):
             result = None
-        scenarios = {s["name"]: s for s in (result or {}).get("scenarios", [])}
+        scenarios = {s["name"]: s for s in with_costs((result or {}).get("scenarios", []), gpu_prices())}
         current = scenarios.get("current")
         for rule, alternative, figure in proposed:
             replay = scenarios.get(alternative["name"])

@@ -175,6 +175,7 @@ class AdviceRule(models.TextChoices):
     FP8_KV = "fp8_kv", "fp8 KV cache under KV pressure"
     SMALLER_BATCH = "smaller_batch", "Fewer concurrent sequences when ITL misses its SLO"
     FEWER_REPLICAS = "fewer_replicas", "Fewer replicas when the SLO holds with headroom"
+    CHEAPER_GPU = "cheaper_gpu", "A cheaper GPU type when the SLO holds with headroom"
 
 
 class Advice(TimestampedModel):

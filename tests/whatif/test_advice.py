@@ -91,3 +91,25 @@ def test_dismissing_from_the_service_page_is_audited_as_the_portals(service, cli
     advice.refresh_from_db()
     assert advice.dismissed_at is not None
     assert AuditEntry.objects.for_object(advice).get().via == "portal"
+
+
+def test_a_cheaper_gpu_type_is_advised_when_the_slo_holds_with_headroom_priced_from_the_operators_table(service):
+    from apps.whatif.models import GpuPrice
+
+    for gpu, price in (("l4-24gb", "0.80"), ("rtx4090-24gb", "0.50"), ("h100-sxm-80gb", "4.00")):
+        GpuPrice.objects.create(gpu_type=gpu, usd_per_gpu_hour=price)
+    shown = {a.rule: a for a in refresh_advice(service)}
+    advice = shown["cheaper_gpu"]
+    assert advice.alternative == {"name": "rtx4090-24gb GPUs", "gpu_type": "rtx4090-24gb"}
+    # The same 2 fixed replicas over the same 590 s (0.33 GPU-h, unrounded 0.3278), at $0.50 instead of $0.80 a
+    # GPU-hour: (0.80 - 0.50) / 0.80 = 37.5 % less, every request still within its SLO on either GPU.
+    predicted = advice.predicted
+    assert predicted["figure"] == "cost_usd" and predicted["effect_pct"] == 37.5
+    assert predicted["current"] == pytest.approx(0.80 * 2 * 590 / 3600, abs=0.01)
+
+
+def test_no_cheaper_gpu_is_advised_without_a_price_for_the_services_own(service):
+    from apps.whatif.models import GpuPrice
+
+    GpuPrice.objects.create(gpu_type="rtx4090-24gb", usd_per_gpu_hour="0.50")
+    assert "cheaper_gpu" not in {a.rule for a in refresh_advice(service)}
