@@ -173,8 +173,9 @@ def fidelity(args) -> list[dict]:
             ok = [r for r in results if r.status == 200 and not r.error and r.ttft is not None]
             measured_p95 = quantile([r.ttft for r in ok], 0.95)
             first = min(r.start for r in ok)
-            requests = sorted((TraceRequest(r.start - first, r.prompt_tokens, r.completion_tokens or r.max_tokens)
-                               for r in ok), key=lambda r: r.t)
+            # Each session is a prefix group (its prompts share their leading words, as loadgen writes them).
+            requests = sorted((TraceRequest(r.start - first, r.prompt_tokens, r.completion_tokens or r.max_tokens,
+                                            f"session-{r.session}") for r in ok), key=lambda r: r.t)
             hit = sum(r.cached_tokens for r in ok) / max(sum(r.prompt_tokens for r in ok), 1)
             load = Load("kubesim", requests, round(hit, 4))
             predicted = run_whatif(service, load, [])["scenarios"][0]

@@ -120,11 +120,14 @@ class Simulation:
 
     def __init__(self, decide, arrivals, lengths, spec, hours: float, start_replicas: int = 1, *,
                  slo: Slo | None = None, gpus: int = 1, period_s: float = PERIOD_S, router_cap: int = ROUTER_CAP,
-                 prefix_share: float = 0.0):
+                 prefix_share: float = 0.0, prefix_groups: list[int] | None = None):
         self.decide, self.arrivals, self.lengths, self.spec = decide, arrivals, lengths, spec
         # The share of each prompt's leading tokens that is one prefix common to all requests (a system
         # prompt): what an engine with prefix caching can hit. 0: no two prompts share a token.
         self.prefix_share = prefix_share
+        # With `prefix_groups` (one per arrival), the prefix is its group's (requests of one prefix_id share it;
+        # -1: the request shares nothing) rather than one common to all.
+        self.prefix_groups = prefix_groups
         self.slo, self.gpus, self.period_s, self.router_cap = slo or Slo(), gpus, period_s, router_cap
         self.end = hours * 3600
         self.cold_start = spec.startup_s
@@ -163,8 +166,11 @@ class Simulation:
         # Token ids of a request's own (no two prompts share a prefix, so prefix caching finds no false hits),
         # after the common prefix's (negative ids, which no request's own tokens use) when there is one.
         shared = int(prompt * self.prefix_share)
-        first = index * 1_000_003
-        tokens = [-1 - k for k in range(shared)] + list(range(first, first + prompt - shared))
+        group = 0 if self.prefix_groups is None else self.prefix_groups[index]
+        if group < 0:
+            shared = 0
+        first, base = index * 1_000_003, -1 - group * 1_000_003
+        tokens = [base - k for k in range(shared)] + list(range(first, first + prompt - shared))
         replica.engine.submit(Request(str(index), tokens, output, output), t)
 
     def _route(self, index: int, t: float) -> None:

@@ -212,3 +212,22 @@ def test_keda_scales_a_serverless_service_to_zero_after_its_cooldown_and_back_on
     # the second cold start to the last request's last token (about a second); a fixed replica would hold 1,800 s.
     held = (first_zero + 15 - 15.0) + (cold + 1.0)
     assert result["gpu_hours"] == pytest.approx(held / 3600, abs=0.01)
+
+
+def test_requests_of_one_prefix_id_share_a_prefix_sized_to_find_the_hits_measured(service):
+    from apps.whatif.lab import prefix_layout
+
+    ids = [TraceRequest(0.0, 100, 10, pid) for pid in ("a", "a", "b", "b", None)]
+    # 2 of the 5 can hit (each id's first cannot, nor the one without an id): a measured 20 % of all prompt tokens
+    # needs 20 / (2 / 5) = 50 % of each of those prompts shared; without a measured rate, half is assumed.
+    assert prefix_layout(ids, 0.2) == (0.5, [0, 0, 1, 1, -1])
+    assert prefix_layout(ids, None) == (0.5, [0, 0, 1, 1, -1])
+    assert prefix_layout([TraceRequest(0.0, 100, 10)], 0.3) == (0.3, None)  # no ids: one common prefix
+    # Replayed: 4,000-token prompts 30 s apart in two ids of four; a measured 37.5 % over the 6 of 8 that can hit
+    # shares half of each prompt, so 6 prefill about half theirs and the median TTFT falls well below that of
+    # prompts that share nothing (each its own id: none can hit).
+    same = Load("test", [TraceRequest(30.0 * i, 4000, 10, f"p{i // 4}") for i in range(8)], 0.375)
+    apart = Load("test", [TraceRequest(30.0 * i, 4000, 10, f"p{i}") for i in range(8)], 0.375)
+    shared = by_name(run_whatif(service, same, []))["current"]
+    alone = by_name(run_whatif(service, apart, []))["current"]
+    assert shared["ttft_p50_s"] < 0.75 * alone["ttft_p50_s"]
