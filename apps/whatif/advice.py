@@ -10,7 +10,11 @@ propose one alternative each:
   fewer. Judged on GPU-hours, and only if SLO attainment does not drop by more than a point;
 - `cheaper_gpu`: TTFT p95 under half its SLO and ITL p95 under half its own: the cheapest GPU type of the
   operators' price table that costs less per GPU-hour and on which the engine starts (the model fits). Judged
-  on the cost of the load, and only if SLO attainment does not drop by more than a point.
+  on the cost of the load, and only if SLO attainment does not drop by more than a point;
+- `autoscaling_targets`: an autoscaled service (built-in, HPA or KEDA) whose per-replica targets (requests,
+  tokens/s) the hour shows as too tight (TTFT p95 under half its SLO with more replicas than the minimum:
+  targets doubled, judged on GPU-hours with SLO attainment kept) or too loose (TTFT p95 over its SLO: targets
+  halved, judged on SLO attainment).
 
 Each proposal is replayed on the service's recorded load against the current configuration; advice whose
 predicted effect on its figure is under 5 % (or that makes the figure worse) is not kept. Rules the lab cannot
@@ -20,6 +24,7 @@ autoscaling targets (not modelled yet).
 
 from __future__ import annotations
 
+import copy
 from datetime import timedelta
 
 from django.db import transaction
@@ -28,6 +33,7 @@ from django.utils import timezone
 
 from apps.core.audit import record_change, snapshot
 from apps.core.choices import AuditAction
+from apps.serving.choices import Autoscaler
 from apps.telemetry.choices import Resolution
 from apps.telemetry.models import SERVICE_ROLE, SeriesPoint
 from apps.whatif.apply import gpu_prices, with_costs
@@ -39,6 +45,10 @@ WINDOW = timedelta(hours=1)
 MIN_EFFECT_PCT = 5.0
 ADVICE_CPU_BUDGET_S = 120.0
 FP8 = ("fp8", "fp8_e4m3", "fp8_e5m2")
+SCALED = (Autoscaler.BUILTIN, Autoscaler.HPA, Autoscaler.KEDA)
+CAPACITY_TARGETS = ("waiting_requests_per_replica", "running_requests_per_replica",
+                    "prompt_tokens_per_s_per_replica", "generation_tokens_per_s_per_replica")
+HIGHER_IS_BETTER = ("slo_attainment",)
 
 
 def observations(service, now=None) -> dict | None:
@@ -76,7 +86,33 @@ def proposals(service, seen: dict) -> list[tuple[str, dict, str]]:
         n = engine.replicas - 1
         out.append((AdviceRule.FEWER_REPLICAS, {"name": f"{n} replica{'s' if n > 1 else ''}", "replicas": n,
                                                 "min_replicas": min(engine.min_replicas, n)}, "gpu_hours"))
+    if engine is not None and (service.autoscaling or {}).get("autoscaler") in SCALED and seen["ttft_p95"] is not None:
+        if seen["ttft_p95"] < slo.ttft_s / 2 and (seen["replicas"] or 0) > engine.min_replicas:
+            scaled = _scaled_targets(service.autoscaling, 2.0)
+            if scaled is not None:
+                out.append((AdviceRule.AUTOSCALING_TARGETS, {"name": "looser autoscaling targets",
+                                                             "autoscaling": scaled}, "gpu_hours"))
+        elif seen["ttft_p95"] > slo.ttft_s:
+            scaled = _scaled_targets(service.autoscaling, 0.5)
+            if scaled is not None:
+                out.append((AdviceRule.AUTOSCALING_TARGETS, {"name": "tighter autoscaling targets",
+                                                             "autoscaling": scaled}, "slo_attainment"))
     return out
+
+
+def _scaled_targets(autoscaling: dict, factor: float) -> dict | None:
+    """The policy with its per-replica count and rate targets (service-wide and per pool) times `factor`; None
+    when it has none (latency and KV-usage targets are SLOs and ratios, not capacity, and stay)."""
+    out = copy.deepcopy(autoscaling)
+    changed = False
+    pools = (out.get("pools") or {}).values()
+    for targets in [out.get("targets") or {}, *((p or {}).get("targets") or {} for p in pools)]:
+        for name in list(targets):
+            if name in CAPACITY_TARGETS:
+                value = targets[name] * factor
+                targets[name] = max(1, round(value)) if "requests" in name else round(value, 1)
+                changed = True
+    return out if changed else None
 
 
 def _cheaper_gpu(service, gpu_type: str) -> dict | None:
@@ -102,6 +138,8 @@ def _effect(figure: str, current: dict, alternative: dict) -> float | None:
     before, after = current.get(figure), alternative.get(figure)
     if before is None or after is None or before <= 0:
         return None
+    if figure in HIGHER_IS_BETTER:
+        return round((after - before) / before * 100, 1)
     if figure in ("gpu_hours", "cost_usd") and (
             (alternative["slo_attainment"] or 0) < (current["slo_attainment"] or 0) - 0.01):
         return None  # cheaper only by missing the SLO more: not advice

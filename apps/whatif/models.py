@@ -176,6 +176,7 @@ class AdviceRule(models.TextChoices):
     SMALLER_BATCH = "smaller_batch", "Fewer concurrent sequences when ITL misses its SLO"
     FEWER_REPLICAS = "fewer_replicas", "Fewer replicas when the SLO holds with headroom"
     CHEAPER_GPU = "cheaper_gpu", "A cheaper GPU type when the SLO holds with headroom"
+    AUTOSCALING_TARGETS = "autoscaling_targets", "Autoscaling targets the recorded load shows as too tight or loose"
 
 
 class Advice(TimestampedModel):

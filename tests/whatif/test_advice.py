@@ -113,3 +113,32 @@ def test_no_cheaper_gpu_is_advised_without_a_price_for_the_services_own(service)
 
     GpuPrice.objects.create(gpu_type="rtx4090-24gb", usd_per_gpu_hour="0.50")
     assert "cheaper_gpu" not in {a.rule for a in refresh_advice(service)}
+
+
+def test_autoscaling_targets_the_load_shows_as_too_tight_are_loosened_when_the_lab_confirms_fewer_gpu_hours(
+        tenant_a):
+    from apps.whatif.advice import _scaled_targets
+
+    service = InferenceServiceFactory(
+        tenant=tenant_a, name="scaled",
+        pools=[{"role": "engine", "replicas": 1, "min_replicas": 1, "max_replicas": 4, "gpu_type": "l4-24gb"}],
+        engine_settings={"max_model_len": 8192},
+        autoscaling={"autoscaler": "builtin", "targets": {"running_requests_per_replica": 2, "ttft_p95_seconds": 2}})
+    now = timezone.now()
+    for i in range(600):  # one request a second for 10 minutes, each decoding 100 tokens: about 3 in flight
+        UsageRow.objects.create(at=now - timedelta(seconds=600 - i), tenant=tenant_a, service_id=service.pk,
+                                model="chat", status=200, prompt_tokens=300, completion_tokens=100, duration_ms=5.0)
+    for i in range(10):  # TTFT far under its 2 s SLO on two replicas on average, where one is the minimum
+        SeriesPoint.objects.create(service=service, role=SERVICE_ROLE, time=now - timedelta(seconds=60 * i + 5),
+                                   ttft_p95=0.2, itl_p95=0.03, kv_usage=0.2, preemptions=0, ready_replicas=2)
+    shown = {a.rule: a for a in refresh_advice(service)}
+    advice = shown["autoscaling_targets"]
+    assert advice.alternative["name"] == "looser autoscaling targets"
+    assert advice.alternative["autoscaling"]["targets"] == {"running_requests_per_replica": 4, "ttft_p95_seconds": 2}
+    assert advice.predicted["figure"] == "gpu_hours" and advice.predicted["effect_pct"] >= 5.0
+    assert advice.predicted["suggested"] < advice.predicted["current"]
+    # Too loose goes the other way; latency and KV-usage targets are SLOs and ratios, not capacity: they stay.
+    assert _scaled_targets({"autoscaler": "hpa", "targets": {"waiting_requests_per_replica": 3,
+                                                            "kv_cache_usage": 0.8}}, 0.5)["targets"] == {
+        "waiting_requests_per_replica": 2, "kv_cache_usage": 0.8}
+    assert _scaled_targets({"autoscaler": "hpa", "targets": {"kv_cache_usage": 0.8}}, 0.5) is None
