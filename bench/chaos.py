@@ -134,7 +134,9 @@ def set_faults(url: str, faults: dict) -> None:
 
 def start_worker(base: Path, env: dict, n: int) -> subprocess.Popen:
     prefix = env["CELERY_QUEUE_PREFIX"]
-    queues = ",".join(prefix + q for q in ("default", "reconcile", "telemetry", "autoscale"))
+    from controlplane import tasknames
+
+    queues = ",".join(prefix + q for q in tasknames.QUEUES)
     return subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "controlplane", "worker", "--pool", "solo", "--queues", queues,
          "--loglevel", "INFO", "--without-heartbeat", "--without-gossip", "--without-mingle",

@@ -14,9 +14,10 @@ import time
 
 import django
 
+from controlplane.tasknames import QUEUES
+
 WEB_PORT = 8000
 CELERY_APP = "controlplane"
-QUEUES = ("default", "reconcile", "telemetry", "autoscale")
 ROLES = ("web", "worker", "beat", "gateway", "migrate", "wait-for-migrations", "manage")
 # gunicorn's graceful timeout and the worker's longest task both fit in the pods' grace period
 # (deploy/kubernetes/base: terminationGracePeriodSeconds).
@@ -36,10 +37,16 @@ def web_argv(env: dict[str, str]) -> list[str]:
 
 
 def worker_argv(env: dict[str, str]) -> list[str]:
+    """celery worker on every queue, or on WORKER_QUEUES (comma-separated names, e.g. `whatif` for a worker of
+    the what-if lab's replays alone, or the others for one that never runs them)."""
     prefix = env.get("CELERY_QUEUE_PREFIX", "")
+    queues = [q.strip() for q in env.get("WORKER_QUEUES", "").split(",") if q.strip()] or list(QUEUES)
+    unknown = sorted(set(queues) - set(QUEUES))
+    if unknown:
+        raise SystemExit(f"WORKER_QUEUES: unknown queue(s) {', '.join(unknown)} (known: {', '.join(QUEUES)})")
     return [
         "celery", "-A", CELERY_APP, "worker", "--loglevel", env.get("LOG_LEVEL", "INFO"),
-        "--queues", ",".join(prefix + q for q in QUEUES), "--concurrency", env.get("WORKER_CONCURRENCY", "2"),
+        "--queues", ",".join(prefix + q for q in queues), "--concurrency", env.get("WORKER_CONCURRENCY", "2"),
     ]
 
 

@@ -12,8 +12,10 @@ SEND_HEARTBEATS = "workers.tasks.telemetry.send_heartbeats"
 HEARTBEAT = "workers.tasks.telemetry.heartbeat"
 GATEWAY_USAGE_ROLLUP = "workers.tasks.telemetry.gateway_usage_rollup"
 
-# Queues by task family: `workers.tasks.<family>.*` goes to queue `<prefix><family>`.
-QUEUE_FAMILIES = ("reconcile", "telemetry", "autoscale")
+# Queues by task family: `workers.tasks.<family>.*` goes to queue `<prefix><family>`. What-if replays have their own
+# queue: a run holds a worker thread for up to its CPU budget (minutes), which must not delay reconciles.
+QUEUE_FAMILIES = ("reconcile", "telemetry", "autoscale", "whatif")
+QUEUES = ("default", *QUEUE_FAMILIES)  # every queue a worker may consume (the entrypoint's worker takes them all)
 
 
 def routes(prefix: str = "") -> dict[str, dict[str, str]]:

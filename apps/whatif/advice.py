@@ -7,7 +7,14 @@ propose one alternative each:
   the blocks). Judged on preemptions;
 - `smaller_batch`: ITL p95 over its SLO: half the `max_num_seqs` (smaller batches decode faster). Judged on ITL p95;
 - `fewer_replicas`: a fixed fleet of more than one replica whose TTFT p95 stays under half its SLO: one replica
-  fewer. Judged on GPU-hours, and only if SLO attainment does not drop by more than a point.
+  fewer. Judged on GPU-hours, and only if SLO attainment does not drop by more than a point;
+- `cheaper_gpu`: TTFT p95 under half its SLO and ITL p95 under half its own: the cheapest GPU type of the
+  operators' price table that costs less per GPU-hour and on which the engine starts (the model fits). Judged
+  on the cost of the load, and only if SLO attainment does not drop by more than a point;
+- `autoscaling_targets`: an autoscaled service (built-in, HPA or KEDA) whose per-replica targets (requests,
+  tokens/s) the hour shows as too tight (TTFT p95 under half its SLO with more replicas than the minimum:
+  targets doubled, judged on GPU-hours with SLO attainment kept) or too loose (TTFT p95 over its SLO: targets
+  halved, judged on SLO attainment).
 
 Each proposal is replayed on the service's recorded load against the current configuration; advice whose
 predicted effect on its figure is under 5 % (or that makes the figure worse) is not kept. Rules the lab cannot
@@ -17,6 +24,7 @@ autoscaling targets (not modelled yet).
 
 from __future__ import annotations
 
+import copy
 from datetime import timedelta
 
 from django.db import transaction
@@ -25,9 +33,11 @@ from django.utils import timezone
 
 from apps.core.audit import record_change, snapshot
 from apps.core.choices import AuditAction
+from apps.serving.choices import Autoscaler
 from apps.telemetry.choices import Resolution
 from apps.telemetry.models import SERVICE_ROLE, SeriesPoint
-from apps.whatif.lab import LoadError, recorded_load, run_whatif
+from apps.whatif.apply import gpu_prices, with_costs
+from apps.whatif.lab import LoadError, build_scenarios, recorded_load, run_whatif
 from apps.whatif.models import Advice, AdviceRule
 from apps.whatif.scenarios import MODELLED_MODES, ScenarioError, service_slo
 
@@ -35,6 +45,10 @@ WINDOW = timedelta(hours=1)
 MIN_EFFECT_PCT = 5.0
 ADVICE_CPU_BUDGET_S = 120.0
 FP8 = ("fp8", "fp8_e4m3", "fp8_e5m2")
+SCALED = (Autoscaler.BUILTIN, Autoscaler.HPA, Autoscaler.KEDA)
+CAPACITY_TARGETS = ("waiting_requests_per_replica", "running_requests_per_replica",
+                    "prompt_tokens_per_s_per_replica", "generation_tokens_per_s_per_replica")
+HIGHER_IS_BETTER = ("slo_attainment",)
 
 
 def observations(service, now=None) -> dict | None:
@@ -62,12 +76,61 @@ def proposals(service, seen: dict) -> list[tuple[str, dict, str]]:
         seqs = max(1, (settings.get("max_num_seqs") or 256) // 2)
         out.append((AdviceRule.SMALLER_BATCH, {"name": f"max_num_seqs {seqs}",
                                                "engine_settings": {"max_num_seqs": seqs}}, "itl_p95_s"))
+    if (engine is not None and seen["ttft_p95"] is not None and seen["ttft_p95"] < slo.ttft_s / 2
+            and (seen["itl_p95"] is None or seen["itl_p95"] < slo.itl_s / 2)):
+        cheaper = _cheaper_gpu(service, engine.gpu_type)
+        if cheaper is not None:
+            out.append((AdviceRule.CHEAPER_GPU, cheaper, "cost_usd"))
     if (engine is not None and not service.autoscaled_by_builtin and engine.replicas > 1
             and seen["ttft_p95"] is not None and seen["ttft_p95"] < slo.ttft_s / 2):
         n = engine.replicas - 1
         out.append((AdviceRule.FEWER_REPLICAS, {"name": f"{n} replica{'s' if n > 1 else ''}", "replicas": n,
                                                 "min_replicas": min(engine.min_replicas, n)}, "gpu_hours"))
+    if engine is not None and (service.autoscaling or {}).get("autoscaler") in SCALED and seen["ttft_p95"] is not None:
+        if seen["ttft_p95"] < slo.ttft_s / 2 and (seen["replicas"] or 0) > engine.min_replicas:
+            scaled = _scaled_targets(service.autoscaling, 2.0)
+            if scaled is not None:
+                out.append((AdviceRule.AUTOSCALING_TARGETS, {"name": "looser autoscaling targets",
+                                                             "autoscaling": scaled}, "gpu_hours"))
+        elif seen["ttft_p95"] > slo.ttft_s:
+            scaled = _scaled_targets(service.autoscaling, 0.5)
+            if scaled is not None:
+                out.append((AdviceRule.AUTOSCALING_TARGETS, {"name": "tighter autoscaling targets",
+                                                             "autoscaling": scaled}, "slo_attainment"))
     return out
+
+
+def _scaled_targets(autoscaling: dict, factor: float) -> dict | None:
+    """The policy with its per-replica count and rate targets (service-wide and per pool) times `factor`; None
+    when it has none (latency and KV-usage targets are SLOs and ratios, not capacity, and stay)."""
+    out = copy.deepcopy(autoscaling)
+    changed = False
+    pools = (out.get("pools") or {}).values()
+    for targets in [out.get("targets") or {}, *((p or {}).get("targets") or {} for p in pools)]:
+        for name in list(targets):
+            if name in CAPACITY_TARGETS:
+                value = targets[name] * factor
+                targets[name] = max(1, round(value)) if "requests" in name else round(value, 1)
+                changed = True
+    return out if changed else None
+
+
+def _cheaper_gpu(service, gpu_type: str) -> dict | None:
+    """The cheapest priced GPU type below the service's own price on which its engine starts, as an alternative."""
+    prices = gpu_prices()
+    here = prices.get(gpu_type)
+    if here is None:
+        return None
+    for gpu, price in sorted(prices.items(), key=lambda item: (item[1], item[0])):
+        if price >= here:
+            return None
+        alternative = {"name": f"{gpu} GPUs", "gpu_type": gpu}
+        try:
+            build_scenarios(service, [alternative])  # the service's validation and the engine's start-up
+        except ScenarioError:
+            continue
+        return alternative
+    return None
 
 
 def _effect(figure: str, current: dict, alternative: dict) -> float | None:
@@ -75,7 +138,10 @@ def _effect(figure: str, current: dict, alternative: dict) -> float | None:
     before, after = current.get(figure), alternative.get(figure)
     if before is None or after is None or before <= 0:
         return None
-    if figure == "gpu_hours" and (alternative["slo_attainment"] or 0) < (current["slo_attainment"] or 0) - 0.01:
+    if figure in HIGHER_IS_BETTER:
+        return round((after - before) / before * 100, 1)
+    if figure in ("gpu_hours", "cost_usd") and (
+            (alternative["slo_attainment"] or 0) < (current["slo_attainment"] or 0) - 0.01):
         return None  # cheaper only by missing the SLO more: not advice
     return round((before - after) / before * 100, 1)
 
@@ -92,7 +158,7 @@ def refresh_advice(service, now=None) -> list[Advice]:
             result = run_whatif(service, load, [alt for _, alt, _ in proposed], cpu_budget_s=ADVICE_CPU_BUDGET_S)
         except (LoadError, ScenarioError):
             result = None
-        scenarios = {s["name"]: s for s in (result or {}).get("scenarios", [])}
+        scenarios = {s["name"]: s for s in with_costs((result or {}).get("scenarios", []), gpu_prices())}
         current = scenarios.get("current")
         for rule, alternative, figure in proposed:
             replay = scenarios.get(alternative["name"])

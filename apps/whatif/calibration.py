@@ -18,8 +18,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.db import transaction
+from django.utils import timezone
+
+from apps.core.audit import record_change
+from apps.core.choices import AuditAction
 from apps.telemetry.choices import Resolution
 from apps.telemetry.models import SERVICE_ROLE, RequestMixPoint, SeriesPoint
+from apps.whatif.fit import Interval, fit
+from apps.whatif.models import EngineFit
+from apps.whatif.scenarios import base_roofline
 
 FIGURES = ("ttft_p50_s", "ttft_p95_s", "itl_p95_s", "replicas", "gpu_hours")
 
@@ -71,3 +79,32 @@ def errors_pct(pred: dict, obs: dict) -> dict:
 
 def rounded(figures: dict) -> dict:
     return {k: None if v is None else round(v, 4) for k, v in figures.items()}
+
+
+def fit_engine(service, window: timedelta, until=None, *, apply: bool = False, actor=None, via="command"):
+    """Fit the lab's step-time coefficients to the service's stored latencies of `window` (`apps.whatif.fit`)
+    and keep the fit (audited); applied, the lab replays the service with it from then on. Raises FitError, or
+    the lab's LoadError when the window has no recorded load."""
+    from apps.whatif.lab import recorded_load  # the lab's module runs calibrations: imported when called
+
+    until = until or timezone.now()
+    since = until - window
+    rows = SeriesPoint.objects.filter(service_id=service.pk, role=SERVICE_ROLE, resolution=Resolution.RAW,
+                                      time__gt=since, time__lte=until, ready_replicas__gt=0)
+    intervals = [Interval(itl, ttft, (running or 0.0) / ready, waiting or 0.0, hit or 0.0)
+                 for itl, ttft, running, waiting, ready, hit in rows.values_list(
+                     "itl_p50", "ttft_p50", "running", "waiting", "ready_replicas", "prefix_hit_rate")]
+    load = recorded_load(service, window, until=until)
+    prompts = sorted(r.prompt_tokens for r in load.requests)
+    roof, chunk = base_roofline(service)
+    found = fit(roof, chunk, intervals, sum(prompts) / len(prompts),
+                sum(r.output_tokens for r in load.requests) / len(load.requests), prompts[len(prompts) // 2])
+    with transaction.atomic():
+        row = EngineFit.objects.create(
+            service=service, window_start=since, window_end=until, coefficients=found.coefficients(), applied=apply,
+            figures={"decode_samples": found.decode_samples, "prefill_samples": found.prefill_samples,
+                     "itl_error_pct": found.itl_error_pct, "ttft_error_pct": found.ttft_error_pct,
+                     "requests": len(load.requests)})
+        record_change(actor=actor, obj=row, action=AuditAction.CREATE, via=via)
+    return row
+

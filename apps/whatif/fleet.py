@@ -68,6 +68,7 @@ class Replica:
     ready_at: float
     released: float | None = None
     draining: bool = False
+    last_token: float = 0.0  # the last token it produced (a replica started after the load holds GPUs until then)
 
 
 def quantile(values: list[float], q: float) -> float | None:
@@ -119,11 +120,14 @@ class Simulation:
 
     def __init__(self, decide, arrivals, lengths, spec, hours: float, start_replicas: int = 1, *,
                  slo: Slo | None = None, gpus: int = 1, period_s: float = PERIOD_S, router_cap: int = ROUTER_CAP,
-                 prefix_share: float = 0.0):
+                 prefix_share: float = 0.0, prefix_groups: list[int] | None = None):
         self.decide, self.arrivals, self.lengths, self.spec = decide, arrivals, lengths, spec
         # The share of each prompt's leading tokens that is one prefix common to all requests (a system
         # prompt): what an engine with prefix caching can hit. 0: no two prompts share a token.
         self.prefix_share = prefix_share
+        # With `prefix_groups` (one per arrival), the prefix is its group's (requests of one prefix_id share it;
+        # -1: the request shares nothing) rather than one common to all.
+        self.prefix_groups = prefix_groups
         self.slo, self.gpus, self.period_s, self.router_cap = slo or Slo(), gpus, period_s, router_cap
         self.end = hours * 3600
         self.cold_start = spec.startup_s
@@ -162,8 +166,11 @@ class Simulation:
         # Token ids of a request's own (no two prompts share a prefix, so prefix caching finds no false hits),
         # after the common prefix's (negative ids, which no request's own tokens use) when there is one.
         shared = int(prompt * self.prefix_share)
-        first = index * 1_000_003
-        tokens = [-1 - k for k in range(shared)] + list(range(first, first + prompt - shared))
+        group = 0 if self.prefix_groups is None else self.prefix_groups[index]
+        if group < 0:
+            shared = 0
+        first, base = index * 1_000_003, -1 - group * 1_000_003
+        tokens = [base - k for k in range(shared)] + list(range(first, first + prompt - shared))
         replica.engine.submit(Request(str(index), tokens, output, output), t)
 
     def _route(self, index: int, t: float) -> None:
@@ -209,6 +216,7 @@ class Simulation:
             run.finished += 1
             run.preemptions += req.preemptions
             run.tokens += req.prompt_len + req.generated
+            replica.last_token = max(replica.last_token, req.last_token)
 
     def _scale_to(self, run: Run, n: int, t: float) -> None:
         live = self.live()
@@ -295,7 +303,9 @@ class Simulation:
             ready_next = min((r.ready_at for r in self.live() if now < r.ready_at <= min(t_arrival, next_tick)),
                              default=math.inf) if self.held else math.inf
             t = now = min(t_arrival, next_tick, ready_next)
-            if t >= self.end and t_arrival > self.end:  # an arrival at the very end is still served
+            # An arrival at the very end is still served; requests the router still holds at the end (no replica,
+            # or all at the cap) keep the evaluations going for up to DRAIN_S, so a fleet at zero activates for them.
+            if t >= self.end and t_arrival > self.end and (not self.held or t > self.end + DRAIN_S):
                 break
             if t == ready_next:
                 self._release_held(t)
@@ -333,6 +343,8 @@ class Simulation:
                 self._collect(run, replica)
         for replica in self.replicas:
             stop = replica.released if replica.released is not None else self.end
+            if replica.created >= self.end:  # started after the load for requests held at its end: until done
+                stop = max(stop, replica.last_token, replica.ready_at)
             run.gpu_hours += self.gpus * max(stop - replica.created, 0.0) / 3600
 
 

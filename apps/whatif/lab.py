@@ -23,6 +23,7 @@ from apps.whatif.scenarios import ScenarioError, default_alternatives, parse_alt
 from capacity.traces import TraceRequest, parse_trace
 
 RECORDED_WINDOW = timedelta(hours=1)
+DEFAULT_PREFIX_SHARE = 0.5  # of each prompt, shared by the requests of one prefix_id when no hit rate was measured
 
 
 class LoadError(ValueError):
@@ -71,13 +72,35 @@ def recorded_load(service, window: timedelta = RECORDED_WINDOW, until: datetime 
     return Load("recorded:engines", requests, hit_rate, start)
 
 
+def prefix_layout(requests: list[TraceRequest], hit_rate: float | None) -> tuple[float, list[int] | None]:
+    """How the replay shares prompt prefixes: (the share of each prompt that is a prefix, each request's prefix
+    group or None for one prefix common to all).
+
+    Without prefix ids the share is the measured hit rate, from one common prefix. With them (a JSONL trace's
+    `prefix_id`, a session), requests of one id share a prefix and the first of each id finds nothing cached,
+    so the share is the measured hit rate over the share of requests that can hit (all but each id's first),
+    which makes the replay find about the hits measured; without a measured rate, half of each prompt
+    (DEFAULT_PREFIX_SHARE, an assumption the README states)."""
+    ids = [r.prefix_id for r in requests]
+    named = [i for i in ids if i is not None]
+    if not named:
+        return hit_rate or 0.0, None
+    numbers: dict[str, int] = {}
+    groups = [-1 if i is None else numbers.setdefault(i, len(numbers)) for i in ids]
+    if hit_rate is None:
+        return DEFAULT_PREFIX_SHARE, groups
+    can_hit = (len(named) - len(numbers)) / len(requests)
+    return (min(1.0, hit_rate / can_hit) if can_hit > 0 else 0.0), groups
+
+
 def _replay(sc, load: Load, on_tick) -> dict:
     limit = sc.spec.core.max_model_len
     fits = [r for r in load.requests if r.prompt_tokens + r.output_tokens <= limit]
     hours = max(load.duration_s, 1.0) / 3600
+    share, groups = prefix_layout(fits, load.prefix_hit_rate)
     simulation = Simulation(sc.decide, [r.t for r in fits], [(r.prompt_tokens, r.output_tokens) for r in fits],
                             sc.spec, hours, sc.start_replicas, slo=sc.slo, gpus=sc.gpus,
-                            prefix_share=load.prefix_hit_rate or 0.0)
+                            prefix_share=share, prefix_groups=groups)
     timeline: list = []
     run = simulation.run(sc.name, timeline, on_tick=on_tick)
     itl_p50 = quantile(run.itl, 0.5)

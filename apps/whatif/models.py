@@ -149,10 +149,34 @@ class Calibration(models.Model):
         return f"calibration of {self.service} by run {self.run_id}"
 
 
+class EngineFit(models.Model):
+    """Step-time coefficients fitted to a service's observed latencies (`manage.py calibrate`,
+    `apps.whatif.fit`). The latest applied one is the physics the lab replays the service with."""
+
+    service = models.ForeignKey("serving.InferenceService", on_delete=models.CASCADE, related_name="+")
+    created = models.DateTimeField(auto_now_add=True)
+    window_start = models.DateTimeField()
+    window_end = models.DateTimeField()
+    coefficients = models.JSONField(help_text="prefill_flops_fraction, decode_bandwidth_fraction, step_overhead_ms.")
+    figures = models.JSONField(help_text="Intervals used and the fitted model's mean error on them.")
+    applied = models.BooleanField(default=False)
+
+    objects = restricted(tenant_owned("service__tenant", writers=frozenset()))
+
+    class Meta:
+        ordering = ["-created"]
+        indexes = [models.Index(fields=["service", "-created"], name="whatif_enginefit_service_idx")]
+
+    def __str__(self) -> str:
+        return f"engine fit of {self.service} at {self.created:%Y-%m-%d %H:%M}"
+
+
 class AdviceRule(models.TextChoices):
     FP8_KV = "fp8_kv", "fp8 KV cache under KV pressure"
     SMALLER_BATCH = "smaller_batch", "Fewer concurrent sequences when ITL misses its SLO"
     FEWER_REPLICAS = "fewer_replicas", "Fewer replicas when the SLO holds with headroom"
+    CHEAPER_GPU = "cheaper_gpu", "A cheaper GPU type when the SLO holds with headroom"
+    AUTOSCALING_TARGETS = "autoscaling_targets", "Autoscaling targets the recorded load shows as too tight or loose"
 
 
 class Advice(TimestampedModel):

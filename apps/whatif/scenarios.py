@@ -2,11 +2,12 @@
 
 An alternative changes any of: the GPU type and GPUs per replica, the replica bounds, engine settings
 (`max_num_seqs`, `max_num_batched_tokens`, `kv_cache_dtype`, `enable_prefix_caching`, `tensor_parallel_size`, …)
-and the autoscaling policy (`none`, or `builtin` with its targets and scale to zero). It is judged by the
-service's own validation (`InferenceService.clean()`, the rules the API and the portal apply), so the lab
-never simulates a configuration the control plane would refuse. The engine a scenario runs is the one the
-renderer renders: its pod template's container is parsed by kubesim's engine simulation, as a kubelet
-would start it, so the lab's engine and the simulated cluster's are one definition.
+and the autoscaling policy (`none`; `builtin` with its targets and scale to zero; `hpa` or `keda` as the
+renderer renders them, `apps.whatif.scalers`). It is judged by the service's own validation
+(`InferenceService.clean()`, the rules the API and the portal apply), so the lab never simulates a
+configuration the control plane would refuse. The engine a scenario runs is the one the renderer renders: its
+pod template's container is parsed by kubesim's engine simulation, as a kubelet would start it, so the lab's
+engine and the simulated cluster's are one definition.
 """
 
 from __future__ import annotations
@@ -24,7 +25,11 @@ from apps.serving.names import COMPONENT_LABEL
 from apps.serving.rendering import render_service
 from apps.serving.rendering.spec import AutoscalingSpec, ServiceSpec, spec_from_service
 from apps.serving.scaling_policy import pool_policy
+from apps.whatif.fit import ANNOTATIONS
 from apps.whatif.fleet import BUILTIN_TARGETS, DEFAULT_SLO, Builtin, Fixed, Slo
+from apps.whatif.models import EngineFit
+from apps.whatif.scalers import kube_scaler
+from capacity.roofline import Roofline
 from kubesim.engines import engine_spec_for
 from kubesim.engines.harness import pod_context
 from kubesim.workload import WorkloadExit
@@ -94,7 +99,26 @@ def _changed_spec(base: ServiceSpec, changes: dict) -> ServiceSpec:
     return dataclasses.replace(base, pools=pools, settings=settings, autoscaling=autoscaling)
 
 
-def _replica_engine(spec: ServiceSpec, where: str):
+def lab_physics(service) -> dict:
+    """The step-time coefficients of the service's latest applied fit (`manage.py calibrate --apply`), as the
+    `kubesim.io/<name>` pod annotations kubesim's engines read them ({} when none: the model's defaults)."""
+    latest = EngineFit.objects.filter(service_id=service.pk, applied=True).order_by("-created").first()
+    if latest is None:
+        return {}
+    return {ANNOTATIONS[k]: str(v) for k, v in latest.coefficients.items() if k in ANNOTATIONS}
+
+
+def base_roofline(service) -> tuple[Roofline, int]:
+    """The roofline of the service's engine as configured (model, GPU, TP, weights and KV bytes a rank), and its
+    batched-token budget: what a fit of the coefficients starts from."""
+    _engine_pool(service)
+    engine, _ = _replica_engine(spec_from_service(service), "current", {})
+    core = engine.core
+    return (Roofline(core.model, core.gpu, core.tp, core.weight_bytes_rank, core.kv_bytes_per_token_rank),
+            core.max_num_batched_tokens)
+
+
+def _replica_engine(spec: ServiceSpec, where: str, physics: dict):
     """kubesim's EngineSpec of one engine replica, from the container the renderer renders."""
     pool = next(p for p in spec.pools if p.role == "engine")
     for obj in render_service(spec):
@@ -105,7 +129,8 @@ def _replica_engine(spec: ServiceSpec, where: str):
             env = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
             ctx = pod_context(container["image"], container.get("args"), command=container.get("command"),
                               gpu_key=pool.gpu_type, gpu_count=pool.gpus_per_replica, env=env,
-                              annotations=(template.get("metadata") or {}).get("annotations"), fast_start=False)
+                              annotations={**((template.get("metadata") or {}).get("annotations") or {}), **physics},
+                              fast_start=False)
             try:
                 engine = engine_spec_for(ctx)
             except WorkloadExit as exc:
@@ -121,10 +146,9 @@ def _policy(autoscaling: dict, pool, where: str):
     kind = (autoscaling or {}).get("autoscaler", Autoscaler.NONE)
     if kind == Autoscaler.BUILTIN:
         return Builtin(pool_policy(autoscaling, "engine", pool.min_replicas, pool.max_replicas)), pool.min_replicas
-    if kind == Autoscaler.NONE:
-        return Fixed(pool.replicas), pool.replicas
-    raise ScenarioError([f"{where}.autoscaling: the lab models the built-in autoscaler and fixed replicas; "
-                         f"{kind} is not modelled yet"])
+    if kind in (Autoscaler.HPA, Autoscaler.KEDA):
+        return kube_scaler(autoscaling, pool)
+    return Fixed(pool.replicas), pool.replicas
 
 
 def service_slo(autoscaling: dict) -> Slo:
@@ -143,7 +167,7 @@ def scenario(service, changes: dict, where: str, slo: Slo | None = None) -> Scen
     if changes:
         _validate(service, changes, where)
     spec = _changed_spec(spec_from_service(service), changes)
-    engine, pool = _replica_engine(spec, where)
+    engine, pool = _replica_engine(spec, where, lab_physics(service))
     autoscaling = changes.get("autoscaling", service.autoscaling)
     decide, start = _policy(autoscaling, pool, where)
     return Scenario(name, engine, decide, start, pool.gpus_per_replica * pool.nodes_per_replica,

@@ -157,6 +157,18 @@ class EngineCore:
         budget = self.cfg.max_num_batched_tokens if self.cfg.chunked_prefill else max(prompt_len, 1)
         return self.roofline.prefill_seconds(prompt_len, budget)
 
+    def tier_load_seconds(self) -> float:
+        """The host-link time of the blocks this step's admissions load back from the CPU tier: they come back
+        before the step computes (0 without a tier or loads). Called once per step, by either clock."""
+        if self.cpu is None:
+            return 0.0
+        loads = self.cpu.take_step_load()
+        if not loads:
+            return 0.0
+        tier = self.cpu.cfg
+        self.observer.on_tier_load(loads, tier.bytes(loads), tier.seconds(loads))
+        return tier.seconds(loads)
+
     def kv_transfer_seconds(self, tokens: int) -> float:
         cfg = self.cfg
         return cfg.physics.kv_link_latency_s + tokens * cfg.kv_bytes_per_token_rank * cfg.tp / (
@@ -406,14 +418,7 @@ class EngineCore:
                 else:
                     prefill.append((req.num_computed, n))
                     prefill_tokens += n
-            dt = self.step_time(prefill, decode_ctx)
-            if self.cpu is not None:
-                loads = self.cpu.take_step_load()
-                if loads:
-                    # The admitted prefixes' blocks come back over the host link before the step computes.
-                    tier = self.cpu.cfg
-                    dt += tier.seconds(loads)
-                    self.observer.on_tier_load(loads, tier.bytes(loads), tier.seconds(loads))
+            dt = self.step_time(prefill, decode_ctx) + self.tier_load_seconds()
             end = vt + dt
             await clock.sleep_until(end - self._lead)
             error = clock.now() - end

@@ -77,7 +77,7 @@ class VirtualEngine:
                     decode_ctx.append(req.num_computed)
                 else:
                     prefill.append((req.num_computed, n))
-            end = self.vt + core.step_time(prefill, decode_ctx)
+            end = self.vt + core.step_time(prefill, decode_ctx) + core.tier_load_seconds()
             core.steps += 1
             core._advance(batch, end)
             self.vt = end

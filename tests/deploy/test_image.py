@@ -138,3 +138,13 @@ def test_the_gateway_role_starts_the_gateway_process_with_its_options():
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "--snapshot" in out.stdout and "--port" in out.stdout
+
+
+def test_a_worker_takes_every_queue_unless_told_which_and_an_unknown_queue_stops_it():
+    everything = entrypoint.worker_argv({})
+    assert everything[everything.index("--queues") + 1].split(",") == [
+        "default", "reconcile", "telemetry", "autoscale", "whatif"]  # the what-if lab's replays have their own
+    only = entrypoint.worker_argv({"WORKER_QUEUES": "whatif", "CELERY_QUEUE_PREFIX": "p-"})
+    assert only[only.index("--queues") + 1] == "p-whatif"
+    with pytest.raises(SystemExit, match=r"unknown queue.*whatiff"):
+        entrypoint.worker_argv({"WORKER_QUEUES": "default,whatiff"})

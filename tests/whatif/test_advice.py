@@ -91,3 +91,54 @@ def test_dismissing_from_the_service_page_is_audited_as_the_portals(service, cli
     advice.refresh_from_db()
     assert advice.dismissed_at is not None
     assert AuditEntry.objects.for_object(advice).get().via == "portal"
+
+
+def test_a_cheaper_gpu_type_is_advised_when_the_slo_holds_with_headroom_priced_from_the_operators_table(service):
+    from apps.whatif.models import GpuPrice
+
+    for gpu, price in (("l4-24gb", "0.80"), ("rtx4090-24gb", "0.50"), ("h100-sxm-80gb", "4.00")):
+        GpuPrice.objects.create(gpu_type=gpu, usd_per_gpu_hour=price)
+    shown = {a.rule: a for a in refresh_advice(service)}
+    advice = shown["cheaper_gpu"]
+    assert advice.alternative == {"name": "rtx4090-24gb GPUs", "gpu_type": "rtx4090-24gb"}
+    # The same 2 fixed replicas over the same 590 s (0.33 GPU-h, unrounded 0.3278), at $0.50 instead of $0.80 a
+    # GPU-hour: (0.80 - 0.50) / 0.80 = 37.5 % less, every request still within its SLO on either GPU.
+    predicted = advice.predicted
+    assert predicted["figure"] == "cost_usd" and predicted["effect_pct"] == 37.5
+    assert predicted["current"] == pytest.approx(0.80 * 2 * 590 / 3600, abs=0.01)
+
+
+def test_no_cheaper_gpu_is_advised_without_a_price_for_the_services_own(service):
+    from apps.whatif.models import GpuPrice
+
+    GpuPrice.objects.create(gpu_type="rtx4090-24gb", usd_per_gpu_hour="0.50")
+    assert "cheaper_gpu" not in {a.rule for a in refresh_advice(service)}
+
+
+def test_autoscaling_targets_the_load_shows_as_too_tight_are_loosened_when_the_lab_confirms_fewer_gpu_hours(
+        tenant_a):
+    from apps.whatif.advice import _scaled_targets
+
+    service = InferenceServiceFactory(
+        tenant=tenant_a, name="scaled",
+        pools=[{"role": "engine", "replicas": 1, "min_replicas": 1, "max_replicas": 4, "gpu_type": "l4-24gb"}],
+        engine_settings={"max_model_len": 8192},
+        autoscaling={"autoscaler": "builtin", "targets": {"running_requests_per_replica": 2, "ttft_p95_seconds": 2}})
+    now = timezone.now()
+    for i in range(600):  # one request a second for 10 minutes, each decoding 100 tokens: about 3 in flight
+        UsageRow.objects.create(at=now - timedelta(seconds=600 - i), tenant=tenant_a, service_id=service.pk,
+                                model="chat", status=200, prompt_tokens=300, completion_tokens=100, duration_ms=5.0)
+    for i in range(10):  # TTFT far under its 2 s SLO on two replicas on average, where one is the minimum
+        SeriesPoint.objects.create(service=service, role=SERVICE_ROLE, time=now - timedelta(seconds=60 * i + 5),
+                                   ttft_p95=0.2, itl_p95=0.03, kv_usage=0.2, preemptions=0, ready_replicas=2)
+    shown = {a.rule: a for a in refresh_advice(service)}
+    advice = shown["autoscaling_targets"]
+    assert advice.alternative["name"] == "looser autoscaling targets"
+    assert advice.alternative["autoscaling"]["targets"] == {"running_requests_per_replica": 4, "ttft_p95_seconds": 2}
+    assert advice.predicted["figure"] == "gpu_hours" and advice.predicted["effect_pct"] >= 5.0
+    assert advice.predicted["suggested"] < advice.predicted["current"]
+    # Too loose goes the other way; latency and KV-usage targets are SLOs and ratios, not capacity: they stay.
+    assert _scaled_targets({"autoscaler": "hpa", "targets": {"waiting_requests_per_replica": 3,
+                                                            "kv_cache_usage": 0.8}}, 0.5)["targets"] == {
+        "waiting_requests_per_replica": 2, "kv_cache_usage": 0.8}
+    assert _scaled_targets({"autoscaler": "hpa", "targets": {"kv_cache_usage": 0.8}}, 0.5) is None

@@ -13,6 +13,7 @@ from apps.whatif.models import GpuPrice, Run, RunStatus, Trace
 from apps.whatif.runs import execute
 from tests.factories import InferenceServiceFactory
 from tests.polling import wait_for
+from tests.rollouts.conftest import canary_service  # noqa: F401 (a service with a canary strategy, revision 1 stable)
 from tests.workers.conftest import workers  # noqa: F401 (the real-worker fixture)
 
 pytestmark = pytest.mark.django_db
@@ -165,8 +166,9 @@ def test_a_run_over_its_cpu_budget_stops_and_says_so(api, service, trace, settin
 
 
 @pytest.mark.integration
-def test_a_worker_runs_a_started_run_off_the_web_process(api, service, trace, workers):  # noqa: F811
-    workers(1)
+def test_a_worker_of_the_whatif_queue_alone_runs_a_started_run_off_the_web_process(
+        api, service, trace, workers):  # noqa: F811
+    workers(1, only=("whatif",))  # runs travel on their own queue, so reconciles never wait behind a replay
     run = api("owner_a").post("/api/v1/whatif/", {"service": service.pk, "trace": trace["id"], "alternatives": []},
                               format="json").json()
     wait_for(lambda: Run.objects.get(pk=run["id"]).finished, timeout=90, message="the run finished")
@@ -213,3 +215,20 @@ def test_bodies_with_nul_characters_or_mistyped_fields_are_400s(api, service, tr
     assert typed.status_code == 400
     assert typed.json()["alternatives"] == ["alternatives[0].gpu_type must be a GPU type's name",
                                             "alternatives[0].replicas must be a whole number from 0 to 10000"]
+
+
+def test_applying_an_alternative_to_a_canary_service_rolls_it_out_through_the_canary(
+        canary_service, owner_a):  # noqa: F811
+    from apps.rollouts.models import Rollout
+    from apps.rollouts.plan import desired_spec
+    from apps.whatif.apply import apply_scenario
+
+    run = Run.objects.create(service=canary_service, cpu_budget_s=1.0, status=RunStatus.SUCCEEDED, result={
+        "scenarios": [{"name": "current", "changes": {}},
+                      {"name": "fp8 KV cache", "changes": {"engine_settings": {"kv_cache_dtype": "fp8"}}}]})
+    service = apply_scenario(run, "fp8 KV cache", actor=owner_a, via="api")
+    desired_spec(service)  # the reconciler's next look: the new revision starts beside the stable one
+    rollout = Rollout.objects.get(service=canary_service)
+    assert (rollout.from_revision, rollout.to_revision) == (1, 2)
+    assert rollout.active and rollout.weight == rollout.steps[0]["weight"]
+    assert service.engine_settings["kv_cache_dtype"] == "fp8"

@@ -12,7 +12,7 @@ from django.utils import timezone
 from apps.gateway.models import UsageRow
 from apps.serving.choices import DeploymentMode
 from apps.whatif.lab import Load, LoadError, recorded_load, run_whatif, trace_load
-from apps.whatif.scenarios import ScenarioError, default_alternatives
+from apps.whatif.scenarios import ScenarioError, default_alternatives, scenario
 from capacity.traces import TraceRequest
 from tests.factories import InferenceServiceFactory
 
@@ -83,13 +83,12 @@ def test_alternatives_are_judged_by_the_services_own_validation_and_every_proble
         run_whatif(service, spaced_load(5, 1.0), [
             {"name": "tp3", "engine_settings": {"tensor_parallel_size": 3}},
             {"name": "nope", "gpu_type": "tpu-v5"},
-            {"name": "hpa", "autoscaling": {"autoscaler": "hpa", "targets": {"kv_cache_usage": 0.8}}},
+            {"name": "hpa", "autoscaling": {"autoscaler": "hpa", "targets": {}}},
         ])
     problems = caught.value.problems
     assert problems[0].startswith("alternatives[0].engine_settings: ") and "needs 3 GPU(s); a replica has 1" in problems[0]
     assert problems[1] == "alternatives[1].pools: engine.gpu_type: Value 'tpu-v5' is not a valid choice."
-    assert problems[2] == ("alternatives[2].autoscaling: the lab models the built-in autoscaler and fixed replicas; "
-                           "hpa is not modelled yet")
+    assert problems[2].startswith("alternatives[2].autoscaling: ") and "needs at least one target" in problems[2]
 
 
 @pytest.mark.parametrize("alternatives,problem", [
@@ -174,3 +173,61 @@ def test_the_prefill_floor_is_the_engines_own_roofline_for_the_prompt(service):
     assert sim.floor(4000) == pytest.approx(1.14, rel=0.05)
     assert sim.floor(7300) == pytest.approx(2.18, rel=0.05)
     assert sim.floor(100) < 0.1
+
+
+def test_an_hpa_scales_out_on_its_per_pod_target_and_stays_put_on_a_loose_one(service):
+    # Two requests a second, each decoding 200 tokens (about 7 s on an L4 at this batch): about 14 requests in
+    # flight. An HPA whose target is 4 running per pod asks for ceil(14 / 4) = 4 replicas (its maximum); one
+    # whose target is 100 never leaves the one replica it starts with (max(min_replicas, 1)).
+    load = spaced_load(1200, 0.5, prompt=600, output=200)
+    hpa = {"autoscaler": "hpa", "targets": {"running_requests_per_replica": 4}}
+    loose = {"autoscaler": "hpa", "targets": {"running_requests_per_replica": 100}}
+    scenarios = by_name(run_whatif(service, load, [
+        {"name": "hpa 4", "autoscaling": hpa, "min_replicas": 1},
+        {"name": "hpa 100", "autoscaling": loose, "min_replicas": 1}]))
+    assert scenarios["hpa 4"]["peak_replicas"] == 4 and scenarios["hpa 4"]["scale_events"] >= 1
+    assert scenarios["hpa 100"]["peak_replicas"] == 1 and scenarios["hpa 100"]["scale_events"] == 0
+
+
+def test_keda_scales_a_serverless_service_to_zero_after_its_cooldown_and_back_on_the_next_request(service):
+    serverless = InferenceServiceFactory(
+        tenant=service.tenant, name="wake", deployment_mode=DeploymentMode.SERVERLESS,
+        pools=[{"role": "engine", "replicas": 1, "min_replicas": 0, "max_replicas": 2, "gpu_type": "l4-24gb"}],
+        engine_settings={"max_model_len": 8192})
+    # Ten short requests in the first 50 s, then silence until one more at 1,800 s.
+    load = Load("test", [*(TraceRequest(i * 5.0, 200, 20) for i in range(10)), TraceRequest(1800.0, 200, 20)])
+    keda = {"autoscaler": "keda", "targets": {"waiting_requests_per_replica": 4},
+            "scale_to_zero_after_seconds": 300}
+    result = by_name(run_whatif(serverless, load, [{"name": "keda", "autoscaling": keda}]))["keda"]
+    cold = scenario(serverless, {}, "current").spec.startup_s
+    zero_at = [p["t"] for p in result["timeline"] if p["replicas"] == 0]
+    # From zero, the first request activates a replica at the first 15 s evaluation; the ten are done a few
+    # seconds after 45 s or after the cold start, whichever is later; the cooldown runs 300 s from then, judged
+    # every 15 s. The replica comes back for the request at 1,800 s: a second cold start.
+    first_zero = min(t for t in zero_at if t > 15.0)
+    assert 45.0 + 300 <= first_zero <= max(45.0, 15.0 + cold) + 10 + 300 + 15
+    assert max(zero_at) < 1815.0 and result["timeline"][-1]["replicas"] == 1
+    assert result["cold_starts"] == 2
+    # GPU time: from the activation (15 s) to the first evaluation after its release, then from 1,800 s through
+    # the second cold start to the last request's last token (about a second); a fixed replica would hold 1,800 s.
+    held = (first_zero + 15 - 15.0) + (cold + 1.0)
+    assert result["gpu_hours"] == pytest.approx(held / 3600, abs=0.01)
+
+
+def test_requests_of_one_prefix_id_share_a_prefix_sized_to_find_the_hits_measured(service):
+    from apps.whatif.lab import prefix_layout
+
+    ids = [TraceRequest(0.0, 100, 10, pid) for pid in ("a", "a", "b", "b", None)]
+    # 2 of the 5 can hit (each id's first cannot, nor the one without an id): a measured 20 % of all prompt tokens
+    # needs 20 / (2 / 5) = 50 % of each of those prompts shared; without a measured rate, half is assumed.
+    assert prefix_layout(ids, 0.2) == (0.5, [0, 0, 1, 1, -1])
+    assert prefix_layout(ids, None) == (0.5, [0, 0, 1, 1, -1])
+    assert prefix_layout([TraceRequest(0.0, 100, 10)], 0.3) == (0.3, None)  # no ids: one common prefix
+    # Replayed: 4,000-token prompts 30 s apart in two ids of four; a measured 37.5 % over the 6 of 8 that can hit
+    # shares half of each prompt, so 6 prefill about half theirs and the median TTFT falls well below that of
+    # prompts that share nothing (each its own id: none can hit).
+    same = Load("test", [TraceRequest(30.0 * i, 4000, 10, f"p{i // 4}") for i in range(8)], 0.375)
+    apart = Load("test", [TraceRequest(30.0 * i, 4000, 10, f"p{i}") for i in range(8)], 0.375)
+    shared = by_name(run_whatif(service, same, []))["current"]
+    alone = by_name(run_whatif(service, apart, []))["current"]
+    assert shared["ttft_p50_s"] < 0.75 * alone["ttft_p50_s"]

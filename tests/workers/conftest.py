@@ -88,16 +88,18 @@ def workers(transactional_db):
     from controlplane.celery import app
 
     prefix = f"t{uuid.uuid4().hex[:8]}-"
-    queues = [prefix + q for q in ("default", "reconcile", "telemetry", "autoscale")]
+    queues = [prefix + q for q in tasknames.QUEUES]
     saved = (app.conf.task_routes, app.conf.task_default_queue)
     app.conf.task_routes = tasknames.routes(prefix)
     app.conf.task_default_queue = prefix + "default"
     _reroute(app)
     procs: list[subprocess.Popen] = []
 
-    def start(n: int = 1) -> list[subprocess.Popen]:
+    def start(n: int = 1, only: tuple[str, ...] = ()) -> list[subprocess.Popen]:
+        """`only`: the queues (unprefixed names) the workers consume, instead of all of them."""
         env = {"DATABASE_URL": database_url_of_test_db(), "CELERY_QUEUE_PREFIX": prefix}
-        new = [_start_worker(queues, env) for _ in range(n)]
+        chosen = [prefix + q for q in only] if only else queues
+        new = [_start_worker(chosen, env) for _ in range(n)]
         procs.extend(new)
         return new
 

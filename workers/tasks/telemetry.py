@@ -17,7 +17,7 @@ from controlplane import tasknames as names
 from workers import telemetry
 
 log = logging.getLogger(__name__)
-QUEUES = ("default", *names.QUEUE_FAMILIES)
+QUEUES = names.QUEUES
 
 
 @shared_task(name=names.TELEMETRY_SCRAPE, ignore_result=True)

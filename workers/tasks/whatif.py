@@ -1,5 +1,5 @@
-"""The what-if lab's tasks (queue `default`): one stored run replayed off the web process, and the periodic refresh
-of tuning advice."""
+"""The what-if lab's tasks (queue `whatif`, served by its own worker in `make demo`): one stored run replayed off
+the web process, and the periodic refresh of tuning advice."""
 
 from __future__ import annotations
 

@@ -10,7 +10,8 @@ from django.urls import reverse
 
 from apps.whatif.models import Advice
 
-FIGURE_LABELS = {"preemptions": "preemptions", "itl_p95_s": "ITL p95 (s)", "gpu_hours": "GPU-hours"}
+FIGURE_LABELS = {"preemptions": "preemptions", "itl_p95_s": "ITL p95 (s)", "gpu_hours": "GPU-hours",
+                 "cost_usd": "cost of the load (USD)", "slo_attainment": "SLO attainment"}
 INPUT_LABELS = {"kv_max": "peak KV-cache usage", "preemptions": "preemptions", "ttft_p95": "TTFT p95 (s, mean)",
                 "itl_p95": "ITL p95 (s, mean)", "replicas": "ready replicas (mean)"}
 
