@@ -27,6 +27,55 @@ MULTIPLES = (0.5, 1.0, 2.0, 4.0)
 KNEE_GAIN = 0.01  # "more memory buys under 1 % more hits"
 
 
+class _Recency:
+    """Stack distances in O(log n) an access (a Fenwick tree over access times marking each block's latest
+    access: the distance is the number of marks after the block's previous one), instead of searching a list.
+    Keeps at most `limit` blocks once it compacts; a block dropped then counts as never seen."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.last: dict[int, int] = {}
+        self.now = 0
+        self.tree = [0] * 1025
+
+    def _add(self, i: int, v: int) -> None:
+        i += 1
+        while i < len(self.tree):
+            self.tree[i] += v
+            i += i & -i
+
+    def _prefix(self, i: int) -> int:  # marks at times 0..i-1
+        total = 0
+        while i > 0:
+            total += self.tree[i]
+            i -= i & -i
+        return total
+
+    def access(self, h: int) -> float:
+        if self.now + 1 >= len(self.tree):
+            self._compact()
+        t = self.last.get(h)
+        if t is None:
+            distance = math.inf
+        else:
+            distance = self._prefix(self.now) - self._prefix(t + 1)
+            self._add(t, -1)
+            if distance >= self.limit:
+                distance = math.inf
+        self._add(self.now, 1)
+        self.last[h] = self.now
+        self.now += 1
+        return distance
+
+    def _compact(self) -> None:
+        newest = sorted(self.last, key=self.last.__getitem__)[-self.limit:]
+        self.last = {h: i for i, h in enumerate(newest)}
+        self.now = len(newest)
+        self.tree = [0] * (max(1024, 2 * self.now) + 1)
+        for i in range(self.now):
+            self._add(i, 1)
+
+
 class ReuseSample:
     """Reuse distances of the prefix blocks of looked-up requests (see the module docstring)."""
 
@@ -35,37 +84,35 @@ class ReuseSample:
         self.block_size = block_size
         self.max_requests = max_requests
         self.max_tracked_blocks = max_tracked_blocks
-        self._stack: list[int] = []  # block hashes, most recently used last
+        self._recency = _Recency(max_tracked_blocks)
         self._rng = random.Random(seed)
         self.requests: list[tuple[int, tuple[float, ...]]] = []  # (prompt tokens, prefix-max distance a block)
         self.seen = 0
 
-    def observe(self, hashes: list[int], tokens: int) -> None:
-        """One request's lookup: the hashes of its full blocks in order and its prompt's token count."""
-        stack, limit = self._stack, (tokens - 1) // self.block_size
+    def observe(self, hashes: list[int], tokens: int) -> int:
+        """One request's lookup: the hashes of its full blocks in order and its prompt's token count. Returns
+        where its entry is kept in `requests` (-1: not kept by the reservoir)."""
+        limit = (tokens - 1) // self.block_size
         prefix_max, worst = [], 0.0
         for j, h in enumerate(hashes):
-            try:
-                i = stack.index(h)
-            except ValueError:
-                distance = math.inf
-            else:
-                distance = len(stack) - 1 - i
-                del stack[i]
-            stack.append(h)
+            distance = self._recency.access(h)
             if j < limit:
                 worst = max(worst, distance)
                 prefix_max.append(worst)
-        if len(stack) > self.max_tracked_blocks:
-            del stack[: len(stack) - self.max_tracked_blocks]
         self.seen += 1
         entry = (tokens, tuple(prefix_max))
         if len(self.requests) < self.max_requests:
             self.requests.append(entry)
-        else:
-            k = self._rng.randrange(self.seen)
-            if k < self.max_requests:
-                self.requests[k] = entry
+            return len(self.requests) - 1
+        k = self._rng.randrange(self.seen)
+        if k < self.max_requests:
+            self.requests[k] = entry
+            return k
+        return -1
+
+    def hits(self, index: int, capacity_blocks: float) -> int:
+        """Tokens of the kept request `index` that an LRU prefix cache of `capacity_blocks` blocks would hit."""
+        return sum(1 for d in self.requests[index][1] if d < capacity_blocks) * self.block_size
 
     def hit_rate(self, capacity_blocks: float) -> float:
         """Hit tokens over prompt tokens of an LRU prefix cache of `capacity_blocks` blocks."""

@@ -19,7 +19,8 @@ from gateway.spool import DiskSpool
 log = logging.getLogger("gateway.metering")
 TABLE = "gateway_usagerow"
 COLUMNS = ("at", "tenant_id", "key_id", "service_id", "model", "pod", "status", "prompt_tokens",
-           "cached_tokens", "completion_tokens", "ttft_ms", "duration_ms", "streamed", "disconnected", "added_ms")
+           "cached_tokens", "completion_tokens", "ttft_ms", "duration_ms", "streamed", "disconnected", "added_ms",
+           "prompt_chars", "prefix_blocks")
 
 
 class UsageWriter:
