@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import random
+from bisect import bisect_left
 from dataclasses import dataclass
 
 MULTIPLES = (0.5, 1.0, 2.0, 4.0)
@@ -38,42 +39,45 @@ class _Recency:
         self.now = 0
         self.tree = [0] * 1025
 
-    def _add(self, i: int, v: int) -> None:
-        i += 1
-        while i < len(self.tree):
-            self.tree[i] += v
-            i += i & -i
-
-    def _prefix(self, i: int) -> int:  # marks at times 0..i-1
-        total = 0
-        while i > 0:
-            total += self.tree[i]
-            i -= i & -i
-        return total
-
-    def access(self, h: int) -> float:
-        if self.now + 1 >= len(self.tree):
-            self._compact()
-        t = self.last.get(h)
-        if t is None:
-            distance = math.inf
-        else:
-            distance = self._prefix(self.now) - self._prefix(t + 1)
-            self._add(t, -1)
-            if distance >= self.limit:
-                distance = math.inf
-        self._add(self.now, 1)
-        self.last[h] = self.now
-        self.now += 1
-        return distance
+    def distances(self, hashes: list[int]) -> list[float]:
+        """Access `hashes` in order; the distance of each (math.inf: never seen, or beyond `limit`)."""
+        out = []
+        for h in hashes:
+            if self.now + 1 >= len(self.tree):
+                self._compact()
+            tree, n, now, last = self.tree, len(self.tree), self.now, self.last
+            t = last.get(h)
+            if t is None:
+                out.append(math.inf)
+            else:
+                count, i = 0, now  # marks at times t+1 .. now-1: prefix(now) - prefix(t + 1)
+                while i > 0:
+                    count += tree[i]
+                    i &= i - 1
+                i = t + 1
+                while i > 0:
+                    count -= tree[i]
+                    i &= i - 1
+                i = t + 1  # the block's old mark goes
+                while i < n:
+                    tree[i] -= 1
+                    i += i & -i
+                out.append(count if count < self.limit else math.inf)
+            i = now + 1
+            while i < n:
+                tree[i] += 1
+                i += i & -i
+            last[h] = now
+            self.now = now + 1
+        return out
 
     def _compact(self) -> None:
         newest = sorted(self.last, key=self.last.__getitem__)[-self.limit:]
         self.last = {h: i for i, h in enumerate(newest)}
         self.now = len(newest)
         self.tree = [0] * (max(1024, 2 * self.now) + 1)
-        for i in range(self.now):
-            self._add(i, 1)
+        for i in range(1, len(self.tree)):  # every time below `now` is marked: build the sums directly
+            self.tree[i] = max(0, min(i, self.now) - (i - (i & -i)))
 
 
 class ReuseSample:
@@ -88,18 +92,18 @@ class ReuseSample:
         self._rng = random.Random(seed)
         self.requests: list[tuple[int, tuple[float, ...]]] = []  # (prompt tokens, prefix-max distance a block)
         self.seen = 0
+        self._sorted: list[float] | None = None  # every kept prefix-max distance, sorted (for reading the curve)
 
     def observe(self, hashes: list[int], tokens: int) -> int:
         """One request's lookup: the hashes of its full blocks in order and its prompt's token count. Returns
         where its entry is kept in `requests` (-1: not kept by the reservoir)."""
         limit = (tokens - 1) // self.block_size
         prefix_max, worst = [], 0.0
-        for j, h in enumerate(hashes):
-            distance = self._recency.access(h)
-            if j < limit:
-                worst = max(worst, distance)
-                prefix_max.append(worst)
+        for distance in self._recency.distances(hashes)[:limit]:
+            worst = max(worst, distance)
+            prefix_max.append(worst)
         self.seen += 1
+        self._sorted = None
         entry = (tokens, tuple(prefix_max))
         if len(self.requests) < self.max_requests:
             self.requests.append(entry)
@@ -112,19 +116,23 @@ class ReuseSample:
 
     def hits(self, index: int, capacity_blocks: float) -> int:
         """Tokens of the kept request `index` that an LRU prefix cache of `capacity_blocks` blocks would hit."""
-        return sum(1 for d in self.requests[index][1] if d < capacity_blocks) * self.block_size
+        return bisect_left(self.requests[index][1], capacity_blocks) * self.block_size  # maxima never decrease
+
+    def _distances(self) -> list[float]:
+        if self._sorted is None:
+            self._sorted = sorted(d for _, maxima in self.requests for d in maxima)
+        return self._sorted
 
     def hit_rate(self, capacity_blocks: float) -> float:
         """Hit tokens over prompt tokens of an LRU prefix cache of `capacity_blocks` blocks."""
         tokens = sum(t for t, _ in self.requests)
         if not tokens:
             return 0.0
-        hits = sum(sum(1 for d in maxima if d < capacity_blocks) for _, maxima in self.requests)
-        return hits * self.block_size / tokens
+        return bisect_left(self._distances(), capacity_blocks) * self.block_size / tokens
 
     def sizes(self) -> list[int]:
         """The sizes (blocks) at which the curve steps up: one more than each finite distance seen."""
-        return sorted({int(d) + 1 for _, maxima in self.requests for d in maxima if d != math.inf})
+        return sorted({int(d) + 1 for d in self._distances() if d != math.inf})
 
     def knee(self) -> int:
         """The smallest size beyond which all further memory buys under KNEE_GAIN more hits (0: none helps)."""

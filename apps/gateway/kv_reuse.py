@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from datetime import timedelta
 
+from django.core.cache import cache
 from django.utils import timezone
 
 from apps.gateway.models import UsageRow
@@ -36,13 +37,15 @@ from capacity.reuse import KNEE_GAIN, ReuseSample
 from capacity.roofline import Roofline
 from gateway.prefix import CHUNK_CHARS
 
-SAMPLE_REQUESTS = 2000
+SAMPLE_REQUESTS = 600  # a replay of 600 prompts of 3,000 tokens takes about a second
 SAMPLE_WINDOW = timedelta(hours=1)
 MIN_REQUESTS = 20  # fewer say too little about reuse to show a curve
 MULTIPLES = (0.5, 2.0, 4.0)
 GIB = 2**30
 PREFILL_CHUNK = 2048  # tokens a prefill step takes (vLLM's default batch on a < 70 GiB GPU)
 TIERS = ("gpu", "cpu", "miss")
+CACHE_SECONDS = 30
+MISSING = object()
 
 
 def _p(values: list[float], q: float) -> float | None:
@@ -58,6 +61,16 @@ def _p(values: list[float], q: float) -> float | None:
 def _engine_pool(service):
     pools = service.spec_pools()
     return next((p for p in pools if p.role == "engine"), pools[0] if pools else None)
+
+
+def cached_service_reuse(service) -> dict | None:
+    """`service_reuse`, kept CACHE_SECONDS per service and spec version: the panel and the API read it often."""
+    key = f"kv-reuse:{service.pk}:{service.generation}"
+    found = cache.get(key, MISSING)
+    if found is MISSING:
+        found = service_reuse(service)
+        cache.set(key, found, CACHE_SECONDS)
+    return found
 
 
 def service_reuse(service, now=None) -> dict | None:

@@ -10,7 +10,7 @@ from rest_framework import serializers
 from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 
-from apps.gateway.kv_reuse import MIN_REQUESTS, service_reuse
+from apps.gateway.kv_reuse import MIN_REQUESTS, cached_service_reuse
 from apps.serving.models import InferenceService
 
 
@@ -68,5 +68,5 @@ class ServiceKvReuseView(GenericAPIView):
     @extend_schema(responses={200: KvReuseSerializer}, operation_id="services_kv_reuse")
     def get(self, request, pk: int):
         service = get_object_or_404(self.get_queryset().select_related("model", "runtime"), pk=pk)
-        found = service_reuse(service)
+        found = cached_service_reuse(service)
         return Response(KvReuseSerializer({"available": False} if found is None else {"available": True, **found}).data)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from apps.gateway.kv_reuse import MIN_REQUESTS, SAMPLE_WINDOW, service_reuse
+from apps.gateway.kv_reuse import MIN_REQUESTS, SAMPLE_WINDOW, cached_service_reuse
 from apps.web.portal.scope import READ, tenant_page
 from apps.web.portal.services import get_service
 
@@ -18,7 +18,7 @@ TIER_NAMES = {"gpu": "GPU tier", "cpu": "CPU tier", "miss": "Miss (computed)"}
 @require_GET
 def kv_reuse_panel(request, tenant, name: str):
     service = get_service(tenant, name)
-    reuse = service_reuse(service)
+    reuse = cached_service_reuse(service)
     tiers = [{"name": TIER_NAMES[k], **v} for k, v in reuse["ttft_by_tier"].items()] if reuse else []
     return render(request, "portal/partials/kv_reuse.html", {
         "reuse": reuse, "tiers": tiers, "min_requests": MIN_REQUESTS,
