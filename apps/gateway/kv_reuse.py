@@ -190,7 +190,12 @@ def _sentence(current: dict, knee: dict, current_gib: float) -> str:
     """"N GiB more CPU tier would raise the hit rate from x to y and TTFT p95 from a to b", or why not."""
     if knee["cpu_tier_gib"] <= current_gib or knee["hit_rate"] - current["hit_rate"] < KNEE_GAIN:
         where = f"the {current_gib:g} GiB tier" if current_gib else "the GPU cache"
-        return f"More CPU memory would buy under 1 % more prefix hits: {where} already holds what this traffic reuses."
+        said = f"More CPU memory would buy under 1 % more prefix hits: {where} already holds what this traffic reuses"
+        if current_gib and not knee["cpu_tier_gib"]:
+            return f"{said}, and the GPU cache alone holds it: the tier buys under 1 % of hits."
+        if current_gib and knee["cpu_tier_gib"] < current_gib:
+            return f"{said}; {knee['cpu_tier_gib']:.1f} GiB per GPU would hit within 1 % as often."
+        return f"{said}."
     more = knee["cpu_tier_gib"] - current_gib
     ttft = ""
     if current["ttft_p95_s"] is not None and knee["ttft_p95_s"] is not None:

@@ -40,7 +40,7 @@ def send_rounds(service, chunks_per_prompt: int, ttft_ms: float = 20_000.0):
             prompt_chars=chars, prefix_blocks=[p * 100_000 + k for k in range(chunks_per_prompt)])
 
 
-def layout(service) -> int:
-    """K, chunks a prompt, so that P prompts fill 1.5 GPU caches."""
+def layout(service, caches: float = 1.5) -> int:
+    """K, chunks a prompt, so that P prompts fill `caches` GPU caches."""
     gpu_chunks = gpu_cache(service).max_tokens / 16
-    return int(1.5 * gpu_chunks / P)
+    return int(caches * gpu_chunks / P)

@@ -60,6 +60,23 @@ def test_with_a_tier_that_holds_the_prompts_its_hits_are_the_cpu_tiers_and_more_
     assert found["ttft_by_tier"]["cpu"]["requests"] == N - P and found["ttft_by_tier"]["miss"]["requests"] == P
     assert found["ttft_by_tier"]["gpu"]["requests"] == 0
     assert found["sentence"].startswith("More CPU memory would buy under 1 % more prefix hits")
+    # The prompts need 1.5 GPU caches, the tier is 2: less would do.
+    assert found["knee_gib"] == round(P * k * 16 * plan.kv_bytes_per_token / GIB, 2) < tier_gib
+    assert found["sentence"].endswith(f"; {found['knee_gib']:.1f} GiB per GPU would hit within 1 % as often.")
+
+
+def test_a_tier_beside_a_gpu_cache_that_holds_every_prompt_is_said_to_buy_nothing(tenant_a):
+    service = make_service(tenant_a, tier_gib=8)
+    k = layout(service, caches=0.5)
+    send_rounds(service, k)
+
+    found = service_reuse(service)
+
+    current = found["sizes"][0]
+    assert current["gpu_hit_rate"] == round((N - P) / N * (k - 1) / k, 4) and current["cpu_hit_rate"] == 0
+    assert found["knee_gib"] == 0
+    assert found["sentence"].endswith("and the GPU cache alone holds it: the tier buys under 1 % of hits.")
+    assert found["ttft_by_tier"]["gpu"]["requests"] == N - P
 
 
 def test_too_few_requests_say_nothing(tenant_a):
