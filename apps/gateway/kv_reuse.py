@@ -91,12 +91,12 @@ def service_reuse(service, now=None) -> dict | None:
     rows = list(UsageRow.objects.filter(
         service_id=service.pk, status=200, prefix_blocks__isnull=False, prompt_chars__gt=0, prompt_tokens__gt=0,
         at__gte=now - SAMPLE_WINDOW,
-    ).order_by("-at").values_list("prompt_chars", "prompt_tokens", "prefix_blocks", "ttft_ms")[:SAMPLE_REQUESTS])
+    ).order_by("-at").values_list("prompt_chars", "prompt_tokens", "prefix_blocks", "ttft_ms", "at")[:SAMPLE_REQUESTS])
     if len(rows) < MIN_REQUESTS:
         return None
     rows.reverse()  # replayed oldest first
     sample = ReuseSample(block_size=CHUNK_CHARS, max_requests=len(rows))
-    for chars, _, hashes, _ in rows:
+    for chars, _, hashes, _, _ in rows:
         sample.observe(hashes, chars)
     chars_per_token = sum(r[0] for r in rows) / sum(r[1] for r in rows)
     replicas = max(1, pool.ready_replicas or pool.replicas) if service.routing_policy in (
@@ -128,6 +128,10 @@ def service_reuse(service, now=None) -> dict | None:
         "sizes": sizes, "knee_gib": knee_gib,
         "sentence": _sentence(sizes[0], model.size("knee", knee_gib, math.ceil(knee_tokens)), current_gib),
         "ttft_by_tier": model.ttft_by_tier(),
+        # Tokens a second the replay's LRUs push out: the GPU cache's go to the tier, the tier's are lost.
+        "evicted_tokens_per_s": {
+            "gpu": model.evicted_per_s(gpu_tokens),
+            "cpu_tier": model.evicted_per_s(max(gpu_tokens, tier_tokens)) if tier_tokens else None},
     }
 
 
@@ -165,14 +169,24 @@ class _Model:
         both = self.sample.hit_rate(self._chunks(max(self.gpu_tokens, tier_tokens)))
         gpu = self.sample.hit_rate(self._chunks(self.gpu_tokens))
         ttfts = [max(0.0, ms / 1000 - self._current[i] + self.cost(i, tier_tokens))
-                 for i, (_, _, _, ms) in enumerate(self.rows) if ms is not None]
+                 for i, (_, _, _, ms, _) in enumerate(self.rows) if ms is not None]
         p95 = _p(ttfts, 0.95)
         return {"label": label, "cpu_tier_gib": tier_gib, "hit_rate": round(both, 4), "gpu_hit_rate": round(gpu, 4),
                 "cpu_hit_rate": round(both - gpu, 4), "ttft_p95_s": None if p95 is None else round(p95, 3)}
 
+    def evicted_per_s(self, cache_tokens: float) -> float | None:
+        """Tokens a second an LRU of `cache_tokens` evicted in the replay: every block it missed was inserted,
+        and once the blocks inserted pass its size each pushes one out (the replay starts empty)."""
+        span = (self.rows[-1][4] - self.rows[0][4]).total_seconds()
+        if span <= 0:
+            return None
+        size = self._chunks(cache_tokens)
+        inserted = sum(len(r[2]) - self.sample.hits(i, size) // CHUNK_CHARS for i, r in enumerate(self.rows))
+        return round(max(0.0, inserted - size) * CHUNK_CHARS / self.cpt / span, 1)
+
     def ttft_by_tier(self) -> dict:
         split: dict[str, list[float]] = {t: [] for t in TIERS}
-        for i, (_, _, _, ms) in enumerate(self.rows):
+        for i, (_, _, _, ms, _) in enumerate(self.rows):
             if ms is None:
                 continue
             gpu = self.hit_tokens(i, self.gpu_tokens)

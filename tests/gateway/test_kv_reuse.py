@@ -42,6 +42,9 @@ def test_no_tier_hits_nothing_and_a_tier_twice_the_gpu_cache_would_hold_every_pr
     assert found["sentence"].startswith(f"{found['knee_gib']:.1f} GiB more CPU tier per GPU")
     assert f"from 0% to {everything:.0%}" in found["sentence"]
     assert found["ttft_by_tier"]["miss"]["requests"] == N and found["ttft_by_tier"]["cpu"]["requests"] == 0
+    # Every block misses the GPU cache and is inserted; past its size each pushes one out, over N - 1 seconds.
+    assert found["evicted_tokens_per_s"] == {"gpu": round((N * k * 16 - plan.max_tokens) / (N - 1), 1),
+                                             "cpu_tier": None}
 
 
 def test_with_a_tier_that_holds_the_prompts_its_hits_are_the_cpu_tiers_and_more_buys_nothing(tenant_a):
@@ -59,6 +62,9 @@ def test_with_a_tier_that_holds_the_prompts_its_hits_are_the_cpu_tiers_and_more_
     assert current["hit_rate"] == current["cpu_hit_rate"] == round((N - P) / N * (k - 1) / k, 4)
     assert found["ttft_by_tier"]["cpu"]["requests"] == N - P and found["ttft_by_tier"]["miss"]["requests"] == P
     assert found["ttft_by_tier"]["gpu"]["requests"] == 0
+    # The GPU cache evicts every block into the tier, which holds them all and drops none.
+    assert found["evicted_tokens_per_s"] == {"gpu": round((N * k * 16 - plan.max_tokens) / (N - 1), 1),
+                                             "cpu_tier": 0.0}
     assert found["sentence"].startswith("More CPU memory would buy under 1 % more prefix hits")
     # The prompts need 1.5 GPU caches, the tier is 2: less would do.
     assert found["knee_gib"] == round(P * k * 16 * plan.kv_bytes_per_token / GIB, 2) < tier_gib

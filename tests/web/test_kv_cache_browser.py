@@ -72,6 +72,8 @@ def test_the_panel_says_what_more_cpu_memory_would_buy_and_splits_ttft_by_tier(b
     expect(sizes.nth(0)).to_contain_text("now")
     expect(sizes.nth(0)).to_contain_text("none")
     expect(page.locator("#kv-ttft-by-tier tbody tr").filter(has_text="Miss")).to_contain_text(str(N))
+    expect(page.locator("#kv-evictions")).to_contain_text("tokens/s from the GPU cache")
+    expect(page.locator("#kv-evictions")).not_to_contain_text("CPU tier")  # the service has none
     assert serious_axe_violations(page, "#kv-cache") == []
     width, wide = page_width(page)
     assert width <= 391 and wide == []

@@ -36,6 +36,11 @@ class TtftByTierSerializer(serializers.Serializer):
     miss = TierTtftSerializer()
 
 
+class EvictionsSerializer(serializers.Serializer):
+    gpu = serializers.FloatField(allow_null=True, help_text="Tokens a second the GPU cache evicts (into the tier).")
+    cpu_tier = serializers.FloatField(allow_null=True, help_text="Tokens a second the CPU tier drops (null: none).")
+
+
 class KvReuseSerializer(serializers.Serializer):
     available = serializers.BooleanField(help_text=f"False with fewer than {MIN_REQUESTS} sampled requests "
                                          "or a service the planner cannot place; the rest is then absent.")
@@ -50,6 +55,8 @@ class KvReuseSerializer(serializers.Serializer):
     knee_gib = serializers.FloatField(required=False, help_text="CPU tier per GPU beyond which more buys under 1 % "
                                       "more hits (0: the GPU cache already holds the reuse).")
     sentence = serializers.CharField(required=False)
+    evicted_tokens_per_s = EvictionsSerializer(required=False, help_text="Evictions in the same replay, at the "
+                                               "current sizes (no engine exports both).")
     ttft_by_tier = TtftByTierSerializer(required=False, help_text="Measured TTFT of the sampled requests by the "
                                         "tier the replay places their prefix in.")
 
