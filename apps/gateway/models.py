@@ -161,7 +161,7 @@ class UsageRow(Usage):
                                  "the wait on the upstream (forwarded requests only).")
     # The prompt's prefix blocks as the gateway hashed them (gateway/prefix.py), for the service's reuse curve.
     prompt_chars = models.PositiveIntegerField(null=True, help_text="Characters of the prompt's text.")
-    prefix_blocks = ArrayField(models.BigIntegerField(), null=True, help_text="Chained hashes of the prompt's "
+    prefix_blocks = ArrayField(models.IntegerField(), null=True, help_text="Chained hashes of the prompt's "
                                "64-character chunks (gateway/prefix.py).")
 
     # Members read their tenant's usage; only the gateway writes it.
