@@ -140,7 +140,14 @@ class ReuseSample:
         if not steps:
             return 0
         best = self.hit_rate(steps[-1])
-        return next(c for c in steps if best - self.hit_rate(c) < KNEE_GAIN)
+        lo, hi = 0, len(steps) - 1  # the hit rate never falls as the size grows: the first size close enough
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if best - self.hit_rate(steps[mid]) < KNEE_GAIN:
+                hi = mid
+            else:
+                lo = mid + 1
+        return steps[lo]
 
 
 @dataclass(frozen=True)
