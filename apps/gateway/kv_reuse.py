@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from apps.gateway.models import UsageRow
 from apps.serving.capacity import arch_of, pool_plan
-from apps.serving.choices import RoutingPolicy
+from apps.serving.choices import PoolRole, RoutingPolicy
 from apps.serving.validation import EngineSettingsError
 from capacity import arch as a
 from capacity.gpus import HOST_LINK_FRACTION
@@ -59,8 +59,10 @@ def _p(values: list[float], q: float) -> float | None:
 
 
 def _engine_pool(service):
-    pools = service.spec_pools()
-    return next((p for p in pools if p.role == "engine"), pools[0] if pools else None)
+    """The pool whose prefix cache the prompts look up: the engine pool, a P/D service's prefill pool, or the
+    only one (a multi-node leader group)."""
+    pools = {p.role: p for p in service.spec_pools()}
+    return pools.get(PoolRole.ENGINE) or pools.get(PoolRole.PREFILL) or next(iter(pools.values()), None)
 
 
 def cached_service_reuse(service) -> dict | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from apps.gateway.kv_reuse import service_reuse
+from tests.factories import InferenceServiceFactory
 from tests.gateway.reuse_rows import CHARS_PER_TOKEN, GIB, N, P, gpu_cache, layout, make_service, send_rounds
 
 
@@ -83,6 +84,17 @@ def test_a_tier_beside_a_gpu_cache_that_holds_every_prompt_is_said_to_buy_nothin
     assert found["knee_gib"] == 0
     assert found["sentence"].endswith("and the GPU cache alone holds it: the tier buys under 1 % of hits.")
     assert found["ttft_by_tier"]["gpu"]["requests"] == N - P
+
+
+def test_a_prefill_decode_service_is_read_at_its_prefill_pools_cache(tenant_a):
+    l4 = make_service(tenant_a, name="probe")
+    service = InferenceServiceFactory(tenant=tenant_a, name="pd", deployment_mode="pd_disaggregated",
+                                      engine_settings={"max_model_len": 8192},
+                                      pools=[{"role": "decode", "gpu_type": "h100-sxm-80gb"},
+                                             {"role": "prefill", "gpu_type": "l4-24gb"}])
+    send_rounds(service, layout(l4))
+
+    assert service_reuse(service)["gpu_cache_tokens"] == gpu_cache(l4).max_tokens  # the L4's, not the H100's
 
 
 def test_too_few_requests_say_nothing(tenant_a):
