@@ -18,7 +18,7 @@ from gateway.activation import Activator
 from gateway.errors import error_body
 from gateway.limits import Decision, RequestLimiter, estimate_tokens
 from gateway.metering import UsageWriter
-from gateway.prefix import prefix_blocks, prompt_text
+from gateway.prefix import Prompt
 from gateway.snapshot import SnapshotFile
 from gateway.upstream import Upstreams, Usage
 
@@ -194,7 +194,7 @@ class Gateway:
                               duration_ms=(time.monotonic() - started) * 1000, streamed=usage.streamed,
                               disconnected=usage.disconnected,
                               added_ms=meter["added_s"] * 1000 if "added_s" in meter else None,
-                              prompt_chars=meter.get("prompt_chars"), prefix_blocks=meter.get("prefix_blocks"))
+                              prefix_blocks=meter.get("prompt"))
 
     async def _checked(self, scope, key: dict, body: bytes, required: str, meter: dict):
         try:
@@ -222,10 +222,9 @@ class Gateway:
             return self._refused(decision, limit_headers)
         # From here the request holds its reservation (tokens, a concurrency lease) until _record settles it.
         meter["admitted"], meter["reservation"] = True, decision.reservation
-        # The prompt's prefix blocks, for the service's reuse curve (kv_reuse): kept on its usage row.
-        text = prompt_text(request, required)
-        if text is not None:
-            meter["prompt_chars"], meter["prefix_blocks"] = len(text), prefix_blocks(text)
+        # The prompt, for its prefix blocks on the usage row (the service's reuse curve): only a reference here,
+        # hashed by the usage writer's thread off the request path.
+        meter["prompt"] = Prompt(request, required)
         if self.activator.should_hold(service):
             service = await self.activator.hold(service["id"], lambda sid: self.routing().service(sid))
             if service is None:

@@ -8,10 +8,13 @@ import hashlib
 import pytest
 
 from apps.gateway.models import UsageRow
-from gateway.prefix import MAX_BLOCKS, prefix_blocks, prompt_text
+from gateway.metering import COLUMNS, UsageWriter
+from gateway.prefix import MAX_BLOCKS, Prompt, prefix_blocks, prompt_text
+from tests.database import database_url_of_test_db
 from tests.gateway.conftest import client
 from tests.gateway.served import serve_on_kubesim, start_gateway
 from tests.polling import wait_for
+from tests.ports import closed_port
 
 SYSTEM = "You answer questions about the attached handbook. " * 6  # 306 characters
 
@@ -63,3 +66,25 @@ def test_two_questions_on_one_system_prompt_share_its_blocks_on_their_usage_rows
     shared = len(f"system\n{SYSTEM}\nuser\n") // 64  # chunks wholly inside the common beginning
     assert first.prefix_blocks[:shared] == second.prefix_blocks[:shared]
     assert first.prefix_blocks[shared:] != second.prefix_blocks[shared:]
+
+
+@pytest.mark.parametrize("spooled", [False, True], ids=["in-memory", "spool-on-disk"])
+def test_the_writer_hashes_prompts_off_the_request_path_even_while_the_database_is_down(transactional_db, tenant_a,
+                                                                                         tmp_path, spooled):
+    body = {"messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Hi?"}]}
+    text = prompt_text(body, "messages")
+    with closed_port() as port:
+        writer = UsageWriter(f"postgres://postgres@127.0.0.1:{port}/none",
+                             spool_dir=str(tmp_path / "spool") if spooled else None)
+        writer.record(tenant_id=tenant_a.pk, key_id=1, service_id=7, model="chat", pod="p", status=200,
+                      prompt_tokens=70, cached_tokens=0, completion_tokens=4, ttft_ms=12.0, duration_ms=20.0,
+                      streamed=True, disconnected=False, prefix_blocks=Prompt(body, "messages"))
+        assert writer.flush() is False
+    if not spooled:  # what waits in memory is the hashes, not the request's body
+        [queued] = writer.rows
+        assert queued[COLUMNS.index("prompt_chars")] == len(text)
+        assert queued[COLUMNS.index("prefix_blocks")] == prefix_blocks(text)
+    writer.database_url = database_url_of_test_db()
+    assert writer.flush()
+    row = UsageRow.objects.get()
+    assert (row.prompt_chars, row.prefix_blocks) == (len(text), prefix_blocks(text))
