@@ -15,7 +15,9 @@ as when the GPU's KV cache holds only part of the tenants' prefixes.
    `external_prefix_cache_hits / queries` (CPU tier).
 2. The curve: a run with a tier of 1.5625 GiB (800 blocks, the GPU's size) builds the reuse curve
    (capacity.reuse) from the requests it looked up; its hit rate at twice that size is compared with both
-   tiers' hit rate ((GPU + CPU hits) / queries) of a run with the tier at 3.125 GiB.
+   tiers' hit rate ((GPU + CPU hits) / queries) of a run with the tier at 3.125 GiB. The curve is built twice:
+   from the engine's own 16-token blocks, and as a service's gateway builds it, from 64-character chunks of the
+   prompts' text (gateway/prefix.py; what the service page and GET /api/v1/services/{id}/kv-reuse/ show).
 
 The last line with --json is one JSON object: ttft_p95_s and throughput_tok_s ({none, cpu_tier}),
 hit_rate ({gpu, cpu}) and curve ({predicted_hit_rate_2x, measured_hit_rate_2x}).
@@ -39,6 +41,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from capacity.reuse import ReuseSample
 from enginevocab.vllm import IMAGE_REF
+from gateway.prefix import CHUNK_CHARS, prefix_blocks
 from kubesim.engines import config, flags
 from kubesim.engines.blocks import block_hashes
 from kubesim.engines.core import Clock, EngineCore
@@ -79,8 +82,24 @@ def counters(metrics: VllmMetrics) -> dict[str, float]:
     return out
 
 
+class GatewaySample:
+    """The curve as a service's gateway builds it (gateway/prefix.py, apps/gateway/kv_reuse.py): 64-character
+    chunks of the prompt's text, sizes converted with the prompts' own characters per token."""
+
+    def __init__(self):
+        self.sample = ReuseSample(block_size=CHUNK_CHARS)
+        self.chars = self.tokens = 0
+
+    def observe(self, text: str, tokens: int) -> None:
+        self.sample.observe(prefix_blocks(text), len(text))
+        self.chars, self.tokens = self.chars + len(text), self.tokens + tokens
+
+    def hit_rate(self, cache_tokens: float) -> float:
+        return self.sample.hit_rate(cache_tokens * self.chars / self.tokens / CHUNK_CHARS)
+
+
 async def run(tier_gib: float | None, rate: float, duration: float, seed: int, scale: float,
-              sample: ReuseSample | None = None) -> dict:
+              sample: ReuseSample | None = None, gateway: GatewaySample | None = None) -> dict:
     """Drive the workload's Poisson arrivals (simulated seconds) into one engine; its figures."""
     core, metrics, tier_blocks = engine(tier_gib, scale, seed)
     rng = random.Random(seed)
@@ -92,9 +111,12 @@ async def run(tier_gib: float | None, rate: float, duration: float, seed: int, s
         if t >= duration:
             break
         await core.clock.sleep_until(t)
-        tokens = tokenize(tenant_request(rng, prefixes))
+        text = tenant_request(rng, prefixes)
+        tokens = tokenize(text)
         if sample is not None:
             sample.observe(block_hashes(tokens, core.cfg.block_size), len(tokens))
+        if gateway is not None:
+            gateway.observe(text, len(tokens))
         reqs.append(core.add(Request(f"r{len(reqs)}", tokens, OUTPUT_TOKENS, OUTPUT_TOKENS)))
     await asyncio.gather(*(r.done for r in reqs))
     await core.stop()
@@ -120,10 +142,11 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=8.0, help="simulated seconds per wall second")
     parser.add_argument("--seed", type=int, default=1)
     a = parser.parse_args()
-    go = lambda gib, sample=None: asyncio.run(run(gib, a.rate, a.duration, a.seed, a.scale, sample))  # noqa: E731
+    go = lambda gib, sample=None, gateway=None: asyncio.run(  # noqa: E731
+        run(gib, a.rate, a.duration, a.seed, a.scale, sample, gateway))
     none, tier = go(None), go(FULL_TIER_GIB)
-    sample = ReuseSample(block_size=16)
-    base = go(CURVE_TIER_GIB, sample)
+    sample, gateway = ReuseSample(block_size=16), GatewaySample()
+    base = go(CURVE_TIER_GIB, sample, gateway)
     doubled = go(2 * CURVE_TIER_GIB)
     predicted = sample.hit_rate(2 * base["tier_blocks"])
     measured = doubled["gpu_hit_rate"] + doubled["cpu_hit_rate"]
@@ -138,6 +161,10 @@ def main() -> None:
           f"{sample.hit_rate(base['tier_blocks']):.3f} predicted, {base['gpu_hit_rate'] + base['cpu_hit_rate']:.3f} "
           f"measured; at 2x ({2 * CURVE_TIER_GIB:g} GiB) {predicted:.3f} predicted, {measured:.3f} measured "
           f"({abs(predicted - measured) * 100:.1f} points apart; knee {sample.knee() * 16} tokens)")
+    from_text = gateway.hit_rate(2 * base["tier_blocks"] * 16)
+    print(f"  the same curve from the gateway's 64-character chunks of the prompts' text "
+          f"({gateway.chars / gateway.tokens:.2f} characters a token): at 2x {from_text:.3f} predicted "
+          f"({abs(from_text - measured) * 100:.1f} points from the measured)")
     if a.json:
         print(json.dumps({
             "ttft_p95_s": {"none": round(none["ttft_p95_s"], 4), "cpu_tier": round(tier["ttft_p95_s"], 4)},

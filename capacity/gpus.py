@@ -16,6 +16,9 @@ MAX_GPUS_PER_NODE = 8
 # lane, 128b/130b encoding. Measured copies of pinned memory reach about 80 % of it.
 PCIE4_X16 = 31.5e9
 PCIE5_X16 = 63.0e9
+# Pinned-memory copies over PCIe reach about 80 % of the link's nominal rate: the simulated engines' figure (unless a
+# pod's `kubesim.io/host-link-fraction` says otherwise) and the CPU-tier estimate's (apps/gateway/kv_reuse.py).
+HOST_LINK_FRACTION = 0.8
 
 
 @dataclass(frozen=True)

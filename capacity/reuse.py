@@ -21,10 +21,63 @@ from __future__ import annotations
 
 import math
 import random
+from bisect import bisect_left
 from dataclasses import dataclass
 
 MULTIPLES = (0.5, 1.0, 2.0, 4.0)
 KNEE_GAIN = 0.01  # "more memory buys under 1 % more hits"
+
+
+class _Recency:
+    """Stack distances in O(log n) an access (a Fenwick tree over access times marking each block's latest
+    access: the distance is the number of marks after the block's previous one), instead of searching a list.
+    Keeps at most `limit` blocks once it compacts; a block dropped then counts as never seen."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.last: dict[int, int] = {}
+        self.now = 0
+        self.tree = [0] * 1025
+
+    def distances(self, hashes: list[int]) -> list[float]:
+        """Access `hashes` in order; the distance of each (math.inf: never seen, or beyond `limit`)."""
+        out = []
+        for h in hashes:
+            if self.now + 1 >= len(self.tree):
+                self._compact()
+            tree, n, now, last = self.tree, len(self.tree), self.now, self.last
+            t = last.get(h)
+            if t is None:
+                out.append(math.inf)
+            else:
+                count, i = 0, now  # marks at times t+1 .. now-1: prefix(now) - prefix(t + 1)
+                while i > 0:
+                    count += tree[i]
+                    i &= i - 1
+                i = t + 1
+                while i > 0:
+                    count -= tree[i]
+                    i &= i - 1
+                i = t + 1  # the block's old mark goes
+                while i < n:
+                    tree[i] -= 1
+                    i += i & -i
+                out.append(count if count < self.limit else math.inf)
+            i = now + 1
+            while i < n:
+                tree[i] += 1
+                i += i & -i
+            last[h] = now
+            self.now = now + 1
+        return out
+
+    def _compact(self) -> None:
+        newest = sorted(self.last, key=self.last.__getitem__)[-self.limit:]
+        self.last = {h: i for i, h in enumerate(newest)}
+        self.now = len(newest)
+        self.tree = [0] * (max(1024, 2 * self.now) + 1)
+        for i in range(1, len(self.tree)):  # every time below `now` is marked: build the sums directly
+            self.tree[i] = max(0, min(i, self.now) - (i - (i & -i)))
 
 
 class ReuseSample:
@@ -35,49 +88,51 @@ class ReuseSample:
         self.block_size = block_size
         self.max_requests = max_requests
         self.max_tracked_blocks = max_tracked_blocks
-        self._stack: list[int] = []  # block hashes, most recently used last
+        self._recency = _Recency(max_tracked_blocks)
         self._rng = random.Random(seed)
         self.requests: list[tuple[int, tuple[float, ...]]] = []  # (prompt tokens, prefix-max distance a block)
         self.seen = 0
+        self._sorted: list[float] | None = None  # every kept prefix-max distance, sorted (for reading the curve)
 
-    def observe(self, hashes: list[int], tokens: int) -> None:
-        """One request's lookup: the hashes of its full blocks in order and its prompt's token count."""
-        stack, limit = self._stack, (tokens - 1) // self.block_size
+    def observe(self, hashes: list[int], tokens: int) -> int:
+        """One request's lookup: the hashes of its full blocks in order and its prompt's token count. Returns
+        where its entry is kept in `requests` (-1: not kept by the reservoir)."""
+        limit = (tokens - 1) // self.block_size
         prefix_max, worst = [], 0.0
-        for j, h in enumerate(hashes):
-            try:
-                i = stack.index(h)
-            except ValueError:
-                distance = math.inf
-            else:
-                distance = len(stack) - 1 - i
-                del stack[i]
-            stack.append(h)
-            if j < limit:
-                worst = max(worst, distance)
-                prefix_max.append(worst)
-        if len(stack) > self.max_tracked_blocks:
-            del stack[: len(stack) - self.max_tracked_blocks]
+        for distance in self._recency.distances(hashes)[:limit]:
+            worst = max(worst, distance)
+            prefix_max.append(worst)
         self.seen += 1
+        self._sorted = None
         entry = (tokens, tuple(prefix_max))
         if len(self.requests) < self.max_requests:
             self.requests.append(entry)
-        else:
-            k = self._rng.randrange(self.seen)
-            if k < self.max_requests:
-                self.requests[k] = entry
+            return len(self.requests) - 1
+        k = self._rng.randrange(self.seen)
+        if k < self.max_requests:
+            self.requests[k] = entry
+            return k
+        return -1
+
+    def hits(self, index: int, capacity_blocks: float) -> int:
+        """Tokens of the kept request `index` that an LRU prefix cache of `capacity_blocks` blocks would hit."""
+        return bisect_left(self.requests[index][1], capacity_blocks) * self.block_size  # maxima never decrease
+
+    def _distances(self) -> list[float]:
+        if self._sorted is None:
+            self._sorted = sorted(d for _, maxima in self.requests for d in maxima)
+        return self._sorted
 
     def hit_rate(self, capacity_blocks: float) -> float:
         """Hit tokens over prompt tokens of an LRU prefix cache of `capacity_blocks` blocks."""
         tokens = sum(t for t, _ in self.requests)
         if not tokens:
             return 0.0
-        hits = sum(sum(1 for d in maxima if d < capacity_blocks) for _, maxima in self.requests)
-        return hits * self.block_size / tokens
+        return bisect_left(self._distances(), capacity_blocks) * self.block_size / tokens
 
     def sizes(self) -> list[int]:
         """The sizes (blocks) at which the curve steps up: one more than each finite distance seen."""
-        return sorted({int(d) + 1 for _, maxima in self.requests for d in maxima if d != math.inf})
+        return sorted({int(d) + 1 for d in self._distances() if d != math.inf})
 
     def knee(self) -> int:
         """The smallest size beyond which all further memory buys under KNEE_GAIN more hits (0: none helps)."""
@@ -85,7 +140,14 @@ class ReuseSample:
         if not steps:
             return 0
         best = self.hit_rate(steps[-1])
-        return next(c for c in steps if best - self.hit_rate(c) < KNEE_GAIN)
+        lo, hi = 0, len(steps) - 1  # the hit rate never falls as the size grows: the first size close enough
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if best - self.hit_rate(steps[mid]) < KNEE_GAIN:
+                hi = mid
+            else:
+                lo = mid + 1
+        return steps[lo]
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from gateway.activation import Activator
 from gateway.errors import error_body
 from gateway.limits import Decision, RequestLimiter, estimate_tokens
 from gateway.metering import UsageWriter
+from gateway.prefix import Prompt
 from gateway.snapshot import SnapshotFile
 from gateway.upstream import Upstreams, Usage
 
@@ -192,7 +193,8 @@ class Gateway:
                               completion_tokens=usage.completion_tokens, ttft_ms=usage.ttft_ms,
                               duration_ms=(time.monotonic() - started) * 1000, streamed=usage.streamed,
                               disconnected=usage.disconnected,
-                              added_ms=meter["added_s"] * 1000 if "added_s" in meter else None)
+                              added_ms=meter["added_s"] * 1000 if "added_s" in meter else None,
+                              prefix_blocks=meter.get("prompt"))
 
     async def _checked(self, scope, key: dict, body: bytes, required: str, meter: dict):
         try:
@@ -220,6 +222,9 @@ class Gateway:
             return self._refused(decision, limit_headers)
         # From here the request holds its reservation (tokens, a concurrency lease) until _record settles it.
         meter["admitted"], meter["reservation"] = True, decision.reservation
+        # The prompt, for its prefix blocks on the usage row (the service's reuse curve): only a reference here,
+        # hashed by the usage writer's thread off the request path.
+        meter["prompt"] = Prompt(request, required)
         if self.activator.should_hold(service):
             service = await self.activator.hold(service["id"], lambda sid: self.routing().service(sid))
             if service is None:

@@ -14,12 +14,15 @@ from datetime import UTC, datetime
 
 import psycopg
 
+from gateway.prefix import materialize
 from gateway.spool import DiskSpool
 
 log = logging.getLogger("gateway.metering")
 TABLE = "gateway_usagerow"
 COLUMNS = ("at", "tenant_id", "key_id", "service_id", "model", "pod", "status", "prompt_tokens",
-           "cached_tokens", "completion_tokens", "ttft_ms", "duration_ms", "streamed", "disconnected", "added_ms")
+           "cached_tokens", "completion_tokens", "ttft_ms", "duration_ms", "streamed", "disconnected", "added_ms",
+           "prompt_chars", "prefix_blocks")
+CHARS_AT = COLUMNS.index("prompt_chars")  # a row's prefix_blocks may hold a gateway.prefix.Prompt until flushed
 
 
 class UsageWriter:
@@ -86,6 +89,7 @@ class UsageWriter:
             with self._lock:
                 rows = list(self.rows)
                 self.rows.clear()
+            rows = [materialize(row, CHARS_AT) for row in rows]
             appended = self.spool.append(rows)
             if appended < len(rows):  # a full or broken disk: the rest stay in memory, as without a spool
                 with self._lock:
@@ -94,7 +98,24 @@ class UsageWriter:
                 self.spool.replay(self.database_url)
             except psycopg.Error as exc:
                 return self._unreachable(exc)
+        else:
+            self._materialize_queued()
         return self._copy_queued()
+
+    def _materialize_queued(self) -> None:
+        """Hash the queued rows' prompts (gateway/prefix.py) in this thread, outside the lock, so that a row
+        waiting for the database keeps its prefix blocks rather than its request's body."""
+        with self._lock:
+            rows = list(self.rows)
+            self.rows.clear()
+            self._copying = len(rows)  # still counted as waiting meanwhile
+        rows = [materialize(row, CHARS_AT) for row in rows]
+        with self._lock:
+            self.rows.extendleft(reversed(rows))  # before the rows recorded meanwhile
+            self._copying = 0
+            while len(self.rows) > self.max_rows:
+                self.rows.popleft()
+                self._dropped += 1
 
     def _unreachable(self, exc: Exception) -> bool:
         if self.database_ok:

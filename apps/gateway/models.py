@@ -11,6 +11,7 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import BrinIndex
 from django.core.validators import MinValueValidator
 from django.db import models
@@ -158,6 +159,10 @@ class UsageRow(Usage):
     disconnected = models.BooleanField(default=False)
     added_ms = models.FloatField(null=True, help_text="Time spent in the gateway before the answer started, less "
                                  "the wait on the upstream (forwarded requests only).")
+    # The prompt's prefix blocks as the gateway hashed them (gateway/prefix.py), for the service's reuse curve.
+    prompt_chars = models.PositiveIntegerField(null=True, help_text="Characters of the prompt's text.")
+    prefix_blocks = ArrayField(models.IntegerField(), null=True, help_text="Chained hashes of the prompt's "
+                               "64-character chunks (gateway/prefix.py).")
 
     # Members read their tenant's usage; only the gateway writes it.
     objects = restricted(tenant_owned("tenant", writers=frozenset()))

@@ -99,11 +99,35 @@ def figure_queries(engine: str, selector: PodSelector, window_s: int = 60, by: S
         requests = rate_sum("num_requests")
         aborted = f"({rate_sum('num_aborted_requests')} or {requests} * 0)"
         queries["success_rate"] = f"1 - {aborted} / {requests}"
+    queries |= _cpu_tier_queries(engine, rate_sum, series, group, by)
     if names.preemptions:
         queries["preemptions"] = f"sum{group} (increase({series(names.preemptions + '_total')}{window}))"
     queries["model"] = f"group by ({', '.join([*by, 'model_name'])}) ({series(names.running)})"
     queries["pods"] = f"count{group} (group by ({', '.join(dict.fromkeys([*by, 'pod']))}) ({series(names.running)}))"
     return queries
+
+
+def _cpu_tier_queries(engine: str, rate_sum, series, group: str, by: Sequence[str]) -> dict[str, str]:
+    """The KV cache's CPU tier, as `figures.cpu_tier_figures` computes it; no data (None) without a tier.
+
+    vLLM: the KV connector's external prefix-cache hits over its queries, and those hits a second (vLLM exports
+    no fill gauge and the tier's size is only a label of `cache_config_info`, so `cpu_usage` stays None here).
+    SGLang: the `host_hit` mode of the prefill's effective tokens over all modes (zero while HiCache has loaded
+    nothing, absent without HiCache), the host pool's used over total tokens, and `load_back_tokens` a second.
+    """
+    if engine == VLLM:
+        hits = rate_sum("external_prefix_cache_hits")
+        return {"cpu_hit_rate": f"{hits} / {rate_sum('external_prefix_cache_queries')}", "cpu_load_tokens_per_s": hits}
+    if engine != SGLANG:
+        return {}
+    total = f"sum{group} ({series('hicache_host_total_tokens')})"
+    effective = rate_sum("prefill_effective_tokens")
+    host_hit = rate_sum("prefill_effective_tokens", 'mode="host_hit"')
+    host = f"({host_hit} or {effective} * 0)"
+    on = f"on ({', '.join(by)})"
+    return {"cpu_hit_rate": f"{host} / {effective} and {on} {total}",
+            "cpu_usage": f"sum{group} ({series('hicache_host_used_tokens')}) / {total}",
+            "cpu_load_tokens_per_s": rate_sum("load_back_tokens")}
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from apps.web import scaling, services, views
-from apps.web.portal import catalog, gateway, lab, overview, playground, revisions, rollouts, tenancy
+from apps.web.portal import catalog, gateway, kv_panel, lab, overview, playground, revisions, rollouts, tenancy
 from apps.web.portal import services as portal_services
 
 app_name = "web"
@@ -33,6 +33,7 @@ urlpatterns = [
     path(S + "revisions/", revisions.revisions_panel, name="service-revisions"),
     path(S + "revisions/<int:number>/rollback/", revisions.revision_rollback, name="revision-rollback"),
     path(S + "rollout/", rollouts.rollout_panel, name="service-rollout"),
+    path(S + "kv-reuse/", kv_panel.kv_reuse_panel, name="service-kv-reuse"),
     path(S + "rollout/<str:action>/", rollouts.rollout_action, name="rollout-action"),
     path(S + "playground/", playground.playground, name="playground"),
     path(S + "lab/", lab.lab, name="lab"),

@@ -12,12 +12,12 @@ import os
 from dataclasses import dataclass, field
 
 from capacity import arch as cap
-from capacity.gpus import GIB, GPUS, Gpu
+from capacity.gpus import GIB, GPUS, HOST_LINK_FRACTION, Gpu
 from enginevocab import sglang as sglang_vocab
 from enginevocab import vllm as vllm_vocab
 from kubesim.engines import hardware as hw
 from kubesim.engines.core import CoreConfig, Physics
-from kubesim.engines.cputier import HOST_LINK_FRACTION, TierConfig
+from kubesim.engines.cputier import TierConfig
 from kubesim.workload import PodContext, WorkloadExit
 
 VLLM_VERSION = vllm_vocab.VERSION

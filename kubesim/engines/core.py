@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 from capacity import roofline
 from capacity.arch import ModelArch
-from capacity.gpus import Gpu
+from capacity.gpus import HOST_LINK_FRACTION, Gpu
 from kubesim.engines.blocks import BlockPool, block_hashes
-from kubesim.engines.cputier import HOST_LINK_FRACTION, CpuTier, TierConfig
+from kubesim.engines.cputier import CpuTier, TierConfig
 from kubesim.engines.request import EngineObserver, Request
 
 

@@ -16,10 +16,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-# Pinned-memory copies over PCIe reach about 80 % of the link's nominal rate (capacity.gpus), the figure the
-# simulated engines use unless a pod's `kubesim.io/host-link-fraction` annotation says otherwise.
-HOST_LINK_FRACTION = 0.8
-
 
 @dataclass(frozen=True)
 class TierConfig:

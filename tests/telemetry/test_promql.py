@@ -64,6 +64,24 @@ def test_sglang_uses_its_own_names_and_the_windowed_hit_rate():
     assert "preemptions" not in queries  # SGLang exports no preemption counter
 
 
+def test_the_cpu_tier_figures_read_the_engines_tier_families():
+    sel = 'namespace="team-b"'
+    vllm = figure_queries("vllm", PodSelector("team-b"), window_s=30)
+    hits = f"sum (rate(vllm:external_prefix_cache_hits_total{{{sel}}}[30s]))"
+    assert vllm["cpu_hit_rate"] == f"{hits} / sum (rate(vllm:external_prefix_cache_queries_total{{{sel}}}[30s]))"
+    assert vllm["cpu_load_tokens_per_s"] == hits
+    assert "cpu_usage" not in vllm  # the tier's size is only a label of cache_config_info
+
+    sglang = figure_queries("sglang", PodSelector("team-b"), window_s=30, by=("pod",))
+    effective = f"sum by (pod) (rate(sglang:prefill_effective_tokens_total{{{sel}}}[30s]))"
+    host = f'sum by (pod) (rate(sglang:prefill_effective_tokens_total{{{sel},mode="host_hit"}}[30s]))'
+    total = f"sum by (pod) (sglang:hicache_host_total_tokens{{{sel}}})"
+    # Zero before the first host hit, nothing at all on a pod without HiCache.
+    assert sglang["cpu_hit_rate"] == f"({host} or {effective} * 0) / {effective} and on (pod) {total}"
+    assert sglang["cpu_usage"] == f"sum by (pod) (sglang:hicache_host_used_tokens{{{sel}}}) / {total}"
+    assert sglang["cpu_load_tokens_per_s"] == f"sum by (pod) (rate(sglang:load_back_tokens_total{{{sel}}}[30s]))"
+
+
 def test_per_pod_queries_group_by_pod_and_keep_le_for_quantiles():
     queries = figure_queries("vllm", SERVICE, by=("pod",))
     assert queries["ttft_p50_s"].startswith("histogram_quantile(0.5, sum by (pod, le) (rate(")

@@ -8,6 +8,7 @@ from django.urls import reverse
 from playwright.sync_api import expect
 
 from tests.factories import InferenceServiceFactory
+from tests.gateway.reuse_rows import N, layout, make_service, send_rounds
 from tests.polling import wait_for
 from tests.web.conftest import point
 from tests.web.portal.page_checks import page_width, serious_axe_violations
@@ -52,3 +53,36 @@ def test_a_service_without_a_tier_says_so(browser_page, live_server, viewer_a, t
     page = browser_page(viewer_a)
     page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]))
     expect(page.locator("#kv-tier-setting")).to_contain_text("No CPU tier")
+
+
+@pytest.mark.browser
+def test_the_panel_says_what_more_cpu_memory_would_buy_and_splits_ttft_by_tier(browser_page, live_server, viewer_a,
+                                                                               tenant_a):
+    service = make_service(tenant_a)  # no tier; its prompts need 1.5 GPU caches (tests/gateway/reuse_rows.py)
+    send_rounds(service, layout(service))
+    page = browser_page(viewer_a, viewport={"width": 390, "height": 844})
+    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]))
+
+    sentence = page.locator("#kv-cache #kv-reuse-sentence")
+    expect(sentence).to_contain_text("GiB more CPU tier per GPU")
+    # (N - P) / N = 96 % of the requests hit all but their last block, of over a thousand.
+    expect(sentence).to_contain_text("would raise the hit rate from 0% to 96%")
+    sizes = page.locator("#kv-reuse-sizes tbody tr")
+    expect(sizes).to_have_count(4)
+    expect(sizes.nth(0)).to_contain_text("now")
+    expect(sizes.nth(0)).to_contain_text("none")
+    expect(page.locator("#kv-ttft-by-tier tbody tr").filter(has_text="Miss")).to_contain_text(str(N))
+    expect(page.locator("#kv-evictions")).to_contain_text("tokens/s from the GPU cache")
+    expect(page.locator("#kv-evictions")).not_to_contain_text("CPU tier")  # the service has none
+    assert serious_axe_violations(page, "#kv-cache") == []
+    width, wide = page_width(page)
+    assert width <= 391 and wide == []
+
+
+@pytest.mark.browser
+def test_without_traffic_the_panel_says_what_the_estimate_needs(browser_page, live_server, viewer_a, tenant_a):
+    service = make_service(tenant_a)
+    page = browser_page(viewer_a)
+    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]))
+    expect(page.locator("#kv-reuse-sentence")).to_contain_text("No estimate yet: it needs at least 20 answered "
+                                                               "requests through the gateway")
