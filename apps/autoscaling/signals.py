@@ -32,6 +32,7 @@ DOWN_MARGIN = 0.8  # a scale-down needs the load to fit in fewer replicas at thi
 DECAY_WINDOW_S = 60  # the scale-down window once forecast and queue agree a burst is over
 DECAY_SHARE = 0.3  # ... that is, the forecast is under this share of the recent peak, falling, and nothing waits
 DECAY_LOOKBACK = 20  # evaluations the recent peak is taken over (5 minutes at 15 s)
+BAND_POINTS = 240  # forecast band points kept for the replicas chart (an hour at 15 s)
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,14 @@ def replicas_for(policy, rates, prompt_tps: float, running: float, arrivals_per_
     return high
 
 
+def forecast_band(policy, rates, forecast: fc.Forecast, running: float) -> tuple[int, int, int]:
+    """The replicas the forecast load asks for, and below and above it those of the load off by the forecast's
+    latest checked error (the bound before any check): (low, forecast, high), what the replicas chart draws."""
+    error = min(forecast.last_error if forecast.last_error is not None else fc.WRONG_BOUND, 1.0)
+    return tuple(_ceil(replicas_for(policy, rates, forecast.prompt_tps * k, running, forecast.arrivals_per_s * k))
+                 for k in (1 - error, 1.0, 1 + error))
+
+
 def evaluate_signals(policy, obs, forecast_state: dict | None, period_s: float) -> Outcome:
     """The signals of one evaluation (none without the replica's rates or replicas), the forecast updated."""
     rates, n = obs.rates, obs.replicas
@@ -148,8 +157,10 @@ def evaluate_signals(policy, obs, forecast_state: dict | None, period_s: float) 
         out.append(Signal("prefill_utilisation", tps / (n * rate), u, wanted,
                           f"{tps:.0f} prompt tokens/s = {tps / (n * rate):.0%} of {n} replica(s)' prefill rate "
                           f"(target {u:.0%})"))
+        band = forecast_band(policy, rates, forecast, running)
+        state["band"] = [*state.get("band", []), [round(obs.t + horizon, 3), *band, forecast.trusted]][-BAND_POINTS:]
         if forecast.trusted:
-            ahead = _ceil(replicas_for(policy, rates, forecast.prompt_tps, running, forecast.arrivals_per_s))
+            ahead = band[1]
             out.append(Signal("forecast_prompt_tps", forecast.prompt_tps, rate * u * n, ahead,
                               f"{forecast.words} → {ahead} replica(s) (cold start {obs.cold_start_s or 0:.0f} s)"))
     elif policy.itl_p95_s and with_running:

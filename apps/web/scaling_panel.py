@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from apps.autoscaling.choices import ScalingAction
 from apps.autoscaling.models import PoolAutoscalerState, ScalingDecision
@@ -49,6 +50,19 @@ def markers(decisions: list[ScalingDecision]) -> list[dict]:
             for d in reversed(decisions) if d.action != ScalingAction.HELD]  # oldest first, as the chart
 
 
+def forecast_bands(states: dict[str, PoolAutoscalerState]) -> list[dict]:
+    """Per pool, the replicas its load forecast asked for a cold start ahead, with the band its latest error
+    spans (apps.autoscaling.signals.forecast_band), oldest first, timed when the forecast load was due."""
+    out = []
+    for pool, state in sorted(states.items()):
+        band = (((state.history or {}).get("forecast") or {}).get("band")) or []
+        if band:
+            out.append({"pool": pool, "points": [
+                {"time": datetime.fromtimestamp(t, UTC).isoformat().replace("+00:00", "Z"), "low": low,
+                 "replicas": mid, "high": high, "trusted": trusted} for t, low, mid, high, trusted in band]})
+    return out
+
+
 def ttft_definition(decision: ScalingDecision | None) -> str:
     """Which TTFT the SLO guard judged in the pool's latest decision, in words."""
     if decision is not None and (decision.signals or {}).get("ttft_definition") == "budget":
@@ -82,6 +96,7 @@ def panel_context(service: InferenceService) -> dict:
                        "forecast": forecast_words(states.get(p.role))} for p in pools],
         "timeline": timeline(decisions)[:50],
         "markers": markers(decisions),
+        "forecast_bands": forecast_bands(states),
         "live_autoscalers": list(observation.autoscalers) if observation else [],
     }
 

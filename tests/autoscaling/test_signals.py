@@ -192,3 +192,19 @@ def test_a_replay_scenario_with_rates_scales_on_the_signals_and_bad_rates_are_na
     assert bad.value.problems == ["rates: unknown keys: speed.",
                                   "rates.prefill_tokens_per_s must be a number greater than 0.",
                                   "rates.decode_per_seq_s must be a number greater than 0."]
+
+
+def test_the_forecast_band_spans_the_forecasts_latest_error_in_replicas():
+    # The loads of the wrong-forecast test above, horizon one period (cold start 0). A replica carries 1,600
+    # prompt tokens/s. The first forecast (1,000) has no checked error yet, so the band is ±50 % (the bound):
+    # 500 / 1,000 / 1,500 → 1 / 1 / 1 replica, due at t = 0 + 15. At t = 75 the forecast is 2,270 and the
+    # latest check was off by 2,000 / 3,000 = 2/3: 2,270 × 1/3 = 757 → 1, 2,270 → 2, 2,270 × 5/3 = 3,783 → 3,
+    # due at 90, while ignored.
+    history = History()
+    for i, x in enumerate((1000,) * 5 + (3000,)):
+        ev = evaluate(policy(), obs(t=15.0 * i, prompt_tokens_per_s=x, cold_start_s=0.0), history)
+        history = ev.history
+    band = history.forecast["band"]
+    assert len(band) == 6
+    assert band[0] == [15.0, 1, 1, 1, True]
+    assert band[-1] == [90.0, 1, 2, 3, False]

@@ -101,3 +101,17 @@ def test_the_panel_says_which_ttft_is_judged_and_shows_the_load_forecast(login, 
     html = login(viewer_a).get(reverse("web:scaling-panel", args=[service.pk])).content.decode()
     assert "budget: the part above the prompts&#x27; own prefill time" in html
     assert "2000 prompt tokens/s, +300 per evaluation; ignored: off by 67%" in html
+
+
+def test_the_forecast_band_of_each_pool_goes_to_the_replica_chart(login, viewer_a, tenant_a):
+    service = InferenceServiceFactory(tenant=tenant_a, autoscaling=BUILTIN)
+    due = timezone.now().replace(microsecond=0) + timedelta(seconds=40)
+    PoolAutoscalerState.objects.create(service=service, pool="engine", history={"forecast": {
+        "level": 5200.0, "trend": 150.0, "band": [[due.timestamp() - 15, 2, 3, 4, True],
+                                                   [due.timestamp(), 2, 4, 6, False]]}})
+    html = login(viewer_a).get(reverse("web:scaling-panel", args=[service.pk])).content.decode()
+    [pool] = json.loads(html.split('id="scaling-forecast" type="application/json">')[1].split("</script>")[0])
+    assert pool["pool"] == "engine"
+    assert [(p["low"], p["replicas"], p["high"], p["trusted"]) for p in pool["points"]] == [
+        (2, 3, 4, True), (2, 4, 6, False)]
+    assert pool["points"][-1]["time"] == due.isoformat().replace("+00:00", "Z")
