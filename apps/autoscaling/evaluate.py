@@ -72,7 +72,7 @@ def _pods(service: InferenceService, pool: Pool, now: datetime) -> tuple[PodSamp
     return tuple(samples)
 
 
-def _rates(service: InferenceService, pool: Pool):
+def pool_rates(service: InferenceService, pool: Pool):
     """The replica's prefill rate and decode step from the capacity planner (None: no model or runtime, an
     unreadable spec, an unknown GPU, or a replica that does not fit): what turns the signals into replicas."""
     if not service.model_id or not service.runtime_id:
@@ -226,7 +226,7 @@ def _evaluate_pool(service: InferenceService, pool: Pool, multi_pool: bool, now:
         latest = _latest(service, _series_role(service, pool, multi_pool), now)
         _track_cold_start(state, pool, latest)
         pending, at_gateway = _pending_activation(service, now) if pool.replicas == 0 else (0, 0)
-        rates = _rates(service, pool)
+        rates = pool_rates(service, pool)
         load = _pool_load(service, pool, now, rates)
         obs = Observation(
             t=now.timestamp(), replicas=pool.replicas, pods=_pods(service, pool, now),

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from apps.autoscaling.choices import ScalingAction
 from apps.autoscaling.models import PoolAutoscalerState, ScalingDecision
 from apps.serving.models import InferenceService, ServiceObservation
+from apps.web.attainment import slo_attainment
 
 TIMELINE_ROWS = 200  # decisions read for the timeline; consecutive held ones fold into one line
 
@@ -63,6 +64,21 @@ def forecast_bands(states: dict[str, PoolAutoscalerState]) -> list[dict]:
     return out
 
 
+def attainment_words(a: dict | None) -> str:
+    """The last hour's SLO attainment at the gateway in one sentence, the TTFT definition in force first."""
+    if a is None:
+        return ""
+    allowance = f"{a['allowance_s']:g} s"
+    parts = [f"TTFT within {allowance} {a['ttft_abs']:.1%}"]
+    if a["ttft_budget"] is not None:
+        parts.insert(0, f"TTFT within the budget ({allowance} + the prompt's own prefill; in force) "
+                        f"{a['ttft_budget']:.1%}")
+    if a["itl"] is not None:
+        parts.append(f"ITL within {a['itl_target_s']:g} s {a['itl']:.1%}")
+    return (f"SLO attainment, last hour at the gateway ({a['requests']} request{'s' if a['requests'] != 1 else ''}): "
+            + "; ".join(parts))
+
+
 def ttft_definition(decision: ScalingDecision | None) -> str:
     """Which TTFT the SLO guard judged in the pool's latest decision, in words."""
     if decision is not None and (decision.signals or {}).get("ttft_definition") == "budget":
@@ -97,6 +113,7 @@ def panel_context(service: InferenceService) -> dict:
         "timeline": timeline(decisions)[:50],
         "markers": markers(decisions),
         "forecast_bands": forecast_bands(states),
+        "attainment": attainment_words(slo_attainment(service)),
         "live_autoscalers": list(observation.autoscalers) if observation else [],
     }
 

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from apps.autoscaling.evaluate import _rates, evaluate_service, prune_decisions
+from apps.autoscaling.evaluate import evaluate_service, pool_rates, prune_decisions
 from apps.autoscaling.models import ActivationSignal, PoolAutoscalerState, ScalingDecision
 from apps.clusters.models import GpuNode
 from apps.core.models import AuditEntry
@@ -225,7 +225,7 @@ def test_a_live_ttft_over_target_at_the_prompts_prefill_floor_holds_and_is_kept_
     # more replicas would not help. The evaluation holds at 2 and keeps a decision saying so.
     service = service_with(tenant_a, autoscaling={"autoscaler": "builtin", "targets": {
         "waiting_requests_per_replica": 4, "ttft_p95_seconds": 2}})
-    rate = _rates(service, pool(service)).prefill_tokens_per_s
+    rate = pool_rates(service, pool(service)).prefill_tokens_per_s
     SeriesPoint.objects.create(service=service, role="", time=timezone.now() - timedelta(seconds=3),
                                ttft_p95=3.1, ready_replicas=2)
     for i in range(2):

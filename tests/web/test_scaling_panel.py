@@ -9,7 +9,9 @@ from datetime import timedelta
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.autoscaling.evaluate import pool_rates
 from apps.autoscaling.models import PoolAutoscalerState, ScalingDecision
+from apps.gateway.models import UsageRow
 from apps.serving.models import ServiceObservation
 from tests.factories import InferenceServiceFactory
 
@@ -115,3 +117,33 @@ def test_the_forecast_band_of_each_pool_goes_to_the_replica_chart(login, viewer_
     assert [(p["low"], p["replicas"], p["high"], p["trusted"]) for p in pool["points"]] == [
         (2, 3, 4, True), (2, 4, 6, False)]
     assert pool["points"][-1]["time"] == due.isoformat().replace("+00:00", "Z")
+
+
+def test_the_panel_reports_the_last_hours_slo_attainment_per_request_with_the_budget_in_force(login, viewer_a,
+                                                                                              tenant_a):
+    service = InferenceServiceFactory(tenant=tenant_a, autoscaling={"autoscaler": "builtin", "targets": {
+        "waiting_requests_per_replica": 4, "ttft_p95_seconds": 2, "itl_p95_seconds": 0.1}})
+    rate = pool_rates(service, service.pools.get()).prefill_tokens_per_s  # the H100's, from the capacity planner
+    now = timezone.now()
+
+    def row(ttft_ms, prompt, completion, duration_ms, cached=0, status=200, ago=60, sid=None):
+        UsageRow.objects.create(tenant=tenant_a, at=now - timedelta(seconds=ago), service_id=sid or service.pk,
+                                model="m", status=status, ttft_ms=ttft_ms, duration_ms=duration_ms,
+                                prompt_tokens=prompt, cached_tokens=cached, completion_tokens=completion)
+
+    # 1: 1,000 uncached tokens, TTFT 10 ms under 2 s + their prefill: within the budget, not within 2 s; 10
+    #    gaps of 90 ms: ITL within 0.1 s.
+    first = 2000 + 1000 / rate * 1000 - 10
+    row(first, 1000, 11, first + 10 * 90)
+    # 2: TTFT 0.5 s, within both; 10 gaps of 120 ms: ITL missed.
+    row(500, 100, 11, 500 + 10 * 120)
+    # 3: 4,000 tokens all cached (no prefill of its own), TTFT 2.1 s: neither; one output token: no ITL.
+    row(2100, 4000, 1, 2100, cached=4000)
+    # Not counted: a 429, a row two hours old, another service's.
+    row(5, 10, 2, 10, status=429)
+    row(9000, 10, 2, 9000, ago=7200)
+    row(9000, 10, 2, 9000, sid=service.pk + 1000)
+    html = login(viewer_a).get(reverse("web:scaling-panel", args=[service.pk])).content.decode()
+    # 3 requests: budget 2 of 3, 2 s 1 of 3; ITL 1 of the 2 with two or more tokens.
+    assert ('SLO attainment, last hour at the gateway (3 requests): TTFT within the budget (2 s + the prompt&#x27;s '
+            "own prefill; in force) 66.7%; TTFT within 2 s 33.3%; ITL within 0.1 s 50.0%") in html

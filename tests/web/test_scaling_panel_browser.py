@@ -9,6 +9,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from apps.autoscaling.models import PoolAutoscalerState
+from apps.gateway.models import UsageRow
 from tests.factories import InferenceServiceFactory
 from tests.web.conftest import browser_page, point  # noqa: F401 (the Chromium fixture)
 from tests.web.test_scaling_panel import BUILTIN, decide
@@ -66,6 +67,11 @@ def test_the_replica_chart_shows_the_forecast_band_ahead_of_the_ready_replicas(b
     assert by_name["forecast (engine) band"] == [([4, 6], ""), ([2, 3], "tonexty")]
     assert by_name["decisions"] == [([4], "")]
     expect(page.locator("#scaling-timeline li").nth(0)).to_contain_text("forecast 6.2 req/s")
+    # A request metered at the gateway since: the panel's next refresh reports the hour's attainment.
+    UsageRow.objects.create(tenant=tenant_a, at=timezone.now(), service_id=service.pk, model="chat", status=200,
+                            ttft_ms=400, duration_ms=1400, prompt_tokens=200, completion_tokens=11)
+    expect(page.locator("#scaling-attainment")).to_contain_text(
+        "SLO attainment, last hour at the gateway (1 request): TTFT within the budget", timeout=15000)
     # The forecast runs ahead of the replicas: its last point is later than the newest ready-replicas row.
     latest = page.evaluate("(() => { const d = document.getElementById('chart-replicas').data;"
                            " const f = d.find((t) => t.name === 'forecast (engine)');"
