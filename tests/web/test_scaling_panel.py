@@ -147,3 +147,23 @@ def test_the_panel_reports_the_last_hours_slo_attainment_per_request_with_the_bu
     # 3 requests: budget 2 of 3, 2 s 1 of 3; ITL 1 of the 2 with two or more tokens.
     assert ('SLO attainment, last hour at the gateway (3 requests): TTFT within the budget (2 s + the prompt&#x27;s '
             "own prefill; in force) 66.7%; TTFT within 2 s 33.3%; ITL within 0.1 s 50.0%") in html
+    # The fleet page says the same in its services table, one grouped query for every service listed.
+    fleet = login(viewer_a).get(reverse("web:home")).content.decode()
+    assert '<td class="small">TTFT 66.7% (budget), ITL 50.0% of 3</td>' in fleet
+
+
+def test_the_fleet_lists_each_services_attainment_by_its_own_objectives_and_no_other_tenants(login, viewer_a,
+                                                                                          tenant_a, tenant_b):
+    # Two services answering alike (TTFT 1.5 s, 4 tokens 0.2 s apart): one judged against 1 s (missed), the
+    # other against 2 s (met). Another tenant's service is not listed.
+    strict = InferenceServiceFactory(tenant=tenant_a, name="strict", autoscaling={"autoscaler": "builtin",
+                                                                                 "targets": {"ttft_p95_seconds": 1}})
+    lax = InferenceServiceFactory(tenant=tenant_a, name="lax", autoscaling=BUILTIN)
+    other = InferenceServiceFactory(tenant=tenant_b, name="elsewhere", autoscaling=BUILTIN)
+    for service in (strict, lax, other):
+        UsageRow.objects.create(tenant=service.tenant, at=timezone.now(), service_id=service.pk, model="m",
+                                status=200, ttft_ms=1500, duration_ms=2100, prompt_tokens=0, completion_tokens=4)
+    fleet = login(viewer_a).get(reverse("web:home")).content.decode()
+    assert "elsewhere" not in fleet
+    assert fleet.count('<td class="small">TTFT 0.0% (budget) of 1</td>') == 1
+    assert fleet.count('<td class="small">TTFT 100.0% (budget) of 1</td>') == 1
