@@ -72,7 +72,7 @@ def _pods(service: InferenceService, pool: Pool, now: datetime) -> tuple[PodSamp
     return tuple(samples)
 
 
-def _rates(service: InferenceService, pool: Pool):
+def pool_rates(service: InferenceService, pool: Pool):
     """The replica's prefill rate and decode step from the capacity planner (None: no model or runtime, an
     unreadable spec, an unknown GPU, or a replica that does not fit): what turns the signals into replicas."""
     if not service.model_id or not service.runtime_id:
@@ -88,13 +88,29 @@ def _rates(service: InferenceService, pool: Pool):
     return plan_rates(arch_of(service.model), gpu, plan.tp, knobs)
 
 
-def _prompt_tokens_per_s(service: InferenceService, pool: Pool, now: datetime) -> float | None:
-    """Prompt tokens/s the pool's pods prefilled over their latest interval, summed (None: no pod reported)."""
-    values = [f.get("prompt_tokens_per_s") for f in PodStat.objects.filter(
+def _pool_load(service: InferenceService, pool: Pool, now: datetime, rates) -> dict:
+    """What the signals read, from the pool's pods' latest interval (fresh figures only; None: no pod reported
+    it): prompt tokens/s and requests finished per second (the arrivals' measure), summed; prompt tokens
+    waiting, summed over the pods that could estimate them; the queue time p95 and, with the replica's
+    rates, the prompts' prefill floor p95 (prompt p95 / prefill rate) as the highest pod's, an upper bound
+    of the pool's own p95 (stored figures keep quantiles, not buckets)."""
+    rows = [f for f in PodStat.objects.filter(
         service=service, role=pool.role, scraped_at__gte=_fresh_after(now), figures__isnull=False, error="",
-    ).values_list("figures", flat=True)[: max(pool.replicas, 1)] if f]
-    values = [float(v) for v in values if v is not None]
-    return sum(values) if values else None
+    ).order_by("pod").values_list("figures", flat=True)[: max(pool.replicas, 1)] if f]
+
+    def known(key):
+        return [float(f[key]) for f in rows if f.get(key) is not None]
+
+    def total(key):
+        values = known(key)
+        return sum(values) if values else None
+
+    prompt_p95 = max(known("prompt_tokens_p95"), default=None)
+    return {"prompt_tokens_per_s": total("prompt_tokens_per_s"), "arrivals_per_s": total("requests_per_s"),
+            "waiting_prompt_tokens": total("waiting_prompt_tokens"),
+            "queue_time_p95_s": max(known("queue_time_p95_s"), default=None),
+            "ttft_floor_p95_s": None if prompt_p95 is None or rates is None else
+            prompt_p95 / rates.prefill_tokens_per_s}
 
 
 def _series_role(service: InferenceService, pool: Pool, multi_pool: bool) -> str:
@@ -210,14 +226,14 @@ def _evaluate_pool(service: InferenceService, pool: Pool, multi_pool: bool, now:
         latest = _latest(service, _series_role(service, pool, multi_pool), now)
         _track_cold_start(state, pool, latest)
         pending, at_gateway = _pending_activation(service, now) if pool.replicas == 0 else (0, 0)
+        rates = pool_rates(service, pool)
+        load = _pool_load(service, pool, now, rates)
         obs = Observation(
             t=now.timestamp(), replicas=pool.replicas, pods=_pods(service, pool, now),
             ttft_p95_s=latest["ttft_p95"], itl_p95_s=latest["itl_p95"],
             idle_for_s=_idle_for(service, state, now) if pool.min_replicas == 0 else None,
             pending_activation=pending,
-            cold_start_s=state.cold_start_s,
-            rates=_rates(service, pool), prompt_tokens_per_s=_prompt_tokens_per_s(service, pool, now),
-            period_s=float(settings.AUTOSCALE_SECONDS),
+            cold_start_s=state.cold_start_s, rates=rates, **load, period_s=float(settings.AUTOSCALE_SECONDS),
         )
         ev = evaluate(policy, obs, History.from_dict(state.history))
         history, desired, action, rule, reason = ev.history, ev.desired, None, ev.rule, ev.reason
@@ -228,6 +244,8 @@ def _evaluate_pool(service: InferenceService, pool: Pool, multi_pool: bool, now:
                    "ready_replicas": latest["ready"],
                    # Which TTFT the guard judges: above the prompts' prefill floor where it is measured.
                    "ttft_definition": "budget" if obs.ttft_floor_p95_s is not None else "absolute_p95",
+                   "ttft_floor_p95_s": obs.ttft_floor_p95_s, "queue_time_p95_s": obs.queue_time_p95_s,
+                   "waiting_prompt_tokens": obs.waiting_prompt_tokens, "arrivals_per_s": obs.arrivals_per_s,
                    "prompt_tokens_per_s": obs.prompt_tokens_per_s,
                    "rates": obs.rates.as_dict() if obs.rates is not None else None,
                    "forecast": _forecast_dict(ev.forecast)}

@@ -450,5 +450,7 @@ def evaluate(policy: PoolPolicy, obs: Observation, history: History) -> Evaluati
     if sig.decay and limited < current and limited == stabilized:
         rule = ScalingRule.SPIKE_DECAY  # the short window let this scale-down through
     held = limited == current and min(max(raw, low), policy.max_replicas) != current
+    # A TTFT over its target that the floor rule holds is kept like a held change: it says why no replica came.
+    held = held or (rule == ScalingRule.PREFILL_FLOOR and limited == current)
     return Evaluation(obs.t, current, raw, stabilized, limited, limited, rule, why, tuple(results), hist, held,
                       sig.forecast)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from apps.autoscaling import forecast as fc
 
@@ -32,6 +33,9 @@ DOWN_MARGIN = 0.8  # a scale-down needs the load to fit in fewer replicas at thi
 DECAY_WINDOW_S = 60  # the scale-down window once forecast and queue agree a burst is over
 DECAY_SHARE = 0.3  # ... that is, the forecast is under this share of the recent peak, falling, and nothing waits
 DECAY_LOOKBACK = 20  # evaluations the recent peak is taken over (5 minutes at 15 s)
+BURST_PLAN = 0.95  # the share of the ITL target the mean token time is planned at when arrivals come in bursts
+BURST_DISPERSION = 3.0  # ... that is, when the recent intervals' arrival counts vary more than this × a Poisson's
+BAND_POINTS = 240  # forecast band points kept for the replicas chart (an hour at 15 s)
 
 
 @dataclass(frozen=True)
@@ -70,12 +74,12 @@ def _pods_sum(obs, name: str) -> tuple[float, int]:
     return sum(values), len(values)
 
 
-def prefill_utilisation(policy, rates, running_per_replica: float) -> float:
+def prefill_utilisation(policy, rates, running_per_replica: float, plan: float = 1.0) -> float:
     """The share of a replica's prefill rate it may be loaded to: the TTFT bound, and with an ITL target the
     time left once a decode step of the running sequences fits the target."""
     u = PREFILL_UTILISATION
     if policy.itl_p95_s:
-        u = min(u, 1.0 - rates.decode_step_s(running_per_replica) / policy.itl_p95_s)
+        u = min(u, 1.0 - rates.decode_step_s(running_per_replica) / (policy.itl_p95_s * plan))
     return min(max(u, 0.1), PREFILL_UTILISATION)
 
 
@@ -90,11 +94,12 @@ def itl_s(rates, n: float, prompt_tps: float, running: float, arrivals_per_s: fl
     return 1.0 / ((1 - share) / rates.decode_step_s(running / n) + arrivals_per_s / n)
 
 
-def replicas_for(policy, rates, prompt_tps: float, running: float, arrivals_per_s: float = 0.0) -> float:
+def replicas_for(policy, rates, prompt_tps: float, running: float, arrivals_per_s: float = 0.0,
+                 plan: float = 1.0) -> float:
     """Replicas (a real number, to 0.01) that carry the load: at most `PREFILL_UTILISATION` of the prefill
     rate R each, and with an ITL target the fewest for which `itl_s` is within it (found by bisection)."""
     need = max(prompt_tps / (rates.prefill_tokens_per_s * PREFILL_UTILISATION), 0.01)
-    itl = policy.itl_p95_s
+    itl = policy.itl_p95_s * plan if policy.itl_p95_s else None
     if not itl or itl <= rates.decode_base_s or itl_s(rates, need, prompt_tps, running, arrivals_per_s) <= itl:
         return need
     low, high = need, max(need, 1.0) * 2
@@ -106,6 +111,28 @@ def replicas_for(policy, rates, prompt_tps: float, running: float, arrivals_per_
     return high
 
 
+def forecast_band(policy, rates, forecast: fc.Forecast, running: float, plan: float = 1.0) -> tuple[int, int, int]:
+    """The replicas the forecast load asks for, and below and above it those of the load off by the forecast's
+    latest checked error (the bound before any check): (low, forecast, high), what the replicas chart draws."""
+    error = min(forecast.last_error if forecast.last_error is not None else fc.WRONG_BOUND, 1.0)
+    return tuple(_ceil(replicas_for(policy, rates, forecast.prompt_tps * k, running, forecast.arrivals_per_s * k,
+                                    plan))
+                 for k in (1 - error, 1.0, 1 + error))
+
+
+def dispersion(counts: list[float]) -> float | None:
+    """The index of dispersion of recent intervals' arrival counts, from successive differences (von Neumann:
+    half the mean squared difference over the mean count), so a ramp or a daily rise does not count: about 1
+    for Poisson arrivals, far above it when they come in bursts shorter than the interval (None: fewer than 8
+    intervals, or none arrived)."""
+    if len(counts) < 8:
+        return None
+    mean = sum(counts) / len(counts)
+    if mean <= 0:
+        return None
+    return sum((b - a) ** 2 for a, b in pairwise(counts)) / (2 * (len(counts) - 1)) / mean
+
+
 def evaluate_signals(policy, obs, forecast_state: dict | None, period_s: float) -> Outcome:
     """The signals of one evaluation (none without the replica's rates or replicas), the forecast updated."""
     rates, n = obs.rates, obs.replicas
@@ -115,7 +142,12 @@ def evaluate_signals(policy, obs, forecast_state: dict | None, period_s: float) 
     rate = rates.prefill_tokens_per_s
     running, with_running = _pods_sum(obs, "running_requests_per_replica")
     b = running / max(with_running, 1)
-    u = prefill_utilisation(policy, rates, b)
+    # Prefill stalls the decodes batched with it, and a token's time grows as 1 / (1 − prefill share): with
+    # arrivals in bursts shorter than the interval, the interval's mean share understates it, so plan tighter.
+    counts = [*(forecast_state or {}).get("counts", []), (obs.arrivals_per_s or 0.0) * period_s][-DECAY_LOOKBACK:]
+    d = dispersion(counts)
+    plan = BURST_PLAN if d is not None and d > BURST_DISPERSION else 1.0
+    u = prefill_utilisation(policy, rates, b, plan)
     out: list[Signal] = []
     if obs.queue_time_p95_s is not None and (obs.waiting_prompt_tokens is None or obs.waiting_prompt_tokens > 0
                                              or obs.queue_time_p95_s <= allowance / 2):
@@ -141,19 +173,22 @@ def evaluate_signals(policy, obs, forecast_state: dict | None, period_s: float) 
         state, forecast = fc.update(state, obs.t, tps, rps, period_s, horizon)
         # Up on this interval's load; down only where the smoothed load (the forecast's level) fits fewer
         # replicas with a margin, so one quiet interval does not start a scale-down.
-        up = _ceil(replicas_for(policy, rates, tps, running, rps))
-        down = _ceil(replicas_for(policy, rates, max(state["level"], 0.0), running, max(state["rlevel"], 0.0))
-                     / DOWN_MARGIN)
+        up = _ceil(replicas_for(policy, rates, tps, running, rps, plan))
+        down = _ceil(replicas_for(policy, rates, max(state["level"], 0.0), running, max(state["rlevel"], 0.0),
+                                  plan) / DOWN_MARGIN)
         wanted = up if up > n else min(n, max(down, up))
         out.append(Signal("prefill_utilisation", tps / (n * rate), u, wanted,
                           f"{tps:.0f} prompt tokens/s = {tps / (n * rate):.0%} of {n} replica(s)' prefill rate "
-                          f"(target {u:.0%})"))
+                          f"(target {u:.0%})" + (f"; arrivals in bursts (dispersion {d:.1f}): ITL planned at "
+                                                 f"{plan:.0%} of its target" if plan < 1 else "")))
+        band = forecast_band(policy, rates, forecast, running, plan)
+        state["band"] = [*state.get("band", []), [round(obs.t + horizon, 3), *band, forecast.trusted]][-BAND_POINTS:]
         if forecast.trusted:
-            ahead = _ceil(replicas_for(policy, rates, forecast.prompt_tps, running, forecast.arrivals_per_s))
+            ahead = band[1]
             out.append(Signal("forecast_prompt_tps", forecast.prompt_tps, rate * u * n, ahead,
                               f"{forecast.words} → {ahead} replica(s) (cold start {obs.cold_start_s or 0:.0f} s)"))
     elif policy.itl_p95_s and with_running:
-        wanted = _ceil(replicas_for(policy, rates, 0.0, running))
+        wanted = _ceil(replicas_for(policy, rates, 0.0, running, plan=plan))
         out.append(Signal("decode_running", b, running / wanted, wanted,
                           f"{b:.1f} running per replica: {wanted} replica(s) decode {running:.0f} within the ITL "
                           f"target"))
@@ -176,4 +211,6 @@ def evaluate_signals(policy, obs, forecast_state: dict | None, period_s: float) 
                        f"{DECAY_WINDOW_S} s")
     if obs.prompt_tokens_per_s is not None:
         state["recent"] = [*state.get("recent", []), obs.prompt_tokens_per_s][-DECAY_LOOKBACK:]
+    if obs.arrivals_per_s is not None:
+        state = {**state, "counts": counts}
     return Outcome(tuple(out), state, forecast, decay, decay_words)

@@ -41,6 +41,10 @@ class EngineMetricNames:
     # with `--collect-tokens-histogram`.
     request_prompt_tokens: str = "request_prompt_tokens"
     request_generation_tokens: str = "request_generation_tokens"
+    # Time a request waited before it was first scheduled (vLLM observes it when the request finishes,
+    # SGLang when it is scheduled) and the count of requests finished (all reasons).
+    queue_time: str = "request_queue_time_seconds"
+    finished: str = "request_success"
 
 
 ENGINES: dict[str, EngineMetricNames] = {
@@ -60,6 +64,8 @@ ENGINES: dict[str, EngineMetricNames] = {
         preemptions=None,
         request_prompt_tokens="prompt_tokens_histogram",
         request_generation_tokens="generation_tokens_histogram",
+        queue_time="queue_time_seconds",
+        finished="num_requests",
     ),
 }
 
@@ -93,6 +99,8 @@ class Snapshot:
     counters: Mapping[str, Mapping[LabelKey, float]]
     gauges: Mapping[str, Mapping[LabelKey, float]]
     created: Mapping[tuple[str, LabelKey], float] = field(default_factory=dict)
+    # Each histogram series' `_sum` (the mean of what it observed is its sum increment over its count's).
+    sums: Mapping[str, Mapping[LabelKey, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """A JSON-ready form, so a worker can keep the previous scrape of a pod between runs."""
@@ -108,6 +116,7 @@ class Snapshot:
             "counters": series(self.counters, _number),
             "gauges": series(self.gauges, _number),
             "created": [[name, dict(key), _number(ts)] for (name, key), ts in self.created.items()],
+            "sums": series(self.sums, _number),
         }
 
     @classmethod
@@ -125,6 +134,7 @@ class Snapshot:
             counters=series(data["counters"], float),
             gauges=series(data["gauges"], float),
             created={(name, _label_key(labels)): float(ts) for name, labels, ts in data["created"]},
+            sums=series(data.get("sums", {}), float),  # snapshots stored before sums were kept have none
         )
 
 
@@ -154,7 +164,7 @@ def figure_families(engine: str) -> frozenset[str]:
     names = ENGINES[engine]
     wanted = {names.ttft, names.itl, names.kv_usage, names.running, names.waiting}
     wanted |= {names.prompt_tokens, names.generation_tokens, *EXTRA_FAMILIES[engine]}
-    wanted |= {names.request_prompt_tokens, names.request_generation_tokens}
+    wanted |= {names.request_prompt_tokens, names.request_generation_tokens, names.queue_time, names.finished}
     if names.preemptions:
         wanted.add(names.preemptions)
     return frozenset(wanted)
@@ -183,6 +193,7 @@ def parse_snapshot(text: str, scraped_at: float | None = None, *, all_families: 
 
 def _snapshot(engine: str, prefix: str, families: list[Family], scraped_at: float) -> Snapshot:
     histograms: dict[str, dict[LabelKey, dict[float, float]]] = {}
+    sums: dict[str, dict[LabelKey, float]] = {}
     counters: dict[str, dict[LabelKey, float]] = {}
     gauges: dict[str, dict[LabelKey, float]] = {}
     created_gauges: dict[tuple[str, LabelKey], float] = {}
@@ -199,9 +210,11 @@ def _snapshot(engine: str, prefix: str, families: list[Family], scraped_at: floa
         # exported: an idle engine then shows 0 tokens/s rather than no figure.
         if kind == "histogram":
             series = histograms.setdefault(name, {})
-            bucket = f"{family_name}_bucket"
+            bucket, total = f"{family_name}_bucket", f"{family_name}_sum"
             for sample_name, labels, value in samples:
-                if sample_name == bucket:
+                if sample_name == total:
+                    sums.setdefault(name, {})[labels.key] = value
+                elif sample_name == bucket:
                     if labels.bound is None:
                         raise ValueError(f"a bucket of {family_name} has le={labels.le!r}, not an upper bound")
                     series.setdefault(labels.key_without_le, {})[labels.bound] = value
@@ -232,4 +245,5 @@ def _snapshot(engine: str, prefix: str, families: list[Family], scraped_at: floa
         counters=counters,
         gauges=gauges,
         created=created,
+        sums=sums,
     )

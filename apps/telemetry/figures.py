@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from apps.telemetry.exposition import ENGINES, VLLM, LabelKey, Snapshot
 
@@ -129,6 +129,8 @@ class Increments:
     # that frees nothing until it is full, so their ratio is how full it is (vLLM exports no such gauge).
     tier_bytes: float | None = None
     tier_stored_bytes: float | None = None
+    # Histograms' `_sum` increments summed over series (only where the engine exports them).
+    histogram_sums: Mapping[str, float] = field(default_factory=dict)
 
 
 def _restarted(prev: Snapshot, cur: Snapshot, name: str, key: LabelKey) -> bool:
@@ -144,20 +146,20 @@ def _counter_increase(before: float | None, after: float, reset: bool) -> float:
     return after - before
 
 
+def _histogram_new(before: Mapping[float, float] | None, after: Mapping[float, float], reset: bool) -> bool:
+    """Whether all of a histogram series is new: absent before, restarted, or any bucket went down. Buckets of
+    one series reset together when the engine restarts; checking them as a group catches a restart even when a
+    busy new process has already passed the old count in some buckets."""
+    return (before is None or reset or before.keys() != after.keys()
+            or any(count < before[bound] for bound, count in after.items()))
+
+
 def _histogram_increase(
     before: Mapping[float, float] | None, after: Mapping[float, float], reset: bool
 ) -> dict[float, float]:
-    # Buckets of one series reset together when the engine restarts. Checking them as a group catches
-    # a restart even when a busy new process has already passed the old count in some buckets.
-    if before is None or reset or before.keys() != after.keys():
+    if _histogram_new(before, after, reset):
         return dict(after)
-    out = {}
-    for bound, count in after.items():
-        earlier = before[bound]
-        if count < earlier:
-            return dict(after)
-        out[bound] = count - earlier
-    return out
+    return {bound: count - before[bound] for bound, count in after.items()}
 
 
 def increments(prev: Snapshot, cur: Snapshot) -> Increments:
@@ -169,12 +171,18 @@ def increments(prev: Snapshot, cur: Snapshot) -> Increments:
         raise ValueError("the second scrape must be later than the first")
 
     histograms: dict[str, dict[float, float]] = {}
+    sums: dict[str, float] = {}
     for name, series in cur.histograms.items():
         summed: dict[float, float] = {}
         for key, buckets in series.items():
             before = prev.histograms.get(name, {}).get(key)
-            for bound, inc in _histogram_increase(before, buckets, _restarted(prev, cur, name, key)).items():
+            reset = _restarted(prev, cur, name, key)
+            for bound, inc in _histogram_increase(before, buckets, reset).items():
                 summed[bound] = summed.get(bound, 0.0) + inc
+            after_sum, before_sum = cur.sums.get(name, {}).get(key), prev.sums.get(name, {}).get(key)
+            if after_sum is not None:  # the sum resets with the buckets
+                new = before_sum is None or _histogram_new(before, buckets, reset)
+                sums[name] = sums.get(name, 0.0) + (after_sum if new else after_sum - before_sum)
         histograms[name] = summed
 
     counters: dict[str, dict[LabelKey, float]] = {}
@@ -196,6 +204,7 @@ def increments(prev: Snapshot, cur: Snapshot) -> Increments:
         counters=counters,
         gauge_sums={name: math.fsum(series.values()) for name, series in cur.gauges.items()},
         gauge_counts={name: len(series) for name, series in cur.gauges.items()},
+        histogram_sums=sums,
     )
 
 
@@ -235,10 +244,13 @@ def merge_increments(items: Iterable[Increments]) -> Increments:
     interval = math.fsum(item.interval_s for item in items) / len(items)
 
     histograms: dict[str, dict[float, float]] = {}
+    sums: dict[str, float] = {}
     counters: dict[str, dict[LabelKey, float]] = {}
     gauge_sums: dict[str, float] = {}
     gauge_counts: dict[str, int] = {}
     for item in items:
+        for name, value in item.histogram_sums.items():
+            sums[name] = sums.get(name, 0.0) + value
         for name, buckets in item.histograms.items():
             merged = histograms.setdefault(name, {})
             for bound, inc in buckets.items():
@@ -263,6 +275,7 @@ def merge_increments(items: Iterable[Increments]) -> Increments:
         pods=sum(item.pods for item in items),
         tier_bytes=_sum_known(item.tier_bytes for item in items),
         tier_stored_bytes=_sum_known(item.tier_stored_bytes for item in items),
+        histogram_sums=sums,
     )
 
 
@@ -293,6 +306,14 @@ class Figures:
     cpu_hit_rate: float | None = None  # share of prompt tokens loaded from the KV cache's CPU tier
     cpu_usage: float | None = None  # how full the CPU tier is, 0 to 1
     cpu_load_tokens_per_s: float | None = None  # tokens copied back from the CPU tier to the GPU
+    # What the autoscaler's signals read (`apps.autoscaling.signals`): the p95 of the time requests waited
+    # before they were first scheduled, requests finished per second, the p95 of their prompts' lengths, and
+    # the prompt tokens waiting: the requests waiting now × the mean prompt of those finished in the interval
+    # (neither engine exports the waiting queue's tokens; 0 when nothing waits, None when unknown).
+    queue_time_p95_s: float | None = None
+    requests_per_s: float | None = None
+    prompt_tokens_p95: float | None = None
+    waiting_prompt_tokens: float | None = None
 
     def as_dict(self) -> dict:
         """Every figure, JSON-ready (all fields are scalars, so no deep copy: `asdict` was a tenth of a
@@ -371,6 +392,23 @@ def success_rate(inc: Increments) -> float | None:
     return None if not total else _ratio(total - aborted, total)
 
 
+def queue_figures(inc: Increments) -> dict[str, float | None]:
+    """Queue time p95, requests finished per second, prompt length p95 and prompt tokens waiting."""
+    names = ENGINES[inc.engine]
+    queue = inc.histograms.get(names.queue_time)
+    prompts = inc.histograms.get(names.request_prompt_tokens)
+    count = prompts.get(math.inf) if prompts else None
+    total = inc.histogram_sums.get(names.request_prompt_tokens)
+    mean = total / count if count and total is not None else None
+    waiting = inc.gauge_sums.get(names.waiting)
+    finished = _counter_sum(inc, names.finished)
+    return {"queue_time_p95_s": histogram_quantile(0.95, queue) if queue else None,
+            "requests_per_s": None if finished is None else finished / inc.interval_s,
+            "prompt_tokens_p95": histogram_quantile(0.95, prompts) if prompts else None,
+            "waiting_prompt_tokens": None if waiting is None else 0.0 if waiting == 0 else
+            None if mean is None else waiting * mean}
+
+
 def figures_from_increments(inc: Increments) -> Figures:
     """Compute the figures of an interval from (possibly merged) increments."""
     names = ENGINES[inc.engine]
@@ -403,6 +441,7 @@ def figures_from_increments(inc: Increments) -> Figures:
         preemptions=_counter_sum(inc, names.preemptions) if names.preemptions else None,
         success_rate=success_rate(inc),
         **cpu_tier_figures(inc),
+        **queue_figures(inc),
     )
     return Figures(
         engine=inc.engine,

@@ -23,6 +23,7 @@ from .figures import Figures
 
 QUANTILES = {"ttft_p50_s": ("ttft", 0.5), "ttft_p95_s": ("ttft", 0.95), "ttft_p99_s": ("ttft", 0.99)}
 QUANTILES |= {"itl_p50_s": ("itl", 0.5), "itl_p95_s": ("itl", 0.95)}
+QUANTILES |= {"queue_time_p95_s": ("queue_time", 0.95), "prompt_tokens_p95": ("request_prompt_tokens", 0.95)}
 
 _REGEX_SPECIALS = frozenset(".^$*+?()[]{}|\\")
 
@@ -86,6 +87,12 @@ def figure_queries(engine: str, selector: PodSelector, window_s: int = 60, by: S
     queries["running"] = f"sum{group} ({series(names.running)})"
     queries["waiting"] = f"sum{group} ({series(names.waiting)})"
     queries["prompt_tokens_per_s"] = rate_sum(names.prompt_tokens)
+    queries["requests_per_s"] = f"sum{group} (rate({series(names.finished + '_total')}{window}))"
+    # As figures.queue_figures: the requests waiting × the window's mean prompt (the histogram's sum / count).
+    prompts = names.request_prompt_tokens
+    mean = (f"sum{group} (rate({series(prompts + '_sum')}{window}))"
+            f" / sum{group} (rate({series(prompts + '_count')}{window}))")
+    queries["waiting_prompt_tokens"] = f"{queries['waiting']} * ({mean})"
     queries["generation_tokens_per_s"] = rate_sum(names.generation_tokens)
     if engine == VLLM:
         queries["prefix_cache_hit_rate"] = f"{rate_sum('prefix_cache_hits')} / {rate_sum('prefix_cache_queries')}"

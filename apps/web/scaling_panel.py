@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from apps.autoscaling.choices import ScalingAction
 from apps.autoscaling.models import PoolAutoscalerState, ScalingDecision
 from apps.serving.models import InferenceService, ServiceObservation
+from apps.web.attainment import slo_attainment
 
 TIMELINE_ROWS = 200  # decisions read for the timeline; consecutive held ones fold into one line
 
@@ -49,6 +51,34 @@ def markers(decisions: list[ScalingDecision]) -> list[dict]:
             for d in reversed(decisions) if d.action != ScalingAction.HELD]  # oldest first, as the chart
 
 
+def forecast_bands(states: dict[str, PoolAutoscalerState]) -> list[dict]:
+    """Per pool, the replicas its load forecast asked for a cold start ahead, with the band its latest error
+    spans (apps.autoscaling.signals.forecast_band), oldest first, timed when the forecast load was due."""
+    out = []
+    for pool, state in sorted(states.items()):
+        band = (((state.history or {}).get("forecast") or {}).get("band")) or []
+        if band:
+            out.append({"pool": pool, "points": [
+                {"time": datetime.fromtimestamp(t, UTC).isoformat().replace("+00:00", "Z"), "low": low,
+                 "replicas": mid, "high": high, "trusted": trusted} for t, low, mid, high, trusted in band]})
+    return out
+
+
+def attainment_words(a: dict | None) -> str:
+    """The last hour's SLO attainment at the gateway in one sentence, the TTFT definition in force first."""
+    if a is None:
+        return ""
+    allowance = f"{a['allowance_s']:g} s"
+    parts = [f"TTFT within {allowance} {a['ttft_abs']:.1%}"]
+    if a["ttft_budget"] is not None:
+        parts.insert(0, f"TTFT within the budget ({allowance} + the prompt's own prefill; in force) "
+                        f"{a['ttft_budget']:.1%}")
+    if a["itl"] is not None:
+        parts.append(f"ITL within {a['itl_target_s']:g} s {a['itl']:.1%}")
+    return (f"SLO attainment, last hour at the gateway ({a['requests']} request{'s' if a['requests'] != 1 else ''}): "
+            + "; ".join(parts))
+
+
 def ttft_definition(decision: ScalingDecision | None) -> str:
     """Which TTFT the SLO guard judged in the pool's latest decision, in words."""
     if decision is not None and (decision.signals or {}).get("ttft_definition") == "budget":
@@ -82,6 +112,8 @@ def panel_context(service: InferenceService) -> dict:
                        "forecast": forecast_words(states.get(p.role))} for p in pools],
         "timeline": timeline(decisions)[:50],
         "markers": markers(decisions),
+        "forecast_bands": forecast_bands(states),
+        "attainment": attainment_words(slo_attainment(service)),
         "live_autoscalers": list(observation.autoscalers) if observation else [],
     }
 

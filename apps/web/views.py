@@ -12,6 +12,7 @@ from apps.rollouts.choices import ACTIVE_PHASES
 from apps.rollouts.models import Rollout
 from apps.serving.choices import Phase
 from apps.serving.models import InferenceService
+from apps.web.attainment import attainments, short_words
 from apps.web.htmx import is_fragment
 from apps.web.services import with_latest
 
@@ -58,6 +59,9 @@ def home(request):
     """The fleet overview: what runs where, in what state, and which services are slow, full or queueing."""
     context = fleet_summary(request.user)
     services = with_latest(list(InferenceService.objects.restrict(request.user).with_related()[:200]))
+    slo = attainments(services)
+    for service in services:
+        service.slo = short_words(slo.get(service.pk))
     context["services"] = services
     context |= fleet_figures(services)
     context["door"] = at_the_door(request.user)

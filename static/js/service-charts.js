@@ -38,6 +38,31 @@
     };
   }
 
+  // The load forecast of each pool in replicas, from the Scaling panel too: the replicas the forecast asked
+  // for a cold start ahead (dashed), inside the band its latest error spans (shaded), drawn at the time the
+  // forecast load was due, so the band runs ahead of the ready replicas.
+  function forecastTraces(since) {
+    const node = document.getElementById("scaling-forecast");
+    if (!node) return [];
+    const traces = [];
+    for (const pool of JSON.parse(node.textContent)) {
+      const pts = pool.points.filter((p) => !since || Date.parse(p.time) >= Date.parse(since));
+      if (!pts.length) continue;
+      const x = pts.map((p) => p.time);
+      const label = `forecast (${pool.pool})`;
+      traces.push(
+        { x: x, y: pts.map((p) => p.high), name: `${label} band`, mode: "lines", hoverinfo: "y+x",
+          line: { width: 0, shape: "hv" }, showlegend: false },
+        { x: x, y: pts.map((p) => p.low), name: `${label} band`, mode: "lines", hoverinfo: "y+x",
+          line: { width: 0, shape: "hv" }, fill: "tonexty", fillcolor: "rgba(183, 121, 31, 0.18)" },
+        { x: x, y: pts.map((p) => p.replicas), name: label, mode: "lines", hoverinfo: "text+x",
+          text: pts.map((p) => `${p.replicas} replicas forecast (${p.low}–${p.high})` +
+                               (p.trusted ? "" : ", ignored: off by more than its bound")),
+          line: { width: 1.5, dash: "dash", shape: "hv", color: "#b7791f" } });
+    }
+    return traces;
+  }
+
   // A value with no value beside it draws no line; such points get a visible marker, so a chart never
   // looks empty while it holds a figure (a serverless service woken for a moment, a first scrape).
   function isolated(values) {
@@ -56,7 +81,9 @@
         };
       });
       if (chart.id === "chart-replicas") {
-        const decisions = decisionTrace(data.time.length ? data.time[0] : null);
+        const since = data.time.length ? data.time[0] : null;
+        traces.push(...forecastTraces(since));
+        const decisions = decisionTrace(since);
         if (decisions) traces.push(decisions);
       }
       const layout = {

@@ -122,11 +122,16 @@ def test_load_scales_up_then_down_to_zero_and_a_request_activates_it(deploy, ten
                                                                  desired_replicas__gt=1).order_by("time").first(),
                           timeout=120, message="a scale-up decision")
             assert up.current_replicas == 1 and up.metrics[0]["name"] == "running_requests_per_replica"
-            # Whichever asks for more decides: the running target, or the pods' prompt tokens/s against the
-            # H100's prefill rate from the capacity planner (prompts of ~1,500 tokens from every client).
+            # Whichever asks for more decides: the running target, the pods' prompt tokens/s against the
+            # H100's prefill rate from the capacity planner (prompts of ~1,500 tokens from every client), or the
+            # engines' queue time (their histogram, read live) or the prompt tokens waiting.
             if up.rule == "prefill_load":
                 assert "prompt tokens/s = " in up.reason and "prefill rate (target 40%)" in up.reason
                 assert any(m["name"] == "prefill_utilisation" and m["replicas"] > 1 for m in up.metrics)
+            elif up.rule == "queue_time":
+                assert up.reason.startswith("queue time p95 ") and up.signals["queue_time_p95_s"] > 1.0
+            elif up.rule == "prefill_backlog":
+                assert "prompt tokens waiting" in up.reason and up.signals["waiting_prompt_tokens"] > 0
             else:
                 assert "running" in up.reason and "> target 4" in up.reason
             wait_for(lambda: SeriesPoint.objects.filter(service=service, role="", ready_replicas=3,

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from apps.autoscaling.evaluate import evaluate_service, prune_decisions
+from apps.autoscaling.evaluate import evaluate_service, pool_rates, prune_decisions
 from apps.autoscaling.models import ActivationSignal, PoolAutoscalerState, ScalingDecision
 from apps.clusters.models import GpuNode
 from apps.core.models import AuditEntry
@@ -192,5 +192,48 @@ def test_prompt_tokens_per_s_against_the_planners_prefill_rate_scales_and_the_de
     assert wanted > 2, "the figures above must ask for a scale-up"
     assert (outcome.desired, decision.rule) == (min(wanted, 6), "prefill_load" if wanted <= 6 else "ScaleUpLimit")
     assert decision.reason.startswith("60000 prompt tokens/s = ")
-    assert decision.signals["ttft_definition"] == "absolute_p95"  # no prefill floor is measured live yet
+    assert decision.signals["ttft_definition"] == "absolute_p95"  # no pod reported its prompts' lengths
     assert decision.signals["forecast"]["words"].startswith("forecast ")
+
+
+def stat(service, i, **figures):
+    PodStat.objects.update_or_create(service=service, pod=f"{service.name}-{i}", defaults={
+        "role": "engine", "scraped_at": timezone.now() - timedelta(seconds=2),
+        "figures": {"waiting": 1, "running": 1, "kv_cache_usage": 0.1, **figures}})
+
+
+def test_the_engines_queue_time_scales_the_pool_and_the_decision_keeps_what_was_waiting(tenant_a):
+    # Two pods report queue time p95 2.0 s and 1.5 s: the pool's is taken as the higher (an upper bound). With
+    # no TTFT target the allowance is 2 s, so the queue-time target is 1 s: ×2.0 → max(2 + 1, ceil(2 × 2)) = 4.
+    # 100 + 150 prompt tokens wait: drained within 1 s by one replica, so the backlog asks for 1; waiting 1 per
+    # replica against 4 asks for 1.
+    service = service_with(tenant_a)
+    stat(service, 0, queue_time_p95_s=2.0, waiting_prompt_tokens=100.0, requests_per_s=3.0)
+    stat(service, 1, queue_time_p95_s=1.5, waiting_prompt_tokens=150.0, requests_per_s=2.0)
+    [outcome] = evaluate_service(service.pk)
+    assert (outcome.action, outcome.desired) == ("scaled", 4)
+    decision = ScalingDecision.objects.get(service=service)
+    assert decision.rule == "queue_time"
+    assert decision.reason == "queue time p95 2.00 s > 1.00 s → 4 replicas"
+    assert (decision.signals["queue_time_p95_s"], decision.signals["waiting_prompt_tokens"],
+            decision.signals["arrivals_per_s"]) == (2.0, 250.0, 5.0)
+
+
+def test_a_live_ttft_over_target_at_the_prompts_prefill_floor_holds_and_is_kept_in_words(tenant_a):
+    # TTFT target 2 s; the stored TTFT p95 is 3.1 s. The pods' prompt p95 is 2.9 s of the replica's prefill
+    # rate (from the capacity planner), so TTFT is 0.2 s above the prompts' floor: within the allowance, and
+    # more replicas would not help. The evaluation holds at 2 and keeps a decision saying so.
+    service = service_with(tenant_a, autoscaling={"autoscaler": "builtin", "targets": {
+        "waiting_requests_per_replica": 4, "ttft_p95_seconds": 2}})
+    rate = pool_rates(service, pool(service)).prefill_tokens_per_s
+    SeriesPoint.objects.create(service=service, role="", time=timezone.now() - timedelta(seconds=3),
+                               ttft_p95=3.1, ready_replicas=2)
+    for i in range(2):
+        stat(service, i, prompt_tokens_p95=2.9 * rate, waiting=4)  # on the waiting target: no other change
+    [outcome] = evaluate_service(service.pk)
+    assert (outcome.action, outcome.desired) == ("held", 2)
+    decision = ScalingDecision.objects.get(service=service)
+    assert decision.rule == "prefill_floor"
+    assert decision.reason.startswith("TTFT p95 3.1 s is the prompts' own prefill time (floor 2.9 s): more "
+                                      "replicas would not help; holding at 2")
+    assert decision.signals["ttft_definition"] == "budget"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from apps.autoscaling import forecast as fc
+from apps.autoscaling import signals
 from apps.autoscaling.rules import History, Observation, PodSample, evaluate, record_scale
 from apps.serving.scaling_policy import PoolPolicy
 from capacity.roofline import ReplicaRates
@@ -192,3 +193,42 @@ def test_a_replay_scenario_with_rates_scales_on_the_signals_and_bad_rates_are_na
     assert bad.value.problems == ["rates: unknown keys: speed.",
                                   "rates.prefill_tokens_per_s must be a number greater than 0.",
                                   "rates.decode_per_seq_s must be a number greater than 0."]
+
+
+def test_the_forecast_band_spans_the_forecasts_latest_error_in_replicas():
+    # The loads of the wrong-forecast test above, horizon one period (cold start 0). A replica carries 1,600
+    # prompt tokens/s. The first forecast (1,000) has no checked error yet, so the band is ±50 % (the bound):
+    # 500 / 1,000 / 1,500 → 1 / 1 / 1 replica, due at t = 0 + 15. At t = 75 the forecast is 2,270 and the
+    # latest check was off by 2,000 / 3,000 = 2/3: 2,270 × 1/3 = 757 → 1, 2,270 → 2, 2,270 × 5/3 = 3,783 → 3,
+    # due at 90, while ignored.
+    history = History()
+    for i, x in enumerate((1000,) * 5 + (3000,)):
+        ev = evaluate(policy(), obs(t=15.0 * i, prompt_tokens_per_s=x, cold_start_s=0.0), history)
+        history = ev.history
+    band = history.forecast["band"]
+    assert len(band) == 6
+    assert band[0] == [15.0, 1, 1, 1, True]
+    assert band[-1] == [90.0, 1, 2, 3, False]
+
+
+def test_the_dispersion_of_arrivals_tells_bursts_from_ramps():
+    # Counts alternating 10 and 50 a period: mean 30, every successive difference 40, so 1,600 / 2 / 30 = 26.7.
+    # A ramp 10, 20, … 80: differences of 10, 100 / 2 / 45 = 1.1 (a Poisson's is 1). Fewer than 8: none.
+    assert signals.dispersion([10, 50] * 4) == pytest.approx(800 / 30)
+    assert signals.dispersion([10 * k for k in range(1, 9)]) == pytest.approx(50 / 45)
+    assert signals.dispersion([10, 50] * 3) is None
+
+
+def test_arrivals_in_bursts_plan_the_itl_tighter():
+    # 2 replicas running 20 each (40), 8,000 prompt tokens/s. The TTFT bound asks 8,000 / 1,600 = 5. At 5 a token
+    # takes (0.05 + 0.04 / 5) / (1 − 8,000 / 20,000) = 0.058 / 0.6 = 0.0967 s, within 0.1 → 5. After intervals
+    # of 10 and 50 arrivals in turn and none now (9 counts, mean 240 / 9 = 26.7; squared differences 7 × 1,600
+    # + 50² = 13,700, / (2 × 8) / 26.7 = 32.1, far above 3) it is planned at 95 %, 0.095 s:
+    # (0.05 + 0.04 / n) = 0.095 (1 − 2 / n) → n = 0.23 / 0.045 = 5.11 → 6 (the scale-up policy allows 6 from 2).
+    steady = evaluate(policy(itl_p95_s=0.1), obs(replicas=2, running=20, prompt_tokens_per_s=8000), History())
+    assert (steady.desired, steady.rule) == (5, "prefill_load")
+    bursts = History(forecast={"counts": [10, 50] * 4})
+    ev = evaluate(policy(itl_p95_s=0.1), obs(replicas=2, running=20, prompt_tokens_per_s=8000), bursts)
+    assert (ev.desired, ev.rule) == (6, "prefill_load")
+    assert ev.reason.startswith("8000 prompt tokens/s = 100% of 2 replica(s)' prefill rate (target 26%); arrivals "
+                                "in bursts (dispersion 32.1): ITL planned at 95% of its target")

@@ -17,6 +17,13 @@ SGLANG_TTFT = [0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.
                200.0, 400.0]  # fmt: skip
 SGLANG_ITL = [0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1,
               0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0]  # fmt: skip
+VLLM_LAT = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+            480.0, 960.0, 1920.0, 7680.0]  # fmt: skip
+# vLLM's token-count histograms: the 1-2-5 series up to max_model_len (8,192 here).
+PROMPT_TOKENS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
+SGLANG_QUEUE = [0.0, 0.001, 0.005, 0.01, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 15.0, 20.0, 30.0,
+                40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0, 200.0, 300.0, 400.0, 500.0, 600.0, 700.0, 800.0,
+                900.0, 1000.0, 1200.0, 1400.0, 1600.0, 1800.0, 2000.0, 2500.0, 3000.0]  # fmt: skip
 
 
 def _le(bound: float) -> str:
@@ -74,6 +81,9 @@ def vllm(
     kv=0.0,
     created=1.7e9,
     engines=("0",),
+    queue=None,
+    prompt_lengths=None,
+    prompt_sum=0.0,
 ):
     """A vLLM exposition; per-engine values are the same for every DP engine listed in `engines`."""
     lines = [
@@ -104,13 +114,15 @@ def vllm(
         ],
         created,
     )
-    for name, bounds, counts in (
-        ("vllm:time_to_first_token_seconds", VLLM_TTFT, ttft or {}),
-        ("vllm:inter_token_latency_seconds", VLLM_ITL, itl or {}),
+    for name, bounds, counts, total in (
+        ("vllm:time_to_first_token_seconds", VLLM_TTFT, ttft or {}, 0.0),
+        ("vllm:inter_token_latency_seconds", VLLM_ITL, itl or {}, 0.0),
+        ("vllm:request_queue_time_seconds", VLLM_LAT, queue or {}, 0.0),
+        ("vllm:request_prompt_tokens", PROMPT_TOKENS, prompt_lengths or {}, prompt_sum),
     ):
         series = []
         for lb in per:
-            series += histogram(name, bounds, counts, lb, created)
+            series += histogram(name, bounds, counts, lb, created, total)
         lines += family(name, "histogram", series)
     lines += [
         "# HELP http_requests_total Total number of requests by method, status and handler.",
@@ -135,6 +147,7 @@ def sglang(
     token_usage=0.0,
     last_batch_hit_rate=0.0,
     created=1.7e9,
+    queue=None,
 ):
     """An SGLang exposition from the attn-TP-rank-0 scheduler and the tokenizer manager."""
     sched = {
@@ -182,4 +195,6 @@ def sglang(
         "histogram",
         histogram("sglang:inter_token_latency_seconds", SGLANG_ITL, itl or {}, tok, created),
     )
+    lines += family("sglang:queue_time_seconds", "histogram",
+                    histogram("sglang:queue_time_seconds", SGLANG_QUEUE, queue or {}, sched, created))
     return "\n".join(lines) + "\n"

@@ -48,6 +48,14 @@ def test_vllm_ratios_and_gauges():
     assert queries["waiting"] == f"sum (vllm:num_requests_waiting{{{sel}}})"
     assert queries["prompt_tokens_per_s"] == f"sum (rate(vllm:prompt_tokens_total{{{sel}}}[30s]))"
     assert queries["preemptions"] == f"sum (increase(vllm:num_preemptions_total{{{sel}}}[30s]))"
+    # The autoscaler's signals: queue time and prompt-length p95, requests finished, prompt tokens waiting.
+    assert queries["queue_time_p95_s"] == (
+        f"histogram_quantile(0.95, sum by (le) (rate(vllm:request_queue_time_seconds_bucket{{{sel}}}[30s])))")
+    assert queries["prompt_tokens_p95"].startswith("histogram_quantile(0.95, sum by (le) (rate(vllm:request_prompt_")
+    assert queries["requests_per_s"] == f"sum (rate(vllm:request_success_total{{{sel}}}[30s]))"
+    assert queries["waiting_prompt_tokens"] == (
+        f"sum (vllm:num_requests_waiting{{{sel}}}) * (sum (rate(vllm:request_prompt_tokens_sum{{{sel}}}[30s]))"
+        f" / sum (rate(vllm:request_prompt_tokens_count{{{sel}}}[30s])))")
 
 
 def test_sglang_uses_its_own_names_and_the_windowed_hit_rate():

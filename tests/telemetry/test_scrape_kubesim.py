@@ -13,7 +13,7 @@ from django.db import connection
 
 from apps.telemetry.models import SERVICE_ROLE, PodStat, ScrapeCycle, SeriesPoint
 from tests.polling import wait_for
-from tests.telemetry.conftest import requests_running, send_load
+from tests.telemetry.conftest import proxy_base, requests_running, send_load
 from workers.telemetry import LOCK_NAMESPACE, scrape_all
 
 
@@ -157,3 +157,45 @@ def test_sglang_engines_are_scraped_on_their_own_port_with_their_own_names(deplo
     assert stat.snapshot["engine"] == "sglang"
     generated = sum(u["completion_tokens"] for u in usages)
     assert point.gen_tps * stat.figures["interval_s"] >= generated * 0.99
+
+
+def test_queue_time_and_prompt_tokens_waiting_come_from_the_engines_histograms(deploy, tenant_a, sim):
+    # One engine running one sequence at a time and 10 identical prompts sent at once: the others wait for the
+    # slot. The engine exports no waiting queue's tokens; the scraper estimates them as the requests waiting ×
+    # the mean prompt of the requests finished in the interval (the prompt-length histogram's sum over its
+    # count), which for identical prompts is exactly their length.
+    service = deploy(tenant_a, "queued", engine_settings={"max_num_seqs": 1},
+                     pools=[{"role": "engine", "replicas": 1, "gpu_type": "h100-sxm-80gb"}])
+    base, model = proxy_base(sim, service), service.model.name
+    body = json.dumps({"model": model, "prompt": "Summarise the plan in one line. " * 40, "max_tokens": 100,
+                       "ignore_eos": True}).encode()
+    usages = []
+
+    def one(_):
+        request = urllib.request.Request(f"{base}/v1/completions", data=body,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=120) as response:
+            usages.append(json.loads(response.read())["usage"])
+
+    clients = [threading.Thread(target=one, args=(i,)) for i in range(10)]
+    for client in clients:
+        client.start()
+    scrape_all()
+
+    def queued_figures():
+        scrape_all()
+        figures = PodStat.objects.get(service=service).figures or {}
+        return figures if figures.get("waiting") and figures.get("waiting_prompt_tokens") is not None else None
+
+    figures = wait_for(queued_figures, timeout=120, message="an interval with requests finished and others waiting")
+    for client in clients:
+        client.join(120)
+    prompt = usages[0]["prompt_tokens"]
+    assert {u["prompt_tokens"] for u in usages} == {prompt}
+    assert figures["waiting_prompt_tokens"] == figures["waiting"] * prompt
+    assert figures["queue_time_p95_s"] > 0  # a finished request past the first waited for the slot
+    assert figures["requests_per_s"] > 0
+    # The prompt-length p95 lies in the 1-2-5 bucket that holds the prompt's length.
+    bounds = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
+    upper = next(b for b in bounds if b >= prompt)
+    assert bounds[bounds.index(upper) - 1] < figures["prompt_tokens_p95"] <= upper

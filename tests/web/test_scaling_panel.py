@@ -9,7 +9,9 @@ from datetime import timedelta
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.autoscaling.evaluate import pool_rates
 from apps.autoscaling.models import PoolAutoscalerState, ScalingDecision
+from apps.gateway.models import UsageRow
 from apps.serving.models import ServiceObservation
 from tests.factories import InferenceServiceFactory
 
@@ -101,3 +103,67 @@ def test_the_panel_says_which_ttft_is_judged_and_shows_the_load_forecast(login, 
     html = login(viewer_a).get(reverse("web:scaling-panel", args=[service.pk])).content.decode()
     assert "budget: the part above the prompts&#x27; own prefill time" in html
     assert "2000 prompt tokens/s, +300 per evaluation; ignored: off by 67%" in html
+
+
+def test_the_forecast_band_of_each_pool_goes_to_the_replica_chart(login, viewer_a, tenant_a):
+    service = InferenceServiceFactory(tenant=tenant_a, autoscaling=BUILTIN)
+    due = timezone.now().replace(microsecond=0) + timedelta(seconds=40)
+    PoolAutoscalerState.objects.create(service=service, pool="engine", history={"forecast": {
+        "level": 5200.0, "trend": 150.0, "band": [[due.timestamp() - 15, 2, 3, 4, True],
+                                                   [due.timestamp(), 2, 4, 6, False]]}})
+    html = login(viewer_a).get(reverse("web:scaling-panel", args=[service.pk])).content.decode()
+    [pool] = json.loads(html.split('id="scaling-forecast" type="application/json">')[1].split("</script>")[0])
+    assert pool["pool"] == "engine"
+    assert [(p["low"], p["replicas"], p["high"], p["trusted"]) for p in pool["points"]] == [
+        (2, 3, 4, True), (2, 4, 6, False)]
+    assert pool["points"][-1]["time"] == due.isoformat().replace("+00:00", "Z")
+
+
+def test_the_panel_reports_the_last_hours_slo_attainment_per_request_with_the_budget_in_force(login, viewer_a,
+                                                                                              tenant_a):
+    service = InferenceServiceFactory(tenant=tenant_a, autoscaling={"autoscaler": "builtin", "targets": {
+        "waiting_requests_per_replica": 4, "ttft_p95_seconds": 2, "itl_p95_seconds": 0.1}})
+    rate = pool_rates(service, service.pools.get()).prefill_tokens_per_s  # the H100's, from the capacity planner
+    now = timezone.now()
+
+    def row(ttft_ms, prompt, completion, duration_ms, cached=0, status=200, ago=60, sid=None):
+        UsageRow.objects.create(tenant=tenant_a, at=now - timedelta(seconds=ago), service_id=sid or service.pk,
+                                model="m", status=status, ttft_ms=ttft_ms, duration_ms=duration_ms,
+                                prompt_tokens=prompt, cached_tokens=cached, completion_tokens=completion)
+
+    # 1: 1,000 uncached tokens, TTFT 10 ms under 2 s + their prefill: within the budget, not within 2 s; 10
+    #    gaps of 90 ms: ITL within 0.1 s.
+    first = 2000 + 1000 / rate * 1000 - 10
+    row(first, 1000, 11, first + 10 * 90)
+    # 2: TTFT 0.5 s, within both; 10 gaps of 120 ms: ITL missed.
+    row(500, 100, 11, 500 + 10 * 120)
+    # 3: 4,000 tokens all cached (no prefill of its own), TTFT 2.1 s: neither; one output token: no ITL.
+    row(2100, 4000, 1, 2100, cached=4000)
+    # Not counted: a 429, a row two hours old, another service's.
+    row(5, 10, 2, 10, status=429)
+    row(9000, 10, 2, 9000, ago=7200)
+    row(9000, 10, 2, 9000, sid=service.pk + 1000)
+    html = login(viewer_a).get(reverse("web:scaling-panel", args=[service.pk])).content.decode()
+    # 3 requests: budget 2 of 3, 2 s 1 of 3; ITL 1 of the 2 with two or more tokens.
+    assert ('SLO attainment, last hour at the gateway (3 requests): TTFT within the budget (2 s + the prompt&#x27;s '
+            "own prefill; in force) 66.7%; TTFT within 2 s 33.3%; ITL within 0.1 s 50.0%") in html
+    # The fleet page says the same in its services table, one grouped query for every service listed.
+    fleet = login(viewer_a).get(reverse("web:home")).content.decode()
+    assert '<td class="small">TTFT 66.7% (budget), ITL 50.0% of 3</td>' in fleet
+
+
+def test_the_fleet_lists_each_services_attainment_by_its_own_objectives_and_no_other_tenants(login, viewer_a,
+                                                                                          tenant_a, tenant_b):
+    # Two services answering alike (TTFT 1.5 s, 4 tokens 0.2 s apart): one judged against 1 s (missed), the
+    # other against 2 s (met). Another tenant's service is not listed.
+    strict = InferenceServiceFactory(tenant=tenant_a, name="strict", autoscaling={"autoscaler": "builtin",
+                                                                                 "targets": {"ttft_p95_seconds": 1}})
+    lax = InferenceServiceFactory(tenant=tenant_a, name="lax", autoscaling=BUILTIN)
+    other = InferenceServiceFactory(tenant=tenant_b, name="elsewhere", autoscaling=BUILTIN)
+    for service in (strict, lax, other):
+        UsageRow.objects.create(tenant=service.tenant, at=timezone.now(), service_id=service.pk, model="m",
+                                status=200, ttft_ms=1500, duration_ms=2100, prompt_tokens=0, completion_tokens=4)
+    fleet = login(viewer_a).get(reverse("web:home")).content.decode()
+    assert "elsewhere" not in fleet
+    assert fleet.count('<td class="small">TTFT 0.0% (budget) of 1</td>') == 1
+    assert fleet.count('<td class="small">TTFT 100.0% (budget) of 1</td>') == 1

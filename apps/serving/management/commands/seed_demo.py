@@ -47,11 +47,12 @@ RUNTIMES = [
 TENANTS = [("acme", "Acme Research", 32), ("globex", "Globex Support", 32)]
 
 BUILTIN = {"autoscaler": "builtin", "targets": {"waiting_requests_per_replica": 4, "kv_cache_usage": 0.8}}
-# The chat service the demo's bursty load drives (Procfile `load`): it scales up within a minute of a burst and
-# back down a minute after it (a short scale-down window, so a newcomer sees both in a few minutes).
+# The chat service the demo's load drives (Procfile `load`): on its rise the prefill load and the load forecast
+# scale it up (the forecast a cold start ahead), its long prompts' TTFT is held by the floor rule, and it comes
+# back down a minute after the rise (a short scale-down window, so a newcomer sees it all in a few minutes). No
+# running target: on an L4 a running target would scale on decode occupancy before the prompt load shows.
 DEMO_AUTOSCALED = {"autoscaler": "builtin",
-                   "targets": {"running_requests_per_replica": 8, "waiting_requests_per_replica": 4,
-                               "ttft_p95_seconds": 2.0},
+                   "targets": {"waiting_requests_per_replica": 4, "ttft_p95_seconds": 2.0},
                    "behavior": {"scale_down": {"stabilization_window_s": 60}}}
 
 # tenant, name, model, runtime, mode, engine settings, routing, autoscaling, pools
