@@ -14,6 +14,10 @@ from apps.core.access import restricted, staff_only, tenant_owned
 from apps.telemetry.choices import Resolution
 
 SERVICE_ROLE = ""  # the role of a row that covers the whole service (every pool merged)
+# During a canary rollout, rows that cover one revision's engine pods (every pool merged): the stable workloads'
+# and the canary unit's (its pods carry the revision label).
+STABLE_ROLE = "stable"
+CANARY_ROLE = "canary"
 
 
 class RealField(models.FloatField):
