@@ -28,9 +28,10 @@ from apps.gateway.models import UsageRow
 from apps.rollouts.analysis import Action, Analysis, Readiness, Sample, StepState, Thresholds, analyse, decide
 from apps.rollouts.choices import RolloutPhase, Verdict
 from apps.rollouts.models import Rollout, RolloutDecision, StableRevision
+from apps.rollouts.units import sizes_for_step
 from apps.serving.actions import ServiceDeleting, rollback
 from apps.serving.dispatch import enqueue_reconcile
-from apps.serving.models import InferenceService, ServiceObservation
+from apps.serving.models import InferenceService, Pool, ServiceObservation
 from apps.serving.names import canary_name
 from apps.serving.revisions import RollbackRefused
 from apps.serving.rollout_spec import canary_setting
@@ -147,10 +148,13 @@ def _act(rollout: Rollout, action: Action, reason: str, now: datetime) -> None:
         rollout.window_started_at = now
         changed += ["extensions", "window_started_at"]
     elif action == Action.ADVANCE:
+        stable = dict(Pool.objects.filter(service_id=rollout.service_id).values_list("role", "replicas"))
+        rollout.canary_replicas = sizes_for_step(stable, rollout.canary_replicas, rollout.weight,
+                                                 rollout.steps[rollout.step + 1]["weight"])
         rollout.step += 1
         rollout.extensions = 0
         rollout.step_started_at = rollout.window_started_at = now
-        changed += ["step", "extensions", "step_started_at", "window_started_at"]
+        changed += ["step", "extensions", "step_started_at", "window_started_at", "canary_replicas"]
     elif action == Action.HOLD:
         rollout.phase = RolloutPhase.PAUSED
         changed.append("phase")
@@ -165,10 +169,12 @@ def _act(rollout: Rollout, action: Action, reason: str, now: datetime) -> None:
         rerender(rollout.service_id)
 
 
-def rerender(service_id: int) -> None:
-    """What the cluster should run changed (a weight, a unit): a new generation, reconciled after commit."""
+def rerender(service_id: int) -> int | None:
+    """What the cluster should run changed (a weight, a unit): a new generation (returned), reconciled after
+    commit."""
     InferenceService.objects.filter(pk=service_id).update(generation=F("generation") + 1)
     enqueue_reconcile(service_id)
+    return InferenceService.objects.filter(pk=service_id).values_list("generation", flat=True).first()
 
 
 def restore_stable(rollout: Rollout, actor=None, via: str = AuditVia.SYSTEM) -> None:

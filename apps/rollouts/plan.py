@@ -38,7 +38,7 @@ def desired_spec(service: InferenceService) -> ServiceSpec:
         # The newest revision was rolled back (or aborted) but the service could not be set back to the stable one
         # (its save was refused): the stable revision alone runs until the service changes again.
         return stable
-    return with_canary(stable, spec, rollout.to_revision, rollout.weight)
+    return with_canary(stable, spec, rollout.to_revision, rollout.weight, rollout.canary_replicas)
 
 
 def _spec_of(service, number: int) -> dict | None:
