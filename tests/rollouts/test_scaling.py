@@ -39,7 +39,8 @@ def stable_replicas(service) -> int:
     return Pool.objects.get(service=service, role="engine").replicas
 
 
-def test_a_busy_canary_is_scaled_apart_from_the_stable_pool_and_its_decision_names_it(canary_service, rolling_out):
+def test_a_busy_canary_is_scaled_apart_from_the_stable_pool_and_its_decision_names_it(canary_service, rolling_out,
+                                                                                      api):
     # Stable's two pods at the target (4 waiting each); the canary's one pod with 12 waiting.
     figures(canary_service, {"chat-7d9f-aaaaa": 4, "chat-7d9f-bbbbb": 4, "chat-r2-5c6d-ccccc": 12})
     generation = InferenceService.objects.get(pk=canary_service.pk).generation
@@ -52,6 +53,8 @@ def test_a_busy_canary_is_scaled_apart_from_the_stable_pool_and_its_decision_nam
     assert (decision.revision, decision.current_replicas, decision.desired_replicas, decision.action) == (
         2, 1, 3, "scaled")
     assert decision.reason.startswith("revision 2 (canary, 5 % of the requests): waiting 12.0 per replica")
+    listed = api("owner_a").get(f"/api/v1/services/{canary_service.pk}/decisions/").json()
+    assert [(d["pool"], d["revision"], d["desired_replicas"]) for d in listed["results"]] == [("engine", 2, 3)]
     # The count reaches the cluster: a new generation, and the canary unit rendered with three replicas.
     assert InferenceService.objects.get(pk=canary_service.pk).generation == generation + 1
     unit = desired_spec(InferenceService.objects.get(pk=canary_service.pk)).canary.unit
