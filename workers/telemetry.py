@@ -36,10 +36,12 @@ from apps.telemetry.models import (
     STABLE_ROLE,
     PodStat,
     RequestMixPoint,
+    RevisionIncrement,
     ScrapeCycle,
     SeriesPoint,
 )
 from apps.telemetry.promql import PodSelector, PrometheusClient, PrometheusError, query_figures
+from apps.telemetry.revisions import increment_fields
 from apps.telemetry.series import point_values
 from workers.activation import check_cluster as check_activation
 from workers.enginepods import EnginePod, PodResult, engine_pods, list_managed_pods, scrape_pod
@@ -178,6 +180,7 @@ class CycleFigures:
     fetched_at: list[float] = field(default_factory=list)
     errors: int = 0
     mixes: dict[int, object] = field(default_factory=dict)  # service id -> RequestMix of the interval
+    revisions: dict[tuple[int, str], object] = field(default_factory=dict)  # (service, side) -> merged Increments
 
 
 def collect_pod_results(results: list[PodResult], service_ids, multi_pool, at) -> CycleFigures:
@@ -217,7 +220,10 @@ def collect_pod_results(results: list[PodResult], service_ids, multi_pool, at) -
             for role in roles:
                 out.groups[(service_id, role)] = merged_figures(per_pool[(service_id, role)])
     for key, items in per_side.items():
-        out.groups[key] = merged_figures(items)
+        merged = _merged(items)
+        out.groups[key] = None if merged is None else figures_from_increments(merged)
+        if merged is not None:
+            out.revisions[key] = merged
     return out
 
 
@@ -405,9 +411,12 @@ def write_chunk(service_ids: list[int], found: CycleFigures, ready_count, roles_
     mixes = [RequestMixPoint(service_id=service_id, time=at, interval_s=mix.interval_s, requests=mix.requests,
                              prompt_buckets=_buckets(mix.prompt_buckets), output_buckets=_buckets(mix.output_buckets))
              for service_id, mix in found.mixes.items()]
+    revisions = [RevisionIncrement(service_id=service_id, role=side, time=at, **increment_fields(inc))
+                 for (service_id, side), inc in found.revisions.items()]
     with transaction.atomic():
         SeriesPoint.objects.bulk_create(points, ignore_conflicts=True)
         RequestMixPoint.objects.bulk_create(mixes, ignore_conflicts=True)
+        RevisionIncrement.objects.bulk_create(revisions, ignore_conflicts=True)
         upsert_pod_stats(found.stats, ("role", "node", "snapshot", "figures", "error", "scraped_at"))
         upsert_pod_stats(found.failed, ("role", "node", "error"))
     return len(points)

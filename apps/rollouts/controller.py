@@ -3,10 +3,11 @@ window has lasted its step's minimum duration is judged, and the decision is sto
 
 A window is judged by `apps.rollouts.analysis.analyse` on the requests both revisions served in it, as the
 gateway metered them (`gateway.UsageRow`, one row per request naming the pod that served it: a pod of the canary
-unit `<service>-r<N>-…` is the canary's, any other the stable one's); the canary's readiness comes from what the
-reconciler last saw of its pods. An inconclusive window extends the step (the next window adds to its samples),
-a pass advances (or promotes after the last step below 100 %), a fail rolls back: the service is set back to the
-stable revision (`actions.rollback`, audited as the controller) and the canary unit is pruned.
+unit `<service>-r<N>-…` is the canary's, any other the stable one's), or when the gateway metered none, on the
+revisions' engine histograms as the scraper kept them (apps/rollouts/engine_samples.py); the canary's readiness
+comes from what the reconciler last saw of its pods. An inconclusive window extends the step (the next window adds
+to its samples), a pass advances (or promotes after the last step below 100 %), a fail rolls back: the service is
+set back to the stable revision (`actions.rollback`, audited as the controller) and the canary unit is pruned.
 
 Every change of step, promotion or rollback changes what the cluster should run, so it bumps the service's
 generation and enqueues a reconcile (which renders it through apps/rollouts/plan.py and prunes what is no
@@ -16,6 +17,7 @@ longer rendered).
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from django.core.exceptions import ValidationError
@@ -27,6 +29,7 @@ from apps.core.choices import AuditVia
 from apps.gateway.models import UsageRow
 from apps.rollouts.analysis import Action, Analysis, Readiness, Sample, StepState, Thresholds, analyse, decide
 from apps.rollouts.choices import RolloutPhase, Verdict
+from apps.rollouts.engine_samples import ENGINE_BUCKETS, samples_from_window
 from apps.rollouts.models import Rollout, RolloutDecision, StableRevision
 from apps.rollouts.units import sizes_for_step
 from apps.serving.actions import ServiceDeleting, rollback
@@ -35,9 +38,12 @@ from apps.serving.models import InferenceService, Pool, ServiceObservation
 from apps.serving.names import canary_name
 from apps.serving.revisions import RollbackRefused
 from apps.serving.rollout_spec import canary_setting
+from apps.telemetry.models import CANARY_ROLE, STABLE_ROLE
+from apps.telemetry.revisions import engine_window
 
 log = logging.getLogger(__name__)
 CONTROLLER_ACTOR = "rollout:controller"
+ENGINE_SOURCE = "judged on the engines' histograms: the gateway metered none of the window's requests"
 CRASH_RESTARTS = 2  # a canary pod restarted this often (or in CrashLoopBackOff) fails the rollout at once
 
 
@@ -60,8 +66,19 @@ def sample_of(row: dict) -> Sample:
                   error=error)
 
 
-def window_samples(rollout: Rollout, start: datetime, end: datetime) -> tuple[list[Sample], list[Sample]]:
-    """(canary, stable) samples of the requests the service served from `start` to `end`."""
+def window_samples(rollout: Rollout, start: datetime, end: datetime) -> tuple[list[Sample], list[Sample], bool]:
+    """(canary, stable, from the engines) samples of the requests the service served from `start` to `end`: the
+    requests the gateway metered, or when it metered none, the revisions' engine histograms
+    (apps/rollouts/engine_samples.py)."""
+    canary, stable = metered_samples(rollout, start, end)
+    if canary or stable:
+        return canary, stable, False
+    return (samples_from_window(engine_window(rollout.service_id, CANARY_ROLE, start, end)),
+            samples_from_window(engine_window(rollout.service_id, STABLE_ROLE, start, end)), True)
+
+
+def metered_samples(rollout: Rollout, start: datetime, end: datetime) -> tuple[list[Sample], list[Sample]]:
+    """(canary, stable) samples of the requests the gateway metered from `start` to `end`."""
     prefix = canary_name(rollout.service.name, rollout.to_revision) + "-"
     canary, stable = [], []
     # By tenant and time first: the (tenant, at) index picks the window, the service and pod filter the rest.
@@ -108,9 +125,13 @@ def step_rollout(rollout_id: int, now: datetime | None = None) -> RolloutDecisio
         if not due and not ready.crash_looping:
             return None
         last = rollout.steps[rollout.step + 1]["weight"] == 100
+        engines = False
         if step["analysis"] or ready.crash_looping:
-            canary, stable = window_samples(rollout, rollout.step_started_at, now)
-            result = analyse(canary, stable, ready, thresholds_for(rollout, rollout.service))
+            canary, stable, engines = window_samples(rollout, rollout.step_started_at, now)
+            thresholds = thresholds_for(rollout, rollout.service)
+            if engines:
+                thresholds = replace(thresholds, buckets=ENGINE_BUCKETS)
+            result = analyse(canary, stable, ready, thresholds)
         else:
             result = Analysis(Verdict.PASS, "this step has no analysis; its minimum duration has passed", 0, 0)
         state = StepState(last_step=last, inconclusive_count=rollout.extensions,
@@ -120,7 +141,7 @@ def step_rollout(rollout_id: int, now: datetime | None = None) -> RolloutDecisio
         decision = RolloutDecision.objects.create(
             rollout=rollout, service=rollout.service, time=now, step=rollout.step, weight=step["weight"],
             window_start=rollout.step_started_at, window_end=now, verdict=str(result.verdict),
-            action=action.value, reason=_reason(result, action, rollout), metrics=result.as_dict()["metrics"],
+            action=action.value, reason=_reason(result, action, rollout, engines), metrics=result.as_dict()["metrics"],
             canary_requests=result.canary_requests, stable_requests=result.stable_requests,
             actor_repr=CONTROLLER_ACTOR)
         _act(rollout, action, decision.reason, now)
@@ -129,7 +150,7 @@ def step_rollout(rollout_id: int, now: datetime | None = None) -> RolloutDecisio
     return decision
 
 
-def _reason(result: Analysis, action: Action, rollout: Rollout) -> str:
+def _reason(result: Analysis, action: Action, rollout: Rollout, engines: bool = False) -> str:
     then = {
         Action.ADVANCE: f"advancing to {rollout.steps[rollout.step + 1]['weight']} %",
         Action.EXTEND: "extending the window (its requests count with the next one's)",
@@ -137,7 +158,8 @@ def _reason(result: Analysis, action: Action, rollout: Rollout) -> str:
         Action.PROMOTE: f"promoting revision {rollout.to_revision}",
         Action.ROLL_BACK: f"rolling back to revision {rollout.from_revision}",
     }[action]
-    return f"{str(result.verdict).capitalize()}: {result.reason}; {then}."
+    source = f" ({ENGINE_SOURCE})" if engines else ""
+    return f"{str(result.verdict).capitalize()}{source}: {result.reason}; {then}."
 
 
 def _act(rollout: Rollout, action: Action, reason: str, now: datetime) -> None:

@@ -1,15 +1,18 @@
 """During a canary rollout the scraper writes each revision's figures as series of their own (roles `stable` and
-`canary`, told apart by the revision label the canary unit's pods carry), beside the whole service's; the chart
-of the Rollout panel, the metrics API and the autoscaler read them. Real reconcile onto kubesim, real scrapes."""
+`canary`, told apart by the revision label the canary unit's pods carry), beside the whole service's, and keeps each
+revision's histogram increments; the Rollout panel's chart, the metrics API, the autoscaler and the analysis read
+them. Real reconcile onto kubesim, real scrapes."""
 
 from __future__ import annotations
+
+import pytest
 
 from apps.rollouts.models import Rollout
 from apps.serving.actions import save_service
 from apps.serving.models import InferenceService
 from apps.serving.names import service_selector
 from apps.serving.rendering.spec import PoolSpec
-from apps.telemetry.models import SeriesPoint
+from apps.telemetry.models import RevisionIncrement, SeriesPoint
 from tests.factories import ModelFactory, RuntimeFactory
 from tests.polling import wait_for
 from tests.rollouts.conftest import CANARY
@@ -48,3 +51,9 @@ def test_each_revision_gets_its_own_series_while_a_canary_runs(sim_cluster, tena
             .filter(time=SeriesPoint.objects.filter(service=service).latest("time").time)}
     # Two stable engines and the canary's one (⌈2 × 5 %⌉), and the whole service's three.
     assert rows == {("", 3), ("stable", 2), ("canary", 1)}
+    # ... and each revision's histogram increments for the rollout's analysis: the 16 requests sent, each once.
+    kept = RevisionIncrement.objects.filter(service=service)
+    assert {r.role for r in kept} == {"stable", "canary"}
+    # (Merging pods scales counters to the pods' mean interval, a few milliseconds apart: hence approx.)
+    assert sum(r.finished for r in kept) == pytest.approx(16, abs=0.01)
+    assert sum(dict(map(tuple, r.ttft_buckets))["+Inf"] for r in kept) == 16
