@@ -12,7 +12,7 @@ from apps.serving.actions import save_service
 from apps.serving.models import InferenceService
 from apps.serving.names import service_selector
 from apps.serving.rendering.spec import PoolSpec
-from apps.telemetry.models import RevisionIncrement, SeriesPoint
+from apps.telemetry.models import PodStat, RevisionIncrement, SeriesPoint
 from tests.factories import ModelFactory, RuntimeFactory
 from tests.polling import wait_for
 from tests.rollouts.conftest import CANARY
@@ -34,6 +34,7 @@ def test_each_revision_gets_its_own_series_while_a_canary_runs(sim_cluster, tena
     service.runtime = RuntimeFactory(name="vllm-next", tag="v0.34.0")
     save_service(service, pools=[PoolSpec("engine", replicas=2, max_replicas=4)], adapters=[], actor=owner_a,
                  via="api")
+
     def settled():
         reconcile(service.pk)
         pods = engine_pods(kube_for(sim_cluster).list("v1", "Pod", label_selector=service_selector(service.uid)),
@@ -44,13 +45,26 @@ def test_each_revision_gets_its_own_series_while_a_canary_runs(sim_cluster, tena
     wait_for(settled, timeout=180, interval=0.5, message="two stable engines and one canary engine ready")
     assert Rollout.objects.get(service=service).weight == 5
 
-    scrape_all()
+    def scraped_all_three():
+        """A cycle read every engine (a fetch that timed out on this shared machine is retried by the next)."""
+        scrape_all()
+        stats = PodStat.objects.filter(service=service)
+        return stats.count() == 3 and all(s.error == "" and s.snapshot for s in stats)
+
+    # Every engine's counts before the load, so each request counts in the increments after it.
+    wait_for(scraped_all_three, timeout=60, interval=0.2, message="a scrape of all three engines")
     send_load(sim, service, requests=16, concurrency=4)
-    scrape_all()
-    rows = {(p.role, p.ready_replicas) for p in SeriesPoint.objects.filter(service=service).order_by("time")
-            .filter(time=SeriesPoint.objects.filter(service=service).latest("time").time)}
+
+    def latest_rows():
+        last = SeriesPoint.objects.filter(service=service).latest("time").time
+        return {(p.role, p.ready_replicas) for p in SeriesPoint.objects.filter(service=service, time=last)}
+
+    def counted() -> bool:
+        return scraped_all_three() and sum(r.finished for r in RevisionIncrement.objects.filter(service=service)) > 15.9
+
+    wait_for(counted, timeout=60, interval=0.2, message="the load's requests in the increments")
     # Two stable engines and the canary's one (⌈2 × 5 %⌉), and the whole service's three.
-    assert rows == {("", 3), ("stable", 2), ("canary", 1)}
+    assert latest_rows() == {("", 3), ("stable", 2), ("canary", 1)}
     # ... and each revision's histogram increments for the rollout's analysis: the 16 requests sent, each once.
     kept = RevisionIncrement.objects.filter(service=service)
     assert {r.role for r in kept} == {"stable", "canary"}
