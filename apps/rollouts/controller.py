@@ -1,10 +1,10 @@
 """The rollout controller: every ROLLOUT_SECONDS (beat, workers/tasks/rollout.py) each running rollout whose
 window has lasted its step's minimum duration is judged, and the decision is stored and acted on.
 
-A window is judged by `apps.rollouts.analysis.analyse` on the requests both revisions served in it, as the
-gateway metered them (`gateway.UsageRow`, one row per request naming the pod that served it: a pod of the canary
-unit `<service>-r<N>-…` is the canary's, any other the stable one's), or when the gateway metered none, on the
-revisions' engine histograms as the scraper kept them (apps/rollouts/engine_samples.py); the canary's readiness
+A window is judged by `apps.rollouts.analysis.analyse` on the requests both revisions served in it, as the gateway
+metered them (`gateway.UsageRow`, one row per request naming the pod that served it: a pod of the canary unit
+`<service>-r<N>-…` is the canary's, any other the stable one's), or when it metered no requests of one of them, on
+the revisions' engine histograms as the scraper kept them (apps/rollouts/engine_samples.py); the canary's readiness
 comes from what the reconciler last saw of its pods. An inconclusive window extends the step (the next window adds
 to its samples), a pass advances (or promotes after the last step below 100 %), a fail rolls back: the service is
 set back to the stable revision (`actions.rollback`, audited as the controller) and the canary unit is pruned.
@@ -43,7 +43,7 @@ from apps.telemetry.revisions import engine_window
 
 log = logging.getLogger(__name__)
 CONTROLLER_ACTOR = "rollout:controller"
-ENGINE_SOURCE = "judged on the engines' histograms: the gateway metered none of the window's requests"
+ENGINE_SOURCE = "judged on the engines' histograms: no metered requests of both revisions in the window"
 CRASH_RESTARTS = 2  # a canary pod restarted this often (or in CrashLoopBackOff) fails the rollout at once
 
 
@@ -68,10 +68,11 @@ def sample_of(row: dict) -> Sample:
 
 def window_samples(rollout: Rollout, start: datetime, end: datetime) -> tuple[list[Sample], list[Sample], bool]:
     """(canary, stable, from the engines) samples of the requests the service served from `start` to `end`: the
-    requests the gateway metered, or when it metered none, the revisions' engine histograms
-    (apps/rollouts/engine_samples.py)."""
+    requests the gateway metered when they include both revisions' (they pair each request's prompt with its TTFT),
+    else the revisions' engine histograms (apps/rollouts/engine_samples.py): nobody called the service through the
+    gateway, or its rows name a router that does not say which engine served."""
     canary, stable = metered_samples(rollout, start, end)
-    if canary or stable:
+    if canary and stable:
         return canary, stable, False
     return (samples_from_window(engine_window(rollout.service_id, CANARY_ROLE, start, end)),
             samples_from_window(engine_window(rollout.service_id, STABLE_ROLE, start, end)), True)

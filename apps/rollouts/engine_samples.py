@@ -1,5 +1,5 @@
-"""Samples for the canary analysis from the engines' own histograms, for a window in which the gateway metered none
-of the service's requests (nobody calls it through the gateway, or its router names no engine).
+"""Samples for the canary analysis from the engines' own histograms, for a window in which the gateway metered no
+requests of one revision or both (nobody calls the service through the gateway, or its router names no engine).
 
 The scraper keeps each revision's histogram increments per interval during a rollout (`RevisionIncrement`,
 apps/telemetry/revisions.py); summed over the window they are turned into one sample per request the engines

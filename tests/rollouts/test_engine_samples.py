@@ -63,7 +63,7 @@ def test_without_metered_requests_a_slow_canary_is_rolled_back_on_its_engines_hi
     assert (ttft["canary"], ttft["stable"]) == (pytest.approx(0.379), pytest.approx(0.1895))
     assert ttft["buckets"][0]["bucket"] == "all"  # histograms do not pair TTFT with prompt length
     assert decision.reason.startswith(
-        "Fail (judged on the engines' histograms: the gateway metered none of the window's requests): TTFT p95 "
+        "Fail (judged on the engines' histograms: no metered requests of both revisions in the window): TTFT p95 "
         "0.38 s vs stable 0.19 s (×2.00) > ×1.20 allowed")
     assert Rollout.objects.get(pk=rollout.pk).phase == "rolled_back"
 
@@ -79,3 +79,17 @@ def test_metered_requests_are_preferred_to_the_engines_histograms(canary_service
     decision = step_rollout(rollout.pk, rollout.window_started_at + timedelta(seconds=61))
     assert (decision.verdict, decision.action) == ("pass", "advance")
     assert decision.reason.startswith("Pass: all 4 metrics within bounds")
+
+
+def test_metered_rows_that_name_no_canary_engine_leave_the_judgement_to_the_engines(canary_service, new_runtime):
+    # Behind a router that names no backend every metered row names the router pod: no canary requests among them.
+    new_runtime()
+    rollout = Rollout.objects.get(service=canary_service)
+    steady = [100 + i % 50 for i in range(200)]
+    meter(canary_service, rollout.step_started_at, canary_pod="chat-router-6b8c-aaaaa", ttfts_ms=steady,
+          stable_ttfts_ms=steady)
+    engine_rows(canary_service, rollout.step_started_at, ttft_buckets=STABLE, role="stable")
+    engine_rows(canary_service, rollout.step_started_at, ttft_buckets=DOUBLED, role="canary")
+    decision = step_rollout(rollout.pk, rollout.window_started_at + timedelta(seconds=61))
+    assert (decision.verdict, decision.action, decision.canary_requests) == ("fail", "roll_back", 200)
+    assert decision.reason.startswith("Fail (judged on the engines' histograms")
