@@ -20,6 +20,7 @@ import logging
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F
@@ -91,13 +92,23 @@ def metered_samples(rollout: Rollout, start: datetime, end: datetime) -> tuple[l
     return canary, stable
 
 
-def readiness(rollout: Rollout) -> Readiness:
-    """Crash-looping: a canary pod in CrashLoopBackOff or restarted CRASH_RESTARTS times, as last observed."""
+def readiness(rollout: Rollout, now: datetime) -> Readiness:
+    """From what the reconciler last saw of the canary unit's pods: crash-looping (a pod in CrashLoopBackOff or
+    restarted CRASH_RESTARTS times), or never ready (no pod ready ROLLOUT_READY_SECONDS after the rollout began)."""
     pods = ServiceObservation.objects.filter(service_id=rollout.service_id).values_list("pods", flat=True).first()
     prefix = canary_name(rollout.service.name, rollout.to_revision) + "-"
     mine = [p for p in pods or [] if str(p.get("name", "")).startswith(prefix)]
-    crashing = any(p.get("reason") == "CrashLoopBackOff" or (p.get("restarts") or 0) >= CRASH_RESTARTS for p in mine)
-    return Readiness(crash_looping=crashing)
+    for pod in mine:
+        if pod.get("reason") == "CrashLoopBackOff" or (pod.get("restarts") or 0) >= CRASH_RESTARTS:
+            return Readiness(crash_looping=True, detail=f"{pod['name']}: {pod.get('reason') or 'restarting'}, "
+                                                        f"{pod.get('restarts') or 0} restarts")
+    waited = (now - rollout.created).total_seconds()
+    if waited >= settings.ROLLOUT_READY_SECONDS and not any(p.get("ready") for p in mine):
+        why = next((f"{p['name']}: {p.get('reason')}" + (f": {p['message']}" if p.get("message") else "")
+                    for p in mine if p.get("reason")), f"{len(mine)} pod(s), none ready")
+        return Readiness(never_ready=True, detail=f"no pod of {prefix[:-1]} ready {waited:.0f} s after the rollout "
+                                                  f"began; {why}")
+    return Readiness()
 
 
 def step_all(now: datetime | None = None) -> int:
@@ -121,14 +132,17 @@ def step_rollout(rollout_id: int, now: datetime | None = None) -> RolloutDecisio
         if rollout is None:
             return None
         step = rollout.steps[rollout.step]
-        ready = readiness(rollout)
+        ready = readiness(rollout, now)
+        failing = ready.crash_looping or ready.never_ready
         due = now - rollout.window_started_at >= timedelta(seconds=step["min_duration_seconds"])
-        if not due and not ready.crash_looping:
+        if not due and not failing:
             return None
         last = rollout.steps[rollout.step + 1]["weight"] == 100
         engines = False
-        if step["analysis"] or ready.crash_looping:
+        if step["analysis"] or failing:
             canary, stable, engines = window_samples(rollout, rollout.step_started_at, now)
+            # Said only where the engines' figures decided (a readiness failure needs none).
+            engines = engines and bool(canary or stable) and not failing
             thresholds = thresholds_for(rollout, rollout.service)
             if engines:
                 thresholds = replace(thresholds, buckets=ENGINE_BUCKETS)
