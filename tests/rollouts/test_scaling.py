@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from apps.autoscaling.models import PoolAutoscalerState, ScalingDecision
@@ -59,6 +60,15 @@ def test_a_busy_canary_is_scaled_apart_from_the_stable_pool_and_its_decision_nam
     assert InferenceService.objects.get(pk=canary_service.pk).generation == generation + 1
     unit = desired_spec(InferenceService.objects.get(pk=canary_service.pk)).canary.unit
     assert (unit.name, [p.replicas for p in unit.pools]) == ("chat-r2", [3])
+
+
+def test_the_scaling_panel_names_the_revision_of_each_decision(canary_service, rolling_out, client, viewer_a):
+    figures(canary_service, {"chat-7d9f-aaaaa": 4, "chat-7d9f-bbbbb": 4, "chat-r2-5c6d-ccccc": 12})
+    evaluate_service(canary_service.pk)
+    client.force_login(viewer_a)
+    html = client.get(reverse("web:scaling-panel", args=[canary_service.pk])).content.decode()
+    assert '<span class="pool">engine · revision 2</span>' in html
+    assert "revision 2 (canary, 5 % of the requests): waiting 12.0 per replica" in html
 
 
 def test_the_stable_side_reads_only_its_own_pods(canary_service, rolling_out):
