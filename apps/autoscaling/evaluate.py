@@ -69,6 +69,8 @@ class Target:
     series_role: str | None = None  # the series its latency is read from (None: the pool's or the service's)
     words: str = ""
     other_gpus: Callable[[], int] = field(default=lambda: 0)
+    # The replica's rates when they are not the service's current spec's (a stable revision during a rollout).
+    rates: Callable[[], object | None] | None = None
 
     def pod_stats(self, service: InferenceService, now: datetime):
         stats = PodStat.objects.filter(service=service, role=self.pool.role, scraped_at__gte=_fresh_after(now),
@@ -109,7 +111,7 @@ def _pods(service: InferenceService, target: Target, now: datetime) -> tuple[Pod
     return tuple(samples)
 
 
-def _rates(service: InferenceService, pool: Pool):
+def pool_rates(service: InferenceService, pool: Pool):
     """The replica's prefill rate and decode step from the capacity planner (None: no model or runtime, an
     unreadable spec, an unknown GPU, or a replica that does not fit): what turns the signals into replicas."""
     if not service.model_id or not service.runtime_id:
@@ -263,7 +265,8 @@ def evaluate_target(service: InferenceService, key: str, load: Callable[[], Targ
             idle_for_s=_idle_for(service, state, now) if target.min_replicas == 0 else None,
             pending_activation=pending,
             cold_start_s=state.cold_start_s,
-            rates=_rates(service, pool), prompt_tokens_per_s=_prompt_tokens_per_s(service, target, now),
+            rates=target.rates() if target.rates else pool_rates(service, pool),
+            prompt_tokens_per_s=_prompt_tokens_per_s(service, target, now),
             period_s=float(settings.AUTOSCALE_SECONDS),
         )
         ev = evaluate(policy, obs, History.from_dict(state.history))

@@ -6,7 +6,8 @@ carry the share of the requests its weight sends it, so both revisions serve at 
 the canary is not judged on an idler (or busier) engine than stable. Each decision names its revision.
 
 - The stable side scales up as usual but never down: it keeps its replicas until promotion, ready to take all the
-  requests back on a rollback.
+  requests back on a rollback. Its replica rates are the stable revision's (model, runtime, settings, GPU), not the
+  service's current spec's, which is the canary's.
 - The canary side scales between 1 and the pool's maximum (the quota check at save counted the service's GPUs at
   maximum replicas twice); its count is kept on the rollout (`Rollout.canary_replicas`) and rendered by
   apps/rollouts/units.py; a change bumps the generation and reconciles, as a weight does.
@@ -17,6 +18,7 @@ Without a rollout the service is evaluated as before. The beat task (workers/tas
 
 from __future__ import annotations
 
+from copy import copy
 from datetime import datetime
 
 from django.core.exceptions import ValidationError
@@ -24,13 +26,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.autoscaling import evaluate as autoscale
-from apps.autoscaling.evaluate import PoolOutcome, Target, evaluate_target, pool_target
+from apps.autoscaling.evaluate import PoolOutcome, Target, evaluate_target, pool_rates, pool_target
 from apps.autoscaling.models import PoolAutoscalerState
+from apps.catalog.models import Model, Runtime
 from apps.rollouts.choices import ACTIVE_PHASES
 from apps.rollouts.controller import rerender
 from apps.rollouts.models import Rollout
 from apps.rollouts.units import canary_replicas
-from apps.serving.models import InferenceService, Pool
+from apps.serving.models import InferenceService, Pool, Revision
 from apps.serving.names import canary_name
 from apps.telemetry.models import CANARY_ROLE, STABLE_ROLE
 
@@ -72,7 +75,25 @@ def stable_target(rollout: Rollout, pool_pk: int) -> Target:
     target.words = (f"revision {rollout.from_revision} (stable, {100 - rollout.weight} % of the requests; kept at "
                     f"{target.min_replicas} or more until promotion)")
     target.other_gpus = lambda: canary_gpus(rollout.service.tenant_id)
+    target.rates = lambda: stable_rates(rollout, pool.role)
     return target
+
+
+def stable_rates(rollout: Rollout, role: str):
+    """The replica rates of the stable revision's pool (its model, runtime, engine settings and GPU), which the
+    service's current spec, the new revision's, no longer describes."""
+    spec = Revision.objects.filter(service_id=rollout.service_id, number=rollout.from_revision).values_list(
+        "spec", flat=True).first()
+    stored = next((p for p in (spec or {}).get("pools", []) if p["role"] == role), None)
+    if stored is None:
+        return None
+    service = copy(rollout.service)
+    service.model = Model.objects.filter(pk=spec["model"]).first()
+    service.runtime = Runtime.objects.filter(pk=spec["runtime"]).first()
+    service.engine_settings = spec["engine_settings"]
+    if service.model is None or service.runtime is None:
+        return None
+    return pool_rates(service, Pool(role=role, **{k: v for k, v in stored.items() if k != "role"}))
 
 
 def canary_target(rollout: Rollout, pool_pk: int) -> Target:

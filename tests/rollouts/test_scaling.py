@@ -15,8 +15,12 @@ from apps.rollouts.models import Rollout
 from apps.rollouts.plan import desired_spec
 from apps.rollouts.scaling import canary_gpus, evaluate_service
 from apps.rollouts.units import sizes_for_step
+from apps.serving.actions import save_service
 from apps.serving.models import InferenceService, Pool
+from apps.serving.rendering.spec import PoolSpec
 from apps.telemetry.models import PodStat
+from tests.factories import ClusterFactory, ModelFactory, RuntimeFactory
+from tests.rollouts.conftest import CANARY
 
 WAITING_4 = {"autoscaler": "builtin", "targets": {"waiting_requests_per_replica": 4}}
 
@@ -116,3 +120,30 @@ def test_a_rising_weight_gives_the_canary_its_share_at_once_or_keeps_what_the_au
     assert sizes_for_step({"engine": 4}, {}, 5, 50) == {"engine": 2}
     assert sizes_for_step({"engine": 4}, {"engine": 3}, 5, 50) == {"engine": 3}
     assert sizes_for_step({"prefill": 2, "decode": 6}, {"decode": 1}, 25, 50) == {"prefill": 1, "decode": 3}
+
+
+def test_the_stable_side_is_sized_with_its_own_revisions_replica_rates(tenant_a, owner_a):
+    # Revision 1: the default KV cache; revision 2 stores it in fp8, which halves the bytes a decode step reads per
+    # sequence. The stable side keeps revision 1's rates; only the canary's are revision 2's.
+    service = save_service(InferenceService(tenant=tenant_a, name="chat", cluster=ClusterFactory(name="sim"),
+                                            model=ModelFactory(name="llama-8b"), runtime=RuntimeFactory(name="vllm"),
+                                            rollout=CANARY, autoscaling=WAITING_4),
+                           pools=[PoolSpec("engine", replicas=2, max_replicas=8)], adapters=[], actor=owner_a, via="api")
+    desired_spec(service)
+    figures(service, {"chat-7d9f-aaaaa": 12, "chat-7d9f-bbbbb": 12})
+    evaluate_service(service.pk)
+    before = ScalingDecision.objects.get(service=service).signals["rates"]
+    assert before is not None
+
+    service = InferenceService.objects.get(pk=service.pk)
+    service.engine_settings = {**service.engine_settings, "kv_cache_dtype": "fp8"}
+    save_service(service, pools=[PoolSpec("engine", replicas=stable_replicas(service), max_replicas=8)], adapters=[],
+                 actor=owner_a, via="api")
+    desired_spec(InferenceService.objects.get(pk=service.pk))
+    assert Rollout.objects.get(service=service).to_revision == 2
+    figures(service, {**{f"chat-7d9f-{i}": 12 for i in range(stable_replicas(service))}, "chat-r2-5c6d-ccccc": 12})
+    evaluate_service(service.pk)
+    stable = ScalingDecision.objects.get(service=service, revision=1).signals["rates"]
+    canary = ScalingDecision.objects.get(service=service, revision=2).signals["rates"]
+    assert stable == before
+    assert canary["decode_per_seq_s"] < stable["decode_per_seq_s"]
