@@ -441,6 +441,8 @@ CELERY_BEAT_SCHEDULE |= {
 
 # Canary rollouts (apps/rollouts, workers/tasks/rollout.py): how often running rollouts are judged when due.
 ROLLOUT_SECONDS = strict_int("ROLLOUT_SECONDS", 15)
+# A canary with no ready pod this long after its rollout started never became ready: it fails at once.
+ROLLOUT_READY_SECONDS = strict_int("ROLLOUT_READY_SECONDS", 900)
 CELERY_BEAT_SCHEDULE |= {
     "rollout": {"task": tasknames.ROLLOUT_STEP_ALL, "schedule": ROLLOUT_SECONDS,
                 "options": {"expires": ROLLOUT_SECONDS}},

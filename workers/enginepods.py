@@ -19,10 +19,12 @@ from apps.serving.names import (
     ENGINE_COMPONENTS,
     LWS_WORKER_INDEX_LABEL,
     MANAGED_SELECTOR,
+    REVISION_LABEL,
     SERVICE_UID_LABEL,
     pod_role,
 )
 from apps.telemetry.exposition import NotAnEngineExposition, Snapshot, parse_snapshot
+from apps.telemetry.models import CANARY_ROLE, STABLE_ROLE
 from apps.telemetry.scrape import ACCEPT
 from workers.kube import classify
 
@@ -38,6 +40,12 @@ class EnginePod:
     node: str
     port: int | None
     ready: bool
+    revision: int | None = None  # a canary unit's pod: the revision it runs (stable pods carry none)
+
+    @property
+    def side(self) -> str:
+        """During a canary rollout, which revision's series the pod's figures go to."""
+        return CANARY_ROLE if self.revision else STABLE_ROLE
 
 
 @dataclass
@@ -83,6 +91,7 @@ def engine_pods(pods: list[dict], service_ids: dict[str, int]) -> list[EnginePod
         out.append(EnginePod(
             service_id=service_id, namespace=meta.get("namespace", ""), name=meta.get("name", ""), role=role,
             node=(pod.get("spec") or {}).get("nodeName") or "", port=http_port(pod), ready=is_ready(pod),
+            revision=int(labels[REVISION_LABEL]) if str(labels.get(REVISION_LABEL, "")).isdigit() else None,
         ))
     return out
 

@@ -30,8 +30,18 @@ from apps.serving.models import InferenceService, Pool
 from apps.telemetry.bulkwrite import upsert_pod_stats
 from apps.telemetry.exposition import Snapshot
 from apps.telemetry.figures import Increments, figures_from_increments, increments, merge_increments, request_mix
-from apps.telemetry.models import SERVICE_ROLE, PodStat, RequestMixPoint, ScrapeCycle, SeriesPoint
+from apps.telemetry.models import (
+    CANARY_ROLE,
+    SERVICE_ROLE,
+    STABLE_ROLE,
+    PodStat,
+    RequestMixPoint,
+    RevisionIncrement,
+    ScrapeCycle,
+    SeriesPoint,
+)
 from apps.telemetry.promql import PodSelector, PrometheusClient, PrometheusError, query_figures
+from apps.telemetry.revisions import increment_fields
 from apps.telemetry.series import point_values
 from workers.activation import check_cluster as check_activation
 from workers.enginepods import EnginePod, PodResult, engine_pods, list_managed_pods, scrape_pod
@@ -170,6 +180,7 @@ class CycleFigures:
     fetched_at: list[float] = field(default_factory=list)
     errors: int = 0
     mixes: dict[int, object] = field(default_factory=dict)  # service id -> RequestMix of the interval
+    revisions: dict[tuple[int, str], object] = field(default_factory=dict)  # (service, side) -> merged Increments
 
 
 def collect_pod_results(results: list[PodResult], service_ids, multi_pool, at) -> CycleFigures:
@@ -177,6 +188,8 @@ def collect_pod_results(results: list[PodResult], service_ids, multi_pool, at) -
     out = CycleFigures()
     previous = previous_snapshots(service_ids, [r.pod.name for r in results])
     per_pool: dict[tuple[int, str], list] = defaultdict(list)
+    per_side: dict[tuple[int, str], list] = defaultdict(list)
+    canary = {r.pod.service_id for r in results if r.pod.revision}
     for result in results:
         pod = result.pod
         if result.snapshot is None:
@@ -186,6 +199,8 @@ def collect_pod_results(results: list[PodResult], service_ids, multi_pool, at) -
             continue
         inc = pod_increments(previous.get((pod.service_id, pod.name)), result.snapshot)
         per_pool[(pod.service_id, pod.role)].append(inc)
+        if pod.service_id in canary:
+            per_side[(pod.service_id, pod.side)].append(inc)
         figures = figures_from_increments(inc) if inc is not None else None
         out.stats.append(PodStat(
             service_id=pod.service_id, pod=pod.name, role=pod.role, node=pod.node,
@@ -204,6 +219,11 @@ def collect_pod_results(results: list[PodResult], service_ids, multi_pool, at) -
         if service_id in multi_pool:
             for role in roles:
                 out.groups[(service_id, role)] = merged_figures(per_pool[(service_id, role)])
+    for key, items in per_side.items():
+        merged = _merged(items)
+        out.groups[key] = None if merged is None else figures_from_increments(merged)
+        if merged is not None:
+            out.revisions[key] = merged
     return out
 
 
@@ -215,6 +235,9 @@ def query_service(client: PrometheusClient, engine: str, pods: list[EnginePod], 
     if multi_pool:
         for role in {p.role for p in pods}:
             groups[(service_id, role)] = [p.name for p in pods if p.role == role]
+    if any(p.revision for p in pods):
+        for side in (STABLE_ROLE, CANARY_ROLE):
+            groups[(service_id, side)] = [p.name for p in pods if p.side == side]
     try:
         figures = {key: query_figures(client, engine, PodSelector(namespace, pods=selected), PROMETHEUS_WINDOW_S)
                    .get(()) for key, selected in groups.items()}
@@ -303,10 +326,14 @@ def _scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport
         .annotate(n=Count("id")).filter(n__gt=1).values_list("service_id", flat=True)
     )
     ready_count: dict[tuple[int, str], int] = defaultdict(int)
+    side_ready: dict[tuple[int, str], int] = defaultdict(int)  # during a canary rollout, per revision
+    canary = {pod.service_id for pod in pods if pod.revision}
     pods_of: dict[int, list[EnginePod]] = defaultdict(list)
     for pod in pods:
         if pod.ready:
             ready_count[(pod.service_id, pod.role)] += 1
+            if pod.service_id in canary:
+                side_ready[(pod.service_id, pod.side)] += 1
             if pod.port:
                 pods_of[pod.service_id].append(pod)
     roles_of = ready_roles(ready_count)
@@ -332,7 +359,7 @@ def _scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport
         else:
             results = [future.result() for futures in pending.values() for future in futures]
             found = collect_pod_results(results, chunk, multi_pool, at)
-        written += write_chunk(chunk, found, ready_count, roles_of, multi_pool, at)
+        written += write_chunk(chunk, found, ready_count, roles_of, multi_pool, at, side_ready)
         report.pods += sum(len(pods_of[sid]) for sid in pending)
         report.errors += found.errors
         now = time.time()
@@ -357,9 +384,11 @@ def ready_roles(ready_count: dict[tuple[int, str], int]) -> dict[int, list[str]]
     return roles
 
 
-def write_chunk(service_ids: list[int], found: CycleFigures, ready_count, roles_of, multi_pool, at) -> int:
+def write_chunk(service_ids: list[int], found: CycleFigures, ready_count, roles_of, multi_pool, at,
+                side_ready=None) -> int:
     """One transaction: the services' series rows and their pods' latest state; returns the rows written.
-    `roles_of` is `ready_roles(ready_count)`, computed once a cycle."""
+    `roles_of` is `ready_roles(ready_count)`, computed once a cycle; during a canary rollout each revision's
+    figures are rows of their own (STABLE_ROLE, CANARY_ROLE), with `side_ready` pods ready."""
     points = []
     for service_id in service_ids:
         roles = roles_of.get(service_id, [])
@@ -374,12 +403,20 @@ def write_chunk(service_ids: list[int], found: CycleFigures, ready_count, roles_
                             **point_values(found.groups.get((service_id, role))))
                 for role in roles
             )
+        points.extend(
+            SeriesPoint(service_id=service_id, role=side, time=at, ready_replicas=(side_ready or {}).get(
+                (service_id, side), 0), **point_values(found.groups.get((service_id, side))))
+            for side in (STABLE_ROLE, CANARY_ROLE) if (service_id, side) in found.groups
+        )
     mixes = [RequestMixPoint(service_id=service_id, time=at, interval_s=mix.interval_s, requests=mix.requests,
                              prompt_buckets=_buckets(mix.prompt_buckets), output_buckets=_buckets(mix.output_buckets))
              for service_id, mix in found.mixes.items()]
+    revisions = [RevisionIncrement(service_id=service_id, role=side, time=at, **increment_fields(inc))
+                 for (service_id, side), inc in found.revisions.items()]
     with transaction.atomic():
         SeriesPoint.objects.bulk_create(points, ignore_conflicts=True)
         RequestMixPoint.objects.bulk_create(mixes, ignore_conflicts=True)
+        RevisionIncrement.objects.bulk_create(revisions, ignore_conflicts=True)
         upsert_pod_stats(found.stats, ("role", "node", "snapshot", "figures", "error", "scraped_at"))
         upsert_pod_stats(found.failed, ("role", "node", "error"))
     return len(points)

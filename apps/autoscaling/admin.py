@@ -8,7 +8,7 @@ from apps.core.admin import RecordAdmin
 
 @admin.register(ScalingDecision)
 class ScalingDecisionAdmin(RecordAdmin):
-    list_display = ["time", "service", "pool", "current_replicas", "desired_replicas", "action", "rule"]
+    list_display = ["time", "service", "pool", "revision", "current_replicas", "desired_replicas", "action", "rule"]
     list_filter = ["action", "rule", "pool"]
     search_fields = ["service__name", "service__tenant__slug", "reason"]
     date_hierarchy = "time"

@@ -12,7 +12,8 @@ was blocked; other evaluations only count.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -50,6 +51,46 @@ class PoolOutcome:
     reason: str
 
 
+@dataclass
+class Target:
+    """The replicas one evaluation scales: a pool (`pool_target`), or during a canary rollout one revision's side
+    of a pool (built by apps.rollouts.scaling). `pod_prefix` / `not_prefix` pick its pods by name, `scale` makes a
+    change (returning the generation it made), `other_gpus` counts the tenant's GPUs no Pool row holds (canary
+    units), `words` opens its decisions' reasons."""
+
+    pool: Pool
+    replicas: int
+    min_replicas: int
+    max_replicas: int
+    scale: Callable[[int], int | None]
+    revision: int | None = None
+    pod_prefix: str = ""
+    not_prefix: str = ""
+    series_role: str | None = None  # the series its latency is read from (None: the pool's or the service's)
+    words: str = ""
+    other_gpus: Callable[[], int] = field(default=lambda: 0)
+    # The replica's rates when they are not the service's current spec's (a stable revision during a rollout).
+    rates: Callable[[], object | None] | None = None
+
+    def pod_stats(self, service: InferenceService, now: datetime):
+        stats = PodStat.objects.filter(service=service, role=self.pool.role, scraped_at__gte=_fresh_after(now),
+                                       figures__isnull=False, error="")
+        if self.pod_prefix:
+            stats = stats.filter(pod__startswith=self.pod_prefix)
+        if self.not_prefix:
+            stats = stats.exclude(pod__startswith=self.not_prefix)
+        return stats
+
+
+def pool_target(service: InferenceService, pool: Pool) -> Target:
+    """A pool scaled as a whole, through the API's scale action (audited by the autoscaler)."""
+    def scale(replicas: int) -> int:
+        return scale_pool(service, role=pool.role, replicas=replicas, actor=None, via=AuditVia.SYSTEM,
+                          by_autoscaler=True).generation
+    return Target(pool=pool, replicas=pool.replicas, min_replicas=pool.min_replicas,
+                  max_replicas=pool.max_replicas, scale=scale)
+
+
 def autoscaled_services():
     """Services the built-in autoscaler evaluates: builtin, not being deleted."""
     return InferenceService.objects.filter(autoscaling__autoscaler="builtin", deletion_requested_at__isnull=True)
@@ -59,16 +100,14 @@ def _fresh_after(now: datetime) -> datetime:
     return now - timedelta(seconds=max(3 * settings.TELEMETRY_SCRAPE_SECONDS, 15))
 
 
-def _pods(service: InferenceService, pool: Pool, now: datetime) -> tuple[PodSample, ...]:
+def _pods(service: InferenceService, target: Target, now: datetime) -> tuple[PodSample, ...]:
     """A sample per spec replica: pods scraped recently with figures, then replicas without metrics."""
-    stats = PodStat.objects.filter(service=service, role=pool.role, scraped_at__gte=_fresh_after(now),
-                                   figures__isnull=False, error="")
     samples = []
-    for stat in stats.order_by("pod")[: pool.replicas]:
+    for stat in target.pod_stats(service, now).order_by("pod")[: target.replicas]:
         figures = stat.figures or {}
         metrics = {name: float(figures[key]) for name, key in METRIC_FIGURES.items() if figures.get(key) is not None}
         samples.append(PodSample(True, metrics))
-    samples += [PodSample(False, {})] * max(pool.replicas - len(samples), 0)
+    samples += [PodSample(False, {})] * max(target.replicas - len(samples), 0)
     return tuple(samples)
 
 
@@ -88,15 +127,14 @@ def pool_rates(service: InferenceService, pool: Pool):
     return plan_rates(arch_of(service.model), gpu, plan.tp, knobs)
 
 
-def _pool_load(service: InferenceService, pool: Pool, now: datetime, rates) -> dict:
-    """What the signals read, from the pool's pods' latest interval (fresh figures only; None: no pod reported
-    it): prompt tokens/s and requests finished per second (the arrivals' measure), summed; prompt tokens
-    waiting, summed over the pods that could estimate them; the queue time p95 and, with the replica's
+def _target_load(service: InferenceService, target: Target, now: datetime, rates) -> dict:
+    """What the signals read, from the target's pods' latest interval (fresh figures only; None: no pod
+    reported it): prompt tokens/s and requests finished per second (the arrivals' measure), summed; prompt
+    tokens waiting, summed over the pods that could estimate them; the queue time p95 and, with the replica's
     rates, the prompts' prefill floor p95 (prompt p95 / prefill rate) as the highest pod's, an upper bound
-    of the pool's own p95 (stored figures keep quantiles, not buckets)."""
-    rows = [f for f in PodStat.objects.filter(
-        service=service, role=pool.role, scraped_at__gte=_fresh_after(now), figures__isnull=False, error="",
-    ).order_by("pod").values_list("figures", flat=True)[: max(pool.replicas, 1)] if f]
+    of the target's own p95 (stored figures keep quantiles, not buckets)."""
+    rows = [f for f in target.pod_stats(service, now).order_by("pod").values_list(
+        "figures", flat=True)[: max(target.replicas, 1)] if f]
 
     def known(key):
         return [float(f[key]) for f in rows if f.get(key) is not None]
@@ -143,11 +181,11 @@ def _pending_activation(service: InferenceService, now: datetime) -> tuple[int, 
     return (signal.pending, signal.at_gateway) if signal else (0, 0)
 
 
-def _track_cold_start(state: PoolAutoscalerState, pool: Pool, latest: dict) -> None:
+def _track_cold_start(state: PoolAutoscalerState, replicas: int, latest: dict) -> None:
     """A scale-up is timed from the decision to the first stored row showing the target count ready."""
     if state.scale_up_started_at is None:
         return
-    if pool.replicas < (state.scale_up_target or 0):
+    if replicas < (state.scale_up_target or 0):
         state.scale_up_started_at, state.scale_up_target = None, None  # scaled down before it was ready
     elif latest["ready"] is not None and latest["ready"] >= state.scale_up_target:
         state.cold_start_s = max((latest["time"] - state.scale_up_started_at).total_seconds(), 0.0)
@@ -157,9 +195,9 @@ def _track_cold_start(state: PoolAutoscalerState, pool: Pool, latest: dict) -> N
 # --- bounds: tenant quota and free GPUs of the type -------------------------------------------------------
 
 
-def _quota_room(service: InferenceService, gpus_per: int) -> tuple[int, str]:
-    """Replicas the tenant's GPU quota still allows, and the figures."""
-    used = sum(
+def _quota_room(service: InferenceService, gpus_per: int, other_gpus: int = 0) -> tuple[int, str]:
+    """Replicas the tenant's GPU quota still allows (`other_gpus`: used by no Pool row), and the figures."""
+    used = other_gpus + sum(
         p.replicas * p.gpus_per_replica * p.nodes_per_replica
         for p in Pool.objects.filter(service__tenant_id=service.tenant_id).exclude(service__phase=Phase.DELETING)
     )
@@ -189,10 +227,11 @@ def _scheduler_reason(service: InferenceService) -> str:
     return ""
 
 
-def _bound(service, pool, current: int, desired: int) -> tuple[int, str, str, dict]:
+def _bound(service, target: Target, current: int, desired: int) -> tuple[int, str, str, dict]:
     """(allowed desired, rule that bounded it or "", words, figures) for a scale-up."""
+    pool = target.pool
     gpus_per = pool.gpus_per_replica * pool.nodes_per_replica
-    quota_room, quota_words = _quota_room(service, gpus_per)
+    quota_room, quota_words = _quota_room(service, gpus_per, target.other_gpus())
     capacity_room, capacity_words = _capacity_room(service, pool)
     figures = {"quota": quota_words, "capacity": capacity_words, "gpus_per_replica": gpus_per}
     allowed, rule, words = desired, "", ""
@@ -207,36 +246,48 @@ def _bound(service, pool, current: int, desired: int) -> tuple[int, str, str, di
 # --- the evaluation -----------------------------------------------------------------------------------------
 
 
-def evaluate_service(service_id: int, now: datetime | None = None) -> list[PoolOutcome]:
-    """Evaluate every pool of one service (nothing when it is gone, deleting or not builtin)."""
+def evaluate_service(service_id: int, now: datetime | None = None,
+                     other_gpus: Callable[[], int] = lambda: 0) -> list[PoolOutcome]:
+    """Evaluate every pool of one service (nothing when it is gone, deleting or not builtin); `other_gpus` counts
+    the tenant's GPUs that no Pool row holds, for the quota bound."""
     now = now or timezone.now()
     service = InferenceService.objects.select_related("tenant").filter(pk=service_id).first()
     if service is None or not service.autoscaled_by_builtin or service.is_deleting:
         return []
     pools = list(service.pools.all())
-    return [_evaluate_pool(service, pool, len(pools) > 1, now) for pool in pools]
+
+    def load(pk: int) -> Target:
+        return replace(pool_target(service, Pool.objects.get(pk=pk)), other_gpus=other_gpus)
+
+    return [evaluate_target(service, pool.role, lambda pk=pool.pk: load(pk), len(pools) > 1, now) for pool in pools]
 
 
-def _evaluate_pool(service: InferenceService, pool: Pool, multi_pool: bool, now: datetime) -> PoolOutcome:
+def evaluate_target(service: InferenceService, key: str, load: Callable[[], Target], multi_pool: bool,
+                    now: datetime) -> PoolOutcome:
+    """Evaluate one target (its autoscaler state is `key`); `load` reads its replicas once that state is locked,
+    so two evaluations of one target never act on the same count."""
     with transaction.atomic():
-        state, _ = PoolAutoscalerState.objects.get_or_create(service=service, pool=pool.role)
+        state, _ = PoolAutoscalerState.objects.get_or_create(service=service, pool=key)
         state = PoolAutoscalerState.objects.select_for_update().get(pk=state.pk)
-        pool.refresh_from_db()
-        policy = pool_policy(service.autoscaling, pool.role, pool.min_replicas, pool.max_replicas)
-        latest = _latest(service, _series_role(service, pool, multi_pool), now)
-        _track_cold_start(state, pool, latest)
-        pending, at_gateway = _pending_activation(service, now) if pool.replicas == 0 else (0, 0)
-        rates = pool_rates(service, pool)
-        load = _pool_load(service, pool, now, rates)
+        target = load()
+        pool = target.pool
+        policy = pool_policy(service.autoscaling, pool.role, target.min_replicas, target.max_replicas)
+        latest = _latest(service, target.series_role or _series_role(service, pool, multi_pool), now)
+        _track_cold_start(state, target.replicas, latest)
+        pending, at_gateway = _pending_activation(service, now) if target.replicas == 0 else (0, 0)
+        rates = target.rates() if target.rates else pool_rates(service, pool)
+        signals = _target_load(service, target, now, rates)
         obs = Observation(
-            t=now.timestamp(), replicas=pool.replicas, pods=_pods(service, pool, now),
+            t=now.timestamp(), replicas=target.replicas, pods=_pods(service, target, now),
             ttft_p95_s=latest["ttft_p95"], itl_p95_s=latest["itl_p95"],
-            idle_for_s=_idle_for(service, state, now) if pool.min_replicas == 0 else None,
+            idle_for_s=_idle_for(service, state, now) if target.min_replicas == 0 else None,
             pending_activation=pending,
-            cold_start_s=state.cold_start_s, rates=rates, **load, period_s=float(settings.AUTOSCALE_SECONDS),
+            cold_start_s=state.cold_start_s, rates=rates, **signals, period_s=float(settings.AUTOSCALE_SECONDS),
         )
         ev = evaluate(policy, obs, History.from_dict(state.history))
         history, desired, action, rule, reason = ev.history, ev.desired, None, ev.rule, ev.reason
+        if target.words:
+            reason = f"{target.words}: {reason}"
         if rule == ScalingRule.ACTIVATION and at_gateway:
             reason = f"{reason} (held at the gateway: {at_gateway})"
         signals = {"ttft_p95_s": obs.ttft_p95_s, "itl_p95_s": obs.itl_p95_s, "idle_for_s": obs.idle_for_s,
@@ -252,7 +303,7 @@ def _evaluate_pool(service: InferenceService, pool: Pool, multi_pool: bool, now:
         generation = None
         if ev.changes:
             if desired > ev.current:
-                allowed, bound_rule, words, figures = _bound(service, pool, ev.current, desired)
+                allowed, bound_rule, words, figures = _bound(service, target, ev.current, desired)
                 signals |= figures
                 if allowed <= ev.current:
                     desired, action, rule = ev.current, ScalingAction.BLOCKED, bound_rule
@@ -262,8 +313,7 @@ def _evaluate_pool(service: InferenceService, pool: Pool, multi_pool: bool, now:
                     reason = f"{reason}; bounded by {words} → {allowed}"
             if action is None:
                 try:
-                    generation = scale_pool(service, role=pool.role, replicas=desired, actor=None,
-                                            via=AuditVia.SYSTEM, by_autoscaler=True).generation
+                    generation = target.scale(desired)
                     action = ScalingAction.SCALED
                 except (ServiceDeleting, ValidationError) as exc:
                     desired, action, rule = ev.current, ScalingAction.BLOCKED, ScalingRule.SCALE_FAILED
@@ -281,7 +331,8 @@ def _evaluate_pool(service: InferenceService, pool: Pool, multi_pool: bool, now:
             state.unchanged += 1
         else:
             ScalingDecision.objects.create(
-                service=service, pool=pool.role, time=now, current_replicas=ev.current, desired_replicas=desired,
+                service=service, pool=pool.role, revision=target.revision, time=now, current_replicas=ev.current,
+                desired_replicas=desired,
                 raw_recommendation=ev.raw, stabilized=ev.stabilized, limited=ev.limited,
                 metrics=[m.as_dict() for m in ev.metrics], signals=signals, rule=rule, action=action,
                 reason=reason, cold_start_s=state.cold_start_s, generation=generation,

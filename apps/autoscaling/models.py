@@ -27,6 +27,8 @@ class ScalingDecision(models.Model):
 
     service = models.ForeignKey(InferenceService, on_delete=models.CASCADE, related_name="scaling_decisions")
     pool = models.CharField(max_length=16)
+    revision = models.PositiveIntegerField(
+        null=True, blank=True, help_text="During a canary rollout, the revision whose replicas this decided.")
     time = models.DateTimeField()
     current_replicas = models.PositiveIntegerField()
     desired_replicas = models.PositiveIntegerField()
@@ -59,7 +61,7 @@ class PoolAutoscalerState(models.Model):
     in progress and the last one measured, and evaluations counted instead of stored."""
 
     service = models.ForeignKey(InferenceService, on_delete=models.CASCADE, related_name="autoscaler_states")
-    pool = models.CharField(max_length=16)
+    pool = models.CharField(max_length=16)  # the role, or `<role>@r<N>` for a canary revision's side of it
     history = models.JSONField(default=dict, blank=True)  # rules.History.as_dict()
     evaluations = models.PositiveBigIntegerField(default=0)
     unchanged = models.PositiveBigIntegerField(default=0, help_text="Evaluations that changed nothing.")

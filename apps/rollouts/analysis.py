@@ -70,6 +70,7 @@ class Readiness:
 
     crash_looping: bool = False
     never_ready: bool = False
+    detail: str = ""  # which pod, and what the cluster says of it
 
 
 @dataclass(frozen=True)
@@ -172,7 +173,8 @@ def analyse(canary: Sequence[Sample], stable: Sequence[Sample], readiness: Readi
     counts = {"canary_requests": len(canary), "stable_requests": len(stable)}
     if readiness.crash_looping or readiness.never_ready:
         state = "is crash-looping" if readiness.crash_looping else "never became ready"
-        return Analysis(Verdict.FAIL, f"the canary {state}", **counts)
+        detail = f" ({readiness.detail})" if readiness.detail else ""
+        return Analysis(Verdict.FAIL, f"the canary {state}{detail}", **counts)
     short = [f"{len(samples)} {side} requests" for side, samples in (("canary", canary), ("stable", stable))
              if len(samples) < thresholds.min_requests]
     if short:

@@ -9,6 +9,9 @@ class RolloutPhase(models.TextChoices):
     PROMOTED = "promoted", "Promoted"
     ROLLED_BACK = "rolled_back", "Rolled back"
     ABORTED = "aborted", "Aborted"  # by a person, or superseded by a newer revision
+    # A canary service's change the two units cannot run side by side (a deployment-mode change): the new revision
+    # replaced the stable one by rolling update, and the rollout says why.
+    ROLLING_UPDATE = "rolling_update", "Rolling update"
 
 
 ACTIVE_PHASES = (RolloutPhase.RUNNING, RolloutPhase.PAUSED)
@@ -26,6 +29,7 @@ class DecisionAction(models.TextChoices):
     PAUSE = "pause", "Paused"
     RESUME = "resume", "Resumed"
     ABORT = "abort", "Aborted"
+    ROLLING_UPDATE = "rolling_update", "Replaced by rolling update"
 
 
 class Verdict(models.TextChoices):

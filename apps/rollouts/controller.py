@@ -1,12 +1,13 @@
 """The rollout controller: every ROLLOUT_SECONDS (beat, workers/tasks/rollout.py) each running rollout whose
 window has lasted its step's minimum duration is judged, and the decision is stored and acted on.
 
-A window is judged by `apps.rollouts.analysis.analyse` on the requests both revisions served in it, as the
-gateway metered them (`gateway.UsageRow`, one row per request naming the pod that served it: a pod of the canary
-unit `<service>-r<N>-…` is the canary's, any other the stable one's); the canary's readiness comes from what the
-reconciler last saw of its pods. An inconclusive window extends the step (the next window adds to its samples),
-a pass advances (or promotes after the last step below 100 %), a fail rolls back: the service is set back to the
-stable revision (`actions.rollback`, audited as the controller) and the canary unit is pruned.
+A window is judged by `apps.rollouts.analysis.analyse` on the requests both revisions served in it, as the gateway
+metered them (`gateway.UsageRow`, one row per request naming the pod that served it: a pod of the canary unit
+`<service>-r<N>-…` is the canary's, any other the stable one's), or when it metered no requests of one of them, on
+the revisions' engine histograms as the scraper kept them (apps/rollouts/engine_samples.py); the canary's readiness
+comes from what the reconciler last saw of its pods. An inconclusive window extends the step (the next window adds
+to its samples), a pass advances (or promotes after the last step below 100 %), a fail rolls back: the service is
+set back to the stable revision (`actions.rollback`, audited as the controller) and the canary unit is pruned.
 
 Every change of step, promotion or rollback changes what the cluster should run, so it bumps the service's
 generation and enqueues a reconcile (which renders it through apps/rollouts/plan.py and prunes what is no
@@ -16,8 +17,10 @@ longer rendered).
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F
@@ -27,16 +30,21 @@ from apps.core.choices import AuditVia
 from apps.gateway.models import UsageRow
 from apps.rollouts.analysis import Action, Analysis, Readiness, Sample, StepState, Thresholds, analyse, decide
 from apps.rollouts.choices import RolloutPhase, Verdict
+from apps.rollouts.engine_samples import ENGINE_BUCKETS, samples_from_window
 from apps.rollouts.models import Rollout, RolloutDecision, StableRevision
+from apps.rollouts.units import sizes_for_step
 from apps.serving.actions import ServiceDeleting, rollback
 from apps.serving.dispatch import enqueue_reconcile
-from apps.serving.models import InferenceService, ServiceObservation
+from apps.serving.models import InferenceService, Pool, ServiceObservation
 from apps.serving.names import canary_name
 from apps.serving.revisions import RollbackRefused
 from apps.serving.rollout_spec import canary_setting
+from apps.telemetry.models import CANARY_ROLE, STABLE_ROLE
+from apps.telemetry.revisions import engine_window
 
 log = logging.getLogger(__name__)
 CONTROLLER_ACTOR = "rollout:controller"
+ENGINE_SOURCE = "judged on the engines' histograms: no metered requests of both revisions in the window"
 CRASH_RESTARTS = 2  # a canary pod restarted this often (or in CrashLoopBackOff) fails the rollout at once
 
 
@@ -59,8 +67,20 @@ def sample_of(row: dict) -> Sample:
                   error=error)
 
 
-def window_samples(rollout: Rollout, start: datetime, end: datetime) -> tuple[list[Sample], list[Sample]]:
-    """(canary, stable) samples of the requests the service served from `start` to `end`."""
+def window_samples(rollout: Rollout, start: datetime, end: datetime) -> tuple[list[Sample], list[Sample], bool]:
+    """(canary, stable, from the engines) samples of the requests the service served from `start` to `end`: the
+    requests the gateway metered when they include both revisions' (they pair each request's prompt with its TTFT),
+    else the revisions' engine histograms (apps/rollouts/engine_samples.py): nobody called the service through the
+    gateway, or its rows name a router that does not say which engine served."""
+    canary, stable = metered_samples(rollout, start, end)
+    if canary and stable:
+        return canary, stable, False
+    return (samples_from_window(engine_window(rollout.service_id, CANARY_ROLE, start, end)),
+            samples_from_window(engine_window(rollout.service_id, STABLE_ROLE, start, end)), True)
+
+
+def metered_samples(rollout: Rollout, start: datetime, end: datetime) -> tuple[list[Sample], list[Sample]]:
+    """(canary, stable) samples of the requests the gateway metered from `start` to `end`."""
     prefix = canary_name(rollout.service.name, rollout.to_revision) + "-"
     canary, stable = [], []
     # By tenant and time first: the (tenant, at) index picks the window, the service and pod filter the rest.
@@ -72,13 +92,23 @@ def window_samples(rollout: Rollout, start: datetime, end: datetime) -> tuple[li
     return canary, stable
 
 
-def readiness(rollout: Rollout) -> Readiness:
-    """Crash-looping: a canary pod in CrashLoopBackOff or restarted CRASH_RESTARTS times, as last observed."""
+def readiness(rollout: Rollout, now: datetime) -> Readiness:
+    """From what the reconciler last saw of the canary unit's pods: crash-looping (a pod in CrashLoopBackOff or
+    restarted CRASH_RESTARTS times), or never ready (no pod ready ROLLOUT_READY_SECONDS after the rollout began)."""
     pods = ServiceObservation.objects.filter(service_id=rollout.service_id).values_list("pods", flat=True).first()
     prefix = canary_name(rollout.service.name, rollout.to_revision) + "-"
     mine = [p for p in pods or [] if str(p.get("name", "")).startswith(prefix)]
-    crashing = any(p.get("reason") == "CrashLoopBackOff" or (p.get("restarts") or 0) >= CRASH_RESTARTS for p in mine)
-    return Readiness(crash_looping=crashing)
+    for pod in mine:
+        if pod.get("reason") == "CrashLoopBackOff" or (pod.get("restarts") or 0) >= CRASH_RESTARTS:
+            return Readiness(crash_looping=True, detail=f"{pod['name']}: {pod.get('reason') or 'restarting'}, "
+                                                        f"{pod.get('restarts') or 0} restarts")
+    waited = (now - rollout.created).total_seconds()
+    if waited >= settings.ROLLOUT_READY_SECONDS and not any(p.get("ready") for p in mine):
+        why = next((f"{p['name']}: {p.get('reason')}" + (f": {p['message']}" if p.get("message") else "")
+                    for p in mine if p.get("reason")), f"{len(mine)} pod(s), none ready")
+        return Readiness(never_ready=True, detail=f"no pod of {prefix[:-1]} ready {waited:.0f} s after the rollout "
+                                                  f"began; {why}")
+    return Readiness()
 
 
 def step_all(now: datetime | None = None) -> int:
@@ -102,14 +132,21 @@ def step_rollout(rollout_id: int, now: datetime | None = None) -> RolloutDecisio
         if rollout is None:
             return None
         step = rollout.steps[rollout.step]
-        ready = readiness(rollout)
+        ready = readiness(rollout, now)
+        failing = ready.crash_looping or ready.never_ready
         due = now - rollout.window_started_at >= timedelta(seconds=step["min_duration_seconds"])
-        if not due and not ready.crash_looping:
+        if not due and not failing:
             return None
         last = rollout.steps[rollout.step + 1]["weight"] == 100
-        if step["analysis"] or ready.crash_looping:
-            canary, stable = window_samples(rollout, rollout.step_started_at, now)
-            result = analyse(canary, stable, ready, thresholds_for(rollout, rollout.service))
+        engines = False
+        if step["analysis"] or failing:
+            canary, stable, engines = window_samples(rollout, rollout.step_started_at, now)
+            # Said only where the engines' figures decided (a readiness failure needs none).
+            engines = engines and bool(canary or stable) and not failing
+            thresholds = thresholds_for(rollout, rollout.service)
+            if engines:
+                thresholds = replace(thresholds, buckets=ENGINE_BUCKETS)
+            result = analyse(canary, stable, ready, thresholds)
         else:
             result = Analysis(Verdict.PASS, "this step has no analysis; its minimum duration has passed", 0, 0)
         state = StepState(last_step=last, inconclusive_count=rollout.extensions,
@@ -119,7 +156,7 @@ def step_rollout(rollout_id: int, now: datetime | None = None) -> RolloutDecisio
         decision = RolloutDecision.objects.create(
             rollout=rollout, service=rollout.service, time=now, step=rollout.step, weight=step["weight"],
             window_start=rollout.step_started_at, window_end=now, verdict=str(result.verdict),
-            action=action.value, reason=_reason(result, action, rollout), metrics=result.as_dict()["metrics"],
+            action=action.value, reason=_reason(result, action, rollout, engines), metrics=result.as_dict()["metrics"],
             canary_requests=result.canary_requests, stable_requests=result.stable_requests,
             actor_repr=CONTROLLER_ACTOR)
         _act(rollout, action, decision.reason, now)
@@ -128,7 +165,7 @@ def step_rollout(rollout_id: int, now: datetime | None = None) -> RolloutDecisio
     return decision
 
 
-def _reason(result: Analysis, action: Action, rollout: Rollout) -> str:
+def _reason(result: Analysis, action: Action, rollout: Rollout, engines: bool = False) -> str:
     then = {
         Action.ADVANCE: f"advancing to {rollout.steps[rollout.step + 1]['weight']} %",
         Action.EXTEND: "extending the window (its requests count with the next one's)",
@@ -136,7 +173,8 @@ def _reason(result: Analysis, action: Action, rollout: Rollout) -> str:
         Action.PROMOTE: f"promoting revision {rollout.to_revision}",
         Action.ROLL_BACK: f"rolling back to revision {rollout.from_revision}",
     }[action]
-    return f"{str(result.verdict).capitalize()}: {result.reason}; {then}."
+    source = f" ({ENGINE_SOURCE})" if engines else ""
+    return f"{str(result.verdict).capitalize()}{source}: {result.reason}; {then}."
 
 
 def _act(rollout: Rollout, action: Action, reason: str, now: datetime) -> None:
@@ -147,10 +185,13 @@ def _act(rollout: Rollout, action: Action, reason: str, now: datetime) -> None:
         rollout.window_started_at = now
         changed += ["extensions", "window_started_at"]
     elif action == Action.ADVANCE:
+        stable = dict(Pool.objects.filter(service_id=rollout.service_id).values_list("role", "replicas"))
+        rollout.canary_replicas = sizes_for_step(stable, rollout.canary_replicas, rollout.weight,
+                                                 rollout.steps[rollout.step + 1]["weight"])
         rollout.step += 1
         rollout.extensions = 0
         rollout.step_started_at = rollout.window_started_at = now
-        changed += ["step", "extensions", "step_started_at", "window_started_at"]
+        changed += ["step", "extensions", "step_started_at", "window_started_at", "canary_replicas"]
     elif action == Action.HOLD:
         rollout.phase = RolloutPhase.PAUSED
         changed.append("phase")
@@ -165,10 +206,12 @@ def _act(rollout: Rollout, action: Action, reason: str, now: datetime) -> None:
         rerender(rollout.service_id)
 
 
-def rerender(service_id: int) -> None:
-    """What the cluster should run changed (a weight, a unit): a new generation, reconciled after commit."""
+def rerender(service_id: int) -> int | None:
+    """What the cluster should run changed (a weight, a unit): a new generation (returned), reconciled after
+    commit."""
     InferenceService.objects.filter(pk=service_id).update(generation=F("generation") + 1)
     enqueue_reconcile(service_id)
+    return InferenceService.objects.filter(pk=service_id).values_list("generation", flat=True).first()
 
 
 def restore_stable(rollout: Rollout, actor=None, via: str = AuditVia.SYSTEM) -> None:

@@ -29,6 +29,10 @@ class Rollout(models.Model):
     step_started_at = models.DateTimeField()
     window_started_at = models.DateTimeField(help_text="Where the current analysis window began.")
     extensions = models.PositiveSmallIntegerField(default=0, help_text="Inconclusive windows at this step.")
+    canary_replicas = models.JSONField(
+        default=dict, blank=True,
+        help_text="{role: replicas} of the canary unit as the autoscaler or the last step set them (a role not "
+                  "named: its share of the stable pool).")
     reason = models.TextField(blank=True, help_text="Why it stands where it stands, in words.")
     created = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)

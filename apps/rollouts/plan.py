@@ -5,8 +5,9 @@ revision's unit at the current step's weight while a rollout runs (apps/rollouts
 rollout starts: a canary service whose newest revision differs from what its stable workloads run (a
 `StableRevision`) gets a Rollout from that one to the newest. A rolling service, or one seen for the first time,
 simply renders its newest revision and records it as stable. A newer revision during a rollout supersedes it
-(aborted, and a rollout to the newest starts from the same stable revision). A deployment-mode change rolls by
-rolling update, as the two units would need different routers.
+(aborted, and a rollout to the newest starts from the same stable revision). A deployment-mode change goes by
+rolling update, as the two units would need different routers; it is recorded as a rollout in phase
+`rolling_update` with the reason, so the Rollout panel and the API say why no canary ran.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def desired_spec(service: InferenceService) -> ServiceSpec:
         # The newest revision was rolled back (or aborted) but the service could not be set back to the stable one
         # (its save was refused): the stable revision alone runs until the service changes again.
         return stable
-    return with_canary(stable, spec, rollout.to_revision, rollout.weight)
+    return with_canary(stable, spec, rollout.to_revision, rollout.weight, rollout.canary_replicas)
 
 
 def _spec_of(service, number: int) -> dict | None:
@@ -65,12 +66,14 @@ def _current_rollout(service: InferenceService, latest: Revision) -> Rollout | N
     if stable.revision == latest.number:
         return None
     stable_spec = _spec_of(service, stable.revision)
-    if (not is_canary(service.rollout) or stable_spec is None or same_pods(stable_spec, latest.spec)
-            or stable_spec["deployment_mode"] != latest.spec["deployment_mode"]):
+    if not is_canary(service.rollout) or stable_spec is None or same_pods(stable_spec, latest.spec):
         stable.revision = latest.number
         stable.save(update_fields=["revision", "updated"])
         return None
     now = timezone.now()
+    if stable_spec["deployment_mode"] != latest.spec["deployment_mode"]:
+        _rolled_instead(service, stable, latest, stable_spec["deployment_mode"], now)
+        return None
     rollout = Rollout.objects.create(service=service, from_revision=stable.revision, to_revision=latest.number,
                                      strategy=service.rollout, step_started_at=now, window_started_at=now)
     first = rollout.steps[0]
@@ -79,6 +82,22 @@ def _current_rollout(service: InferenceService, latest: Revision) -> Rollout | N
         reason=f"Revision {latest.number} starts beside revision {stable.revision} with {first['weight']} % of the "
                f"requests.")
     return rollout
+
+
+def _rolled_instead(service: InferenceService, stable: StableRevision, latest: Revision, mode: str, now) -> None:
+    """A deployment-mode change under the canary strategy: the two revisions would need different routers (and a
+    P/D or multi-node unit cannot share one with a single pool), so the new revision replaces the stable one by
+    rolling update, recorded as a rollout that says so."""
+    reason = (f"The deployment mode changed ({mode} → {latest.spec['deployment_mode']}): the two revisions cannot run "
+              f"side by side behind one router, so revision {latest.number} replaces revision {stable.revision} by "
+              f"rolling update, without canary steps or analysis.")
+    rollout = Rollout.objects.create(service=service, from_revision=stable.revision, to_revision=latest.number,
+                                     strategy=service.rollout, phase=RolloutPhase.ROLLING_UPDATE, step_started_at=now,
+                                     window_started_at=now, reason=reason, finished_at=now)
+    RolloutDecision.objects.create(rollout=rollout, service=service, time=now, step=0, weight=100,
+                                   action=DecisionAction.ROLLING_UPDATE, reason=reason)
+    stable.revision = latest.number
+    stable.save(update_fields=["revision", "updated"])
 
 
 def _finish(rollout: Rollout, phase: str, action: str, reason: str, *, actor=None, actor_label: str = "") -> None:

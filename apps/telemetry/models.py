@@ -14,6 +14,10 @@ from apps.core.access import restricted, staff_only, tenant_owned
 from apps.telemetry.choices import Resolution
 
 SERVICE_ROLE = ""  # the role of a row that covers the whole service (every pool merged)
+# During a canary rollout, rows that cover one revision's engine pods (every pool merged): the stable workloads'
+# and the canary unit's (its pods carry the revision label).
+STABLE_ROLE = "stable"
+CANARY_ROLE = "canary"
 
 
 class RealField(models.FloatField):
@@ -96,6 +100,34 @@ class RequestMixPoint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.service_id}@{self.time:%H:%M:%S}: {self.requests:g} requests"
+
+
+class RevisionIncrement(models.Model):
+    """One scrape interval of one revision's engines during a canary rollout (role STABLE_ROLE or CANARY_ROLE):
+    the TTFT and inter-token histograms' bucket increments and the counts the canary analysis reads, merged over
+    the revision's pods. The rollout controller judges a window on their sum when no gateway metered the service's
+    requests (apps/telemetry/revisions.py). Kept as long as raw series rows."""
+
+    service = models.ForeignKey("serving.InferenceService", on_delete=models.CASCADE, related_name="+",
+                                db_index=False)  # the unique constraint starts with it
+    role = models.CharField(max_length=16)
+    time = models.DateTimeField()
+    ttft_buckets = models.JSONField()  # [[upper bound ("+Inf" for the last), cumulative count], ...]
+    itl_buckets = models.JSONField()
+    finished = RealField()  # requests the engines finished, failed ones included
+    failed = RealField()  # of them, aborted or failed in the engine
+    preemptions = RealField(null=True)  # null: the engine exports no preemption counter
+    prompt_tokens = RealField()
+    cached_tokens = RealField()  # prompt tokens served from the prefix cache
+
+    objects = restricted(tenant_owned("service__tenant"))
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["service", "role", "time"], name="telemetry_revinc_unique")]
+        indexes = [models.Index(fields=["time"], name="telemetry_revinc_age_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.service_id}/{self.role}@{self.time:%H:%M:%S}"
 
 
 class PodStat(models.Model):

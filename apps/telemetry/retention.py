@@ -16,7 +16,7 @@ from django.db.models import Max, Min, OuterRef, Subquery
 from django.utils import timezone
 
 from apps.telemetry.choices import Resolution
-from apps.telemetry.models import PodStat, RequestMixPoint, ScrapeCycle, SeriesPoint
+from apps.telemetry.models import PodStat, RequestMixPoint, RevisionIncrement, ScrapeCycle, SeriesPoint
 from apps.telemetry.series import MERGE, SERIES_COLUMNS
 
 _SQL = {"max": "MAX({c})", "avg": "AVG({c})", "sum": "SUM({c})"}
@@ -78,4 +78,5 @@ def compact(now: datetime | None = None) -> dict[str, int]:
     written = rollup(now)
     raw_cutoff = (now or timezone.now()) - timedelta(hours=settings.TELEMETRY_RAW_RETENTION_HOURS)
     mixes = RequestMixPoint.objects.filter(time__lt=raw_cutoff).delete()[0]
-    return {"rolled_up": written, **prune(now), "request_mix": mixes}
+    revisions = RevisionIncrement.objects.filter(time__lt=raw_cutoff).delete()[0]
+    return {"rolled_up": written, **prune(now), "request_mix": mixes, "revision_increments": revisions}

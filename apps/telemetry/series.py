@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from apps.telemetry.choices import Resolution
 from apps.telemetry.figures import Figures
-from apps.telemetry.models import SERVICE_ROLE, SeriesPoint
+from apps.telemetry.models import CANARY_ROLE, SERVICE_ROLE, STABLE_ROLE, SeriesPoint
 
 # Figures field → column.
 COLUMNS = {
@@ -212,12 +212,14 @@ def window_from_query(params, now: datetime | None = None) -> SeriesWindow:
 
 
 def role_from_query(params) -> str:
-    """`role`: a pool of a multi-pool service, or the whole service when left out."""
+    """`role`: a pool of a multi-pool service, one revision during a canary rollout (`stable`, `canary`), or the
+    whole service when left out."""
     from apps.serving.choices import PoolRole
 
+    roles = [*PoolRole.values, STABLE_ROLE, CANARY_ROLE]
     role = params.get("role") or SERVICE_ROLE
-    if role != SERVICE_ROLE and role not in PoolRole.values:
-        raise BadSeriesQuery(f"role must be one of {', '.join(PoolRole.values)}, or left out")
+    if role != SERVICE_ROLE and role not in roles:
+        raise BadSeriesQuery(f"role must be one of {', '.join(roles)}, or left out")
     return role
 
 

@@ -133,6 +133,29 @@ def test_a_crash_looping_canary_fails_at_once(canary_service, new_runtime):
     assert "the canary is crash-looping" in decision.reason
 
 
+PENDING = [{"name": "chat-7d9f-abcde", "role": "engine", "phase": "Running", "ready": True, "restarts": 0},
+           {"name": "chat-r2-5c6d-xyz12", "role": "engine", "phase": "Pending", "ready": False, "restarts": 0,
+            "reason": "Unschedulable", "message": "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}]
+
+
+def test_a_canary_never_ready_after_the_deadline_fails_at_once_saying_why(canary_service, new_runtime, settings):
+    settings.ROLLOUT_READY_SECONDS = 900
+    new_runtime()
+    rollout = Rollout.objects.get(service=canary_service)
+    ServiceObservation.objects.create(service=canary_service, pods=PENDING)
+    # Ten minutes in, a pending canary is still within its time to start: nothing is judged before the window.
+    Rollout.objects.filter(pk=rollout.pk).update(created=rollout.window_started_at - timedelta(seconds=595))
+    assert step_rollout(rollout.pk, rollout.window_started_at + timedelta(seconds=5)) is None
+    # Sixteen minutes in, it never became ready: rolled back at once, with the pod and the scheduler's words.
+    Rollout.objects.filter(pk=rollout.pk).update(created=rollout.window_started_at - timedelta(seconds=955))
+    decision = step_rollout(rollout.pk, rollout.window_started_at + timedelta(seconds=5))
+    assert (decision.verdict, decision.action) == ("fail", "roll_back")
+    assert decision.reason == (
+        "Fail: the canary never became ready (no pod of chat-r2 ready 960 s after the rollout began; "
+        "chat-r2-5c6d-xyz12: Unschedulable: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu.); "
+        "rolling back to revision 1.")
+
+
 def test_a_newer_revision_during_a_rollout_supersedes_it(canary_service, new_runtime, owner_a):
     new_runtime()
     service = InferenceService.objects.get(pk=canary_service.pk)

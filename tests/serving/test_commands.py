@@ -13,6 +13,7 @@ from apps.catalog.models import Model, Runtime
 from apps.clusters.models import Cluster
 from apps.core.models import AuditEntry
 from apps.serving.models import InferenceService, Pool
+from apps.serving.rollout_spec import canary_steps
 from apps.tenancy.models import ApiToken, Membership, Tenant
 
 
@@ -148,3 +149,10 @@ def test_seed_demo_has_a_service_with_a_kv_cache_cpu_tier(seeded):
     rag = InferenceService.objects.get(name="llama-8b-rag")
     assert rag.engine_settings["kv_offload"] == {"backend": "native", "size_gib": 16}
     rag.full_clean()
+
+
+def test_seed_demo_gives_the_chat_service_a_canary_strategy_and_a_newer_runtime_to_roll_out(seeded):
+    chat = InferenceService.objects.get(tenant__slug="acme", name="llama-8b-chat")
+    assert [s["weight"] for s in canary_steps(chat.rollout)] == [10, 50, 100]
+    assert Runtime.objects.get(name="vllm-0-34").tag == "v0.34.0"
+    assert InferenceService.objects.get(tenant__slug="acme", name="llama-8b-rag").rollout == {"strategy": "rolling"}

@@ -1,5 +1,6 @@
 """Celery tasks of the built-in autoscaler (queue `autoscale`): every AUTOSCALE_SECONDS beat evaluates each
-builtin service from the stored series (no scrape); the scraper asks for one service at once when its
+builtin service from the stored series (no scrape), both revisions of it during a canary rollout
+(apps/rollouts/scaling.py); the scraper asks for one service at once when its
 router holds a request at zero replicas (activation); decisions past retention are pruned hourly."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import logging
 from celery import shared_task
 
 from apps.autoscaling import evaluate
+from apps.rollouts import scaling
 from controlplane import tasknames as names
 
 log = logging.getLogger(__name__)
@@ -20,7 +22,7 @@ def evaluate_all() -> int:
     count = 0
     for service_id in evaluate.autoscaled_services().values_list("pk", flat=True):
         try:
-            for outcome in evaluate.evaluate_service(service_id):
+            for outcome in scaling.evaluate_service(service_id):
                 if outcome.action:
                     log.info("autoscale %s/%s: %s %d → %d: %s", service_id, outcome.pool, outcome.action,
                              outcome.current, outcome.desired, outcome.reason)
@@ -33,7 +35,7 @@ def evaluate_all() -> int:
 @shared_task(name=names.AUTOSCALE_EVALUATE_SERVICE, ignore_result=True)
 def evaluate_service(service_id: int) -> list[dict]:
     """Evaluate one service now (activation of a serverless service at zero replicas)."""
-    return [vars(o) for o in evaluate.evaluate_service(service_id)]
+    return [vars(o) for o in scaling.evaluate_service(service_id)]
 
 
 @shared_task(name=names.AUTOSCALE_PRUNE, ignore_result=True)

@@ -8,7 +8,7 @@ from apps.autoscaling.models import ScalingDecision
 class ScalingDecisionSerializer(serializers.ModelSerializer):
     class Meta:
         model = ScalingDecision
-        fields = ["id", "service", "pool", "time", "current_replicas", "desired_replicas", "raw_recommendation",
-                  "stabilized", "limited", "metrics", "signals", "rule", "action", "reason", "cold_start_s",
-                  "generation"]
+        fields = ["id", "service", "pool", "revision", "time", "current_replicas", "desired_replicas",
+                  "raw_recommendation", "stabilized", "limited", "metrics", "signals", "rule", "action", "reason",
+                  "cold_start_s", "generation"]
         read_only_fields = fields

@@ -34,7 +34,8 @@ class ServiceMetricsSerializer(serializers.Serializer):
     Null where the step had no data (no request got its first token, the engines were not scraped)."""
 
     service = serializers.IntegerField()
-    role = serializers.CharField(help_text='The pool ("prefill", "decode", ...) or "" for the whole service.')
+    role = serializers.CharField(help_text='The pool ("prefill", "decode", ...), one revision during a canary '
+                                 'rollout ("stable", "canary"), or "" for the whole service.')
     resolution = serializers.ChoiceField(choices=["raw", "minute"], help_text="Which stored rows answered.")
     step = serializers.IntegerField(help_text="Seconds per point.")
     since = serializers.DateTimeField()

@@ -21,7 +21,8 @@ PARAMETERS = [
     OpenApiParameter("step", OpenApiTypes.STR, description="Seconds per point (`30`, `1m`, `1h`). Raised so "
                      "that at most 720 points come back; at least the scrape period, or a minute for rollups."),
     OpenApiParameter("role", OpenApiTypes.STR, description="A pool (`prefill`, `decode`) of a multi-pool "
-                     "service; the whole service when left out."),
+                     "service; during a canary rollout one revision's engines (`stable`, `canary`); the whole "
+                     "service when left out."),
 ]
 
 

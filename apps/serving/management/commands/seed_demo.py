@@ -21,6 +21,7 @@ from apps.core.choices import AuditAction, AuditVia, Role
 from apps.serving.actions import save_service
 from apps.serving.models import InferenceService
 from apps.serving.rendering.spec import PoolSpec
+from apps.serving.rollout_spec import default_rollout
 from apps.tenancy.models import Membership, Tenant
 from capacity.known import KNOWN_MODELS
 from enginevocab import sglang, vllm
@@ -41,6 +42,8 @@ MODELS = [
 
 RUNTIMES = [
     ("vllm", EngineKind.VLLM, vllm.IMAGE, vllm.TAG),
+    # A newer build to change a service to in the portal: acme/llama-8b-chat rolls it out as a canary.
+    ("vllm-0-34", EngineKind.VLLM, vllm.IMAGE, "v0.34.0"),
     ("sglang", EngineKind.SGLANG, sglang.IMAGE, sglang.TAG),
 ]
 
@@ -54,6 +57,14 @@ BUILTIN = {"autoscaler": "builtin", "targets": {"waiting_requests_per_replica": 
 DEMO_AUTOSCALED = {"autoscaler": "builtin",
                    "targets": {"waiting_requests_per_replica": 4, "ttft_p95_seconds": 2.0},
                    "behavior": {"scale_down": {"stabilization_window_s": 60}}}
+
+# The chat service's rollout strategy: a new revision runs beside the stable one at 10 % of the requests, then 50 %,
+# each step two minutes at least and judged (at least 30 requests a side; the demo's quiet minutes extend a window,
+# up to four times, until a burst brings them), then promoted. README "Rollouts" walks through it.
+DEMO_CANARY = {"strategy": "canary", "min_requests": 30, "max_extensions": 4,
+               "steps": [{"weight": 10, "min_duration_seconds": 120}, {"weight": 50, "min_duration_seconds": 120},
+                         {"weight": 100}]}
+ROLLOUTS = {("acme", "llama-8b-chat"): DEMO_CANARY}
 
 # tenant, name, model, runtime, mode, engine settings, routing, autoscaling, pools
 SERVICES = [
@@ -220,6 +231,7 @@ class Command(BaseCommand):
                 engine_settings=engine,
                 routing_policy=routing,
                 autoscaling=autoscaling,
+                rollout=ROLLOUTS.get((slug, name)) or default_rollout(),
             )
             save_service(service, pools=pools, adapters=[], actor=None, via=AuditVia.COMMAND, actor_label=LABEL)
             self.count += 1

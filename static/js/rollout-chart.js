@@ -1,0 +1,34 @@
+// Both revisions' TTFT p95 over a canary rollout, one line each, on the service page's Rollout panel
+// (templates/portal/partials/rollout.html). The data comes with the panel's live part (#rollout-chart-data,
+// apps/web/rollout_panel.py rollout_chart), which htmx refreshes every 5 s; each refresh redraws with Plotly.react
+// in the style of the service's other charts (service-charts.js).
+(function () {
+  "use strict";
+
+  const COLOURS = { stable: "#2457c5", canary: "#c05621" };
+
+  function draw() {
+    const node = document.getElementById("rollout-chart-data");
+    const target = document.getElementById("chart-rollout-ttft");
+    if (!node || !target || typeof Plotly === "undefined") return;
+    const data = JSON.parse(node.textContent);
+    if (!data) return;
+    const traces = data.sides.map((side) => {
+      const role = side.name.includes("(canary)") ? "canary" : "stable";
+      return {
+        x: side.time, y: side.ttft_p95_ms, name: side.name, mode: "lines+markers", connectgaps: false,
+        line: { width: 2, color: COLOURS[role], dash: role === "canary" ? "dot" : "solid" },
+        marker: { size: 4, color: COLOURS[role] },
+      };
+    });
+    const layout = {
+      title: { text: "TTFT p95 during the rollout (ms)", font: { size: 14 } }, margin: { l: 50, r: 10, t: 36, b: 30 },
+      legend: { orientation: "h", y: -0.2 }, xaxis: { type: "date" }, yaxis: { rangemode: "tozero" },
+      uirevision: "rollout-ttft",
+    };
+    Plotly.react(target, traces, layout, { displayModeBar: false, responsive: true });
+  }
+
+  document.addEventListener("DOMContentLoaded", draw);
+  document.addEventListener("htmx:afterSettle", draw);
+})();
