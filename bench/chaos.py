@@ -11,9 +11,8 @@ workers. The script plays beat too (a resync every RESYNC_TICK_SECONDS, skipped 
 Phases: create the services and wait until Ready; change half of them and kill a worker with -9 while it
 holds a reconcile claim; change and scale services while the broker is down, then restart it; stop
 PostgreSQL (writes are refused meanwhile and made again once it is back), restart it; wait for convergence;
-watch a quiet window of three resyncs. Prints the counts and exits 1 when anything did not converge, was
-lost or kept being re-applied.
-"""
+watch a quiet window of three resyncs. Prints the counts; exits 1 when anything failed to converge, was lost
+or kept being re-applied."""
 
 from __future__ import annotations
 
@@ -36,6 +35,7 @@ from urllib.parse import quote
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.common import free_port  # noqa: E402 (the repository root is on the path from here)
+from controlplane import tasknames  # noqa: E402
 from enginevocab.vllm import TAG as VLLM_TAG  # noqa: E402
 
 RESYNC_TICK = 2
@@ -134,8 +134,6 @@ def set_faults(url: str, faults: dict) -> None:
 
 def start_worker(base: Path, env: dict, n: int) -> subprocess.Popen:
     prefix = env["CELERY_QUEUE_PREFIX"]
-    from controlplane import tasknames
-
     queues = ",".join(prefix + q for q in tasknames.QUEUES)
     return subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "controlplane", "worker", "--pool", "solo", "--queues", queues,
