@@ -49,6 +49,7 @@ NOBODY_BUT_STAFF = {
     "core.AuditEntry", "catalog.TenantImageRegistry", "gateway.TenantLimits", "gateway.UsageRow", "gateway.UsageHour",
     "gateway.Upstream",  # where the gateway sends a service's requests: the telemetry cycle writes it
     "whatif.Calibration",  # the lab's record of its own error: the worker writes it, nobody edits it
+    "whatif.EngineFit",  # coefficients fitted by `manage.py calibrate` from stored telemetry, audited there
 }
 
 _serial = itertools.count()
