@@ -38,6 +38,9 @@ RETRY_CAP_SECONDS = 10.0
 LIST_PAGE = 500  # objects per list request: a relist's transient memory is one page's, not the kind's
 GIVE_UP_AFTER = 8  # failures in a row (about half a minute): the thread ends; the next read starts another
 INDEX_LABEL = SERVICE_UID_LABEL
+# Called from a watch thread with (kind label, service uid) when a watch reports an object of a service
+# DELETED (not when a relist no longer finds it); set by `workers.restore.install` in worker processes.
+on_deleted = None
 
 
 class Packer:
@@ -243,6 +246,9 @@ class KindCache:
         with self._cond:
             if kind == "DELETED":
                 self._drop(obj)
+                uid = ((obj.get("metadata") or {}).get("labels") or {}).get(INDEX_LABEL)
+                if uid and on_deleted is not None:
+                    on_deleted(self.label, uid)
             elif kind in ("ADDED", "MODIFIED"):
                 self._put(obj)
             self._rv = max(self._rv, rv)
