@@ -18,7 +18,9 @@ By default the runtime image is a mirror path (`mirror.local/vllm/vllm-openai`) 
 plain container, so the figures measure the control plane rather than 1,250 simulated GPUs in one
 kubesim process; `--simulate-engines` uses `vllm/vllm-openai` and runs real simulated engines.
 `--profile FILE.svg` records the first kubesim with py-spy (the `bench` extra) into a flame graph (any other
-suffix: collapsed stacks, one line per stack, for a script to sum).
+suffix: collapsed stacks, one line per stack, for a script to sum). `--profile-workers PREFIX` records each
+worker (its pool processes, every thread, waits included, 10 samples a second) until all are Ready into
+PREFIX-N.txt, for `bench/profile_split.py` to split each pass's time.
 
 Uses DATABASE_URL (or the embedded PostgreSQL) with its own database `<name>_bench` beside it, dropped and
 recreated on every run, and CELERY_BROKER_URL (or the folder broker). Runs with DEBUG off, as a deployment
@@ -246,6 +248,15 @@ class CountingProxy:
         await asyncio.Event().wait()
 
 
+def profile_workers(procs: list[subprocess.Popen], prefix: str) -> list[subprocess.Popen]:
+    import shutil
+
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    return [subprocess.Popen([spy, "record", "--pid", str(proc.pid), "--subprocesses", "--idle", "--threads",
+                              "--rate", "10", "--nonblocking", "--format", "raw", "--output", f"{prefix}-{i}.txt"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i, proc in enumerate(procs)]
+
+
 def cpu_split(sim: subprocess.Popen, workers: list[subprocess.Popen]) -> dict[str, float]:
     """CPU seconds used so far by each part of a run: this process (the API's creates, or waiting),
     its finished children (kubectl), the workers, kubesim and PostgreSQL."""
@@ -293,6 +304,7 @@ def main() -> int:
     parser.add_argument("--simulate-engines", action="store_true", help="run simulated vLLM engines in the pods")
     parser.add_argument("--profile", metavar="FILE",
                         help="record kubesim with py-spy: a flame graph (.svg) or collapsed stacks")
+    parser.add_argument("--profile-workers", metavar="PREFIX", help="record the workers with py-spy until all Ready")
     args = parser.parse_args()
 
     setup_django()
@@ -319,6 +331,7 @@ def main() -> int:
         raise
     print(f"kubectl: {kubectl_version} at {kubectl}")
     procs = start_workers(args.workers)
+    spies = profile_workers(procs, args.profile_workers) if args.profile_workers else []
     try:
         started = time.monotonic()
         cpu_before = cpu_split(sim, procs)
@@ -334,6 +347,8 @@ def main() -> int:
                 last_tick = time.monotonic()
             time.sleep(0.5)
         ours_ready = time.monotonic() - started
+        for spy in spies:
+            stop(spy)  # an interrupt: py-spy writes its stacks
         applied = ReconcileRun.objects.aggregate(n=Sum("applied"))["n"] or 0
         print(f"services: {len(ids)} (created through the API in {created:.1f} s)")
         print(f"ours: all Ready through the API {ours_ready:.1f} s after the first create "
