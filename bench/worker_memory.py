@@ -4,12 +4,13 @@ imports and holds one watch cache per kind the reconcile reads (its 12 managed k
     python bench/worker_memory.py [--services 5000] [--compare-plain]
 
 The cluster is filled faster than through the workers: 40 services are created through the API (every
-deployment mode in every one of 10 tenants), their rendered specs are copied to N services (new names and
-uids, the objects of real services of those modes), applied with the workers' own client (`Kube.each`,
-server-side apply) to one kubesim with --fast-start, and the bench waits until every workload is ready (so
-the Pods are there, with their status). Then a fresh process (`--measure`) imports Django, the Celery app
-and every task module, reads its RSS, starts the caches, waits until every one is live, and prints its
-RSS, its peak RSS (VmHWM: the relist's transient included) and the bytes the caches hold.
+deployment mode in every one of 10 tenants) and run on a small simulated kubesim until Ready; their rendered
+specs are copied to N services (new names and uids: the objects of real services of those modes) and
+applied with the workers' own client (`Kube.each`, server-side apply) to a kubesim `--api-only`, with
+copies of the templates' Pods as kubesim's kubelet left them (status included). Then a fresh process
+(`--measure`) imports Django, the Celery app and every task module, reads its RSS, starts the caches, waits
+until every one is live, and prints its RSS, its peak RSS (VmHWM: the relist's transient included) and the
+bytes the caches hold.
 `--compare-plain` measures a second process whose caches keep compact JSON and list each kind in one
 request, as they did before objects were packed and lists paged (the same objects, the same kubesim).
 
@@ -100,40 +101,81 @@ class PlainPacker:
 
 
 def fill(n: int) -> tuple[object, str, float]:
-    """kubesim with N services' objects applied and every workload ready: (kubesim, url, seconds)."""
-    from bench.reconcile import create_services, start_kubesim, wait_ready
+    """An API-only kubesim holding N services' objects and their Ready pods: (kubesim, url, seconds).
 
-    sim, url = start_kubesim(gpu_nodes=max(1, n * 2 // 8 + 2), cpu_nodes=n // 40 + 1)
-    started = time.monotonic()
+    Simulating thousands of pods on this machine takes longer than a worker needs to be measured, so the
+    40 template services run on a small simulated kubesim first; their pods (with the status kubesim's
+    kubelet gave them) are copied with the services to an API-only kubesim (`serve --api-only`)."""
+    from django.utils import timezone
+
+    from apps.clusters.models import Cluster
     from apps.serving.models import InferenceService
     from apps.serving.names import SERVICE_UID_LABEL
     from apps.serving.rendering import render_service
     from apps.serving.rendering.spec import spec_from_service
+    from bench.reconcile import create_services, start_kubesim, stop, wait_ready
     from workers.kube import kube_for
 
-    create_services(40, url, "mirror.local/vllm/vllm-openai")
-    templates = [spec_from_service(s) for s in InferenceService.objects.order_by("pk")]
-    kube = kube_for(InferenceService.objects.first().cluster)
-    shared, labelled = {}, []
+    started = time.monotonic()
+    small, small_url = start_kubesim(gpu_nodes=12, cpu_nodes=2)
+    try:
+        create_services(40, small_url, "mirror.local/vllm/vllm-openai")
+        templates = [spec_from_service(s) for s in InferenceService.objects.order_by("pk")]
+        kube = kube_for(Cluster.objects.get())
+        apply_all(kube, [obj for spec in templates for obj in render_service(spec)], SERVICE_UID_LABEL)
+        wait_ready(small_url, 600)
+        pods = {spec.uid: kube.list("v1", "Pod", namespace=spec.namespace,
+                                    label_selector=f"{SERVICE_UID_LABEL}={spec.uid}") for spec in templates}
+    finally:
+        stop(small)
+    print(f"40 template services and their {sum(map(len, pods.values()))} pods in {time.monotonic() - started:.0f} s",
+          flush=True)
+    sim, url = start_kubesim(gpu_nodes=1, api_only=True)
+    Cluster.objects.update(api_url=url, updated=timezone.now())
+    kube = kube_for(Cluster.objects.get())
+    objects, copies = [], []
     for i in range(n):
-        spec = replace(templates[i % len(templates)], name=f"svc-{i}", uid=str(uuid.UUID(int=i + 1)))
-        for obj in render_service(spec):
-            if SERVICE_UID_LABEL in (obj["metadata"].get("labels") or {}):
-                labelled.append(obj)
-            else:
-                shared[(obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"])] = obj
-    namespaces = [o for o in shared.values() if o["kind"] == "Namespace"]
-    kube.each(kube.apply, namespaces)
+        template = templates[i % len(templates)]
+        spec = replace(template, name=f"svc-{i}", uid=str(uuid.UUID(int=i + 1)))
+        objects.extend(render_service(spec))
+        for pod in pods[template.uid]:
+            text = json.dumps(pod).replace(template.uid, spec.uid)
+            text = text.replace(f'"{template.name}-', f'"{spec.name}-').replace(f'"{template.name}"', f'"{spec.name}"')
+            copy = json.loads(text)
+            for field in ("uid", "resourceVersion", "creationTimestamp", "managedFields"):
+                copy["metadata"].pop(field, None)
+            copies.append(copy)
+    apply_all(kube, objects, SERVICE_UID_LABEL)
+    core = kube.core
+
+    def create_pod(pod: dict) -> None:
+        namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        made = json.loads(core.create_namespaced_pod(namespace, pod, _preload_content=False).data)
+        pod["metadata"]["resourceVersion"] = made["metadata"]["resourceVersion"]
+        core.replace_namespaced_pod_status(name, namespace, pod, _preload_content=False)  # as its kubelet left it
+
+    for start in range(0, len(copies), 2000):
+        kube.each(create_pod, copies[start:start + 2000])
+    seconds = time.monotonic() - started
+    print(f"{len(objects)} objects and {len(copies)} pods of {n} services on kubesim --api-only in {seconds:.0f} s",
+          flush=True)
+    return sim, url, seconds
+
+
+def apply_all(kube, objects: list[dict], uid_label: str) -> None:
+    """Server-side apply: the shared objects once each (Namespaces first), then the services' objects."""
+    shared, labelled = {}, []
+    for obj in objects:
+        if uid_label in (obj["metadata"].get("labels") or {}):
+            labelled.append(obj)
+        else:
+            shared[(obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"])] = obj
+    kube.each(kube.apply, [o for o in shared.values() if o["kind"] == "Namespace"])
     kube.each(kube.apply, [o for o in shared.values() if o["kind"] != "Namespace"])
     keys = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in labelled}
     assert len(keys) == len(labelled), "two copied services' objects share a name"
     for start in range(0, len(labelled), 2000):
         kube.each(kube.apply, labelled[start:start + 2000])
-    applied = time.monotonic() - started
-    print(f"applied {len(labelled) + len(shared)} objects of {n} services in {applied:.0f} s", flush=True)
-    ready = wait_ready(url, 3600)
-    print(f"every workload ready {ready:.0f} s later", flush=True)
-    return sim, url, applied + ready
 
 
 def main() -> int:
