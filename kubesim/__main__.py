@@ -41,9 +41,10 @@ async def _serve(args) -> None:
 
     server = Server(host=args.host, port=args.port, token=args.token, seed=args.seed, state_file=args.state,
                     tune_gc=True, authorization=args.authorization, tls=args.tls)
-    Cluster(server, cluster_config_from_args(args)).install()  # nodes, scheduler, controllers, kubelet
+    if not args.api_only:
+        Cluster(server, cluster_config_from_args(args)).install()  # nodes, scheduler, controllers, kubelet
     await server.start()
-    print(f"kubesim API server listening on {server.url}", flush=True)
+    print(f"kubesim API server listening on {server.url}{' (API only)' if args.api_only else ''}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -95,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
                        help="serve HTTPS with a self-signed certificate (kubectl sends tokens over HTTPS only)")
     serve.add_argument("--authorization", choices=["open", "rbac"], default="open",
                        help="rbac: refuse requests RBAC does not allow (403); open (default): allow every request")
+    serve.add_argument("--api-only", action="store_true",
+                       help="the API server alone, answering from memory: no nodes, scheduler, controllers or kubelet "
+                            "(nothing runs and no pod is ever made; for measuring a client's own cost)")
     add_cluster_arguments(serve)
     kc = commands.add_parser("kubeconfig", help="print a kubeconfig for a kubesim server")
     kc.add_argument("--port", type=int, default=6443)

@@ -6,6 +6,7 @@ other side."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -200,6 +201,40 @@ def test_the_cache_keeps_no_managed_fields(bare_server):
         [cached] = cache.read("default", "u9", wait=10)
         assert "managedFields" not in cached["metadata"]
         assert cached["data"] == {"v": "1"} and cached["metadata"]["name"] == "kept"
+    finally:
+        cache.stop()
+        api.close()
+
+
+def test_the_cache_lists_in_pages_and_keeps_objects_packed(bare_server):
+    """A relist reads the kind a page at a time (a worker never holds a whole kind's list at once) and
+    keeps every object, each packed far smaller than its JSON."""
+    configuration = k8s.Configuration()
+    configuration.host = bare_server.url
+    api = k8s.ApiClient(configuration)
+    core = k8s.CoreV1Api(api)
+    text = " ".join(f"line {i} of a configuration file that every service has" for i in range(40))
+    for i in range(7):
+        body = _config_map(f"cm-{i}", f"u{i % 2}", str(i))
+        body["data"]["config"] = text
+        core.create_namespaced_config_map("default", body)
+    cache = KindCache(api, "/api/v1/configmaps", "v1 ConfigMap")
+    cache.page = 3
+    cache.start()
+    try:
+        even = cache.read("default", "u0", wait=10)
+        odd = cache.read("default", "u1", wait=10)
+        assert sorted(c["data"]["v"] for c in even) == ["0", "2", "4", "6"]
+        assert sorted(c["data"]["v"] for c in odd) == ["1", "3", "5"]
+        assert all(c["data"]["config"] == text for c in even + odd)
+        assert cache.lists == 3  # 7 objects in pages of 3
+        core.create_namespaced_config_map("default", _config_map("late", "u1", "7"))  # through the watch
+        wait_for(lambda: len(cache.read("default", "u1", wait=5) or []) == 4, timeout=15,
+                 message="an object created after the paged list reaches the cache")
+        every = cache.read("default", "u0", wait=5) + cache.read("default", "u1", wait=5)
+        json_bytes = sum(len(json.dumps(c, separators=(",", ":"))) for c in every)
+        packed_bytes = sum(len(packed) for _, packed in cache._objects.values())
+        assert packed_bytes < json_bytes / 4, (packed_bytes, json_bytes)
     finally:
         cache.stop()
         api.close()
