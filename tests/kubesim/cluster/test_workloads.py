@@ -90,8 +90,7 @@ def test_rolling_update_with_max_unavailable_zero_never_drops_below_desired_read
         )
 
     wait_for(rolled_out, timeout=30, message="rollout complete")
-    done.set()
-    # One more change so the follower sees `done` and stops.
+    done.set()  # and one more change, so that the follower sees it and stops
     some_pod = cluster.core.list_namespaced_pod(NS, label_selector="app=web").items[0].metadata.name
     cluster.core.patch_namespaced_pod(some_pod, NS, {"metadata": {"annotations": {"seen": "yes"}}})
     follower.join(25)
