@@ -25,11 +25,10 @@ from django.utils import timezone
 from apps.autoscaling.choices import ScalingAction, ScalingRule
 from apps.autoscaling.models import ActivationSignal, PoolAutoscalerState, ScalingDecision
 from apps.autoscaling.rules import History, Observation, PodSample, evaluate, record_scale
-from apps.catalog.engines import EngineSettingsError
 from apps.clusters.models import GpuNode
 from apps.core.choices import AuditVia
 from apps.serving.actions import ServiceDeleting, scale_pool
-from apps.serving.capacity import arch_of, pool_plan
+from apps.serving.capacity import arch_of, service_pool_plan
 from apps.serving.choices import Phase
 from apps.serving.models import InferenceService, Pool, ServiceObservation
 from apps.serving.scaling_policy import METRIC_FIGURES, pool_policy
@@ -114,14 +113,8 @@ def _pods(service: InferenceService, target: Target, now: datetime) -> tuple[Pod
 def pool_rates(service: InferenceService, pool: Pool):
     """The replica's prefill rate and decode step from the capacity planner (None: no model or runtime, an
     unreadable spec, an unknown GPU, or a replica that does not fit): what turns the signals into replicas."""
-    if not service.model_id or not service.runtime_id:
-        return None
-    try:
-        settings = service.engine_settings_obj()
-    except EngineSettingsError:
-        return None
-    found = pool_plan(service.model, service.runtime.engine, settings, pool)
-    if found is None or not found[0].fits:
+    found = service_pool_plan(service, pool)
+    if found is None:
         return None
     plan, knobs, gpu = found
     return plan_rates(arch_of(service.model), gpu, plan.tp, knobs)

@@ -28,9 +28,8 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from apps.gateway.models import UsageRow
-from apps.serving.capacity import arch_of, pool_plan
+from apps.serving.capacity import arch_of, service_pool_plan
 from apps.serving.choices import PoolRole, RoutingPolicy
-from apps.serving.validation import EngineSettingsError
 from capacity import arch as a
 from capacity.gpus import HOST_LINK_FRACTION
 from capacity.reuse import KNEE_GAIN, ReuseSample
@@ -79,15 +78,9 @@ def service_reuse(service, now=None) -> dict | None:
     """The estimate for `service`, or None with too few sampled requests or no plan (see the module docstring).
     Keys: requests, sizes (current and MULTIPLES), knee, sentence, ttft_by_tier; sizes in GiB per GPU of tier."""
     now = now or timezone.now()
-    if not service.model_id or not service.runtime_id:
-        return None
-    try:
-        settings = service.engine_settings_obj()
-    except EngineSettingsError:
-        return None
     pool = _engine_pool(service)
-    found = pool_plan(service.model, service.runtime.engine, settings, pool) if pool else None
-    if found is None or not found[0].fits:
+    found = service_pool_plan(service, pool)
+    if found is None:
         return None
     plan, knobs, gpu = found
     rows = list(UsageRow.objects.filter(

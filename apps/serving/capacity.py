@@ -8,6 +8,7 @@ catalog rows and engine settings onto it and words the results for people.
 from __future__ import annotations
 
 from apps.catalog.choices import EngineKind, ModelDtype
+from apps.catalog.engines import EngineSettingsError
 from capacity import arch as a
 from capacity.advisor import Load
 from capacity.advisor import suggest as advise
@@ -145,6 +146,19 @@ def pool_plan(model, engine: str, settings, pool) -> tuple[Plan, Knobs, Gpu] | N
     except ParallelismError:
         return None  # the pool rules refuse it, naming the setting (serving/validation.py)
     return plan(arch_of(model), gpu, tp, knobs, search=False), knobs, gpu
+
+
+def service_pool_plan(service, pool) -> tuple[Plan, Knobs, Gpu] | None:
+    """The plan of a stored service's pool when its replica fits; None when there is no pool, model or runtime,
+    the spec is unreadable, the GPU unknown, or the replica does not fit."""
+    if pool is None or not service.model_id or not service.runtime_id:
+        return None
+    try:
+        settings = service.engine_settings_obj()
+    except EngineSettingsError:
+        return None
+    found = pool_plan(service.model, service.runtime.engine, settings, pool)
+    return found if found is not None and found[0].fits else None
 
 
 def admission(model, engine: str, settings, pools) -> tuple[dict[str, list[str]], list[str]]:
