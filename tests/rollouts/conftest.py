@@ -42,6 +42,20 @@ def new_runtime(canary_service, owner_a):
     return change
 
 
+def chat_rolling_out(tenant, cluster, catalog, owner) -> InferenceService:
+    """chat with a canary strategy (2 to 4 replicas), revision 2 (a new runtime) just started beside revision 1."""
+    pools = [PoolSpec("engine", replicas=2, max_replicas=4)]
+    service = save_service(InferenceService(tenant=tenant, name="chat", cluster=cluster, model=catalog["model"],
+                                            runtime=catalog["runtime"], rollout=CANARY),
+                           pools=pools, adapters=[], actor=owner, via="api")
+    desired_spec(service)
+    service = InferenceService.objects.get(pk=service.pk)
+    service.runtime = RuntimeFactory(name="vllm-next", tag="v0.34.0")
+    save_service(service, pools=pools, adapters=[], actor=owner, via="api")
+    desired_spec(service)
+    return service
+
+
 def meter(service, start, *, canary_pod, ttfts_ms, stable_ttfts_ms, status=200):
     """One metered request per TTFT, a second apart from `start`, half to each side (as the gateway writes them)."""
     rows = []

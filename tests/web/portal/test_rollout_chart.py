@@ -12,14 +12,9 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from apps.rollouts.models import Rollout
-from apps.rollouts.plan import desired_spec
-from apps.serving.actions import save_service
-from apps.serving.models import InferenceService
-from apps.serving.rendering.spec import PoolSpec
 from apps.web.rollout_panel import rollout_chart
-from tests.factories import RuntimeFactory
 from tests.polling import wait_for
-from tests.rollouts.conftest import CANARY
+from tests.rollouts.conftest import chat_rolling_out
 from tests.web.conftest import browser_page, point  # noqa: F401 (the Chromium fixture)
 from tests.web.portal.page_checks import serious_axe_violations
 
@@ -29,15 +24,7 @@ CHART = "document.getElementById('chart-rollout-ttft')"
 @pytest.fixture
 def rolling_out(tenant_a, cluster, catalog_a, owner_a):
     """chat with a canary strategy, revision 2 (a new runtime) running beside revision 1."""
-    service = save_service(InferenceService(tenant=tenant_a, name="chat", cluster=cluster, model=catalog_a["model"],
-                                            runtime=catalog_a["runtime"], rollout=CANARY),
-                           pools=[PoolSpec("engine", replicas=2, max_replicas=4)], adapters=[], actor=owner_a, via="api")
-    desired_spec(service)
-    service = InferenceService.objects.get(pk=service.pk)
-    service.runtime = RuntimeFactory(name="vllm-next", tag="v0.34.0")
-    save_service(service, pools=[PoolSpec("engine", replicas=2, max_replicas=4)], adapters=[], actor=owner_a,
-                 via="api")
-    desired_spec(service)
+    service = chat_rolling_out(tenant_a, cluster, catalog_a, owner_a)
     # It began two minutes ago; the rows below are from within it.
     Rollout.objects.filter(service=service).update(created=timezone.now() - timedelta(minutes=2))
     return service

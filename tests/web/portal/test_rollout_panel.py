@@ -13,12 +13,7 @@ from playwright.sync_api import expect
 
 from apps.rollouts.controller import step_rollout
 from apps.rollouts.models import Rollout
-from apps.rollouts.plan import desired_spec
-from apps.serving.actions import save_service
-from apps.serving.models import InferenceService
-from apps.serving.rendering.spec import PoolSpec
-from tests.factories import RuntimeFactory
-from tests.rollouts.conftest import CANARY, meter
+from tests.rollouts.conftest import chat_rolling_out, meter
 from tests.web.conftest import browser_page  # noqa: F401 (the Chromium fixture)
 from tests.web.portal.page_checks import page_width, serious_axe_violations
 from tests.web.portal.test_portal_browser import tab_to
@@ -29,15 +24,7 @@ STEADY = [100 + i % 50 for i in range(200)]  # p95 of 100…149 ms four times ov
 @pytest.fixture
 def judged(tenant_a, cluster, catalog_a, owner_a):
     """chat with a canary strategy; revision 2 (a new runtime) rolling out, its first window passed: now at 50 %."""
-    service = save_service(InferenceService(tenant=tenant_a, name="chat", cluster=cluster, model=catalog_a["model"],
-                                            runtime=catalog_a["runtime"], rollout=CANARY),
-                           pools=[PoolSpec("engine", replicas=2, max_replicas=4)], adapters=[], actor=owner_a, via="api")
-    desired_spec(service)
-    service = InferenceService.objects.get(pk=service.pk)
-    service.runtime = RuntimeFactory(name="vllm-next", tag="v0.34.0")
-    save_service(service, pools=[PoolSpec("engine", replicas=2, max_replicas=4)], adapters=[], actor=owner_a,
-                 via="api")
-    desired_spec(service)
+    service = chat_rolling_out(tenant_a, cluster, catalog_a, owner_a)
     # The first window began two minutes ago (its minimum is one), so it is judged now.
     began = timezone.now() - timedelta(minutes=2)
     Rollout.objects.filter(service=service).update(step_started_at=began, window_started_at=began)
