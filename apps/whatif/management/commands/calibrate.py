@@ -9,10 +9,10 @@ from datetime import timedelta
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.core.choices import AuditVia
-from apps.serving.models import InferenceService
 from apps.whatif.calibration import fit_engine
 from apps.whatif.fit import FitError
 from apps.whatif.lab import LoadError
+from apps.whatif.management.commands.whatif import service_named
 from apps.whatif.scenarios import ScenarioError
 
 
@@ -29,11 +29,7 @@ class Command(BaseCommand):
     def handle(self, *args, service: str, minutes: int, apply: bool, as_json: bool, **options):
         if not 1 <= minutes <= 24 * 60:
             raise CommandError("--minutes must be from 1 to 1440.")
-        tenant, _, name = service.partition("/")
-        target = (InferenceService.objects.with_related().filter(tenant__slug=tenant, name=name).first()
-                  if name else None)
-        if target is None:
-            raise CommandError(f"No service {service!r} (give it as TENANT/NAME).")
+        target = service_named(service)
         try:
             row = fit_engine(target, timedelta(minutes=minutes), apply=apply, via=AuditVia.COMMAND)
         except (FitError, LoadError, ScenarioError) as exc:

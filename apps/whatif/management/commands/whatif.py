@@ -26,11 +26,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, service: str, trace: str | None, format: str, alternatives: str | None,
                as_json: bool, **options):
-        tenant, _, name = service.partition("/")
-        target = (InferenceService.objects.with_related().filter(tenant__slug=tenant, name=name).first()
-                  if name else None)
-        if target is None:
-            raise CommandError(f"No service {service!r} (give it as TENANT/NAME).")
+        target = service_named(service)
         try:
             load = trace_load(_read(trace), format) if trace else recorded_load(target)
         except TraceError as exc:
@@ -64,6 +60,15 @@ class Command(BaseCommand):
             self.stdout.write(f"{s['name'][:27]:<28}{s['gpu_hours']:>8.2f}{_s(s['ttft_p50_s']):>10}"
                               f"{_s(s['ttft_p95_s']):>10}{_s(s['itl_p95_s']):>9}{s['slo_attainment']:>8.1%}"
                               f"{s['peak_replicas']:>6}")
+
+
+def service_named(spec: str) -> InferenceService:
+    """The service `TENANT/NAME`, or a CommandError naming what was given."""
+    tenant, _, name = spec.partition("/")
+    target = InferenceService.objects.with_related().filter(tenant__slug=tenant, name=name).first() if name else None
+    if target is None:
+        raise CommandError(f"No service {spec!r} (give it as TENANT/NAME).")
+    return target
 
 
 def _read(path: str) -> bytes:
