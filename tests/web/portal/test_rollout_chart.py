@@ -16,7 +16,7 @@ from apps.web.rollout_panel import rollout_chart
 from tests.polling import wait_for
 from tests.rollouts.conftest import chat_rolling_out
 from tests.web.conftest import browser_page, point  # noqa: F401 (the Chromium fixture)
-from tests.web.portal.page_checks import serious_axe_violations
+from tests.web.portal.page_checks import page_width, serious_axe_violations
 
 CHART = "document.getElementById('chart-rollout-ttft')"
 
@@ -66,4 +66,19 @@ def test_both_revisions_ttft_are_drawn_side_by_side_and_follow_new_rows(browser_
     assert page.evaluate(f"{CHART}.data[1].y") == [310, 290]
     expect(page.locator("#rollout-ttft-now")).to_contain_text("revision 2 (canary) 290 ms")
     assert page.evaluate("window.loadedOnce") is True
+    assert serious_axe_violations(page, "#rollout") == []
+
+
+@pytest.mark.browser
+def test_the_rollout_panel_and_its_chart_fit_a_phone(browser_page, live_server, viewer_a, rolling_out):  # noqa: F811
+    point(rolling_out, 20, role="stable", ttft_p95=0.150)
+    point(rolling_out, 20, role="canary", ttft_p95=0.310)
+    page = browser_page(viewer_a, viewport={"width": 390, "height": 844})
+    page.goto(live_server.url + reverse("web:service", args=["alpha", "chat"]))
+
+    expect(page.locator("#rollout-ttft-now")).to_contain_text("revision 2 (canary) 310 ms")
+    wait_for(lambda: page.evaluate(f"!!{CHART}.data"), message="the rollout chart")
+    assert page.evaluate(f"{CHART}.getBoundingClientRect().right") <= 391
+    width, wide = page_width(page)
+    assert width <= 391 and wide == []
     assert serious_axe_violations(page, "#rollout") == []
