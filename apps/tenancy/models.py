@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import string
 from datetime import timedelta
 
 from django.conf import settings
@@ -178,7 +179,9 @@ class ApiToken(TimestampedModel):
     def new_secret(self, *, expires_days: int | None = None, expires_at=None) -> str:
         """Give the token a fresh secret (issue or rotate) and an expiry, by default the cap; return the
         plaintext. The old secret, if any, stops working once this is saved."""
-        plaintext = secrets.token_urlsafe(32)
+        # The first character is never "-": a prefix such as "-x3Fq9aB" would read as an option to
+        # `manage.py rotate_token PREFIX` (and to most shells' tools).
+        plaintext = secrets.choice(string.ascii_letters + string.digits) + secrets.token_urlsafe(32)
         self.prefix = plaintext[:TOKEN_PREFIX_LENGTH]
         self.key_hash = hash_token(plaintext)
         self.issued_at = timezone.now()

@@ -4,6 +4,7 @@ it; tokens rotate (a new secret, the old one refused at once) through the API an
 from __future__ import annotations
 
 from datetime import timedelta
+import secrets
 from io import StringIO
 
 import pytest
@@ -189,6 +190,19 @@ def test_rotate_token_command_prints_a_new_secret_once(owner_a):
     assert "not shown again" in said
     entry = AuditEntry.objects.filter(object_id=str(token.pk), content_type__model="apitoken").latest("time")
     assert (entry.via, entry.action) == ("command", "update")
+
+
+def test_a_secret_never_starts_with_a_dash_so_its_prefix_is_never_read_as_an_option(owner_a, monkeypatch):
+    # token_urlsafe's alphabet holds "-": make it start every draw with one, as 1 in 64 draws do.
+    draws = iter(["-" + "A" * 42, "-" + "B" * 42])
+    monkeypatch.setattr(secrets, "token_urlsafe", lambda nbytes: next(draws))
+
+    token, plaintext = issue_token(owner_a, name="dash")
+    new, _ = run("rotate_token", token.prefix)
+
+    assert not plaintext.startswith("-") and not new.startswith("-")
+    assert new.endswith("-" + "B" * 42)
+    assert bearer(new).get("/api/v1/services/").status_code == 200
 
 
 @pytest.mark.parametrize(("args", "says"), [(["zzzzzzzz"], "No token"), (["--expires-days", "91", "PREFIX"], "at most")])
