@@ -3,8 +3,8 @@ it; tokens rotate (a new secret, the old one refused at once) through the API an
 
 from __future__ import annotations
 
-from datetime import timedelta
 import secrets
+from datetime import timedelta
 from io import StringIO
 
 import pytest
