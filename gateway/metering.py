@@ -131,6 +131,8 @@ class UsageWriter:
             if not batch:
                 self._reachable()
                 return True
+            # A row recorded while the spool replayed has not been through `materialize` yet.
+            batch = [materialize(row, CHARS_AT) for row in batch]
             try:
                 with (psycopg.connect(self.database_url, connect_timeout=2) as conn, conn.cursor() as cursor,
                       cursor.copy(f"COPY {TABLE} ({', '.join(COLUMNS)}) FROM STDIN") as copy):

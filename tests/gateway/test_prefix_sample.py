@@ -88,3 +88,27 @@ def test_the_writer_hashes_prompts_off_the_request_path_even_while_the_database_
     assert writer.flush()
     row = UsageRow.objects.get()
     assert (row.prompt_chars, row.prefix_blocks) == (len(text), prefix_blocks(text))
+
+
+def test_a_row_recorded_while_the_spool_replays_is_hashed_before_it_is_copied(transactional_db, tenant_a, tmp_path):
+    # The gateway's flush thread replays the spool while requests keep being recorded: a row that arrives
+    # then is copied from memory, and its prompt must be hashed first (make demo's log once said "cannot
+    # adapt type 'Prompt'" and kept such rows back for a flush).
+    body = {"messages": [{"role": "user", "content": SYSTEM}]}
+    text = prompt_text(body, "messages")
+    writer = UsageWriter(database_url_of_test_db(), spool_dir=str(tmp_path / "spool"))
+    row = dict(tenant_id=tenant_a.pk, key_id=1, service_id=7, model="chat", pod="p", status=200, prompt_tokens=70,
+               cached_tokens=0, completion_tokens=4, ttft_ms=12.0, duration_ms=20.0, streamed=True,
+               disconnected=False)
+    writer.record(**row, prefix_blocks=Prompt(body, "messages"))
+    replay = writer.spool.replay
+
+    def replay_while_a_request_ends(database_url):
+        writer.record(**row, prefix_blocks=Prompt(body, "messages"))
+        replay(database_url)
+
+    writer.spool.replay = replay_while_a_request_ends
+
+    assert writer.flush() is True
+    assert writer.database_ok and writer.waiting == 0
+    assert [(r.prompt_chars, r.prefix_blocks) for r in UsageRow.objects.all()] == [(len(text), prefix_blocks(text))] * 2
