@@ -42,6 +42,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="The spool directory's bound; past it the oldest rows go (logged and counted).")
     parser.add_argument("--upstream-connect-timeout", type=float, default=5.0,
                         help="Seconds to connect to an engine or router; past it the answer is 503.")
+    parser.add_argument("--upstream-reconnect-seconds", type=float, default=15.0,
+                        help="When every upstream of a service the snapshot names has refused the connection (pods "
+                             "replaced since), how long a request waits for the snapshot to name a new one; past it "
+                             "the answer is 503.")
     parser.add_argument("--upstream-timeout", type=float, default=300.0,
                         help="Seconds an upstream may stay silent (before its answer, or between two chunks "
                              "of a stream); past it the answer is 504.")
@@ -86,7 +90,8 @@ def build(args: argparse.Namespace):
                                       max_wait=args.activation_wait),
                   upstreams=Upstreams(connect_timeout=args.upstream_connect_timeout,
                                       read_timeout=args.upstream_timeout,
-                                      backend_pod_header=args.backend_pod_header))
+                                      backend_pod_header=args.backend_pod_header,
+                                      reconnect_seconds=args.upstream_reconnect_seconds))
 
 
 def main(argv=None) -> None:

@@ -63,6 +63,9 @@ class Gateway:
                                        "(one check per request, one settle per request let through).",
                                        registry=self.registry)
         self.redis_round_trips.set_function(lambda: limiter.round_trips)
+        Gauge("gateway_upstream_reconnects", "Requests sent to another upstream because the one picked refused the "
+              "connection (a pod gone since the snapshot; only grows).", registry=self.registry,
+              ).set_function(lambda: self.upstreams.reconnects)
         if usage is not None:
             self._usage_metrics(usage)
 
@@ -230,7 +233,7 @@ class Gateway:
             if service is None:
                 return self.upstreams.unavailable(model, limit_headers)
         return await self.upstreams.forward(service, scope["path"], request, dict(scope["headers"]), meter["usage"],
-                                            limit_headers)
+                                            limit_headers, lambda sid: self.routing().service(sid))
 
     def _refused(self, decision: Decision, limit_headers: list):
         self.rate_limited.labels(decision.reason).inc()

@@ -6,6 +6,11 @@ Streamed answers pass through one server-sent event at a time as they arrive; `s
 is always asked of the engine so every request is metered, and the usage event (and the `"usage": null` the
 engine then adds to every chunk) is kept from a client that did not ask for it. Non-streamed answers and the
 engine's own errors pass through as they are. What the engine reported fills the request's `Usage`.
+
+An upstream that refuses the connection (a pod gone since the snapshot was written: scaled down, or a router
+replaced when a rollout changes its weights) has been sent nothing, so the request goes to another of the
+service's upstreams; when every one it knows has refused, it waits for the snapshot to name a new one, up to
+`reconnect_seconds`, and only then is answered 503.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import aiohttp
@@ -51,8 +57,10 @@ class Upstreams:
     """The gateway's client side: one connection pool, the balancer, the timeouts."""
 
     def __init__(self, *, connect_timeout: float = 5.0, read_timeout: float = 300.0, retry_after: int = 5,
-                 backend_pod_header: str = ""):
+                 backend_pod_header: str = "", reconnect_seconds: float = 15.0, poll_seconds: float = 0.25):
         self.balancer = Balancer()
+        self.reconnect_seconds, self.poll_seconds = reconnect_seconds, poll_seconds
+        self.reconnects = 0  # requests sent to another upstream after one refused the connection (only grows)
         # A router that names the engine pod it chose in this response header: the usage row records that pod
         # rather than the router's (kubesim's routers send x-kubesim-backend; empty: the router's pod).
         self.backend_pod_header = backend_pod_header
@@ -76,16 +84,44 @@ class Upstreams:
         return 503, [*JSON, *headers, (b"retry-after", str(self.retry_after).encode())], error_body(
             503, f"No replica of '{model}' is ready.", code="no_ready_replica")
 
+    async def _endpoint(self, service: dict, key: str | None, refused: set[str],
+                        lookup: Callable[[int], dict | None] | None) -> tuple[dict, dict | None]:
+        """(the service's entry, the upstream to try) avoiding those that `refused`; once they are all refused,
+        the snapshot (`lookup`) is asked again until it names another or `reconnect_seconds` pass (None)."""
+        deadline = None
+        while True:
+            endpoint = self.balancer.pick([e for e in service["endpoints"] if e["address"] not in refused], key)
+            if endpoint is not None or not refused or lookup is None:
+                return service, endpoint
+            deadline = deadline or time.monotonic() + self.reconnect_seconds
+            if time.monotonic() >= deadline:
+                return service, None
+            await asyncio.sleep(self.poll_seconds)
+            service = lookup(service["id"]) or service
+
     async def forward(self, service: dict, path: str, request: dict, client_headers: dict, usage: Usage,
-                      headers: list) -> tuple:
+                      headers: list, lookup: Callable[[int], dict | None] | None = None) -> tuple:
         """(status, headers, body) where body is bytes, or an async iterator of bytes for a stream.
-        `headers` (the gateway's own, e.g. rate limits) are added to the answer."""
+        `headers` (the gateway's own, e.g. rate limits) are added to the answer; `lookup` gives the service's
+        current snapshot entry by id, asked when every upstream known has refused the connection."""
         model = request["model"]
-        endpoint = self.balancer.pick(service["endpoints"],
-                                      None if service.get("routed") else
-                                      affinity_key(service.get("routing_policy", ""), request, client_headers))
-        if endpoint is None:
-            return self.unavailable(model, headers)
+        key = None if service.get("routed") else affinity_key(service.get("routing_policy", ""), request,
+                                                                client_headers)
+        refused: set[str] = set()
+        while True:
+            service, endpoint = await self._endpoint(service, key, refused, lookup)
+            if endpoint is None:
+                return self.unavailable(model, headers)
+            answer = await self._send(service, endpoint, path, request, client_headers, usage, headers)
+            if answer is not None:
+                return answer
+            refused.add(endpoint["address"])
+            self.reconnects += 1
+
+    async def _send(self, service: dict, endpoint: dict, path: str, request: dict, client_headers: dict,
+                    usage: Usage, headers: list) -> tuple | None:
+        """The answer of `endpoint`, or None when it refused the connection (nothing was sent)."""
+        model = request["model"]
         usage.pod = endpoint["pod"]
         usage.streamed = bool(request.get("stream"))
         client_wants_usage = bool((request.get("stream_options") or {}).get("include_usage"))
@@ -118,6 +154,9 @@ class Upstreams:
         except TimeoutError:
             self._done(address, response)
             return 504, [*JSON, *headers], error_body(504, f"'{model}' did not answer in time.", code="timeout")
+        except aiohttp.ClientConnectorError:
+            self._done(address, response)
+            return None
         except aiohttp.ClientError:
             self._done(address, response)
             return self.unavailable(model, headers)
