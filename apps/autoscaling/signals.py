@@ -205,7 +205,8 @@ def evaluate_signals(policy, obs, forecast_state: dict | None, period_s: float) 
     if coming is not None and quiet and n > 1 and peak > fc.FLOOR_TPS \
             and coming <= DECAY_SHARE * peak and state.get("trend", 0.0) <= 0:
         decay = True
-        said = forecast.words if forecast.trusted else f"load {coming:.0f} prompt tokens/s ({forecast.words})"
+        said = forecast.words if forecast is not None and forecast.trusted else \
+            f"load {coming:.0f} prompt tokens/s ({forecast.words if forecast else 'smoothed; none measured now'})"
         decay_words = (f"burst over: {said}, under {DECAY_SHARE:.0%} of the last "
                        f"{DECAY_LOOKBACK * period_s:.0f} s' peak {peak:.0f}, and no queue: scale-down window "
                        f"{DECAY_WINDOW_S} s")

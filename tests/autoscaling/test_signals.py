@@ -153,6 +153,22 @@ def test_no_flapping_after_a_spike_and_the_decay_shortens_the_wait():
     assert desired[26:] == [1] * (len(loads) - 26)
 
 
+def test_an_interval_with_no_load_measured_after_the_burst_keeps_the_decay_on_the_smoothed_load():
+    # The spike of the test above until the burst is over at t=330 (level 1,097.6), then an interval whose load
+    # was not measured (a rollout had just replaced the pods; make demo's autoscaler failed there on the missing
+    # forecast). The decay goes on reading the smoothed level, and says that nothing was measured.
+    history, replicas = History(), 4
+    for i, load in enumerate([6000.0] * 20 + [1000.0, 900.0, 1200.0]):
+        ev = evaluate(policy(), obs(t=15.0 * i, replicas=replicas, prompt_tokens_per_s=load, cold_start_s=45.0,
+                                    queue_time_p95_s=0.0, waiting_prompt_tokens=0), history)
+        history = record_scale(ev.history, 15.0 * i, replicas, ev.desired, 300)
+        replicas = ev.desired
+    assert replicas == 4  # as above: at t=330 the burst is over, and the 60 s window still holds t=285's 4
+    ev = evaluate(policy(), obs(t=345.0, replicas=replicas, prompt_tokens_per_s=None, cold_start_s=45.0,
+                                queue_time_p95_s=0.0, waiting_prompt_tokens=0), history)
+    assert "burst over: load 1098 prompt tokens/s (smoothed; none measured now)" in ev.reason
+
+
 def test_the_planners_rates_are_the_rates_of_kubesims_engine():
     # One definition: the live autoscaler's rates (the capacity planner's, for a pool) and the fleet's (from the
     # engine core kubesim runs) for Llama 3.1 8B on one L4 at an 8,192-token context. At 2,048 tokens a chunk an
