@@ -52,4 +52,7 @@ def test_the_demo_worker_stops_within_the_grace_without_error_lines(tmp_path, si
     output = "".join(lines) + rest
     assert "Warm shutdown" in output, output
     assert not [line for line in output.splitlines() if "ERROR" in line], output
-    assert worker.returncode in (0, -sig), output  # celery re-raises the signal once it has shut down
+    # Celery re-raises the signal once it has shut down (-sig), unless its main loop saw the stop flag first: it
+    # then exits with the flag's code, 0 after SIGTERM and EX_FAILURE (1) after SIGINT, which celery's own
+    # Ctrl-C handler sets (celery.apps.worker.install_worker_int_handler). Which of the two comes first is timing.
+    assert worker.returncode in ((0, -sig) if sig == signal.SIGTERM else (1, -sig)), output
