@@ -28,7 +28,17 @@ from django.utils import timezone
 
 from apps.core.choices import AuditVia
 from apps.gateway.models import UsageRow
-from apps.rollouts.analysis import Action, Analysis, Readiness, Sample, StepState, Thresholds, analyse, decide
+from apps.rollouts.analysis import (
+    Action,
+    Analysis,
+    Readiness,
+    Sample,
+    StepState,
+    Thresholds,
+    analyse,
+    decide,
+    requests_ahead,
+)
 from apps.rollouts.choices import RolloutPhase, Verdict
 from apps.rollouts.engine_samples import ENGINE_BUCKETS, samples_from_window
 from apps.rollouts.models import Rollout, RolloutDecision, StableRevision
@@ -56,15 +66,16 @@ def thresholds_for(rollout: Rollout, service: InferenceService) -> Thresholds:
                       ttft_p95_slo_s=targets.get("ttft_p95_seconds"), itl_p95_slo_s=targets.get("itl_p95_seconds"))
 
 
-def sample_of(row: dict) -> Sample:
-    """One metered request as the analysis reads it: TTFT, mean inter-token latency, errors (5xx)."""
+def sample_of(row: dict, ahead: int | None = None) -> Sample:
+    """One metered request as the analysis reads it: TTFT, mean inter-token latency, errors (5xx), and the requests
+    ahead of it on its pod."""
     error = row["status"] >= 500
     ttft = row["ttft_ms"] / 1000 if row["ttft_ms"] is not None and not error else None
     itl = None
     if ttft is not None and row["completion_tokens"] > 1:
         itl = max(row["duration_ms"] - row["ttft_ms"], 0) / 1000 / (row["completion_tokens"] - 1)
     return Sample(prompt_tokens=row["prompt_tokens"], ttft_s=ttft, itl_s=itl, cached_tokens=row["cached_tokens"],
-                  error=error)
+                  error=error, ahead=ahead)
 
 
 def window_samples(rollout: Rollout, start: datetime, end: datetime) -> tuple[list[Sample], list[Sample], bool]:
@@ -80,16 +91,26 @@ def window_samples(rollout: Rollout, start: datetime, end: datetime) -> tuple[li
 
 
 def metered_samples(rollout: Rollout, start: datetime, end: datetime) -> tuple[list[Sample], list[Sample]]:
-    """(canary, stable) samples of the requests the gateway metered from `start` to `end`."""
+    """(canary, stable) samples of the requests the gateway metered from `start` to `end`, each with the metered
+    requests ahead of it on its pod (sent before it, no first token yet; a row's `at` is when the request ended,
+    `duration_ms` before it started), so TTFT is compared between requests that met the same load on their pod."""
     prefix = canary_name(rollout.service.name, rollout.to_revision) + "-"
-    canary, stable = [], []
     # By tenant and time first: the (tenant, at) index picks the window, the service and pod filter the rest.
-    rows = UsageRow.objects.filter(tenant_id=rollout.service.tenant_id, at__gte=start, at__lt=end,
-                                   service_id=rollout.service_id).exclude(pod="").values(
-        "pod", "status", "ttft_ms", "duration_ms", "prompt_tokens", "cached_tokens", "completion_tokens")
-    for row in rows.iterator():
-        (canary if row["pod"].startswith(prefix) else stable).append(sample_of(row))
+    rows = list(UsageRow.objects.filter(tenant_id=rollout.service.tenant_id, at__gte=start, at__lt=end,
+                                        service_id=rollout.service_id).exclude(pod="").values(
+        "pod", "at", "status", "ttft_ms", "duration_ms", "prompt_tokens", "cached_tokens", "completion_tokens"))
+    loads = requests_ahead([_span(row) for row in rows])
+    canary, stable = [], []
+    for row, load in zip(rows, loads, strict=True):
+        (canary if row["pod"].startswith(prefix) else stable).append(sample_of(row, load))
     return canary, stable
+
+
+def _span(row: dict) -> tuple[str, float, float]:
+    """(pod, sent, first token or end) of a metered row, in seconds."""
+    ended = row["at"].timestamp()
+    sent = ended - row["duration_ms"] / 1000
+    return row["pod"], sent, sent + row["ttft_ms"] / 1000 if row["ttft_ms"] is not None else ended
 
 
 def readiness(rollout: Rollout, now: datetime) -> Readiness:
