@@ -40,7 +40,7 @@ from apps.rollouts.analysis import (
     requests_ahead,
 )
 from apps.rollouts.choices import RolloutPhase, Verdict
-from apps.rollouts.engine_samples import ENGINE_BUCKETS, samples_from_window
+from apps.rollouts.engine_samples import ENGINE_BUCKETS, paired, samples_from_window
 from apps.rollouts.models import Rollout, RolloutDecision, StableRevision
 from apps.rollouts.units import sizes_for_step
 from apps.serving.actions import ServiceDeleting, rollback
@@ -54,7 +54,10 @@ from apps.telemetry.revisions import engine_window
 
 log = logging.getLogger(__name__)
 CONTROLLER_ACTOR = "rollout:controller"
-ENGINE_SOURCE = "judged on the engines' histograms: no metered requests of both revisions in the window"
+ENGINE_SOURCE = ("judged on the engines' histograms: no metered requests of both revisions in the window; TTFT paired "
+                 "with prompt lengths by rank")
+ENGINE_SOURCE_UNPAIRED = ("judged on the engines' histograms: no metered requests of both revisions in the window; "
+                          "no prompt-length histogram, so TTFT over all prompt lengths")
 CRASH_RESTARTS = 2  # a canary pod restarted this often (or in CrashLoopBackOff) fails the rollout at once
 
 
@@ -78,16 +81,18 @@ def sample_of(row: dict, ahead: int | None = None) -> Sample:
                   error=error, ahead=ahead)
 
 
-def window_samples(rollout: Rollout, start: datetime, end: datetime) -> tuple[list[Sample], list[Sample], bool]:
-    """(canary, stable, from the engines) samples of the requests the service served from `start` to `end`: the
-    requests the gateway metered when they include both revisions' (they pair each request's prompt with its TTFT),
-    else the revisions' engine histograms (apps/rollouts/engine_samples.py): nobody called the service through the
-    gateway, or its rows name a router that does not say which engine served."""
+def window_samples(rollout: Rollout, start: datetime, end: datetime) -> tuple[list[Sample], list[Sample], str]:
+    """(canary, stable, source) samples of the requests the service served from `start` to `end`: the requests the
+    gateway metered when they include both revisions' (they pair each request's prompt with its TTFT; source ""),
+    else the revisions' engine histograms (apps/rollouts/engine_samples.py; source ENGINE_SOURCE, or
+    ENGINE_SOURCE_UNPAIRED when either revision's engines exported no prompt-length histogram): nobody called the
+    service through the gateway, or its rows name a router that does not say which engine served."""
     canary, stable = metered_samples(rollout, start, end)
     if canary and stable:
-        return canary, stable, False
-    return (samples_from_window(engine_window(rollout.service_id, CANARY_ROLE, start, end)),
-            samples_from_window(engine_window(rollout.service_id, STABLE_ROLE, start, end)), True)
+        return canary, stable, ""
+    windows = [engine_window(rollout.service_id, role, start, end) for role in (CANARY_ROLE, STABLE_ROLE)]
+    source = ENGINE_SOURCE if all(paired(window) for window in windows) else ENGINE_SOURCE_UNPAIRED
+    return samples_from_window(windows[0]), samples_from_window(windows[1]), source
 
 
 def metered_samples(rollout: Rollout, start: datetime, end: datetime) -> tuple[list[Sample], list[Sample]]:
@@ -159,14 +164,14 @@ def step_rollout(rollout_id: int, now: datetime | None = None) -> RolloutDecisio
         if not due and not failing:
             return None
         last = rollout.steps[rollout.step + 1]["weight"] == 100
-        engines = False
+        source = ""
         if step["analysis"] or failing:
-            canary, stable, engines = window_samples(rollout, rollout.step_started_at, now)
-            # Said only where the engines' figures decided (a readiness failure needs none).
-            engines = engines and bool(canary or stable) and not failing
+            canary, stable, source = window_samples(rollout, rollout.step_started_at, now)
             thresholds = thresholds_for(rollout, rollout.service)
-            if engines:
+            if source == ENGINE_SOURCE_UNPAIRED:
                 thresholds = replace(thresholds, buckets=ENGINE_BUCKETS)
+            # Said only where the engines' figures decided (a readiness failure needs none).
+            source = source if (canary or stable) and not failing else ""
             result = analyse(canary, stable, ready, thresholds)
         else:
             result = Analysis(Verdict.PASS, "this step has no analysis; its minimum duration has passed", 0, 0)
@@ -177,7 +182,7 @@ def step_rollout(rollout_id: int, now: datetime | None = None) -> RolloutDecisio
         decision = RolloutDecision.objects.create(
             rollout=rollout, service=rollout.service, time=now, step=rollout.step, weight=step["weight"],
             window_start=rollout.step_started_at, window_end=now, verdict=str(result.verdict),
-            action=action.value, reason=_reason(result, action, rollout, engines), metrics=result.as_dict()["metrics"],
+            action=action.value, reason=_reason(result, action, rollout, source), metrics=result.as_dict()["metrics"],
             canary_requests=result.canary_requests, stable_requests=result.stable_requests,
             actor_repr=CONTROLLER_ACTOR)
         _act(rollout, action, decision.reason, now)
@@ -186,7 +191,7 @@ def step_rollout(rollout_id: int, now: datetime | None = None) -> RolloutDecisio
     return decision
 
 
-def _reason(result: Analysis, action: Action, rollout: Rollout, engines: bool = False) -> str:
+def _reason(result: Analysis, action: Action, rollout: Rollout, source: str = "") -> str:
     then = {
         Action.ADVANCE: f"advancing to {rollout.steps[rollout.step + 1]['weight']} %",
         Action.EXTEND: "extending the window (its requests count with the next one's)",
@@ -194,8 +199,8 @@ def _reason(result: Analysis, action: Action, rollout: Rollout, engines: bool = 
         Action.PROMOTE: f"promoting revision {rollout.to_revision}",
         Action.ROLL_BACK: f"rolling back to revision {rollout.from_revision}",
     }[action]
-    source = f" ({ENGINE_SOURCE})" if engines else ""
-    return f"{str(result.verdict).capitalize()}{source}: {result.reason}; {then}."
+    said = f" ({source})" if source else ""
+    return f"{str(result.verdict).capitalize()}{said}: {result.reason}; {then}."
 
 
 def _act(rollout: Rollout, action: Action, reason: str, now: datetime) -> None:
