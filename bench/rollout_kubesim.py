@@ -7,7 +7,9 @@ apps/rollouts/units.py sizes it) and a production-stack router over both, its po
 weight. A load of chat-like completions (prompt lengths log-normal around 600 tokens, 4 tokens out, streamed) goes
 straight to the router pod, a few at a time; each request's TTFT and mean inter-token latency
 are measured at the client, and the router's response names the pod that served it, so each request is a canary
-or a stable sample. Every `WINDOW_REQUESTS` requests make one analysis window, judged by the same
+or a stable sample, with the requests ahead of it on its pod (sent there before it, no first token yet: counted
+from the client's times as the controller counts them from the gateway's rows). Every `WINDOW_REQUESTS` requests
+make one analysis window, judged by the same
 `analyse` and `decide` as the rollout controller (20 % tolerance, at least 100 requests a side; an inconclusive
 window extends the step and its samples count with the next). The run stops at the first decision that is not
 an extension.
@@ -168,6 +170,14 @@ def run(seed: int = 1) -> dict:
             if ttft is not None:
                 print(f"    TTFT p95 {ttft.canary:.3f} s vs {ttft.stable:.3f} s (×{ttft.canary / ttft.stable:.2f}), "
                       f"lower bound {ttft.canary_lower:.3f} s against {ttft.allowed:.3f} s allowed")
+                # The same window over every load (as judged before the load buckets), for comparison.
+                alone = analyse(canary, stable, thresholds=replace(THRESHOLDS, load_buckets=()))
+                over_all = next((m for m in alone.metrics if m.name == "TTFT p95"), None)
+                if over_all is not None:
+                    print(f"    over every load: ×{over_all.canary / over_all.stable:.2f}, {alone.verdict}")
+                for b in ttft.detail["buckets"]:
+                    print(f"      {b['bucket']}, {b['ahead'] or 'any load'}: {b['canary'] * 1000:.0f} ms vs "
+                          f"{b['stable'] * 1000:.0f} ms ({b['canary_requests']} and {b['stable_requests']})")
         api.close()
         return {"rolled_back": action == Action.ROLL_BACK, "windows": windows,
                 "canary_request_share": round(len(canary) / sent, 4)}
