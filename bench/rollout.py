@@ -11,10 +11,12 @@ them) up to 4 times, then the rollout holds. `decide` turns each verdict into th
 
 The load: arrivals at 4 requests/s, with a burst to 12/s for 30 s about every two minutes; prompt lengths
 log-normal around 600 tokens (σ 0.9, 16…8,000), half the requests continuing a conversation with 30–90 %
-of their prompt in the prefix cache; TTFT = (20 ms + queueing that grows with the load + 0.25 ms per token
-to prefill) × log-normal noise (σ 0.25); ITL 25 ms growing with the load, noise σ 0.15; 0.2 % errors; a
-preemption for 2 % of the requests during bursts. Both revisions see the same clock: each request goes to
-the canary with the step's weight, so bursts hit both. A slower canary multiplies its TTFT and ITL.
+of their prompt in the prefix cache; TTFT = (20 ms + queueing + 0.25 ms per token to prefill) × log-normal
+noise (σ 0.25), the queueing a wait of mean 30 ms × the load factor for each request ahead on its pod (Poisson,
+the load factor its mean; each sample carries it, so the analysis compares by load as on metered requests); ITL
+25 ms growing with the load, noise σ 0.15; 0.2 % errors; a preemption for 2 % of the requests during bursts.
+Both revisions see the same clock: each request goes to the canary with the step's weight, so bursts hit both.
+A slower canary multiplies its TTFT and ITL.
 
 Prints, and with `--json` ends with one JSON object:
 {"aa": {"runs", "promoted"}, "slower_10": {"verdict"}, "slower_30": {"verdict"}, "bad_canary": null,
@@ -70,11 +72,15 @@ class Load:
         cached = int(prompt * rng.uniform(0.3, 0.9)) // 16 * 16 if rng.random() < 0.5 else 0
         if rng.random() < 0.002:
             return Sample(prompt_tokens=prompt, ttft_s=None, cached_tokens=cached, error=True)
-        queueing = rng.expovariate(1 / (0.03 * load * load))
+        # Requests ahead on its pod, Poisson with the load factor as its mean, each a wait of mean 30 ms × the load
+        # factor: 0.03 × load² on average.
+        ahead = _poisson(rng, load)
+        queueing = sum(rng.expovariate(1 / (0.03 * load)) for _ in range(ahead))
         ttft = (0.02 + queueing + 0.00025 * (prompt - cached)) * rng.lognormvariate(0, 0.25) * slowdown
         itl = 0.025 * (1 + 0.3 * (load - 1)) * rng.lognormvariate(0, 0.15) * slowdown
         preempted = 1 if load > 1 and rng.random() < 0.02 else 0
-        return Sample(prompt_tokens=prompt, ttft_s=ttft, itl_s=itl, cached_tokens=cached, preemptions=preempted)
+        return Sample(prompt_tokens=prompt, ttft_s=ttft, itl_s=itl, cached_tokens=cached, preemptions=preempted,
+                      ahead=ahead)
 
 
 def _poisson(rng: random.Random, mean: float) -> int:

@@ -7,7 +7,9 @@ apps/rollouts/units.py sizes it) and a production-stack router over both, its po
 weight. A load of chat-like completions (prompt lengths log-normal around 600 tokens, 4 tokens out, streamed) goes
 straight to the router pod, a few at a time; each request's TTFT and mean inter-token latency
 are measured at the client, and the router's response names the pod that served it, so each request is a canary
-or a stable sample. Every `WINDOW_REQUESTS` requests make one analysis window, judged by the same
+or a stable sample, with the requests ahead of it on its pod (sent there before it, no first token yet: counted
+from the client's times as the controller counts them from the gateway's rows). Every `WINDOW_REQUESTS` requests
+make one analysis window, judged by the same
 `analyse` and `decide` as the rollout controller (20 % tolerance, at least 100 requests a side; an inconclusive
 window extends the step and its samples count with the next). The run stops at the first decision that is not
 an extension.
@@ -22,11 +24,12 @@ import json
 import math
 import random
 import time
+from dataclasses import replace
 
 import aiohttp
 from kubernetes import client
 
-from apps.rollouts.analysis import Action, Sample, StepState, Thresholds, analyse, decide
+from apps.rollouts.analysis import Action, Sample, StepState, Thresholds, analyse, decide, requests_ahead
 from enginevocab.labels import CANARY_WEIGHTS_ANNOTATION, REVISION_LABEL, canary_weights_value
 from kubesim.apiserver.server import Server
 from kubesim.cluster.assembly import Cluster, ClusterConfig
@@ -76,7 +79,8 @@ def _prompt(rng: random.Random) -> str:
     return " ".join(rng.choice(("rollout", "canary", "token", "latency", "cache", "prefill")) for _ in range(tokens))
 
 
-async def _one(session: aiohttp.ClientSession, url: str, prompt: str) -> tuple[str, Sample]:
+async def _one(session: aiohttp.ClientSession, url: str, prompt: str) -> tuple[str, Sample, float, float]:
+    """(pod, sample, sent, first token or end) of one streamed request, times on the client's clock."""
     body = {"model": "meta-llama/Llama-3.1-8B-Instruct", "prompt": prompt, "max_tokens": 4, "stream": True}
     started = time.perf_counter()
     times = []
@@ -84,30 +88,37 @@ async def _one(session: aiohttp.ClientSession, url: str, prompt: str) -> tuple[s
         pod = response.headers.get(BACKEND_HEADER, "")
         if response.status >= 500:
             await response.read()
-            return pod, Sample(prompt_tokens=len(prompt.split()), ttft_s=None, error=True)
+            return (pod, Sample(prompt_tokens=len(prompt.split()), ttft_s=None, error=True), started,
+                    time.perf_counter())
         async for line in response.content:
             if line.startswith(b"data: ") and not line.startswith(b"data: [DONE]"):
                 times.append(time.perf_counter() - started)
     ttft = times[0] if times else None
     itl = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else None
-    return pod, Sample(prompt_tokens=len(prompt.split()), ttft_s=ttft, itl_s=itl, error=ttft is None)
+    sample = Sample(prompt_tokens=len(prompt.split()), ttft_s=ttft, itl_s=itl, error=ttft is None)
+    return pod, sample, started, started + (ttft if ttft is not None else time.perf_counter() - started)
 
 
 async def _window(url: str, rng: random.Random) -> tuple[list[Sample], list[Sample], int]:
+    """One window's (canary, stable) samples, each with the requests ahead of it on its pod when it was sent (as the
+    controller counts them from the gateway's rows)."""
     prompts = [_prompt(rng) for _ in range(WINDOW_REQUESTS)]
-    canary: list[Sample] = []
-    stable: list[Sample] = []
+    done: list[tuple[str, Sample, float, float]] = []
     queue: asyncio.Queue = asyncio.Queue()
     for prompt in prompts:
         queue.put_nowait(prompt)
 
     async def worker(session):
         while not queue.empty():
-            pod, sample = await _one(session, url, queue.get_nowait())
-            (canary if pod.startswith("canary-") else stable).append(sample)
+            done.append(await _one(session, url, queue.get_nowait()))
 
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
         await asyncio.gather(*(worker(session) for _ in range(CONCURRENCY)))
+    loads = requests_ahead([(pod, start, end) for pod, _, start, end in done])
+    canary: list[Sample] = []
+    stable: list[Sample] = []
+    for (pod, sample, _, _), load in zip(done, loads, strict=True):
+        (canary if pod.startswith("canary-") else stable).append(replace(sample, ahead=load))
     return canary, stable, len(prompts)
 
 
@@ -155,6 +166,18 @@ def run(seed: int = 1) -> dict:
                                                       max_extensions=MAX_WINDOWS - 1))
             print(f"  kubesim window {windows}: {len(canary)} canary / {len(stable)} stable requests: "
                   f"{result.verdict} → {action}: {result.reason}")
+            ttft = next((m for m in result.metrics if m.name == "TTFT p95"), None)
+            if ttft is not None:
+                print(f"    TTFT p95 {ttft.canary:.3f} s vs {ttft.stable:.3f} s (×{ttft.canary / ttft.stable:.2f}), "
+                      f"lower bound {ttft.canary_lower:.3f} s against {ttft.allowed:.3f} s allowed")
+                # The same window over every load (as judged before the load buckets), for comparison.
+                alone = analyse(canary, stable, thresholds=replace(THRESHOLDS, load_buckets=()))
+                over_all = next((m for m in alone.metrics if m.name == "TTFT p95"), None)
+                if over_all is not None:
+                    print(f"    over every load: ×{over_all.canary / over_all.stable:.2f}, {alone.verdict}")
+                for b in ttft.detail["buckets"]:
+                    print(f"      {b['bucket']}, {b['ahead'] or 'any load'}: {b['canary'] * 1000:.0f} ms vs "
+                          f"{b['stable'] * 1000:.0f} ms ({b['canary_requests']} and {b['stable_requests']})")
         api.close()
         return {"rolled_back": action == Action.ROLL_BACK, "windows": windows,
                 "canary_request_share": round(len(canary) / sent, 4)}
@@ -163,4 +186,6 @@ def run(seed: int = 1) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(run()))
+    import sys
+
+    print(json.dumps(run(int(sys.argv[1]) if len(sys.argv) > 1 else 1)))

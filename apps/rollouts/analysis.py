@@ -7,9 +7,15 @@ the same window on the same clock; the caller gathers them.
 The judgement, as an SRE would make it:
 - a crash-looping or never-ready canary fails at once, whatever its samples;
 - fewer than `min_requests` requests on either side is *inconclusive*;
-- TTFT p95 is compared per bucket of tokens to prefill (prompt tokens minus prefix-cache hits), and the
-  buckets are combined with the stable revision's weights, so a canary that got longer prompts or a
-  colder cache is not judged slower; the prefix-cache hit rate is reported beside it;
+- TTFT p95 is compared per bucket of tokens to prefill (prompt tokens minus prefix-cache hits) and, where each
+  request's load is known, of the requests ahead of it on its pod (sent there before it and still waiting for
+  their first token when it arrived), and the buckets are combined with the stable revision's weights, so a
+  canary that got longer prompts or a colder cache is not judged slower, and a canary whose one pod gets 5 % of
+  the requests is not judged faster than stable pods where requests wait behind others (a 2× slower canary
+  measured only ×1.5 against all of stable's requests: stable's p95 held the requests that waited behind a long
+  prefill on their pod). When the buckets that can be compared by load hold less than half of the canary's
+  requests (a slower canary keeps more requests waiting, so its requests meet more ahead than stable's), TTFT is
+  compared by prompt length alone. The prefix-cache hit rate is reported beside it;
 - ITL p95 (of each request's mean inter-token latency), the error rate (5xx and engine aborts) and
   preemptions per request are compared as they are;
 - each metric's allowance is stable × (1 + tolerance) (error and preemption rates also get an absolute
@@ -27,6 +33,7 @@ order-statistic interval), and a rate's is (k − z·√k) / n for k events in n
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -58,6 +65,10 @@ class Sample:
     cached_tokens: int = 0
     error: bool = False
     preemptions: int = 0
+    # Requests ahead of this one on its pod: sent there before it and still waiting for their first token when it
+    # arrived (`requests_ahead`); None when unknown (the engines' histograms), and then TTFT is compared over every
+    # load.
+    ahead: int | None = None
 
     @property
     def prefill_tokens(self) -> int:
@@ -82,6 +93,8 @@ class Thresholds:
     min_requests: int = 100
     min_bucket_requests: int = 10
     buckets: tuple[int, ...] = (250, 1000, 4000)
+    # Bounds of requests ahead of a request on its pod: (1, 2, 4, 8, 16) makes 0, 1, 2–3, 4–7, 8–15, ≥16.
+    load_buckets: tuple[int, ...] = (1, 2, 4, 8, 16)
     ttft_p95_slo_s: float | None = None
     itl_p95_slo_s: float | None = None
     max_error_rate: float | None = None
@@ -163,6 +176,33 @@ def bucket_label(index: int, bounds: Sequence[int]) -> str:
     return f"{tokens(bounds[index - 1])}–{tokens(bounds[index])}"
 
 
+def load_label(index: int, bounds: Sequence[int]) -> str:
+    """`0 ahead`, `1 ahead`, `2–3 ahead`, `≥16 ahead` for bounds (1, 2, 4, 8, 16)."""
+    low = 0 if index == 0 else bounds[index - 1]
+    if index == len(bounds):
+        return f"≥{low} ahead"
+    high = bounds[index] - 1
+    return f"{low} ahead" if high == low else f"{low}–{high} ahead"
+
+
+def requests_ahead(spans: Sequence[tuple[str, float, float]]) -> list[int]:
+    """For each request (pod, sent, first token or end if none), how many requests of the same pod were sent
+    before it and had not got their first token when it was sent: the prefills and queue it waits behind."""
+    order = sorted(range(len(spans)), key=lambda i: (spans[i][0], spans[i][1]))
+    counts = [0] * len(spans)
+    ends: list[float] = []
+    pod = None
+    for i in order:
+        name, start, end = spans[i]
+        if name != pod:
+            pod, ends = name, []
+        while ends and ends[0] <= start:
+            heapq.heappop(ends)
+        counts[i] = len(ends)
+        heapq.heappush(ends, end)
+    return counts
+
+
 def seconds(value: float) -> str:
     return f"{value:.2f} s" if value >= 0.1 else f"{value * 1000:.0f} ms"
 
@@ -189,8 +229,8 @@ def analyse(canary: Sequence[Sample], stable: Sequence[Sample], readiness: Readi
     # Without TTFT (no bucket with enough successful requests on both sides) the window cannot pass.
     unsure = [m.reason for m in metrics if m.outcome == Verdict.INCONCLUSIVE]
     if ttft is None:
-        unsure.insert(0, f"no prompt-length bucket has {thresholds.min_bucket_requests} successful requests "
-                         "on both sides")
+        unsure.insert(0, f"no bucket of prompt length and load has {thresholds.min_bucket_requests} successful "
+                         "requests on both sides")
     if unsure:
         return Analysis(Verdict.INCONCLUSIVE, "; ".join(unsure), metrics=metrics, **counts)
     return Analysis(Verdict.PASS, f"all {len(metrics)} metrics within bounds over {len(canary)} canary and "
@@ -201,36 +241,53 @@ def _bucket_of(tokens: int, bounds: Sequence[int]) -> int:
     return sum(1 for bound in bounds if tokens >= bound)
 
 
-def ttft_metric(canary: Sequence[Sample], stable: Sequence[Sample], thresholds: Thresholds) -> Metric | None:
-    """TTFT p95 under stable's mix of tokens to prefill: Σ over buckets of stable's share × each side's
-    bucket p95, over the buckets with enough successful requests on both sides (shares renormalised).
-    None when no bucket has enough."""
+def _ttft_rows(canary: Sequence[Sample], stable: Sequence[Sample], thresholds: Thresholds,
+               loads: Sequence[int]) -> list[dict]:
+    """Each comparable bucket's p95 on both sides and stable's share (see ttft_metric); no load buckets when
+    `loads` is empty or a request's load is unknown."""
     bounds = thresholds.buckets
-    sides: list[list[list[float]]] = []
+    sides: list[dict[tuple[int, int | None], list[float]]] = []
     for samples in (canary, stable):
-        per_bucket: list[list[float]] = [[] for _ in range(len(bounds) + 1)]
+        per_bucket: dict[tuple[int, int | None], list[float]] = {}
         for sample in samples:
             if sample.ttft_s is not None:
-                per_bucket[_bucket_of(sample.prefill_tokens, bounds)].append(sample.ttft_s)
+                load = None if sample.ahead is None or not loads else _bucket_of(sample.ahead, loads)
+                per_bucket.setdefault((_bucket_of(sample.prefill_tokens, bounds), load), []).append(sample.ttft_s)
         sides.append(per_bucket)
-    compared = [b for b in range(len(bounds) + 1)
-                if min(len(sides[0][b]), len(sides[1][b])) >= thresholds.min_bucket_requests]
-    if not compared:
+    compared = sorted((key for key in sides[0].keys() & sides[1].keys()
+                       if min(len(sides[0][key]), len(sides[1][key])) >= thresholds.min_bucket_requests),
+                      key=lambda key: (key[0], -1 if key[1] is None else key[1]))
+    weight_total = sum(len(sides[1][key]) for key in compared)
+    return [{"bucket": bucket_label(b, bounds), "ahead": None if load is None else load_label(load, loads),
+             "weight": len(sides[1][(b, load)]) / weight_total,
+             "canary": p95(sides[0][(b, load)]), "stable": p95(sides[1][(b, load)]),
+             "canary_lower": p95_lower(sides[0][(b, load)], thresholds.z),
+             "canary_requests": len(sides[0][(b, load)]), "stable_requests": len(sides[1][(b, load)])}
+            for b, load in compared]
+
+
+def ttft_metric(canary: Sequence[Sample], stable: Sequence[Sample], thresholds: Thresholds) -> Metric | None:
+    """TTFT p95 under stable's mix: Σ over buckets (of tokens to prefill and, where known, of requests ahead on the
+    pod) of stable's share × each side's bucket p95, over the buckets with enough successful requests on both sides
+    (shares renormalised); by prompt length alone when the load's buckets leave out half of the canary's requests.
+    None when no bucket has enough."""
+    rows = _ttft_rows(canary, stable, thresholds, thresholds.load_buckets)
+    answered = sum(1 for sample in canary if sample.ttft_s is not None)
+    if thresholds.load_buckets and sum(r["canary_requests"] for r in rows) * 2 < answered:
+        rows = _ttft_rows(canary, stable, thresholds, ())
+    if not rows:
         return None
-    weight_total = sum(len(sides[1][b]) for b in compared)
-    rows = [{"bucket": bucket_label(b, bounds), "weight": len(sides[1][b]) / weight_total,
-             "canary": p95(sides[0][b]), "stable": p95(sides[1][b]),
-             "canary_lower": p95_lower(sides[0][b], thresholds.z),
-             "canary_requests": len(sides[0][b]), "stable_requests": len(sides[1][b])} for b in compared]
     canary_value = sum(r["weight"] * r["canary"] for r in rows)
     canary_lower = sum(r["weight"] * r["canary_lower"] for r in rows)
     stable_value = sum(r["weight"] * r["stable"] for r in rows)
     worst = max(rows, key=lambda r: r["canary"] / r["stable"] if r["stable"] else math.inf)
+    place = f"the {worst['bucket']} prompt bucket" if thresholds.buckets else ""
+    if worst["ahead"]:
+        place = f"{place or 'requests'} with {worst['ahead']} on their pod"
     if len(rows) > 1:
-        where = f" (worst in the {worst['bucket']} prompt bucket: {seconds(worst['canary'])} vs " \
-                f"{seconds(worst['stable'])})"
+        where = f" (worst in {place}: {seconds(worst['canary'])} vs {seconds(worst['stable'])})"
     else:
-        where = f" in the {worst['bucket']} prompt bucket" if bounds else ""
+        where = f" in {place}" if place else ""
     metric = _compare("TTFT p95", canary_value, canary_lower, stable_value, thresholds.tolerance, 0.0,
                       thresholds.ttft_p95_slo_s, seconds, where)
     detail = {"buckets": rows, "cache_hit_rate": {"canary": cache_hit_rate(canary), "stable": cache_hit_rate(stable)}}

@@ -28,9 +28,19 @@ from django.utils import timezone
 
 from apps.core.choices import AuditVia
 from apps.gateway.models import UsageRow
-from apps.rollouts.analysis import Action, Analysis, Readiness, Sample, StepState, Thresholds, analyse, decide
+from apps.rollouts.analysis import (
+    Action,
+    Analysis,
+    Readiness,
+    Sample,
+    StepState,
+    Thresholds,
+    analyse,
+    decide,
+    requests_ahead,
+)
 from apps.rollouts.choices import RolloutPhase, Verdict
-from apps.rollouts.engine_samples import ENGINE_BUCKETS, samples_from_window
+from apps.rollouts.engine_samples import ENGINE_BUCKETS, paired, samples_from_window
 from apps.rollouts.models import Rollout, RolloutDecision, StableRevision
 from apps.rollouts.units import sizes_for_step
 from apps.serving.actions import ServiceDeleting, rollback
@@ -44,7 +54,10 @@ from apps.telemetry.revisions import engine_window
 
 log = logging.getLogger(__name__)
 CONTROLLER_ACTOR = "rollout:controller"
-ENGINE_SOURCE = "judged on the engines' histograms: no metered requests of both revisions in the window"
+ENGINE_SOURCE = ("judged on the engines' histograms: no metered requests of both revisions in the window; TTFT paired "
+                 "with prompt lengths by rank")
+ENGINE_SOURCE_UNPAIRED = ("judged on the engines' histograms: no metered requests of both revisions in the window; "
+                          "no prompt-length histogram, so TTFT over all prompt lengths")
 CRASH_RESTARTS = 2  # a canary pod restarted this often (or in CrashLoopBackOff) fails the rollout at once
 
 
@@ -56,40 +69,53 @@ def thresholds_for(rollout: Rollout, service: InferenceService) -> Thresholds:
                       ttft_p95_slo_s=targets.get("ttft_p95_seconds"), itl_p95_slo_s=targets.get("itl_p95_seconds"))
 
 
-def sample_of(row: dict) -> Sample:
-    """One metered request as the analysis reads it: TTFT, mean inter-token latency, errors (5xx)."""
+def sample_of(row: dict, ahead: int | None = None) -> Sample:
+    """One metered request as the analysis reads it: TTFT, mean inter-token latency, errors (5xx), and the requests
+    ahead of it on its pod."""
     error = row["status"] >= 500
     ttft = row["ttft_ms"] / 1000 if row["ttft_ms"] is not None and not error else None
     itl = None
     if ttft is not None and row["completion_tokens"] > 1:
         itl = max(row["duration_ms"] - row["ttft_ms"], 0) / 1000 / (row["completion_tokens"] - 1)
     return Sample(prompt_tokens=row["prompt_tokens"], ttft_s=ttft, itl_s=itl, cached_tokens=row["cached_tokens"],
-                  error=error)
+                  error=error, ahead=ahead)
 
 
-def window_samples(rollout: Rollout, start: datetime, end: datetime) -> tuple[list[Sample], list[Sample], bool]:
-    """(canary, stable, from the engines) samples of the requests the service served from `start` to `end`: the
-    requests the gateway metered when they include both revisions' (they pair each request's prompt with its TTFT),
-    else the revisions' engine histograms (apps/rollouts/engine_samples.py): nobody called the service through the
-    gateway, or its rows name a router that does not say which engine served."""
+def window_samples(rollout: Rollout, start: datetime, end: datetime) -> tuple[list[Sample], list[Sample], str]:
+    """(canary, stable, source) samples of the requests the service served from `start` to `end`: the requests the
+    gateway metered when they include both revisions' (they pair each request's prompt with its TTFT; source ""),
+    else the revisions' engine histograms (apps/rollouts/engine_samples.py; source ENGINE_SOURCE, or
+    ENGINE_SOURCE_UNPAIRED when either revision's engines exported no prompt-length histogram): nobody called the
+    service through the gateway, or its rows name a router that does not say which engine served."""
     canary, stable = metered_samples(rollout, start, end)
     if canary and stable:
-        return canary, stable, False
-    return (samples_from_window(engine_window(rollout.service_id, CANARY_ROLE, start, end)),
-            samples_from_window(engine_window(rollout.service_id, STABLE_ROLE, start, end)), True)
+        return canary, stable, ""
+    windows = [engine_window(rollout.service_id, role, start, end) for role in (CANARY_ROLE, STABLE_ROLE)]
+    source = ENGINE_SOURCE if all(paired(window) for window in windows) else ENGINE_SOURCE_UNPAIRED
+    return samples_from_window(windows[0]), samples_from_window(windows[1]), source
 
 
 def metered_samples(rollout: Rollout, start: datetime, end: datetime) -> tuple[list[Sample], list[Sample]]:
-    """(canary, stable) samples of the requests the gateway metered from `start` to `end`."""
+    """(canary, stable) samples of the requests the gateway metered from `start` to `end`, each with the metered
+    requests ahead of it on its pod (sent before it, no first token yet; a row's `at` is when the request ended,
+    `duration_ms` before it started), so TTFT is compared between requests that met the same load on their pod."""
     prefix = canary_name(rollout.service.name, rollout.to_revision) + "-"
-    canary, stable = [], []
     # By tenant and time first: the (tenant, at) index picks the window, the service and pod filter the rest.
-    rows = UsageRow.objects.filter(tenant_id=rollout.service.tenant_id, at__gte=start, at__lt=end,
-                                   service_id=rollout.service_id).exclude(pod="").values(
-        "pod", "status", "ttft_ms", "duration_ms", "prompt_tokens", "cached_tokens", "completion_tokens")
-    for row in rows.iterator():
-        (canary if row["pod"].startswith(prefix) else stable).append(sample_of(row))
+    rows = list(UsageRow.objects.filter(tenant_id=rollout.service.tenant_id, at__gte=start, at__lt=end,
+                                        service_id=rollout.service_id).exclude(pod="").values(
+        "pod", "at", "status", "ttft_ms", "duration_ms", "prompt_tokens", "cached_tokens", "completion_tokens"))
+    loads = requests_ahead([_span(row) for row in rows])
+    canary, stable = [], []
+    for row, load in zip(rows, loads, strict=True):
+        (canary if row["pod"].startswith(prefix) else stable).append(sample_of(row, load))
     return canary, stable
+
+
+def _span(row: dict) -> tuple[str, float, float]:
+    """(pod, sent, first token or end) of a metered row, in seconds."""
+    ended = row["at"].timestamp()
+    sent = ended - row["duration_ms"] / 1000
+    return row["pod"], sent, sent + row["ttft_ms"] / 1000 if row["ttft_ms"] is not None else ended
 
 
 def readiness(rollout: Rollout, now: datetime) -> Readiness:
@@ -138,14 +164,14 @@ def step_rollout(rollout_id: int, now: datetime | None = None) -> RolloutDecisio
         if not due and not failing:
             return None
         last = rollout.steps[rollout.step + 1]["weight"] == 100
-        engines = False
+        source = ""
         if step["analysis"] or failing:
-            canary, stable, engines = window_samples(rollout, rollout.step_started_at, now)
-            # Said only where the engines' figures decided (a readiness failure needs none).
-            engines = engines and bool(canary or stable) and not failing
+            canary, stable, source = window_samples(rollout, rollout.step_started_at, now)
             thresholds = thresholds_for(rollout, rollout.service)
-            if engines:
+            if source == ENGINE_SOURCE_UNPAIRED:
                 thresholds = replace(thresholds, buckets=ENGINE_BUCKETS)
+            # Said only where the engines' figures decided (a readiness failure needs none).
+            source = source if (canary or stable) and not failing else ""
             result = analyse(canary, stable, ready, thresholds)
         else:
             result = Analysis(Verdict.PASS, "this step has no analysis; its minimum duration has passed", 0, 0)
@@ -156,7 +182,7 @@ def step_rollout(rollout_id: int, now: datetime | None = None) -> RolloutDecisio
         decision = RolloutDecision.objects.create(
             rollout=rollout, service=rollout.service, time=now, step=rollout.step, weight=step["weight"],
             window_start=rollout.step_started_at, window_end=now, verdict=str(result.verdict),
-            action=action.value, reason=_reason(result, action, rollout, engines), metrics=result.as_dict()["metrics"],
+            action=action.value, reason=_reason(result, action, rollout, source), metrics=result.as_dict()["metrics"],
             canary_requests=result.canary_requests, stable_requests=result.stable_requests,
             actor_repr=CONTROLLER_ACTOR)
         _act(rollout, action, decision.reason, now)
@@ -165,7 +191,7 @@ def step_rollout(rollout_id: int, now: datetime | None = None) -> RolloutDecisio
     return decision
 
 
-def _reason(result: Analysis, action: Action, rollout: Rollout, engines: bool = False) -> str:
+def _reason(result: Analysis, action: Action, rollout: Rollout, source: str = "") -> str:
     then = {
         Action.ADVANCE: f"advancing to {rollout.steps[rollout.step + 1]['weight']} %",
         Action.EXTEND: "extending the window (its requests count with the next one's)",
@@ -173,8 +199,8 @@ def _reason(result: Analysis, action: Action, rollout: Rollout, engines: bool = 
         Action.PROMOTE: f"promoting revision {rollout.to_revision}",
         Action.ROLL_BACK: f"rolling back to revision {rollout.from_revision}",
     }[action]
-    source = f" ({ENGINE_SOURCE})" if engines else ""
-    return f"{str(result.verdict).capitalize()}{source}: {result.reason}; {then}."
+    said = f" ({source})" if source else ""
+    return f"{str(result.verdict).capitalize()}{said}: {result.reason}; {then}."
 
 
 def _act(rollout: Rollout, action: Action, reason: str, now: datetime) -> None:

@@ -119,6 +119,9 @@ class RevisionIncrement(models.Model):
     preemptions = RealField(null=True)  # null: the engine exports no preemption counter
     prompt_tokens = RealField()
     cached_tokens = RealField()  # prompt tokens served from the prefix cache
+    # The per-request prompt-length histogram's increments ([] when the engine exports none), paired by rank with
+    # TTFT's so the canary analysis can compare TTFT per prompt-length bucket (apps/rollouts/engine_samples.py).
+    prompt_buckets = models.JSONField(default=list, blank=True)
 
     objects = restricted(tenant_owned("service__tenant"))
 

@@ -46,6 +46,7 @@ def increment_fields(inc: Increments) -> dict:
     prompt = _counter(inc, names.prompt_tokens) or 0.0
     return {"ttft_buckets": _stored(inc.histograms.get(names.ttft)),
             "itl_buckets": _stored(inc.histograms.get(names.itl)),
+            "prompt_buckets": _stored(inc.histograms.get(names.request_prompt_tokens)),
             "finished": finished, "failed": failed, "preemptions": _counter(inc, names.preemptions),
             "prompt_tokens": prompt, "cached_tokens": prompt * (prefix_cache_hit_rate(inc) or 0.0)}
 
@@ -56,6 +57,7 @@ class EngineWindow:
 
     ttft_buckets: dict[float, float] = field(default_factory=dict)
     itl_buckets: dict[float, float] = field(default_factory=dict)
+    prompt_buckets: dict[float, float] = field(default_factory=dict)  # requests' prompt lengths, in tokens
     finished: float = 0.0
     failed: float = 0.0
     preemptions: float = 0.0
@@ -69,7 +71,8 @@ def engine_window(service_id: int, role: str, start: datetime, end: datetime) ->
     out = EngineWindow()
     rows = RevisionIncrement.objects.filter(service_id=service_id, role=role, time__gte=start, time__lt=end)
     for row in rows.iterator():
-        for mine, stored in ((out.ttft_buckets, row.ttft_buckets), (out.itl_buckets, row.itl_buckets)):
+        for mine, stored in ((out.ttft_buckets, row.ttft_buckets), (out.itl_buckets, row.itl_buckets),
+                             (out.prompt_buckets, row.prompt_buckets)):
             for bound, count in _read(stored).items():
                 mine[bound] = mine.get(bound, 0.0) + count
         out.finished += row.finished

@@ -153,7 +153,7 @@ def test_without_a_comparable_ttft_bucket_the_window_is_inconclusive():
     # 250–1k): no bucket has 10 on both sides. ITL and rates are equal, so nothing fails either.
     result = analyse(requests(100, prompt=2000), requests(991) + requests(9, prompt=2000))
     assert result.verdict == Verdict.INCONCLUSIVE
-    assert result.reason == "no prompt-length bucket has 10 successful requests on both sides"
+    assert result.reason == "no bucket of prompt length and load has 10 successful requests on both sides"
 
 
 def test_two_errors_in_a_hundred_are_not_enough_to_fail():

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from apps.core.models import AuditEntry
+from apps.gateway.models import UsageRow
 from apps.rollouts.controller import step_rollout
 from apps.rollouts.models import Rollout, RolloutDecision, StableRevision
 from apps.rollouts.plan import desired_spec
@@ -168,3 +169,28 @@ def test_a_newer_revision_during_a_rollout_supersedes_it(canary_service, new_run
     assert "Superseded by revision 3" in first.reason
     assert (second.phase, second.from_revision, second.to_revision) == ("running", 1, 3)
     assert (spec.tag, spec.canary.unit.tag) == ("v0.33.0", "v0.35.0")
+
+
+def test_the_window_compares_requests_that_met_the_same_load_on_their_pod(canary_service, new_runtime):
+    # Stable's pod: 180 requests sent a second apart, each alone, 100 ms to the first token; 20 more sent 10 ms
+    # after 20 of them, waiting behind them (400 ms). Over every load stable's p95 (rank 190 of 200) is 0.40 s and a
+    # canary at 0.20 s would pass; the controller counts, from the rows' times, 0 ahead for the 180 and 1 for the
+    # 20, and compares the canary's 100 lone requests (200 ms) with stable's 180 lone ones: ×2.00, rolled back.
+    new_runtime()
+    rollout = Rollout.objects.get(service=canary_service)
+    start = rollout.step_started_at
+
+    def row(pod, sent_s, ttft_ms):
+        return UsageRow(at=start + timedelta(seconds=sent_s + (ttft_ms + 50) / 1000), tenant_id=canary_service.tenant_id,
+                        service_id=canary_service.pk, model="llama-8b", pod=pod, status=200, ttft_ms=ttft_ms,
+                        duration_ms=ttft_ms + 50, prompt_tokens=100, completion_tokens=1)
+    stable = [row("chat-7d9f-abcde", k, 100) for k in range(180)]
+    stable += [row("chat-7d9f-abcde", k + 0.01, 400) for k in range(20)]
+    canary = [row("chat-r2-5c6d-xyz12", k + 0.5, 200) for k in range(100)]
+    UsageRow.objects.bulk_create(stable + canary)
+    decision = step_rollout(rollout.pk, rollout.window_started_at + timedelta(seconds=250))
+    assert (decision.verdict, decision.action) == ("fail", "roll_back")
+    assert ("TTFT p95 0.20 s vs stable 0.10 s (×2.00) > ×1.20 allowed in the <250 prompt bucket with 0 ahead on "
+            "their pod") in decision.reason, decision.reason
+    (bucket,) = next(m for m in decision.metrics if m["name"] == "TTFT p95")["buckets"]
+    assert (bucket["ahead"], bucket["canary_requests"], bucket["stable_requests"]) == ("0 ahead", 100, 180)

@@ -75,9 +75,11 @@ def test_a_slow_canary_is_rolled_back_on_its_engines_histograms(handle, sim_clus
     # The router sent exactly half to each revision; the gateway metered none of them.
     assert (decision.canary_requests, decision.stable_requests) == (20, 20)
     assert (decision.verdict, decision.action) == ("fail", "roll_back"), decision.reason
+    # The engines export the prompt-length histogram (scraped into the revisions' increments): TTFT is paired with it.
     assert decision.reason.startswith("Fail (judged on the engines' histograms: no metered requests of both "
-                                      "revisions in the window): TTFT p95")
+                                      "revisions in the window; TTFT paired with prompt lengths by rank): TTFT p95")
     ttft = next(m for m in decision.metrics if m["name"] == "TTFT p95")
+    assert all(bucket["bucket"] != "all" for bucket in ttft["buckets"])
     assert ttft["canary"] > 1.2 * ttft["stable"]
     # Set back to revision 1's runtime: a new revision, restored from 1.
     latest = Revision.objects.filter(service=service).order_by("-number").first()

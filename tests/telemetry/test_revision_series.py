@@ -71,3 +71,5 @@ def test_each_revision_gets_its_own_series_while_a_canary_runs(sim_cluster, tena
     # (Merging pods scales counters to the pods' mean interval, a few milliseconds apart: hence approx.)
     assert sum(r.finished for r in kept) == pytest.approx(16, abs=0.01)
     assert sum(dict(map(tuple, r.ttft_buckets))["+Inf"] for r in kept) == 16
+    # The prompt-length histogram too (vllm:request_prompt_tokens), which the analysis pairs with TTFT by rank.
+    assert sum(dict(map(tuple, r.prompt_buckets)).get("+Inf", 0) for r in kept) == pytest.approx(16, abs=0.01)
