@@ -35,6 +35,7 @@ _FIELD_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "enable_chunked_prefill": ((bool,), "true or false"),
     "gpu_memory_utilization": ((int, float), "a number"),
     "max_num_seqs": ((int,), "an integer"),
+    "max_num_batched_tokens": ((int,), "an integer"),
     "tensor_parallel_size": ((int,), "an integer"),
     "pipeline_parallel_size": ((int,), "an integer"),
     "quantization": ((str,), "a string"),
@@ -55,6 +56,7 @@ class EngineSettings:
     enable_chunked_prefill: bool | None = None
     gpu_memory_utilization: float | None = None
     max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None  # a step's token budget (vLLM); SGLang's prefill chunk size
     tensor_parallel_size: int | None = None  # None: from the replica's GPUs (capacity.parallel)
     pipeline_parallel_size: int = 1
     quantization: str | None = None
@@ -180,6 +182,9 @@ class EngineAdapter:
             errors["gpu_memory_utilization"] = "must be greater than 0 and at most 1"
         if s.max_num_seqs is not None and s.max_num_seqs < 1:
             errors["max_num_seqs"] = "must be at least 1"
+        batched = self._batched_tokens_error(s)
+        if batched:
+            errors["max_num_batched_tokens"] = batched
         for name in ("tensor_parallel_size", "pipeline_parallel_size"):
             if getattr(s, name) is not None and getattr(s, name) < 1:
                 errors[name] = "must be at least 1"
@@ -205,6 +210,21 @@ class EngineAdapter:
         if not errors:
             errors.update(self._settings_at_version(s, tag))
         return errors
+
+    def _batched_tokens_error(self, s: EngineSettings) -> str | None:
+        """Why the engine refuses this batched-token budget (with the settings beside it), or None."""
+        n = s.max_num_batched_tokens
+        if n is None:
+            return None
+        if n < 1:
+            return "must be at least 1"
+        if s.max_num_seqs is not None and n < s.max_num_seqs:
+            # vLLM's scheduler config: every running sequence must fit one decode token in a step.
+            return f"must be at least max_num_seqs ({s.max_num_seqs})"
+        if s.enable_chunked_prefill is False and s.max_model_len is not None and n < s.max_model_len:
+            # Without chunking a whole prompt is one step's tokens: a shorter budget refuses long prompts.
+            return f"must be at least max_model_len ({s.max_model_len}) without chunked prefill"
+        return None
 
     def _settings_at_version(self, settings: EngineSettings, tag: str | None) -> dict[str, str]:
         """The setting whose rendered flag the runtime's version lacks, as the renderer would refuse it."""
@@ -330,6 +350,8 @@ class VllmAdapter(EngineAdapter):
             args += ["--gpu-memory-utilization", _num(s.gpu_memory_utilization)]
         if s.max_num_seqs is not None:
             args += ["--max-num-seqs", str(s.max_num_seqs)]
+        if s.max_num_batched_tokens is not None:
+            args += ["--max-num-batched-tokens", str(s.max_num_batched_tokens)]
         if s.quantization is not None:
             args += ["--quantization", s.quantization]
         if s.speculative_model is not None:
@@ -371,6 +393,13 @@ class SglangAdapter(EngineAdapter):
     kv_cache_dtypes = sglang.KV_CACHE_DTYPES
     _owned = _owned(sglang.OWNED)
 
+    def _batched_tokens_error(self, s: EngineSettings) -> str | None:
+        if s.max_num_batched_tokens is not None and s.enable_chunked_prefill is False:
+            # Both render --chunked-prefill-size: -1 turns chunking off, a number is the chunk.
+            return "is SGLang's --chunked-prefill-size, the chunk of a chunked prefill; leave it unset with " \
+                   "chunked prefill off"
+        return super()._batched_tokens_error(s)
+
     def host_args(self) -> list[str]:
         # SGLang listens on 127.0.0.1 by default, unreachable from other pods.
         return ["--host", "0.0.0.0"]
@@ -397,6 +426,8 @@ class SglangAdapter(EngineAdapter):
             args += ["--mem-fraction-static", _num(s.gpu_memory_utilization)]
         if s.max_num_seqs is not None:
             args += ["--max-running-requests", str(s.max_num_seqs)]
+        if s.max_num_batched_tokens is not None:
+            args += ["--chunked-prefill-size", str(s.max_num_batched_tokens)]
         if s.quantization is not None:
             args += ["--quantization", s.quantization]
         if s.speculative_model is not None:

@@ -26,8 +26,8 @@ TRISTATE = [("", "Engine default"), ("true", "On"), ("false", "Off")]
 KV_OFFLOAD_BACKENDS = [("", "Off"), ("native", "vLLM native"), ("lmcache", "vLLM LMCache"),
                        ("hicache", "SGLang HiCache")]
 ENGINE_FIELDS = ("max_model_len", "kv_cache_dtype", "enable_prefix_caching", "enable_chunked_prefill",
-                 "gpu_memory_utilization", "max_num_seqs", "tensor_parallel_size", "pipeline_parallel_size",
-                 "quantization", "speculative_model", "num_speculative_tokens", "extra_args")
+                 "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "tensor_parallel_size",
+                 "pipeline_parallel_size", "quantization", "speculative_model", "num_speculative_tokens", "extra_args")
 TARGET_LABELS = {
     "waiting_requests_per_replica": "Target waiting requests per replica",
     "running_requests_per_replica": "Target running requests per replica",
@@ -70,6 +70,8 @@ class ServiceForm(RolloutFields, PlainLabels, forms.Form):
     enable_chunked_prefill = forms.ChoiceField(label="Chunked prefill", choices=TRISTATE, required=False)
     gpu_memory_utilization = forms.FloatField(label="GPU memory utilisation (0–1)", required=False)
     max_num_seqs = forms.IntegerField(label="Max concurrent sequences", required=False)
+    max_num_batched_tokens = forms.IntegerField(label="Max batched tokens per step", required=False,
+                                                help_text="vLLM's step budget; SGLang's prefill chunk size")
     tensor_parallel_size = forms.IntegerField(label="Tensor parallel size", required=False,
                                               help_text="empty: the GPUs of a replica ÷ pipeline parallel size")
     pipeline_parallel_size = forms.IntegerField(label="Pipeline parallel size", initial=1)
