@@ -108,12 +108,18 @@ def lab_physics(service) -> dict:
     return {ANNOTATIONS[k]: str(v) for k, v in latest.coefficients.items() if k in ANNOTATIONS}
 
 
+def engine_core(service):
+    """kubesim's CoreConfig of one replica of the service's engine as configured (the budgets and KV pool the
+    engine resolves from its flags and GPU: what the advice rules start from)."""
+    _engine_pool(service)
+    engine, _ = _replica_engine(spec_from_service(service), "current", {})
+    return engine.core
+
+
 def base_roofline(service) -> tuple[Roofline, int]:
     """The roofline of the service's engine as configured (model, GPU, TP, weights and KV bytes a rank), and its
     batched-token budget: what a fit of the coefficients starts from."""
-    _engine_pool(service)
-    engine, _ = _replica_engine(spec_from_service(service), "current", {})
-    core = engine.core
+    core = engine_core(service)
     return (Roofline(core.model, core.gpu, core.tp, core.weight_bytes_rank, core.kv_bytes_per_token_rank),
             core.max_num_batched_tokens)
 
