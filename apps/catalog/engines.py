@@ -39,6 +39,7 @@ _FIELD_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "tensor_parallel_size": ((int,), "an integer"),
     "pipeline_parallel_size": ((int,), "an integer"),
     "quantization": ((str,), "a string"),
+    "speculative_method": ((str,), "a string"),
     "speculative_model": ((str,), "a string"),
     "num_speculative_tokens": ((int,), "an integer"),
     "extra_args": ((list,), "a list of strings"),
@@ -60,6 +61,7 @@ class EngineSettings:
     tensor_parallel_size: int | None = None  # None: from the replica's GPUs (capacity.parallel)
     pipeline_parallel_size: int = 1
     quantization: str | None = None
+    speculative_method: str | None = None  # "ngram" or "draft_model" (None: a draft model when one is named)
     speculative_model: str | None = None
     num_speculative_tokens: int | None = None
     extra_args: tuple[str, ...] = field(default_factory=tuple)
@@ -136,6 +138,7 @@ class LoraAdapter:
     rank: int | None = None
 
 
+SPECULATIVE_METHODS = ("ngram", "draft_model")
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 # Flags the control plane renders itself (not engine settings): a service may not override them.
 _CONTROL_PLANE = "__control_plane__"
@@ -190,16 +193,7 @@ class EngineAdapter:
                 errors[name] = "must be at least 1"
         if s.quantization is not None and not _NAME_RE.match(s.quantization):
             errors["quantization"] = "must be a quantization method name such as awq, gptq or fp8"
-        if s.num_speculative_tokens is not None:
-            if not 1 <= s.num_speculative_tokens <= 16:
-                errors["num_speculative_tokens"] = "must be between 1 and 16"
-            elif s.speculative_model is None:
-                errors["speculative_model"] = "is required when num_speculative_tokens is set"
-        if s.speculative_model is not None:
-            if not s.speculative_model.strip():
-                errors["speculative_model"] = "must not be blank"
-            elif s.num_speculative_tokens is None:
-                errors["num_speculative_tokens"] = "is required when speculative_model is set"
+        errors.update(self._speculative_errors(s))
         if s.kv_offload is not None:
             refused = kvoffload.engine_error(s.kv_offload, self.kind, prefix_caching=s.enable_prefix_caching)
             if refused:
@@ -210,6 +204,26 @@ class EngineAdapter:
         if not errors:
             errors.update(self._settings_at_version(s, tag))
         return errors
+
+    def _speculative_errors(self, s: EngineSettings) -> dict[str, str]:
+        """Speculative decoding: n-gram drafting from the prompt (no model, so no code a tenant brings), or a
+        draft model; either with its number of speculative tokens."""
+        method, model, tokens = s.speculative_method, s.speculative_model, s.num_speculative_tokens
+        if method is not None and method not in SPECULATIVE_METHODS:
+            return {"speculative_method": f"must be one of {', '.join(SPECULATIVE_METHODS)}"}
+        if tokens is not None and not 1 <= tokens <= 16:
+            return {"num_speculative_tokens": "must be between 1 and 16"}
+        if method == "ngram":
+            return ({"speculative_model": "must be unset with the ngram method, which drafts from the prompt"}
+                    if model is not None else {"num_speculative_tokens": "is required with speculative_method ngram"}
+                    if tokens is None else {})
+        if model is None and (tokens is not None or method == "draft_model"):
+            return {"speculative_model": "is required when num_speculative_tokens is set"}
+        if model is not None and not model.strip():
+            return {"speculative_model": "must not be blank"}
+        if model is not None and tokens is None:
+            return {"num_speculative_tokens": "is required when speculative_model is set"}
+        return {}
 
     def _batched_tokens_error(self, s: EngineSettings) -> str | None:
         """Why the engine refuses this batched-token budget (with the settings beside it), or None."""
@@ -354,7 +368,10 @@ class VllmAdapter(EngineAdapter):
             args += ["--max-num-batched-tokens", str(s.max_num_batched_tokens)]
         if s.quantization is not None:
             args += ["--quantization", s.quantization]
-        if s.speculative_model is not None:
+        if s.speculative_method == "ngram":
+            args += ["--speculative-config", _json({"method": "ngram",
+                                                    "num_speculative_tokens": s.num_speculative_tokens})]
+        elif s.speculative_model is not None:
             spec = {"method": "draft_model", "model": s.speculative_model,
                     "num_speculative_tokens": s.num_speculative_tokens}
             args += ["--speculative-config", _json(spec)]
@@ -392,6 +409,11 @@ class SglangAdapter(EngineAdapter):
     command = ("python3", "-m", "sglang.launch_server")
     kv_cache_dtypes = sglang.KV_CACHE_DTYPES
     _owned = _owned(sglang.OWNED)
+
+    def _speculative_errors(self, s: EngineSettings) -> dict[str, str]:
+        if s.speculative_method == "ngram":
+            return {"speculative_method": "ngram is rendered for vLLM only; SGLang takes a draft model"}
+        return super()._speculative_errors(s)
 
     def _batched_tokens_error(self, s: EngineSettings) -> str | None:
         if s.max_num_batched_tokens is not None and s.enable_chunked_prefill is False:

@@ -19,11 +19,12 @@ propose one alternative each:
   step budget the engine runs with (`max_num_batched_tokens`, its flag or its default for the GPU), judged on
   TTFT p95; ITL p95 over its SLO: half of it (not below `max_num_seqs`), judged on ITL p95;
 - `cpu_kv_tier`: a mean prefix-cache hit rate of at least 30 % with the GPU pool over 90 % full (it evicts cached
-  blocks), no tier yet: a CPU tier of 4 GPU KV pools per GPU (or the most a node holds). Judged on TTFT p50.
+  blocks), no tier yet: a CPU tier of 4 GPU KV pools per GPU (or the most a node holds). Judged on TTFT p50;
+- `speculative`: on vLLM, a replica that never runs 4 requests at once: n-gram speculative decoding (3 tokens);
+  one that runs more than 4 on average with speculative decoding on: off. Judged on ITL p95.
 
 Each proposal is replayed on the service's recorded load against the current configuration; advice whose
-predicted effect on its figure is under 5 % (or that makes the figure worse) is not kept. Speculative decoding
-is not run: the engine simulation does not model it.
+predicted effect on its figure is under 5 % (or that makes the figure worse) is not kept.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ PREFILL_DOMINANT = 4.0  # prompt tokens per generated token from which prefill d
 REUSE_HIGH = 0.3  # a mean prefix-cache hit rate from which the prompts' reuse is worth a second tier
 KV_FULL = 0.9  # peak KV-cache usage from which the GPU pool evicts cached blocks to make room
 TIER_MULTIPLE = 4  # the CPU tier advised, in GPU KV pools (the largest size the reuse curve shows)
+SPEC_CONCURRENCY = 4.0  # running requests a replica under which speculative decoding pays, above which it costs
+SPEC_TOKENS = 3  # n-gram drafts a step advised
+SPEC_OFF = {"speculative_method": None, "speculative_model": None, "num_speculative_tokens": None}
 
 
 def observations(service, now=None) -> dict | None:
@@ -73,6 +77,11 @@ def observations(service, now=None) -> dict | None:
                            gen_tps=Avg("gen_tps"), prefix_hit_rate=Avg("prefix_hit_rate"))
     if found["replicas"] is None:
         return None
+    # Concurrency a replica: each interval's running requests (the pods' sum) over its ready replicas.
+    per_replica = [r / n for r, n in rows.filter(ready_replicas__gt=0, running__isnull=False)
+                   .values_list("running", "ready_replicas")]
+    found["running_per_replica"] = sum(per_replica) / len(per_replica) if per_replica else None
+    found["running_per_replica_max"] = max(per_replica, default=None)
     return {k: None if v is None else round(float(v), 4) for k, v in found.items()}
 
 
@@ -113,7 +122,25 @@ def proposals(service, seen: dict) -> list[tuple[str, dict, str]]:
     if engine is not None:
         out += _batched_tokens(service, seen, slo)
         out += _cpu_tier(service, seen, engine)
+        out += _speculative(service, seen)
     return out
+
+
+def _speculative(service, seen: dict) -> list[tuple[str, dict, str]]:
+    """Speculative decoding (n-gram drafts, vLLM) on when a replica never runs SPEC_CONCURRENCY requests at once
+    (decode is memory-bound: verifying the drafts is nearly free), off when it runs more on average (the verify's
+    compute costs more than the accepted drafts save). Judged on ITL p95 either way."""
+    settings = service.engine_settings or {}
+    on = settings.get("speculative_method") is not None or settings.get("speculative_model") is not None
+    peak, mean = seen["running_per_replica_max"], seen["running_per_replica"]
+    if not on and service.runtime.engine == "vllm" and peak is not None and 0 < peak < SPEC_CONCURRENCY:
+        return [(AdviceRule.SPECULATIVE, {"name": f"n-gram speculative decoding ({SPEC_TOKENS} tokens)",
+                                          "engine_settings": {"speculative_method": "ngram",
+                                                              "num_speculative_tokens": SPEC_TOKENS}}, "itl_p95_s")]
+    if on and mean is not None and mean > SPEC_CONCURRENCY:
+        return [(AdviceRule.SPECULATIVE, {"name": "speculative decoding off", "engine_settings": dict(SPEC_OFF)},
+                 "itl_p95_s")]
+    return []
 
 
 def _batched_tokens(service, seen: dict, slo) -> list[tuple[str, dict, str]]:

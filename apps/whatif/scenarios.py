@@ -66,6 +66,12 @@ def _engine_pool(service):
     return next(p for p in service.pools.all() if p.role == "engine")
 
 
+def merged_settings(settings: dict | None, changes: dict) -> dict:
+    """Engine settings with an alternative's over them; a setting changed to null goes back to the engine's
+    default (it is dropped, as the engine settings store defaults)."""
+    return {k: v for k, v in {**(settings or {}), **changes}.items() if v is not None}
+
+
 def _validate(service, changes: dict, where: str) -> None:
     """Judge the changed service with the service's own clean(), on unsaved copies; raise naming the fields."""
     draft = copy.copy(service)
@@ -76,7 +82,7 @@ def _validate(service, changes: dict, where: str) -> None:
                 if name in changes:
                     setattr(pool, name, changes[name])
     if "engine_settings" in changes:
-        draft.engine_settings = {**(service.engine_settings or {}), **changes["engine_settings"]}
+        draft.engine_settings = merged_settings(service.engine_settings, changes["engine_settings"])
     if "autoscaling" in changes:
         draft.autoscaling = changes["autoscaling"]
     draft.stage_spec(pools=pools, adapters=list(service.adapters.all()))
@@ -94,7 +100,7 @@ def _changed_spec(base: ServiceSpec, changes: dict) -> ServiceSpec:
                   if p.role == "engine" else p for p in base.pools)
     settings = base.settings
     if "engine_settings" in changes:
-        settings = EngineSettings.from_dict({**base.settings.to_dict(), **changes["engine_settings"]})
+        settings = EngineSettings.from_dict(merged_settings(base.settings.to_dict(), changes["engine_settings"]))
     autoscaling = AutoscalingSpec.from_dict(changes["autoscaling"]) if "autoscaling" in changes else base.autoscaling
     return dataclasses.replace(base, pools=pools, settings=settings, autoscaling=autoscaling)
 

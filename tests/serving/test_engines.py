@@ -350,3 +350,29 @@ def test_max_num_batched_tokens_the_engines_would_refuse():
     # SGLang's chunk size and "chunking off" are the same flag.
     refused = SGLANG.validate(EngineSettings(enable_chunked_prefill=False, max_num_batched_tokens=4096))
     assert list(refused) == ["max_num_batched_tokens"] and "--chunked-prefill-size" in refused["max_num_batched_tokens"]
+
+
+# --- speculative decoding: n-gram ----------------------------------------------------------------------
+
+def test_ngram_speculative_decoding_is_vllms_speculative_config_without_a_model():
+    settings = EngineSettings.from_dict({"speculative_method": "ngram", "num_speculative_tokens": 3})
+    assert VLLM.validate(settings) == {}
+    flags = VLLM.flags(settings, model_path="/m", served_name="s")
+    assert flags[8] == "--speculative-config"
+    assert json.loads(flags[9]) == {"method": "ngram", "num_speculative_tokens": 3}  # engines.md §3
+    assert settings.to_dict() == {"speculative_method": "ngram", "num_speculative_tokens": 3,
+                                  "pipeline_parallel_size": 1}
+
+
+def test_ngram_takes_no_model_needs_a_token_count_and_is_vllm_only():
+    assert VLLM.validate(EngineSettings(speculative_method="ngram", speculative_model="org/draft",
+                                        num_speculative_tokens=3)) == {
+        "speculative_model": "must be unset with the ngram method, which drafts from the prompt"}
+    assert VLLM.validate(EngineSettings(speculative_method="ngram")) == {
+        "num_speculative_tokens": "is required with speculative_method ngram"}
+    assert VLLM.validate(EngineSettings(speculative_method="medusa", num_speculative_tokens=3)) == {
+        "speculative_method": "must be one of ngram, draft_model"}
+    assert VLLM.validate(EngineSettings(speculative_method="draft_model", num_speculative_tokens=3)) == {
+        "speculative_model": "is required when num_speculative_tokens is set"}
+    assert SGLANG.validate(EngineSettings(speculative_method="ngram", num_speculative_tokens=3)) == {
+        "speculative_method": "ngram is rendered for vLLM only; SGLang takes a draft model"}

@@ -152,3 +152,59 @@ def test_the_lab_rows_carry_the_step_budget_and_the_cpu_tier_both_ways():
                    "kv_offload_size_gib": 12}
     form = AlternativeForm({f"alt0-{k}": v for k, v in row.items()}, prefix="alt0")
     assert form.is_valid() and form.alternative() == alternative
+
+
+def test_ngram_speculative_decoding_when_a_replica_runs_few_requests_at_once(tenant_a):
+    service = _service(tenant_a, "sparse", {})
+    _load(service, every_s=10, count=60, prompt=300, output=200)  # 200 decode steps of ~80 ms: about 1.6 at once
+    _series(service, ttft_p95=0.2, itl_p95=0.08, kv_usage=0.05, preemptions=0, running=1.6)
+    [advice] = refresh_advice(service)
+    assert advice.rule == "speculative"
+    assert advice.alternative == {"name": "n-gram speculative decoding (3 tokens)",
+                                  "engine_settings": {"speculative_method": "ngram", "num_speculative_tokens": 3}}
+    assert advice.inputs["running_per_replica_max"] == 1.6
+    # Decode alone or in pairs is memory-bound: 76.5 + 2 ms a step either way. With 3 drafts accepted at 0.5 a
+    # step emits 1.875 tokens on average: 78.5 / 1.875 = 41.9 ms a token.
+    predicted = advice.predicted
+    assert predicted["figure"] == "itl_p95_s"
+    assert predicted["current"] == pytest.approx(0.0785, abs=0.004)
+    assert predicted["suggested"] == pytest.approx(0.0419, abs=0.004)
+
+
+def test_speculative_decoding_off_when_a_replica_runs_many_requests_at_once(tenant_a):
+    service = _service(tenant_a, "busy", {"speculative_method": "ngram", "num_speculative_tokens": 7})
+    _load(service, every_s=0.2, count=1500, prompt=100, output=200)  # 5 a second for 300 s
+    _series(service, ttft_p95=0.5, itl_p95=0.15, kv_usage=0.8, preemptions=0, running=150)
+    [advice] = refresh_advice(service)
+    assert advice.rule == "speculative"
+    assert advice.alternative == {"name": "speculative decoding off", "engine_settings": {
+        "speculative_method": None, "speculative_model": None, "num_speculative_tokens": None}}
+    # The load asks for 5 x 200 = 1,000 tokens a second. Verifying 8 tokens for 1.99 emitted costs 8 x 0.2655 ms of
+    # compute per 1.99 tokens: at most 938 tokens a second, under the load, so the engine runs compute-bound. Plain
+    # decode needs 27 % of the compute and stays memory-bound: with n = 1,000 x ITL sequences of ~200 tokens of
+    # context each (128 KiB a token), ITL = 78.5 ms + n x 200 x 131,072 / 210e9, so ITL = 0.0785 / (1 - 0.1248) =
+    # 89.7 ms.
+    predicted = advice.predicted
+    assert predicted["figure"] == "itl_p95_s" and predicted["effect_pct"] >= 5.0
+    assert predicted["suggested"] == pytest.approx(0.0897, abs=0.005)
+    assert predicted["current"] > predicted["suggested"]
+
+
+def test_no_speculative_advice_in_between_or_already_where_it_belongs(tenant_a):
+    service = _service(tenant_a, "middling", {})
+    _series(service, ttft_p95=0.2, itl_p95=0.05, kv_usage=0.3, preemptions=0, running=6)  # over 4: stays off
+    assert "speculative" not in _rules(service)
+    on = _service(tenant_a, "on-light", {"speculative_method": "ngram", "num_speculative_tokens": 3})
+    _series(on, ttft_p95=0.2, itl_p95=0.05, kv_usage=0.3, preemptions=0, running=2)  # under 4: stays on
+    assert "speculative" not in _rules(on)
+
+
+def test_a_lab_row_turns_speculative_decoding_on_or_off():
+    from apps.web.forms.lab import AlternativeForm, initial_of
+
+    for alternative in ({"name": "on", "engine_settings": {"speculative_method": "ngram", "num_speculative_tokens": 3}},
+                        {"name": "off", "engine_settings": {"speculative_method": None, "speculative_model": None,
+                                                            "num_speculative_tokens": None}}):
+        row = initial_of(alternative)
+        form = AlternativeForm({f"alt0-{k}": v for k, v in row.items()}, prefix="alt0")
+        assert form.is_valid() and form.alternative() == alternative
