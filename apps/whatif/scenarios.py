@@ -23,7 +23,7 @@ from apps.catalog.engines import EngineSettings
 from apps.serving.choices import Autoscaler, DeploymentMode
 from apps.serving.names import COMPONENT_LABEL
 from apps.serving.rendering import render_service
-from apps.serving.rendering.spec import AutoscalingSpec, ServiceSpec, spec_from_service
+from apps.serving.rendering.spec import AutoscalingSpec, ServiceSpec, draft_model_spec, spec_from_service
 from apps.serving.scaling_policy import pool_policy
 from apps.whatif.fit import ANNOTATIONS
 from apps.whatif.fleet import BUILTIN_TARGETS, DEFAULT_SLO, Builtin, Fixed, Slo
@@ -95,14 +95,15 @@ def _validate(service, changes: dict, where: str) -> None:
         changes["autoscaling"] = draft.autoscaling  # with the built-in autoscaler's defaults filled in
 
 
-def _changed_spec(base: ServiceSpec, changes: dict) -> ServiceSpec:
+def _changed_spec(base: ServiceSpec, changes: dict, tenant_id: int) -> ServiceSpec:
     pools = tuple(dataclasses.replace(p, **{k: changes[k] for k in POOL_FIELDS if k in changes})
                   if p.role == "engine" else p for p in base.pools)
     settings = base.settings
     if "engine_settings" in changes:
         settings = EngineSettings.from_dict(merged_settings(base.settings.to_dict(), changes["engine_settings"]))
     autoscaling = AutoscalingSpec.from_dict(changes["autoscaling"]) if "autoscaling" in changes else base.autoscaling
-    return dataclasses.replace(base, pools=pools, settings=settings, autoscaling=autoscaling)
+    draft = draft_model_spec(tenant_id, settings.speculative_model)  # the draft model an alternative names
+    return dataclasses.replace(base, pools=pools, settings=settings, autoscaling=autoscaling, draft_model=draft)
 
 
 def lab_physics(service) -> dict:
@@ -178,7 +179,7 @@ def scenario(service, changes: dict, where: str, slo: Slo | None = None) -> Scen
     name = changes.pop("name", None) or "current"
     if changes:
         _validate(service, changes, where)
-    spec = _changed_spec(spec_from_service(service), changes)
+    spec = _changed_spec(spec_from_service(service), changes, service.tenant_id)
     engine, pool = _replica_engine(spec, where, lab_physics(service))
     autoscaling = changes.get("autoscaling", service.autoscaling)
     decide, start = _policy(autoscaling, pool, where)
