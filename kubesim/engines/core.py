@@ -84,12 +84,11 @@ class CoreConfig:
     spec_tokens: int = 0  # speculative tokens drafted per decode step (n-gram drafting; 0: off)
     spec_acceptance: float = 0.0  # the chance each drafted token is accepted, each independently
 
-    @property
-    def spec_yield(self) -> float:
-        """Tokens a decode step emits per sequence on average: (1 - a^(k+1)) / (1 - a) for k drafted tokens each
-        accepted with chance a until the first rejection, plus the token the verify samples itself (Leviathan,
-        Kalman and Matias 2023, eq. 1); 1 without speculative decoding."""
-        k, a = self.spec_tokens, self.spec_acceptance
+    def spec_yield(self, k: int | None = None) -> float:
+        """Tokens a decode step emits per sequence on average: (1 - a^(k+1)) / (1 - a) for k drafted tokens (the
+        configured ones unless fewer fit the step) each accepted with chance a until the first rejection, plus the
+        token the verify samples itself (Leviathan, Kalman and Matias 2023, eq. 1); 1 without drafts."""
+        k, a = self.spec_tokens if k is None else k, self.spec_acceptance
         if k <= 0:
             return 1.0
         return float(k + 1) if a >= 1 else (1 - a ** (k + 1)) / (1 - a)
@@ -170,15 +169,14 @@ class EngineCore:
         return self.roofline.prefill_seconds(prompt_len, budget)
 
     def split(self, batch: list[tuple[Request, int]]) -> tuple[list[tuple[int, int]], list[int], int]:
-        """A batch as the roofline times it: (prefill chunks (start, length), decode contexts, prefill tokens). With
-        speculative decoding a decode verifies its k drafted tokens with it: k + 1 tokens at its context, timed
-        as a chunk (the drafting itself, a lookup in the prompt, takes no GPU time)."""
+        """A batch as the roofline times it: (prefill chunks (start, length), decode contexts, prefill tokens). A
+        speculative decode (a decoding request scheduled for n > 1 tokens: its last one and n - 1 drafts) verifies
+        them at its context, timed as a chunk (the drafting itself, a lookup in the prompt, takes no GPU time)."""
         prefill, decode_ctx, prefill_tokens = [], [], 0
-        width = 1 + self.cfg.spec_tokens
         for req, n in batch:
-            if n == 1 and req.num_computed == req.num_tokens - 1 and req.generated:
-                if width > 1:
-                    prefill.append((req.num_computed, width))
+            if req.num_computed == req.num_tokens - 1 and req.generated:
+                if n > 1:
+                    prefill.append((req.num_computed, n))
                 else:
                     decode_ctx.append(req.num_computed)
             else:
@@ -246,11 +244,11 @@ class EngineCore:
             n = req.num_tokens - req.num_computed
             if n > budget:
                 n = budget
-            # A speculative decode verifies its drafts too: they take budget and slots (vLLM's lookahead slots).
-            extra = spec if spec and n == 1 and req.generated else 0
-            if extra and 1 + extra > budget:
-                break
-            need = -(-(req.num_computed + n + extra) // bs) - len(req.blocks)
+            # A speculative decode verifies its drafts too: they take budget and slots (vLLM's lookahead slots); as
+            # in vLLM, fewer drafts where the step's budget has less room.
+            if spec and n == 1 and req.generated:
+                n += min(spec, budget - 1)
+            need = -(-(req.num_computed + n) // bs) - len(req.blocks)
             if need > 0:
                 while need > pool.num_free:
                     victim = self._preempt(now)
@@ -261,7 +259,7 @@ class EngineCore:
                     break
                 req.blocks.extend(pool.allocate(need))
             batch.append((req, n))
-            budget -= n + extra
+            budget -= n
             i += 1
         if preempted:
             return batch
@@ -323,10 +321,9 @@ class EngineCore:
         finished = []
         gen = 0
         itls: dict[float, int] = {}  # inter-token gap -> tokens (most share the previous step's end)
-        spec_yield = self.cfg.spec_yield
         for req, n in batch:
-            speculative = spec_yield > 1 and n == 1 and req.generated and req.num_computed == req.num_tokens - 1
-            req.num_computed += n
+            drafts = n - 1 if req.generated and req.num_computed == req.num_tokens - 1 else 0
+            req.num_computed += n - drafts  # the drafts' KV counts once they are accepted, below
             if self.cfg.prefix_caching and req.num_registered < len(req.block_hashes):
                 full = min(req.num_computed // bs, len(req.block_hashes))
                 for j in range(req.num_registered, full):
@@ -336,7 +333,7 @@ class EngineCore:
                 req.num_registered = max(req.num_registered, full)
             if req.num_computed < req.num_tokens:
                 continue
-            m = self._emitted(req, spec_yield) if speculative else 1
+            m = self._emitted(req, drafts) if drafts else 1
             req.num_computed += m - 1  # the accepted drafts' KV was computed by the verify
             req.generated += m
             req.num_tokens += m
@@ -367,11 +364,11 @@ class EngineCore:
             reason = "length" if req.generated >= req.max_tokens or req.num_tokens >= self.cfg.max_model_len else "stop"
             self._finish(req, reason, now)
 
-    def _emitted(self, req: Request, spec_yield: float) -> int:
-        """Tokens a speculative decode emits: the mean yield, its fractions carried per request (so the lab stays
-        deterministic and every request gets the mean), within the request's output and the context."""
-        owed = req.spec_carry + spec_yield
-        m = max(1, min(int(owed), 1 + self.cfg.spec_tokens, req.output_len - req.generated,
+    def _emitted(self, req: Request, drafts: int) -> int:
+        """Tokens a speculative decode of `drafts` drafts emits: the mean yield, its fractions carried per request
+        (so the lab stays deterministic and every request gets the mean), within its output and the context."""
+        owed = req.spec_carry + self.cfg.spec_yield(drafts)
+        m = max(1, min(int(owed), 1 + drafts, req.output_len - req.generated,
                        self.cfg.max_model_len - req.num_tokens))
         req.spec_carry = owed - int(owed)
         return m

@@ -46,9 +46,9 @@ def mean_itl(cfg, sequences: int) -> float:
 def test_the_ngram_config_sets_the_drafts_and_the_assumed_acceptance():
     cfg = core(*ngram(3))
     assert (cfg.spec_tokens, cfg.spec_acceptance) == (3, 0.5)
-    assert cfg.spec_yield == pytest.approx((1 - 0.5**4) / (1 - 0.5))  # 1.875 tokens a step
+    assert cfg.spec_yield() == pytest.approx((1 - 0.5**4) / (1 - 0.5))  # 1.875 tokens a step
     assert core(*ngram(3), annotations={"kubesim.io/spec-acceptance": "0.8"}).spec_acceptance == 0.8
-    assert core().spec_yield == 1.0
+    assert core().spec_yield() == 1.0 and cfg.spec_yield(1) == pytest.approx(1.5)  # fewer drafts where the step is full
     # A draft model's own passes are not modelled: the engine decodes as without it (and says so in its log).
     assert core("--speculative-config", json.dumps({"method": "draft_model", "model": "d",
                                                     "num_speculative_tokens": 3})).spec_tokens == 0
