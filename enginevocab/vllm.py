@@ -214,6 +214,7 @@ OWNED: dict[str, tuple[str, ...]] = {
     "enable_chunked_prefill": ("--enable-chunked-prefill",),
     "gpu_memory_utilization": ("--gpu-memory-utilization",),
     "max_num_seqs": ("--max-num-seqs",),
+    "max_num_batched_tokens": ("--max-num-batched-tokens",),
     "tensor_parallel_size": ("--tensor-parallel-size",),
     "pipeline_parallel_size": ("--pipeline-parallel-size",),
     "quantization": ("--quantization",),

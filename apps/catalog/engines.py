@@ -35,9 +35,11 @@ _FIELD_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "enable_chunked_prefill": ((bool,), "true or false"),
     "gpu_memory_utilization": ((int, float), "a number"),
     "max_num_seqs": ((int,), "an integer"),
+    "max_num_batched_tokens": ((int,), "an integer"),
     "tensor_parallel_size": ((int,), "an integer"),
     "pipeline_parallel_size": ((int,), "an integer"),
     "quantization": ((str,), "a string"),
+    "speculative_method": ((str,), "a string"),
     "speculative_model": ((str,), "a string"),
     "num_speculative_tokens": ((int,), "an integer"),
     "extra_args": ((list,), "a list of strings"),
@@ -55,9 +57,11 @@ class EngineSettings:
     enable_chunked_prefill: bool | None = None
     gpu_memory_utilization: float | None = None
     max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None  # a step's token budget (vLLM); SGLang's prefill chunk size
     tensor_parallel_size: int | None = None  # None: from the replica's GPUs (capacity.parallel)
     pipeline_parallel_size: int = 1
     quantization: str | None = None
+    speculative_method: str | None = None  # "ngram" or "draft_model" (None: a draft model when one is named)
     speculative_model: str | None = None
     num_speculative_tokens: int | None = None
     extra_args: tuple[str, ...] = field(default_factory=tuple)
@@ -134,6 +138,7 @@ class LoraAdapter:
     rank: int | None = None
 
 
+SPECULATIVE_METHODS = ("ngram", "draft_model")
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 # Flags the control plane renders itself (not engine settings): a service may not override them.
 _CONTROL_PLANE = "__control_plane__"
@@ -180,21 +185,15 @@ class EngineAdapter:
             errors["gpu_memory_utilization"] = "must be greater than 0 and at most 1"
         if s.max_num_seqs is not None and s.max_num_seqs < 1:
             errors["max_num_seqs"] = "must be at least 1"
+        batched = self._batched_tokens_error(s)
+        if batched:
+            errors["max_num_batched_tokens"] = batched
         for name in ("tensor_parallel_size", "pipeline_parallel_size"):
             if getattr(s, name) is not None and getattr(s, name) < 1:
                 errors[name] = "must be at least 1"
         if s.quantization is not None and not _NAME_RE.match(s.quantization):
             errors["quantization"] = "must be a quantization method name such as awq, gptq or fp8"
-        if s.num_speculative_tokens is not None:
-            if not 1 <= s.num_speculative_tokens <= 16:
-                errors["num_speculative_tokens"] = "must be between 1 and 16"
-            elif s.speculative_model is None:
-                errors["speculative_model"] = "is required when num_speculative_tokens is set"
-        if s.speculative_model is not None:
-            if not s.speculative_model.strip():
-                errors["speculative_model"] = "must not be blank"
-            elif s.num_speculative_tokens is None:
-                errors["num_speculative_tokens"] = "is required when speculative_model is set"
+        errors.update(self._speculative_errors(s))
         if s.kv_offload is not None:
             refused = kvoffload.engine_error(s.kv_offload, self.kind, prefix_caching=s.enable_prefix_caching)
             if refused:
@@ -205,6 +204,41 @@ class EngineAdapter:
         if not errors:
             errors.update(self._settings_at_version(s, tag))
         return errors
+
+    def _speculative_errors(self, s: EngineSettings) -> dict[str, str]:
+        """Speculative decoding: n-gram drafting from the prompt (no model, so no code a tenant brings), or a
+        draft model; either with its number of speculative tokens."""
+        method, model, tokens = s.speculative_method, s.speculative_model, s.num_speculative_tokens
+        if method is not None and method not in SPECULATIVE_METHODS:
+            return {"speculative_method": f"must be one of {', '.join(SPECULATIVE_METHODS)}"}
+        if tokens is not None and not 1 <= tokens <= 16:
+            return {"num_speculative_tokens": "must be between 1 and 16"}
+        if method == "ngram":
+            return ({"speculative_model": "must be unset with the ngram method, which drafts from the prompt"}
+                    if model is not None else {"num_speculative_tokens": "is required with speculative_method ngram"}
+                    if tokens is None else {})
+        if model is None and (tokens is not None or method == "draft_model"):
+            return {"speculative_model": "is required when num_speculative_tokens is set"}
+        if model is not None and not model.strip():
+            return {"speculative_model": "must not be blank"}
+        if model is not None and tokens is None:
+            return {"num_speculative_tokens": "is required when speculative_model is set"}
+        return {}
+
+    def _batched_tokens_error(self, s: EngineSettings) -> str | None:
+        """Why the engine refuses this batched-token budget (with the settings beside it), or None."""
+        n = s.max_num_batched_tokens
+        if n is None:
+            return None
+        if n < 1:
+            return "must be at least 1"
+        if s.max_num_seqs is not None and n < s.max_num_seqs:
+            # vLLM's scheduler config: every running sequence must fit one decode token in a step.
+            return f"must be at least max_num_seqs ({s.max_num_seqs})"
+        if s.enable_chunked_prefill is False and s.max_model_len is not None and n < s.max_model_len:
+            # Without chunking a whole prompt is one step's tokens: a shorter budget refuses long prompts.
+            return f"must be at least max_model_len ({s.max_model_len}) without chunked prefill"
+        return None
 
     def _settings_at_version(self, settings: EngineSettings, tag: str | None) -> dict[str, str]:
         """The setting whose rendered flag the runtime's version lacks, as the renderer would refuse it."""
@@ -330,9 +364,14 @@ class VllmAdapter(EngineAdapter):
             args += ["--gpu-memory-utilization", _num(s.gpu_memory_utilization)]
         if s.max_num_seqs is not None:
             args += ["--max-num-seqs", str(s.max_num_seqs)]
+        if s.max_num_batched_tokens is not None:
+            args += ["--max-num-batched-tokens", str(s.max_num_batched_tokens)]
         if s.quantization is not None:
             args += ["--quantization", s.quantization]
-        if s.speculative_model is not None:
+        if s.speculative_method == "ngram":
+            args += ["--speculative-config", _json({"method": "ngram",
+                                                    "num_speculative_tokens": s.num_speculative_tokens})]
+        elif s.speculative_model is not None:
             spec = {"method": "draft_model", "model": s.speculative_model,
                     "num_speculative_tokens": s.num_speculative_tokens}
             args += ["--speculative-config", _json(spec)]
@@ -371,6 +410,18 @@ class SglangAdapter(EngineAdapter):
     kv_cache_dtypes = sglang.KV_CACHE_DTYPES
     _owned = _owned(sglang.OWNED)
 
+    def _speculative_errors(self, s: EngineSettings) -> dict[str, str]:
+        if s.speculative_method == "ngram":
+            return {"speculative_method": "ngram is rendered for vLLM only; SGLang takes a draft model"}
+        return super()._speculative_errors(s)
+
+    def _batched_tokens_error(self, s: EngineSettings) -> str | None:
+        if s.max_num_batched_tokens is not None and s.enable_chunked_prefill is False:
+            # Both render --chunked-prefill-size: -1 turns chunking off, a number is the chunk.
+            return "is SGLang's --chunked-prefill-size, the chunk of a chunked prefill; leave it unset with " \
+                   "chunked prefill off"
+        return super()._batched_tokens_error(s)
+
     def host_args(self) -> list[str]:
         # SGLang listens on 127.0.0.1 by default, unreachable from other pods.
         return ["--host", "0.0.0.0"]
@@ -397,6 +448,8 @@ class SglangAdapter(EngineAdapter):
             args += ["--mem-fraction-static", _num(s.gpu_memory_utilization)]
         if s.max_num_seqs is not None:
             args += ["--max-running-requests", str(s.max_num_seqs)]
+        if s.max_num_batched_tokens is not None:
+            args += ["--chunked-prefill-size", str(s.max_num_batched_tokens)]
         if s.quantization is not None:
             args += ["--quantization", s.quantization]
         if s.speculative_model is not None:

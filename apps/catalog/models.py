@@ -7,7 +7,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 from apps.catalog.choices import DeploymentMode, EngineKind, KvLayout, ModelDtype
 from apps.catalog.engines import EngineSettings, get_adapter
@@ -33,6 +33,10 @@ class CatalogQuerySet(RestrictedQuerySet):
 
     def usable_by_tenant(self, tenant_id: int | None) -> CatalogQuerySet:
         return self.filter(Q(tenant__isnull=True) | Q(tenant_id=tenant_id))
+
+    def named_for_tenant(self, tenant_id: int | None, name: str):
+        """The entry of this name the tenant may use (its own before a platform-wide one), or None."""
+        return self.usable_by_tenant(tenant_id).filter(name=name).order_by(F("tenant_id").asc(nulls_last=True)).first()
 
 
 class CatalogEntry(TimestampedModel):

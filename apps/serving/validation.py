@@ -88,6 +88,7 @@ def service_errors(service, pools: list, adapters: list) -> dict[str, list[str]]
     )
     _pool_errors(service, pools, settings, errors)
     _kv_offload_errors(service, pools, settings, errors)
+    _draft_model_errors(service, settings, errors)
     if not errors.get("pools") and not errors.get("engine_settings"):
         _capacity_errors(service, pools, settings, model, runtime, errors)
     if not errors.get("pools"):
@@ -216,6 +217,22 @@ def _kv_offload_errors(service, pools, settings, errors) -> None:
                                        allocatable_gib=node_allocatable_memory_gib(gpu, pool.gpus_per_replica))
         if refused:
             errors["engine_settings"].append(f"kv_offload: {pool.role} pool: {refused}")
+
+
+def _draft_model_errors(service, settings, errors) -> None:
+    """A draft model for speculative decoding is a model of the catalog the tenant may use, by name: the pod fetches
+    its weights like the service's own, and the engine never loads what a tenant typed (its code or its files)."""
+    from apps.catalog.models import Model
+
+    name = settings.speculative_model if settings is not None else None
+    if name is None or errors.get("engine_settings"):
+        return
+    draft = Model.objects.named_for_tenant(service.tenant_id, name)
+    if draft is None:
+        errors["engine_settings"].append(f"speculative_model: {name!r} is not a model of the catalog this tenant "
+                                         "may use; name a platform-wide model or one of the tenant's own")
+    elif service.model_id and draft.pk == service.model_id:
+        errors["engine_settings"].append("speculative_model: the draft model must be another, smaller model")
 
 
 def _capacity_errors(service, pools, settings, model, runtime, errors) -> None:

@@ -12,7 +12,7 @@ from apps.serving.actions import save_service
 from apps.serving.models import POOL_SPEC_FIELDS, InferenceService
 from apps.serving.rendering.spec import PoolSpec
 from apps.whatif.models import GpuPrice, Run, RunStatus
-from apps.whatif.scenarios import POOL_FIELDS
+from apps.whatif.scenarios import POOL_FIELDS, merged_settings
 
 
 def gpu_prices() -> dict[str, float]:
@@ -56,7 +56,7 @@ def apply_scenario(run: Run, name: str, *, actor, via) -> InferenceService:
             spec = dataclasses.replace(spec, **{k: changes[k] for k in POOL_FIELDS if k in changes})
         pools.append(spec)
     if "engine_settings" in changes:
-        service.engine_settings = {**(service.engine_settings or {}), **changes["engine_settings"]}
+        service.engine_settings = merged_settings(service.engine_settings, changes["engine_settings"])
     if "autoscaling" in changes:
         service.autoscaling = changes["autoscaling"]
     return save_service(service, pools=pools, adapters=list(service.adapters.all()), actor=actor, via=via)

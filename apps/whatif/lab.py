@@ -11,6 +11,7 @@ longer than a scenario's context are refused there, as the engine refuses them, 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -57,12 +58,13 @@ def recorded_load(service, window: timedelta = RECORDED_WINDOW, until: datetime 
     since = until - window
     rows = list(UsageRow.objects.filter(service_id=service.pk, at__gte=since, at__lte=until, status=200,
                                         completion_tokens__gt=0)
-                .order_by("at").values_list("at", "prompt_tokens", "completion_tokens"))
+                .order_by("at").values_list("at", "prompt_tokens", "completion_tokens", "prefix_blocks"))
     hit_rate = prefix_hit_rate(service, since, until)
     if rows:
         origin = rows[0][0]
-        requests = [TraceRequest((at - origin).total_seconds(), max(prompt, 1), completion)
-                    for at, prompt, completion in rows]
+        groups = shared_prefixes([blocks for *_, blocks in rows])
+        requests = [TraceRequest((at - origin).total_seconds(), max(prompt, 1), completion, group)
+                    for (at, prompt, completion, _), group in zip(rows, groups, strict=True)]
         return Load("recorded", requests, hit_rate, origin)
     start, requests = telemetry_window(service, since, until)
     if not requests:
@@ -70,6 +72,21 @@ def recorded_load(service, window: timedelta = RECORDED_WINDOW, until: datetime 
                         f"a finished request in the last {window.total_seconds() / 60:.0f} minutes; upload a "
                         "trace instead (--trace FILE)")
     return Load("recorded:engines", requests, hit_rate, start)
+
+
+def shared_prefixes(blocks: list[list[int] | None]) -> list[str | None]:
+    """Each request's prefix group from the gateway's chained prefix hashes (`UsageRow.prefix_blocks`, one hash
+    per 64-character chunk and all before it): the deepest hash it shares with another request of the load, so
+    the turns of one conversation, or the questions about one document, share a prefix in the replay; None
+    where it shares nothing (or the gateway hashed no prompt)."""
+    seen: Counter[int] = Counter()
+    for chain in blocks:
+        seen.update(chain or ())
+    out = []
+    for chain in blocks:
+        deepest = next((h for h in reversed(chain or ()) if seen[h] > 1), None)
+        out.append(None if deepest is None else str(deepest))
+    return out
 
 
 def prefix_layout(requests: list[TraceRequest], hit_rate: float | None) -> tuple[float, list[int] | None]:

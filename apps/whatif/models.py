@@ -177,6 +177,9 @@ class AdviceRule(models.TextChoices):
     FEWER_REPLICAS = "fewer_replicas", "Fewer replicas when the SLO holds with headroom"
     CHEAPER_GPU = "cheaper_gpu", "A cheaper GPU type when the SLO holds with headroom"
     AUTOSCALING_TARGETS = "autoscaling_targets", "Autoscaling targets the recorded load shows as too tight or loose"
+    BATCHED_TOKENS = "batched_tokens", "A larger step budget when prefill dominates, a smaller one when ITL misses"
+    CPU_KV_TIER = "cpu_kv_tier", "A CPU tier of the KV cache when prefixes are reused and the GPU pool is full"
+    SPECULATIVE = "speculative", "Speculative decoding on at low concurrency a replica, off at high"
 
 
 class Advice(TimestampedModel):

@@ -23,7 +23,7 @@ from apps.catalog.engines import EngineSettings
 from apps.serving.choices import Autoscaler, DeploymentMode
 from apps.serving.names import COMPONENT_LABEL
 from apps.serving.rendering import render_service
-from apps.serving.rendering.spec import AutoscalingSpec, ServiceSpec, spec_from_service
+from apps.serving.rendering.spec import AutoscalingSpec, ServiceSpec, draft_model_spec, spec_from_service
 from apps.serving.scaling_policy import pool_policy
 from apps.whatif.fit import ANNOTATIONS
 from apps.whatif.fleet import BUILTIN_TARGETS, DEFAULT_SLO, Builtin, Fixed, Slo
@@ -66,6 +66,12 @@ def _engine_pool(service):
     return next(p for p in service.pools.all() if p.role == "engine")
 
 
+def merged_settings(settings: dict | None, changes: dict) -> dict:
+    """Engine settings with an alternative's over them; a setting changed to null goes back to the engine's
+    default (it is dropped, as the engine settings store defaults)."""
+    return {k: v for k, v in {**(settings or {}), **changes}.items() if v is not None}
+
+
 def _validate(service, changes: dict, where: str) -> None:
     """Judge the changed service with the service's own clean(), on unsaved copies; raise naming the fields."""
     draft = copy.copy(service)
@@ -76,7 +82,7 @@ def _validate(service, changes: dict, where: str) -> None:
                 if name in changes:
                     setattr(pool, name, changes[name])
     if "engine_settings" in changes:
-        draft.engine_settings = {**(service.engine_settings or {}), **changes["engine_settings"]}
+        draft.engine_settings = merged_settings(service.engine_settings, changes["engine_settings"])
     if "autoscaling" in changes:
         draft.autoscaling = changes["autoscaling"]
     draft.stage_spec(pools=pools, adapters=list(service.adapters.all()))
@@ -89,14 +95,15 @@ def _validate(service, changes: dict, where: str) -> None:
         changes["autoscaling"] = draft.autoscaling  # with the built-in autoscaler's defaults filled in
 
 
-def _changed_spec(base: ServiceSpec, changes: dict) -> ServiceSpec:
+def _changed_spec(base: ServiceSpec, changes: dict, tenant_id: int) -> ServiceSpec:
     pools = tuple(dataclasses.replace(p, **{k: changes[k] for k in POOL_FIELDS if k in changes})
                   if p.role == "engine" else p for p in base.pools)
     settings = base.settings
     if "engine_settings" in changes:
-        settings = EngineSettings.from_dict({**base.settings.to_dict(), **changes["engine_settings"]})
+        settings = EngineSettings.from_dict(merged_settings(base.settings.to_dict(), changes["engine_settings"]))
     autoscaling = AutoscalingSpec.from_dict(changes["autoscaling"]) if "autoscaling" in changes else base.autoscaling
-    return dataclasses.replace(base, pools=pools, settings=settings, autoscaling=autoscaling)
+    draft = draft_model_spec(tenant_id, settings.speculative_model)  # the draft model an alternative names
+    return dataclasses.replace(base, pools=pools, settings=settings, autoscaling=autoscaling, draft_model=draft)
 
 
 def lab_physics(service) -> dict:
@@ -108,12 +115,18 @@ def lab_physics(service) -> dict:
     return {ANNOTATIONS[k]: str(v) for k, v in latest.coefficients.items() if k in ANNOTATIONS}
 
 
+def engine_core(service):
+    """kubesim's CoreConfig of one replica of the service's engine as configured (the budgets and KV pool the
+    engine resolves from its flags and GPU: what the advice rules start from)."""
+    _engine_pool(service)
+    engine, _ = _replica_engine(spec_from_service(service), "current", {})
+    return engine.core
+
+
 def base_roofline(service) -> tuple[Roofline, int]:
     """The roofline of the service's engine as configured (model, GPU, TP, weights and KV bytes a rank), and its
     batched-token budget: what a fit of the coefficients starts from."""
-    _engine_pool(service)
-    engine, _ = _replica_engine(spec_from_service(service), "current", {})
-    core = engine.core
+    core = engine_core(service)
     return (Roofline(core.model, core.gpu, core.tp, core.weight_bytes_rank, core.kv_bytes_per_token_rank),
             core.max_num_batched_tokens)
 
@@ -166,7 +179,7 @@ def scenario(service, changes: dict, where: str, slo: Slo | None = None) -> Scen
     name = changes.pop("name", None) or "current"
     if changes:
         _validate(service, changes, where)
-    spec = _changed_spec(spec_from_service(service), changes)
+    spec = _changed_spec(spec_from_service(service), changes, service.tenant_id)
     engine, pool = _replica_engine(spec, where, lab_physics(service))
     autoscaling = changes.get("autoscaling", service.autoscaling)
     decide, start = _policy(autoscaling, pool, where)

@@ -85,6 +85,33 @@ def physics_for(ctx: PodContext, warmup_s: float) -> Physics:
     )
 
 
+# The chance that an n-gram draft token is accepted, where the pod does not say (`kubesim.io/spec-acceptance`): an
+# assumption (README, What-if lab). It depends on how much of the output repeats the prompt (high when summarising
+# or editing code, low in open chat).
+NGRAM_ACCEPTANCE = 0.5
+
+
+def _vllm_speculative(ns: argparse.Namespace, ctx: PodContext, logs: list[str]) -> tuple[int, float]:
+    """(drafted tokens a step, acceptance) of `--speculative-config`; (0, 0) without one. Only the n-gram method is
+    modelled: a draft model's own forward passes would need its architecture, so other methods decode plainly."""
+    spec = ns.speculative_config
+    if spec is None:
+        return 0, 0.0
+    if not isinstance(spec, dict):
+        raise WorkloadExit(f"ValueError: --speculative-config must be a JSON object, got {spec!r}")
+    method, k = spec.get("method"), spec.get("num_speculative_tokens")
+    if method != "ngram":
+        logs.append(f"WARNING kubesim: speculative method {method!r} is not modelled; decoding without it")
+        return 0, 0.0
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise WorkloadExit(f"ValueError: num_speculative_tokens must be a positive integer, got {k!r}")
+    acceptance = _float_setting(ctx, "spec-acceptance", NGRAM_ACCEPTANCE)
+    if acceptance > 1:
+        raise WorkloadExit(f"kubesim: spec-acceptance must be at most 1, got {acceptance!r}")
+    logs.append(f"INFO [speculative.py] ngram speculative decoding: {k} tokens a step, acceptance {acceptance:g}")
+    return k, acceptance
+
+
 def _tier(tokens: int, backend: str, block_size: int, per_token: float, ranks: int, gpu: Gpu,
           phys: Physics) -> TierConfig | None:
     """The CPU tier of `tokens` tokens per rank, in whole blocks (None when it holds none)."""
@@ -323,6 +350,7 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         chunked_prefill=chunked, kv_role=role, reserve_null_block=True, seed=ns.seed or ctx.seed,
     )
     core.cpu_tier = _vllm_tier(ns, gpu, per_token, block_size, core.physics, logs)
+    core.spec_tokens, core.spec_acceptance = _vllm_speculative(ns, ctx, logs)
     enable_lora = bool(ns.enable_lora)
     runtime = ctx.env.get("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "").lower() in ("1", "true")
     names = ns.served_model_name or [ns.model]

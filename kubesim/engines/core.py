@@ -81,6 +81,17 @@ class CoreConfig:
     seed: int = 0
     cpu_tier: TierConfig | None = None  # the KV cache's host-memory tier (kv offloading, HiCache)
     slowdown: float = 1.0  # a fault's factor on every step (kubesim.workload.EngineFault)
+    spec_tokens: int = 0  # speculative tokens drafted per decode step (n-gram drafting; 0: off)
+    spec_acceptance: float = 0.0  # the chance each drafted token is accepted, each independently
+
+    def spec_yield(self, k: int | None = None) -> float:
+        """Tokens a decode step emits per sequence on average: (1 - a^(k+1)) / (1 - a) for k drafted tokens (the
+        configured ones unless fewer fit the step) each accepted with chance a until the first rejection, plus the
+        token the verify samples itself (Leviathan, Kalman and Matias 2023, eq. 1); 1 without drafts."""
+        k, a = self.spec_tokens if k is None else k, self.spec_acceptance
+        if k <= 0:
+            return 1.0
+        return float(k + 1) if a >= 1 else (1 - a ** (k + 1)) / (1 - a)
 
 
 class EngineCore:
@@ -157,6 +168,22 @@ class EngineCore:
         budget = self.cfg.max_num_batched_tokens if self.cfg.chunked_prefill else max(prompt_len, 1)
         return self.roofline.prefill_seconds(prompt_len, budget)
 
+    def split(self, batch: list[tuple[Request, int]]) -> tuple[list[tuple[int, int]], list[int], int]:
+        """A batch as the roofline times it: (prefill chunks (start, length), decode contexts, prefill tokens). A
+        speculative decode (a decoding request scheduled for n > 1 tokens: its last one and n - 1 drafts) verifies
+        them at its context, timed as a chunk (the drafting itself, a lookup in the prompt, takes no GPU time)."""
+        prefill, decode_ctx, prefill_tokens = [], [], 0
+        for req, n in batch:
+            if req.num_computed == req.num_tokens - 1 and req.generated:
+                if n > 1:
+                    prefill.append((req.num_computed, n))
+                else:
+                    decode_ctx.append(req.num_computed)
+            else:
+                prefill.append((req.num_computed, n))
+                prefill_tokens += n
+        return prefill, decode_ctx, prefill_tokens
+
     def tier_load_seconds(self) -> float:
         """The host-link time of the blocks this step's admissions load back from the CPU tier: they come back
         before the step computes (0 without a tier or loads). Called once per step, by either clock."""
@@ -211,11 +238,16 @@ class EngineCore:
         pool = self.pool
         running = self.running
         i = 0
+        spec = cfg.spec_tokens
         while i < len(running) and budget > 0:
             req = running[i]
             n = req.num_tokens - req.num_computed
             if n > budget:
                 n = budget
+            # A speculative decode verifies its drafts too: they take budget and slots (vLLM's lookahead slots); as
+            # in vLLM, fewer drafts where the step's budget has less room.
+            if spec and n == 1 and req.generated:
+                n += min(spec, budget - 1)
             need = -(-(req.num_computed + n) // bs) - len(req.blocks)
             if need > 0:
                 while need > pool.num_free:
@@ -290,7 +322,8 @@ class EngineCore:
         gen = 0
         itls: dict[float, int] = {}  # inter-token gap -> tokens (most share the previous step's end)
         for req, n in batch:
-            req.num_computed += n
+            drafts = n - 1 if req.generated and req.num_computed == req.num_tokens - 1 else 0
+            req.num_computed += n - drafts  # the drafts' KV counts once they are accepted, below
             if self.cfg.prefix_caching and req.num_registered < len(req.block_hashes):
                 full = min(req.num_computed // bs, len(req.block_hashes))
                 for j in range(req.num_registered, full):
@@ -300,9 +333,11 @@ class EngineCore:
                 req.num_registered = max(req.num_registered, full)
             if req.num_computed < req.num_tokens:
                 continue
-            req.generated += 1
-            req.num_tokens += 1
-            gen += 1
+            m = self._emitted(req, drafts) if drafts else 1
+            req.num_computed += m - 1  # the accepted drafts' KV was computed by the verify
+            req.generated += m
+            req.num_tokens += m
+            gen += m
             if req.first_token is None:
                 req.first_token = now
                 req.prefill_done = now
@@ -328,6 +363,15 @@ class EngineCore:
             req.blocks = []
             reason = "length" if req.generated >= req.max_tokens or req.num_tokens >= self.cfg.max_model_len else "stop"
             self._finish(req, reason, now)
+
+    def _emitted(self, req: Request, drafts: int) -> int:
+        """Tokens a speculative decode of `drafts` drafts emits: the mean yield, its fractions carried per request
+        (so the lab stays deterministic and every request gets the mean), within its output and the context."""
+        owed = req.spec_carry + self.cfg.spec_yield(drafts)
+        m = max(1, min(int(owed), 1 + drafts, req.output_len - req.generated,
+                       self.cfg.max_model_len - req.num_tokens))
+        req.spec_carry = owed - int(owed)
+        return m
 
     def _write_through(self, hashes: list[int]) -> None:
         """Newly computed full blocks go to the CPU tier as well (an asynchronous copy: no step time)."""
@@ -409,15 +453,7 @@ class EngineCore:
                 vt = clock.now()
                 self._woken(now, vt)
                 continue
-            prefill = []
-            decode_ctx = []
-            prefill_tokens = 0
-            for req, n in batch:
-                if n == 1 and req.num_computed == req.num_tokens - 1 and req.generated:
-                    decode_ctx.append(req.num_computed)
-                else:
-                    prefill.append((req.num_computed, n))
-                    prefill_tokens += n
+            prefill, decode_ctx, prefill_tokens = self.split(batch)
             dt = self.step_time(prefill, decode_ctx) + self.tier_load_seconds()
             end = vt + dt
             await clock.sleep_until(end - self._lead)
@@ -426,7 +462,8 @@ class EngineCore:
             self.steps += 1
             self.busy_model_s += dt
             self.emit_error_s += abs(error)
-            self.observer.on_step(prefill_tokens + len(decode_ctx), prefill_tokens, 0, dt)
+            scheduled = sum(n for _, n in prefill) + len(decode_ctx)  # speculative decodes count their drafts
+            self.observer.on_step(scheduled, prefill_tokens, 0, dt)
             self._advance(batch, end)
             vt = end
 

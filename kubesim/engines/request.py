@@ -34,6 +34,7 @@ class Request:
         "queue",
         "remote_kv",
         "request_id",
+        "spec_carry",
         "stream",
     )
 
@@ -65,6 +66,7 @@ class Request:
         self.cached_tokens = -1  # set at first admission
         self.host_cached_tokens = 0  # of cached_tokens, those loaded from the CPU tier
         self.preemptions = 0
+        self.spec_carry = 0.0  # the fraction of a token speculative decoding owes this request (core.spec_yield)
         self.arrival = 0.0
         self.first_scheduled: float | None = None
         self.prefill_done: float | None = None

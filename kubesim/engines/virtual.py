@@ -66,17 +66,14 @@ class VirtualEngine:
         """Execute every step that starts before `t` (the last may end after it)."""
         core = self.core
         while self.vt < t and (core.running or core.waiting):
-            if self.fast_forward and not core.waiting and self._decode_only() and self._fast_forward(t):
+            # Speculative decodes emit a varying number of tokens a step: they go through the exact path.
+            if (self.fast_forward and not core.waiting and not core.cfg.spec_tokens and self._decode_only()
+                    and self._fast_forward(t)):
                 continue
             batch = core._schedule(self.vt)
             if not batch:
                 break  # nothing can run (blocks exhausted by waiting prompts): idle until something changes
-            prefill, decode_ctx = [], []
-            for req, n in batch:
-                if n == 1 and req.num_computed == req.num_tokens - 1 and req.generated:
-                    decode_ctx.append(req.num_computed)
-                else:
-                    prefill.append((req.num_computed, n))
+            prefill, decode_ctx, _ = core.split(batch)
             end = self.vt + core.step_time(prefill, decode_ctx) + core.tier_load_seconds()
             core.steps += 1
             core._advance(batch, end)

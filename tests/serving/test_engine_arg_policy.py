@@ -52,7 +52,7 @@ def test_sglang_tenant_args_are_refused_with_the_flag_and_reason(args, expected)
 
 
 def test_tenant_settable_flags_pass_in_every_spelling():
-    ok = ["--enforce-eager", "--seed=7", "--max-logprobs", "5", "--max_num_batched_tokens", "2048",
+    ok = ["--enforce-eager", "--seed=7", "--max-logprobs", "5", "--long_prefill_token_threshold", "2048",
           "--no-enable-log-requests", "--ignore-patterns", "*.pt", "*.bin", "-ep"]
     assert VLLM.validate(EngineSettings(extra_args=ok)) == {}
     assert SGLANG.validate(EngineSettings(extra_args=["--schedule-conservativeness", "-1",

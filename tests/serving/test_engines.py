@@ -323,3 +323,56 @@ def test_endpoints_and_ports_per_engine():
 def test_unknown_engine_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown engine 'tgi'"):
         get_adapter("tgi")
+
+
+# --- max_num_batched_tokens ---------------------------------------------------------------------------
+
+def test_max_num_batched_tokens_is_vllms_step_budget_and_sglangs_prefill_chunk():
+    settings = EngineSettings.from_dict({"max_num_batched_tokens": 4096})
+    assert settings.max_num_batched_tokens == 4096 and "max_num_batched_tokens" in settings.to_dict()
+    assert VLLM.flags(settings, model_path="/m", served_name="s")[-2:] == ["--max-num-batched-tokens", "4096"]
+    assert SGLANG.flags(settings, model_path="/m", served_name="s")[-2:] == ["--chunked-prefill-size", "4096"]
+    assert VLLM.owned_flags()["--max-num-batched-tokens"] == "max_num_batched_tokens"
+    assert VLLM.validate(EngineSettings(extra_args=("--max-num-batched-tokens", "8")))["extra_args"]
+
+
+def test_max_num_batched_tokens_the_engines_would_refuse():
+    assert VLLM.validate(EngineSettings(max_num_batched_tokens=0)) == {
+        "max_num_batched_tokens": "must be at least 1"}
+    # Every running sequence needs a decode token in the step, so the budget covers max_num_seqs.
+    assert VLLM.validate(EngineSettings(max_num_seqs=256, max_num_batched_tokens=128)) == {
+        "max_num_batched_tokens": "must be at least max_num_seqs (256)"}
+    assert VLLM.validate(EngineSettings(max_num_seqs=128, max_num_batched_tokens=128)) == {}
+    # Unchunked, a prompt is one step: the budget must hold the longest.
+    assert VLLM.validate(EngineSettings(enable_chunked_prefill=False, max_model_len=8192,
+                                        max_num_batched_tokens=4096)) == {
+        "max_num_batched_tokens": "must be at least max_model_len (8192) without chunked prefill"}
+    # SGLang's chunk size and "chunking off" are the same flag.
+    refused = SGLANG.validate(EngineSettings(enable_chunked_prefill=False, max_num_batched_tokens=4096))
+    assert list(refused) == ["max_num_batched_tokens"] and "--chunked-prefill-size" in refused["max_num_batched_tokens"]
+
+
+# --- speculative decoding: n-gram ----------------------------------------------------------------------
+
+def test_ngram_speculative_decoding_is_vllms_speculative_config_without_a_model():
+    settings = EngineSettings.from_dict({"speculative_method": "ngram", "num_speculative_tokens": 3})
+    assert VLLM.validate(settings) == {}
+    flags = VLLM.flags(settings, model_path="/m", served_name="s")
+    assert flags[8] == "--speculative-config"
+    assert json.loads(flags[9]) == {"method": "ngram", "num_speculative_tokens": 3}  # engines.md §3
+    assert settings.to_dict() == {"speculative_method": "ngram", "num_speculative_tokens": 3,
+                                  "pipeline_parallel_size": 1}
+
+
+def test_ngram_takes_no_model_needs_a_token_count_and_is_vllm_only():
+    assert VLLM.validate(EngineSettings(speculative_method="ngram", speculative_model="org/draft",
+                                        num_speculative_tokens=3)) == {
+        "speculative_model": "must be unset with the ngram method, which drafts from the prompt"}
+    assert VLLM.validate(EngineSettings(speculative_method="ngram")) == {
+        "num_speculative_tokens": "is required with speculative_method ngram"}
+    assert VLLM.validate(EngineSettings(speculative_method="medusa", num_speculative_tokens=3)) == {
+        "speculative_method": "must be one of ngram, draft_model"}
+    assert VLLM.validate(EngineSettings(speculative_method="draft_model", num_speculative_tokens=3)) == {
+        "speculative_model": "is required when num_speculative_tokens is set"}
+    assert SGLANG.validate(EngineSettings(speculative_method="ngram", num_speculative_tokens=3)) == {
+        "speculative_method": "ngram is rendered for vLLM only; SGLang takes a draft model"}

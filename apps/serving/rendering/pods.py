@@ -13,7 +13,7 @@ import json
 import math
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.conf import settings
 
@@ -26,6 +26,7 @@ from capacity.parallel import effective_parallelism
 
 MODELS_DIR = "/models"
 SOURCE_DIR = "/model-source"
+DRAFT_SOURCE_DIR = "/draft-source"
 # Weights are read from network storage at ~500 MB/s (conservative) and, on first use, downloaded at
 # ~100 MB/s; engines then need a few minutes for CUDA graphs and warm-up.
 READ_BYTES_PER_SECOND = 500e6
@@ -88,12 +89,32 @@ def _pvc_source(uri: str) -> tuple[str, str]:
 def model_path(spec: ServiceSpec) -> str:
     """Where the engine reads the weights: on the source PVC, or in the cache under the source's own
     directory name (`/models/Llama-3.1-8B-Instruct`), which is also how engines and logs name it."""
-    uri = spec.model.source_uri
+    return _weights_path(spec.model, SOURCE_DIR)
+
+
+def draft_path(spec: ServiceSpec) -> str:
+    """Where the engine reads the draft model of speculative decoding: as `model_path`, beside the model's."""
+    return _weights_path(spec.draft_model, DRAFT_SOURCE_DIR)
+
+
+def _weights_path(model, source_dir: str) -> str:
+    uri = model.source_uri
     if uri.startswith("pvc://"):
         _, path = _pvc_source(uri)
-        return f"{SOURCE_DIR}/{path}".rstrip("/")
+        return f"{source_dir}/{path}".rstrip("/")
     tail = uri.split("://", 1)[-1].split("@", 1)[0].rstrip("/").rsplit("/", 1)[-1]
-    return f"{MODELS_DIR}/{_PATH_UNSAFE.sub('-', tail) or dns_label(spec.model.name)}"
+    return f"{MODELS_DIR}/{_PATH_UNSAFE.sub('-', tail) or dns_label(model.name)}"
+
+
+def engine_settings(spec: ServiceSpec):
+    """The settings the engine is given: a draft model's name replaced by its path in the pod. A name that is no
+    catalog model the tenant may use is refused (ValueError): the engine never gets a tenant's free text."""
+    name = spec.settings.speculative_model
+    if name is None:
+        return spec.settings
+    if spec.draft_model is None:
+        raise ValueError(f"speculative_model {name!r} is not a model of the catalog this tenant may use")
+    return replace(spec.settings, speculative_model=draft_path(spec))
 
 
 def adapter_path(spec: ServiceSpec, index: int) -> str:
@@ -104,14 +125,19 @@ def adapter_path(spec: ServiceSpec, index: int) -> str:
     return f"{MODELS_DIR}/adapters/{dns_label(adapter.name)}"
 
 
+def _draft_uris(spec: ServiceSpec) -> list[str]:
+    return [spec.draft_model.source_uri] if spec.draft_model is not None else []
+
+
 def needs_cache(spec: ServiceSpec) -> bool:
-    uris = [spec.model.source_uri, *(a.source_uri for a in spec.adapters)]
+    uris = [spec.model.source_uri, *_draft_uris(spec), *(a.source_uri for a in spec.adapters)]
     return any(not uri.startswith("pvc://") for uri in uris)
 
 
 def cache_size_gib(spec: ServiceSpec) -> int:
     """Room for the weights plus 20% (tokenizer, configs, adapters, partial downloads)."""
-    return max(10, math.ceil(spec.model.weights_bytes * 1.2 / 1024**3))
+    weights = spec.model.weights_bytes + (spec.draft_model.weights_bytes if spec.draft_model is not None else 0)
+    return max(10, math.ceil(weights * 1.2 / 1024**3))
 
 
 def _fetch_script(uri: str, dest: str) -> str:
@@ -172,6 +198,8 @@ def init_containers(spec: ServiceSpec) -> list[dict]:
     out = []
     if not spec.model.source_uri.startswith("pvc://"):
         out.append(_fetch_container(spec, "fetch-model", spec.model.source_uri, model_path(spec)))
+    if spec.draft_model is not None and not spec.draft_model.source_uri.startswith("pvc://"):
+        out.append(_fetch_container(spec, "fetch-draft-model", spec.draft_model.source_uri, draft_path(spec)))
     for i, adapter in enumerate(spec.adapters):
         if not adapter.source_uri.startswith("pvc://"):
             name = f"fetch-adapter-{dns_label(adapter.name)}"[:63]
@@ -195,6 +223,10 @@ def volumes(spec: ServiceSpec, gpus: int) -> tuple[list[dict], list[dict]]:
         claim, _ = _pvc_source(spec.model.source_uri)
         vols.append({"name": "model-source", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
         mounts.append({"name": "model-source", "mountPath": SOURCE_DIR, "readOnly": True})
+    if spec.draft_model is not None and spec.draft_model.source_uri.startswith("pvc://"):
+        claim, _ = _pvc_source(spec.draft_model.source_uri)
+        vols.append({"name": "draft-source", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
+        mounts.append({"name": "draft-source", "mountPath": DRAFT_SOURCE_DIR, "readOnly": True})
     for i, adapter in enumerate(spec.adapters):
         if adapter.source_uri.startswith("pvc://"):
             claim, _ = _pvc_source(adapter.source_uri)
@@ -278,7 +310,7 @@ def engine_container(spec: ServiceSpec, pool: PoolSpec, role: PodRole, mounts: l
     adapter = get_adapter(spec.engine)
     loras = [LoraAdapter(a.name, adapter_path(spec, i), a.rank) for i, a in enumerate(spec.adapters)]
     args = adapter.flags(
-        spec.settings, model_path=model_path(spec), served_name=served_name(spec), port=adapter.port,
+        engine_settings(spec), model_path=model_path(spec), served_name=served_name(spec), port=adapter.port,
         adapters=loras, role=role.disaggregation, default_args=spec.runtime_args, multi_node=role.multi_node,
         tag=spec.tag,
         parallelism=effective_parallelism(pool.gpus_per_replica, pool.nodes_per_replica,

@@ -127,6 +127,9 @@ class ServiceSpec:
     api_server_cidrs: tuple[str, ...] = ()
     # Where tenant pods may connect beyond their namespace and DNS: the model sources or an egress proxy.
     model_egress_cidrs: tuple[str, ...] = ()
+    # The catalog model a draft-model speculative decoding names (`engine_settings.speculative_model`), fetched
+    # like the service's own; None when the setting names none or no catalog model the tenant may use.
+    draft_model: ModelSpec | None = None
     # A canary unit's revision (its objects and pods carry it, names.REVISION_LABEL); None for the stable one.
     unit_revision: int | None = None
     # During a canary rollout: the new revision's unit rendered beside this (stable) one, and its share.
@@ -210,18 +213,8 @@ def _spec(service, model, runtime, adapters: list, pools: list) -> ServiceSpec:
         image=runtime.image,
         tag=runtime.tag,
         runtime_args=tuple(runtime.default_args or ()),
-        model=ModelSpec(
-            name=model.name,
-            source_uri=model.source_uri,
-            parameters=round(model.parameters_billions * 1e9),
-            layers=model.layers,
-            hidden_size=model.hidden_size,
-            attention_heads=model.attention_heads,
-            kv_heads=model.kv_heads,
-            head_dim=model.head_dim,
-            max_context=model.max_context,
-            dtype=model.dtype,
-        ),
+        model=_model_spec(model),
+        draft_model=draft_model_spec(service.tenant_id, (service.engine_settings or {}).get("speculative_model")),
         adapters=tuple(
             AdapterSpec(a.name, a.source_uri, a.rank) for a in sorted(adapters, key=lambda a: a.name)
         ),
@@ -239,3 +232,29 @@ def _spec(service, model, runtime, adapters: list, pools: list) -> ServiceSpec:
         api_server_cidrs=tuple(service.cluster.api_server_cidrs or ()),
         model_egress_cidrs=tuple(service.cluster.model_egress_cidrs or ()),
     )
+
+
+def _model_spec(model) -> ModelSpec:
+    return ModelSpec(
+        name=model.name,
+        source_uri=model.source_uri,
+        parameters=round(model.parameters_billions * 1e9),
+        layers=model.layers,
+        hidden_size=model.hidden_size,
+        attention_heads=model.attention_heads,
+        kv_heads=model.kv_heads,
+        head_dim=model.head_dim,
+        max_context=model.max_context,
+        dtype=model.dtype,
+    )
+
+
+def draft_model_spec(tenant_id: int, name) -> ModelSpec | None:
+    """The catalog model a draft-model `speculative_model` names for the tenant (None: none named or none found,
+    which the renderer refuses: a tenant's free text never reaches the engine)."""
+    from apps.catalog.models import Model
+
+    if not isinstance(name, str):
+        return None
+    draft = Model.objects.named_for_tenant(tenant_id, name)
+    return None if draft is None else _model_spec(draft)

@@ -11,6 +11,7 @@ import re
 
 from django import forms
 
+from apps.catalog import kvoffload
 from apps.serving.choices import GpuType
 from apps.web.forms import PlainLabels
 from apps.whatif.fleet import BUILTIN_TARGETS
@@ -23,7 +24,10 @@ KV_DTYPES = [*UNCHANGED, ("auto", "auto (the model's dtype)"), ("fp8", "fp8")]
 ON_OFF = [*UNCHANGED, ("true", "On"), ("false", "Off")]
 AUTOSCALERS = [*UNCHANGED, ("none", "None (fixed replicas)"), ("builtin", "Built-in")]
 POOL_INTS = ("gpus_per_replica", "replicas", "min_replicas", "max_replicas")
-ENGINE_INTS = ("tensor_parallel_size", "max_num_seqs")
+ENGINE_INTS = ("tensor_parallel_size", "max_num_seqs", "max_num_batched_tokens", "num_speculative_tokens")
+SPECULATIVE_SETTINGS = ("speculative_method", "speculative_model", "num_speculative_tokens")
+SPECULATIVE = [*UNCHANGED, ("ngram", "n-gram (vLLM)"), ("off", "Off")]
+KV_TIERS = [*UNCHANGED, *((b, b) for bs in kvoffload.BACKENDS.values() for b in bs)]
 
 
 class LoadForm(PlainLabels, forms.Form):
@@ -56,6 +60,11 @@ class AlternativeForm(PlainLabels, forms.Form):
     min_replicas = forms.IntegerField(required=False, min_value=0, label="Min replicas")
     max_replicas = forms.IntegerField(required=False, min_value=0, label="Max replicas")
     max_num_seqs = forms.IntegerField(required=False, min_value=1, label="Max concurrent sequences")
+    max_num_batched_tokens = forms.IntegerField(required=False, min_value=1, label="Max batched tokens per step")
+    speculative = forms.ChoiceField(choices=SPECULATIVE, required=False, label="Speculative decoding")
+    num_speculative_tokens = forms.IntegerField(required=False, min_value=1, label="Speculative tokens")
+    kv_offload_backend = forms.ChoiceField(choices=KV_TIERS, required=False, label="KV-cache CPU tier")
+    kv_offload_size_gib = forms.FloatField(required=False, label="CPU tier size (GiB per GPU)")
     kv_cache_dtype = forms.ChoiceField(choices=KV_DTYPES, required=False, label="KV-cache dtype")
     enable_prefix_caching = forms.ChoiceField(choices=ON_OFF, required=False, label="Prefix caching")
     autoscaler = forms.ChoiceField(choices=AUTOSCALERS, required=False, label="Autoscaler")
@@ -82,6 +91,12 @@ class AlternativeForm(PlainLabels, forms.Form):
             engine["kv_cache_dtype"] = d["kv_cache_dtype"]
         if d.get("enable_prefix_caching"):
             engine["enable_prefix_caching"] = d["enable_prefix_caching"] == "true"
+        if d.get("speculative") == "ngram":
+            engine["speculative_method"] = "ngram"
+        elif d.get("speculative") == "off":  # nulls: back to the engine's default, no speculative decoding
+            engine |= dict.fromkeys(SPECULATIVE_SETTINGS)
+        if d.get("kv_offload_backend"):  # a size left empty is the service's validation's to name
+            engine["kv_offload"] = {"backend": d["kv_offload_backend"], "size_gib": d.get("kv_offload_size_gib")}
         if engine:
             out["engine_settings"] = engine
         if d.get("autoscaler") == "none":
@@ -102,6 +117,14 @@ def initial_of(alternative: dict) -> dict:
     row |= {k: engine[k] for k in (*ENGINE_INTS, "kv_cache_dtype") if k in engine}
     if "enable_prefix_caching" in engine:
         row["enable_prefix_caching"] = "true" if engine["enable_prefix_caching"] else "false"
+    if engine.get("speculative_method") == "ngram":
+        row["speculative"] = "ngram"
+    elif any(k in engine and engine[k] is None for k in SPECULATIVE_SETTINGS):
+        row["speculative"] = "off"
+        row.pop("num_speculative_tokens", None)
+    if isinstance(engine.get("kv_offload"), dict):
+        row["kv_offload_backend"] = engine["kv_offload"].get("backend")
+        row["kv_offload_size_gib"] = engine["kv_offload"].get("size_gib")
     if autoscaling.get("autoscaler") in ("none", "builtin"):
         row["autoscaler"] = autoscaling["autoscaler"]
     if autoscaling.get("scale_to_zero_after_seconds"):

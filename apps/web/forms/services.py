@@ -26,8 +26,9 @@ TRISTATE = [("", "Engine default"), ("true", "On"), ("false", "Off")]
 KV_OFFLOAD_BACKENDS = [("", "Off"), ("native", "vLLM native"), ("lmcache", "vLLM LMCache"),
                        ("hicache", "SGLang HiCache")]
 ENGINE_FIELDS = ("max_model_len", "kv_cache_dtype", "enable_prefix_caching", "enable_chunked_prefill",
-                 "gpu_memory_utilization", "max_num_seqs", "tensor_parallel_size", "pipeline_parallel_size",
-                 "quantization", "speculative_model", "num_speculative_tokens", "extra_args")
+                 "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "tensor_parallel_size",
+                 "pipeline_parallel_size", "quantization", "speculative_method", "speculative_model",
+                 "num_speculative_tokens", "extra_args")
 TARGET_LABELS = {
     "waiting_requests_per_replica": "Target waiting requests per replica",
     "running_requests_per_replica": "Target running requests per replica",
@@ -70,10 +71,15 @@ class ServiceForm(RolloutFields, PlainLabels, forms.Form):
     enable_chunked_prefill = forms.ChoiceField(label="Chunked prefill", choices=TRISTATE, required=False)
     gpu_memory_utilization = forms.FloatField(label="GPU memory utilisation (0–1)", required=False)
     max_num_seqs = forms.IntegerField(label="Max concurrent sequences", required=False)
+    max_num_batched_tokens = forms.IntegerField(label="Max batched tokens per step", required=False,
+                                                help_text="vLLM's step budget; SGLang's prefill chunk size")
     tensor_parallel_size = forms.IntegerField(label="Tensor parallel size", required=False,
                                               help_text="empty: the GPUs of a replica ÷ pipeline parallel size")
     pipeline_parallel_size = forms.IntegerField(label="Pipeline parallel size", initial=1)
     quantization = forms.CharField(label="Quantization", required=False, help_text="e.g. awq, gptq, fp8")
+    speculative_method = forms.ChoiceField(label="Speculative decoding", required=False, choices=[
+        ("", "Off, or a draft model"), ("ngram", "n-gram (drafts from the prompt; vLLM)"),
+        ("draft_model", "Draft model")])
     speculative_model = forms.CharField(label="Speculative model", required=False)
     num_speculative_tokens = forms.IntegerField(label="Speculative tokens", required=False)
     extra_args = forms.CharField(label="Extra engine arguments", required=False,
@@ -116,7 +122,7 @@ class ServiceForm(RolloutFields, PlainLabels, forms.Form):
         values = {name: data.get(name) for name in ENGINE_FIELDS}
         for name in ("enable_prefix_caching", "enable_chunked_prefill"):
             values[name] = _tristate(values[name] or "")
-        for name in ("kv_cache_dtype", "quantization", "speculative_model"):
+        for name in ("kv_cache_dtype", "quantization", "speculative_method", "speculative_model"):
             values[name] = values[name] or None
         values["extra_args"] = [line.strip() for line in (data.get("extra_args") or "").splitlines() if line.strip()]
         values["pipeline_parallel_size"] = values["pipeline_parallel_size"] or 1

@@ -11,9 +11,14 @@ from django.urls import reverse
 from apps.whatif.models import Advice
 
 FIGURE_LABELS = {"preemptions": "preemptions", "itl_p95_s": "ITL p95 (s)", "gpu_hours": "GPU-hours",
-                 "cost_usd": "cost of the load (USD)", "slo_attainment": "SLO attainment"}
+                 "cost_usd": "cost of the load (USD)", "slo_attainment": "SLO attainment",
+                 "ttft_p95_s": "TTFT p95 (s)", "ttft_p50_s": "TTFT p50 (s)"}
 INPUT_LABELS = {"kv_max": "peak KV-cache usage", "preemptions": "preemptions", "ttft_p95": "TTFT p95 (s, mean)",
-                "itl_p95": "ITL p95 (s, mean)", "replicas": "ready replicas (mean)"}
+                "itl_p95": "ITL p95 (s, mean)", "replicas": "ready replicas (mean)",
+                "prompt_tps": "prompt tokens/s (mean)", "gen_tps": "generated tokens/s (mean)",
+                "prefix_hit_rate": "prefix-cache hit rate (mean)",
+                "running_per_replica": "running requests a replica (mean)",
+                "running_per_replica_max": "running requests a replica (peak)"}
 
 
 def advice_cards(service) -> list[dict]:
