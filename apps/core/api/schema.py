@@ -1,8 +1,9 @@
 """OpenAPI post-processing: the error answers every operation can give, documented once.
 
 drf-spectacular documents the success responses; clients (and schemathesis) also need to know that any
-operation may answer 400/401/403/404/429, writes 409/413, and conditional writes 412, all with the same
-JSON error body. Optional query parameters are marked `allowEmptyValue`: the API reads `?name=` as not given.
+operation may answer 400/401/403/404/429, writes 409/413, operations with a body 415, and conditional writes
+412, all with the same JSON error body. Optional query parameters are marked `allowEmptyValue`: the API reads
+`?name=` as not given.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ WRITES = {
     "409": "A name clash, a stale version, or a state that does not allow the change.",
     "413": "The request body is larger than API_MAX_BODY_BYTES.",
 }
+MEDIA_TYPE = {"415": "The body's Content-Type is none that the operation reads (JSON, form or multipart)."}
 PRECONDITION = {"412": "If-Match does not match the object's current ETag."}
 
 
@@ -42,6 +44,8 @@ def add_error_responses(result, generator, request, public):
             codes = dict(COMMON)
             if method != "get":
                 codes |= WRITES
+            if "requestBody" in operation:
+                codes |= MEDIA_TYPE
             if any(p.get("name") == "If-Match" for p in operation.get("parameters", [])):
                 codes |= PRECONDITION
             for parameter in operation.get("parameters", []):
