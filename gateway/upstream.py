@@ -90,7 +90,10 @@ class Upstreams:
         the snapshot (`lookup`) is asked again until it names another or `reconnect_seconds` pass (None)."""
         deadline = None
         while True:
-            endpoint = self.balancer.pick([e for e in service["endpoints"] if e["address"] not in refused], key)
+            endpoints = service["endpoints"]
+            if refused:  # only after a refusal: the usual request builds no list
+                endpoints = [e for e in endpoints if e["address"] not in refused]
+            endpoint = self.balancer.pick(endpoints, key)
             if endpoint is not None or not refused or lookup is None:
                 return service, endpoint
             deadline = deadline or time.monotonic() + self.reconnect_seconds

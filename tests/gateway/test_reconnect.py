@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.request
 
+import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -33,8 +35,6 @@ def upstreams(served, endpoints) -> None:
 
 
 def reconnects(base) -> float:
-    import urllib.request
-
     with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
         families = text_string_to_metric_families(response.read().decode())
     return next(f.samples[0].value for f in families if f.name == "gateway_upstream_reconnects")
@@ -87,8 +87,6 @@ def test_when_every_upstream_known_is_gone_the_request_waits_for_the_next_snapsh
 
 
 def test_with_no_upstream_coming_back_the_answer_is_503_after_the_bound(served):
-    import openai
-
     with closed_port() as port:
         upstreams(served, [{"pod": "chat-gone", "address": f"127.0.0.1:{port}"}])
         proc, base = start_gateway(served, "--upstream-reconnect-seconds", "1")
