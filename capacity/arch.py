@@ -136,15 +136,21 @@ def vllm_num_gpu_blocks(
     weight_bytes: float,
     max_num_batched_tokens: int,
     kv_cache_memory_bytes: int | None = None,
+    draft: ModelArch | None = None,
 ) -> tuple[int, int]:
-    """(num_gpu_blocks, budget bytes) as vLLM sizes them; `kv_cache_memory_bytes` replaces the budget."""
+    """(num_gpu_blocks, budget bytes) as vLLM sizes them; `kv_cache_memory_bytes` replaces the budget. A
+    speculative `draft` model loads beside the model (in its own dtype) and keeps its own KV for every token, in
+    the same blocks: it takes weights off the budget and adds its KV to each block."""
     block_bytes = block_size * model.kv_bytes_per_token(kv_bytes, tp) / pp
+    weights_rank = model.weights_bytes(weight_bytes, tp, pp)
+    if draft is not None:
+        block_bytes += block_size * draft.kv_bytes_per_token(kv_bytes, tp)
+        weights_rank += draft.weights_bytes(draft.dtype_bytes, tp)
     if kv_cache_memory_bytes is not None:
         budget = kv_cache_memory_bytes
     else:
         budget = vllm_kv_budget(gpu, model, gpu_memory_utilization=gpu_memory_utilization,
-                                weights_rank=model.weights_bytes(weight_bytes, tp, pp),
-                                max_num_batched_tokens=max_num_batched_tokens)
+                                weights_rank=weights_rank, max_num_batched_tokens=max_num_batched_tokens)
     return max(0, int(budget // block_bytes)), budget
 
 

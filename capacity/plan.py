@@ -32,6 +32,7 @@ class Knobs:
     engine: str = "vllm"  # "vllm" | "sglang"
     pp: int = 1  # pipeline-parallel stages: each holds 1/pp of the layers (weights and KV)
     cpu_tier_gib: float | None = None  # the KV cache's CPU tier, GiB per GPU (engine_settings.kv_offload)
+    draft: a.ModelArch | None = None  # speculative decoding's draft model, loaded beside the model
 
 
 @dataclass
@@ -95,6 +96,9 @@ def _size(model: a.ModelArch, gpu: Gpu, tp: int, knobs: Knobs) -> Plan:
     per_token = model.kv_bytes_per_token(kv_b, max(tp, 1)) / knobs.pp
     weights = model.weights_bytes(a.weight_bytes_per_param(knobs.quantization, model.dtype_bytes), max(tp, 1),
                                   knobs.pp)
+    if knobs.draft is not None:  # its weights (in its own dtype) and its KV for every token, as the engine holds them
+        per_token += knobs.draft.kv_bytes_per_token(kv_b, max(tp, 1))
+        weights += knobs.draft.weights_bytes(knobs.draft.dtype_bytes, max(tp, 1))
     block = a.BLOCK_SIZE * per_token
     if knobs.engine == "sglang":
         chunk = knobs.max_num_batched_tokens or a.sglang_default_chunked_prefill(gpu)

@@ -99,3 +99,12 @@ def replica_rates(roof: Roofline, chunk: int) -> ReplicaRates:
     one = roof.step_time([], [RATE_CONTEXT_TOKENS])
     many = roof.step_time([], [RATE_CONTEXT_TOKENS] * 64)
     return ReplicaRates(prefill, one - (many - one) / 63, (many - one) / 63)
+
+
+def spec_yield(k: int, a: float) -> float:
+    """Tokens a decode step emits per sequence on average: (1 - a^(k+1)) / (1 - a) for k drafted tokens each
+    accepted with chance a until the first rejection, plus the token the verify samples itself (Leviathan, Kalman
+    and Matias 2023, eq. 1); 1 without drafts. Engines report (yield - 1) / k: accepted over drafted tokens."""
+    if k <= 0:
+        return 1.0
+    return float(k + 1) if a >= 1 else (1 - a ** (k + 1)) / (1 - a)

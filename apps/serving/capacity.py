@@ -121,8 +121,19 @@ def suggest(model, rate: float, prompt_tokens: int, output_tokens: int, ttft_slo
 
 # -- admission ------------------------------------------------------------------------------------------
 
-def engine_knobs(engine: str, settings, gpu: Gpu) -> Knobs:
-    """What the engine will run with: the service's settings, else the engine's defaults."""
+def draft_of(tenant_id, settings) -> a.ModelArch | None:
+    """The architecture of the catalog model the settings name as speculative decoding's draft (None: none, or no
+    model of that name for the tenant, which validation refuses)."""
+    from apps.catalog.models import Model
+
+    name = getattr(settings, "speculative_model", None)
+    row = Model.objects.named_for_tenant(tenant_id, name) if isinstance(name, str) else None
+    return None if row is None else arch_of(row)
+
+
+def engine_knobs(engine: str, settings, gpu: Gpu, draft: a.ModelArch | None = None) -> Knobs:
+    """What the engine will run with: the service's settings (and the draft model they name), else the engine's
+    defaults."""
     return Knobs(
         kv_cache_dtype=settings.kv_cache_dtype or "auto",
         gpu_memory_utilization=settings.gpu_memory_utilization or a.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
@@ -131,15 +142,16 @@ def engine_knobs(engine: str, settings, gpu: Gpu) -> Knobs:
         engine=EngineKind.SGLANG if engine == EngineKind.SGLANG else EngineKind.VLLM,
         pp=settings.pipeline_parallel_size,
         cpu_tier_gib=settings.kv_offload.size_gib if settings.kv_offload is not None else None,
+        draft=draft,
     )
 
 
-def pool_plan(model, engine: str, settings, pool) -> tuple[Plan, Knobs, Gpu] | None:
+def pool_plan(model, engine: str, settings, pool, draft: a.ModelArch | None = None) -> tuple[Plan, Knobs, Gpu] | None:
     """The plan of one pool's replica (None when the pool's GPU type is unknown)."""
     gpu = GPUS.get(pool.gpu_type)
     if gpu is None:
         return None
-    knobs = engine_knobs(engine, settings, gpu)
+    knobs = engine_knobs(engine, settings, gpu, draft)
     try:
         tp = effective_parallelism(pool.gpus_per_replica, getattr(pool, "nodes_per_replica", 1),
                                    settings.tensor_parallel_size, settings.pipeline_parallel_size, engine=engine).tp
@@ -157,17 +169,19 @@ def service_pool_plan(service, pool) -> tuple[Plan, Knobs, Gpu] | None:
         settings = service.engine_settings_obj()
     except EngineSettingsError:
         return None
-    found = pool_plan(service.model, service.runtime.engine, settings, pool)
+    found = pool_plan(service.model, service.runtime.engine, settings, pool, draft_of(service.tenant_id, settings))
     return found if found is not None and found[0].fits else None
 
 
-def admission(model, engine: str, settings, pools) -> tuple[dict[str, list[str]], list[str]]:
-    """(errors by field, warnings) of the capacity rules for every pool of a service spec."""
+def admission(model, engine: str, settings, pools, draft: a.ModelArch | None = None
+              ) -> tuple[dict[str, list[str]], list[str]]:
+    """(errors by field, warnings) of the capacity rules for every pool of a service spec (with its draft model's
+    weights and KV, where it names one)."""
     errors: dict[str, list[str]] = {}
     warnings: list[str] = []
     arch = arch_of(model)
     for pool in pools:
-        found = pool_plan(model, engine, settings, pool)
+        found = pool_plan(model, engine, settings, pool, draft)
         if found is None:
             continue
         p, knobs, gpu = found
@@ -211,13 +225,14 @@ def service_warnings(service) -> list[str]:
     refused = get_adapter(service.runtime.engine).validate(EngineSettings(extra_args=settings.extra_args),
                                                            tag=service.runtime.tag)
     policy = [f"Engine arguments now refused: {refused['extra_args']}"] if "extra_args" in refused else []
-    return policy + spec_warnings(service.model, service.runtime.engine, settings, service.spec_pools())
+    return policy + spec_warnings(service.model, service.runtime.engine, settings, service.spec_pools(),
+                                  draft_of(service.tenant_id, settings))
 
 
-def spec_warnings(model, engine: str, settings, pools) -> list[str]:
-    """`service_warnings` of a spec given by parts: a catalog Model, the runtime's engine, EngineSettings and
-    the pools (anything with `role` and `gpu_type`, e.g. Pool or PoolSpec)."""
-    errors, warnings = admission(model, engine, settings, pools)
+def spec_warnings(model, engine: str, settings, pools, draft: a.ModelArch | None = None) -> list[str]:
+    """`service_warnings` of a spec given by parts: a catalog Model, the runtime's engine, EngineSettings, the
+    pools (anything with `role` and `gpu_type`, e.g. Pool or PoolSpec) and the draft model's architecture."""
+    errors, warnings = admission(model, engine, settings, pools, draft)
     flagged = [f"Does not fit: {m}" for messages in errors.values() for m in messages]
     return flagged + warnings
 

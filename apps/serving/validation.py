@@ -241,11 +241,11 @@ def _capacity_errors(service, pools, settings, model, runtime, errors) -> None:
     A saved service whose capacity-relevant spec does not change is not refused: it was admitted before,
     and `service_warnings` flags it on the page and in the API instead.
     """
-    from apps.serving.capacity import admission
+    from apps.serving.capacity import admission, draft_of
 
     if model is None or runtime is None or settings is None:
         return
-    found, _warnings = admission(model, runtime.engine, settings, pools)
+    found, _warnings = admission(model, runtime.engine, settings, pools, draft_of(service.tenant_id, settings))
     if not found or _capacity_spec_unchanged(service, pools):
         return
     for field, messages in found.items():

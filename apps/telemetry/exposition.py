@@ -75,7 +75,9 @@ EXTRA_FAMILIES: dict[str, tuple[str, ...]] = {
            # The KV cache's CPU tier: hits through the KV connector, the bytes written to it and its size (the
            # kv_offloading_size label of cache_config_info).
            "external_prefix_cache_hits", "external_prefix_cache_queries", "kv_offload_store_bytes",
-           "cache_config_info"),
+           "cache_config_info",
+           # Speculative decoding: drafted and accepted tokens (only with a speculative config).
+           "spec_decode_num_draft_tokens", "spec_decode_num_accepted_tokens"),
     SGLANG: ("prefill_effective_tokens", "num_requests", "num_aborted_requests",
              "hicache_host_used_tokens", "hicache_host_total_tokens", "load_back_tokens"),
 }

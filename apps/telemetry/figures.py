@@ -306,6 +306,8 @@ class Figures:
     cpu_hit_rate: float | None = None  # share of prompt tokens loaded from the KV cache's CPU tier
     cpu_usage: float | None = None  # how full the CPU tier is, 0 to 1
     cpu_load_tokens_per_s: float | None = None  # tokens copied back from the CPU tier to the GPU
+    # Speculative decoding: accepted drafted tokens over drafted tokens (vLLM's acceptance rate; None without).
+    spec_acceptance_rate: float | None = None
     # What the autoscaler's signals read (`apps.autoscaling.signals`): the p95 of the time requests waited
     # before they were first scheduled, requests finished per second, the p95 of their prompts' lengths, and
     # the prompt tokens waiting: the requests waiting now × the mean prompt of those finished in the interval
@@ -442,6 +444,8 @@ def figures_from_increments(inc: Increments) -> Figures:
         success_rate=success_rate(inc),
         **cpu_tier_figures(inc),
         **queue_figures(inc),
+        spec_acceptance_rate=_ratio(_counter_sum(inc, "spec_decode_num_accepted_tokens"),
+                                    _counter_sum(inc, "spec_decode_num_draft_tokens")),
     )
     return Figures(
         engine=inc.engine,

@@ -58,6 +58,8 @@ class SeriesPoint(models.Model):
     cpu_hit_rate = RealField(null=True)
     cpu_usage = RealField(null=True)
     cpu_load_tps = RealField(null=True)
+    # Speculative decoding: accepted over drafted tokens (null without it).
+    spec_accept_rate = RealField(null=True)
     ready_replicas = models.PositiveSmallIntegerField(default=0)
 
     objects = restricted(tenant_owned("service__tenant"))

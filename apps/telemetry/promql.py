@@ -98,6 +98,8 @@ def figure_queries(engine: str, selector: PodSelector, window_s: int = 60, by: S
         queries["prefix_cache_hit_rate"] = f"{rate_sum('prefix_cache_hits')} / {rate_sum('prefix_cache_queries')}"
         ok = rate_sum("request_success", 'finished_reason!~"abort|error"')
         queries["success_rate"] = f"{ok} / {rate_sum('request_success')}"
+        queries["spec_acceptance_rate"] = (f"{rate_sum('spec_decode_num_accepted_tokens')}"
+                                           f" / {rate_sum('spec_decode_num_draft_tokens')}")
     elif engine == SGLANG:
         # SGLang's windowed formula (engines.md): the *_hit modes over all modes.
         hits = rate_sum("prefill_effective_tokens", 'mode=~".*_hit"')

@@ -36,6 +36,7 @@ COLUMNS = {
     "cpu_hit_rate": "cpu_hit_rate",
     "cpu_usage": "cpu_usage",
     "cpu_load_tokens_per_s": "cpu_load_tps",
+    "spec_acceptance_rate": "spec_accept_rate",
 }
 FIGURE_COLUMNS = tuple(COLUMNS.values())
 SERIES_COLUMNS = (*FIGURE_COLUMNS, "ready_replicas")
@@ -46,7 +47,7 @@ SERIES_COLUMNS = (*FIGURE_COLUMNS, "ready_replicas")
 MERGE = {column: "max" for column in ("ttft_p50", "ttft_p95", "ttft_p99", "itl_p50", "itl_p95")}
 MERGE |= {column: "avg" for column in ("kv_usage", "running", "waiting", "prefix_hit_rate", "prompt_tps", "gen_tps")}
 MERGE |= {"success_rate": "avg", "preemptions": "sum", "ready_replicas": "avg"}
-MERGE |= {column: "avg" for column in ("cpu_hit_rate", "cpu_usage", "cpu_load_tps")}
+MERGE |= {column: "avg" for column in ("cpu_hit_rate", "cpu_usage", "cpu_load_tps", "spec_accept_rate")}
 _ORM = {"max": Max, "avg": Avg, "sum": Sum}
 
 MAX_POINTS = 720

@@ -63,9 +63,14 @@ def _lengths(buckets: dict[float, float], draws: list[float]) -> list[int]:
 
 def prefix_hit_rate(service, since: datetime, until: datetime) -> float | None:
     """The mean stored prefix-cache hit rate of the service over the window (None when never measured)."""
+    return mean_figure(service, "prefix_hit_rate", since, until)
+
+
+def mean_figure(service, column: str, since: datetime, until: datetime) -> float | None:
+    """The mean of one stored column of the whole service over the window (None when never measured)."""
     value = (SeriesPoint.objects.filter(service_id=service.pk, role=SERVICE_ROLE, resolution=Resolution.RAW,
-                                        time__gt=since, time__lte=until, prefix_hit_rate__isnull=False)
-             .aggregate(v=Avg("prefix_hit_rate"))["v"])
+                                        time__gt=since, time__lte=until, **{f"{column}__isnull": False})
+             .aggregate(v=Avg(column))["v"])
     return None if value is None else round(float(value), 4)
 
 

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 
 from apps.catalog.engines import EngineSettings
+from apps.serving.capacity import draft_of
 from apps.serving.choices import Autoscaler, DeploymentMode
 from apps.serving.names import COMPONENT_LABEL
 from apps.serving.rendering import render_service
@@ -28,13 +32,16 @@ from apps.serving.scaling_policy import pool_policy
 from apps.whatif.fit import ANNOTATIONS
 from apps.whatif.fleet import BUILTIN_TARGETS, DEFAULT_SLO, Builtin, Fixed, Slo
 from apps.whatif.models import EngineFit
+from apps.whatif.recorded import mean_figure
 from apps.whatif.scalers import kube_scaler
 from capacity.roofline import Roofline
 from kubesim.engines import engine_spec_for
+from kubesim.engines.config import DRAFT_ARCH_ANNOTATION, acceptance_for_rate
 from kubesim.engines.harness import pod_context
 from kubesim.workload import WorkloadExit
 
 MAX_ALTERNATIVES = 8
+ACCEPTANCE_WINDOW = timedelta(hours=1)  # the engines' speculative acceptance rate a scenario takes
 POOL_FIELDS = ("gpu_type", "gpus_per_replica", "min_replicas", "max_replicas", "replicas")
 FIELDS = frozenset({"name", "engine_settings", "autoscaling", *POOL_FIELDS})
 MODELLED_MODES = (DeploymentMode.STANDARD, DeploymentMode.SERVERLESS)
@@ -115,6 +122,28 @@ def lab_physics(service) -> dict:
     return {ANNOTATIONS[k]: str(v) for k, v in latest.coefficients.items() if k in ANNOTATIONS}
 
 
+def draft_arch(tenant_id: int, settings: EngineSettings) -> dict:
+    """The draft model's architecture as its catalog row gives it (`kubesim.io/draft-model-arch`), so a draft the
+    engine simulation does not know by name is simulated as itself, not as its fallback model ({} without one)."""
+    arch = draft_of(tenant_id, settings)
+    return {} if arch is None else {DRAFT_ARCH_ANNOTATION: json.dumps(dataclasses.asdict(arch))}
+
+
+def measured_acceptance(service, settings: EngineSettings) -> dict:
+    """`kubesim.io/spec-acceptance` from the service's own engines over the last hour, for settings that draft as
+    the service does (same method and draft model, any number of drafts): the chance a drafted token is accepted
+    that gives the acceptance rate they reported. {} otherwise: the engine simulation's assumption stands."""
+    current = EngineSettings.from_dict(service.engine_settings or {})
+    drafter = (settings.speculative_method, settings.speculative_model)
+    if not settings.num_speculative_tokens or not current.num_speculative_tokens or drafter != (
+            current.speculative_method, current.speculative_model):
+        return {}
+    now = timezone.now()
+    rate = mean_figure(service, "spec_accept_rate", now - ACCEPTANCE_WINDOW, now)
+    return {} if rate is None else {
+        "kubesim.io/spec-acceptance": str(acceptance_for_rate(rate, current.num_speculative_tokens))}
+
+
 def engine_core(service):
     """kubesim's CoreConfig of one replica of the service's engine as configured (the budgets and KV pool the
     engine resolves from its flags and GPU: what the advice rules start from)."""
@@ -180,7 +209,8 @@ def scenario(service, changes: dict, where: str, slo: Slo | None = None) -> Scen
     if changes:
         _validate(service, changes, where)
     spec = _changed_spec(spec_from_service(service), changes, service.tenant_id)
-    engine, pool = _replica_engine(spec, where, lab_physics(service))
+    engine, pool = _replica_engine(spec, where, {**lab_physics(service), **draft_arch(service.tenant_id, spec.settings),
+                                                 **measured_acceptance(service, spec.settings)})
     autoscaling = changes.get("autoscaling", service.autoscaling)
     decide, start = _policy(autoscaling, pool, where)
     return Scenario(name, engine, decide, start, pool.gpus_per_replica * pool.nodes_per_replica,

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 
 from capacity import arch as cap
+from capacity import roofline
 from capacity.gpus import GIB, GPUS, HOST_LINK_FRACTION, Gpu
 from enginevocab import sglang as sglang_vocab
 from enginevocab import vllm as vllm_vocab
@@ -85,31 +86,64 @@ def physics_for(ctx: PodContext, warmup_s: float) -> Physics:
     )
 
 
-# The chance that an n-gram draft token is accepted, where the pod does not say (`kubesim.io/spec-acceptance`): an
-# assumption (README, What-if lab). It depends on how much of the output repeats the prompt (high when summarising
-# or editing code, low in open chat).
+# The chance that a drafted token is accepted, where the pod does not say (`kubesim.io/spec-acceptance`): assumptions
+# (README, What-if lab), which the lab replaces with the rate a service's engines report. An n-gram's depends on how
+# much of the output repeats the prompt (high when summarising or editing code, low in open chat); a small model of
+# the same family drafting for a larger one is accepted more often.
 NGRAM_ACCEPTANCE = 0.5
+DRAFT_MODEL_ACCEPTANCE = 0.7
+DRAFT_ARCH_ANNOTATION = "kubesim.io/draft-model-arch"
 
 
-def _vllm_speculative(ns: argparse.Namespace, ctx: PodContext, logs: list[str]) -> tuple[int, float]:
-    """(drafted tokens a step, acceptance) of `--speculative-config`; (0, 0) without one. Only the n-gram method is
-    modelled: a draft model's own forward passes would need its architecture, so other methods decode plainly."""
+def acceptance_for_rate(rate: float, k: int) -> float:
+    """The chance a drafted token is accepted that gives an engine's reported acceptance rate (accepted over
+    drafted tokens) with k drafts a step: the inverse of `spec_yield`, by bisection (it rises with the chance)."""
+    rate = min(max(rate, 0.0), 1.0)
+    lo, hi = 0.0, 1.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if (roofline.spec_yield(k, mid) - 1) / k < rate else (lo, mid)
+    return round((lo + hi) / 2, 4)
+
+
+@dataclass
+class Speculative:
+    """`--speculative-config` as the engine runs it: drafted tokens a step, their acceptance, and the draft model
+    whose forward passes draft them (None: n-gram drafting, a lookup in the prompt)."""
+
+    tokens: int = 0
+    acceptance: float = 0.0
+    draft: cap.ModelArch | None = None
+
+
+def _vllm_speculative(ns: argparse.Namespace, ctx: PodContext, logs: list[str]) -> Speculative:
+    """The speculative decoding of `--speculative-config` (none without one). The n-gram and draft-model methods
+    are modelled; the others (EAGLE, MTP) need heads that are not a model of their own, so they decode plainly."""
     spec = ns.speculative_config
     if spec is None:
-        return 0, 0.0
+        return Speculative()
     if not isinstance(spec, dict):
         raise WorkloadExit(f"ValueError: --speculative-config must be a JSON object, got {spec!r}")
     method, k = spec.get("method"), spec.get("num_speculative_tokens")
-    if method != "ngram":
+    if method not in ("ngram", "draft_model"):
         logs.append(f"WARNING kubesim: speculative method {method!r} is not modelled; decoding without it")
-        return 0, 0.0
+        return Speculative()
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise WorkloadExit(f"ValueError: num_speculative_tokens must be a positive integer, got {k!r}")
-    acceptance = _float_setting(ctx, "spec-acceptance", NGRAM_ACCEPTANCE)
+    draft = None
+    if method == "draft_model":
+        if not isinstance(spec.get("model"), str) or not spec["model"]:
+            raise WorkloadExit("ValueError: the draft_model method needs the draft's `model` path")
+        try:
+            draft = hw.resolve_model(spec["model"], ctx.annotations.get(DRAFT_ARCH_ANNOTATION))
+        except ValueError as e:
+            raise WorkloadExit(f"kubesim: {e}") from None
+    acceptance = _float_setting(ctx, "spec-acceptance", NGRAM_ACCEPTANCE if draft is None else DRAFT_MODEL_ACCEPTANCE)
     if acceptance > 1:
         raise WorkloadExit(f"kubesim: spec-acceptance must be at most 1, got {acceptance!r}")
-    logs.append(f"INFO [speculative.py] ngram speculative decoding: {k} tokens a step, acceptance {acceptance:g}")
-    return k, acceptance
+    drafting = "ngram" if draft is None else f"draft model {draft.name}"
+    logs.append(f"INFO [speculative.py] {drafting} speculative decoding: {k} tokens a step, acceptance {acceptance:g}")
+    return Speculative(k, acceptance, draft)
 
 
 def _tier(tokens: int, backend: str, block_size: int, per_token: float, ranks: int, gpu: Gpu,
@@ -308,12 +342,12 @@ def _vllm_max_len(ns: argparse.Namespace, arch: cap.ModelArch, blocks: int, bloc
 
 
 def _vllm_blocks(ns: argparse.Namespace, gpu: Gpu, arch: cap.ModelArch, kv_bytes: float, wbytes: float,
-                 batched: int) -> int:
+                 batched: int, draft: cap.ModelArch | None) -> int:
     """The KV block pool vLLM profiles on one GPU (or --num-gpu-blocks-override); none left is refused."""
     blocks, _budget = cap.vllm_num_gpu_blocks(
         gpu, arch, gpu_memory_utilization=ns.gpu_memory_utilization, tp=ns.tensor_parallel_size,
         pp=ns.pipeline_parallel_size, block_size=ns.block_size or 16, kv_bytes=kv_bytes, weight_bytes=wbytes,
-        max_num_batched_tokens=batched, kv_cache_memory_bytes=ns.kv_cache_memory_bytes,
+        max_num_batched_tokens=batched, kv_cache_memory_bytes=ns.kv_cache_memory_bytes, draft=draft,
     )
     blocks = ns.num_gpu_blocks_override or blocks
     if blocks <= 0:
@@ -335,8 +369,11 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     block_size = ns.block_size or 16
     kv_bytes = cap.kv_dtype_bytes(ns.kv_cache_dtype, arch)
     wbytes = cap.weight_bytes_per_param(ns.quantization, arch.dtype_bytes)
-    _load_weights(gpu, arch, arch.weights_bytes(wbytes, tp, pp), logs, sglang=False)
-    blocks = _vllm_blocks(ns, gpu, arch, kv_bytes, wbytes, batched)
+    speculative = _vllm_speculative(ns, ctx, logs)
+    draft = speculative.draft
+    draft_rank = draft.weights_bytes(draft.dtype_bytes, tp) if draft is not None else 0.0
+    _load_weights(gpu, arch, arch.weights_bytes(wbytes, tp, pp) + draft_rank, logs, sglang=False)
+    blocks = _vllm_blocks(ns, gpu, arch, kv_bytes, wbytes, batched, draft)
     per_token = arch.kv_bytes_per_token(kv_bytes, tp) / pp
     max_len = _vllm_max_len(ns, arch, blocks, block_size, per_token)
     chunked = ns.enable_chunked_prefill is not False
@@ -350,7 +387,9 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         chunked_prefill=chunked, kv_role=role, reserve_null_block=True, seed=ns.seed or ctx.seed,
     )
     core.cpu_tier = _vllm_tier(ns, gpu, per_token, block_size, core.physics, logs)
-    core.spec_tokens, core.spec_acceptance = _vllm_speculative(ns, ctx, logs)
+    core.spec_tokens, core.spec_acceptance, core.draft = speculative.tokens, speculative.acceptance, draft
+    if draft is not None:  # its KV in the model's KV dtype, in the same blocks (`capacity.arch.vllm_num_gpu_blocks`)
+        core.draft_kv_bytes_per_token_rank = draft.kv_bytes_per_token(kv_bytes, tp)
     enable_lora = bool(ns.enable_lora)
     runtime = ctx.env.get("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "").lower() in ("1", "true")
     names = ns.served_model_name or [ns.model]

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import random
 import time
-import zlib
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -81,17 +79,15 @@ class CoreConfig:
     seed: int = 0
     cpu_tier: TierConfig | None = None  # the KV cache's host-memory tier (kv offloading, HiCache)
     slowdown: float = 1.0  # a fault's factor on every step (kubesim.workload.EngineFault)
-    spec_tokens: int = 0  # speculative tokens drafted per decode step (n-gram drafting; 0: off)
+    spec_tokens: int = 0  # speculative tokens drafted per decode step (0: off)
     spec_acceptance: float = 0.0  # the chance each drafted token is accepted, each independently
+    draft: ModelArch | None = None  # the draft model whose forward passes draft them (None: n-gram, no GPU time)
+    draft_kv_bytes_per_token_rank: float = 0.0  # the draft's own KV, in the model's blocks
 
     def spec_yield(self, k: int | None = None) -> float:
-        """Tokens a decode step emits per sequence on average: (1 - a^(k+1)) / (1 - a) for k drafted tokens (the
-        configured ones unless fewer fit the step) each accepted with chance a until the first rejection, plus the
-        token the verify samples itself (Leviathan, Kalman and Matias 2023, eq. 1); 1 without drafts."""
-        k, a = self.spec_tokens if k is None else k, self.spec_acceptance
-        if k <= 0:
-            return 1.0
-        return float(k + 1) if a >= 1 else (1 - a ** (k + 1)) / (1 - a)
+        """`spec_yield` of the configured drafts (or of k, where fewer fit the step) and acceptance."""
+        return roofline.spec_yield(self.spec_tokens if k is None else k, self.spec_acceptance)
+
 
 
 class EngineCore:
@@ -120,6 +116,12 @@ class EngineCore:
         phys = cfg.physics
         self.roofline = roofline.Roofline(
             cfg.model, cfg.gpu, cfg.tp, cfg.weight_bytes_rank, cfg.kv_bytes_per_token_rank,
+            flops_fraction=phys.prefill_flops_fraction, bandwidth_fraction=phys.decode_bandwidth_fraction,
+            step_overhead_s=phys.step_overhead_s,
+        )
+        draft = cfg.draft
+        self.draft_roofline = None if draft is None else roofline.Roofline(
+            draft, cfg.gpu, cfg.tp, draft.weights_bytes(draft.dtype_bytes, cfg.tp), cfg.draft_kv_bytes_per_token_rank,
             flops_fraction=phys.prefill_flops_fraction, bandwidth_fraction=phys.decode_bandwidth_fraction,
             step_overhead_s=phys.step_overhead_s,
         )
@@ -162,6 +164,31 @@ class EngineCore:
     def step_time(self, prefill: list[tuple[int, int]], decode_ctx: list[int]) -> float:
         """Roofline of one step: prefill chunks (start, length) and decode contexts, on this engine's GPU."""
         return self.roofline.step_time(prefill, decode_ctx) * self.cfg.slowdown
+
+    def batch_seconds(self, batch: list[tuple[Request, int]]) -> tuple[float, list[tuple[int, int]], list[int], int]:
+        """How long a step of `batch` takes, and its split: the roofline of its chunks and decodes, the draft
+        model's forward passes, and the CPU tier's loads. Called once per step, by either clock."""
+        prefill, decode_ctx, prefill_tokens = self.split(batch)
+        dt = self.step_time(prefill, decode_ctx) + self.draft_seconds(batch) + self.tier_load_seconds()
+        return dt, prefill, decode_ctx, prefill_tokens
+
+    def draft_seconds(self, batch: list[tuple[Request, int]]) -> float:
+        """The draft model's share of a step (0 without one): it runs the step's prompt chunks too, to keep its
+        own KV, and then one forward pass per drafted token over the sequences drafting that many (vLLM's
+        draft-model proposer drafts autoregressively)."""
+        draft = self.draft_roofline
+        if draft is None:
+            return 0.0
+        chunks, drafting = [], []
+        for req, n in batch:
+            if req.num_computed == req.num_tokens - 1 and req.generated:
+                drafting.append((req.num_computed, n - 1))
+            else:
+                chunks.append((req.num_computed, n))
+        t = draft.step_time(chunks, []) if chunks else 0.0
+        for j in range(max((d for _, d in drafting), default=0)):
+            t += draft.step_time([], [ctx + j for ctx, d in drafting if d > j])
+        return t * self.cfg.slowdown
 
     def prefill_seconds(self, prompt_len: int) -> float:
         """Modelled time of one prompt's prefill alone, chunked by the batched-token budget."""
@@ -333,7 +360,10 @@ class EngineCore:
                 req.num_registered = max(req.num_registered, full)
             if req.num_computed < req.num_tokens:
                 continue
-            m = self._emitted(req, drafts) if drafts else 1
+            m = 1
+            if drafts:
+                m = self._emitted(req, drafts)
+                self.observer.on_spec_decode(drafts, m - 1)
             req.num_computed += m - 1  # the accepted drafts' KV was computed by the verify
             req.generated += m
             req.num_tokens += m
@@ -453,8 +483,7 @@ class EngineCore:
                 vt = clock.now()
                 self._woken(now, vt)
                 continue
-            prefill, decode_ctx, prefill_tokens = self.split(batch)
-            dt = self.step_time(prefill, decode_ctx) + self.tier_load_seconds()
+            dt, prefill, decode_ctx, prefill_tokens = self.batch_seconds(batch)
             end = vt + dt
             await clock.sleep_until(end - self._lead)
             error = clock.now() - end
@@ -467,11 +496,3 @@ class EngineCore:
             self._advance(batch, end)
             vt = end
 
-
-def output_length(seed: int, request_id: str, max_tokens: int, ignore_eos: bool, rng_cap: int = 512) -> int:
-    """Deterministic 'natural' length: max_tokens when EOS is ignored, else a seeded draw capped by it."""
-    if ignore_eos:
-        return max_tokens
-    r = random.Random(zlib.crc32(f"{seed}:{request_id}".encode()))  # str hash() is salted per process
-    natural = int(math.exp(r.gauss(math.log(128), 0.6)))
-    return max(1, min(max_tokens, natural, rng_cap))

@@ -83,6 +83,7 @@ class VllmMetrics(EngineObserver):
         custom_buckets: dict | None = None,
         shared: VllmMetrics | None = None,
         tier_backend: str | None = None,
+        speculative: bool = False,
     ):
         # Data-parallel engines of one server share the registry and families; each has its children.
         self.registry = shared.registry if shared is not None else CollectorRegistry()
@@ -95,6 +96,7 @@ class VllmMetrics(EngineObserver):
         # Registration order is exposition order: gauges, counters, then histograms, as vLLM lists them.
         self._gauges(cache_info, enable_lora, max_loras, kv_consumer)
         self._counters(model_name)
+        self.spec = self._speculative() if speculative else None
         self._histograms(max_model_len, lambda family, default: custom.get(family, default))
         self._tier(tier_backend, model_name, cache_info)
 
@@ -160,6 +162,25 @@ class VllmMetrics(EngineObserver):
             self.max_loras = max_loras
         else:
             self.lora_info = None
+
+    def _speculative(self) -> tuple:
+        """vLLM's speculative decoding counters, registered only with a speculative config: drafts (one per
+        sequence a step), drafted and accepted tokens, and accepted tokens by their position in the draft."""
+        one = self._one
+        return (one(Counter, "vllm:spec_decode_num_drafts", "Number of spec decoding drafts."),
+                one(Counter, "vllm:spec_decode_num_draft_tokens", "Number of draft tokens."),
+                one(Counter, "vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens."),
+                self._fam(Counter, "vllm:spec_decode_num_accepted_tokens_per_pos",
+                          "Accepted tokens per draft position.", "position"))
+
+    def on_spec_decode(self, drafted: int, accepted: int) -> None:
+        if self.enabled and self.spec is not None:
+            drafts, draft_tokens, accepted_tokens, per_pos = self.spec
+            drafts.inc()
+            draft_tokens.inc(drafted)
+            accepted_tokens.inc(accepted)
+            for position in range(accepted):
+                per_pos.labels(*self.lv, str(position)).inc()
 
     def _counters(self, model_name: str) -> None:
         fam, one, lv, r = self._fam, self._one, self.lv, self.registry

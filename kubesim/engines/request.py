@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import math
+import random
+import zlib
 
 
 class Request:
@@ -93,9 +96,21 @@ class EngineObserver:
 
     def on_preempt(self, req: Request) -> None: ...
 
+    def on_spec_decode(self, drafted: int, accepted: int) -> None:
+        """A speculative decode verified `drafted` drafted tokens and accepted the first `accepted` of them."""
+
     # The CPU tier (only called when the engine has one).
     def on_tier_lookup(self, req: Request, host_hit_tokens: int) -> None: ...
 
     def on_tier_load(self, blocks: int, nbytes: float, seconds: float) -> None: ...
 
     def on_tier_store(self, blocks: int, nbytes: float, seconds: float, evicted: int) -> None: ...
+
+
+def output_length(seed: int, request_id: str, max_tokens: int, ignore_eos: bool, rng_cap: int = 512) -> int:
+    """Deterministic 'natural' length: max_tokens when EOS is ignored, else a seeded draw capped by it."""
+    if ignore_eos:
+        return max_tokens
+    r = random.Random(zlib.crc32(f"{seed}:{request_id}".encode()))  # str hash() is salted per process
+    natural = int(math.exp(r.gauss(math.log(128), 0.6)))
+    return max(1, min(max_tokens, natural, rng_cap))

@@ -15,10 +15,10 @@ from aiohttp import web
 from prometheus_client import generate_latest
 
 from kubesim.engines.config import SGLANG_VERSION, VLLM_VERSION, EngineSpec
-from kubesim.engines.core import Clock, EngineCore, output_length
+from kubesim.engines.core import Clock, EngineCore
 from kubesim.engines.inference import InferenceHandlers
 from kubesim.engines.metrics import VllmMetrics
-from kubesim.engines.request import Request
+from kubesim.engines.request import Request, output_length
 from kubesim.engines.sglang_metrics import SglangMetrics
 from kubesim.engines.tokenizer import tokenize
 from kubesim.workload import listen_on_loopback
@@ -75,6 +75,7 @@ class EngineWorkload(InferenceHandlers):
                         spec.custom_buckets,
                         shared=metrics[0] if metrics else None,
                         tier_backend=cfg.cpu_tier.backend if cfg.cpu_tier is not None and cfg.prefix_caching else None,
+                        speculative=cfg.spec_tokens > 0,
                     )
                 )
             self.engine_metrics = metrics

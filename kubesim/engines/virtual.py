@@ -73,8 +73,7 @@ class VirtualEngine:
             batch = core._schedule(self.vt)
             if not batch:
                 break  # nothing can run (blocks exhausted by waiting prompts): idle until something changes
-            prefill, decode_ctx, _ = core.split(batch)
-            end = self.vt + core.step_time(prefill, decode_ctx) + core.tier_load_seconds()
+            end = self.vt + core.batch_seconds(batch)[0]
             core.steps += 1
             core._advance(batch, end)
             self.vt = end

@@ -151,3 +151,21 @@ def test_gpus_a_non_vllm_engine_would_leave_idle_are_refused_on_tensor_parallel_
     assert message.startswith("tensor_parallel_size: engine pool: tensor_parallel_size 2 × pipeline_parallel_size 1 "
                               "uses 2 of the 4 GPU(s) of a replica")
     assert not InferenceService.objects.exists()
+
+
+def test_a_draft_model_takes_its_weights_and_kv_off_the_capacity(post, catalog):
+    # Alone, Llama 8B on one L4 holds 52,192 tokens (above), so a 32,768 context fits. A 1B draft (speculative
+    # decoding) loads 1.24e9 x 2 B beside it and keeps 2 x 16 layers x 8 x 64 x 2 = 32,768 B of KV a token beside
+    # the model's 131,072: (52,192 x 131,072 - 2.48e9) / 163,840 = 26,617 tokens, 1,663 or 1,664 whole blocks
+    # (the budget is 3,262 blocks and up to one more).
+    assert post(body(catalog, max_model_len=32768)).status_code == 201
+    ModelFactory(name="llama-3-2-1b", source_uri="hf://meta-llama/Llama-3.2-1B-Instruct@main",
+                 parameters_billions=1.24, layers=16, hidden_size=2048, kv_heads=8, head_dim=64)
+    data = body(catalog, max_model_len=32768, speculative_model="llama-3-2-1b", num_speculative_tokens=4)
+    data["name"] = "drafted"
+    response = post(data)
+    assert response.status_code == 400
+    [message] = response.json()["engine_settings"]
+    assert message.startswith("max_model_len: 32768 is above the KV cache capacity")
+    assert "26608 tokens (1663 blocks × 16)" in message or "26624 tokens (1664 blocks × 16)" in message
+    assert not InferenceService.objects.filter(name="drafted").exists()

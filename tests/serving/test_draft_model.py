@@ -70,3 +70,4 @@ def test_a_row_saved_with_a_typed_name_is_not_rendered(tenant_a):
     service = _service(tenant_a, "org/my-own-draft")  # saved without clean(), as rows saved before this rule
     with pytest.raises(ValueError, match="'org/my-own-draft' is not a model of the catalog this tenant may use"):
         render_service(spec_from_service(service))
+

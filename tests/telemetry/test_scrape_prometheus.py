@@ -59,10 +59,10 @@ def test_figures_come_from_promql_and_no_pod_is_scraped(deploy, tenant_a, sim, s
         elapsed = time.monotonic() - started
 
     assert (report.pods, report.errors) == (2, 0) and elapsed < 15  # a held pod proxy takes 20 s
-    # 21 queries for the whole service and 21 grouped by pod (vLLM's 15 figures, the CPU tier's hit rate and load
-    # rate, and the autoscaler's queue time and prompt-length p95, requests finished and prompt tokens waiting),
-    # all in the service's namespace.
-    assert len(requests) == 42 and all("tenant-alpha" in urllib.request.unquote(r) for r in requests)
+    # 22 queries for the whole service and 22 grouped by pod (vLLM's 15 figures, the CPU tier's hit rate and load
+    # rate, speculative decoding's acceptance rate, and the autoscaler's queue time and prompt-length p95, requests
+    # finished and prompt tokens waiting), all in the service's namespace.
+    assert len(requests) == 44 and all("tenant-alpha" in urllib.request.unquote(r) for r in requests)
     [point] = SeriesPoint.objects.filter(service=service)
     assert (point.ttft_p95, point.kv_usage, point.ready_replicas) == (SERVICE_TTFT_P95, 0.5, 2)
     assert point.ttft_p50 is None and point.gen_tps is None

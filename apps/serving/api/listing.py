@@ -32,10 +32,11 @@ from rest_framework.settings import api_settings
 from apps.catalog.engines import EngineSettings, EngineSettingsError
 from apps.catalog.models import Adapter, Model
 from apps.serving.api.serializers import InferenceServiceSerializer, PoolSerializer
-from apps.serving.capacity import spec_warnings
+from apps.serving.capacity import draft_of, spec_warnings
 from apps.serving.disclosure import conditions_for
 from apps.serving.models import POOL_SPEC_FIELDS, InferenceService, Pool
 from apps.serving.rendering.spec import PoolSpec
+from apps.tenancy.models import Tenant
 
 FIELDS = tuple(InferenceServiceSerializer.Meta.fields)
 POOL_FIELDS = tuple(PoolSerializer.Meta.fields)
@@ -216,7 +217,7 @@ class _Warnings:
 
     def of(self, item: dict, engine: str) -> list[str]:
         specs = tuple(tuple(pool[name] for name in POOL_SPEC) for pool in item["pools"])
-        key = (item["model"], engine, repr(item["engine_settings"]), specs)
+        key = (item["model"], item["tenant"], engine, repr(item["engine_settings"]), specs)
         found = self.seen.get(key)
         if found is None:
             found = self.seen[key] = self.compute(item, engine, specs)
@@ -228,4 +229,8 @@ class _Warnings:
         except EngineSettingsError:
             return []
         pools = [PoolSpec(**dict(zip(POOL_SPEC, spec, strict=True))) for spec in specs]
-        return spec_warnings(self.models[item["model"]], engine, engine_settings, pools)
+        draft = None
+        if engine_settings.speculative_model:  # the row names its tenant by slug; the draft is the tenant's to name
+            draft = draft_of(Tenant.objects.filter(slug=item["tenant"]).values_list("pk", flat=True).first(),
+                             engine_settings)
+        return spec_warnings(self.models[item["model"]], engine, engine_settings, pools, draft)

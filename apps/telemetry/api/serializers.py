@@ -26,6 +26,7 @@ HELP = {
     "cpu_hit_rate": "Share of prompt tokens loaded from the KV cache's CPU tier, 0 to 1 (null without a tier).",
     "cpu_usage": "How full the KV cache's CPU tier is, 0 to 1 (null without a tier).",
     "cpu_load_tps": "Tokens copied back from the CPU tier to the GPU per second (null without a tier).",
+    "spec_accept_rate": "Speculative decoding: accepted over drafted tokens, 0 to 1 (null without it).",
 }
 
 
