@@ -38,7 +38,6 @@ class Roofline:
         memory: the rank's weights plus the KV it reads; the step takes the longer of the two. With TP,
         two ring all-reduces of the activations per layer add a latency plus 2(tp-1)/tp of the bytes.
         """
-        m = self.model
         tokens = len(decode_ctx)
         attn = 0.0
         for start, n in prefill:
@@ -46,9 +45,16 @@ class Roofline:
             attn += n * (start + n / 2)
         kv_ctx = sum(decode_ctx)
         attn += kv_ctx
+        return self._seconds(tokens, attn, kv_ctx + sum(start + n for start, n in prefill))
+
+    def decode_time(self, seqs: int, context: int) -> float:
+        """`step_time` of `seqs` decodes whose contexts add up to `context` tokens (no list to build)."""
+        return self._seconds(seqs, context, context)
+
+    def _seconds(self, tokens: int, attn: float, kv_read: int) -> float:
+        m = self.model
         flops = (2 * m.active * tokens + 4 * m.layers * m.hidden * attn) / self.tp
         compute = flops / (self.gpu.flops * self.flops_fraction)
-        kv_read = kv_ctx + sum(start + n for start, n in prefill)
         memory = (self.weight_bytes_rank + kv_read * self.kv_bytes_per_token_rank) / (
             self.gpu.bandwidth * self.bandwidth_fraction
         )

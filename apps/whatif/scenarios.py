@@ -36,8 +36,8 @@ from apps.whatif.recorded import mean_figure
 from apps.whatif.scalers import kube_scaler
 from capacity.roofline import Roofline
 from kubesim.engines import engine_spec_for
-from kubesim.engines.config import DRAFT_ARCH_ANNOTATION, acceptance_for_rate
 from kubesim.engines.harness import pod_context
+from kubesim.engines.speculative import DRAFT_ARCH_ANNOTATION, acceptance_for_rate
 from kubesim.workload import WorkloadExit
 
 MAX_ALTERNATIVES = 8

@@ -12,13 +12,13 @@ import os
 from dataclasses import dataclass, field
 
 from capacity import arch as cap
-from capacity import roofline
 from capacity.gpus import GIB, GPUS, HOST_LINK_FRACTION, Gpu
 from enginevocab import sglang as sglang_vocab
 from enginevocab import vllm as vllm_vocab
 from kubesim.engines import hardware as hw
 from kubesim.engines.core import CoreConfig, Physics
 from kubesim.engines.cputier import TierConfig
+from kubesim.engines.speculative import DRAFT_ARCH_ANNOTATION, DRAFT_MODEL_ACCEPTANCE, NGRAM_ACCEPTANCE, Speculative
 from kubesim.workload import PodContext, WorkloadExit
 
 VLLM_VERSION = vllm_vocab.VERSION
@@ -84,36 +84,6 @@ def physics_for(ctx: PodContext, warmup_s: float) -> Physics:
         warmup_s=_float_setting(ctx, "warmup-seconds", warmup_s),
         host_link_fraction=_float_setting(ctx, "host-link-fraction", HOST_LINK_FRACTION),
     )
-
-
-# The chance that a drafted token is accepted, where the pod does not say (`kubesim.io/spec-acceptance`): assumptions
-# (README, What-if lab), which the lab replaces with the rate a service's engines report. An n-gram's depends on how
-# much of the output repeats the prompt (high when summarising or editing code, low in open chat); a small model of
-# the same family drafting for a larger one is accepted more often.
-NGRAM_ACCEPTANCE = 0.5
-DRAFT_MODEL_ACCEPTANCE = 0.7
-DRAFT_ARCH_ANNOTATION = "kubesim.io/draft-model-arch"
-
-
-def acceptance_for_rate(rate: float, k: int) -> float:
-    """The chance a drafted token is accepted that gives an engine's reported acceptance rate (accepted over
-    drafted tokens) with k drafts a step: the inverse of `spec_yield`, by bisection (it rises with the chance)."""
-    rate = min(max(rate, 0.0), 1.0)
-    lo, hi = 0.0, 1.0
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if (roofline.spec_yield(k, mid) - 1) / k < rate else (lo, mid)
-    return round((lo + hi) / 2, 4)
-
-
-@dataclass
-class Speculative:
-    """`--speculative-config` as the engine runs it: drafted tokens a step, their acceptance, and the draft model
-    whose forward passes draft them (None: n-gram drafting, a lookup in the prompt)."""
-
-    tokens: int = 0
-    acceptance: float = 0.0
-    draft: cap.ModelArch | None = None
 
 
 def _vllm_speculative(ns: argparse.Namespace, ctx: PodContext, logs: list[str]) -> Speculative:

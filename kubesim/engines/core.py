@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from capacity import roofline
 from capacity.arch import ModelArch
 from capacity.gpus import HOST_LINK_FRACTION, Gpu
+from kubesim.engines import speculative
 from kubesim.engines.blocks import BlockPool, block_hashes
 from kubesim.engines.cputier import CpuTier, TierConfig
 from kubesim.engines.request import EngineObserver, Request
@@ -165,6 +166,10 @@ class EngineCore:
         """Roofline of one step: prefill chunks (start, length) and decode contexts, on this engine's GPU."""
         return self.roofline.step_time(prefill, decode_ctx) * self.cfg.slowdown
 
+    def decode_step_time(self, seqs: int, context: int) -> float:
+        """`step_time` of `seqs` plain decodes at `context` tokens in all."""
+        return self.roofline.decode_time(seqs, context) * self.cfg.slowdown
+
     def batch_seconds(self, batch: list[tuple[Request, int]]) -> tuple[float, list[tuple[int, int]], list[int], int]:
         """How long a step of `batch` takes, and its split: the roofline of its chunks and decodes, the draft
         model's forward passes, and the CPU tier's loads. Called once per step, by either clock."""
@@ -173,22 +178,9 @@ class EngineCore:
         return dt, prefill, decode_ctx, prefill_tokens
 
     def draft_seconds(self, batch: list[tuple[Request, int]]) -> float:
-        """The draft model's share of a step (0 without one): it runs the step's prompt chunks too, to keep its
-        own KV, and then one forward pass per drafted token over the sequences drafting that many (vLLM's
-        draft-model proposer drafts autoregressively)."""
+        """The draft model's share of a step (`speculative.draft_seconds`; 0 without one)."""
         draft = self.draft_roofline
-        if draft is None:
-            return 0.0
-        chunks, drafting = [], []
-        for req, n in batch:
-            if req.num_computed == req.num_tokens - 1 and req.generated:
-                drafting.append((req.num_computed, n - 1))
-            else:
-                chunks.append((req.num_computed, n))
-        t = draft.step_time(chunks, []) if chunks else 0.0
-        for j in range(max((d for _, d in drafting), default=0)):
-            t += draft.step_time([], [ctx + j for ctx, d in drafting if d > j])
-        return t * self.cfg.slowdown
+        return 0.0 if draft is None else speculative.draft_seconds(draft, batch) * self.cfg.slowdown
 
     def prefill_seconds(self, prompt_len: int) -> float:
         """Modelled time of one prompt's prefill alone, chunked by the batched-token budget."""
@@ -344,29 +336,36 @@ class EngineCore:
         return batch
 
     def _advance(self, batch: list[tuple[Request, int]], now: float) -> None:
-        bs = self.cfg.block_size
+        cfg = self.cfg
+        bs, caching, max_len, register, cpu = cfg.block_size, cfg.prefix_caching, cfg.max_model_len, \
+            self.pool.register, self.cpu  # locals: this loop is most of a replay's time
         finished = []
         gen = 0
         itls: dict[float, int] = {}  # inter-token gap -> tokens (most share the previous step's end)
         for req, n in batch:
-            drafts = n - 1 if req.generated and req.num_computed == req.num_tokens - 1 else 0
-            req.num_computed += n - drafts  # the drafts' KV counts once they are accepted, below
-            if self.cfg.prefix_caching and req.num_registered < len(req.block_hashes):
-                full = min(req.num_computed // bs, len(req.block_hashes))
-                for j in range(req.num_registered, full):
-                    self.pool.register(req.blocks[j], req.block_hashes[j])
-                if self.cpu is not None and full > req.num_registered:
-                    self._write_through(req.block_hashes[req.num_registered : full])
-                req.num_registered = max(req.num_registered, full)
-            if req.num_computed < req.num_tokens:
+            computed, tokens = req.num_computed, req.num_tokens
+            drafts = n - 1 if req.generated and computed == tokens - 1 else 0
+            computed += n - drafts  # the drafts' KV counts once they are accepted, below
+            if caching and req.num_registered < len(req.block_hashes):  # the prompt's full blocks, as computed
+                hashes, registered = req.block_hashes, req.num_registered
+                full = min(computed // bs, len(hashes))
+                if full > registered:
+                    blocks = req.blocks
+                    for j in range(registered, full):
+                        register(blocks[j], hashes[j])
+                    if cpu is not None:
+                        self._write_through(hashes[registered:full])
+                    req.num_registered = full
+            if computed < tokens:
+                req.num_computed = computed
                 continue
             m = 1
             if drafts:
                 m = self._emitted(req, drafts)
                 self.observer.on_spec_decode(drafts, m - 1)
-            req.num_computed += m - 1  # the accepted drafts' KV was computed by the verify
-            req.generated += m
-            req.num_tokens += m
+            req.num_computed = computed + m - 1  # the accepted drafts' KV was computed by the verify
+            generated = req.generated = req.generated + m
+            tokens = req.num_tokens = tokens + m
             gen += m
             if req.first_token is None:
                 req.first_token = now
@@ -376,9 +375,9 @@ class EngineCore:
                 gap = now - req.last_token
                 itls[gap] = itls.get(gap, 0) + 1
             if req.queue is not None:
-                req.queue.put_nowait(req.generated)
+                req.queue.put_nowait(generated)
             req.last_token = now
-            if req.generated >= req.output_len or req.num_tokens >= self.cfg.max_model_len:
+            if generated >= req.output_len or tokens >= max_len:
                 finished.append(req)
         for gap, count in itls.items():
             self.observer.on_tokens(gap, count)

@@ -67,8 +67,7 @@ class VirtualEngine:
         core = self.core
         while self.vt < t and (core.running or core.waiting):
             # Speculative decodes emit a varying number of tokens a step: they go through the exact path.
-            if (self.fast_forward and not core.waiting and not core.cfg.spec_tokens and self._decode_only()
-                    and self._fast_forward(t)):
+            if self.fast_forward and not core.waiting and not core.cfg.spec_tokens and self._fast_forward(t):
                 continue
             batch = core._schedule(self.vt)
             if not batch:
@@ -80,25 +79,28 @@ class VirtualEngine:
         if not (core.running or core.waiting):
             self.vt = max(self.vt, t)
 
-    def _decode_only(self) -> bool:
-        return bool(self.core.running) and all(
-            r.generated and r.num_computed == r.num_tokens - 1 for r in self.core.running)
-
     def _fast_forward(self, t: float) -> bool:
-        """Apply k ≥ 1 pure-decode steps at once (none finishing a request); False when not possible."""
+        """Apply k ≥ 1 pure-decode steps at once (every running request decoding, none finishing); False when
+        not possible."""
         core, cfg = self.core, self.core.cfg
         running = core.running
-        left = min(min(r.output_len - r.generated, cfg.max_model_len - r.num_tokens) for r in running)
+        if not running:
+            return False
+        left, ctx, max_len = cfg.max_model_len, 0, cfg.max_model_len
+        for r in running:  # one pass: all decoding, the fewest tokens any has left, and their contexts
+            computed, tokens = r.num_computed, r.num_tokens
+            if not r.generated or computed != tokens - 1:
+                return False
+            left = min(left, r.output_len - r.generated, max_len - tokens)
+            ctx += computed
         k_max = left - 1  # the step that finishes a request goes through the exact path
         if k_max < 1:
             return False
         n = len(running)
-        ctx = sum(r.num_computed for r in running)
-        pad = [0] * (n - 1)
         durations = []
         end = self.vt
         while len(durations) < k_max and end < t:
-            dt = core.step_time((), [ctx + len(durations) * n, *pad])
+            dt = core.decode_step_time(n, ctx + len(durations) * n)
             durations.append(dt)
             end += dt
         k = len(durations)

@@ -15,7 +15,7 @@ import json
 import aiohttp
 import pytest
 
-from kubesim.engines import config, flags
+from kubesim.engines import config, flags, speculative
 from kubesim.engines.core import Request
 from kubesim.engines.harness import pod_context
 from kubesim.engines.virtual import VirtualEngine
@@ -110,9 +110,9 @@ def test_one_sequence_pays_for_the_draft_passes_and_still_decodes_faster():
 
 def test_the_acceptance_rate_engines_report_inverts_to_the_chance_a_draft_is_accepted():
     # At a = 0.7 and 3 drafts a step accepts 2.533 - 1 = 1.533 of 3 drafted tokens: a rate of 0.511.
-    assert config.acceptance_for_rate((1 - 0.7**4) / 0.3 / 3 - 1 / 3, 3) == pytest.approx(0.7, abs=1e-3)
-    assert config.acceptance_for_rate(0.0, 3) == pytest.approx(0.0, abs=1e-3)
-    assert config.acceptance_for_rate(1.0, 5) == pytest.approx(1.0, abs=1e-3)
+    assert speculative.acceptance_for_rate((1 - 0.7**4) / 0.3 / 3 - 1 / 3, 3) == pytest.approx(0.7, abs=1e-3)
+    assert speculative.acceptance_for_rate(0.0, 3) == pytest.approx(0.0, abs=1e-3)
+    assert speculative.acceptance_for_rate(1.0, 5) == pytest.approx(1.0, abs=1e-3)
 
 
 def test_the_engine_exports_vllms_speculative_counters():
