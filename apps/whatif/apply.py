@@ -45,8 +45,9 @@ def scenario_of(run: Run, name: str) -> dict:
 
 
 def apply_scenario(run: Run, name: str, *, actor, via) -> InferenceService:
-    """Change the run's service as scenario `name` did: engine pool fields, engine settings and autoscaling
-    over the service as it is now; the service's own validation decides (ValidationError naming the field)."""
+    """Change the run's service as scenario `name` did: engine pool fields, engine settings, routing policy and
+    autoscaling over the service as it is now; the service's own validation decides (ValidationError naming the
+    field)."""
     changes = scenario_of(run, name)["changes"]
     service = InferenceService.objects.with_related().get(pk=run.service_id)
     pools = []
@@ -59,4 +60,6 @@ def apply_scenario(run: Run, name: str, *, actor, via) -> InferenceService:
         service.engine_settings = merged_settings(service.engine_settings, changes["engine_settings"])
     if "autoscaling" in changes:
         service.autoscaling = changes["autoscaling"]
+    if "routing_policy" in changes:
+        service.routing_policy = changes["routing_policy"]
     return save_service(service, pools=pools, adapters=list(service.adapters.all()), actor=actor, via=via)

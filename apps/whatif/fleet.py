@@ -33,9 +33,12 @@ from apps.autoscaling.rules import (
 from apps.serving.scaling_policy import PoolPolicy
 from capacity.roofline import ReplicaRates, replica_rates
 from kubesim.engines.core import Request
+from kubesim.engines.routing import DEFAULT_SESSION_HEADER, RequestInfo, RoutingState
 from kubesim.engines.virtual import VirtualEngine
+from kubesim.workload import Endpoint
 
 PERIOD_S = 15.0
+LEAST_LOADED = "least_loaded"
 ROUTER_CAP = 96  # requests in flight per replica before the router holds more (an engine batches ~50 here)
 DRAIN_S = 600  # after the load ends, the work in flight may finish for this long (GPUs stay held meanwhile)
 
@@ -69,6 +72,7 @@ class Replica:
     released: float | None = None
     draining: bool = False
     last_token: float = 0.0  # the last token it produced (a replica started after the load holds GPUs until then)
+    endpoint: Endpoint | None = None  # what a routing policy sees of it
 
 
 def quantile(values: list[float], q: float) -> float | None:
@@ -120,8 +124,11 @@ class Simulation:
 
     def __init__(self, decide, arrivals, lengths, spec, hours: float, start_replicas: int = 1, *,
                  slo: Slo | None = None, gpus: int = 1, period_s: float = PERIOD_S, router_cap: int = ROUTER_CAP,
-                 prefix_share: float = 0.0, prefix_groups: list[int] | None = None):
+                 prefix_share: float = 0.0, prefix_groups: list[int] | None = None, routing: str = LEAST_LOADED):
         self.decide, self.arrivals, self.lengths, self.spec = decide, arrivals, lengths, spec
+        # Which ready replica takes a request: the least loaded, else one of kubesim's router policies
+        # (`kubesim.engines.routing`, the service proxy's and the simulated routers' own), fed each replica's load.
+        self.router = None if routing == LEAST_LOADED else RoutingState(routing, use_local=False)
         # The share of each prompt's leading tokens that is one prefix common to all requests (a system
         # prompt): what an engine with prefix caching can hit. 0: no two prompts share a token.
         self.prefix_share = prefix_share
@@ -131,7 +138,8 @@ class Simulation:
         self.slo, self.gpus, self.period_s, self.router_cap = slo or Slo(), gpus, period_s, router_cap
         self.end = hours * 3600
         self.cold_start = spec.startup_s
-        self.replicas: list[Replica] = [Replica(self._engine(0.0), 0.0, 0.0) for _ in range(start_replicas)]
+        self._replicas_made = 0
+        self.replicas: list[Replica] = [self._replica(0.0, 0.0) for _ in range(start_replicas)]
         self.held: deque[int] = deque()
         self.first_token_at: list[tuple[float, float, float]] = []  # (first token at, TTFT, floor) for the guard
         self.itl_recent: list[tuple[float, float]] = []
@@ -145,40 +153,70 @@ class Simulation:
     def _engine(self, at: float) -> VirtualEngine:
         return VirtualEngine(self.spec.core, start=at)
 
+    def _replica(self, created: float, ready_at: float) -> Replica:
+        self._replicas_made += 1
+        name = f"replica-{self._replicas_made}"
+        return Replica(self._engine(ready_at), created, ready_at, endpoint=Endpoint(name, f"http://{name}"))
+
     def live(self) -> list[Replica]:
         return [r for r in self.replicas if not r.draining]
 
     def ready(self, t: float) -> list[Replica]:
         return [r for r in self.live() if r.ready_at <= t]
 
-    def _least_loaded(self, t: float) -> Replica | None:
-        """The ready replica with the fewest requests in flight, if it has room under the router's cap."""
-        best, load = None, self.router_cap
+    def _pick(self, t: float, index: int) -> Replica | None:
+        """The ready replica the router sends arrival `index` to, among those with room under its cap (None: no
+        room): the least loaded, else the routing policy's choice."""
+        room = []
         for replica in self.ready(t):
             replica.engine.run_until(t)
             n = replica.engine.running + replica.engine.waiting
-            if n < load:
-                best, load = replica, n
-        return best
+            if n < self.router_cap:
+                room.append((replica, n))
+        if not room:
+            return None
+        router = self.router
+        if router is None:
+            return min(room, key=lambda pair: pair[1])[0]
+        by_url = {}
+        for replica, n in room:
+            url = replica.endpoint.base_url
+            by_url[url] = replica
+            router.scraped_load[url] = n
+            router.scraped_kv[url] = replica.engine.kv_usage() if router.policy == "kv_aware" else 0.0
+        return by_url[router.pick(self._request_info(index), [r.endpoint for r, _ in room]).base_url]
 
-    def _send(self, replica: Replica, index: int, t: float) -> None:
-        prompt, output = self.lengths[index]
-        # Token ids of a request's own (no two prompts share a prefix, so prefix caching finds no false hits),
-        # after the common prefix's (negative ids, which no request's own tokens use) when there is one.
+    def _request_info(self, index: int) -> RequestInfo:
+        """What a router sees of an arrival: its prefix group as the session header, and (for the prefix policies)
+        its prompt as text, the group's shared tokens first as the engine gets them."""
+        group = None if self.prefix_groups is None else self.prefix_groups[index]
+        headers = {} if group is None or group < 0 else {DEFAULT_SESSION_HEADER: f"session-{group}"}
+        prompt = ""
+        if self.router.policy in ("prefix_aware", "cache_aware"):
+            prompt = " ".join(map(str, self._tokens(index)))
+        return RequestInfo(headers=headers, prompt=prompt)
+
+    def _tokens(self, index: int) -> list[int]:
+        """Token ids of a request's own (no two prompts share a prefix, so prefix caching finds no false hits),
+        after the common prefix's (negative ids, which no request's own tokens use) when there is one."""
+        prompt = self.lengths[index][0]
         shared = int(prompt * self.prefix_share)
         group = 0 if self.prefix_groups is None else self.prefix_groups[index]
         if group < 0:
             shared = 0
         first, base = index * 1_000_003, -1 - group * 1_000_003
-        tokens = [base - k for k in range(shared)] + list(range(first, first + prompt - shared))
-        replica.engine.submit(Request(str(index), tokens, output, output), t)
+        return [base - k for k in range(shared)] + list(range(first, first + prompt - shared))
+
+    def _send(self, replica: Replica, index: int, t: float) -> None:
+        output = self.lengths[index][1]
+        replica.engine.submit(Request(str(index), self._tokens(index), output, output), t)
 
     def _route(self, index: int, t: float) -> None:
         """Route an arrival: to the least loaded ready replica (round robin would pile onto one replica
         while others start), or into the router's queue behind earlier held requests when there is no
         ready replica or all are at the cap (as an activator / queue-proxy would)."""
         self._release_held(t)
-        replica = None if self.held else self._least_loaded(t)
+        replica = None if self.held else self._pick(t, index)
         if replica is None:
             self.held.append(index)
         else:
@@ -186,7 +224,7 @@ class Simulation:
 
     def _release_held(self, t: float) -> None:
         while self.held:
-            replica = self._least_loaded(t)
+            replica = self._pick(t, self.held[0])
             if replica is None:
                 return
             self._send(replica, self.held.popleft(), t)
@@ -222,7 +260,7 @@ class Simulation:
         live = self.live()
         if n > len(live):
             for _ in range(n - len(live)):
-                self.replicas.append(Replica(self._engine(t + self.cold_start), t, t + self.cold_start))
+                self.replicas.append(self._replica(t, t + self.cold_start))
                 run.cold_starts += 1
         elif n < len(live):
             # Not-ready replicas go first (newest first), then the least loaded ready ones.

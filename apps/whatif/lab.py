@@ -117,7 +117,7 @@ def _replay(sc, load: Load, on_tick) -> dict:
     share, groups = prefix_layout(fits, load.prefix_hit_rate)
     simulation = Simulation(sc.decide, [r.t for r in fits], [(r.prompt_tokens, r.output_tokens) for r in fits],
                             sc.spec, hours, sc.start_replicas, slo=sc.slo, gpus=sc.gpus,
-                            prefix_share=share, prefix_groups=groups)
+                            prefix_share=share, prefix_groups=groups, routing=sc.routing)
     timeline: list = []
     run = simulation.run(sc.name, timeline, on_tick=on_tick)
     itl_p50 = quantile(run.itl, 0.5)

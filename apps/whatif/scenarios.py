@@ -1,9 +1,9 @@
 """Scenarios: a service's configuration, or an alternative to it, as the fleet simulation runs it.
 
 An alternative changes any of: the GPU type and GPUs per replica, the replica bounds, engine settings
-(`max_num_seqs`, `max_num_batched_tokens`, `kv_cache_dtype`, `enable_prefix_caching`, `tensor_parallel_size`, …)
-and the autoscaling policy (`none`; `builtin` with its targets and scale to zero; `hpa` or `keda` as the
-renderer renders them, `apps.whatif.scalers`). It is judged by the service's own validation
+(`max_num_seqs`, `max_num_batched_tokens`, `kv_cache_dtype`, `enable_prefix_caching`, `tensor_parallel_size`, …),
+the routing policy (`lab_routing`) and the autoscaling policy (`none`; `builtin` with its targets and scale to
+zero; `hpa` or `keda` as the renderer renders them, `apps.whatif.scalers`). It is judged by the service's own validation
 (`InferenceService.clean()`, the rules the API and the portal apply), so the lab never simulates a
 configuration the control plane would refuse. The engine a scenario runs is the one the renderer renders: its
 pod template's container is parsed by kubesim's engine simulation, as a kubelet would start it, so the lab's
@@ -24,26 +24,27 @@ from django.utils import timezone
 
 from apps.catalog.engines import EngineSettings
 from apps.serving.capacity import draft_of
-from apps.serving.choices import Autoscaler, DeploymentMode
+from apps.serving.choices import Autoscaler, DeploymentMode, RoutingPolicy
 from apps.serving.names import COMPONENT_LABEL
 from apps.serving.rendering import render_service
 from apps.serving.rendering.spec import AutoscalingSpec, ServiceSpec, draft_model_spec, spec_from_service
 from apps.serving.scaling_policy import pool_policy
 from apps.whatif.fit import ANNOTATIONS
-from apps.whatif.fleet import BUILTIN_TARGETS, DEFAULT_SLO, Builtin, Fixed, Slo
+from apps.whatif.fleet import BUILTIN_TARGETS, DEFAULT_SLO, LEAST_LOADED, Builtin, Fixed, Slo
 from apps.whatif.models import EngineFit
 from apps.whatif.recorded import mean_figure
 from apps.whatif.scalers import kube_scaler
 from capacity.roofline import Roofline
 from kubesim.engines import engine_spec_for
 from kubesim.engines.harness import pod_context
+from kubesim.engines.routing import normalise_policy
 from kubesim.engines.speculative import DRAFT_ARCH_ANNOTATION, acceptance_for_rate
 from kubesim.workload import WorkloadExit
 
 MAX_ALTERNATIVES = 8
 ACCEPTANCE_WINDOW = timedelta(hours=1)  # the engines' speculative acceptance rate a scenario takes
 POOL_FIELDS = ("gpu_type", "gpus_per_replica", "min_replicas", "max_replicas", "replicas")
-FIELDS = frozenset({"name", "engine_settings", "autoscaling", *POOL_FIELDS})
+FIELDS = frozenset({"name", "engine_settings", "autoscaling", "routing_policy", *POOL_FIELDS})
 MODELLED_MODES = (DeploymentMode.STANDARD, DeploymentMode.SERVERLESS)
 
 
@@ -64,6 +65,14 @@ class Scenario:
     gpus: int  # per replica
     slo: Slo
     changes: dict
+    routing: str = LEAST_LOADED  # the fleet's router: `lab_routing` of the routing policy
+
+
+def lab_routing(policy: str) -> str:
+    """How the lab routes a service's requests among its ready replicas: a service without a router (round robin)
+    is balanced by the gateway by least outstanding requests (`gateway.balance`); a routing policy is its router's
+    (kubesim's router policies, `kubesim.engines.routing`, as the simulated cluster's routers run them)."""
+    return LEAST_LOADED if policy == RoutingPolicy.ROUND_ROBIN else normalise_policy(policy)
 
 
 def _engine_pool(service):
@@ -92,6 +101,8 @@ def _validate(service, changes: dict, where: str) -> None:
         draft.engine_settings = merged_settings(service.engine_settings, changes["engine_settings"])
     if "autoscaling" in changes:
         draft.autoscaling = changes["autoscaling"]
+    if "routing_policy" in changes:
+        draft.routing_policy = changes["routing_policy"]
     draft.stage_spec(pools=pools, adapters=list(service.adapters.all()))
     try:
         draft.clean()
@@ -214,7 +225,8 @@ def scenario(service, changes: dict, where: str, slo: Slo | None = None) -> Scen
     autoscaling = changes.get("autoscaling", service.autoscaling)
     decide, start = _policy(autoscaling, pool, where)
     return Scenario(name, engine, decide, start, pool.gpus_per_replica * pool.nodes_per_replica,
-                    slo or service_slo(service.autoscaling), changes)
+                    slo or service_slo(service.autoscaling), changes,
+                    lab_routing(changes.get("routing_policy", service.routing_policy)))
 
 
 def parse_alternatives(data: Any) -> list[dict]:

@@ -12,7 +12,7 @@ import re
 from django import forms
 
 from apps.catalog import kvoffload
-from apps.serving.choices import GpuType
+from apps.serving.choices import GpuType, RoutingPolicy
 from apps.web.forms import PlainLabels
 from apps.whatif.fleet import BUILTIN_TARGETS
 from apps.whatif.models import FORMAT_CHOICES, Trace
@@ -67,6 +67,8 @@ class AlternativeForm(PlainLabels, forms.Form):
     kv_offload_size_gib = forms.FloatField(required=False, label="CPU tier size (GiB per GPU)")
     kv_cache_dtype = forms.ChoiceField(choices=KV_DTYPES, required=False, label="KV-cache dtype")
     enable_prefix_caching = forms.ChoiceField(choices=ON_OFF, required=False, label="Prefix caching")
+    routing_policy = forms.ChoiceField(choices=[*UNCHANGED, *RoutingPolicy.choices], required=False,
+                                       label="Routing policy")
     autoscaler = forms.ChoiceField(choices=AUTOSCALERS, required=False, label="Autoscaler")
     scale_to_zero_after_seconds = forms.IntegerField(required=False, min_value=1, label="Scale to zero after idle (s)")
 
@@ -86,6 +88,8 @@ class AlternativeForm(PlainLabels, forms.Form):
         out |= {k: d[k] for k in POOL_INTS if d.get(k) is not None}
         if d.get("gpu_type"):
             out["gpu_type"] = d["gpu_type"]
+        if d.get("routing_policy"):
+            out["routing_policy"] = d["routing_policy"]
         engine = {k: d[k] for k in ENGINE_INTS if d.get(k) is not None}
         if d.get("kv_cache_dtype"):
             engine["kv_cache_dtype"] = d["kv_cache_dtype"]
@@ -113,7 +117,7 @@ def initial_of(alternative: dict) -> dict:
     engine = alternative.get("engine_settings") or {}
     autoscaling = alternative.get("autoscaling") or {}
     row = {"name": alternative.get("name", "")}
-    row |= {k: alternative[k] for k in (*POOL_INTS, "gpu_type") if k in alternative}
+    row |= {k: alternative[k] for k in (*POOL_INTS, "gpu_type", "routing_policy") if k in alternative}
     row |= {k: engine[k] for k in (*ENGINE_INTS, "kv_cache_dtype") if k in engine}
     if "enable_prefix_caching" in engine:
         row["enable_prefix_caching"] = "true" if engine["enable_prefix_caching"] else "false"
