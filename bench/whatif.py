@@ -13,10 +13,10 @@ a machine shared with other work the wall clock also counts the time other proce
 
 Fidelity: 3 fixed-fleet configurations of that service (1 L4, 2 L4s, 1 L4 with fp8 KV) run in kubesim (the
 simulated cluster, its engines behind the API server's service proxy) under the same seeded load (`kubesim
-load`'s generator, 2 requests/s for `--fidelity-seconds`, prompts sharing half their tokens per session as the
-demo's load does); the requests the client sent (arrival, prompt and output tokens) and the prefix-cache hit
-rate it saw are then replayed by the lab. Errors are (predicted - measured) / measured in percent for TTFT p95
-(the client's TTFT, which includes the proxy hop) and GPU-hours (replicas x GPUs x the load's span; for fixed
+load`'s generator, 2 requests/s for `--fidelity-seconds`, 180 by default: about 360 requests, so the p95 is not
+one request's; prompts sharing half their tokens per session as the demo's load does); the requests the client
+sent (arrival, prompt and output tokens) and the prefix-cache hit rate it saw are then replayed by the lab.
+Errors are (predicted - measured) / measured in percent for TTFT p95 (the client's TTFT, which includes the proxy hop) and GPU-hours (replicas x GPUs x the load's span; for fixed
 fleets both sides count the same replicas over the same span, so this error is near zero by construction and
 says nothing of the engine model). The engine model and kubesim's engines are the same code, so this measures
 the lab's fleet, router, load reconstruction and clock against a real-time cluster, not against hardware:
@@ -206,7 +206,7 @@ def main() -> int:
     parser.add_argument("--hours", type=float, default=1.0)
     parser.add_argument("--rate", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--fidelity-seconds", type=float, default=60.0)
+    parser.add_argument("--fidelity-seconds", type=float, default=180.0)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
