@@ -12,16 +12,16 @@ a machine shared with other work the wall clock also counts the time other proce
 `speedup_wall` the same by the wall clock. `rss_mb` is the process's peak resident memory.
 
 Fidelity: 3 fixed-fleet configurations of that service (1 L4, 2 L4s, 1 L4 with fp8 KV) run in kubesim (the
-simulated cluster, its engines behind the API server's service proxy) under the same seeded load (`kubesim
-load`'s generator, 2 requests/s for `--fidelity-seconds`, 180 by default: about 360 requests, so the p95 is not
-one request's; prompts sharing half their tokens per session as the demo's load does); the requests the client
-sent (arrival, prompt and output tokens) and the prefix-cache hit rate it saw are then replayed by the lab.
-Errors are (predicted - measured) / measured in percent for TTFT p95 (the client's TTFT, which includes the proxy hop) and GPU-hours (replicas x GPUs x the load's span; for fixed
-fleets both sides count the same replicas over the same span, so this error is near zero by construction and
-says nothing of the engine model). The engine model and kubesim's engines are the same code, so this measures
-the lab's fleet, router, load reconstruction and clock against a real-time cluster, not against hardware:
-Vidur (under 9 % latency error) and BLIS (about 10 % median error) are measured against real GPUs, which this
-bench cannot do.
+simulated cluster, its engines behind the API server's service proxy) under the same seeded load (`kubesim load`'s
+generator, 2 requests/s for `--fidelity-seconds`, 180 by default: about 360 requests, so the p95 is not one
+request's; prompts sharing half their tokens per session as the demo's load does); the requests the client sent
+(arrival, prompt and output tokens) and the prefix-cache hit rate it saw are then replayed by the lab. Errors are
+(predicted - measured) / measured in percent for TTFT p95 (the client's TTFT, which includes the proxy hop) and
+GPU-hours (replicas x GPUs x the load's span; for fixed fleets both sides count the same replicas over the same
+span, so this error is near zero by construction and says nothing of the engine model). The engine model and
+kubesim's engines are the same code, so this measures the lab's fleet, router, load reconstruction and clock
+against a real-time cluster, not against hardware: Vidur (under 9 % latency error) and BLIS (about 10 % median
+error) are measured against real GPUs, which this bench cannot do.
 
 `--json` ends with one JSON object: {"requests", "scenarios", "wall_s", "cpu_s", "speedup", "speedup_wall",
 "rss_mb", "fidelity": [{"config", "ttft_p95_error_pct", "gpu_hours_error_pct"}], "per_scenario": [{"name",
