@@ -94,9 +94,10 @@ def prefix_layout(requests: list[TraceRequest], hit_rate: float | None) -> tuple
     group or None for one prefix common to all).
 
     Without prefix ids the share is the measured hit rate, from one common prefix. With them (a JSONL trace's
-    `prefix_id`, a session), requests of one id share a prefix and the first of each id finds nothing cached,
-    so the share is the measured hit rate over the share of requests that can hit (all but each id's first),
-    which makes the replay find about the hits measured; without a measured rate, half of each prompt
+    `prefix_id`, a session), requests of one id share a prefix: the same leading tokens, that share of each
+    prompt, so a request finds cached what its own share and the longest one of its id before it have in common
+    (and the first of each id nothing), as an engine's prefix cache finds it. The share is the one at which that
+    adds up to the hits measured (`_fitted_share`); without a measured rate, half of each prompt
     (DEFAULT_PREFIX_SHARE, an assumption the README states)."""
     ids = [r.prefix_id for r in requests]
     named = [i for i in ids if i is not None]
@@ -106,8 +107,35 @@ def prefix_layout(requests: list[TraceRequest], hit_rate: float | None) -> tuple
     groups = [-1 if i is None else numbers.setdefault(i, len(numbers)) for i in ids]
     if hit_rate is None:
         return DEFAULT_PREFIX_SHARE, groups
-    can_hit = (len(named) - len(numbers)) / len(requests)
-    return (min(1.0, hit_rate / can_hit) if can_hit > 0 else 0.0), groups
+    return _fitted_share(requests, groups, hit_rate), groups
+
+
+def _fitted_share(requests: list[TraceRequest], groups: list[int], hit_rate: float) -> float:
+    """The share s of each prompt at which the requests, in arrival order, find `hit_rate` of all prompt tokens
+    cached: each finds min(s x its prompt, the longest s x prompt of its group before it). It rises with s, so
+    by bisection; 1 where even whole prompts find fewer."""
+    target = hit_rate * sum(r.prompt_tokens for r in requests)
+
+    def hits(s: float) -> float:
+        longest: dict[int, float] = {}
+        found = 0.0
+        for r, g in zip(requests, groups, strict=True):
+            if g < 0:
+                continue
+            shared, before = s * r.prompt_tokens, longest.get(g)
+            if before is not None:
+                found += min(shared, before)
+            if before is None or shared > before:
+                longest[g] = shared
+        return found
+
+    if hits(1.0) <= target:
+        return 1.0
+    lo, hi = 0.0, 1.0
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if hits(mid) < target else (lo, mid)
+    return round(hi, 4)
 
 
 def _replay(sc, load: Load, on_tick) -> dict:

@@ -223,6 +223,13 @@ def test_requests_of_one_prefix_id_share_a_prefix_sized_to_find_the_hits_measure
     assert prefix_layout(ids, 0.2) == (0.5, [0, 0, 1, 1, -1])
     assert prefix_layout(ids, None) == (0.5, [0, 0, 1, 1, -1])
     assert prefix_layout([TraceRequest(0.0, 100, 10)], 0.3) == (0.3, None)  # no ids: one common prefix
+    # Unequal prompts: a request finds what its share and the longest of its id before it have in common. Id a:
+    # 100 then 300 tokens, b: 200 then 100; at share s the second of a finds min(300 s, 100 s) and the second
+    # of b min(100 s, 200 s): 200 s of the 700 prompt tokens, so a measured 10 % (70 tokens) is s = 0.35 (the
+    # share of the requests that can hit, 0.1 / 0.5 = 0.2, would find 40 tokens, 5.7 %).
+    unequal = [TraceRequest(float(i), n, 10, pid) for i, (n, pid) in enumerate(
+        [(100, "a"), (200, "b"), (300, "a"), (100, "b")])]
+    assert prefix_layout(unequal, 0.1) == (pytest.approx(0.35, abs=1e-3), [0, 1, 0, 1])
     # Replayed: 4,000-token prompts 30 s apart in two ids of four; a measured 37.5 % over the 6 of 8 that can hit
     # shares half of each prompt, so 6 prefill about half theirs and the median TTFT falls well below that of
     # prompts that share nothing (each its own id: none can hit).
