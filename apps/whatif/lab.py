@@ -89,15 +89,16 @@ def shared_prefixes(blocks: list[list[int] | None]) -> list[str | None]:
     return out
 
 
-def prefix_layout(requests: list[TraceRequest], hit_rate: float | None) -> tuple[float, list[int] | None]:
+def prefix_layout(requests: list[TraceRequest], hit_rate: float | None,
+                  block: int = 1) -> tuple[float, list[int] | None]:
     """How the replay shares prompt prefixes: (the share of each prompt that is a prefix, each request's prefix
     group or None for one prefix common to all).
 
     Without prefix ids the share is the measured hit rate, from one common prefix. With them (a JSONL trace's
     `prefix_id`, a session), requests of one id share a prefix: the same leading tokens, that share of each
     prompt, so a request finds cached what its own share and the longest one of its id before it have in common
-    (and the first of each id nothing), as an engine's prefix cache finds it. The share is the one at which that
-    adds up to the hits measured (`_fitted_share`); without a measured rate, half of each prompt
+    (and the first of each id nothing), in whole `block`s of the engine's KV cache, as its prefix cache finds it.
+    The share is the one at which that adds up to the hits measured (`_fitted_share`); without a measured rate, half of each prompt
     (DEFAULT_PREFIX_SHARE, an assumption the README states)."""
     ids = [r.prefix_id for r in requests]
     named = [i for i in ids if i is not None]
@@ -107,13 +108,13 @@ def prefix_layout(requests: list[TraceRequest], hit_rate: float | None) -> tuple
     groups = [-1 if i is None else numbers.setdefault(i, len(numbers)) for i in ids]
     if hit_rate is None:
         return DEFAULT_PREFIX_SHARE, groups
-    return _fitted_share(requests, groups, hit_rate), groups
+    return _fitted_share(requests, groups, hit_rate, block), groups
 
 
-def _fitted_share(requests: list[TraceRequest], groups: list[int], hit_rate: float) -> float:
-    """The share s of each prompt at which the requests, in arrival order, find `hit_rate` of all prompt tokens
-    cached: each finds min(s x its prompt, the longest s x prompt of its group before it). It rises with s, so
-    by bisection; 1 where even whole prompts find fewer."""
+def _fitted_share(requests: list[TraceRequest], groups: list[int], hit_rate: float, block: int = 1) -> float:
+    """The smallest share s of each prompt at which the requests, in arrival order, find `hit_rate` of all prompt
+    tokens cached: each finds min(s x its prompt, the longest s x prompt of its group before it), in whole blocks.
+    It rises with s, so by bisection; 1 where even whole prompts find fewer."""
     target = hit_rate * sum(r.prompt_tokens for r in requests)
 
     def hits(s: float) -> float:
@@ -124,7 +125,7 @@ def _fitted_share(requests: list[TraceRequest], groups: list[int], hit_rate: flo
                 continue
             shared, before = s * r.prompt_tokens, longest.get(g)
             if before is not None:
-                found += min(shared, before)
+                found += min(shared, before) // block * block
             if before is None or shared > before:
                 longest[g] = shared
         return found
@@ -142,7 +143,7 @@ def _replay(sc, load: Load, on_tick) -> dict:
     limit = sc.spec.core.max_model_len
     fits = [r for r in load.requests if r.prompt_tokens + r.output_tokens <= limit]
     hours = max(load.duration_s, 1.0) / 3600
-    share, groups = prefix_layout(fits, load.prefix_hit_rate)
+    share, groups = prefix_layout(fits, load.prefix_hit_rate, sc.spec.core.block_size)
     simulation = Simulation(sc.decide, [r.t for r in fits], [(r.prompt_tokens, r.output_tokens) for r in fits],
                             sc.spec, hours, sc.start_replicas, slo=sc.slo, gpus=sc.gpus,
                             prefix_share=share, prefix_groups=groups, routing=sc.routing)

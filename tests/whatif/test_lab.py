@@ -230,6 +230,9 @@ def test_requests_of_one_prefix_id_share_a_prefix_sized_to_find_the_hits_measure
     unequal = [TraceRequest(float(i), n, 10, pid) for i, (n, pid) in enumerate(
         [(100, "a"), (200, "b"), (300, "a"), (100, "b")])]
     assert prefix_layout(unequal, 0.1) == (pytest.approx(0.35, abs=1e-3), [0, 1, 0, 1])
+    # In whole 16-token blocks, as a vLLM engine caches them: each of the two finds 100 s tokens, so two blocks
+    # each (64 tokens, for s under 0.48) fall short of 70, and three each (96) take s = 0.48.
+    assert prefix_layout(unequal, 0.1, block=16)[0] == pytest.approx(0.48, abs=1e-3)
     # Replayed: 4,000-token prompts 30 s apart in two ids of four; a measured 37.5 % over the 6 of 8 that can hit
     # shares half of each prompt, so 6 prefill about half theirs and the median TTFT falls well below that of
     # prompts that share nothing (each its own id: none can hit).
