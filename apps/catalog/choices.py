@@ -28,3 +28,7 @@ class ModelDtype(models.TextChoices):
     FLOAT16 = "float16", "float16"
     FLOAT32 = "float32", "float32"
     FP8 = "fp8", "fp8"
+
+
+# Bytes a parameter takes in each dtype (the checkpoint's size, and what a GPU holds of it).
+DTYPE_BYTES = {ModelDtype.BFLOAT16: 2, ModelDtype.FLOAT16: 2, ModelDtype.FLOAT32: 4, ModelDtype.FP8: 1}

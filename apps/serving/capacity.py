@@ -7,7 +7,7 @@ catalog rows and engine settings onto it and words the results for people.
 
 from __future__ import annotations
 
-from apps.catalog.choices import EngineKind, ModelDtype
+from apps.catalog.choices import DTYPE_BYTES, EngineKind
 from apps.catalog.engines import EngineSettingsError
 from capacity import arch as a
 from capacity.advisor import Load
@@ -16,7 +16,6 @@ from capacity.gpus import GPUS, Gpu
 from capacity.parallel import ParallelismError, effective_parallelism
 from capacity.plan import Knobs, Plan, describe_option, plan, what_fits
 
-DTYPE_BYTES = {ModelDtype.BFLOAT16: 2, ModelDtype.FLOAT16: 2, ModelDtype.FLOAT32: 4, ModelDtype.FP8: 1}
 KV_CACHE_DTYPES = ("auto", "fp8")  # what the planner is asked about; engine spellings are mapped by `a.kv_dtype_bytes`
 
 

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from apps.catalog.choices import DTYPE_BYTES
 from apps.catalog.engines import EngineSettings
 from apps.serving.choices import GpuType
 from apps.serving.models import InferenceService
@@ -20,7 +21,6 @@ ROUTING_POLICIES = ("round_robin", "session", "prefix_aware", "kv_aware", "cache
 AUTOSCALERS = ("none", "builtin", "hpa", "keda")
 
 # Bytes per parameter of a checkpoint stored in each dtype (gpus-and-models.md "Formulas").
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "int4": 0.5}
 
 
 @dataclass(frozen=True)
