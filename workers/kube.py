@@ -32,7 +32,7 @@ from apps.clusters import kubeclient
 from apps.clusters.incluster import InClusterCredentialsMissing
 from apps.serving.names import FIELD_MANAGER
 from workers.drift import drift_diff, is_subset
-from workers.kubecache import KindCache, resource_version, uid_of_selector
+from workers.kubecache import KindCache, WriteLog, uid_of_selector
 
 if TYPE_CHECKING:
     from apps.clusters.models import ClusterCredentials
@@ -168,13 +168,13 @@ class Kube:
         self._shared_checked: dict[ObjectRef, tuple[str, float]] = {}
         self.requests = 0  # API calls made (reads and writes), for metrics and benchmarks
         self.writes = 0
-        # Watch caches (workers.kubecache), one per kind, on a client of their own; and the newest
-        # resourceVersion this client wrote per kind, which a cached read must have seen (read-your-writes).
+        # Watch caches (workers.kubecache), one per kind, on a client of their own; and what this client wrote,
+        # which a cached read of the same service's objects must have seen (read-your-writes).
         self.use_cache = settings.KUBE_WATCH_CACHE
         self._caches: dict[tuple[str, str], KindCache] = {}
         self._cache_api: k8s.ApiClient | None = None
         self._cache_pid: int | None = None
-        self._written: dict[tuple[str, str], int] = {}
+        self._written = WriteLog()
         self.parallel = settings.KUBE_PARALLEL_REQUESTS  # calls of one pass in flight at once (`each`)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_pid: int | None = None
@@ -222,7 +222,7 @@ class Kube:
             wait = min(wait, self._timeout())
         except TransientClusterError:
             return None
-        return cache.read(namespace, uid, min_rv=self._written.get((api_version, kind), 0), wait=wait)
+        return cache.read(namespace, uid, min_rv=self._written.needed((api_version, kind), uid), wait=wait)
 
     def __enter__(self) -> Kube:
         return self
@@ -311,13 +311,8 @@ class Kube:
             self._dyn.server_side_apply, res, body=obj, name=ref.name, namespace=ref.namespace or None,
             field_manager=FIELD_MANAGER, force_conflicts=force,
         ).to_dict()
-        self._note_written(ref, out)
+        self._written.note((ref.api_version, ref.kind), out, self._caches)
         return out
-
-    def _note_written(self, ref: ObjectRef, out: dict) -> None:
-        key = (ref.api_version, ref.kind)
-        rv = resource_version((out.get("metadata") or {}).get("resourceVersion"))
-        self._written[key] = max(self._written.get(key, 0), rv)
 
     def get(self, ref: ObjectRef) -> dict | None:
         res = self.resource(ref.api_version, ref.kind)
@@ -367,7 +362,7 @@ class Kube:
 
     def sync(self, desired: Iterable[dict], *, selector: str, managed_kinds: Iterable[tuple[str, str]],
              namespace: str | None = None, unlabelled: Iterable[dict] = (),
-             recheck_unlabelled_after: float = 0.0, apply_last: Collection[str] = ()) -> SyncResult:
+             recheck_unlabelled_after: float = 0.0, apply_first: Collection[str] = ()) -> SyncResult:
         """Converge the cluster on `desired` with as few writes as possible.
 
         Objects carrying `selector` are read with one list per kind; each desired object is applied only
@@ -378,11 +373,12 @@ class Kube:
         service of a tenant shares them: each is checked once per interval, not once per service and
         pass). A failed pass forgets those checks. A steady-state pass therefore makes reads only.
         Objects are applied side by side (`each`) in waves: the shared Namespace, the other shared objects,
-        the desired objects, and last the kinds in `apply_last` (workloads that need the others).
+        the desired objects of the kinds in `apply_first` (what workloads need), then the rest at once. A
+        wave with nothing to apply costs no round trip.
         """
         try:
             return self._sync(desired, selector=selector, managed_kinds=managed_kinds, namespace=namespace,
-                              unlabelled=unlabelled, recheck_after=recheck_unlabelled_after, apply_last=apply_last)
+                              unlabelled=unlabelled, recheck_after=recheck_unlabelled_after, apply_first=apply_first)
         except ClusterError:
             self._shared_checked.clear()  # a deleted namespace, say: the next pass reads them all again
             raise
@@ -393,7 +389,7 @@ class Kube:
 
     def _sync(self, desired: Iterable[dict], *, selector: str, managed_kinds: Iterable[tuple[str, str]],
               namespace: str | None, unlabelled: Iterable[dict], recheck_after: float,
-              apply_last: Collection[str]) -> SyncResult:
+              apply_first: Collection[str]) -> SyncResult:
         result = SyncResult()
         wanted = {ObjectRef.of(obj): obj for obj in desired}
         wanted_kinds = {(r.api_version, r.kind) for r in wanted}
@@ -419,14 +415,12 @@ class Kube:
                 shared.append((ref, obj, canonical))
         for ref, _obj, _canonical in shared:
             self.resource(ref.api_version, ref.kind)  # discovery before the threads
-        # Namespaces first (the rest lives in them), then the other shared objects side by side.
-        for wave in ([x for x in shared if x[0].kind == "Namespace"], [x for x in shared if x[0].kind != "Namespace"]):
+        for wave in waves(shared, {"Namespace"}):  # the rest lives in the Namespace
             for (ref, _obj, canonical), outcome in zip(wave, self.each(
                     lambda x: self._converge(x[0], x[1], self.get(x[0])), wave), strict=True):
                 self._record(result, ref, outcome)
                 self._shared_checked[ref] = (canonical, time.monotonic())
-        items = list(wanted.items())
-        for wave in ([x for x in items if x[0].kind not in apply_last], [x for x in items if x[0].kind in apply_last]):
+        for wave in waves(list(wanted.items()), apply_first):
             for (ref, _), outcome in zip(wave, self.each(lambda x: self._converge(x[0], x[1], live.get(x[0])), wave),
                                          strict=True):
                 self._record(result, ref, outcome)
@@ -472,6 +466,12 @@ class Kube:
         futures = [self._pool.submit(run, item) for item in items]
         wait(futures)
         return [future.result() for future in futures]
+
+
+def waves(items: list[tuple], first: Collection[str]) -> list[list[tuple]]:
+    """(ObjectRef, ...) items in the waves a pass applies them in: those of the kinds in `first`, then the
+    rest side by side; no empty wave (one round trip where nothing has to go first)."""
+    return [w for w in ([x for x in items if x[0].kind in first], [x for x in items if x[0].kind not in first]) if w]
 
 
 _clients: dict[tuple[int, str], Kube] = {}

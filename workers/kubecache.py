@@ -82,6 +82,38 @@ def resource_version(value) -> int:
         return -1
 
 
+class WriteLog:
+    """The newest resourceVersion a client wrote per kind and service: what the kind's cache must have seen
+    before it answers a read of that service's objects (read-your-writes). Per service, because a write of
+    one service's objects must not hold up the reads of another's while the watch catches up: under load
+    every pass of a process would wait on every other pass's writes. Writes the caches have seen are
+    dropped once more than `keep` are remembered, so the log is the size of the writes in flight."""
+
+    def __init__(self, keep: int = 2048):
+        self.keep = keep
+        self._rv: dict[tuple[str, str, str], int] = {}
+        self._lock = threading.Lock()
+
+    def note(self, kind: tuple[str, str], written: dict, caches: dict[tuple[str, str], KindCache]) -> None:
+        meta = written.get("metadata") or {}
+        uid = (meta.get("labels") or {}).get(INDEX_LABEL)
+        if uid is None:
+            return  # the caches answer reads of one service's objects only: no read waits for this one
+        key, rv = (*kind, uid), resource_version(meta.get("resourceVersion"))
+        with self._lock:
+            self._rv[key] = max(self._rv.get(key, 0), rv)
+            if len(self._rv) > self.keep:
+                for old in [k for k, v in self._rv.items()
+                            if (cache := caches.get(k[:2])) is not None and cache.live and cache.seen >= v]:
+                    del self._rv[old]
+
+    def needed(self, kind: tuple[str, str], uid: str) -> int:
+        return self._rv.get((*kind, uid), 0)
+
+    def __len__(self) -> int:
+        return len(self._rv)
+
+
 class KindCache:
     """Every managed object of one kind, kept current by list + watch in a daemon thread."""
 

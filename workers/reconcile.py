@@ -49,6 +49,9 @@ MANAGED_KINDS = (
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
 )
 WORKLOAD_KINDS = {"Deployment", "LeaderWorkerSet"}
+# What a workload's pods need when they are created (their identity, its permissions, mounted configuration):
+# applied before the workloads. Everything else of the service goes out with the workloads in one wave.
+WORKLOAD_NEEDS = {"ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Secret"}
 AUTOSCALER_KINDS = {"HorizontalPodAutoscaler", "ScaledObject"}  # their status is read back for the page
 REQUEUE_WHILE_DEPLOYING = 3.0
 REQUEUE_WHILE_FAILING = 15.0
@@ -169,7 +172,7 @@ def _converge(service, look: bool = False) -> Outcome:
         result = kube.sync(labelled, selector=service_selector(service.uid),
                            managed_kinds=MANAGED_KINDS if behind else (), namespace=spec.namespace, unlabelled=shared,
                            recheck_unlabelled_after=settings.RECONCILE_RESYNC_SECONDS,
-                           apply_last=WORKLOAD_KINDS | AUTOSCALER_KINDS)
+                           apply_first=WORKLOAD_NEEDS)
     except PermanentClusterError as exc:
         return _write_failure(service, generation, "ApplyFailed", exc.message)
     workloads = [obj for ref, obj in result.live.items() if ref.kind in WORKLOAD_KINDS]

@@ -8,10 +8,14 @@ import time
 
 import pytest
 
+from dataclasses import replace
+
 from apps.clusters.models import ClusterCredentials
+from apps.rollouts.plan import desired_spec
+from apps.serving.rendering import render_service, service_objects
 from tests.factories import ClusterFactory, InferenceServiceFactory
-from workers.kube import Kube, TransientClusterError
-from workers.reconcile import reconcile
+from workers.kube import Kube, ObjectRef, TransientClusterError, waves
+from workers.reconcile import WORKLOAD_NEEDS, reconcile
 
 
 def _kube(url: str, parallel: int) -> Kube:
@@ -79,3 +83,20 @@ def test_a_first_pass_with_parallel_applies_creates_a_service_that_becomes_ready
         assert time.monotonic() < deadline, service.conditions
         time.sleep(0.5)
         reconcile(service.pk)
+
+
+def test_what_pods_need_goes_first_and_the_rest_of_a_service_in_one_wave(db, tenant_a):
+    """A standard service's own objects (Deployment, Service, PodDisruptionBudget) need nothing of each other
+    when they are created: one wave, one round trip. A serverless service's router reads pods with its own
+    ServiceAccount, Role and RoleBinding: those go first, then its Deployments, Services and budget."""
+    expected = {
+        "standard": [["Deployment", "PodDisruptionBudget", "Service"]],
+        "serverless": [["Role", "RoleBinding", "ServiceAccount"],
+                       ["Deployment", "Deployment", "PodDisruptionBudget", "Service", "Service"]],
+    }
+    for mode, kinds in expected.items():
+        service = InferenceServiceFactory(tenant=tenant_a, name=mode, deployment_mode=mode,
+                                          routing_policy="round_robin")
+        spec = replace(desired_spec(service), api_server_cidrs=("10.0.0.1/32",))
+        items = [(ObjectRef.of(obj), obj) for obj in service_objects(render_service(spec))]
+        assert [sorted(ref.kind for ref, _ in wave) for wave in waves(items, WORKLOAD_NEEDS)] == kinds, mode

@@ -17,7 +17,7 @@ from apps.serving.names import MANAGED_SELECTOR, SERVICE_UID_LABEL
 from kubesim.apiserver.server import Server
 from tests.factories import ClusterFactory, InferenceServiceFactory
 from tests.polling import wait_for
-from workers.kube import kube_for
+from workers.kube import close_all, kube_for
 from workers.kubecache import KindCache
 from workers.reconcile import reconcile
 
@@ -165,6 +165,27 @@ def test_a_cached_read_right_after_a_write_shows_the_write(db, make_cluster, ten
         mine = next(o for o in listed if o["metadata"]["name"] == "mine")
         assert mine["data"] == {"v": str(value)}
         assert mine["metadata"]["resourceVersion"] == applied["metadata"]["resourceVersion"]
+
+
+def test_a_write_holds_up_cached_reads_of_its_own_service_only(db, bare_server):
+    """Read-your-writes is per service: while the watch has not yet delivered a write of service A's object,
+    a read of A's objects waits for it (and, past the catch-up wait, asks the wire), but a read of service
+    B's objects of the same kind is answered by the cache at once, with no request."""
+    kube = kube_for(ClusterFactory(api_url=bare_server.url))
+    kube.apply(_config_map("a", "uid-a", "0"))
+    kube.apply(_config_map("b", "uid-b", "0"))
+    wait_for(lambda: kube.cache("v1", "ConfigMap").live, timeout=10, message="cache live")
+    selector = f"{SERVICE_UID_LABEL}=uid-"
+    assert kube.list("v1", "ConfigMap", namespace="default", label_selector=selector + "b", cached=True)
+    bare_server.watch_coalesce = 20.0  # from the next change on, the watch delivers changes 20 s late
+    kube.apply(_config_map("a", "uid-a", "1"))
+    before = kube.requests
+    [b] = kube.list("v1", "ConfigMap", namespace="default", label_selector=selector + "b", cached=True)
+    assert b["data"] == {"v": "0"} and kube.requests == before  # the cache answered: nothing of B was written
+    [a] = kube.list("v1", "ConfigMap", namespace="default", label_selector=selector + "a", cached=True)
+    assert a["data"] == {"v": "1"} and kube.requests == before + 1  # the cache was behind A's write: the wire
+    bare_server.watch_coalesce = 0.002
+    close_all()
 
 
 def test_a_cache_the_server_refuses_stops_and_leaves_reads_to_the_wire():
