@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 import pytest
-
-from dataclasses import replace
 
 from apps.clusters.models import ClusterCredentials
 from apps.rollouts.plan import desired_spec
