@@ -86,11 +86,12 @@ class WriteLog:
     """The newest resourceVersion a client wrote per kind and service: what the kind's cache must have seen
     before it answers a read of that service's objects (read-your-writes). Per service, because a write of
     one service's objects must not hold up the reads of another's while the watch catches up: under load
-    every pass of a process would wait on every other pass's writes. Writes the caches have seen are
-    dropped once more than `keep` are remembered, so the log is the size of the writes in flight."""
+    every pass of a process would wait on every other pass's writes. Once more than `keep` writes are
+    remembered, those the caches have seen are dropped; if the caches are behind (or down) and too few go,
+    the next sweep waits until the log has doubled, so a write never pays for a sweep that frees nothing."""
 
     def __init__(self, keep: int = 2048):
-        self.keep = keep
+        self.keep = self._sweep_at = keep
         self._rv: dict[tuple[str, str, str], int] = {}
         self._lock = threading.Lock()
 
@@ -102,10 +103,11 @@ class WriteLog:
         key, rv = (*kind, uid), resource_version(meta.get("resourceVersion"))
         with self._lock:
             self._rv[key] = max(self._rv.get(key, 0), rv)
-            if len(self._rv) > self.keep:
+            if len(self._rv) > self._sweep_at:
                 for old in [k for k, v in self._rv.items()
                             if (cache := caches.get(k[:2])) is not None and cache.live and cache.seen >= v]:
                     del self._rv[old]
+                self._sweep_at = max(self.keep, 2 * len(self._rv))
 
     def needed(self, kind: tuple[str, str], uid: str) -> int:
         return self._rv.get((*kind, uid), 0)

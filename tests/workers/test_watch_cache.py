@@ -18,7 +18,7 @@ from kubesim.apiserver.server import Server
 from tests.factories import ClusterFactory, InferenceServiceFactory
 from tests.polling import wait_for
 from workers.kube import close_all, kube_for
-from workers.kubecache import KindCache
+from workers.kubecache import KindCache, WriteLog
 from workers.reconcile import reconcile
 
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
@@ -172,20 +172,53 @@ def test_a_write_holds_up_cached_reads_of_its_own_service_only(db, bare_server):
     a read of A's objects waits for it (and, past the catch-up wait, asks the wire), but a read of service
     B's objects of the same kind is answered by the cache at once, with no request."""
     kube = kube_for(ClusterFactory(api_url=bare_server.url))
-    kube.apply(_config_map("a", "uid-a", "0"))
-    kube.apply(_config_map("b", "uid-b", "0"))
-    wait_for(lambda: kube.cache("v1", "ConfigMap").live, timeout=10, message="cache live")
-    selector = f"{SERVICE_UID_LABEL}=uid-"
-    assert kube.list("v1", "ConfigMap", namespace="default", label_selector=selector + "b", cached=True)
-    bare_server.watch_coalesce = 20.0  # from the next change on, the watch delivers changes 20 s late
-    kube.apply(_config_map("a", "uid-a", "1"))
-    before = kube.requests
-    [b] = kube.list("v1", "ConfigMap", namespace="default", label_selector=selector + "b", cached=True)
-    assert b["data"] == {"v": "0"} and kube.requests == before  # the cache answered: nothing of B was written
-    [a] = kube.list("v1", "ConfigMap", namespace="default", label_selector=selector + "a", cached=True)
-    assert a["data"] == {"v": "1"} and kube.requests == before + 1  # the cache was behind A's write: the wire
-    bare_server.watch_coalesce = 0.002
-    close_all()
+    try:
+        kube.apply(_config_map("a", "uid-a", "0"))
+        kube.apply(_config_map("b", "uid-b", "0"))
+        wait_for(lambda: kube.cache("v1", "ConfigMap").live, timeout=10, message="cache live")
+        selector = f"{SERVICE_UID_LABEL}=uid-"
+        assert kube.list("v1", "ConfigMap", namespace="default", label_selector=selector + "b", cached=True)
+        bare_server.watch_coalesce = 20.0  # from the next change on, the watch delivers changes 20 s late
+        kube.apply(_config_map("a", "uid-a", "1"))
+        before = kube.requests
+        [b] = kube.list("v1", "ConfigMap", namespace="default", label_selector=selector + "b", cached=True)
+        assert b["data"] == {"v": "0"} and kube.requests == before  # the cache answered: nothing of B was written
+        [a] = kube.list("v1", "ConfigMap", namespace="default", label_selector=selector + "a", cached=True)
+        assert a["data"] == {"v": "1"} and kube.requests == before + 1  # the cache was behind A's write: the wire
+    finally:
+        bare_server.watch_coalesce = 0.002
+        close_all()
+
+
+def test_the_write_log_forgets_what_the_cache_has_seen_and_keeps_what_it_has_not(bare_server):
+    """The log of this process's writes stays the size of the writes in flight: past `keep` entries, those the
+    kind's cache has seen go; one it has not seen stays, so the read of that service still waits for it."""
+    configuration = k8s.Configuration()
+    configuration.host = bare_server.url
+    api = k8s.ApiClient(configuration)
+    core = k8s.CoreV1Api(api)
+    kind = ("v1", "ConfigMap")
+    written = [api.sanitize_for_serialization(core.create_namespaced_config_map(
+        "default", _config_map(f"c{i}", f"u{i}", "1"))) for i in range(3)]
+    cache = KindCache(api, "/api/v1/configmaps", "v1 ConfigMap").start()
+    try:
+        wait_for(lambda: cache.live and cache.seen >= int(written[-1]["metadata"]["resourceVersion"]), timeout=10,
+                 message="cache saw the writes")
+        log = WriteLog(keep=3)
+        for obj in written:
+            log.note(kind, obj, {kind: cache})
+        assert len(log) == 3  # not past `keep`: nothing swept
+        unseen = json.loads(json.dumps(written[0]))
+        unseen["metadata"].update(name="later", labels={**unseen["metadata"]["labels"], SERVICE_UID_LABEL: "u9"},
+                                  resourceVersion=str(cache.seen + 1000))  # a version the cache has not reached
+        log.note(kind, unseen, {kind: cache})
+        assert len(log) == 1  # the three the cache has seen went; the unseen one stays
+        assert log.needed(kind, "u9") == cache.seen + 1000 and log.needed(kind, "u0") == 0
+        log.note(kind, {"metadata": {"name": "shared", "resourceVersion": "5"}}, {kind: cache})
+        assert len(log) == 1  # an object of no service is never read from a cache by uid: not logged
+    finally:
+        cache.stop()
+        api.close()
 
 
 def test_a_cache_the_server_refuses_stops_and_leaves_reads_to_the_wire():

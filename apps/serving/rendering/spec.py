@@ -20,9 +20,6 @@ MODES = ("standard", "pd_disaggregated", "multi_node", "serverless")
 ROUTING_POLICIES = ("round_robin", "session", "prefix_aware", "kv_aware", "cache_aware")
 AUTOSCALERS = ("none", "builtin", "hpa", "keda")
 
-# Bytes per parameter of a checkpoint stored in each dtype (gpus-and-models.md "Formulas").
-
-
 @dataclass(frozen=True)
 class ModelSpec:
     """A base model: where its weights come from and its architecture facts."""
