@@ -11,6 +11,8 @@ import asyncio
 import logging
 from collections.abc import Callable, Hashable, Iterable
 
+from kubesim.apiserver.index import IndexedBucket
+
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
@@ -58,10 +60,10 @@ class Informer:
     def __init__(self, api, resource: str):
         self.api = api
         self.resource = resource
-        self.objects: dict[Key, dict] = {}
+        # indexed by namespace and label as the store is, so that `list(namespace)` costs the namespace and
+        # `select` a selector's rarest label, not the whole cache
+        self.objects = IndexedBucket()
         self.by_owner: dict[str, set[Key]] = {}
-        # namespace -> its keys, so that `list(namespace)` costs the namespace, not the whole cache
-        self.by_namespace: dict[str, dict[Key, None]] = {}
         self.handlers: list[Handler] = []
         self._tombstones: dict[Key, int] = {}
         self.synced = asyncio.Event()
@@ -72,7 +74,19 @@ class Informer:
     def list(self, namespace: str | None = None) -> list[dict]:
         if namespace is None:
             return list(self.objects.values())
-        return [self.objects[key] for key in self.by_namespace.get(namespace or "", ())]
+        return [self.objects[key] for key in self.objects.candidates(namespace or "", {}, {})]
+
+    def select(self, namespace: str, match_labels: dict | None) -> list[dict]:
+        """The objects of `namespace` carrying every label of `match_labels` (all of them if it is empty),
+        found from the rarest of those labels; callers still check the rest of their selector."""
+        wanted, namespace = dict(_pairs(match_labels)), namespace or ""
+        out = []
+        for key in self.objects.candidates(namespace, wanted, {}):
+            obj = self.objects[key]
+            labels = obj["metadata"].get("labels") or {}
+            if key[0] == namespace and all(labels.get(k) == v for k, v in wanted.items()):
+                out.append(obj)
+        return out
 
     def owned_by(self, uid: str) -> list[dict]:
         return [self.objects[key] for key in self.by_owner.get(uid, ()) if key in self.objects]
@@ -99,15 +113,9 @@ class Informer:
             if old is None:
                 return
             self.objects.pop(key, None)
-            keys = self.by_namespace.get(key[0])
-            if keys is not None:
-                keys.pop(key, None)
-                if not keys:
-                    del self.by_namespace[key[0]]
             self._index(key, None, old)
         else:
             self.objects[key] = obj
-            self.by_namespace.setdefault(key[0], {})[key] = None
             self._index(key, obj, old)
         for handler in self.handlers:
             try:
@@ -118,6 +126,62 @@ class Informer:
     async def run(self) -> None:
         async for event_type, obj in self.api.watch(self.resource, on_synced=self.synced.set):
             self.apply(event_type, obj)
+
+
+def _pairs(labels: dict | None) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in (labels or {}).items() if isinstance(v, str)]
+
+
+class SelectorIndex:
+    """An informer's selector-holding objects (Services, PodDisruptionBudgets) by one label of their
+    matchLabels, so that finding which of them may select a pod costs the pod's labels rather than the
+    namespace. Each object is filed under its rarest pair when it is indexed; one with no matchLabels is
+    always a candidate. Callers still check the whole selector."""
+
+    def __init__(self, informer: Informer, match_labels: Callable[[dict], dict | None]):
+        self.informer, self.match_labels = informer, match_labels
+        self.filed: dict[Key, tuple[str, str, str] | None] = {}
+        self.buckets: dict[tuple[str, str, str] | str, dict[Key, None]] = {}
+        self.holders: dict[tuple[str, str, str], int] = {}  # how many selectors hold each pair
+        for key, obj in informer.objects.items():
+            self._add(key, obj)
+        informer.handlers.insert(0, self._changed)
+
+    def _add(self, key: Key, obj: dict) -> None:
+        pairs = [(key[0], k, v) for k, v in _pairs(self.match_labels(obj))]
+        for pair in pairs:
+            self.holders[pair] = self.holders.get(pair, 0) + 1
+        place = min(pairs, key=lambda pair: self.holders[pair]) if pairs else None
+        self.filed[key] = place
+        self.buckets.setdefault(place if place else key[0], {})[key] = None
+
+    def _remove(self, key: Key, obj: dict) -> None:
+        if key not in self.filed:
+            return
+        place = self.filed.pop(key)
+        bucket = self.buckets.get(place if place else key[0]) or {}
+        bucket.pop(key, None)
+        for k, v in _pairs(self.match_labels(obj)):
+            pair = (key[0], k, v)
+            self.holders[pair] -= 1
+            if not self.holders[pair]:
+                del self.holders[pair]
+
+    def _changed(self, event_type: str, obj: dict, old: dict | None) -> None:
+        key = key_of(obj)
+        if old is not None:
+            self._remove(key, old)
+        if event_type != "DELETED":
+            self._add(key, obj)
+
+    def candidates(self, namespace: str, labels: dict | None) -> list[dict]:
+        """The objects of `namespace` whose selector may match `labels`, each once."""
+        namespace = namespace or ""
+        keys = dict(self.buckets.get(namespace) or {})
+        for k, v in _pairs(labels):
+            keys.update(self.buckets.get((namespace, k, v)) or {})
+        objects = self.informer.objects
+        return [objects[key] for key in keys if key in objects]
 
 
 class Controller:

@@ -8,7 +8,7 @@ import math
 from aiohttp import web
 
 from kubesim.apiserver.errors import ApiError
-from kubesim.cluster.controllers.base import Controller, Informer, key_of
+from kubesim.cluster.controllers.base import Controller, Informer, SelectorIndex, key_of
 from kubesim.cluster.controllers.common import pod_active, pod_ready, selector_matches, set_condition, write_status
 
 PDBS = "policy/v1/poddisruptionbudgets"
@@ -57,28 +57,39 @@ def budget_status(pdb: dict, pods: list[dict]) -> dict:
     return status
 
 
+def _as_counted(pod: dict) -> tuple:
+    """Everything of a pod that `budget_status` reads."""
+    return (pod.get("metadata") or {}).get("labels"), pod_active(pod), pod_ready(pod)
+
+
 class DisruptionController(Controller):
     name = "disruption-controller"
 
     def __init__(self, api, budgets: Informer, pods: Informer):
         super().__init__()
         self.api, self.budgets, self.pods = api, budgets, pods
+        self.selecting = SelectorIndex(budgets, lambda pdb: ((pdb.get("spec") or {}).get("selector") or {}).get(
+            "matchLabels"))
         budgets.handlers.append(lambda _t, pdb, _old: self.enqueue(key_of(pdb)))
         pods.handlers.append(self._pod_changed)
 
-    def _pod_changed(self, _type: str, pod: dict, old: dict | None) -> None:
+    def _pod_changed(self, event_type: str, pod: dict, old: dict | None) -> None:
+        if event_type == "MODIFIED" and old is not None and _as_counted(pod) == _as_counted(old):
+            return  # most pod updates (container states, addresses) change nothing a budget counts
         # A budget counts only the pods its selector matches, so only those budgets need a look.
-        labels = [(p.get("metadata") or {}).get("labels") or {} for p in (pod, old) if p]
-        for pdb in self.budgets.list(pod["metadata"].get("namespace") or ""):
-            selector = (pdb.get("spec") or {}).get("selector")
-            if any(selector_matches(selector, pod_labels) for pod_labels in labels):
-                self.enqueue(key_of(pdb))
+        namespace = pod["metadata"].get("namespace") or ""
+        for candidate in (pod, old):
+            labels = (candidate or {}).get("metadata", {}).get("labels") or {}
+            for pdb in self.selecting.candidates(namespace, labels) if candidate else ():
+                if selector_matches((pdb.get("spec") or {}).get("selector"), labels):
+                    self.enqueue(key_of(pdb))
 
     async def reconcile(self, key) -> None:
         pdb = self.budgets.get(*key)
         if pdb is None:
             return
-        status = budget_status(pdb, self.pods.list(key[0]))
+        match_labels = ((pdb.get("spec") or {}).get("selector") or {}).get("matchLabels")
+        status = budget_status(pdb, self.pods.select(key[0], match_labels))
         await write_status(self.api, PDBS, self.budgets, pdb, status)
 
 

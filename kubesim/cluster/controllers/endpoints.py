@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from kubesim.apiserver.errors import ApiError
-from kubesim.cluster.controllers.base import Controller, Informer, key_of
+from kubesim.cluster.controllers.base import Controller, Informer, SelectorIndex, key_of
 from kubesim.cluster.controllers.common import pod_active, pod_ready
 
 ENDPOINTS = "v1/endpoints"
@@ -41,6 +41,7 @@ class EndpointsController(Controller):
     def __init__(self, api, services: Informer, pods: Informer, endpoints: Informer):
         super().__init__()
         self.api, self.services, self.pods, self.endpoints = api, services, pods, endpoints
+        self.selecting = SelectorIndex(services, lambda service: (service.get("spec") or {}).get("selector"))
         services.handlers.append(lambda _t, svc, _old: self.enqueue(key_of(svc)))
         pods.handlers.append(self._pod_changed)
 
@@ -48,12 +49,11 @@ class EndpointsController(Controller):
         if event_type == "MODIFIED" and old is not None and _as_endpoint(pod) == _as_endpoint(old):
             return  # most pod updates (container states, events of start-up) change no address
         namespace = pod["metadata"].get("namespace") or ""
-        for service in self.services.list(namespace):
-            selector = (service.get("spec") or {}).get("selector") or {}
-            for candidate in (pod, old):
-                if candidate and labels_match(selector, candidate["metadata"].get("labels") or {}):
+        for candidate in (pod, old):
+            labels = (candidate or {}).get("metadata", {}).get("labels") or {}
+            for service in self.selecting.candidates(namespace, labels) if candidate else ():
+                if labels_match((service.get("spec") or {}).get("selector") or {}, labels):
                     self.enqueue(key_of(service))
-                    break
 
     def subsets(self, service: dict) -> list[dict]:
         spec = service.get("spec") or {}
@@ -63,7 +63,7 @@ class EndpointsController(Controller):
         pods = sorted(
             (
                 p
-                for p in self.pods.list(namespace)
+                for p in self.pods.select(namespace, selector)
                 if pod_active(p)
                 and (p.get("status") or {}).get("podIP")
                 and labels_match(selector, p["metadata"].get("labels") or {})
