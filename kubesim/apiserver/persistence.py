@@ -41,6 +41,8 @@ class PersistenceMixin:
         self._rv = int(snap.get("resourceVersion") or 0)
         self._history.clear()
         self._compacted = self._rv
+        for cb in self.on_change:
+            cb(None)  # whatever a listener keeps of the objects is to be built again
 
     def load(self, path: str) -> bool:
         """Restore from `path` if it exists; returns whether it did."""

@@ -122,7 +122,7 @@ class Server:
     def url(self) -> str:
         return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
-    def _mark_dirty(self) -> None:
+    def _mark_dirty(self, _event=None) -> None:
         self._dirty = True
 
     # ------------------------------------------------------------------ app

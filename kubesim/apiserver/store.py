@@ -90,7 +90,8 @@ class Store(DeletionMixin, PatchMixin, ScaleMixin, PersistenceMixin):
         self._subs: set[Subscription] = set()
         self._hooks: list[AdmissionHook] = []
         self._cluster_ip = 0
-        self.on_change: list[Callable[[], None]] = []  # called after every commit (persistence)
+        # called after every commit with its event, and with None when a snapshot replaced everything
+        self.on_change: list[Callable[[_Event | None], None]] = []
         self._raw = False
         if seed_objects:
             for ns in DEFAULT_NAMESPACES:
@@ -260,7 +261,7 @@ class Store(DeletionMixin, PatchMixin, ScaleMixin, PersistenceMixin):
         for sub in list(self._subs):
             sub.offer(ev)
         for cb in self.on_change:
-            cb()
+            cb(ev)
         return obj
 
     def _admit(self, operation: str, rt: ResourceType, ns, name, obj, old, subresource, dry_run) -> None:

@@ -8,9 +8,10 @@ The controller that drives it from the store lives in kubesim/cluster/controller
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
-from kubesim.apiserver.quantities import add, node_allocatable, pod_requests
+from kubesim.apiserver.quantities import add, node_allocatable, pod_requests, to_units
 
 UNSCHEDULABLE = "node(s) were unschedulable"
 NODE_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
@@ -163,6 +164,20 @@ def allocatable_of(node: dict) -> dict[str, int]:
     return cached
 
 
+_UNITS: dict[tuple[str, str], int] = {}
+
+
+def _units(resource: str, quantity) -> int:
+    """to_units, remembered per distinct quantity (the packing pass reads every node's for every pod)."""
+    key = (resource, str(quantity))
+    units = _UNITS.get(key)
+    if units is None:
+        if len(_UNITS) > 10_000:
+            _UNITS.clear()
+        units = _UNITS[key] = to_units(resource, quantity)
+    return units
+
+
 def insufficient(requests: dict[str, int], node: dict, usage: NodeUsage) -> list[str]:
     """NodeResourcesFit reasons: "Too many pods" and "Insufficient <resource>" for each short resource."""
     allocatable = allocatable_of(node)
@@ -270,6 +285,48 @@ def place(pod: dict, nodes: list[dict], usage: dict[str, NodeUsage], placed: lis
     needed for inter-pod (anti-)affinity."""
     requests = pod_requests(pod)
     node_labels = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}) for n in nodes} if placed else {}
+    gpus = [(name, want) for name, want in requests.items() if name.endswith("/gpu") and want]
+    if len(gpus) == 1 and not (pod.get("spec") or {}).get("nodeName"):
+        packed = _place_packed(pod, nodes, usage, requests, gpus[0], placed, node_labels)
+        if packed is not None:
+            return packed
+    return place_scanning(pod, nodes, usage, requests, placed, node_labels)
+
+
+def _place_packed(pod: dict, nodes: list[dict], usage: dict[str, NodeUsage], requests: dict[str, int],
+                  gpu: tuple[str, int], placed: list[PlacedPod] | None, node_labels: dict[str, dict]) -> str | None:
+    """What `place_scanning` picks for a pod of one GPU resource, filtering only the nodes with the fewest
+    GPUs left that could hold it, best score first: the score packs (fewest GPUs left first), so the first
+    tier of free GPUs with a node that passes every filter holds the best node, and within a tier the first
+    node in score order that passes is it. None when no node passes (the scan then gives every node's
+    reasons). On a cluster of a thousand GPU nodes, most full, the scan filtered every node for
+    every pod."""
+    resource, want = gpu
+    tiers: dict[int, list[dict]] = {}
+    for node in nodes:
+        quantity = ((node.get("status") or {}).get("allocatable") or {}).get(resource)
+        if quantity is None:
+            continue
+        held = usage.get(node["metadata"]["name"])
+        free = _units(resource, quantity) - (held.requested.get(resource, 0) if held else 0)
+        if free >= want:
+            tiers.setdefault(free, []).append(node)
+    for free in sorted(tiers):
+        # best score first (it ends with the node's name, so no two tie), filtering only until one passes
+        ranked = [(_score(requests, node, usage.get(node["metadata"]["name"]) or NodeUsage()), i)
+                  for i, node in enumerate(tiers[free])]
+        heapq.heapify(ranked)
+        while ranked:
+            score, i = heapq.heappop(ranked)
+            node = tiers[free][i]
+            if not filter_reasons(pod, node, usage.get(score[-1]) or NodeUsage(), requests, placed, node_labels):
+                return score[-1]
+    return None
+
+
+def place_scanning(pod: dict, nodes: list[dict], usage: dict[str, NodeUsage], requests: dict[str, int],
+                   placed: list[PlacedPod] | None, node_labels: dict[str, dict]) -> str:
+    """`place` by filtering and scoring every node (FitError with every node's reasons when none fits)."""
     wanted = (pod.get("spec") or {}).get("nodeName")
     failures: dict[str, list[str]] = {}
     best: tuple | None = None

@@ -5,6 +5,9 @@ arithmetic here is also what the quota controller (kubesim/cluster/controllers/q
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Callable
+
 from ..errors import ApiError
 from ..objects import pod_active
 from ..quantities import format_units, pod_resources, to_units
@@ -44,32 +47,76 @@ def pod_usage(pod: dict, items: list[str]) -> dict[str, int]:
     return usage
 
 
-# A pod's usage by (uid, resourceVersion, quota items): admission and the controller sum a whole
-# namespace for every pod created, and parsing every pod's quantities each time made that quadratic.
-_usage_memo: dict[tuple, dict[str, int]] = {}
-_USAGE_MEMO_SIZE = 200_000
+class NamespaceUsage:
+    """What the active pods of each namespace charge against quotas (requests and limits by resource, and
+    their count), kept as pods are committed: admitting a pod and the quota controller then cost the
+    quota's items instead of a sum over every pod of the namespace, which made both quadratic in its size.
+    One per store (`namespace_usage_of`); a snapshot restored into the store builds it again."""
+
+    def __init__(self, store):
+        self.totals: dict[str, dict[tuple[str, str], int]] = {}
+        self.charged: dict[tuple[str, str], tuple[list, list, dict[tuple[str, str], int]]] = {}
+        self._rebuild(store)
+        store.on_change.append(lambda event: self._rebuild(store) if event is None else self._committed(event))
+
+    def _rebuild(self, store) -> None:
+        self.totals.clear()
+        self.charged.clear()
+        with store.raw_results():
+            pods, _ = store.list(PODS)
+        for pod in pods:
+            self._charge(pod)
+
+    def _committed(self, event) -> None:
+        if event.gp != ("", "pods"):
+            return
+        if event.type == "DELETED" or not pod_active(event.obj):
+            self._discharge(event.obj)
+        else:
+            self._charge(event.obj)
+
+    def _discharge(self, pod: dict) -> None:
+        meta = pod["metadata"]
+        held = self.charged.pop((meta.get("namespace") or "", meta["name"]), None)
+        if held is not None:
+            totals = self.totals[meta.get("namespace") or ""]
+            for key, units in held[2].items():
+                totals[key] -= units
+
+    def _charge(self, pod: dict) -> None:
+        if not pod_active(pod):
+            return
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        key = (meta.get("namespace") or "", meta["name"])
+        containers, init = spec.get("containers") or [], spec.get("initContainers") or []
+        held = self.charged.get(key)
+        if held is not None and held[0] == containers and held[1] == init:
+            return  # a status update: the same containers charge the same
+        self._discharge(pod)
+        charge = {("count", "pods"): 1}
+        for kind in ("requests", "limits"):
+            for resource, units in pod_resources(pod, kind).items():
+                charge[(kind, resource)] = units
+        self.charged[key] = (containers, init, charge)
+        totals = self.totals.setdefault(key[0], {})
+        for item, units in charge.items():
+            totals[item] = totals.get(item, 0) + units
+
+    def usage(self, namespace: str | None, items: list[str]) -> dict[str, int]:
+        """What the namespace's active pods charge against each quota item kubesim tracks."""
+        totals = self.totals.get(namespace or "") or {}
+        return {item: totals.get(key, 0) for item in items if (key := quota_name_to_usage_key(item)) is not None}
 
 
-def _memo_usage(pod: dict, items: list[str]) -> dict[str, int]:
-    meta = pod.get("metadata") or {}
-    if not meta.get("uid") or not meta.get("resourceVersion"):
-        return pod_usage(pod, items)  # not stored yet: nothing identifies this version of it
-    key = (meta["uid"], meta["resourceVersion"], tuple(items))
-    usage = _usage_memo.get(key)
-    if usage is None:
-        if len(_usage_memo) >= _USAGE_MEMO_SIZE:
-            _usage_memo.clear()
-        usage = _usage_memo[key] = pod_usage(pod, items)
-    return usage
+_LEDGERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def namespace_usage(pods: list[dict], items: list[str]) -> dict[str, int]:
-    total = {item: 0 for item in items if quota_name_to_usage_key(item) is not None}
-    for pod in pods:
-        if pod_active(pod):
-            for item, units in _memo_usage(pod, items).items():  # summed in place: a namespace is thousands
-                total[item] = total.get(item, 0) + units
-    return total
+def namespace_usage_of(store) -> NamespaceUsage:
+    """The store's NamespaceUsage, built on first use and kept current from then on."""
+    ledger = _LEDGERS.get(store)
+    if ledger is None:
+        ledger = _LEDGERS[store] = NamespaceUsage(store)
+    return ledger
 
 
 def fmt_usage(item: str, units: int) -> str:
@@ -78,7 +125,7 @@ def fmt_usage(item: str, units: int) -> str:
     return format_units(key[1] if key else item, units)
 
 
-def check_quota(pod: dict, quotas: list[dict], pods: list[dict]) -> None:
+def check_quota(pod: dict, quotas: list[dict], used_of: Callable[[list[str]], dict[str, int]]) -> None:
     """Raise the apiserver's 403 when creating `pod` would exceed a quota of its namespace."""
     name = pod["metadata"].get("name") or pod["metadata"].get("generateName", "")
     for quota in sorted(quotas, key=lambda q: q["metadata"]["name"]):
@@ -91,7 +138,7 @@ def check_quota(pod: dict, quotas: list[dict], pods: list[dict]) -> None:
                 raise ApiError.forbidden(
                     "pods", name, f"failed quota: {quota['metadata']['name']}: must specify {item}"
                 )
-        used = namespace_usage(pods, items)
+        used = used_of(items)
         over = [
             item
             for item in items
@@ -119,8 +166,5 @@ def resource_quota(request: AdmissionRequest) -> None:
     quotas, _ = request.store.list(QUOTAS, request.namespace)
     if not quotas:
         return
-    # Read-only: the namespace's pods uncopied (copying them all for every pod created made admission
-    # quadratic in the size of a namespace).
-    with request.store.raw_results():
-        pods, _ = request.store.list(PODS, request.namespace)
-        check_quota(pod, quotas, pods)
+    ledger = namespace_usage_of(request.store)
+    check_quota(pod, quotas, lambda items: ledger.usage(request.namespace, items))

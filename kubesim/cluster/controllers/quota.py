@@ -3,7 +3,7 @@ ResourceQuota current. Admission against quotas is the API server's (kubesim/api
 
 from __future__ import annotations
 
-from kubesim.apiserver.admission.quota import QUOTAS, fmt_usage, namespace_usage
+from kubesim.apiserver.admission.quota import QUOTAS, fmt_usage, namespace_usage_of
 from kubesim.cluster.controllers.base import Controller, Informer, key_of
 from kubesim.cluster.controllers.common import pod_active, write_status
 
@@ -36,7 +36,7 @@ class QuotaController(Controller):
         if quota is None:
             return
         hard = dict((quota.get("spec") or {}).get("hard") or {})
-        used_units = namespace_usage(self.pods.list(key[0]), sorted(hard))
+        used_units = namespace_usage_of(self.api.store).usage(key[0], sorted(hard))
         used = {item: fmt_usage(item, units) for item, units in used_units.items()}
         status = {"hard": hard, "used": used}
         await write_status(self.api, QUOTAS, self.quotas, quota, status)

@@ -40,7 +40,8 @@ class Scheduler(Controller):
         self.placements = 0
         self.placement_seconds = 0.0
         pods.handlers.append(self._pod_changed)
-        nodes.handlers.append(lambda _t, _node, _old: self.retry_unschedulable())
+        self._sorted_nodes: list[dict] | None = None  # by name, until a node changes
+        nodes.handlers.append(self._node_changed)
 
     # --- bookkeeping ------------------------------------------------------------------------------
 
@@ -80,6 +81,10 @@ class Scheduler(Controller):
         if key not in self.unschedulable or event_type == "ADDED":
             self.enqueue(_gang(pod) or key)
 
+    def _node_changed(self, _type: str, _node: dict, _old: dict | None) -> None:
+        self._sorted_nodes = None
+        self.retry_unschedulable()
+
     def retry_unschedulable(self) -> None:
         for key in list(self.unschedulable):
             pod = self.pods.get(*key)
@@ -91,7 +96,9 @@ class Scheduler(Controller):
     # --- scheduling ---------------------------------------------------------------------------------
 
     def schedulable_nodes(self) -> list[dict]:
-        return sorted(self.nodes.list(), key=lambda node: node["metadata"]["name"])
+        if self._sorted_nodes is None:  # sorted once per change of a node, not once per pod placed
+            self._sorted_nodes = sorted(self.nodes.list(), key=lambda node: node["metadata"]["name"])
+        return self._sorted_nodes
 
     async def reconcile(self, key) -> None:
         namespace, name = key

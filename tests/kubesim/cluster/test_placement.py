@@ -229,3 +229,39 @@ def test_required_pod_affinity_follows_the_matching_pod_and_lets_the_first_one_i
     with pytest.raises(FitError) as caught:
         place(stranger, nodes, {}, [])
     assert "2 node(s) didn't match pod affinity rules" in caught.value.message
+
+
+def test_a_gpu_pod_lands_where_scanning_every_node_would_put_it():
+    """`place` filters only the tiers of free GPUs a pod could pack into; a scan of every node is the reference."""
+    import random
+
+    from kubesim.cluster.placement import place_scanning
+
+    rng = random.Random(11)
+    nodes = build_nodes("h100-sxm-80gb:12x8,a100-sxm-80gb:6x4,l4-24gb:8x1,cpu:3")
+    for node in nodes:
+        if rng.random() < 0.15:
+            node["spec"]["unschedulable"] = True
+    names = [n["metadata"]["name"] for n in nodes]
+    usage: dict[str, NodeUsage] = {}
+    placed_some = refused = 0
+    for i in range(600):
+        gpus = rng.choice([1, 1, 2, 4, 8])
+        selector = rng.choice([None, None, {"nvidia.com/gpu.product": "NVIDIA-L4"}])
+        candidate = pod(f"p{i}", gpus=gpus, cpu=rng.choice([None, "2", "30"]), selector=selector,
+                        tolerations=rng.choice([[GPU_TOLERATION]] * 4 + [[]]))
+        try:
+            expected = place_scanning(candidate, nodes, usage, pod_requests(candidate), None, {})
+        except FitError as error:
+            with pytest.raises(FitError) as caught:
+                place(candidate, nodes, usage)
+            assert caught.value.message == error.message
+            refused += 1
+            continue
+        assert place(candidate, nodes, usage) == expected
+        placed_some += 1
+        if rng.random() < 0.7:  # bind it, and now and then free a node, so the tiers keep changing
+            usage[expected] = (usage.get(expected) or NodeUsage()).plus(pod_requests(candidate))
+        if rng.random() < 0.3:
+            usage.pop(rng.choice(names), None)
+    assert placed_some > 100 and refused > 50  # both outcomes, many times
