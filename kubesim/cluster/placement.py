@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from kubesim.apiserver.quantities import add, node_allocatable, pod_requests, to_units
+from kubesim.apiserver.quantities import add, node_allocatable, pod_requests
 
 UNSCHEDULABLE = "node(s) were unschedulable"
 NODE_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
@@ -155,27 +155,13 @@ _ALLOCATABLE: dict[tuple, dict[str, int]] = {}
 def allocatable_of(node: dict) -> dict[str, int]:
     """node_allocatable, remembered per distinct allocatable map (placement reads it for every node and pod)."""
     raw = (node.get("status") or {}).get("allocatable") or {}
-    key = tuple(sorted((name, str(value)) for name, value in raw.items()))
+    key = tuple(raw.items())  # unsorted: a node's map keeps its order, and a second order is only a second entry
     cached = _ALLOCATABLE.get(key)
     if cached is None:
         if len(_ALLOCATABLE) > 10_000:
             _ALLOCATABLE.clear()
         cached = _ALLOCATABLE[key] = node_allocatable(node)
     return cached
-
-
-_UNITS: dict[tuple[str, str], int] = {}
-
-
-def _units(resource: str, quantity) -> int:
-    """to_units, remembered per distinct quantity (the packing pass reads every node's for every pod)."""
-    key = (resource, str(quantity))
-    units = _UNITS.get(key)
-    if units is None:
-        if len(_UNITS) > 10_000:
-            _UNITS.clear()
-        units = _UNITS[key] = to_units(resource, quantity)
-    return units
 
 
 def insufficient(requests: dict[str, int], node: dict, usage: NodeUsage) -> list[str]:
@@ -304,11 +290,8 @@ def _place_packed(pod: dict, nodes: list[dict], usage: dict[str, NodeUsage], req
     resource, want = gpu
     tiers: dict[int, list[dict]] = {}
     for node in nodes:
-        quantity = ((node.get("status") or {}).get("allocatable") or {}).get(resource)
-        if quantity is None:
-            continue
         held = usage.get(node["metadata"]["name"])
-        free = _units(resource, quantity) - (held.requested.get(resource, 0) if held else 0)
+        free = allocatable_of(node).get(resource, 0) - (held.requested.get(resource, 0) if held else 0)
         if free >= want:
             tiers.setdefault(free, []).append(node)
     for free in sorted(tiers):
