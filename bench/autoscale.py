@@ -1,7 +1,8 @@
 """The built-in autoscaler against KEDA, an HPA and a fixed fleet, on seeded traffic replayed through
 kubesim's engine cores on a simulated clock (no real-time waiting).
 
-    .venv/bin/python bench/autoscale.py [--trace bursty|diurnal|spike|steady] [--hours H] [--seed S] [--json]
+    .venv/bin/python bench/autoscale.py [--trace bursty|diurnal|spike|steady|coding|conversation] [--hours H]
+        [--seed S] [--windows MINUTES] [--json]
     .venv/bin/python bench/autoscale.py --trace-file FILE [--format azure|burstgpt|jsonl] [--hours H] [--json]
 
 `--trace-file` replays a recorded trace (the formats of `capacity.traces`: the Azure LLM inference CSV,
@@ -23,7 +24,8 @@ tokens and arrivals per second, the last cold start) and decides with the same c
   serverless pool: targets of 16 running and 4 waiting requests per replica, TTFT p95 = the SLO (judged above
   the prompts' prefill floor) and ITL = the SLO, scale to zero after 300 s, with the replica's rates and so the
   signals replicas can change (`apps.autoscaling.signals`: queue time, prefill backlog and load, decode
-  pressure, the load forecast a cold start ahead, the spike decay);
+  pressure, the load forecast a cold start ahead, the spike decay), and between evaluations each 5 s scrape
+  (`apps.autoscaling.surge`: a step in the load scaled up at once, at Knative's panic rate);
 - keda_queue: KEDA on sum(vllm:num_requests_waiting) threshold 5, polling 15 s, min 1, the HPA's default
   behavior (vLLM production stack's ScaledObject);
 - keda_queue_matched: the same at the cheapest threshold in 1…10 whose TTFT attainment reaches builtin's
@@ -39,9 +41,12 @@ Azure LLM inference traces of 2023; see REAL_SHAPES), or a recorded file (--trac
 Prints GPU-hours, TTFT p50/p95, the share of requests meeting the TTFT budget (2 s plus the request's own
 prefill time on an idle replica: `slo_attainment`) and the absolute 2 s (`ttft_abs_attainment`), the ITL SLO
 (mean inter-token latency per request ≤ 0.1 s), the scale events, and KEDA at every threshold 1-10
-(`keda_sweep`). `--json` prints one object:
+(`keda_sweep`), and fixed fleets of 1-16 replicas (`fixed_sweep`, with the fewest meeting both attainment aims:
+`cheapest_fixed_meeting_aims`); `--windows M` adds the attainment per M minutes of arrival time (builtin and the
+fixed fleets). `--json` prints one object:
 {"policies": {name: {"gpu_hours", "slo_attainment", "ttft_abs_attainment", "ttft_p95_s", "scale_events", ...}},
- "keda_sweep": [{"threshold", "gpu_hours", "slo_attainment", "ttft_abs_attainment"}], ...}.
+ "keda_sweep": [{"threshold", "gpu_hours", "slo_attainment", "ttft_abs_attainment"}],
+ "fixed_sweep": [{"replicas", "gpu_hours", "slo_attainment", "itl_slo_attainment"}], ...}.
 """
 
 from __future__ import annotations
@@ -59,7 +64,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from apps.serving.scaling_policy import PoolPolicy, normalized_builtin, pool_policy
 from apps.whatif import fleet
-from apps.whatif.fleet import BUILTIN_TARGETS, DEFAULT_SLO, Builtin, Fixed, hpa_kv, keda_queue, spec_rates
+from apps.whatif.fleet import BUILTIN_TARGETS, DEFAULT_SLO
+from apps.whatif.policies import Builtin, Fixed, hpa_kv, keda_queue, spec_rates
 from capacity.traces import FORMATS, TraceError, parse_trace
 from enginevocab.vllm import IMAGE_REF as VLLM_IMAGE_REF
 from kubesim.engines import config, flags
@@ -190,8 +196,20 @@ def keda(threshold: int):
     return keda_queue(threshold, max_replicas=MAX_REPLICAS)
 
 
-def simulate(decide, arrivals, lengths, spec, hours, start_replicas=1, name="") -> dict:
-    return fleet.simulate(decide, arrivals, lengths, spec, hours, start_replicas, name, slo=SLO)
+def simulate(decide, arrivals, lengths, spec, hours, start_replicas=1, name="", window_s=None) -> dict:
+    return fleet.simulate(decide, arrivals, lengths, spec, hours, start_replicas, name, slo=SLO, window_s=window_s)
+
+
+def fixed_sweep(arrivals, lengths, spec, hours, window_s=None) -> list[dict]:
+    """Fixed fleets of 1…MAX_REPLICAS replicas: what each attains for its GPU-hours. On a load whose changes are
+    faster than a cold start no scaling can time replicas to them, so the cheapest fleet meeting both aims is the
+    yardstick of what those aims cost there."""
+    out = []
+    for n in range(1, MAX_REPLICAS + 1):
+        r = simulate(Fixed(n), arrivals, lengths, spec, hours, n, window_s=window_s)
+        out.append({"replicas": n, "gpu_hours": r["gpu_hours"], "slo_attainment": r["slo_attainment"],
+                    "itl_slo_attainment": r["itl_slo_attainment"], **({"windows": r["windows"]} if window_s else {})})
+    return out
 
 
 # --- running it -----------------------------------------------------------------------------------------------------
@@ -204,10 +222,15 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--trace-file", metavar="FILE", help="replay a recorded trace instead of a seeded one")
     parser.add_argument("--format", choices=FORMATS, help="the trace file's format (default azure; with --trace-file)")
+    parser.add_argument("--windows", type=float, metavar="MINUTES",
+                        help="also report attainment per window of arrival time (builtin and the fixed fleets)")
     parser.add_argument("--json", action="store_true", help="one JSON object and nothing else")
     args = parser.parse_args(argv)
     if args.hours is not None and args.hours <= 0:
         parser.error("--hours must be greater than 0")
+    if args.windows is not None and args.windows <= 0:
+        parser.error("--windows must be greater than 0 minutes")
+    window_s = args.windows * 60 if args.windows else None
     if args.format and not args.trace_file:
         parser.error("--format is the format of a --trace-file")
     started = time.monotonic()
@@ -226,7 +249,7 @@ def main(argv=None) -> int:
         arrivals, lengths = [arrivals[i] for i in fits], [lengths[i] for i in fits]
     spec = engine_spec()
     builtin = Builtin(builtin_policy(BUILTIN_ITL_SPEC), rates=spec_rates(spec))
-    results = {"builtin": simulate(builtin, arrivals, lengths, spec, args.hours, 0, "builtin")}
+    results = {"builtin": simulate(builtin, arrivals, lengths, spec, args.hours, 0, "builtin", window_s)}
     results["keda_queue"] = simulate(keda(5), arrivals, lengths, spec, args.hours, name="keda_queue")
     results["hpa_kv"] = simulate(hpa_kv(max_replicas=MAX_REPLICAS), arrivals, lengths, spec, args.hours, name="hpa_kv")
     peak = results["builtin"]["peak_replicas"] or 1
@@ -243,6 +266,8 @@ def main(argv=None) -> int:
         max(sweep, key=lambda t: (sweep[t]["slo_attainment"], -sweep[t]["gpu_hours"]))
     results["keda_queue_matched"] = {**sweep[matched], "threshold": matched, "matches": bool(reaching)}
     saving = 1 - results["builtin"]["gpu_hours"] / results["keda_queue_matched"]["gpu_hours"]
+    fixed = fixed_sweep(arrivals, lengths, spec, args.hours, window_s)
+    meeting = [f for f in fixed if f["slo_attainment"] >= 0.95 and f["itl_slo_attainment"] >= 0.90]
     out = {"trace": args.trace, "hours": round(args.hours, 3), "seed": args.seed, "requests": len(arrivals),
            "over_context": over_context,
            "cold_start_s": round(spec.startup_s, 1), "ttft_slo_s": TTFT_SLO_S, "itl_slo_s": ITL_SLO_S,
@@ -251,6 +276,9 @@ def main(argv=None) -> int:
            "keda_sweep": [{"threshold": t, "gpu_hours": sweep[t]["gpu_hours"],
                            "slo_attainment": sweep[t]["slo_attainment"],
                            "ttft_abs_attainment": sweep[t]["ttft_abs_attainment"]} for t in sorted(sweep)],
+           "fixed_sweep": fixed,
+           # The fewest fixed replicas meeting both attainment aims (None: no fleet up to MAX_REPLICAS does).
+           "cheapest_fixed_meeting_aims": meeting[0]["replicas"] if meeting else None,
            "aims": {"gpu_hours_saved_vs_matched_keda": round(saving, 3), "saving_aim_met": saving >= 0.30,
                     "builtin_ttft_slo_aim_met": goal >= 0.95,
                     "builtin_itl_slo_aim_met": results["builtin"]["itl_slo_attainment"] >= 0.90,
@@ -274,6 +302,15 @@ def main(argv=None) -> int:
               f"{r['scale_events']:>8}{r['peak_replicas']:>6}")
     print("keda sweep (threshold: GPU-h / budget attainment): " + ", ".join(
         f"{k['threshold']}: {k['gpu_hours']:.2f} / {k['slo_attainment']:.1%}" for k in out["keda_sweep"]))
+    print("fixed fleets (replicas: GPU-h / budget / ITL): " + ", ".join(
+        f"{f['replicas']}: {f['gpu_hours']:.2f} / {f['slo_attainment']:.1%} / {f['itl_slo_attainment']:.1%}"
+        for f in fixed))
+    cheapest = out["cheapest_fixed_meeting_aims"]
+    cost = f"{cheapest} replicas, {fixed[cheapest - 1]['gpu_hours']:.2f} GPU-h" if cheapest else "none up to the max"
+    print(f"cheapest fixed fleet meeting TTFT budget >= 95% and ITL >= 90%: {cost}")
+    for w in results["builtin"].get("windows", []):
+        print(f"  builtin, from minute {w['start_min']:g}: {w['requests']} requests, budget "
+              f"{w['slo_attainment']:.1%}, ITL {w['itl_slo_attainment']:.1%}")
     matched_note = ("" if results["keda_queue_matched"]["matches"]
                     else " (no threshold in 1-10 reaches builtin's attainment)")
     print(f"builtin uses {saving:.0%} fewer GPU-hours than the matched KEDA threshold{matched_note}; "

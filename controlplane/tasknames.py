@@ -24,6 +24,7 @@ def routes(prefix: str = "") -> dict[str, dict[str, str]]:
 AUTOSCALE_EVALUATE_ALL = "workers.tasks.autoscale.evaluate_all"
 AUTOSCALE_EVALUATE_SERVICE = "workers.tasks.autoscale.evaluate_service"
 AUTOSCALE_PRUNE = "workers.tasks.autoscale.prune"
+AUTOSCALE_SURGE_SERVICE = "workers.tasks.autoscale.surge_service"
 ROLLOUT_STEP_ALL = "workers.tasks.rollout.step_all"
 WHATIF_RUN = "workers.tasks.whatif.run"
 WHATIF_ADVISE = "workers.tasks.whatif.advise"

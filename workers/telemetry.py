@@ -47,6 +47,7 @@ from workers.activation import check_cluster as check_activation
 from workers.enginepods import EnginePod, PodResult, engine_pods, list_managed_pods, scrape_pod
 from workers.kube import classify, kube_for
 from workers.locks import advisory_lock
+from workers.surge import check as check_surges
 from workers.upstreams import record_upstreams
 
 log = logging.getLogger(__name__)
@@ -360,6 +361,7 @@ def _scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport
             results = [future.result() for futures in pending.values() for future in futures]
             found = collect_pod_results(results, chunk, multi_pool, at)
         written += write_chunk(chunk, found, ready_count, roles_of, multi_pool, at, side_ready)
+        check_surges(found.groups)
         report.pods += sum(len(pods_of[sid]) for sid in pending)
         report.errors += found.errors
         now = time.time()

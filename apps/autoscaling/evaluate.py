@@ -25,6 +25,7 @@ from django.utils import timezone
 from apps.autoscaling.choices import ScalingAction, ScalingRule
 from apps.autoscaling.models import ActivationSignal, PoolAutoscalerState, ScalingDecision
 from apps.autoscaling.rules import History, Observation, PodSample, evaluate, record_scale
+from apps.autoscaling.surge import surge
 from apps.clusters.models import GpuNode
 from apps.core.choices import AuditVia
 from apps.serving.actions import ServiceDeleting, scale_pool
@@ -239,10 +240,11 @@ def _bound(service, target: Target, current: int, desired: int) -> tuple[int, st
 # --- the evaluation -----------------------------------------------------------------------------------------
 
 
-def evaluate_service(service_id: int, now: datetime | None = None,
-                     other_gpus: Callable[[], int] = lambda: 0) -> list[PoolOutcome]:
+def evaluate_service(service_id: int, now: datetime | None = None, other_gpus: Callable[[], int] = lambda: 0,
+                     between: bool = False) -> list[PoolOutcome]:
     """Evaluate every pool of one service (nothing when it is gone, deleting or not builtin); `other_gpus` counts
-    the tenant's GPUs that no Pool row holds, for the quota bound."""
+    the tenant's GPUs that no Pool row holds, for the quota bound. `between`: a surge check between the periodic
+    evaluations instead (`apps.autoscaling.surge`: scale-up only, at Knative's panic rate)."""
     now = now or timezone.now()
     service = InferenceService.objects.select_related("tenant").filter(pk=service_id).first()
     if service is None or not service.autoscaled_by_builtin or service.is_deleting:
@@ -252,13 +254,15 @@ def evaluate_service(service_id: int, now: datetime | None = None,
     def load(pk: int) -> Target:
         return replace(pool_target(service, Pool.objects.get(pk=pk)), other_gpus=other_gpus)
 
-    return [evaluate_target(service, pool.role, lambda pk=pool.pk: load(pk), len(pools) > 1, now) for pool in pools]
+    return [evaluate_target(service, pool.role, lambda pk=pool.pk: load(pk), len(pools) > 1, now, between)
+            for pool in pools]
 
 
 def evaluate_target(service: InferenceService, key: str, load: Callable[[], Target], multi_pool: bool,
-                    now: datetime) -> PoolOutcome:
+                    now: datetime, between: bool = False) -> PoolOutcome:
     """Evaluate one target (its autoscaler state is `key`); `load` reads its replicas once that state is locked,
-    so two evaluations of one target never act on the same count."""
+    so two evaluations of one target never act on the same count. `between`: a surge check between the periodic
+    evaluations, which changes nothing (not even the counts) unless it scales up."""
     with transaction.atomic():
         state, _ = PoolAutoscalerState.objects.get_or_create(service=service, pool=key)
         state = PoolAutoscalerState.objects.select_for_update().get(pk=state.pk)
@@ -277,7 +281,12 @@ def evaluate_target(service: InferenceService, key: str, load: Callable[[], Targ
             pending_activation=pending,
             cold_start_s=state.cold_start_s, rates=rates, **signals, period_s=float(settings.AUTOSCALE_SECONDS),
         )
-        ev = evaluate(policy, obs, History.from_dict(state.history))
+        if between:
+            ev = surge(policy, obs, History.from_dict(state.history))
+            if ev is None:
+                return PoolOutcome(pool.role, target.replicas, target.replicas, None, "")
+        else:
+            ev = evaluate(policy, obs, History.from_dict(state.history))
         history, desired, action, rule, reason = ev.history, ev.desired, None, ev.rule, ev.reason
         if target.words:
             reason = f"{target.words}: {reason}"
@@ -331,7 +340,7 @@ def evaluate_target(service: InferenceService, key: str, load: Callable[[], Targ
                 reason=reason, cold_start_s=state.cold_start_s, generation=generation,
             )
         state.history = history.as_dict()
-        state.evaluations += 1
+        state.evaluations += 0 if between else 1
         state.last_evaluated_at = now
         state.save()
     return PoolOutcome(pool.role, ev.current, desired, action, reason)

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from apps.autoscaling.choices import ScalingRule
-from apps.autoscaling.signals import DECAY_WINDOW_S, evaluate_signals
+from apps.autoscaling.signals import DECAY_WINDOW_S, QUEUED, evaluate_signals
 from apps.serving.choices import PolicySelect, RatePolicyType
 from apps.serving.scaling_policy import PoolPolicy, ScalingRules
 
@@ -321,7 +321,7 @@ def prefill_floor_words(policy: PoolPolicy, obs: Observation) -> str:
             "would not help")
 
 
-def _slo_guard(policy: PoolPolicy, obs: Observation) -> tuple[int | None, int | None, str]:
+def _slo_guard(policy: PoolPolicy, obs: Observation, drains: str = "") -> tuple[int | None, int | None, str]:
     """(scale-up recommendation, floor, words) from TTFT / ITL p95 against their targets.
 
     Where the prompts' prefill floor is known, TTFT is judged by the part above it (the per-request budget:
@@ -338,6 +338,11 @@ def _slo_guard(policy: PoolPolicy, obs: Observation) -> tuple[int | None, int | 
             value = max(value - obs.ttft_floor_p95_s, 0.0)
             label = "TTFT p95 above the prefill floor"
         ratio = value / target
+        if ratio > 1.0 and label != "ITL p95" and drains:
+            # A TTFT made in a queue that is gone before a new replica could serve: no replica, no scale-down.
+            floor = obs.replicas if floor is None else floor
+            words = words or f"{label} {_fmt(value)} s > target {_fmt(target)} s, but {drains}: no scale-up"
+            continue
         if ratio > 1.0:
             # Latency does not fall in proportion to replicas; ask for one more, up to double, per evaluation.
             wanted = max(obs.replicas + 1, math.ceil(obs.replicas * min(ratio, 2.0)))
@@ -388,7 +393,13 @@ def evaluate(policy: PoolPolicy, obs: Observation, history: History) -> Evaluati
         return done(0, 0, 0, ScalingRule.IDLE_TO_ZERO,
                     f"no arrivals, running or waiting requests for {obs.idle_for_s:.0f} s → 0 replicas{cold}")
 
+    sig = evaluate_signals(policy, obs, history.forecast, obs.period_s)
+    history = replace(history, forecast=sig.forecast_state)
     results = [metric_replicas(m.name, m.target, current, obs.pods, policy.tolerance) for m in policy.metrics]
+    drained = sig.drains and any(r.name in QUEUED and (r.replicas or 0) > current for r in results)
+    if drained:  # work already waiting that the current replicas finish before a new one could start
+        results = [replace(r, replicas=min(r.replicas, current)) if r.name in QUEUED and r.replicas else r
+                   for r in results]
     valid = [r for r in results if r.replicas is not None]
     words = "; ".join(metric_words(r) for r in results)
     if valid:
@@ -410,8 +421,6 @@ def evaluate(policy: PoolPolicy, obs: Observation, history: History) -> Evaluati
     else:
         raw, rule, why = current, ScalingRule.NO_METRICS, words or "no metrics configured"
 
-    sig = evaluate_signals(policy, obs, history.forecast, obs.period_s)
-    history = replace(history, forecast=sig.forecast_state)
     top = sig.top
     if top is not None:
         results += [MetricResult(s.name, s.value, s.target, s.value / s.target if s.target else None, s.replicas)
@@ -422,7 +431,7 @@ def evaluate(policy: PoolPolicy, obs: Observation, history: History) -> Evaluati
                 raw, rule = top.replicas, SIGNAL_RULES[top.name]
                 why = top.words if top.replicas > current else f"signals: {top_words}"
             words = f"{words}; {top_words}" if words else top_words
-    guard_up, guard_floor, guard_words = _slo_guard(policy, obs)
+    guard_up, guard_floor, guard_words = _slo_guard(policy, obs, sig.drains)
     floor_words = prefill_floor_words(policy, obs)
     if guard_up is not None and guard_up > raw:
         raw, rule, why = guard_up, ScalingRule.SLO_GUARD, f"{guard_words}; {words}" if words else guard_words
@@ -431,6 +440,8 @@ def evaluate(policy: PoolPolicy, obs: Observation, history: History) -> Evaluati
     elif floor_words and raw == current:
         rule, why = ScalingRule.PREFILL_FLOOR, f"{floor_words}; holding at {current}; {why}"
 
+    if drained and raw <= current and rule not in (ScalingRule.SLO_GUARD, ScalingRule.PREFILL_FLOOR):
+        rule, why = ScalingRule.PREFILL_BACKLOG, f"{sig.drains}, so the queue asks for no replica: {words}"
     steer = policy
     if sig.decay and raw < current:
         window = min(policy.scale_down.stabilization_window_s, DECAY_WINDOW_S)
@@ -450,7 +461,8 @@ def evaluate(policy: PoolPolicy, obs: Observation, history: History) -> Evaluati
     if sig.decay and limited < current and limited == stabilized:
         rule = ScalingRule.SPIKE_DECAY  # the short window let this scale-down through
     held = limited == current and min(max(raw, low), policy.max_replicas) != current
-    # A TTFT over its target that the floor rule holds is kept like a held change: it says why no replica came.
-    held = held or (rule == ScalingRule.PREFILL_FLOOR and limited == current)
+    # A TTFT over its target that the floor rule holds, or a queue drained before a replica could come, is kept
+    # like a held change: it says why no replica came.
+    held = held or (limited == current and (rule == ScalingRule.PREFILL_FLOOR or bool(drained)))
     return Evaluation(obs.t, current, raw, stabilized, limited, limited, rule, why, tuple(results), hist, held,
                       sig.forecast)

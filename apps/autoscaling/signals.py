@@ -22,7 +22,7 @@ TTFT itself enters only through the SLO guard's part above the prompts' prefill 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 
 from apps.autoscaling import forecast as fc
@@ -35,6 +35,10 @@ DECAY_SHARE = 0.3  # ... that is, the forecast is under this share of the recent
 DECAY_LOOKBACK = 20  # evaluations the recent peak is taken over (5 minutes at 15 s)
 BURST_PLAN = 0.95  # the share of the ITL target the mean token time is planned at when arrivals come in bursts
 BURST_DISPERSION = 3.0  # ... that is, when the recent intervals' arrival counts vary more than this × a Poisson's
+# What measures work still queued: it asks for no replica while the current replicas drain the queue before a
+# replica asked now could start (`Outcome.drains`). Running sequences are not in it: a replica that comes after the
+# queue is gone still takes new arrivals' prefills off the decodes, which is what ITL needs.
+QUEUED = ("queue_time_p95_s", "waiting_requests_per_replica")
 BAND_POINTS = 240  # forecast band points kept for the replicas chart (an hour at 15 s)
 
 
@@ -59,6 +63,9 @@ class Outcome:
     forecast: fc.Forecast | None = None
     decay: bool = False  # forecast and queue agree the burst is over: the short scale-down window applies
     decay_words: str = ""
+    # Why the queue measures (QUEUED, and TTFT in the SLO guard) ask for no replica: the current replicas drain
+    # what waits before a replica asked now could start serving ("": they may ask).
+    drains: str = ""
 
     @property
     def top(self) -> Signal | None:
@@ -149,6 +156,7 @@ def evaluate_signals(policy, obs, forecast_state: dict | None, period_s: float) 
     plan = BURST_PLAN if d is not None and d > BURST_DISPERSION else 1.0
     u = prefill_utilisation(policy, rates, b, plan)
     out: list[Signal] = []
+    drains = ""
     if obs.queue_time_p95_s is not None and (obs.waiting_prompt_tokens is None or obs.waiting_prompt_tokens > 0
                                              or obs.queue_time_p95_s <= allowance / 2):
         # (A queue time over target with nothing waiting any more was a burst already served: no replica.)
@@ -161,11 +169,20 @@ def evaluate_signals(policy, obs, forecast_state: dict | None, period_s: float) 
         # not drained by then asks for any, enough for all of them to drain it within half the allowance.
         w, cold = obs.waiting_prompt_tokens, obs.cold_start_s or 0.0
         left = w - max(n * rate - (obs.prompt_tokens_per_s or 0.0), 0.0) * cold
-        out.append(Signal("prefill_backlog_s", w / (n * rate), allowance / 2,
-                          _ceil(left / (rate * allowance / 2)) if left > 0 else 1,
-                          f"{w:.0f} prompt tokens waiting = {w / (n * rate):.2f} s of prefill at {n} "
-                          f"replica(s), {max(left, 0):.0f} left after a {cold:.0f} s cold start (drain within "
-                          f"{allowance / 2:.2f} s)"))
+        wanted = _ceil(left / (rate * allowance / 2)) if left > 0 else 1
+        words = (f"{w:.0f} prompt tokens waiting = {w / (n * rate):.2f} s of prefill at {n} replica(s), "
+                 f"{max(left, 0):.0f} left after a {cold:.0f} s cold start (drain within {allowance / 2:.2f} s)")
+        if left <= 0 and obs.cold_start_s is not None:
+            # A queue (or a TTFT p95 made in one) that is gone before a new replica serves asks for none.
+            drains = (f"the {n} replica(s) drain the {w:.0f} prompt tokens waiting before a replica asked now "
+                      f"would serve ({cold:.0f} s cold start)")
+        elif obs.cold_start_s is None and any(not p.ready for p in obs.pods):
+            # No cold start measured yet and replicas still starting: they come up before any asked now, so
+            # the backlog waits for them instead of asking for more.
+            wanted = min(wanted, n)
+            words = (f"{w:.0f} prompt tokens waiting for the {n} replica(s) starting (no cold start measured yet: "
+                     f"replicas asked now would come up after them)")
+        out.append(Signal("prefill_backlog_s", w / (n * rate), allowance / 2, wanted, words))
     state, forecast = forecast_state or {}, None
     if obs.prompt_tokens_per_s is not None:
         tps, rps = obs.prompt_tokens_per_s, obs.arrivals_per_s or 0.0
@@ -192,6 +209,8 @@ def evaluate_signals(policy, obs, forecast_state: dict | None, period_s: float) 
         out.append(Signal("decode_running", b, running / wanted, wanted,
                           f"{b:.1f} running per replica: {wanted} replica(s) decode {running:.0f} within the ITL "
                           f"target"))
+    if drains:
+        out = [replace(x, replicas=min(x.replicas, n)) if x.name in QUEUED else x for x in out]
     kv, with_kv = _pods_sum(obs, "kv_cache_usage")
     if with_kv and kv / with_kv > KV_TARGET:
         out.append(Signal("kv_cache_usage", kv / with_kv, KV_TARGET, _ceil(n * kv / with_kv / KV_TARGET),
@@ -214,4 +233,4 @@ def evaluate_signals(policy, obs, forecast_state: dict | None, period_s: float) 
         state["recent"] = [*state.get("recent", []), obs.prompt_tokens_per_s][-DECAY_LOOKBACK:]
     if obs.arrivals_per_s is not None:
         state = {**state, "counts": counts}
-    return Outcome(tuple(out), state, forecast, decay, decay_words)
+    return Outcome(tuple(out), state, forecast, decay, decay_words, drains)

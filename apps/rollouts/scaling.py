@@ -40,6 +40,16 @@ from apps.telemetry.models import CANARY_ROLE, STABLE_ROLE
 CANARY_STATE = "{role}@r{revision}"  # the canary side's PoolAutoscalerState.pool (a role is at most 7 letters)
 
 
+def surge_service(service_id: int, now: datetime | None = None) -> list[PoolOutcome]:
+    """A surge check between evaluations (`apps.autoscaling.surge`); none while a rollout is active, whose
+    two revisions the periodic evaluations scale apart."""
+    if Rollout.objects.filter(service_id=service_id, phase__in=ACTIVE_PHASES).exists():
+        return []
+    tenant_id = InferenceService.objects.filter(pk=service_id).values_list("tenant_id", flat=True).first()
+    return autoscale.evaluate_service(service_id, now or timezone.now(), other_gpus=lambda: canary_gpus(tenant_id),
+                                      between=True)
+
+
 def evaluate_service(service_id: int, now: datetime | None = None) -> list[PoolOutcome]:
     """Evaluate one service: both revisions of each pool while a rollout is active, else each pool."""
     now = now or timezone.now()

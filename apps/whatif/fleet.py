@@ -10,7 +10,9 @@ or more than `router_cap` requests in flight per replica).
 
 Every `period_s` a policy sees what a scrape would show (per-pod waiting and running requests and KV-cache
 usage, TTFT/ITL p95 of the last interval, requests held) and returns the replicas it wants; the policies
-decide with the control plane's own rules (`apps.autoscaling.rules`), never a copy.
+(`apps.whatif.policies`) decide with the control plane's own rules (`apps.autoscaling.rules`), never a copy. A
+policy with `surges` (the built-in autoscaler) also sees each scrape between evaluations, every `scrape_s`, and
+may scale up there (`apps.autoscaling.surge`), as the live control plane checks each scrape (workers/surge.py).
 """
 
 from __future__ import annotations
@@ -21,23 +23,15 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from apps.autoscaling.rules import (
-    History,
-    Observation,
     PodSample,
-    evaluate,
-    external_replicas,
-    metric_replicas,
-    normalize,
-    record_scale,
 )
-from apps.serving.scaling_policy import PoolPolicy
-from capacity.roofline import ReplicaRates, replica_rates
 from kubesim.engines.core import Request
 from kubesim.engines.routing import DEFAULT_SESSION_HEADER, RequestInfo, RoutingState
 from kubesim.engines.virtual import VirtualEngine
 from kubesim.workload import Endpoint
 
 PERIOD_S = 15.0
+SCRAPE_S = 5.0  # the telemetry scrape period: what a surge check between evaluations reads
 LEAST_LOADED = "least_loaded"
 ROUTER_CAP = 96  # requests in flight per replica before the router holds more (an engine batches ~50 here)
 DRAIN_S = 600  # after the load ends, the work in flight may finish for this long (GPUs stay held meanwhile)
@@ -98,6 +92,9 @@ class Run:
     finished: int = 0
     preemptions: int = 0  # of the finished requests, all together (read by the lab; not in `summary`)
     tokens: int = 0  # prompt and output tokens of the finished requests (the lab's cost per token)
+    # With `window_s`: per window of arrival time, [arrivals, within the TTFT budget, within ITL] (in `summary`).
+    window_s: float | None = None
+    windows: dict[int, list[int]] = field(default_factory=dict)
 
     def summary(self, total: int) -> dict:
         """GPU-hours, SLO attainment over `total` requests (unfinished ones miss), latency quantiles, events."""
@@ -113,7 +110,14 @@ class Run:
                 "itl_slo_attainment": round(self.itl_ok / total, 4) if total else None,
                 "ttft_p50_s": q(self.ttft, 0.5), "ttft_p95_s": q(self.ttft, 0.95), "itl_p95_s": q(self.itl, 0.95),
                 "scale_events": self.scale_events, "peak_replicas": self.peak_replicas,
-                "cold_starts": self.cold_starts}
+                "cold_starts": self.cold_starts, **self._by_window()}
+
+    def _by_window(self) -> dict:
+        if not self.window_s:
+            return {}
+        return {"windows": [{"start_min": round(k * self.window_s / 60, 2), "requests": n,
+                             "slo_attainment": round(budget / n, 4), "itl_slo_attainment": round(itl / n, 4)}
+                            for k, (n, budget, itl) in sorted(self.windows.items())]}
 
 
 class Simulation:
@@ -124,7 +128,8 @@ class Simulation:
 
     def __init__(self, decide, arrivals, lengths, spec, hours: float, start_replicas: int = 1, *,
                  slo: Slo | None = None, gpus: int = 1, period_s: float = PERIOD_S, router_cap: int = ROUTER_CAP,
-                 prefix_share: float = 0.0, prefix_groups: list[int] | None = None, routing: str = LEAST_LOADED):
+                 prefix_share: float = 0.0, prefix_groups: list[int] | None = None, routing: str = LEAST_LOADED,
+                 scrape_s: float = SCRAPE_S, window_s: float | None = None):
         self.decide, self.arrivals, self.lengths, self.spec = decide, arrivals, lengths, spec
         # Which ready replica takes a request: the least loaded, else one of kubesim's router policies
         # (`kubesim.engines.routing`, the service proxy's and the simulated routers' own), fed each replica's load.
@@ -136,6 +141,7 @@ class Simulation:
         # -1: the request shares nothing) rather than one common to all.
         self.prefix_groups = prefix_groups
         self.slo, self.gpus, self.period_s, self.router_cap = slo or Slo(), gpus, period_s, router_cap
+        self.window_s = window_s  # attainment per window of arrival time too (`Run.windows`), when given
         self.end = hours * 3600
         self.cold_start = spec.startup_s
         self._replicas_made = 0
@@ -148,6 +154,9 @@ class Simulation:
         self.last_active = 0.0
         self.queue_times: list[tuple[float, float]] = []  # (scheduled at, time waited in the engine's queue)
         self._arrived = [0, 0]  # arrivals and their prompt tokens since the last observation
+        # Between evaluations a policy with `surge` sees each scrape (every `scrape_s`) and may scale up.
+        self.scrape_s = scrape_s if getattr(decide, "surges", False) else None
+        self._scraped = [0, 0, 0.0]  # arrivals, prompt tokens since the last scrape or observation, and its time
         self.cold_start_seen: float | None = None  # the latest replica's creation → ready time
 
     def _engine(self, at: float) -> VirtualEngine:
@@ -251,6 +260,10 @@ class Simulation:
             run.itl.append(itl)
             self.itl_recent.append((req.last_token, itl))
             run.itl_ok += itl <= self.slo.itl_s
+            if run.window_s:
+                counts = run.windows[int(arrival // run.window_s)]
+                counts[1] += ttft <= self.slo.ttft_s + floor
+                counts[2] += itl <= self.slo.itl_s
             run.finished += 1
             run.preemptions += req.preemptions
             run.tokens += req.prompt_len + req.generated
@@ -281,13 +294,16 @@ class Simulation:
             if replica.draining and not replica.engine.busy:
                 replica.released = max(replica.engine.vt, replica.ready_at) if replica.ready_at <= t else t
 
-    def observe(self, t: float) -> dict:
+    def observe(self, t: float, scrape: bool = False) -> dict:
+        """What an evaluation at `t` sees; `scrape`: what the latest scrape shows between evaluations (its own
+        arrivals and queue times since the last scrape; latency over the period, as the stored series keep it)."""
         window = t - self.period_s
         recent = [v for at, v, _ in self.first_token_at if at > window]
         floors = [f for at, _, f in self.first_token_at if at > window]
         itl = [v for at, v in self.itl_recent if at > window]
-        self.first_token_at = [x for x in self.first_token_at if x[0] > window]
-        self.itl_recent = [x for x in self.itl_recent if x[0] > window]
+        if not scrape:
+            self.first_token_at = [x for x in self.first_token_at if x[0] > window]
+            self.itl_recent = [x for x in self.itl_recent if x[0] > window]
         live = self.live()
         pods = tuple(PodSample(True, {"waiting_requests_per_replica": r.engine.waiting,
                                       "running_requests_per_replica": r.engine.running,
@@ -298,12 +314,14 @@ class Simulation:
             self.last_active = t
         return {"t": t, "replicas": len(live), "pods": pods, "held": len(self.held),
                 "ttft_p95": quantile(recent, 0.95), "ttft_floor_p95": quantile(floors, 0.95),
-                "itl_p95": quantile(itl, 0.95), "idle_for": t - self.last_active, **self._load(t, live)}
+                "itl_p95": quantile(itl, 0.95), "idle_for": t - self.last_active, **self._load(t, live, scrape)}
 
-    def _load(self, t: float, live: list[Replica]) -> dict:
-        """What the engines' queue-time histogram and queues, and the router's arrivals, show for the period:
-        queue time p95, prompt tokens not yet prefilled (engines and router), prompt tokens/s and arrivals/s."""
-        window = t - self.period_s
+    def _load(self, t: float, live: list[Replica], scrape: bool = False) -> dict:
+        """What the engines' queue-time histogram and queues, and the router's arrivals, show for the period (or
+        since the last scrape): queue time p95, prompt tokens not yet prefilled (engines and router), prompt
+        tokens/s and arrivals/s."""
+        since = self._scraped[2]
+        window = since if scrape else t - self.period_s
         waits = [w for at, w in self.queue_times if at > window]
         waiting_tokens = sum(self.lengths[i][0] for i in self.held)
         for r in live:
@@ -315,15 +333,19 @@ class Simulation:
                 if q.first_scheduled is not None and q.first_scheduled > window:
                     waits.append(q.first_scheduled - q.arrival)
                 waiting_tokens += max(q.prompt_len - q.num_computed, 0)
-        self.queue_times = []
+        if not scrape:
+            self.queue_times = []
         ready = [r for r in self.replicas if r.ready_at <= t and r.created < r.ready_at]
         if ready:
             latest = max(ready, key=lambda r: r.ready_at)
             self.cold_start_seen = latest.ready_at - latest.created
-        arrived, tokens = self._arrived
-        self._arrived = [0, 0]
+        arrived, tokens = self._scraped[:2] if scrape else self._arrived
+        span = max(t - since, 1e-9) if scrape else self.period_s
+        if not scrape:
+            self._arrived = [0, 0]
+        self._scraped = [0, 0, t]
         return {"queue_time_p95": quantile(waits, 0.95) if waits else 0.0, "waiting_prompt_tokens": waiting_tokens,
-                "prompt_tps": tokens / self.period_s, "arrivals_per_s": arrived / self.period_s,
+                "prompt_tps": tokens / span, "arrivals_per_s": arrived / span, "period_s": span,
                 "cold_start": self.cold_start_seen}
 
     def run(self, name: str, timeline: list | None = None, cpu_deadline: float | None = None,
@@ -331,8 +353,12 @@ class Simulation:
         """Replay the load; `timeline`, when given, receives (t, replicas, TTFT p95 of the period) per period.
         With `cpu_deadline` (a `time.process_time()` value) the replay stops with OverBudget once past it.
         `on_tick(t, end)`, when given, is called every period (progress; it may raise to stop the replay)."""
-        run = Run(name, self.slo)
+        run = Run(name, self.slo, window_s=self.window_s)
+        if self.window_s:
+            for at in self.arrivals:
+                run.windows.setdefault(int(at // self.window_s), [0, 0, 0])[0] += 1
         next_tick = self.period_s
+        next_scrape = self.scrape_s or math.inf
         index, now = 0, 0.0
         arrivals = self.arrivals
         while True:
@@ -340,17 +366,31 @@ class Simulation:
             # A replica becoming ready takes the requests the router holds at once, not at the next event.
             ready_next = min((r.ready_at for r in self.live() if now < r.ready_at <= min(t_arrival, next_tick)),
                              default=math.inf) if self.held else math.inf
-            t = now = min(t_arrival, next_tick, ready_next)
+            if abs(next_scrape - next_tick) < 1e-6:  # a scrape at an evaluation is that evaluation's
+                next_scrape += self.scrape_s
+            t = now = min(t_arrival, next_tick, ready_next, next_scrape)
             # An arrival at the very end is still served; requests the router still holds at the end (no replica,
             # or all at the cap) keep the evaluations going for up to DRAIN_S, so a fleet at zero activates for them.
             if t >= self.end and t_arrival > self.end and (not self.held or t > self.end + DRAIN_S):
                 break
             if t == ready_next:
                 self._release_held(t)
+            elif t == next_scrape:
+                self._settle(run, t)
+                self._release_held(t)
+                state = self.observe(t, scrape=True)
+                desired = self.decide.surge(state, self.last_active)
+                if desired > state["replicas"]:
+                    run.scale_events += 1
+                    self._scale_to(run, desired, t)
+                    run.peak_replicas = max(run.peak_replicas, len(self.live()))
+                next_scrape += self.scrape_s
             elif t == t_arrival:
                 self.last_active = t
                 self._arrived[0] += 1
                 self._arrived[1] += self.lengths[index][0]
+                self._scraped[0] += 1
+                self._scraped[1] += self.lengths[index][0]
                 self._route(index, t)
                 index += 1
             else:
@@ -384,94 +424,6 @@ class Simulation:
             if replica.created >= self.end:  # started after the load for requests held at its end: until done
                 stop = max(stop, replica.last_token, replica.ready_at)
             run.gpu_hours += self.gpus * max(stop - replica.created, 0.0) / 3600
-
-
-def spec_rates(spec) -> ReplicaRates:
-    """A replica's rates (prefill tokens/s, decode step) for the autoscaler's signals, from kubesim's EngineSpec:
-    the engine core's own roofline, chunked by its batched-token budget."""
-    return replica_rates(VirtualEngine(spec.core).core.roofline, spec.core.max_num_batched_tokens)
-
-
-# --- policies: `decide(state, last_active) -> replicas` ---------------------------------------------------------
-
-
-class Builtin:
-    """The built-in autoscaler: `apps.autoscaling.rules.evaluate` with the pool's policy."""
-
-    def __init__(self, policy: PoolPolicy, floor_aware: bool = False, rates=None):
-        self.policy = policy
-        # With the replica's rates (capacity.roofline.ReplicaRates) the rules also see the signals replicas can
-        # change (queue time, prefill backlog and load, decode pressure, the forecast) and the prefill floor.
-        self.rates = rates
-        # True: the rules see the prompts' prefill floor and judge TTFT by the part above it (an experiment the
-        # live autoscaler does not run yet: its telemetry does not measure the floor).
-        self.floor_aware = floor_aware
-        self.history = History()
-        self.cold_start: float | None = None
-
-    def __call__(self, s: dict, last_active: float) -> int:
-        floor = s["ttft_floor_p95"] if self.floor_aware or self.rates else None
-        load = {}
-        if self.rates is not None:
-            load = {"rates": self.rates, "queue_time_p95_s": s["queue_time_p95"],
-                    "waiting_prompt_tokens": s["waiting_prompt_tokens"], "prompt_tokens_per_s": s["prompt_tps"],
-                    "arrivals_per_s": s["arrivals_per_s"], "cold_start_s": s["cold_start"]}
-        obs = Observation(**{"t": s["t"], "replicas": s["replicas"], "pods": s["pods"], "ttft_p95_s": s["ttft_p95"],
-                             "ttft_floor_p95_s": floor, "itl_p95_s": s["itl_p95"], "idle_for_s": s["idle_for"],
-                             "pending_activation": s["held"], "cold_start_s": self.cold_start, **load})
-        ev = evaluate(self.policy, obs, self.history)
-        self.history = ev.history
-        if ev.changes:
-            self.history = record_scale(self.history, s["t"], ev.current, ev.desired, self.policy.longest_period_s)
-        return ev.desired
-
-
-class Hpa:
-    """An HPA (or KEDA's HPA) with default behavior on one metric: `raw(state) → recommendation`."""
-
-    def __init__(self, raw, policy: PoolPolicy):
-        self.policy = policy
-        self.history = History()
-        self.raw = raw
-
-    def __call__(self, s: dict, last_active: float) -> int:
-        current = s["replicas"]
-        if current < self.policy.min_replicas:
-            return self.policy.min_replicas
-        _, limited, self.history, _, _ = normalize(self.policy, self.history, s["t"], current, self.raw(s))
-        if limited != current:
-            self.history = record_scale(self.history, s["t"], current, limited, self.policy.longest_period_s)
-        return limited
-
-
-def hpa_policy(min_replicas: int, max_replicas: int) -> PoolPolicy:
-    """An HPA with no tuning: Kubernetes' default behavior and tolerance."""
-    return PoolPolicy(min_replicas=min_replicas, max_replicas=max_replicas, metrics=())
-
-
-def keda_queue(threshold: float, min_replicas: int = 1, max_replicas: int = 16) -> Hpa:
-    """KEDA on sum(vllm:num_requests_waiting) against `threshold`, as vLLM Production Stack configures it."""
-    def raw(s):
-        total = sum(p.metrics.get("waiting_requests_per_replica", 0) for p in s["pods"] if p.ready)
-        return external_replicas(total, threshold, s["replicas"], 0.1)
-    return Hpa(raw, hpa_policy(min_replicas, max_replicas))
-
-
-def hpa_kv(target: float = 0.8, min_replicas: int = 1, max_replicas: int = 16) -> Hpa:
-    """An HPA on KV-cache usage per pod."""
-    def raw(s):
-        return metric_replicas("kv_cache_usage", target, s["replicas"], s["pods"], 0.1).replicas or s["replicas"]
-    return Hpa(raw, hpa_policy(min_replicas, max_replicas))
-
-
-class Fixed:
-    """A fixed fleet: no autoscaler."""
-
-    def __init__(self, n: int):
-        self.n = n
-
-    def __call__(self, s: dict, last_active: float) -> int:
-        return self.n
 
 
 def simulate(decide, arrivals, lengths, spec, hours, start_replicas=1, name="", **options) -> dict:

@@ -30,8 +30,9 @@ from apps.serving.rendering import render_service
 from apps.serving.rendering.spec import AutoscalingSpec, ServiceSpec, draft_model_spec, spec_from_service
 from apps.serving.scaling_policy import pool_policy
 from apps.whatif.fit import ANNOTATIONS
-from apps.whatif.fleet import BUILTIN_TARGETS, DEFAULT_SLO, LEAST_LOADED, Builtin, Fixed, Slo
+from apps.whatif.fleet import BUILTIN_TARGETS, DEFAULT_SLO, LEAST_LOADED, Slo
 from apps.whatif.models import EngineFit
+from apps.whatif.policies import Builtin, Fixed
 from apps.whatif.recorded import mean_figure
 from apps.whatif.scalers import kube_scaler
 from capacity.roofline import Roofline

@@ -175,7 +175,7 @@ def test_the_planners_rates_are_the_rates_of_kubesims_engine():
     # L4 prefills about 3,600 tokens/s (2,048 × 2 × 8.03e9 FLOPs / (121 TFLOP/s × 0.5) ≈ 0.54 s, plus the
     # attention and a 2 ms step overhead), and a decode step reads 16 GB of weights at 0.7 × 300 GB/s ≈ 77 ms.
     import bench.autoscale as bench
-    from apps.whatif.fleet import spec_rates
+    from apps.whatif.policies import spec_rates
     from capacity.advisor import plan_rates
     from capacity.gpus import GPUS
     from capacity.known import KNOWN_MODELS

@@ -164,7 +164,8 @@ def test_ttft_is_judged_against_a_budget_of_the_allowance_plus_the_prompts_own_p
 
 
 def test_the_prefill_floor_is_the_engines_own_roofline_for_the_prompt(service):
-    from apps.whatif.fleet import Fixed, Simulation
+    from apps.whatif.fleet import Simulation
+    from apps.whatif.policies import Fixed
     from apps.whatif.scenarios import scenario
 
     sc = scenario(service, {}, "current")

@@ -1,7 +1,8 @@
 """Celery tasks of the built-in autoscaler (queue `autoscale`): every AUTOSCALE_SECONDS beat evaluates each
 builtin service from the stored series (no scrape), both revisions of it during a canary rollout
 (apps/rollouts/scaling.py); the scraper asks for one service at once when its
-router holds a request at zero replicas (activation); decisions past retention are pruned hourly."""
+router holds a request at zero replicas (activation), and for a surge check when a scrape shows a step in its load
+(workers/surge.py); decisions past retention are pruned hourly."""
 
 from __future__ import annotations
 
@@ -36,6 +37,16 @@ def evaluate_all() -> int:
 def evaluate_service(service_id: int) -> list[dict]:
     """Evaluate one service now (activation of a serverless service at zero replicas)."""
     return [vars(o) for o in scaling.evaluate_service(service_id)]
+
+
+@shared_task(name=names.AUTOSCALE_SURGE_SERVICE, ignore_result=True)
+def surge_service(service_id: int) -> list[dict]:
+    """Check one service for a surge now, between the periodic evaluations (scale-up only)."""
+    outcomes = [o for o in scaling.surge_service(service_id) if o.action]
+    for outcome in outcomes:
+        log.info("autoscale %s/%s: surge %s %d → %d: %s", service_id, outcome.pool, outcome.action,
+                 outcome.current, outcome.desired, outcome.reason)
+    return [vars(o) for o in outcomes]
 
 
 @shared_task(name=names.AUTOSCALE_PRUNE, ignore_result=True)

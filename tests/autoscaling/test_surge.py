@@ -1,0 +1,97 @@
+"""Worked by hand: a queue the replicas drain before a new one could start asks for none, a backlog waits for the
+replicas already starting while no cold start is measured, and a step in the load between evaluations scales up
+at once at the panic rate, unless the pool's arrivals come in bursts (`apps.autoscaling.surge`)."""
+
+from __future__ import annotations
+
+from apps.autoscaling.rules import History, Observation, PodSample, evaluate
+from apps.autoscaling.surge import surge
+from apps.serving.scaling_policy import MetricTarget, PoolPolicy
+from capacity.roofline import ReplicaRates
+
+RATES = ReplicaRates(prefill_tokens_per_s=4000.0, decode_base_s=0.05, decode_per_seq_s=0.001)
+W = "waiting_requests_per_replica"
+
+
+def policy(**kw) -> PoolPolicy:
+    return PoolPolicy(**({"min_replicas": 1, "max_replicas": 20, "metrics": (MetricTarget(W, 4),),
+                          "ttft_p95_s": 2.0} | kw))
+
+
+def obs(replicas=2, waiting=0.0, ready=True, **kw) -> Observation:
+    pods = tuple(PodSample(ready, {W: waiting} if ready else {}) for _ in range(replicas))
+    return Observation(**({"t": 0.0, "replicas": replicas, "pods": pods, "rates": RATES} | kw))
+
+
+def test_a_queue_the_replicas_drain_before_a_new_one_could_start_asks_for_none():
+    # 2 ready replicas of 4,000 prompt tokens/s with 1,000/s arriving have 7,000/s to spare: in the 28 s a new
+    # replica takes to start they prefill 196,000 tokens, so 20,000 waiting are gone before it serves. The waiting
+    # requests (30 per replica against 4 would ask for ceil(2 × 7.5) = 15) and the TTFT p95 (9 s above its floor,
+    # against 2 s) ask for none, and the decision says why.
+    drained = obs(waiting=30, waiting_prompt_tokens=20000, prompt_tokens_per_s=1000, cold_start_s=28,
+                  ttft_p95_s=10.0, ttft_floor_p95_s=1.0)
+    ev = evaluate(policy(), drained, History())
+    assert (ev.desired, ev.rule, ev.held) == (2, "prefill_backlog", True)
+    assert ev.reason.startswith("the 2 replica(s) drain the 20000 prompt tokens waiting before a replica asked "
+                                "now would serve (28 s cold start), so the queue asks for no replica: waiting 30")
+    # 400,000 waiting: 204,000 are left when a new replica serves, ceil(204,000 / (4,000 × 1 s)) = 51 replicas;
+    # the default scale-up allows max(2 × 2, 2 + 4) = 6.
+    ev = evaluate(policy(), obs(waiting=30, waiting_prompt_tokens=400000, prompt_tokens_per_s=1000, cold_start_s=28),
+                  History())
+    assert (ev.desired, ev.rule) == (6, "ScaleUpLimit")
+
+
+def test_before_a_cold_start_is_measured_the_backlog_waits_for_the_replicas_starting():
+    # The first replica is still starting and 30,000 tokens wait for it: ceil(30,000 / 4,000) = 8 replicas would
+    # drain them within 1 s, but any asked now would come up after it, and how long that takes is not known yet.
+    ev = evaluate(policy(metrics=()), obs(replicas=1, ready=False, waiting_prompt_tokens=30000), History())
+    assert ev.desired == 1
+    assert "waiting for the 1 replica(s) starting (no cold start measured yet" in ev.reason
+    # Once a cold start is measured (28 s), the replica is counted on for it: it prefills 112,000 tokens in that
+    # time. Of 200,000 waiting, 88,000 are left for replicas asked now: ceil(88,000 / 4,000) = 22, and the scale-up
+    # policy allows max(1 × 2, 1 + 4) = 5.
+    ev = evaluate(policy(metrics=()), obs(replicas=1, ready=False, waiting_prompt_tokens=200000, cold_start_s=28),
+                  History())
+    assert (ev.raw, ev.desired) == (22, 5)
+
+
+def steady_history(counts) -> History:
+    """Ten periodic evaluations at 3 replicas: 1,000 prompt tokens/s, `counts[i]` arrivals in each 15 s."""
+    history = History()
+    for i, count in enumerate(counts):
+        ev = evaluate(policy(metrics=(), min_replicas=3), obs(replicas=3, t=15.0 * i, prompt_tokens_per_s=1000,
+                                              arrivals_per_s=count / 15, waiting_prompt_tokens=0, cold_start_s=28),
+                      history)
+        assert ev.desired == 3  # 1,000 / (0.4 × 4,000) → 1, kept at the minimum of 3
+        history = ev.history
+    return history
+
+
+def test_a_step_between_evaluations_scales_up_at_once_at_the_panic_rate():
+    # Arrivals came smoothly (22 ± 2 per 15 s): dispersion under 3. The scrape 5 s after the last evaluation shows
+    # 30,000 prompt tokens/s, 30 × the smoothed 1,000: ceil(30,000 / (0.4 × 4,000)) = 19 replicas for the load
+    # (the forecast, rising, asks more). The periodic evaluation's scale-up policy would allow max(3 × 2, 3 + 4) =
+    # 7; the surge's +1000 % allows 33, so the pool's maximum, 20.
+    history = steady_history([22, 23, 21, 22, 24, 23, 22, 21, 23, 22])
+    step = obs(replicas=3, t=140.0, prompt_tokens_per_s=30000, arrivals_per_s=20, waiting_prompt_tokens=0,
+               cold_start_s=28, period_s=5.0)
+    assert evaluate(policy(metrics=()), step, history).desired == 7
+    ev = surge(policy(metrics=()), step, history)
+    assert (ev.current, ev.desired, ev.rule) == (3, 20, "TooManyReplicas")
+    assert {m.name: m.replicas for m in ev.metrics}["prefill_utilisation"] == 19
+    assert ev.reason.startswith("surge between evaluations (scale-up at +1000% / 15 s): forecast ")
+    assert ev.reason.endswith("limited by max 20 → 20")
+    assert ev.history.forecast == history.forecast  # the forecast keeps its periodic steps
+    # No step: 1,500 prompt tokens/s is under twice the smoothed load and nothing waits.
+    calm = obs(replicas=3, t=140.0, prompt_tokens_per_s=1500, arrivals_per_s=2, waiting_prompt_tokens=0,
+               cold_start_s=28, period_s=5.0)
+    assert surge(policy(metrics=()), calm, history) is None
+
+
+def test_in_a_pool_whose_arrivals_come_in_bursts_a_burst_is_no_surge():
+    # 5 and 120 arrivals per 15 s in turn: successive differences of 115, 115² / 2 / 62.5 = 106 × a Poisson's
+    # dispersion. A burst of seconds is over before a replica could start, so the step waits for the evaluation.
+    history = steady_history([5, 120] * 5)
+    step = obs(replicas=3, t=140.0, prompt_tokens_per_s=30000, arrivals_per_s=20, waiting_prompt_tokens=0,
+               cold_start_s=28, period_s=5.0)
+    assert surge(policy(metrics=()), step, history) is None
