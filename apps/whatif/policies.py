@@ -29,7 +29,8 @@ def spec_rates(spec) -> ReplicaRates:
 
 
 class Builtin:
-    """The built-in autoscaler: `apps.autoscaling.rules.evaluate` with the pool's policy."""
+    """The built-in autoscaler: `apps.autoscaling.rules.evaluate` with the pool's policy, and with the replica's rates
+    the surge check at each scrape between evaluations (`apps.autoscaling.surge`), as the control plane runs both."""
 
     def __init__(self, policy: PoolPolicy, floor_aware: bool = False, rates=None):
         self.policy = policy
