@@ -21,6 +21,15 @@ SURGE_SCALE_UP = ScalingRules(0, PolicySelect.MAX, (RatePolicy(RatePolicyType.PE
 SURGE_FACTOR = 2.0  # ... when the signals ask for this many times the current replicas (Knative's panic: 200 %)
 
 
+def stepped(prompt_tps: float | None, waiting_tokens: float | None, level: float | None) -> bool:
+    """Whether a scrape shows a step from the smoothed load `level` (prompt tokens/s; None: not measured yet):
+    prompt tokens arriving at `SURGE_FACTOR` × it or more, or more prompt tokens waiting than a second of it
+    brings (any, before it is measured)."""
+    if (waiting_tokens or 0.0) > (level or 0.0):
+        return True
+    return None not in (prompt_tps, level) and prompt_tps >= SURGE_FACTOR * level
+
+
 def surge(policy: PoolPolicy, obs: Observation, history: History) -> Evaluation | None:
     """An evaluation between the periodic ones, from the latest scrape, that can only scale up (None: no surge).
 
@@ -33,9 +42,7 @@ def surge(policy: PoolPolicy, obs: Observation, history: History) -> Evaluation 
     of its own scale-up policies. The forecast keeps its periodic steps: its state stays as it was."""
     if obs.replicas == 0 or obs.rates is None:
         return None
-    level = (history.forecast or {}).get("level")
-    rising = None not in (obs.prompt_tokens_per_s, level) and obs.prompt_tokens_per_s >= SURGE_FACTOR * level
-    if not rising and (obs.waiting_prompt_tokens or 0.0) <= (level or 0.0):
+    if not stepped(obs.prompt_tokens_per_s, obs.waiting_prompt_tokens, (history.forecast or {}).get("level")):
         return None
     d = dispersion((history.forecast or {}).get("counts", []))
     if d is not None and d > BURST_DISPERSION:

@@ -40,26 +40,20 @@ from apps.telemetry.models import CANARY_ROLE, STABLE_ROLE
 CANARY_STATE = "{role}@r{revision}"  # the canary side's PoolAutoscalerState.pool (a role is at most 7 letters)
 
 
-def surge_service(service_id: int, now: datetime | None = None) -> list[PoolOutcome]:
-    """A surge check between evaluations (`apps.autoscaling.surge`); none while a rollout is active, whose
-    two revisions the periodic evaluations scale apart."""
-    if Rollout.objects.filter(service_id=service_id, phase__in=ACTIVE_PHASES).exists():
-        return []
-    tenant_id = InferenceService.objects.filter(pk=service_id).values_list("tenant_id", flat=True).first()
-    return autoscale.evaluate_service(service_id, now or timezone.now(), other_gpus=lambda: canary_gpus(tenant_id),
-                                      between=True)
-
-
-def evaluate_service(service_id: int, now: datetime | None = None) -> list[PoolOutcome]:
-    """Evaluate one service: both revisions of each pool while a rollout is active, else each pool."""
+def evaluate_service(service_id: int, now: datetime | None = None, between: bool = False) -> list[PoolOutcome]:
+    """Evaluate one service: both revisions of each pool while a rollout is active, else each pool. `between`: a
+    surge check between the evaluations instead (`apps.autoscaling.surge`), none while a rollout is active (the
+    periodic evaluations scale its two revisions apart)."""
     now = now or timezone.now()
     rollout = (Rollout.objects.select_related("service__tenant")
                .filter(service_id=service_id, phase__in=ACTIVE_PHASES).first())
     if rollout is None:
-        # The canary sides of rollouts that have ended are history no evaluation will read again.
-        PoolAutoscalerState.objects.filter(service_id=service_id, pool__contains="@").delete()
+        if not between:  # the canary sides of rollouts that have ended are history no evaluation will read again
+            PoolAutoscalerState.objects.filter(service_id=service_id, pool__contains="@").delete()
         tenant_id = InferenceService.objects.filter(pk=service_id).values_list("tenant_id", flat=True).first()
-        return autoscale.evaluate_service(service_id, now, other_gpus=lambda: canary_gpus(tenant_id))
+        return autoscale.evaluate_service(service_id, now, other_gpus=lambda: canary_gpus(tenant_id), between=between)
+    if between:
+        return []
     service = rollout.service
     if not service.autoscaled_by_builtin or service.is_deleting:
         return []

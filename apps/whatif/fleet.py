@@ -376,32 +376,17 @@ class Simulation:
             if t == ready_next:
                 self._release_held(t)
             elif t == next_scrape:
-                self._settle(run, t)
-                self._release_held(t)
-                state = self.observe(t, scrape=True)
-                desired = self.decide.surge(state, self.last_active)
-                if desired > state["replicas"]:
-                    run.scale_events += 1
-                    self._scale_to(run, desired, t)
-                    run.peak_replicas = max(run.peak_replicas, len(self.live()))
+                self._evaluate(run, t, scrape=True)
                 next_scrape += self.scrape_s
             elif t == t_arrival:
                 self.last_active = t
-                self._arrived[0] += 1
-                self._arrived[1] += self.lengths[index][0]
-                self._scraped[0] += 1
-                self._scraped[1] += self.lengths[index][0]
+                for counts in (self._arrived, self._scraped):
+                    counts[0] += 1
+                    counts[1] += self.lengths[index][0]
                 self._route(index, t)
                 index += 1
             else:
-                self._settle(run, t)
-                self._release_held(t)
-                state = self.observe(t)
-                desired = self.decide(state, self.last_active)
-                if desired != state["replicas"]:
-                    run.scale_events += 1
-                    self._scale_to(run, desired, t)
-                run.peak_replicas = max(run.peak_replicas, len(self.live()))
+                state = self._evaluate(run, t)
                 if timeline is not None:
                     timeline.append((t, len(self.live()), state["ttft_p95"]))
                 if on_tick is not None:
@@ -411,6 +396,19 @@ class Simulation:
                 next_tick += self.period_s
         self._finish(run)
         return run
+
+    def _evaluate(self, run: Run, t: float, scrape: bool = False) -> dict:
+        """Bring the fleet to `t`, show the policy what it sees (at a scrape, to its surge check) and make the
+        change it asks for; returns what it saw."""
+        self._settle(run, t)
+        self._release_held(t)
+        state = self.observe(t, scrape)
+        desired = (self.decide.surge if scrape else self.decide)(state, self.last_active)
+        if desired != state["replicas"]:
+            run.scale_events += 1
+            self._scale_to(run, desired, t)
+        run.peak_replicas = max(run.peak_replicas, len(self.live()))
+        return state
 
     def _finish(self, run: Run) -> None:
         """Let the work in flight finish (GPUs stay held while it does), then account GPU time."""

@@ -16,6 +16,7 @@ from apps.core.models import AuditEntry
 from apps.serving.models import Pool
 from apps.telemetry.models import PodStat, SeriesPoint
 from capacity.gpus import gpu_for
+from tests.autoscaling.steps import pods_at, steady_then
 from tests.factories import InferenceServiceFactory
 
 BUILTIN = {"autoscaler": "builtin", "targets": {"waiting_requests_per_replica": 4}}
@@ -239,26 +240,12 @@ def test_a_live_ttft_over_target_at_the_prompts_prefill_floor_holds_and_is_kept_
     assert decision.signals["ttft_definition"] == "budget"
 
 
-def steady_then(service, rate, now, evaluations=10):
-    """Ten periodic evaluations 15 s apart of 2 pods carrying 0.1 × the replica's prefill rate each, 1.5 requests/s
-    with little spread (their history: the smoothed load, the arrival counts); returns the time of the last."""
-    for k in range(evaluations):
-        at = now + timedelta(seconds=15 * k)
-        for i in range(2):
-            PodStat.objects.update_or_create(service=service, pod=f"{service.name}-{i}", defaults={
-                "role": "engine", "scraped_at": at - timedelta(seconds=2), "figures": {
-                    "waiting": 0, "running": 1, "kv_cache_usage": 0.1, "prompt_tokens_per_s": 0.1 * rate,
-                    "requests_per_s": 1.5 + 0.1 * ((k + i) % 2), "waiting_prompt_tokens": 0.0}})
-        evaluate_service(service.pk, now=at)
-    return at
-
-
 def test_a_step_between_evaluations_is_met_at_once_at_the_panic_rate_and_kept_as_a_decision(tenant_a):
     # Steady at 0.1 × R per pod, the pool keeps 2 replicas (its minimum). A scrape 5 s after
     # the last evaluation shows 3 × R per pod: 6 R in all, 30 × the smoothed load, ceil(6 / 0.4) = 15 replicas
     # for it. The periodic evaluation's default scale-up would allow max(2 × 2, 2 + 4) = 6; the surge's
     # +1000 % allows 22, so the pool's maximum, 8.
-    from apps.rollouts.scaling import surge_service
+    from apps.rollouts.scaling import evaluate_service as rollout_aware
 
     service = service_with(tenant_a, min_replicas=2)
     rate = pool_rates(service, pool(service)).prefill_tokens_per_s
@@ -268,13 +255,9 @@ def test_a_step_between_evaluations_is_met_at_once_at_the_panic_rate_and_kept_as
     assert pool(service).replicas == 2 and evaluations == 10
     at = last + timedelta(seconds=5)
     # Nothing stepped: no change, no decision, not even a count.
-    assert [o.action for o in surge_service(service.pk, now=at)] == [None]
-    for i in range(2):
-        stat = PodStat.objects.get(service=service, pod=f"{service.name}-{i}")
-        stat.figures |= {"prompt_tokens_per_s": 3 * rate, "requests_per_s": 20.0}
-        stat.scraped_at = at - timedelta(seconds=1)
-        stat.save()
-    [outcome] = surge_service(service.pk, now=at)
+    assert [o.action for o in rollout_aware(service.pk, now=at, between=True)] == [None]
+    pods_at(service, 3 * rate, at - timedelta(seconds=1), lambda i: 20.0)
+    [outcome] = rollout_aware(service.pk, now=at, between=True)
     assert (outcome.action, outcome.current, outcome.desired) == ("scaled", 2, 8)
     assert pool(service).replicas == 8
     decision = ScalingDecision.objects.filter(service=service).latest("time")

@@ -154,15 +154,13 @@ def test_no_surge_check_runs_while_a_rollout_is_active(canary_service, rolling_o
     # nothing (the periodic evaluations scale the two revisions apart). Once it ends the same figures scale the
     # pool from 2 at the panic rate (up to 22), so to its maximum, 4.
     from apps.rollouts.choices import RolloutPhase
-    from apps.rollouts.scaling import surge_service
-
     at = timezone.now() - timedelta(seconds=2)
     for pod in ("chat-7d9f-aaaaa", "chat-7d9f-bbbbb", "chat-r2-5c6d-ccccc"):
         PodStat.objects.update_or_create(service=canary_service, pod=pod, defaults={
             "role": "engine", "scraped_at": at, "figures": {"waiting": 40, "running": 1, "kv_cache_usage": 0.1,
                                                             "waiting_prompt_tokens": 5_000_000.0}})
-    assert surge_service(canary_service.pk) == []
+    assert evaluate_service(canary_service.pk, between=True) == []
     assert not ScalingDecision.objects.filter(service=canary_service).exists()
     Rollout.objects.filter(pk=rolling_out.pk).update(phase=RolloutPhase.ABORTED)
-    [outcome] = surge_service(canary_service.pk)
+    [outcome] = evaluate_service(canary_service.pk, between=True)
     assert (outcome.action, outcome.current, outcome.desired) == ("scaled", 2, 4)

@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 from apps.autoscaling.models import PoolAutoscalerState
-from apps.telemetry.figures import Figures
 from apps.telemetry.models import SERVICE_ROLE
+from tests.autoscaling.steps import scraped as figures
 from tests.factories import InferenceServiceFactory
 from workers.surge import surging
 
 BUILTIN = {"autoscaler": "builtin", "targets": {"waiting_requests_per_replica": 4}}
-
-
-def figures(prompt_tps, waiting_tokens=0.0) -> Figures:
-    unknown = dict.fromkeys(("ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "itl_p50_s", "itl_p95_s", "kv_cache_usage",
-                             "running", "waiting", "prefix_cache_hit_rate", "generation_tokens_per_s", "preemptions",
-                             "success_rate"))
-    return Figures(engine="vllm", model="m", interval_s=5.0, pods=2, prompt_tokens_per_s=prompt_tps,
-                   waiting_prompt_tokens=waiting_tokens, **unknown)
 
 
 def service(tenant, level, autoscaling=BUILTIN):

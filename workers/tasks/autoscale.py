@@ -42,7 +42,7 @@ def evaluate_service(service_id: int) -> list[dict]:
 @shared_task(name=names.AUTOSCALE_SURGE_SERVICE, ignore_result=True)
 def surge_service(service_id: int) -> list[dict]:
     """Check one service for a surge now, between the periodic evaluations (scale-up only)."""
-    outcomes = [o for o in scaling.surge_service(service_id) if o.action]
+    outcomes = [o for o in scaling.evaluate_service(service_id, between=True) if o.action]
     for outcome in outcomes:
         log.info("autoscale %s/%s: surge %s %d → %d: %s", service_id, outcome.pool, outcome.action,
                  outcome.current, outcome.desired, outcome.reason)
