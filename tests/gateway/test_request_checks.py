@@ -162,7 +162,7 @@ def test_a_fault_after_admission_is_a_500_that_settles_and_is_metered(tmp_path, 
     answers, rows = run(tmp_path, tenant_a, [(COMPLETIONS, ONE_AT_A_TIME, completion(), ())] * 3, Broken())
     # Without the settle the key's one slot would stay taken for the lease (600 s): the second would be 429.
     assert [error_of(a) for a in answers] == [(500, None)] * 3
-    assert answers[0].json()["error"]["code"] == "internal_error"
+    assert answers[0].json()["error"]["code"] == "internal_error" and answers[0].json()["error"]["type"] == "server_error"
     assert rows == [("chat", 500)] * 3
 
 
