@@ -21,11 +21,12 @@ from gateway.metering import UsageWriter
 from gateway.prefix import Prompt
 from gateway.snapshot import SnapshotFile
 from gateway.upstream import Upstreams, Usage
+from gateway.validation import ENDPOINTS, Endpoint, Invalid, checked_demand, checked_model, parse
 
 log = logging.getLogger("gateway.app")
 JSON = [(b"content-type", b"application/json")]
-OPENAI_POSTS = {"/v1/chat/completions": "messages", "/v1/completions": "prompt"}
 CLIENT_GONE = 499  # metered for a request whose client left before its answer started (nginx's code)
+FAILED = error_body(500, "The gateway failed on this request.", code="internal_error")
 
 
 class Gateway:
@@ -95,7 +96,7 @@ class Gateway:
             return await self._lifespan(receive, send)
         path, method = scope["path"], scope["method"]
         status, headers, body = await self._handle(scope, receive, path, method)
-        route = path if path in (*OPENAI_POSTS, "/v1/models", "/healthz", "/readyz", "/metrics") else "other"
+        route = path if path in (*ENDPOINTS, "/v1/models", "/healthz", "/readyz", "/metrics") else "other"
         self.requests.labels(route, str(status)).inc()
         await send({"type": "http.response.start", "status": status, "headers": headers})
         if isinstance(body, bytes):
@@ -130,6 +131,9 @@ class Gateway:
             return (200 if ready else 503), JSON, json.dumps({"snapshot_loaded": ready}).encode()
         if path == "/metrics":
             return 200, [(b"content-type", CONTENT_TYPE_LATEST.encode())], generate_latest(self.registry)
+        if path in (*ENDPOINTS, "/v1/models") and (count := headers_named(scope, b"authorization")) > 1:
+            # Two credentials are ambiguous: which one a proxy in front reads need not be the one read here.
+            return 400, JSON, error_body(400, f"Send one Authorization header, not {count}.", code="duplicate_header")
         if path == "/v1/models" and method == "GET":
             key = self._key(scope)
             if key is None:
@@ -137,8 +141,8 @@ class Gateway:
             names = sorted(self.routing().models_for(key))
             data = [{"id": name, "object": "model", "created": 0, "owned_by": "tenant"} for name in names]
             return 200, JSON, json.dumps({"object": "list", "data": data}).encode()
-        if path in OPENAI_POSTS and method == "POST":
-            return await self._inference(scope, receive, OPENAI_POSTS[path])
+        if path in ENDPOINTS and method == "POST":
+            return await self._inference(scope, receive, ENDPOINTS[path])
         return 404, JSON, error_body(404, f"Unknown endpoint {method} {path}.", code="unknown_url")
 
     def _key(self, scope) -> dict | None:
@@ -148,29 +152,42 @@ class Gateway:
             return None
         return self.routing().key(secret.strip())
 
-    async def _inference(self, scope, receive, required: str):
+    async def _inference(self, scope, receive, endpoint: Endpoint):
         key = self._key(scope)
         if key is None:
             return unauthorized()
         started = time.monotonic()
         meter: dict = {"usage": Usage()}
-        request_body = await read_body(receive, self.max_body_bytes)
-        if request_body is None:
-            status, headers, body = 413, JSON, error_body(413, f"The body is over {self.max_body_bytes} bytes.")
-        else:
-            # A client that goes away before the answer starts cancels the request, upstream included.
-            answer = await unless_gone(self._checked(scope, key, request_body, required, meter), receive)
-            if answer is None:
-                meter["usage"].disconnected, meter["usage"].status = True, CLIENT_GONE
-                answer = CLIENT_GONE, JSON, b""
-            status, headers, body = answer
-        if meter["usage"].pod:
-            meter["added_s"] = max(0.0, time.monotonic() - started - meter["usage"].upstream_s)
-            self.added_latency.observe(meter["added_s"])
+        status, headers, body = 500, JSON, FAILED  # what is metered (and settled) if anything below raises
+        try:
+            status, headers, body = await self._answer(scope, receive, key, endpoint, meter)
+            if meter["usage"].pod:
+                meter["added_s"] = max(0.0, time.monotonic() - started - meter["usage"].upstream_s)
+                self.added_latency.observe(meter["added_s"])
+        finally:
+            # Every request is settled and metered once: here, or when its stream ends.
+            if isinstance(body, bytes):
+                self._record(key, meter, status, started)
         if isinstance(body, bytes):
-            self._record(key, meter, status, started)
             return status, headers, body
         return status, headers, metered_stream(body, lambda: self._record(key, meter, status, started))
+
+    async def _answer(self, scope, receive, key: dict, endpoint: Endpoint, meter: dict):
+        request_body = await read_body(receive, self.max_body_bytes)
+        if request_body is None:
+            return 413, JSON, error_body(413, f"The body is over {self.max_body_bytes} bytes.")
+        try:
+            # A client that goes away before the answer starts cancels the request, upstream included.
+            answer = await unless_gone(self._checked(scope, key, request_body, endpoint, meter), receive)
+        except Exception:
+            # A fault of the gateway's own: the client gets a 500 like any other answer, and the request is
+            # still settled (its concurrency lease given back) and metered.
+            log.exception("a request of key %s failed in the gateway", key["id"])
+            return 500, JSON, FAILED
+        if answer is None:
+            meter["usage"].disconnected, meter["usage"].status = True, CLIENT_GONE
+            return CLIENT_GONE, JSON, b""
+        return answer
 
     def _record(self, key: dict, meter: dict, status: int, started: float) -> None:
         usage: Usage = meter["usage"]
@@ -199,19 +216,15 @@ class Gateway:
                               added_ms=meter["added_s"] * 1000 if "added_s" in meter else None,
                               prefix_blocks=meter.get("prompt"))
 
-    async def _checked(self, scope, key: dict, body: bytes, required: str, meter: dict):
+    async def _checked(self, scope, key: dict, body: bytes, endpoint: Endpoint, meter: dict):
         try:
-            request = json.loads(body)
-        except ValueError:
-            return 400, JSON, error_body(400, "The body is not valid JSON.")
-        if not isinstance(request, dict):
-            return 400, JSON, error_body(400, "The body must be a JSON object.")
-        for name in ("model", required):
-            if name not in request:
-                return 400, JSON, error_body(400, f"'{name}' is a required property.", param=name)
-        model = request["model"]
-        meter["model"] = str(model)[:200]
-        service = self.routing().models_for(key).get(model) if isinstance(model, str) else None
+            request = parse(body)
+            # Only a valid name is looked up, logged or metered.
+            model = meter["model"] = checked_model(request, endpoint)
+            demand = checked_demand(request, endpoint)
+        except Invalid as exc:
+            return 400, JSON, error_body(400, exc.message, param=exc.param)
+        service = self.routing().models_for(key).get(model)
         if service is None:
             # The same answer whether the model exists in another tenant or nowhere.
             return 404, JSON, error_body(404, f"The model '{model}' does not exist.", code="model_not_found",
@@ -219,7 +232,7 @@ class Gateway:
         meter["service_id"] = service["id"]
         tenant = self.routing().tenants.get(str(key["tenant_id"]))
         decision = await self.limiter.check({f"key:{key['id']}": key, f"tenant:{key['tenant_id']}": tenant},
-                                      estimate_tokens(request, self.limiter.default_max_tokens))
+                                      estimate_tokens(request, demand, self.limiter.default_max_tokens))
         limit_headers = ratelimit_headers(decision)
         if not decision.allowed:
             return self._refused(decision, limit_headers)
@@ -227,7 +240,7 @@ class Gateway:
         meter["admitted"], meter["reservation"] = True, decision.reservation
         # The prompt, for its prefix blocks on the usage row (the service's reuse curve): only a reference here,
         # hashed by the usage writer's thread off the request path.
-        meter["prompt"] = Prompt(request, required)
+        meter["prompt"] = Prompt(request, endpoint.required)
         if self.activator.should_hold(service):
             service = await self.activator.hold(service["id"], lambda sid: self.routing().service(sid))
             if service is None:
@@ -326,6 +339,11 @@ async def unless_gone(work, receive):
 async def client_gone(receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
+
+
+def headers_named(scope, name: bytes) -> int:
+    """How many headers the request has of `name` (lower case, as ASGI gives names)."""
+    return sum(1 for header, _ in scope["headers"] if header == name)
 
 
 def unauthorized():
