@@ -259,3 +259,10 @@ def test_a_load_past_a_week_or_the_request_limit_is_refused_before_any_replay(se
     settings.WHATIF_MAX_REQUESTS = 3
     with pytest.raises(LoadError, match="the load has 4 requests; a run replays at most 3"):
         run_whatif(service, spaced_load(4, 1.0), [])
+
+
+def test_budgets_are_checked_at_every_arrival_so_a_load_shorter_than_a_period_stops_too(service):
+    # 20 arrivals within 4 s: no 15 s evaluation period ends before the load does.
+    result = run_whatif(service, spaced_load(20, 0.2), [], cpu_budget_s=0)
+    assert result["stopped"].startswith("current: stopped at 0 s of 4 s of load, over the CPU budget of 0 s")
+    assert result["scenarios"] == []
