@@ -254,7 +254,7 @@ def test_a_week_of_load_replays_with_its_timeline_thinned_to_a_bounded_size(serv
 
 
 def test_a_load_past_a_week_or_the_request_limit_is_refused_before_any_replay(service, settings):
-    with pytest.raises(LoadError, match="the load spans 7.0 days; a run replays at most 7 days"):
+    with pytest.raises(LoadError, match=r"the load spans 7\.0 days; a run replays at most 7 days"):
         run_whatif(service, Load("test", [TraceRequest(0.0, 500, 50), TraceRequest(7 * 86400.0 + 1, 500, 50)]), [])
     settings.WHATIF_MAX_REQUESTS = 3
     with pytest.raises(LoadError, match="the load has 4 requests; a run replays at most 3"):
