@@ -11,19 +11,10 @@ from playwright.sync_api import expect
 from apps.catalog.models import Model
 from tests.factories import ModelFactory
 from tests.web.conftest import browser_page  # noqa: F401 (the Chromium fixture)
-from tests.web.portal.page_checks import serious_axe_violations
+from tests.web.portal.page_checks import serious_axe_violations, tab_to
 from tests.web.test_csp_browser import watched
 
 pytestmark = pytest.mark.browser
-
-
-def tab_to(page, locator, presses: int = 40) -> None:
-    """Press Tab from the top of the page until `locator` has the focus (at most `presses` times)."""
-    for _ in range(presses):
-        page.keyboard.press("Tab")
-        if locator.evaluate("e => e === document.activeElement"):
-            return
-    raise AssertionError(f"{locator} is not reached by Tab")
 
 
 def test_delete_asks_first_cancel_keeps_and_delete_removes(browser_page, live_server, owner_a):  # noqa: F811
@@ -35,19 +26,19 @@ def test_delete_asks_first_cancel_keeps_and_delete_removes(browser_page, live_se
     catalog = live_server.url + reverse("web:catalog", args=["alpha", "models"])
     page.goto(catalog)
 
-    tab_to(page, page.get_by_role("link", name="Delete to-go"))
+    tab_to(page, 'a[aria-label="Delete to-go"]')
     page.keyboard.press("Enter")
     expect(page.get_by_role("heading", name="Delete model to-go?")).to_be_visible()
     expect(page.get_by_text("This cannot be undone.")).to_be_visible()
     assert serious_axe_violations(page, "main") == []
 
-    tab_to(page, page.get_by_role("link", name="Cancel"))
+    tab_to(page, "#delete-cancel")
     page.keyboard.press("Enter")
     expect(page.get_by_role("cell", name="to-go", exact=True)).to_be_visible()
     assert Model.objects.filter(name="to-go").exists()
 
     page.get_by_role("link", name="Delete to-go").click()
-    tab_to(page, page.get_by_role("button", name="Delete model"))
+    tab_to(page, "#delete-confirm")
     page.keyboard.press("Enter")
     expect(page.get_by_text("to-go deleted.")).to_be_visible()
     expect(page.get_by_role("cell", name="to-go", exact=True)).to_have_count(0)
