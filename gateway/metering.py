@@ -102,7 +102,7 @@ class UsageWriter:
     def stuck(self) -> bool:
         """The oldest waiting rows failed MAX_TRIES times in a row with the database answering, for a reason no
         row can be blamed for (a missing table or grant): they wait for an operator."""
-        return max(self.failures, self.spool.failures if self.spool else 0) >= MAX_TRIES
+        return self.database_ok and max(self.failures, self.spool.failures if self.spool else 0) >= MAX_TRIES
 
     @property
     def up(self) -> bool:
@@ -223,11 +223,13 @@ class UsageWriter:
         """A batch the database refused MAX_TRIES times, one row per transaction: the refused rows are set aside
         as dead letters; False (the rest queued again) when the database stops answering or taking rows."""
         log.error("a batch of %d usage rows refused %d times: written row by row", len(batch), self.failures)
+        self.failures = 0  # tries of the row-by-row writing from here
         for at, row in enumerate(batch):
             try:
                 self._copy([row])
             except Exception as exc:
                 if not refused(exc):
+                    self.failures += not unreachable(exc)
                     self._put_back(batch[at:])
                     return self._failed(exc, self.failures)
                 self.dead_letters.add(row, reason(exc))

@@ -230,7 +230,7 @@ class DiskSpool:
                 segment = self.segments[0]
                 rows, unreadable = self._read(segment)
                 try:
-                    first = self._write_rowwise(conn, segment, rows) if segment.rowwise \
+                    fresh = self._write_rowwise(conn, segment, rows) if segment.rowwise \
                         else self._write_whole(conn, segment, rows)
                 except Exception as exc:
                     if unreachable(exc):
@@ -242,8 +242,9 @@ class DiskSpool:
                               "database refuses set aside in %s", segment.path, self.failures, reason(exc),
                               self.dead_letters.path)
                     self._to_rowwise(segment)
+                    self.failures = 0  # tries of the row-by-row writing from here
                     continue
-                if first:
+                if fresh:
                     for line, text, why in unreadable:
                         self.dead_letters.add(text, why, segment=segment.id, line=line)
                 self.failures = 0
