@@ -43,7 +43,8 @@ SEGMENT_NAME = re.compile(r"(?P<sequence>\d{12})-(?P<id>[0-9a-f]{8}(?:-[0-9a-f]{
                           r"(?P<suffix>\.rows|\.rowwise)")
 MAX_TRIES = 3  # writes of the same oldest rows refused in a row before they are written one by one
 DEAD_LETTER = "dead-letter.jsonl"
-DEAD_LETTER_BYTES = 64 * 2**20  # past it a refused row is only logged and counted (the disk is not the bill's)
+# Past it a refused row is only logged and counted; with --spool-bytes (256 MiB) it fits the pod's 320 MiB emptyDir.
+DEAD_LETTER_BYTES = 16 * 2**20
 
 
 def unreachable(exc: BaseException) -> bool:
