@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from gateway.prefix import KEY_SECRETS, hash_key
+
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m gateway", description="The tenants' OpenAI-compatible gateway.")
@@ -66,6 +68,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                 args.database_url = handle.read().strip()
         except OSError as exc:
             parser.error(f"--database-url-file {args.database_url_file}: {exc.strerror}")
+    try:
+        args.prefix_key = hash_key(os.environ)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.database_url and args.prefix_key is None:
+        names = " or ".join(f"{name} (or {name}_FILE)" for name in KEY_SECRETS)
+        parser.error(f"metering keys the prompts' prefix hashes with a secret the replicas share: set {names}")
     return args
 
 
@@ -83,8 +92,9 @@ def build(args: argparse.Namespace):
                   limiter=RequestLimiter(args.redis_url or None, replicas=args.replicas, prefix=args.redis_prefix,
                                          lease_ms=int(args.lease_seconds * 1000),
                                          default_max_tokens=args.default_max_tokens),
-                  usage=UsageWriter(args.database_url, max_rows=args.spool_rows, interval=args.usage_flush_seconds,
-                                    spool_dir=args.spool_dir or None, spool_bytes=args.spool_bytes)
+                  usage=UsageWriter(args.database_url, prefix_key=args.prefix_key, max_rows=args.spool_rows,
+                                    interval=args.usage_flush_seconds, spool_dir=args.spool_dir or None,
+                                    spool_bytes=args.spool_bytes)
                   if args.database_url else None,
                   activator=Activator(args.redis_url or None, max_held=args.activation_queue,
                                       max_wait=args.activation_wait),

@@ -72,15 +72,21 @@ class Gateway:
 
     def _usage_metrics(self, usage: UsageWriter) -> None:
         for name, text, value in (
-                ("gateway_usage_database_up", "1 while usage rows reach PostgreSQL, 0 while they wait.",
-                 lambda: 1 if usage.database_ok else 0),
+                ("gateway_usage_database_up", "1 while usage rows reach PostgreSQL, 0 while they wait (the database "
+                 "unreachable, or failing the oldest rows).", lambda: 1 if usage.up else 0),
                 ("gateway_usage_waiting_rows", "Usage rows not written yet: queued in memory or spooled on disk.",
                  lambda: usage.waiting),
                 ("gateway_usage_spool_bytes", "Bytes of the usage spool on disk.",
                  lambda: usage.spool.bytes if usage.spool else 0),
                 ("gateway_usage_dropped_rows", "Usage rows lost since start because the queue or the spool was "
                  "full (only grows).", lambda: usage.dropped),
-                ("gateway_usage_written_rows", "Usage rows written since start (only grows).", lambda: usage.written)):
+                ("gateway_usage_written_rows", "Usage rows written since start (only grows).", lambda: usage.written),
+                ("gateway_usage_quarantined_rows", "Usage rows the database refused, set aside in the dead-letter "
+                 "file since start (only grows).", lambda: usage.quarantined),
+                ("gateway_usage_unprepared_rows", "Usage rows written without their prompt's columns since start: "
+                 "the prompt could not be hashed (only grows).", lambda: usage.unprepared),
+                ("gateway_usage_stuck", "1 while the oldest usage rows keep failing with the database answering, "
+                 "for a reason no row is to blame for (a missing table or grant).", lambda: 1 if usage.stuck else 0)):
             Gauge(name, text, registry=self.registry).set_function(value)
 
     def routing(self):
@@ -127,8 +133,11 @@ class Gateway:
         if path == "/healthz":
             return 200, JSON, b'{"status":"ok"}'
         if path == "/readyz":
+            # Metering is reported, not a condition: a replica taken out of service would stop everyone's
+            # requests, and metering's rows wait (spool, queue) rather than being lost.
             ready = self.routing().loaded
-            return (200 if ready else 503), JSON, json.dumps({"snapshot_loaded": ready}).encode()
+            metering = self.usage.health() if self.usage is not None else "off"
+            return (200 if ready else 503), JSON, json.dumps({"snapshot_loaded": ready, "metering": metering}).encode()
         if path == "/metrics":
             return 200, [(b"content-type", CONTENT_TYPE_LATEST.encode())], generate_latest(self.registry)
         if path in (*ENDPOINTS, "/v1/models") and (count := headers_named(scope, b"authorization")) > 1:

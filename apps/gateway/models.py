@@ -20,6 +20,7 @@ from django.utils import timezone
 from apps.core.access import restricted, staff_only, tenant_owned
 from apps.core.models import TimestampedModel
 from apps.tenancy.models import TOKEN_PREFIX_LENGTH, hash_token
+from gateway.metering import TEXT_CHARS
 
 # The marker lets secret scanners and people tell an inference key from an API token at a glance.
 KEY_MARKER = "sk-"
@@ -150,8 +151,10 @@ class UsageRow(Usage):
     tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="+")
     key_id = models.BigIntegerField(null=True)
     service_id = models.BigIntegerField(null=True)
-    model = models.CharField(max_length=200, help_text="The model field as asked: service, served name or adapter.")
-    pod = models.CharField(max_length=253, blank=True)
+    # The gateway cuts what it writes there to these bounds.
+    model = models.CharField(max_length=TEXT_CHARS["model"],
+                             help_text="The model field as asked: service, served name or adapter.")
+    pod = models.CharField(max_length=TEXT_CHARS["pod"], blank=True)
     status = models.PositiveSmallIntegerField()
     ttft_ms = models.FloatField(null=True)
     duration_ms = models.FloatField()
