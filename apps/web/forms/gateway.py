@@ -21,8 +21,9 @@ class InferenceKeyForm(PlainLabels, forms.ModelForm):
 
     class Meta:
         model = InferenceKey
-        fields = ["name", "services", "rpm", "tpm", "concurrency", "monthly_token_budget"]
-        labels = {"rpm": "Requests per minute", "tpm": "Tokens per minute", "concurrency": "Concurrent requests",
+        fields = ["name", "services", "rpm", "tpm", "concurrency", "monthly_token_budget", "priority"]
+        labels = {"priority": "Priority band",
+                  "rpm": "Requests per minute", "tpm": "Tokens per minute", "concurrency": "Concurrent requests",
                   "monthly_token_budget": "Tokens per month"}
         help_texts = {"name": "What calls with it, e.g. support-bot.",
                       "services": "None ticked: every service of the tenant, now and later."}
