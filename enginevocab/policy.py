@@ -103,6 +103,7 @@ def resolve(vocab: Vocabulary, spelling: str, version: str | None = None) -> tup
     `version` defaults to the vocabulary's own; a flag that version lacks is unknown, as to its argparse.
     """
     version = version or vocab.version
+    typed = spelling
     if vocab.underscores and spelling.startswith("--"):
         spelling = "--" + spelling[2:].replace("_", "-")
     if spelling in vocab.names and vocab.has(vocab.names[spelling], version):
@@ -116,7 +117,7 @@ def resolve(vocab: Vocabulary, spelling: str, version: str | None = None) -> tup
         base = spelling.partition(".")[0]
         if vocab.underscores and base != spelling and resolve(vocab, base, version)[0]:
             # vLLM's parser folds --x.key value into --x's JSON; the policy reads only the whole object.
-            return None, f"{spelling} sets one key of {base}: pass {base} as one JSON object instead"
+            return None, f"{typed} sets one key of {base}: pass {base} as one JSON object instead"
     return None, f"{spelling} is not a flag of {vocab.engine} {version}"
 
 

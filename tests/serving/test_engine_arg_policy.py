@@ -46,6 +46,9 @@ def test_vllm_tenant_args_are_refused_with_the_flag_and_reason(args, expected):
     (["--served-model", "x"], "--served-model (--served-model-name) is set by the control plane"),
     (["--download", "/tmp"], f"--download (--download-dir) {PLATFORM}"),
     (["--worker-extension-cls=os.system"], "--worker-extension-cls is not a flag of sglang 0.5.23"),
+    (["--tokenizer-path", "/etc"], f"--tokenizer-path {PLATFORM} (it reads a file or path inside the pod)"),
+    (["--load-format", "runai_streamer"], "--load-format must be one of auto, safetensors, dummy, gguf"),
+    (["--log-requests"], f"--log-requests {PLATFORM} (it writes prompts or outputs to the engine's logs)"),
 ])
 def test_sglang_tenant_args_are_refused_with_the_flag_and_reason(args, expected):
     assert expected in SGLANG.validate(EngineSettings(extra_args=args))["extra_args"]
