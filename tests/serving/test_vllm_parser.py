@@ -91,6 +91,6 @@ def test_every_command_line_the_demo_renders_is_accepted_by_vllms_parser(monkeyp
     assert len(lines) >= 4  # the demo's standard, P/D, multi-node (leader and worker) and serverless engines
     # The last line is one the parser refuses, so a check that accepts everything fails here.
     verdicts = _run("--check", stdin=json.dumps([*lines, ["--disable-log-requests"]]))
-    assert [(line, v["error"]) for line, v in zip(lines, verdicts) if not v["ok"]] == []
+    assert [(line, v["error"]) for line, v in zip(lines, verdicts, strict=False) if not v["ok"]] == []
     assert verdicts[-1] == {"ok": False, "error": [
         "vllm_parser_dump.py: error: unrecognized arguments: --disable-log-requests"]}
