@@ -42,9 +42,9 @@ _COMPILATION = Json({
     "cudagraph_capture_sizes": _SIZES, "max_cudagraph_capture_size": Num(1, 8192),
     "compile_sizes": _SIZES, "cudagraph_num_of_warmups": Num(0, 16), "use_inductor_graph_partition": _ON,
 })
+# Not disable_any_whitespace or disable_additional_properties: vLLM allows each with some backends only.
 _STRUCTURED = Json({
-    "backend": OneOf(("auto", "xgrammar", "guidance", "outlines", "lm-format-enforcer")),
-    "disable_any_whitespace": _ON, "disable_additional_properties": _ON, "enable_in_reasoning": _ON,
+    "backend": OneOf(("auto", "xgrammar", "guidance", "outlines", "lm-format-enforcer")), "enable_in_reasoning": _ON,
 })
 
 # Flag -> the values a tenant may give it.
@@ -112,7 +112,7 @@ TENANT: dict[str, object] = {
     # The KV cache inside the GPU memory the product gives the engine.
     "--block-size": OneOf((1, 8, 16, 32, 64, 128, 256)), "--num-gpu-blocks-override": Num(1, 10_000_000),
     "--prefix-caching-hash-algo": _parser_choices("--prefix-caching-hash-algo"),
-    "--prefix-cache-retention-interval": Num(0, 86_400, integer=False), "--kv-cache-dtype-skip-layers": _NAMES,
+    "--prefix-cache-retention-interval": Num(0, 86_400), "--kv-cache-dtype-skip-layers": _NAMES,
     "--kv-sharing-fast-prefill": _ON, "--swa-bounded-replay": _ON,
     "--mamba-cache-dtype": _parser_choices("--mamba-cache-dtype"),
     "--mamba-ssm-cache-dtype": _parser_choices("--mamba-ssm-cache-dtype"), "--mamba-block-size": Num(1, 65536),
