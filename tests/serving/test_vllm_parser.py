@@ -19,7 +19,8 @@ from apps.serving.rendering import render_service
 from apps.serving.rendering.spec import spec_from_service
 from enginevocab import policy, vllm, vllm_classes
 from enginevocab.bounds import Json, ListOf, Name, Num, OneOf, Switch
-from kubesim.engines.flags import command_line
+from kubesim.engines.flags import command_line, parse_vllm
+from kubesim.workload import WorkloadExit
 from tests.serving.test_commands import seed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,9 +82,9 @@ def _edges(bound) -> list:
     return [{key: _edges(item)[0] for key, item in bound.keys.items()}]
 
 
-def _tenant_lines(parser) -> list[list[str]]:
+def _tenant_lines() -> list[list[str]]:
     """Every tenant-settable flag at the edges of its bound, in every spelling of a switch."""
-    spellings = {option["flags"][0]: option["flags"] for option in parser["options"]}
+    spellings = {flag: option["flags"] for flag, option in vllm_classes.OPTIONS.items()}
     lines = []
     for flag, bound in policy.VLLM.tenant.items():
         if isinstance(bound, Switch):
@@ -116,7 +117,7 @@ def _engine_argv(obj) -> list[list[str]]:
 
 
 @pytest.mark.django_db
-def test_every_command_line_the_product_lets_through_is_accepted_by_vllms_parser(parser, monkeypatch):
+def test_every_command_line_the_product_lets_through_is_accepted_by_vllms_parser(monkeypatch):
     """The demo's rendered lines and every tenant flag at the edges of its bound, in one process."""
     monkeypatch.setenv("KUBESIM_URL", "http://127.0.0.1:16443")
     seed(password="demo-pass-123")
@@ -124,9 +125,19 @@ def test_every_command_line_the_product_lets_through_is_accepted_by_vllms_parser
     for service in InferenceService.objects.filter(runtime__engine="vllm"):
         demo += _engine_argv(render_service(spec_from_service(service)))
     assert len(demo) >= 4  # the demo's standard, P/D, multi-node (leader and worker) and serverless engines
-    lines = [*demo, *_tenant_lines(parser)]
+    lines = [*demo, *_tenant_lines()]
     # The last line is one the parser refuses, so a check that accepts everything fails here.
     verdicts = _run("--check", stdin=json.dumps([*lines, ["--disable-log-requests"]]))
     assert [(line, v["error"]) for line, v in zip(lines, verdicts, strict=False) if not v["ok"]] == []
     assert verdicts[-1] == {"ok": False, "error": [
         "vllm_parser_dump.py: error: unrecognized arguments: --disable-log-requests"]}
+
+
+def test_kubesims_simulated_vllm_parses_every_tenant_line():
+    refused = []
+    for line in _tenant_lines():
+        try:
+            parse_vllm(["vllm", "serve", "--model", "m", *line], vllm.VERSION)
+        except WorkloadExit as exit_:
+            refused.append((line, str(exit_)))
+    assert refused == []
