@@ -269,7 +269,10 @@ class Gateway:
         tenant = self.routing().tenants.get(str(key["tenant_id"]))
         tokens = estimate_tokens(request, demand, self.limiter.default_max_tokens)
         flow = None
-        if self.door.share(service) is not None:  # fair share is charged only where the door may queue
+        if self.door.saturated(service):
+            # Charged only while the service is saturated: unsaturated, nobody waits, so the order is moot and
+            # the request costs the round trips it did before (none for a key and tenant without limits). A
+            # flow's counter is lifted to the band's virtual time when it next waits, so nothing is banked.
             # VTC's cost: the prompt once and the output twice (estimate_tokens counts the output once).
             flow = Flow(f"fair:{service['id']}:{band}", str(key["tenant_id"]), str(key["id"]),
                         int((tenant or {}).get("weight") or DEFAULT_WEIGHT),
@@ -288,7 +291,7 @@ class Gateway:
             service = await self.activator.hold(service["id"], lambda sid: self.routing().service(sid))
             if service is None:
                 return self.upstreams.unavailable(model, limit_headers)
-        shed = await self.door.enter(service, band, str(key["tenant_id"]), decision.tags, meter)
+        shed = await self.door.enter(service, band, str(key["tenant_id"]), decision.tags if flow else None, meter)
         if shed is not None:
             return self._shed(shed, band, meter, limit_headers)
         meter["door"] = service["id"]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from gateway.fairness import LOWEST_BAND, FairQueue, Tags
 
 QUEUE_FULL, QUEUE_TIMEOUT = "queue_full", "queue_timeout"
+UNCHARGED = Tags(2**62, 2**62)
 
 
 @dataclass
@@ -42,10 +43,16 @@ class Door:
             return None
         return math.ceil(bound / self.replicas)
 
+    def saturated(self, service: dict) -> bool:
+        """Whether the service is at this replica's share of its bound, or has requests waiting."""
+        state = self.services.get(service["id"])
+        bound = self.share(service)
+        return bound is not None and state is not None and (state.outstanding >= bound or bool(state.queue))
+
     def band_ttl(self, band: int) -> float:
         return self.lowest_ttl if band <= LOWEST_BAND else self.ttl
 
-    async def enter(self, service: dict, band: int, tenant: str, tags: Tags, meter: dict) -> str | None:
+    async def enter(self, service: dict, band: int, tenant: str, tags: Tags | None, meter: dict) -> str | None:
         """Wait for the service's turn: None once the request may go on (it then holds a place until `leave`),
         else why it was shed. Cancelled (its client left), it leaves the queue."""
         state = self.services.setdefault(service["id"], _Service())
@@ -58,7 +65,8 @@ class Door:
             self.shed[QUEUE_FULL] += 1
             return QUEUE_FULL
         turn = asyncio.get_running_loop().create_future()
-        state.queue.push(turn, band, tenant, tags)
+        # A request checked before the service saturated carries no tags: it waits behind those that do.
+        state.queue.push(turn, band, tenant, tags if tags is not None else UNCHARGED)
         started = time.monotonic()
         try:
             await asyncio.wait_for(turn, self.band_ttl(band))

@@ -5,6 +5,7 @@ client that disconnects while queued leaving the queue, a bad x-priority refused
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import socket
@@ -15,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from apps.gateway.models import UsageRow
 from apps.serving.models import InferenceService
+from gateway.door import Door
 from tests.database import database_url_of_test_db
 from tests.gateway import fake_engine
 from tests.gateway.test_no_usage_lost import serve_chat_from, start
@@ -114,3 +116,22 @@ def test_the_queue_sheds_orders_and_lets_a_client_leave(transactional_db, world,
     assert (429, "queue_timeout", True) in rows
     assert (499, "", True) in rows  # the client that left while queued: its wait is metered
     assert sum(1 for row in UsageRow.objects.filter(status=200, queued_ms__isnull=False)) == 2  # urgent, low
+
+
+def test_a_replica_is_saturated_at_its_share_of_the_bound():
+    door = Door(replicas=2)
+    service, unbounded = {"id": 1, "max_outstanding": 3}, {"id": 2, "max_outstanding": None}
+
+    async def run():
+        seen = [door.saturated(service)]
+        for _ in range(2):  # this replica's share: ceil(3 / 2) = 2
+            assert await door.enter(service, 0, "t", None, {}) is None
+            seen.append(door.saturated(service))
+        door.leave(1)
+        seen.append(door.saturated(service))
+        for _ in range(5):
+            assert await door.enter(unbounded, 0, "t", None, {}) is None
+        return [*seen, door.saturated(unbounded)]
+
+    assert asyncio.run(run()) == [False, False, True, False, False]
+    assert not Door(enabled=False).saturated(service)
