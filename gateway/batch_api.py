@@ -14,7 +14,7 @@ from urllib.parse import parse_qs
 
 from gateway import batch_store as store
 from gateway import batch_vocab as bv
-from gateway.batch_lines import split_lines
+from gateway.batch_lines import checked_file
 from gateway.errors import error_body
 from gateway.metering import clean_text
 from gateway.validation import ENDPOINTS, Invalid, parse
@@ -70,11 +70,11 @@ class BatchApi:
         try:
             # Parsing tens of megabytes is work for a thread too.
             fields = await asyncio.to_thread(form_fields, content_type, body)
-            purpose, filename, content = checked_upload(fields)
+            purpose, filename, content, lines = checked_upload(fields)
         except Invalid as exc:
             return bad(exc.message, exc.param)
         row = await self._db(store.insert_file, tenant_id=key["tenant_id"], key_id=key["id"], purpose=purpose,
-                             filename=filename, content=content, lines=len(split_lines(content)))
+                             filename=filename, content=content, lines=lines)
         return ok(store.file_object(row))
 
     async def list_files(self, scope, receive, key, query):
@@ -178,9 +178,8 @@ def form_fields(content_type: bytes, body: bytes) -> dict[str, tuple[str | None,
     return fields
 
 
-def checked_upload(fields: dict) -> tuple[str, str, bytes]:
-    """(purpose, filename, content) of an upload: purpose `batch`, a non-empty UTF-8 file of at most
-    MAX_FILE_LINES lines."""
+def checked_upload(fields: dict) -> tuple[str, str, bytes, int]:
+    """(purpose, filename, content, lines) of an upload: purpose `batch`, a file `checked_file` takes."""
     purpose = fields.get("purpose", (None, b""))[1].decode("utf-8", "replace")
     if purpose != bv.PURPOSE_INPUT:
         raise Invalid(f"'purpose' must be '{bv.PURPOSE_INPUT}': the gateway keeps files for batches only.",
@@ -188,15 +187,7 @@ def checked_upload(fields: dict) -> tuple[str, str, bytes]:
     if "file" not in fields:
         raise Invalid("'file' is a required field.", "file")
     filename, content = fields["file"]
-    if not content.strip():
-        raise Invalid("The file is empty.", "file")
-    try:
-        content.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise Invalid(f"The file is not UTF-8 (byte {exc.start}).", "file") from exc
-    if (lines := len(split_lines(content))) > bv.MAX_FILE_LINES:
-        raise Invalid(f"The file holds {lines} lines; a batch takes at most {bv.MAX_FILE_LINES}.", "file")
-    return purpose, clean_text(filename or "file.jsonl", bv.MAX_FILENAME_CHARS), content
+    return purpose, clean_text(filename or "file.jsonl", bv.MAX_FILENAME_CHARS), content, checked_file(content)
 
 
 def checked_batch(request: dict) -> tuple[str, str, dict | None]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 from gateway import batch_vocab as bv
-from gateway.batch_store import new_id
 from gateway.validation import Invalid, parse
 
 
@@ -16,6 +15,23 @@ def split_lines(content: bytes) -> list[bytes]:
     if lines and lines[-1] == b"":
         lines.pop()
     return [line.removesuffix(b"\r") for line in lines]
+
+
+def checked_file(content: bytes) -> int:
+    """How many lines an uploaded batch file holds, once it is a non-empty UTF-8 file of at most MAX_FILE_BYTES
+    bytes and MAX_FILE_LINES lines; Invalid naming `file` otherwise. Its lines are checked one by one as they
+    run: a bad one goes to the error file."""
+    if len(content) > bv.MAX_FILE_BYTES:
+        raise Invalid(f"A file may hold at most {bv.MAX_FILE_BYTES} bytes.", "file")
+    if not content.strip():
+        raise Invalid("The file is empty.", "file")
+    try:
+        content.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Invalid(f"The file is not UTF-8 (byte {exc.start}).", "file") from exc
+    if (lines := len(split_lines(content))) > bv.MAX_FILE_LINES:
+        raise Invalid(f"The file holds {lines} lines; a batch takes at most {bv.MAX_FILE_LINES}.", "file")
+    return lines
 
 
 def checked_line(raw: bytes, endpoint: str, seen: set[str]) -> tuple[str, dict]:
@@ -58,13 +74,13 @@ def answered(custom_id: str, status: int, body: bytes) -> str:
         payload = json.loads(body) if body else None
     except ValueError:
         payload = {"error": {"message": body.decode("utf-8", "replace")}}
-    return json.dumps({"id": new_id(bv.REQUEST_ID_PREFIX), "custom_id": custom_id,
-                       "response": {"status_code": status, "request_id": new_id(""), "body": payload},
+    return json.dumps({"id": bv.new_id(bv.REQUEST_ID_PREFIX), "custom_id": custom_id,
+                       "response": {"status_code": status, "request_id": bv.new_id(""), "body": payload},
                        "error": None})
 
 
 def refused(custom_id: str | None, number: int, problem: Invalid) -> str:
     """The error file's line for line `number`, which is not a request the batch can send."""
-    return json.dumps({"id": new_id(bv.REQUEST_ID_PREFIX), "custom_id": custom_id, "response": None,
+    return json.dumps({"id": bv.new_id(bv.REQUEST_ID_PREFIX), "custom_id": custom_id, "response": None,
                        "error": {"code": "invalid_request", "message": problem.message, "param": problem.param,
                                  "line": number}})

@@ -6,7 +6,6 @@ the tenant, so another tenant's id is the same answer as an unknown one."""
 from __future__ import annotations
 
 import json
-import secrets
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -18,10 +17,6 @@ FILES, BATCHES = "gateway_file", "gateway_batch"  # the tables list_rows pages
 FILE_FIELDS = "id, tenant_id, key_id, purpose, filename, bytes, lines, created_at"
 BATCH_TIMES = ("created_at", "expires_at", "in_progress_at", "finalizing_at", "completed_at", "failed_at",
                "expired_at", "cancelling_at", "cancelled_at")
-
-
-def new_id(prefix: str) -> str:
-    return prefix + secrets.token_hex(12)
 
 
 def connect(database_url: str) -> psycopg.Connection:
@@ -56,7 +51,7 @@ def batch_object(row: dict) -> dict:
 
 def insert_file(database_url: str, *, tenant_id: int, key_id: int | None, purpose: str, filename: str,
                 content: bytes, lines: int, conn: psycopg.Connection | None = None) -> dict:
-    row = {"id": new_id(bv.FILE_ID_PREFIX), "tenant_id": tenant_id, "key_id": key_id, "purpose": purpose,
+    row = {"id": bv.new_id(bv.FILE_ID_PREFIX), "tenant_id": tenant_id, "key_id": key_id, "purpose": purpose,
            "filename": filename, "bytes": len(content), "lines": lines, "created_at": datetime.now(UTC)}
     sql = ("INSERT INTO gateway_file (id, tenant_id, key_id, purpose, filename, bytes, lines, created_at, content) "
            "VALUES (%(id)s, %(tenant_id)s, %(key_id)s, %(purpose)s, %(filename)s, %(bytes)s, %(lines)s, "
@@ -116,7 +111,7 @@ def delete_file(database_url: str, tenant_id: int, file_id: str) -> str:
 def insert_batch(database_url: str, *, tenant_id: int, key_id: int, endpoint: str, input_file: dict,
                  metadata: dict | None) -> dict:
     now = datetime.now(UTC)
-    row = {"id": new_id(bv.BATCH_ID_PREFIX), "tenant_id": tenant_id, "key_id": key_id, "endpoint": endpoint,
+    row = {"id": bv.new_id(bv.BATCH_ID_PREFIX), "tenant_id": tenant_id, "key_id": key_id, "endpoint": endpoint,
            "input_file_id": input_file["id"], "completion_window": bv.COMPLETION_WINDOW,
            "metadata": json.dumps(metadata) if metadata is not None else None, "total": input_file["lines"],
            "created_at": now, "expires_at": now + timedelta(seconds=bv.WINDOW_SECONDS), "status": bv.VALIDATING}
@@ -142,7 +137,7 @@ def cancel_batch(database_url: str, tenant_id: int, batch_id: str) -> dict | Non
     with connect(database_url) as conn:
         conn.execute(
             "UPDATE gateway_batch SET status = %s, cancelling_at = now() WHERE id = %s AND tenant_id = %s "
-            "AND status = ANY(%s)", (bv.CANCELLING, batch_id, tenant_id, [bv.VALIDATING, bv.IN_PROGRESS]))
+            "AND status = ANY(%s)", (bv.CANCELLING, batch_id, tenant_id, list(bv.CANCELLABLE)))
         return conn.execute("SELECT * FROM gateway_batch WHERE id = %s AND tenant_id = %s",
                             (batch_id, tenant_id)).fetchone()
 

@@ -3,6 +3,8 @@ its tables (apps/gateway/models.py) and shows it (the portal's Batches page): bo
 
 from __future__ import annotations
 
+import secrets
+
 MAX_FILE_BYTES = 64 * 2**20  # an uploaded batch file (OpenAI's own bound is 200 MB; rows live in PostgreSQL)
 MAX_FILE_LINES = 50_000  # requests in one batch file, OpenAI's bound
 MAX_FILENAME_CHARS = 255
@@ -16,6 +18,13 @@ FILE_ID_PREFIX, BATCH_ID_PREFIX, REQUEST_ID_PREFIX = "file-", "batch_", "batch_r
 ID_CHARS = 40  # the longest id: a prefix and 24 hex digits fit
 ID_PATTERN = rf"[A-Za-z0-9_-]{{1,{ID_CHARS}}}"  # what may be looked up as an id (anything else is no row's)
 
+
+
+def new_id(prefix: str) -> str:
+    """A fresh id of a file, a batch or a request, as OpenAI shapes them (`file-…`, `batch_…`)."""
+    return prefix + secrets.token_hex(12)
+
+
 # What a file is for: uploaded as a batch's input, or written by the gateway as a batch's output or errors.
 PURPOSE_INPUT, PURPOSE_OUTPUT = "batch", "batch_output"
 PURPOSES = (PURPOSE_INPUT, PURPOSE_OUTPUT)
@@ -26,6 +35,7 @@ FAILED, EXPIRED, CANCELLING, CANCELLED = "failed", "expired", "cancelling", "can
 STATUSES = (VALIDATING, FAILED, IN_PROGRESS, FINALIZING, COMPLETED, EXPIRED, CANCELLING, CANCELLED)
 ACTIVE = (VALIDATING, IN_PROGRESS, FINALIZING, CANCELLING)  # statuses a runner still works on
 FINAL = (FAILED, COMPLETED, EXPIRED, CANCELLED)
+CANCELLABLE = (VALIDATING, IN_PROGRESS)  # a cancel moves these to CANCELLING; the runner then ends them
 
 # The header a batch line is sent with: the lowest band (the priority code reads it; a client may send it too).
 PRIORITY_HEADER, BATCH_PRIORITY = b"x-priority", b"batch"

@@ -345,6 +345,10 @@ class Batch(models.Model):
     def active(self) -> bool:
         return self.status in bv.ACTIVE
 
+    @property
+    def cancellable(self) -> bool:
+        return self.status in bv.CANCELLABLE
+
 
 class BatchLine(models.Model):
     """One answered line of a running batch, kept until the batch is finalized into its output and error
