@@ -6,6 +6,7 @@ control plane, so a tenant cannot pass it.
 
 from __future__ import annotations
 
+from enginevocab.bounds import MAX_NUM_BATCHED_TOKENS, ListOf, Name, Num, OneOf, Switch
 from enginevocab.values import FLOAT as _FLOAT
 from enginevocab.values import INT as _INT
 from enginevocab.values import STR as _STR
@@ -151,9 +152,44 @@ OWNED: dict[str, tuple[str, ...]] = {
     ),
 }
 _FILE = "it reads a file or path inside the pod"
-# Platform-only: staff may set these as a Runtime's default args; a tenant may not (README, Security).
-PLATFORM_ONLY: dict[str, str] = {
-    "--trust-remote-code": "it runs the model repository's own Python code",
-    "--download-dir": _FILE, "--chat-template": _FILE, "--file-storage-path": _FILE,
-    "--kv-events-config": "it configures a publisher the engine loads",
+_LOGS = "it writes prompts or outputs to the engine's logs"
+_TELEMETRY = "it changes the metrics the product's telemetry reads"
+_PARALLEL = "it changes how the engine spreads over GPUs and nodes, which the product sizes pods for"
+_ON = Switch()
+# The documented flags (reference/engines.md; no SGLang runs here to read its parser) a tenant may set: flag ->
+# the values allowed. The rest are the product's (OWNED), staff's (PLATFORM) or no one's (REFUSED).
+TENANT: dict[str, object] = {
+    "--ep-size": Num(1, 64), "--page-size": Num(1, 256), "--max-prefill-tokens": Num(1, MAX_NUM_BATCHED_TOKENS),
+    "--max-queued-requests": Num(1, 100_000), "--max-total-tokens": Num(1, 100_000_000),
+    "--schedule-policy": OneOf(("lpm", "random", "fcfs", "dfs-weight", "lof", "priority")),
+    "--schedule-conservativeness": Num(0, 10, integer=False), "--max-loras-per-batch": Num(1, 64),
+    "--max-loaded-loras": Num(1, 64), "--max-lora-rank": Num(1, 512), "--lora-target-modules": ListOf(Name(), 64),
+    "--lora-backend": Name(), "--dtype": OneOf(("auto", "half", "float16", "bfloat16", "float", "float32")),
+    "--random-seed": Num(0, 2**31 - 1),
+    "--load-format": OneOf(("auto", "safetensors", "dummy", "gguf", "bitsandbytes")),
+    "--log-level": OneOf(("critical", "error", "warning", "info")), "--stream-interval": Num(1, 1024),
+    "--watchdog-timeout": Num(1, 3600, integer=False), "--cuda-graph-max-bs": Num(1, 8192),
+    "--attention-backend": Name(), "--sampling-backend": Name(), "--grammar-backend": Name(),
+    "--reasoning-parser": Name(), "--tool-call-parser": Name(), "--moe-a2a-backend": Name(),
+    "--warmups": Name(r"[a-z0-9_,-]{1,128}"), "--decode-log-interval": Num(1, 10_000),
+    **{f"--{name}": _ON for name in (
+        "enable-metrics-for-all-schedulers", "enable-ep-moe", "disable-cuda-graph", "enable-torch-compile",
+        "enable-mixed-chunk", "enable-cache-report", "collect-tokens-histogram", "skip-server-warmup",
+        "enable-p2p-check", "is-embedding", "enable-multimodal", "disable-overlap-schedule", "show-time-cost")},
 }
+# Staff only (a platform-wide Runtime's default args): flag -> why.
+PLATFORM: dict[str, str] = {
+    "--trust-remote-code": "it runs the model repository's own Python code",
+    "--tokenizer-path": _FILE, "--download-dir": _FILE, "--chat-template": _FILE, "--file-storage-path": _FILE,
+    "--revision": "it loads weights of another revision than the catalog's",
+    "--kv-events-config": "it configures a publisher the engine loads",
+    "--log-requests": _LOGS, "--log-requests-level": _LOGS,
+    "--bucket-time-to-first-token": _TELEMETRY, "--bucket-inter-token-latency": _TELEMETRY,
+    "--bucket-e2e-request-latency": _TELEMETRY, "--prompt-tokens-buckets": _TELEMETRY,
+    "--generation-tokens-buckets": _TELEMETRY, "--extra-metric-labels": _TELEMETRY,
+    "--tokenizer-metrics-allowed-custom-labels": _TELEMETRY,
+    "--attn-dp-size": _PARALLEL, "--enable-dp-attention": _PARALLEL, "--load-balance-method": _PARALLEL,
+    "--disaggregation-ib-device": "it picks the node's network devices",
+    "--device": "the scheduler gives the pod its devices",
+}
+REFUSED: dict[str, str] = {}

@@ -1,7 +1,8 @@
-"""vLLM 0.33 (`vllm serve`): its flags, their types and defaults, and who may set each one.
+"""vLLM 0.32.0 (`vllm serve`): the flags the renderer writes and kubesim's simulated engine reads, and who owns them.
 
-Every flag here is one vLLM 0.33.0 has (reference/engines.md); a flag missing from these tables is one
-the control plane treats as unknown, so a tenant cannot pass it.
+The pinned version is the one whose real parser is installed in `.venv-vllm` (make vllm): every flag of that
+parser is in `vllm_parser.json` and classified in `vllm_classes.py`; FLAGS and BOOLS below are the typed
+subset kubesim's parser (`kubesim/engines/flags.py`) builds, each a flag of that parser (a test checks it).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from enginevocab.values import json_or_str as _json_or_str
 from enginevocab.values import model_len as _model_len
 from enginevocab.versions import Span
 
-VERSION = "0.33.0"
+VERSION = "0.32.0"
 # The default runtime: the image and tag the demo seed and the benchmarks run.
 IMAGE = "vllm/vllm-openai"
 TAG = f"v{VERSION}"
@@ -50,12 +51,9 @@ FLAGS: list[tuple[tuple[str, ...], object, object]] = [
     (("--kv-cache-dtype",), KV_CACHE_DTYPES, "auto"),
     (("--block-size",), _INT, None),
     (("--num-gpu-blocks-override",), _INT, None),
-    (("--swap-space",), _FLOAT, 4.0),
     (("--cpu-offload-gb",), _FLOAT, 0.0),
     (("--max-num-batched-tokens",), _INT, None),
     (("--max-num-seqs",), _INT, None),
-    (("--max-num-partial-prefills",), _INT, 1),
-    (("--max-long-partial-prefills",), _INT, 1),
     (("--long-prefill-token-threshold",), _INT, 0),
     (("--scheduling-policy",), ("fcfs", "priority"), "fcfs"),
     (("--quantization", "-q"), _STR, None),
@@ -72,7 +70,7 @@ FLAGS: list[tuple[tuple[str, ...], object, object]] = [
     (("--spec-method",), _STR, None),
     (("--spec-model",), _STR, None),
     (("--spec-tokens",), _INT, None),
-    (("--compilation-config", "-O"), _STR, None),
+    (("--compilation-config", "-cc"), _STR, None),
     (("--additional-config",), _json_or_str, None),
     (("--custom-histogram-buckets",), _json_or_str, None),
     (("--show-hidden-metrics-for-version",), _STR, None),
@@ -94,11 +92,8 @@ FLAGS: list[tuple[tuple[str, ...], object, object]] = [
     (("--config-format",), _STR, "auto"),
     (("--max-logprobs",), _INT, 20),
     (("--logprobs-mode",), _STR, "raw_logprobs"),
-    (("--rope-scaling",), _STR, None),
-    (("--rope-theta",), _FLOAT, None),
     (("--runner",), ("auto", "generate", "pooling", "draft"), "auto"),
     (("--convert",), _STR, "auto"),
-    (("--task",), _STR, None),
     (("--model-impl",), _STR, "auto"),
     (("--api-key",), "list", None),
     (("--chat-template",), _STR, None),
@@ -135,7 +130,6 @@ FLAGS: list[tuple[tuple[str, ...], object, object]] = [
     (("--kv-offloading-backend",), ("native", "lmcache"), None),
     (("--mamba-cache-dtype",), _STR, "auto"),
     (("--mamba-ssm-cache-dtype",), _STR, "auto"),
-    (("--num-lookahead-slots",), _INT, 0),
     (("--scheduler-cls",), _STR, None),
     (("--worker-cls",), _STR, "auto"),
     (("--worker-extension-cls",), _STR, ""),
@@ -143,7 +137,6 @@ FLAGS: list[tuple[tuple[str, ...], object, object]] = [
     (("--all2all-backend",), _STR, None),
     (("--pooler-config",), _STR, None),
     (("--logits-processors",), "list", None),
-    (("--override-attention-dtype",), _STR, None),
     (("--max-num-queued-reqs",), _INT, None),
     (("--max-num-queued-tokens",), _INT, None),
     (("--stream-interval",), _INT, 1),
@@ -152,16 +145,13 @@ BOOLS: list[tuple[str, bool | None]] = [
     ("enable-prefix-caching", None),
     ("enable-chunked-prefill", None),
     ("enable-lora", None),
-    ("enable-lora-bias", False),
     ("fully-sharded-loras", False),
     ("trust-remote-code", False),
     ("enforce-eager", False),
     ("disable-log-stats", False),
     ("enable-log-requests", False),
-    ("disable-log-requests", True),
     ("disable-uvicorn-access-log", False),
     ("disable-fastapi-docs", False),
-    ("disable-frontend-multiprocessing", False),
     ("enable-request-id-headers", False),
     ("enable-auto-tool-choice", False),
     ("enable-prompt-tokens-details", False),
@@ -181,7 +171,6 @@ BOOLS: list[tuple[str, bool | None]] = [
     ("disable-cascade-attn", False),
     ("skip-tokenizer-init", False),
     ("enable-prompt-embeds", False),
-    ("calculate-kv-scales", False),
     ("kv-sharing-fast-prefill", False),
     ("disable-hybrid-kv-cache-manager", False),
     ("async-scheduling", None),
@@ -196,12 +185,19 @@ BOOLS: list[tuple[str, bool | None]] = [
 ]
 SHORT_BOOLS = {"enable-expert-parallel": "-ep"}
 
+
+def optimization_level(token: str, following: str | None) -> str | None:
+    """The value of vLLM's -O3, -O=3 or -O 3 ("" when it is the next word), which its parser reads as
+    --optimization-level; None for any other argument (a lone -O before anything but 0-3 included)."""
+    if not token.startswith("-O"):
+        return None
+    if token == "-O":
+        return "" if following in ("0", "1", "2", "3") else None
+    return token[3:] if token[2] == "=" else token[2:]
+
 # The versions that have a flag, canonical spelling -> Span(since, until) (enginevocab/versions.py), read by
-# the argument policy, the renderer's checks and kubesim's parser. reference/engines.md documents 0.33.0
-# only, so no flag has a first or last version this project can support yet: the table is empty and
-# every flag is taken to be in every version. (Third-party notes disagree on when --disable-log-requests
-# went: vLLM 0.11 in kserve#4883, 0.17.0 in llm-d-benchmark#781; it is kept as a 0.33.0 flag until a
-# source the project trusts says otherwise.)
+# the argument policy, the renderer's checks and kubesim's parser. Only 0.32.0's parser has been read, so no
+# flag has a known first or last version: the table is empty and every flag counts as in every version.
 SPANS: dict[str, Span] = {}
 
 
@@ -212,7 +208,7 @@ OWNED: dict[str, tuple[str, ...]] = {
     "kv_cache_dtype": ("--kv-cache-dtype",),
     "enable_prefix_caching": ("--enable-prefix-caching",),
     "enable_chunked_prefill": ("--enable-chunked-prefill",),
-    "gpu_memory_utilization": ("--gpu-memory-utilization",),
+    "gpu_memory_utilization": ("--gpu-memory-utilization", "--kv-cache-memory-bytes"),
     "max_num_seqs": ("--max-num-seqs",),
     "max_num_batched_tokens": ("--max-num-batched-tokens",),
     "tensor_parallel_size": ("--tensor-parallel-size",),
@@ -227,19 +223,4 @@ OWNED: dict[str, tuple[str, ...]] = {
         "--data-parallel-address", "--data-parallel-rpc-port", "--data-parallel-rank",
         "--data-parallel-start-rank", "--data-parallel-backend", "--api-server-count", "--api-key",
     ),
-}
-_CODE = "it loads Python code into the engine"
-_FILE = "it reads a file or path inside the pod"
-# Platform-only: staff may set these as a Runtime's default args; a tenant may not (README, Security).
-PLATFORM_ONLY: dict[str, str] = {
-    "--trust-remote-code": "it runs the model repository's own Python code",
-    "--code-revision": "it picks the revision of the model repository's own Python code",
-    "--worker-extension-cls": _CODE, "--worker-cls": _CODE, "--scheduler-cls": _CODE,
-    "--tool-parser-plugin": _CODE, "--middleware": _CODE, "--logits-processors": _CODE,
-    "--distributed-executor-backend": _CODE, "--additional-config": _CODE,
-    "--model-loader-extra-config": _CODE, "--kv-events-config": _CODE,
-    "--download-dir": _FILE, "--chat-template": _FILE, "--hf-config-path": _FILE, "--config": _FILE,
-    "--log-config-file": _FILE, "--ssl-keyfile": _FILE, "--ssl-certfile": _FILE, "--ssl-ca-certs": _FILE,
-    "--uds": _FILE, "--allowed-local-media-path": _FILE,
-    "--hf-token": "it is a credential the platform provides",
 }

@@ -1,7 +1,7 @@
 """Engine settings and one adapter per inference engine (vLLM, SGLang).
 
 A service stores its engine settings as structured JSON (`EngineSettings`). The adapters know each
-engine's exact flag names (reference/engines.md: vLLM 0.33, SGLang 0.5.23), which values the engine
+engine's exact flag names (enginevocab: vLLM 0.32.0's own parser, SGLang 0.5.23), which values the engine
 accepts, which flags a structured setting owns, and which HTTP endpoints answer health and readiness.
 Model validation (`clean()`) calls `validate`; the manifest renderer calls `flags`. Pure: no Django.
 """
@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from apps.catalog import kvoffload
 from apps.catalog.kvoffload import KvOffload
 from enginevocab import policy, sglang, vllm
+from enginevocab.bounds import MAX_NUM_BATCHED_TOKENS, MAX_NUM_SEQS
 
 
 class EngineSettingsError(ValueError):
@@ -183,8 +184,8 @@ class EngineAdapter:
         gmu = s.gpu_memory_utilization
         if gmu is not None and (math.isnan(gmu) or not 0 < gmu <= 1):
             errors["gpu_memory_utilization"] = "must be greater than 0 and at most 1"
-        if s.max_num_seqs is not None and s.max_num_seqs < 1:
-            errors["max_num_seqs"] = "must be at least 1"
+        if s.max_num_seqs is not None and not 1 <= s.max_num_seqs <= MAX_NUM_SEQS:
+            errors["max_num_seqs"] = f"must be between 1 and {MAX_NUM_SEQS}"
         batched = self._batched_tokens_error(s)
         if batched:
             errors["max_num_batched_tokens"] = batched
@@ -230,8 +231,8 @@ class EngineAdapter:
         n = s.max_num_batched_tokens
         if n is None:
             return None
-        if n < 1:
-            return "must be at least 1"
+        if not 1 <= n <= MAX_NUM_BATCHED_TOKENS:
+            return f"must be between 1 and {MAX_NUM_BATCHED_TOKENS}"
         if s.max_num_seqs is not None and n < s.max_num_seqs:
             # vLLM's scheduler config: every running sequence must fit one decode token in a step.
             return f"must be at least max_num_seqs ({s.max_num_seqs})"
@@ -321,7 +322,7 @@ VLLM_LORA_RANKS = vllm.LORA_RANKS
 
 
 class VllmAdapter(EngineAdapter):
-    """vLLM 0.33 (`vllm serve`): boolean flags come in --x / --no-x pairs."""
+    """vLLM 0.32 (`vllm serve`): boolean flags come in --x / --no-x pairs."""
 
     kind = "vllm"
     port = 8000

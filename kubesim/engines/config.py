@@ -211,7 +211,6 @@ def _vllm_cache_info(ns: argparse.Namespace, prefix_caching: bool, blocks: int, 
     return {
         "block_size": str(block_size),
         "cache_dtype": ns.kv_cache_dtype,
-        "calculate_kv_scales": str(bool(ns.calculate_kv_scales)),
         "cpu_kvcache_space_bytes": "None",
         "cpu_offload_gb": str(ns.cpu_offload_gb),
         "enable_prefix_caching": str(prefix_caching),
@@ -231,7 +230,6 @@ def _vllm_cache_info(ns: argparse.Namespace, prefix_caching: bool, blocks: int, 
         "num_gpu_blocks_override": str(ns.num_gpu_blocks_override),
         "prefix_caching_hash_algo": ns.prefix_caching_hash_algo,
         "sliding_window": "None",
-        "swap_space": str(ns.swap_space),
     }
 
 

@@ -115,7 +115,7 @@ class TestRuntimeCrud(CrudTests):
             "engine": "vllm",
             "image": "vllm/vllm-openai",
             "tag": "nightly",
-            "default_args": ["--disable-log-requests"],
+            "default_args": ["--disable-fastapi-docs"],
             "supported_modes": ["standard", "serverless"],
         }
 

@@ -67,7 +67,7 @@ def test_runtime_default_args_may_not_repeat_an_owned_flag(db):
     with pytest.raises(ValidationError) as exc:
         RuntimeFactory.build(default_args=["--kv-cache-dtype", "fp8"]).full_clean()
     assert "default_args" in exc.value.message_dict
-    RuntimeFactory.build(default_args=["--disable-log-requests"]).full_clean()
+    RuntimeFactory.build(default_args=["--disable-fastapi-docs"]).full_clean()
 
 
 def test_a_member_sees_platform_entries_and_their_tenants_only(owner_a, tenant_a, tenant_b):

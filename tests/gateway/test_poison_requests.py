@@ -79,8 +79,9 @@ def test_poison_requests_stop_and_erase_no_other_tenants_rows(transactional_db, 
     assert (unhashable.tenant_id, unhashable.prompt_tokens, unhashable.completion_tokens, unhashable.prefix_blocks) \
         == (tenant_a.pk, USAGE["prompt_tokens"], USAGE["completion_tokens"], None)
     assert UsageRow.objects.get(prompt_chars=len("user\n\n")).prefix_blocks == []
-    # A bad `model`, where metered, is written valid (U+FFFD for the lone surrogate and the NUL).
-    assert set(UsageRow.objects.values_list("model", flat=True)) <= {"chat", "secret-b", "\ufffd", "a\ufffdb"}
+    # A `model` that is no name is refused at the door (400) and metered without it: one row each, model "".
+    assert sorted(UsageRow.objects.filter(model="").values_list("status", flat=True)) == [400, 400]
+    assert set(UsageRow.objects.values_list("model", flat=True)) == {"chat", "secret-b", ""}
     assert (seen["gateway_usage_unprepared_rows"], seen["gateway_usage_quarantined_rows"],
             seen["gateway_usage_database_up"], seen["gateway_usage_stuck"]) == (1, 0, 1, 0)
     assert seen["gateway_usage_written_rows"] == UsageRow.objects.count()

@@ -19,6 +19,7 @@ from apps.gateway.models import UsageRow
 from gateway.app import Gateway
 from gateway.limits import RequestLimiter
 from gateway.metering import UsageWriter
+from gateway.prefix import hash_key
 from gateway.snapshot import SnapshotFile
 from gateway.upstream import Upstreams
 from gateway.validation import ENDPOINTS, MAX_DEPTH, Invalid, checked_demand
@@ -62,7 +63,7 @@ def run(tmp_path, tenant, requests: list[tuple], upstreams: Upstreams | None = N
         runner, port = await start_engine()
         snapshot = tmp_path / "snapshot.json"
         write_snapshot(snapshot, tenant.pk, port)
-        writer = UsageWriter(database_url_of_test_db())
+        writer = UsageWriter(database_url_of_test_db(), prefix_key=hash_key())
         gateway = Gateway(SnapshotFile(str(snapshot)), max_body_bytes=1_000_000, refresh_seconds=60,
                           limiter=RequestLimiter(None), usage=writer, upstreams=upstreams)
         answers = []

@@ -14,6 +14,7 @@ from apps.catalog.engines import (
     MultiNode,
     get_adapter,
 )
+from enginevocab.bounds import MAX_NUM_BATCHED_TOKENS, MAX_NUM_SEQS
 
 VLLM = get_adapter("vllm")
 SGLANG = get_adapter("sglang")
@@ -113,7 +114,7 @@ def test_numeric_ranges():
     ))
     assert errors == {
         "max_model_len": "must be at least 1",
-        "max_num_seqs": "must be at least 1",
+        "max_num_seqs": f"must be between 1 and {MAX_NUM_SEQS}",
         "tensor_parallel_size": "must be at least 1",
         "pipeline_parallel_size": "must be at least 1",
     }
@@ -188,7 +189,9 @@ def test_extra_args_may_not_override_control_plane_flags():
 
 
 def test_negative_numbers_in_extra_args_are_values_not_flags():
-    assert SGLANG.validate(EngineSettings(extra_args=["--schedule-conservativeness", "-1"])) == {}
+    # Read as the value of the flag (then bounded), not as a flag of its own.
+    assert SGLANG.validate(EngineSettings(extra_args=["--schedule-conservativeness", "-1"])) == {
+        "extra_args": "--schedule-conservativeness must be between 0 and 10"}
 
 
 def test_an_unrelated_flag_is_allowed_remote_code_and_empty_args_are_not():
@@ -215,13 +218,13 @@ def test_vllm_flags_from_every_setting():
         quantization="fp8", extra_args=["--seed", "1"],
     )
     flags = VLLM.flags(settings, model_path="/models/llama", served_name="chat", port=8000,
-                       default_args=["--disable-log-requests"])
+                       default_args=["--disable-fastapi-docs"])
     assert flags == [
         "--model", "/models/llama", "--served-model-name", "chat", "--host", "0.0.0.0", "--port", "8000",
         "--tensor-parallel-size", "4", "--pipeline-parallel-size", "2", "--max-model-len", "16384",
         "--kv-cache-dtype", "fp8", "--no-enable-prefix-caching", "--enable-chunked-prefill",
         "--gpu-memory-utilization", "0.85", "--max-num-seqs", "256", "--quantization", "fp8",
-        "--disable-log-requests", "--seed", "1",
+        "--disable-fastapi-docs", "--seed", "1",
     ]
 
 
@@ -338,7 +341,7 @@ def test_max_num_batched_tokens_is_vllms_step_budget_and_sglangs_prefill_chunk()
 
 def test_max_num_batched_tokens_the_engines_would_refuse():
     assert VLLM.validate(EngineSettings(max_num_batched_tokens=0)) == {
-        "max_num_batched_tokens": "must be at least 1"}
+        "max_num_batched_tokens": f"must be between 1 and {MAX_NUM_BATCHED_TOKENS}"}
     # Every running sequence needs a decode token in the step, so the budget covers max_num_seqs.
     assert VLLM.validate(EngineSettings(max_num_seqs=256, max_num_batched_tokens=128)) == {
         "max_num_batched_tokens": "must be at least max_num_seqs (256)"}

@@ -1,7 +1,7 @@
 """Flags with the engine versions that have them (enginevocab/versions.py): the argument policy, the renderer
 and a Runtime's default args judge a flag against the version the runtime's image tag names.
 
-reference/engines.md documents one version per engine, so the shipped span tables are empty; these tests
+Only one version per engine is known (vLLM 0.32.0's parser, SGLang 0.5.23's documentation), so the shipped span tables are empty; these tests
 record spans the way a documented fact would (a flag added in a later version) and check each consumer."""
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ VLLM = get_adapter("vllm")
 
 @pytest.fixture
 def mfu_metrics_since_0_31(monkeypatch):
-    """--enable-mfu-metrics and --kv-cache-dtype recorded as added in vLLM 0.31.0."""
+    """--enable-mfu-metrics and --max-model-len recorded as added in vLLM 0.31.0."""
     monkeypatch.setitem(vllm.SPANS, "--enable-mfu-metrics", Span(since="0.31.0"))
-    monkeypatch.setitem(vllm.SPANS, "--kv-cache-dtype", Span(since="0.31.0"))
+    monkeypatch.setitem(vllm.SPANS, "--max-model-len", Span(since="0.31.0"))
 
 
 @pytest.mark.parametrize(("tag", "version"), [
@@ -45,7 +45,7 @@ def test_the_policy_refuses_a_flag_the_runtimes_version_lacks_naming_that_versio
     assert policy.check_args("vllm", ["--no-enable-mfu-metrics"], tag="v0.30.2") == [
         "--no-enable-mfu-metrics is not a flag of vllm 0.30.2"]
     assert policy.check_args("vllm", ["--enable-mfu"], tag="v0.30.2") == ["--enable-mfu is not a flag of vllm 0.30.2"]
-    for tag in ("v0.31.0", "v0.33.0", "latest", None):  # "latest" is judged as the vocabulary's own 0.33.0
+    for tag in ("v0.31.0", "v0.33.0", "latest", None):  # "latest" is judged as the vocabulary's own 0.32.0
         assert policy.check_args("vllm", ["--enable-mfu-metrics"], tag=tag) == []
 
 
@@ -61,19 +61,19 @@ def test_service_settings_and_runtime_defaults_are_judged_at_the_runtimes_versio
 
 
 def test_the_renderer_refuses_a_rendered_flag_the_runtimes_version_lacks(mfu_metrics_since_0_31):
-    settings = EngineSettings(kv_cache_dtype="fp8")
-    with pytest.raises(ValueError, match=r"^--kv-cache-dtype is not a flag of vllm 0\.30\.2$"):
+    settings = EngineSettings(max_model_len=4096)
+    with pytest.raises(ValueError, match=r"^--max-model-len is not a flag of vllm 0\.30\.2$"):
         VLLM.flags(settings, model_path="/models/m", served_name="m", tag="v0.30.2")
     args = VLLM.flags(settings, model_path="/models/m", served_name="m", tag="v0.31.0")
-    assert args[args.index("--kv-cache-dtype") + 1] == "fp8"
+    assert args[args.index("--max-model-len") + 1] == "4096"
     # A flag the vocabulary does not know at all is the policy's to judge (a service saved before it ran).
     grandfathered = EngineSettings(extra_args=("--not-a-vllm-flag",))
     assert "--not-a-vllm-flag" in VLLM.flags(grandfathered, model_path="/models/m", served_name="m", tag="v0.30.2")
 
 
 def test_a_setting_whose_flag_the_runtimes_version_lacks_is_a_field_error(mfu_metrics_since_0_31):
-    settings = EngineSettings(kv_cache_dtype="fp8")
+    settings = EngineSettings(max_model_len=4096)
     assert VLLM.validate(settings, tag="v0.30.2") == {
-        "kv_cache_dtype": "--kv-cache-dtype is not a flag of vllm 0.30.2"}
+        "max_model_len": "--max-model-len is not a flag of vllm 0.30.2"}
     assert VLLM.validate(settings, tag="v0.31.0") == {}
-    assert VLLM.validate(EngineSettings(max_model_len=4096), tag="v0.30.2") == {}
+    assert VLLM.validate(EngineSettings(kv_cache_dtype="fp8"), tag="v0.30.2") == {}

@@ -37,7 +37,7 @@ def sglang_image(**kw):
 
 SPECS = {
     "standard-vllm": lambda: _spec(
-        mode="standard", **vllm_image(runtime_args=("--disable-log-requests",)),
+        mode="standard", **vllm_image(runtime_args=("--disable-fastapi-docs",)),
         model=LLAMA_8B, model_token_secret="hf-token",
         adapters=(AdapterSpec("sql-expert", "hf://acme/llama-sql-lora", 16),),
         pools=(PoolSpec("engine", 2, 1, 4, 1, "l4-24gb"),),

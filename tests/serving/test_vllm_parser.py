@@ -1,0 +1,143 @@
+"""The vocabulary against the pinned vLLM's own parser, run in `.venv-vllm` (make vllm) in one process per check.
+
+The parser is built as `python -m vllm.entrypoints.openai.api_server` builds it (enginevocab/vllm_parser_dump.py);
+every flag it has must be classified once, every flag the vocabulary names must be one of it, and every command
+line the product lets through (the demo's rendered lines, each tenant flag at the edges of its bound) must be one
+it accepts.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from apps.serving.models import InferenceService
+from apps.serving.rendering import render_service
+from apps.serving.rendering.spec import spec_from_service
+from enginevocab import policy, vllm, vllm_classes
+from enginevocab.bounds import Json, ListOf, Name, Num, OneOf, Switch
+from kubesim.engines.flags import command_line, parse_vllm
+from kubesim.workload import WorkloadExit
+from tests.serving.test_commands import seed
+
+ROOT = Path(__file__).resolve().parents[2]
+VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
+DUMP = ROOT / "enginevocab" / "vllm_parser_dump.py"
+# What LeaderWorkerSet gives a worker pod, for the $(VAR) references of multi-node arguments.
+LWS_ENV = {"LWS_WORKER_INDEX": "1", "LWS_LEADER_ADDRESS": "chat-0.chat", "LWS_GROUP_SIZE": "2"}
+
+
+def _run(*args: str, stdin: str | None = None):
+    assert VLLM_PYTHON.exists(), f"{VLLM_PYTHON} is missing: run `make vllm`"
+    done = subprocess.run([str(VLLM_PYTHON), str(DUMP), *args], input=stdin, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def parser() -> dict:
+    return _run()
+
+
+def test_the_committed_parser_is_the_pinned_vllms(parser):
+    assert parser["version"] == vllm.VERSION
+    assert parser == vllm_classes.PARSER
+
+
+def test_every_flag_of_the_parser_is_classified_once_and_no_other(parser):
+    canonical = [option["flags"][0] for option in parser["options"]]
+    vocab = policy.VLLM
+    classes = [set(vocab.owner), set(vocab.tenant), set(vocab.platform), set(vocab.refused)]
+    assert sorted(set(canonical) - set().union(*classes)) == []  # in the parser, in no class
+    assert sorted(set().union(*classes) - set(canonical)) == []  # in a class, not in the parser
+    assert sum(map(len, classes)) == len(canonical)  # no flag in two classes
+
+
+def test_every_flag_kubesim_and_the_renderer_know_is_one_of_the_parser(parser):
+    spellings = {flag for option in parser["options"] for flag in option["flags"]}
+    typed = [flag for flags, _kind, _default in vllm.FLAGS for flag in flags]
+    typed += [f"--{name}" for name, _default in vllm.BOOLS] + list(vllm.SHORT_BOOLS.values())
+    assert sorted(set(typed) - spellings) == []
+    choices = {option["flags"][0]: option["choices"] for option in parser["options"]}
+    assert set(vllm.KV_CACHE_DTYPES) <= set(choices["--kv-cache-dtype"])
+    assert set(vllm.LORA_RANKS) == set(choices["--max-lora-rank"])
+
+
+def _edges(bound) -> list:
+    """Values at the edges of a tenant's bound, as JSON values: a range's ends, every choice, a sample name."""
+    if isinstance(bound, Num):
+        return [bound.low, bound.high] if bound.integer else [float(bound.low), float(bound.high)]
+    if isinstance(bound, OneOf):
+        return list(bound.choices)
+    if isinstance(bound, Name):
+        return [next(word for word in ("x1", "assistant", "0.31") if not bound.word_problem("", word))]
+    if isinstance(bound, Switch):
+        return [True]
+    if isinstance(bound, ListOf):
+        return [[_edges(bound.item)[0]]]
+    return [{key: _edges(item)[0] for key, item in bound.keys.items()}]
+
+
+def _tenant_lines() -> list[list[str]]:
+    """Every tenant-settable flag at the edges of its bound, in every spelling of a switch."""
+    spellings = {flag: option["flags"] for flag, option in vllm_classes.OPTIONS.items()}
+    lines = []
+    for flag, bound in policy.VLLM.tenant.items():
+        if isinstance(bound, Switch):
+            lines += [[spelling] for spelling in spellings[flag]]
+        elif isinstance(bound, Json):
+            lines.append([flag, json.dumps(_edges(bound)[0])])
+        elif isinstance(bound, ListOf):
+            lines.append([flag, *map(str, _edges(bound)[0])])
+        else:
+            lines += [[flag, str(value)] for value in _edges(bound)]
+    assert [line for line in lines if policy.check_args("vllm", line)] == []  # the policy passes them all
+    return lines
+
+
+def _engine_argv(obj) -> list[list[str]]:
+    """The argument lists after `vllm serve` of every vLLM container in a rendered object."""
+    found = []
+    if isinstance(obj, dict):
+        for container in obj.get("containers") or ():
+            if container.get("image", "").startswith(vllm.IMAGE + ":"):
+                env = {**LWS_ENV, **{e["name"]: e.get("value", "") for e in container.get("env") or ()}}
+                argv = command_line(container, env)
+                found.append(argv[argv.index("serve") + 1:])
+        for value in obj.values():
+            found += _engine_argv(value)
+    elif isinstance(obj, list):
+        for value in obj:
+            found += _engine_argv(value)
+    return found
+
+
+@pytest.mark.django_db
+def test_every_command_line_the_product_lets_through_is_accepted_by_vllms_parser(monkeypatch):
+    """The demo's rendered lines and every tenant flag at the edges of its bound, in one process."""
+    monkeypatch.setenv("KUBESIM_URL", "http://127.0.0.1:16443")
+    seed(password="demo-pass-123")
+    demo = []
+    for service in InferenceService.objects.filter(runtime__engine="vllm"):
+        demo += _engine_argv(render_service(spec_from_service(service)))
+    assert len(demo) >= 4  # the demo's standard, P/D, multi-node (leader and worker) and serverless engines
+    lines = [*demo, *_tenant_lines()]
+    # The last line is one the parser refuses, so a check that accepts everything fails here.
+    verdicts = _run("--check", stdin=json.dumps([*lines, ["--disable-log-requests"]]))
+    assert [(line, v["error"]) for line, v in zip(lines, verdicts, strict=False) if not v["ok"]] == []
+    assert verdicts[-1] == {"ok": False, "error": [
+        "vllm_parser_dump.py: error: unrecognized arguments: --disable-log-requests"]}
+
+
+def test_kubesims_simulated_vllm_parses_every_tenant_line():
+    refused = []
+    for line in _tenant_lines():
+        try:
+            parse_vllm(["vllm", "serve", "--model", "m", *line], vllm.VERSION)
+        except WorkloadExit as exit_:
+            refused.append((line, str(exit_)))
+    assert refused == []
