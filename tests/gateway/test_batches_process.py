@@ -102,7 +102,9 @@ def test_a_cancelled_batch_stops_and_sends_nothing_more(gateway, world):
 
 def test_another_tenants_files_and_batches_are_404(gateway, world):
     own = client(gateway, world["all"])
-    uploaded = own.files.create(file=("mine.jsonl", request_line("x", "mine").encode()), purpose="batch")
+    # Lines for `embed`, which has no engine: the batch stays in progress, so a cancel would still change it.
+    uploaded = own.files.create(file=("mine.jsonl", request_line("x", "mine", model="embed").encode()),
+                                purpose="batch")
     batch = own.batches.create(input_file_id=uploaded.id, endpoint="/v1/completions", completion_window="24h")
     other = client(gateway, world["bravo"])
     for call in (lambda: other.files.retrieve(uploaded.id), lambda: other.files.content(uploaded.id),
