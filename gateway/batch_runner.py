@@ -15,7 +15,7 @@ import os
 import secrets
 import socket
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from gateway import batch_store as store
 from gateway import batch_vocab as bv
@@ -26,6 +26,7 @@ log = logging.getLogger("gateway.batch_runner")
 RETRIED = {429: "rate_limit_exceeded", 503: "no_ready_replica"}  # answers a line waits out rather than fails on
 MAX_RETRY_WAIT = 5.0  # seconds between two tries of a line refused for now
 SPARE_POLL = 0.05  # seconds between two looks for spare capacity
+KEY_GRACE = timedelta(minutes=2)  # how long a batch's key may be missing from the snapshot before it fails
 HEARTBEAT = 2.0  # at most this many seconds between two renewals of the lease (a cancel is seen then)
 
 
@@ -70,6 +71,10 @@ class BatchRunner:
         if batch["status"] == bv.CANCELLING:
             return await self._finish(batch, bv.CANCELLED)
         key = self.gateway.key_by_id(batch["key_id"])
+        if key is None and datetime.now(UTC) - batch["created_at"] < KEY_GRACE:
+            # A key issued moments ago may not be in this replica's snapshot yet: the batch is taken up again
+            # once the lease lapses.
+            return None
         content = await asyncio.to_thread(store.input_lines, self.database_url, batch)
         if key is None or content is None:
             problem = ("key_unusable", "The key that created the batch is revoked or expired.") if key is None \
