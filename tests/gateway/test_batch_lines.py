@@ -58,3 +58,12 @@ def test_the_error_files_line_names_the_line_and_the_field():
     assert entry["id"].startswith("batch_req_") and (entry["custom_id"], entry["response"]) == ("d", None)
     assert entry["error"] == {"code": "invalid_request", "message": "'url' must be the batch's endpoint.",
                               "param": "url", "line": 4}
+
+
+def test_the_demos_nightly_batch_is_made_of_requests_the_runner_sends():
+    from gateway.demo_batch import nightly_file
+
+    seen: set[str] = set()
+    lines = split_lines(nightly_file("llama-8b-chat", 30, night=2))
+    assert len(lines) == checked_file(nightly_file("llama-8b-chat", 30, night=2)) == 30
+    assert all(checked_line(raw, ENDPOINT, seen)[1]["model"] == "llama-8b-chat" for raw in lines)
