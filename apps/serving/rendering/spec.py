@@ -200,7 +200,7 @@ def spec_from_revision(service, revision_spec: dict) -> ServiceSpec:
 def _spec(service, model, runtime, adapters: list, pools: list) -> ServiceSpec:
     return ServiceSpec(
         tenant=service.tenant.slug,
-        tenant_gpu_quota=service.tenant.gpu_quota,
+        tenant_gpu_quota=_gpu_ceiling(service),
         name=service.name,
         uid=str(service.uid),
         namespace=tenant_namespace(service.tenant.slug),
@@ -229,6 +229,14 @@ def _spec(service, model, runtime, adapters: list, pools: list) -> ServiceSpec:
         api_server_cidrs=tuple(service.cluster.api_server_cidrs or ()),
         model_egress_cidrs=tuple(service.cluster.model_egress_cidrs or ()),
     )
+
+
+def _gpu_ceiling(service) -> int:
+    """The namespace's ResourceQuota on requested GPUs: the most the tenant's queue there may ever hold."""
+    from apps.serving.quota import queue_for
+
+    queue = queue_for(service.tenant_id, service.cluster_id)
+    return 0 if queue is None else queue.total_ceiling()
 
 
 def _model_spec(model) -> ModelSpec:

@@ -31,6 +31,7 @@ def overview(request, tenant):
     context = {
         "tenant": tenant, "services": services, "gpus": gpus,
         "gpus_at_max": sum(g["at_max"] for g in gpus), "gpus_ready": sum(g["ready"] for g in gpus),
+        "gpu_quota": sum(queue.total_ceiling() for queue in tenant.queues.all()),
         "gpu_hours_day": gpu_hours(tenant.pk, now - timedelta(hours=24)),
         "gpu_hours_week": gpu_hours(tenant.pk, now - timedelta(days=7)),
         "decisions": tenant_decisions(tenant),

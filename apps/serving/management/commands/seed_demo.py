@@ -23,6 +23,7 @@ from apps.serving.models import InferenceService
 from apps.serving.rendering.spec import PoolSpec
 from apps.serving.rollout_spec import default_rollout
 from apps.tenancy.models import Membership, Tenant
+from apps.tenancy.queues import set_gpu_quota
 from capacity.known import KNOWN_MODELS
 from enginevocab import sglang, vllm
 
@@ -209,8 +210,10 @@ class Command(BaseCommand):
 
         tenants = {}
         for slug, name, quota in TENANTS:
-            tenants[slug], made = Tenant.objects.get_or_create(slug=slug, defaults={"name": name, "gpu_quota": quota})
+            tenants[slug], made = Tenant.objects.get_or_create(slug=slug, defaults={"name": name})
             self.created(tenants[slug], made)
+            if made:
+                set_gpu_quota(tenants[slug], quota)
             for role in Role:
                 user = self.user(f"{slug}-{role.value}", password)
                 membership, made = Membership.objects.get_or_create(
