@@ -65,7 +65,8 @@ class InferenceServiceQuerySet(RestrictedQuerySet):
 
     def with_related(self) -> InferenceServiceQuerySet:
         """Everything a list page renders, in a fixed number of queries."""
-        return self.select_related("tenant", "cluster", "model", "runtime").prefetch_related("pools", "adapters")
+        return self.select_related("tenant__default_priority_class", "cluster", "model", "runtime",
+                                   "priority_class").prefetch_related("pools", "adapters")
 
     def gpus_at_max(self) -> int:
         """Sum over these services' pools of max replicas x GPUs per replica x nodes per replica."""

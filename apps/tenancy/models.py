@@ -66,8 +66,7 @@ class Tenant(TimestampedModel):
 
     def priority_class_for(self, named: PriorityClass | None) -> PriorityClass | None:
         """The class a service runs at: its own, else the tenant's default, else the platform's."""
-        return named or self.default_priority_class or PriorityClass.objects.filter(
-            name=PLATFORM_DEFAULT_CLASS).first()
+        return named or self.default_priority_class or PriorityClass.objects.platform_default()
 
 
 

@@ -29,6 +29,7 @@ from capacity.gpus import choices as gpu_choices
 # Kubernetes refuses user PriorityClass values above one billion (higher ones are the system's).
 MAX_PRIORITY_VALUE = 1_000_000_000
 MIN_PRIORITY_VALUE = -2_147_483_648
+ONE_QUEUE = "The tenant already has a queue on this cluster (or, without a cluster, on every cluster)."
 QUOTA_KEYS = frozenset({ANY_GPU_TYPE, *(key for key, _label in gpu_choices())})
 
 
@@ -37,6 +38,10 @@ class PriorityClassQuerySet(RestrictedQuerySet):
     `usable_by_tenant`, asked by validation, the portal and the listing."""
 
     rule = staff_only("a platform catalog; tenants name a class up to their highest when they deploy")
+
+    def platform_default(self) -> PriorityClass | None:
+        """The class of services that name none, of tenants without a default (None once staff removed it)."""
+        return self.filter(name=PLATFORM_DEFAULT_CLASS).first()
 
     def usable_by_tenant(self, tenant) -> PriorityClassQuerySet:
         """The classes at or below the tenant's highest (every class when staff set none)."""
@@ -151,9 +156,11 @@ class TenantQueue(TimestampedModel):
     class Meta:
         ordering = ["tenant__slug", "cluster__name"]
         constraints = [
-            models.UniqueConstraint(fields=["tenant", "cluster"], name="tenancy_queue_unique_cluster"),
+            models.UniqueConstraint(fields=["tenant", "cluster"], name="tenancy_queue_unique_cluster",
+                                    violation_error_code="unique", violation_error_message=ONE_QUEUE),
             models.UniqueConstraint(fields=["tenant"], condition=Q(cluster__isnull=True),
-                                    name="tenancy_queue_unique_default"),
+                                    name="tenancy_queue_unique_default", violation_error_code="unique",
+                                    violation_error_message=ONE_QUEUE),
         ]
 
     def __str__(self) -> str:
@@ -254,3 +261,4 @@ def set_gpu_quota(tenant, gpus: int) -> TenantQueue:
         tenant=tenant, cluster=None, defaults={"nominal": {ANY_GPU_TYPE: gpus}, "borrowing_limit": {ANY_GPU_TYPE: 0},
                                                "lending_limit": {ANY_GPU_TYPE: 0}})
     return queue
+

@@ -78,7 +78,10 @@ class Migration(migrations.Migration):
             ],
             options={
                 'ordering': ['tenant__slug', 'cluster__name'],
-                'constraints': [models.UniqueConstraint(fields=('tenant', 'cluster'), name='tenancy_queue_unique_cluster'), models.UniqueConstraint(condition=models.Q(('cluster__isnull', True)), fields=('tenant',), name='tenancy_queue_unique_default')],
+                'constraints': [
+                    models.UniqueConstraint(fields=('tenant', 'cluster'), name='tenancy_queue_unique_cluster', violation_error_code='unique', violation_error_message='The tenant already has a queue on this cluster (or, without a cluster, on every cluster).'),
+                    models.UniqueConstraint(condition=models.Q(('cluster__isnull', True)), fields=('tenant',), name='tenancy_queue_unique_default', violation_error_code='unique', violation_error_message='The tenant already has a queue on this cluster (or, without a cluster, on every cluster).'),
+                ],
             },
         ),
         migrations.RunPython(quota_into_queues, queues_into_quota),
