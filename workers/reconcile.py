@@ -20,7 +20,9 @@ from django.utils import timezone
 
 from apps.rollouts.plan import desired_spec
 from apps.serving.actions import finalize_deletion
+from apps.serving.admission import admit_cluster, admitted_replicas, gate
 from apps.serving.choices import Phase, ReconcileResult
+from apps.serving.dispatch import enqueue_reconcile
 from apps.serving.models import InferenceService, Pool, ReconcileRun, ServiceObservation
 from apps.serving.names import service_selector, tenant_namespace
 from apps.serving.rendering import render_service, service_endpoint, service_objects
@@ -154,7 +156,7 @@ def _converge(service, look: bool = False) -> Outcome:
     generation = service.generation
     kube = kube_for(service.cluster)
     try:
-        spec = desired_spec(service)  # with the canary unit beside the stable one while a rollout runs
+        spec = gate(desired_spec(service), _admit(service))  # with the canary unit while a rollout runs
         if not spec.api_server_cidrs:
             spec = replace(spec, api_server_cidrs=kube.api_server_cidrs())
         objects = render_service(spec)
@@ -213,6 +215,18 @@ def _converge(service, look: bool = False) -> Outcome:
     outcome.record = bool(outcome.applied or outcome.pruned or phase != service.phase
                           or outcome.result != ReconcileResult.CONVERGED)
     return outcome
+
+
+def _admit(service) -> dict[str, int] | None:
+    """Replicas per pool the service may run: on a cluster without Kueue, what the control plane's admission pass
+    admitted (other services whose share changed are reconciled too); None where Kueue admits them itself."""
+    if service.cluster.kueue_installed:
+        return None
+    for other in admit_cluster(service.cluster):
+        if other != service.pk:
+            enqueue_reconcile(other)
+    service.refresh_from_db(fields=["admission"])
+    return admitted_replicas(service)
 
 
 def _advice(kube: Kube, spec, view: st.ServiceView) -> str:
