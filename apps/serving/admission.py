@@ -10,11 +10,13 @@ away from its service, with an audit entry. Either way the outcome is stored on 
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from dataclasses import replace
 
 from django.db import connection, transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from apps.core.audit import record_change
 from apps.core.choices import AuditAction, AuditVia
@@ -181,3 +183,60 @@ def _audit_preemptions(service, plan: kueue.Plan, before: dict, after: dict) -> 
                           after={"admission": after, "preempted": workload_key(service, pool.role, i),
                                  "by": found.by, "reason": found.reason, "kind": found.kind})
 
+
+
+# --- reading admission back from Kueue (clusters with Kueue) ---------------------------------------------------
+
+BORROWED = re.compile(r"(\d+) (\S+) from ([a-z0-9-]+)")
+
+
+def _conditions(workload: dict) -> dict[str, dict]:
+    return {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or []}
+
+
+def _true(conditions: dict, kind: str) -> bool:
+    return (conditions.get(kind) or {}).get("status") == "True"
+
+
+def from_workloads(workloads: list[dict]) -> dict | None:
+    """A service's admission as Kueue's Workloads of its pods say it (their conditions QuotaReserved, Admitted,
+    Evicted, Preempted and their messages); None when Kueue has made none yet."""
+    if not workloads:
+        return None
+    states = [(_conditions(w), w) for w in sorted(workloads, key=lambda w: w["metadata"]["name"])]
+    for conditions, _ in states:
+        if not _true(conditions, "Admitted") and (_true(conditions, "Preempted") or _true(conditions, "Evicted")):
+            found = conditions.get("Preempted") or conditions.get("Evicted")
+            message = found.get("message") or "Preempted"
+            return {"state": AdmissionState.PREEMPTED,
+                    "reason": f"{message[0].upper()}{message[1:]}{_at(found.get('lastTransitionTime'))}"}
+    for conditions, _ in states:
+        if not _true(conditions, "Admitted"):
+            message = (conditions.get("QuotaReserved") or {}).get("message") or "not yet considered by Kueue"
+            return {"state": AdmissionState.WAITING, "reason": f"Waiting for quota: {message}"}
+    borrowed: Counter = Counter()
+    for conditions, _ in states:
+        for n, word, lender in BORROWED.findall((conditions.get("QuotaReserved") or {}).get("message") or ""):
+            borrowed[word, lender] += int(n)
+    if not borrowed:
+        return {"state": AdmissionState.ADMITTED, "reason": "Admitted"}
+    parts = ", ".join(f"{n} {word} from {lender}" for (word, lender), n in sorted(borrowed.items()))
+    return {"state": AdmissionState.ADMITTED, "reason": f"Admitted on borrowed quota ({parts})"}
+
+
+def _at(stamp: str | None) -> str:
+    """ " at 12:03" in the control plane's time zone, from a Kubernetes timestamp."""
+    moment = parse_datetime(stamp or "")
+    return f" at {timezone.localtime(moment):%H:%M}" if moment else ""
+
+
+def record_workloads(service, workloads: list[dict]) -> None:
+    """Store what Kueue's Workloads say of the service, and audit a preemption the first time it is seen."""
+    after = from_workloads(workloads)
+    before = service.admission or {}
+    if after is None or after == before:
+        return
+    type(service).objects.filter(pk=service.pk).update(admission=after)
+    if after["state"] == AdmissionState.PREEMPTED and before.get("reason") != after["reason"]:
+        record_change(actor=None, actor_label=ADMISSION_ACTOR, obj=service, action=AuditAction.UPDATE,
+                      via=AuditVia.SYSTEM, before={"admission": before}, after={"admission": after})
