@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import dataclasses
 
+import jsonschema
+import kubernetes_validate
 import pytest
 
 from apps.serving.rendering import render_service
 from apps.serving.rendering.kueue import ClassSpec, FlavorQuota, KueueSpec
+from kubesim.apiserver.fieldvalidation import unknown_fields
+from kubesim.apiserver.schemas import compile_crd, crd_version_schema
+from kubesim.cluster.kueue_crds import kueue_crds
 from tests.serving.golden.specs import SPECS
 
 PRODUCTION = ClassSpec("production", 1000, "LowerPriority", "Serving that users wait on.")
@@ -99,3 +104,54 @@ def test_without_kueue_nothing_of_it_is_rendered():
     objects = render("multi_node-vllm", kueue=None)
     assert not [o for o in objects if o["apiVersion"].startswith("kueue.x-k8s.io") or o["kind"] == "PriorityClass"]
     assert "kueue.x-k8s.io" not in str(objects)
+
+
+# --- against Kueue's CRD schemas, as kubesim serves them (kubesim/cluster/kueue_crds.py) ------------------------
+
+
+def crd_schema(obj: dict) -> dict:
+    group, version = obj["apiVersion"].split("/")
+    crd = next(c for c in kueue_crds() if c["spec"]["group"] == group and c["spec"]["names"]["kind"] == obj["kind"])
+    return crd_version_schema(crd, version)
+
+
+def schema_errors(obj: dict) -> list[str]:
+    """What Kueue's CRD schema refuses in `obj`: types, enums, required fields, patterns, and unknown fields
+    (which a server-side apply refuses)."""
+    schema = crd_schema(obj)
+    found = [error.message for error in jsonschema.Draft7Validator(schema).iter_errors(obj)]
+    return found + [f"unknown field {path}" for path, _ in unknown_fields(compile_crd(schema), obj, prune=False)]
+
+
+def kueue_rendered() -> list:
+    out = []
+    for name in sorted(SPECS):
+        for obj in render(name):
+            if obj["apiVersion"].startswith("kueue.x-k8s.io/"):
+                out.append(pytest.param(obj, id=f"{name}:{obj['kind']}/{obj['metadata']['name']}"))
+    return out
+
+
+@pytest.mark.parametrize("obj", kueue_rendered())
+def test_every_kueue_object_is_valid_against_its_crd_schema(obj):
+    assert schema_errors(obj) == []
+
+
+def test_the_pod_priority_classes_are_valid_kubernetes_objects():
+    for obj in render("standard-vllm"):
+        if obj["kind"] == "PriorityClass":
+            kubernetes_validate.validate(obj, "1.33", strict=True)
+
+
+@pytest.mark.parametrize("breakage, words", [
+    (lambda q: q["spec"].update(cohortName="west"), "unknown field spec.cohortName"),
+    (lambda q: q["spec"]["preemption"].update(withinClusterQueue="Always"), "'Always' is not one of"),
+    (lambda q: q["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0].pop("nominalQuota"),
+     "'nominalQuota' is a required property"),
+    (lambda q: q["spec"]["fairSharing"].update(weight="heavy"), "'heavy'"),
+])
+def test_the_schema_check_catches_a_broken_cluster_queue(breakage, words):
+    # The check above is worth something only if it refuses what Kueue's API refuses.
+    queue = one(render("standard-vllm"), "ClusterQueue", "acme")
+    breakage(queue)
+    assert any(words in error for error in schema_errors(queue)), schema_errors(queue)
