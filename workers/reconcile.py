@@ -226,7 +226,8 @@ def _admit(service) -> dict[str, int] | None:
     admitted (other services whose share changed are reconciled too); None where Kueue admits them itself."""
     if service.cluster.kueue_installed:
         return None
-    for other in admit_cluster(service.cluster):
+    changed, _plan = admit_cluster(service.cluster)
+    for other in changed:
         if other != service.pk:
             enqueue_reconcile(other)
     service.refresh_from_db(fields=["admission"])

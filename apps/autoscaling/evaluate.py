@@ -29,6 +29,7 @@ from apps.autoscaling.surge import surge
 from apps.clusters.models import GpuNode
 from apps.core.choices import AuditVia
 from apps.serving.actions import ServiceDeleting, scale_pool
+from apps.serving.admission import after_scale_up
 from apps.serving.capacity import arch_of, service_pool_plan
 from apps.serving.models import InferenceService, Pool, ServiceObservation
 from apps.serving.quota import covered_services, entry_words, held, queue_for
@@ -330,6 +331,10 @@ def evaluate_target(service: InferenceService, key: str, load: Callable[[], Targ
                     if state.scale_up_started_at is None:
                         state.scale_up_started_at = now
                     state.scale_up_target = desired
+                    # The stable replicas queue for GPUs; a canary unit is counted by the rollout's own bound.
+                    admission = after_scale_up(service, pool.role, desired) if target.revision is None else ""
+                    if admission:
+                        reason, signals["admission"] = f"{reason}; {admission}", admission
         elif ev.held:
             action = ScalingAction.HELD
         if action is None:

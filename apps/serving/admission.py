@@ -119,9 +119,9 @@ def cluster_plan(cluster) -> tuple[kueue.Plan, list]:
     return kueue.admit(queues, workloads), services
 
 
-def admit_cluster(cluster) -> list[int]:
+def admit_cluster(cluster) -> tuple[list[int], kueue.Plan]:
     """Run one admission pass over the cluster and store each service's outcome; return the ids of the services
-    whose admitted replicas changed (each needs a reconcile). One pass at a time per cluster."""
+    whose admitted replicas changed (each needs a reconcile), and the plan. One pass at a time per cluster."""
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [LOCK_NAMESPACE, cluster.pk])
@@ -135,7 +135,26 @@ def admit_cluster(cluster) -> list[int]:
                 _audit_preemptions(service, plan, before, after)
                 if after.get("replicas") != before.get("replicas"):
                     changed.append(service.pk)
-    return changed
+    return changed, plan
+
+
+def after_scale_up(service, role: str, desired: int) -> str:
+    """Admit at once after the autoscaler scaled a pool up (clusters without Kueue; Kueue admits there itself):
+    words for its decision when replicas wait for quota or took someone's GPUs, "" when all were admitted."""
+    from apps.serving.dispatch import enqueue_reconcile
+
+    if service.cluster.kueue_installed:
+        return ""
+    changed, plan = admit_cluster(service.cluster)
+    for other in changed:
+        enqueue_reconcile(other)
+    mine = [workload_key(service, role, i) for i in range(desired)]
+    words = [f"preempted {key} ({plan.preempted[key].reason})" for key in sorted(plan.preempted)
+             if plan.preempted[key].by in mine]
+    waiting = [plan.waiting[key].reason for key in mine if key in plan.waiting]
+    if waiting:
+        words.append(f"{len(waiting)} of the new replicas wait for quota: {waiting[0]}")
+    return "; ".join(words)
 
 
 def _outcome(service, plan: kueue.Plan, before: dict) -> dict:

@@ -50,7 +50,7 @@ def test_unused_quota_is_lent_and_reclaimed_by_preempting_the_borrower(west, cla
     assert admitted_replicas(InferenceService.objects.get(pk=batch.pk)) == {"engine": 4}
 
     prod = service(west, "globex", "prod-chat", classes["production"], replicas=2)
-    changed = admit_cluster(west["cluster"])
+    changed, _plan = admit_cluster(west["cluster"])
     # globex reclaims its nominal 2 L4: two of acme's borrowed replicas are preempted, none of its own 2.
     assert set(changed) == {batch.pk, prod.pk}
     assert admitted_replicas(InferenceService.objects.get(pk=prod.pk)) == {"engine": 2}
