@@ -15,7 +15,7 @@ from capacity.kueue import NEVER, Admitted, Preempted, Waiting, admit, gpu_word
 from capacity.kueue import Workload as PolicyWorkload
 from kubesim.cluster.controllers.base import Controller, Informer, controller_of, key_of
 from kubesim.cluster.controllers.common import PODS, delete_pod, write_status
-from kubesim.cluster.events import now, parse_time
+from kubesim.cluster.events import now_micro, parse_time
 from kubesim.cluster.kueue import (
     GATE,
     PRIORITY_LABEL,
@@ -52,9 +52,10 @@ def _conditions(wl: dict) -> dict[str, dict]:
 
 
 def _condition(conditions: list[dict], kind: str, status: str, reason: str, message: str) -> list[dict]:
-    """Set a metav1.Condition, keeping lastTransitionTime while the status holds."""
+    """Set a metav1.Condition, keeping lastTransitionTime while the status holds. The time has microseconds:
+    Kueue orders admissions and evictions by times it keeps in memory, finer than a second."""
     old = next((c for c in conditions if c.get("type") == kind), None)
-    stamp = old["lastTransitionTime"] if old and old.get("status") == status else now()
+    stamp = old["lastTransitionTime"] if old and old.get("status") == status else now_micro()
     out = [c for c in conditions if c.get("type") != kind]
     out.append({"type": kind, "status": status, "lastTransitionTime": stamp, "reason": reason, "message": message})
     return out
@@ -158,7 +159,7 @@ class KueueController(Controller):
             pod = next((self.pods.get(ns, r["name"]) for r in other["metadata"].get("ownerReferences") or []
                         if r.get("kind") == "Pod"), None)
             if pod and (controller_of(pod) or {}).get("uid") == owner.get("uid") and _admitted(other) and \
-                    _seconds(_conditions(other)["QuotaReserved"].get("lastTransitionTime")) >= since:
+                    _seconds(_conditions(other)["QuotaReserved"].get("lastTransitionTime")) > since:
                 return False
         return True
 
