@@ -99,7 +99,8 @@ def serving(*flags: str):
 
 def queued(name: str, replicas: int, klass: str, gpus: int = 1) -> dict:
     body = deployment(name, replicas, gpus=gpus)
-    body["metadata"]["labels"].update({QUEUE: "q", CLASS: klass})  # Kueue's webhook copies them to the pods
+    # On the Deployment only: Kueue's webhook copies them to its pod template.
+    body["metadata"]["labels"] = {**body["metadata"]["labels"], QUEUE: "q", CLASS: klass}
     return body
 
 
@@ -119,8 +120,9 @@ def usage(k: Kube, cq: str) -> dict:
 
 
 def status_of(pod) -> str:
-    gated = bool(pod.spec.scheduling_gates)
-    return GATED if gated else ("Bound" if pod.spec.node_name else "Pending")
+    if pod.spec.node_name:
+        return "Bound"
+    return GATED if pod.spec.scheduling_gates else "Pending"
 
 
 def test_idle_quota_is_borrowed_and_the_lender_reclaims_it_by_preempting_the_borrower(kube):
@@ -160,6 +162,9 @@ def test_idle_quota_is_borrowed_and_the_lender_reclaims_it_by_preempting_the_bor
     assert "RESERVED IN" in table and "ADMITTED" in table and "COHORT" in table
     row = next(line.split() for line in table.splitlines() if line.startswith("clusterqueue.kueue.x-k8s.io/acme "))
     assert row[1:3] == ["shared", "1"]  # COHORT, PENDING WORKLOADS
+    holder = admitted(kube.workloads("acme"))[0]["metadata"]["name"]
+    row = next(line.split() for line in table.splitlines() if line.startswith(f"workload.kueue.x-k8s.io/{holder} "))
+    assert row[1:4] == ["q", "acme", "True"]  # QUEUE, RESERVED IN, ADMITTED
     described = kube.kubectl("describe", "workload", "-n", "acme", preempted[0]["metadata"]["name"])
     assert "InCohortReclamation" in described
     assert any(line.split()[:2] == ["Normal", "Preempted"] and by["message"] in line for line in described.splitlines())
@@ -208,8 +213,8 @@ def test_a_leaderworkerset_group_is_admitted_whole_or_not_at_all(kube):
     members = wait_for(lambda: (p := [x for x in kube.pods("gang") if x.metadata.name.startswith("big-")])
                        and len(p) == 3 and p, message="big's 3 pods")
     assert [status_of(p) for p in members] == [GATED] * 3
-    # The small group goes: the big one is admitted, and all three of its pods are bound together.
-    kube.custom.delete_namespaced_custom_object(*lws, "small")
+    # The small set scales to no group: the big one is admitted, and all three of its pods are bound together.
+    kube.custom.patch_namespaced_custom_object(*lws, "small", {"spec": {"replicas": 0}})
     wait_for(lambda: [status_of(p) for p in kube.pods("gang") if p.metadata.name.startswith("big-")] == ["Bound"] * 3,
              message="big's pods bound")
     big = next(w for w in kube.workloads("gang") if w["metadata"]["name"] == "leaderworkerset-big-0")
