@@ -91,32 +91,58 @@ def _workloads(service, running) -> list[kueue.Workload]:
 def cluster_queues(cluster) -> dict[int, TenantQueue]:
     """Tenant id -> the queue it has on the cluster: its own there, else its queue for every cluster when it may
     deploy here. Queues of tenants with nothing running here still lend to the cohort."""
-    found = {q.tenant_id: q for q in TenantQueue.objects.filter(cluster=cluster).select_related("tenant")}
-    defaults = TenantQueue.objects.filter(cluster__isnull=True).exclude(tenant_id__in=list(found))
-    if not cluster.open_to_all_tenants:
-        defaults = defaults.filter(tenant__in=cluster.tenants.all())
-    for queue in defaults.select_related("tenant"):
-        found[queue.tenant_id] = queue
-    return found
+    return queues_by_cluster([cluster])[cluster.pk]
+
+
+def queues_by_cluster(clusters) -> dict[int, dict[int, TenantQueue]]:
+    """`cluster_queues` of several clusters at once, in a fixed number of queries (for pages showing many)."""
+    from apps.clusters.models import Cluster
+
+    clusters = list(clusters)
+    out: dict[int, dict[int, TenantQueue]] = {c.pk: {} for c in clusters}
+    for queue in TenantQueue.objects.filter(cluster__in=clusters).select_related("tenant"):
+        out[queue.cluster_id][queue.tenant_id] = queue
+    allowed: dict[int, set[int]] = defaultdict(set)
+    closed = [c.pk for c in clusters if not c.open_to_all_tenants]
+    for cluster_id, tenant_id in Cluster.tenants.through.objects.filter(cluster_id__in=closed).values_list(
+            "cluster_id", "tenant_id"):
+        allowed[cluster_id].add(tenant_id)
+    for queue in TenantQueue.objects.filter(cluster__isnull=True).select_related("tenant"):
+        for cluster in clusters:
+            if queue.tenant_id not in out[cluster.pk] and (
+                    cluster.open_to_all_tenants or queue.tenant_id in allowed[cluster.pk]):
+                out[cluster.pk][queue.tenant_id] = queue
+    return out
 
 
 def cluster_plan(cluster) -> tuple[kueue.Plan, list]:
     """The policy's plan for every live service on a cluster without Kueue, and those services."""
+    return cluster_plans([cluster])[cluster.pk]
+
+
+def cluster_plans(clusters) -> dict[int, tuple[kueue.Plan, list]]:
+    """`cluster_plan` of several clusters at once, in a fixed number of queries."""
     from apps.serving.models import InferenceService
 
-    services = list(InferenceService.objects.filter(cluster=cluster, deletion_requested_at__isnull=True)
+    clusters = list(clusters)
+    services = list(InferenceService.objects.filter(cluster__in=clusters, deletion_requested_at__isnull=True)
                     .select_related("tenant__default_priority_class", "priority_class")
                     .prefetch_related("pools"))
     platform = PriorityClass.objects.platform_default()
-    flavors = {p.gpu_type for s in services for p in s.pools.all()}
-    tenant_queues = cluster_queues(cluster)
-    queues = [_queue_spec(q, q.tenant.slug, cluster, flavors) for q in tenant_queues.values()]
-    workloads = []
-    for service in services:
-        if service.tenant_id in tenant_queues:  # validation refuses others; one left from before waits
-            running = service.priority_class or service.tenant.default_priority_class or platform
-            workloads += _workloads(service, running)
-    return kueue.admit(queues, workloads), services
+    queues_of = queues_by_cluster(clusters)
+    out = {}
+    for cluster in clusters:
+        mine = [s for s in services if s.cluster_id == cluster.pk]
+        flavors = {p.gpu_type for s in mine for p in s.pools.all()}
+        tenant_queues = queues_of[cluster.pk]
+        queues = [_queue_spec(q, q.tenant.slug, cluster, flavors) for q in tenant_queues.values()]
+        workloads = []
+        for service in mine:
+            if service.tenant_id in tenant_queues:  # validation refuses others; one left from before waits
+                running = service.priority_class or service.tenant.default_priority_class or platform
+                workloads += _workloads(service, running)
+        out[cluster.pk] = (kueue.admit(queues, workloads), mine)
+    return out
 
 
 def admit_cluster(cluster) -> tuple[list[int], kueue.Plan]:

@@ -1,7 +1,7 @@
 """What each tenant queue holds of its cohort: nominal, used, borrowed and lent GPUs per GPU type, per cluster.
 
 Read for the tenant overview and the fleet page's cohorts from the same admission plan the control plane acts on
-(`apps.serving.admission.cluster_plan`, i.e. `capacity.kueue.admit`): where the control plane admits, the
+(`apps.serving.admission.cluster_plans`, i.e. `capacity.kueue.admit`): where the control plane admits, the
 replicas it admitted hold GPUs; where Kueue admits, the policy's answer from scratch is what Kueue holds.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from django.db.models import Q
 
 from apps.clusters.models import Cluster
-from apps.serving.admission import cluster_plan, cluster_queues, workload_key
+from apps.serving.admission import cluster_plans, queues_by_cluster, workload_key
 from apps.tenancy.choices import ANY_GPU_TYPE
 from capacity import kueue
 
@@ -32,9 +32,15 @@ class QueueRow:
     lent: int
 
 
-def cluster_rows(cluster) -> list[QueueRow]:
-    """Every tenant queue of the cluster, a row per GPU type it has quota of or uses, by cohort then tenant."""
-    plan, services = cluster_plan(cluster)
+def cluster_rows(clusters) -> list[QueueRow]:
+    """Every tenant queue of the clusters, a row per GPU type it has quota of or uses, by cluster, cohort, tenant."""
+    clusters = list(clusters)
+    plans, queues = cluster_plans(clusters), queues_by_cluster(clusters)
+    return [row for cluster in clusters for row in _rows(cluster, *plans[cluster.pk], queues[cluster.pk])]
+
+
+def _rows(cluster, plan: kueue.Plan, services: list, tenant_queues: dict) -> list[QueueRow]:
+    """One cluster's rows from its admission plan: what admitted replicas hold, and whose quota they borrow."""
     used: dict[tuple[str, str], int] = defaultdict(int)
     borrowed: dict[tuple[str, str], int] = defaultdict(int)
     lent: dict[tuple[str, str], int] = defaultdict(int)
@@ -51,7 +57,7 @@ def cluster_rows(cluster) -> list[QueueRow]:
                     borrowed[slug, flavor] += gpus
                     lent[lender, flavor] += gpus
     rows = []
-    for queue in cluster_queues(cluster).values():
+    for queue in tenant_queues.values():
         slug = queue.tenant.slug
         flavors = {f for (s, f) in (*used, *lent) if s == slug} | {k for k in queue.nominal if k != ANY_GPU_TYPE}
         if not flavors and ANY_GPU_TYPE in queue.nominal:
@@ -68,16 +74,19 @@ def tenant_rows(tenant) -> list[QueueRow]:
     """The tenant's rows on every cluster it may deploy to or has services on."""
     usable = Cluster.objects.usable_by_tenant(tenant.pk).values("pk")
     clusters = Cluster.objects.filter(Q(pk__in=usable) | Q(services__tenant=tenant)).distinct()
-    return [row for cluster in clusters.order_by("name") for row in cluster_rows(cluster) if row.tenant == tenant.slug]
+    return [row for row in cluster_rows(clusters.order_by("name")) if row.tenant == tenant.slug]
 
 
 def cohorts(clusters, tenant_slugs: set[str] | None) -> list[dict]:
     """The fleet page's cohorts: per cluster and cohort, the member queues' rows (only those of `tenant_slugs`
     unless None) and the cohort's totals per GPU type."""
-    out = []
+    out, clusters = [], list(clusters)
+    by_cluster: dict[str, list[QueueRow]] = defaultdict(list)
+    for row in cluster_rows(clusters):
+        by_cluster[row.cluster].append(row)
     for cluster in clusters:
         by_cohort: dict[str, list[QueueRow]] = defaultdict(list)
-        for row in cluster_rows(cluster):
+        for row in by_cluster[cluster.name]:
             by_cohort[row.cohort].append(row)
         for name, rows in sorted(by_cohort.items()):
             totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
