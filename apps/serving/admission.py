@@ -282,6 +282,6 @@ def record_workloads(service, workloads: list[dict]) -> None:
     if after is None or after == before:
         return
     type(service).objects.filter(pk=service.pk).update(admission=after)
-    if after["state"] == AdmissionState.PREEMPTED and before.get("reason") != after["reason"]:
+    if after["state"] == AdmissionState.PREEMPTED:  # a new preemption: the same one read again returned above
         record_change(actor=None, actor_label=ADMISSION_ACTOR, obj=service, action=AuditAction.UPDATE,
                       via=AuditVia.SYSTEM, before={"admission": before}, after={"admission": after})
