@@ -162,6 +162,8 @@ def test_idle_quota_is_borrowed_and_the_lender_reclaims_it_by_preempting_the_bor
     assert "RESERVED IN" in table and "ADMITTED" in table and "COHORT" in table
     row = next(line.split() for line in table.splitlines() if line.startswith("clusterqueue.kueue.x-k8s.io/acme "))
     assert row[1:3] == ["shared", "1"]  # COHORT, PENDING WORKLOADS
+    wide = kube.kubectl("get", "clusterqueue", "acme", "-o", "wide").splitlines()[1].split()
+    assert wide[:5] == ["acme", "shared", "BestEffortFIFO", "1", "5"]  # STRATEGY by default; ADMITTED WORKLOADS
     holder = admitted(kube.workloads("acme"))[0]["metadata"]["name"]
     row = next(line.split() for line in table.splitlines() if line.startswith(f"workload.kueue.x-k8s.io/{holder} "))
     assert row[1:4] == ["q", "acme", "True"]  # QUEUE, RESERVED IN, ADMITTED
