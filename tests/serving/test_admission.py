@@ -10,16 +10,8 @@ from apps.core.models import AuditEntry
 from apps.serving.admission import admit_cluster, admitted_replicas, gate
 from apps.serving.models import InferenceService
 from apps.serving.rendering.spec import spec_from_service
-from apps.tenancy.models import PriorityClass, TenantQueue
+from apps.tenancy.models import TenantQueue
 from tests.factories import ClusterFactory, InferenceServiceFactory, TenantFactory
-
-
-@pytest.fixture
-def classes(db):
-    found = {}
-    for name, value in (("production", 1000), ("best-effort", 0)):
-        found[name], _ = PriorityClass.objects.get_or_create(name=name, defaults={"value": value})
-    return found
 
 
 @pytest.fixture

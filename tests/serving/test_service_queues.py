@@ -7,18 +7,10 @@ import pytest
 
 from apps.core.models import AuditEntry
 from apps.serving.models import InferenceService
-from apps.tenancy.models import PriorityClass, TenantQueue
+from apps.tenancy.models import TenantQueue
 from tests.factories import ClusterFactory, InferenceServiceFactory, ModelFactory, RuntimeFactory
 
 SERVICES = "/api/v1/services/"
-
-
-@pytest.fixture
-def classes(db):
-    found = {}
-    for name, value in (("production", 1000), ("standard", 100), ("best-effort", 0), ("batch", -10)):
-        found[name], _ = PriorityClass.objects.get_or_create(name=name, defaults={"value": value})
-    return found
 
 
 @pytest.fixture

@@ -13,15 +13,6 @@ CLASSES = "/api/v1/priority-classes/"
 QUEUES = "/api/v1/tenant-queues/"
 
 
-@pytest.fixture
-def classes(db):
-    """The platform's classes as the issue names them (the migration seeds them; a flushed database may not)."""
-    found = {}
-    for name, value in (("production", 1000), ("standard", 100), ("best-effort", 0), ("batch", -10)):
-        found[name], _ = PriorityClass.objects.get_or_create(name=name, defaults={"value": value})
-    return found
-
-
 def names(response) -> list[str]:
     return [item["name"] for item in response.json()["results"]]
 
@@ -141,3 +132,14 @@ def test_a_queue_is_unique_per_tenant_and_cluster(api, staff, tenant_a):
     assert response.status_code == 409, response.content
     assert TenantQueue.objects.filter(tenant=tenant_a).count() == 1
 
+
+
+def test_a_tenants_default_class_above_its_highest_is_a_400(api, staff, tenant_a, classes):
+    url = f"/api/v1/tenants/{tenant_a.pk}/"
+    response = api("staff").patch(url, {"max_priority_class": "standard", "default_priority_class": "production"},
+                                  format="json")
+    assert response.status_code == 400
+    assert "The default class production (1000) is above the tenant's highest, standard (100)." in \
+        response.json()["default_priority_class"]
+    tenant_a.refresh_from_db()
+    assert (tenant_a.max_priority_class, tenant_a.default_priority_class) == (None, None)

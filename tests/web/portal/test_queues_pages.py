@@ -6,18 +6,9 @@ from __future__ import annotations
 
 import re
 
-import pytest
 from django.urls import reverse
 
-from apps.tenancy.models import PriorityClass, TenantQueue
-
-
-@pytest.fixture
-def classes(db):
-    found = {}
-    for name, value in (("production", 1000), ("standard", 100), ("best-effort", 0), ("batch", -10)):
-        found[name], _ = PriorityClass.objects.get_or_create(name=name, defaults={"value": value})
-    return found
+from apps.tenancy.models import TenantQueue
 
 
 def form_data(queue, **values) -> dict:
