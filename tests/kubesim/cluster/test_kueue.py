@@ -13,6 +13,8 @@ import sys
 import pytest
 from kubernetes import client
 
+from capacity.kueue import Queue
+from kubesim.cluster.kueue import policy_queue
 from tests.kubesim.cluster_support import deployment, pod_manifest
 from tests.polling import wait_for
 from tests.ports import free_port
@@ -248,3 +250,17 @@ def test_without_kueue_its_api_is_not_served_and_queued_pods_are_not_held():
         k.core.create_namespaced_pod("default", pod_manifest("p", gpus=1, labels={QUEUE: "q"}))
         wait_for(lambda: k.core.read_namespaced_pod("p", "default").spec.node_name, message="pod bound")
         assert not k.core.read_namespaced_pod("p", "default").spec.scheduling_gates
+
+
+def test_a_cluster_queue_reads_as_the_policy_queue_with_its_limits_weight_and_kueues_defaults():
+    cq = {"metadata": {"name": "acme"}, "spec": {
+        "cohort": "shared", "fairSharing": {"weight": "1500m"},
+        "preemption": {"reclaimWithinCohort": "Any"},
+        "resourceGroups": [{"coveredResources": ["nvidia.com/gpu", "cpu"], "flavors": [
+            {"name": L4, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "6", "borrowingLimit": 2,
+                                        "lendingLimit": "4"}, {"name": "cpu", "nominalQuota": "96"}]},
+            {"name": "h100-sxm-80gb", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]}]}]}}
+    assert policy_queue(cq) == Queue(
+        "acme", "shared", nominal={L4: 6, "h100-sxm-80gb": 8}, borrowing_limit={L4: 2, "h100-sxm-80gb": None},
+        lending_limit={L4: 4, "h100-sxm-80gb": None}, weight=1.5, reclaim_within_cohort="Any",
+        borrow_within_cohort="Never")
