@@ -5,6 +5,7 @@ and a cluster started without Kueue. Expected figures are worked from the quotas
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -36,10 +37,11 @@ class Kube:
         self.core, self.apps, self.custom = (client.CoreV1Api(self.api), client.AppsV1Api(self.api),
                                              client.CustomObjectsApi(self.api))
 
-    def kubectl(self, *args: str) -> str:
-        proc = subprocess.run(["kubectl", "--server", self.url, *args], capture_output=True, text=True, timeout=60)
-        assert proc.returncode == 0, proc.stderr
-        return proc.stdout
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+        proc = subprocess.run(["kubectl", "--server", self.url, *args], input=stdin, capture_output=True, text=True,
+                              timeout=60)
+        assert proc.returncode == 0 or not check, proc.stderr
+        return proc.stdout if check else proc.stderr
 
     def create(self, plural: str, body: dict, namespace: str | None = None) -> dict:
         body = {"apiVersion": f"{GROUP}/{VERSION}", **body}
@@ -241,6 +243,15 @@ def test_a_pod_group_waits_whole_until_its_queue_holds_all_of_it(kube):
         {"coveredResources": ["nvidia.com/gpu"], "flavors": [
             {"name": L4, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 2}]}]}]}})
     wait_for(lambda: [status_of(p) for p in kube.pods("pg")] == ["Bound"] * 2, message="both members bound")
+
+
+def test_kueue_objects_are_checked_against_their_schemas(kube):
+    misspelt = json.dumps({"apiVersion": f"{GROUP}/{VERSION}", "kind": "ClusterQueue", "metadata": {"name": "x"},
+                           "spec": {"cohrt": "shared", "resourceGroups": []}})
+    refused = kube.kubectl("apply", "-f", "-", stdin=misspelt, check=False)
+    assert 'strict decoding error: unknown field "spec.cohrt"' in refused
+    explained = kube.kubectl("explain", "clusterqueue.spec.resourceGroups.flavors.resources")
+    assert "nominalQuota" in explained and "borrowingLimit" in explained and "lendingLimit" in explained
 
 
 def test_without_kueue_its_api_is_not_served_and_queued_pods_are_not_held():
