@@ -5,6 +5,7 @@ and a cluster started without Kueue. Expected figures are worked from the quotas
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -13,6 +14,8 @@ import sys
 import pytest
 from kubernetes import client
 
+from capacity.kueue import Queue
+from kubesim.cluster.kueue import policy_queue
 from tests.kubesim.cluster_support import deployment, pod_manifest
 from tests.polling import wait_for
 from tests.ports import free_port
@@ -34,10 +37,11 @@ class Kube:
         self.core, self.apps, self.custom = (client.CoreV1Api(self.api), client.AppsV1Api(self.api),
                                              client.CustomObjectsApi(self.api))
 
-    def kubectl(self, *args: str) -> str:
-        proc = subprocess.run(["kubectl", "--server", self.url, *args], capture_output=True, text=True, timeout=60)
-        assert proc.returncode == 0, proc.stderr
-        return proc.stdout
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+        proc = subprocess.run(["kubectl", "--server", self.url, *args], input=stdin, capture_output=True, text=True,
+                              timeout=60)
+        assert proc.returncode == 0 or not check, proc.stderr
+        return proc.stdout if check else proc.stderr
 
     def create(self, plural: str, body: dict, namespace: str | None = None) -> dict:
         body = {"apiVersion": f"{GROUP}/{VERSION}", **body}
@@ -241,6 +245,15 @@ def test_a_pod_group_waits_whole_until_its_queue_holds_all_of_it(kube):
     wait_for(lambda: [status_of(p) for p in kube.pods("pg")] == ["Bound"] * 2, message="both members bound")
 
 
+def test_kueue_objects_are_checked_against_their_schemas(kube):
+    misspelt = json.dumps({"apiVersion": f"{GROUP}/{VERSION}", "kind": "ClusterQueue", "metadata": {"name": "x"},
+                           "spec": {"cohrt": "shared", "resourceGroups": []}})
+    refused = kube.kubectl("apply", "-f", "-", stdin=misspelt, check=False)
+    assert 'strict decoding error: unknown field "spec.cohrt"' in refused
+    explained = kube.kubectl("explain", "clusterqueue.spec.resourceGroups.flavors.resources")
+    assert "nominalQuota" in explained and "borrowingLimit" in explained and "lendingLimit" in explained
+
+
 def test_without_kueue_its_api_is_not_served_and_queued_pods_are_not_held():
     with serving("--no-kueue") as k:
         groups = [g.name for g in client.ApisApi(k.api).get_api_versions().groups]
@@ -248,3 +261,17 @@ def test_without_kueue_its_api_is_not_served_and_queued_pods_are_not_held():
         k.core.create_namespaced_pod("default", pod_manifest("p", gpus=1, labels={QUEUE: "q"}))
         wait_for(lambda: k.core.read_namespaced_pod("p", "default").spec.node_name, message="pod bound")
         assert not k.core.read_namespaced_pod("p", "default").spec.scheduling_gates
+
+
+def test_a_cluster_queue_reads_as_the_policy_queue_with_its_limits_weight_and_kueues_defaults():
+    cq = {"metadata": {"name": "acme"}, "spec": {
+        "cohort": "shared", "fairSharing": {"weight": "1500m"},
+        "preemption": {"reclaimWithinCohort": "Any"},
+        "resourceGroups": [{"coveredResources": ["nvidia.com/gpu", "cpu"], "flavors": [
+            {"name": L4, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "6", "borrowingLimit": 2,
+                                        "lendingLimit": "4"}, {"name": "cpu", "nominalQuota": "96"}]},
+            {"name": "h100-sxm-80gb", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]}]}]}}
+    assert policy_queue(cq) == Queue(
+        "acme", "shared", nominal={L4: 6, "h100-sxm-80gb": 8}, borrowing_limit={L4: 2, "h100-sxm-80gb": None},
+        lending_limit={L4: 4, "h100-sxm-80gb": None}, weight=1.5, reclaim_within_cohort="Any",
+        borrow_within_cohort="Never")
