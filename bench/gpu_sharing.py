@@ -77,6 +77,8 @@ class Figures:
 
     util_num: float = 0.0
     util_den: float = 0.0
+    ticks: int = 0
+    ticks_over: int = 0  # seconds the load wanted more GPUs than there are
     preemption_waits: list[float] = field(default_factory=list)
     preempted: int = 0
     preempted_in_quota: int = 0
@@ -161,7 +163,9 @@ def run(hours: float, seed: int, hard: bool) -> Figures:
         held = {tn: sum(len(r.pods) for s, rs in replicas.items() if s.startswith(tn + "/") for r in rs)
                 for tn, _ in TENANTS}
         wanted_gpus = {tn: sum(w for s, w in want.items() if s.startswith(tn + "/")) for tn, _ in TENANTS}
+        figures.ticks += 1
         if sum(wanted_gpus.values()) > allocatable:
+            figures.ticks_over += 1
             figures.util_num += sum(held.values())
             figures.util_den += allocatable
         fair = fair_shares(wanted_gpus)
@@ -274,6 +278,7 @@ def summary(figures: Figures) -> dict:
         "partial_groups": len(figures.partial_group_seconds),
         "fair_share_max_deviation": round(max(deviations), 3) if deviations else None,
         "lost_requests": figures.lost,
+        "demand_above_supply": round(figures.ticks_over / figures.ticks, 3) if figures.ticks else None,
         "preempted": figures.preempted,
         "preempted_production": figures.preempted_production,
         "preemptions_waited_for": len(figures.preemption_waits),
