@@ -72,6 +72,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="The same for the lowest band (batch, best-effort), which waits for spare capacity.")
     parser.add_argument("--usage-flush-seconds", type=float, default=1.0,
                         help="How often queued usage rows are written.")
+    parser.add_argument("--batch-slots-per-engine", type=int, default=4,
+                        help="Batch lines start only while a service's requests in flight at this replica "
+                             "(interactive and batch) are below this many per ready engine; 0: this replica runs no "
+                             "batch lines (it still serves /v1/files and /v1/batches).")
+    parser.add_argument("--batch-lease-seconds", type=float, default=60.0,
+                        help="A batch a replica runs passes to another if its holder stops renewing it this long.")
     args = parser.parse_args(argv)
     if args.queue_cap < 1 or args.queue_ttl <= 0 or args.queue_ttl_lowest <= 0:
         parser.error("--queue-cap must be at least 1, --queue-ttl and --queue-ttl-lowest above 0")
@@ -95,13 +101,14 @@ def build(args: argparse.Namespace):
     """The ASGI application the options describe."""
     from gateway.activation import Activator
     from gateway.app import Gateway
+    from gateway.batch_runner import BatchRunner
     from gateway.door import Door
     from gateway.limits import RequestLimiter
     from gateway.metering import UsageWriter
     from gateway.snapshot import SnapshotFile
     from gateway.upstream import Upstreams
 
-    return Gateway(SnapshotFile(args.snapshot), max_body_bytes=args.max_body_bytes,
+    app = Gateway(SnapshotFile(args.snapshot), max_body_bytes=args.max_body_bytes,
                   refresh_seconds=args.refresh_seconds,
                   limiter=RequestLimiter(args.redis_url or None, replicas=args.replicas, prefix=args.redis_prefix,
                                          lease_ms=int(args.lease_seconds * 1000),
@@ -118,6 +125,10 @@ def build(args: argparse.Namespace):
                                       read_timeout=args.upstream_timeout,
                                       backend_pod_header=args.backend_pod_header,
                                       reconnect_seconds=args.upstream_reconnect_seconds))
+    if args.database_url and args.batch_slots_per_engine > 0:
+        app.runner = BatchRunner(app, args.database_url, slots_per_engine=args.batch_slots_per_engine,
+                                 lease_seconds=args.batch_lease_seconds)
+    return app
 
 
 def main(argv=None) -> None:

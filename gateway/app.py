@@ -10,14 +10,18 @@ import json
 import logging
 import math
 import time
+from collections import Counter as Tally
 from collections.abc import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from gateway.activation import Activator
+from gateway.batch_api import PREFIXES as BATCH_PREFIXES
+from gateway.batch_api import BatchApi
+from gateway.batch_vocab import BATCH_PRIORITY, PRIORITY_HEADER
 from gateway.door import QUEUE_FULL, Door
 from gateway.errors import error_body
-from gateway.fairness import DEFAULT_BAND, DEFAULT_WEIGHT, PRIORITY_HEADER, band_of
+from gateway.fairness import DEFAULT_BAND, DEFAULT_WEIGHT, band_of
 from gateway.limits import Decision, Flow, RequestLimiter, completion_tokens, estimate_tokens
 from gateway.metering import UsageWriter
 from gateway.prefix import Prompt
@@ -48,6 +52,11 @@ class Gateway:
         self.limiter = limiter
         self.max_body_bytes = max_body_bytes
         self.refresh_seconds = refresh_seconds
+        # OpenAI's files and batches, kept in the metering database (none: those endpoints answer 404).
+        self.batches = BatchApi(usage.database_url, read_body) if usage is not None else None
+        self.runner = None  # gateway.batch_runner.BatchRunner, started and stopped with the app
+        # Interactive requests admitted and not answered yet, by service: what the batch runner leaves room for.
+        self.in_flight: Tally = Tally()
         self._next_refresh = 0.0
         # One registry per app, so two gateways in one process (tests) do not clash.
         self.registry = CollectorRegistry()
@@ -121,7 +130,8 @@ class Gateway:
             return await self._lifespan(receive, send)
         path, method = scope["path"], scope["method"]
         status, headers, body = await self._handle(scope, receive, path, method)
-        route = path if path in (*ENDPOINTS, "/v1/models", "/healthz", "/readyz", "/metrics") else "other"
+        route = path if path in (*ENDPOINTS, "/v1/models", "/healthz", "/readyz", "/metrics") else next(
+            (prefix for prefix in BATCH_PREFIXES if path.startswith(prefix)), "other")
         self.requests.labels(route, str(status)).inc()
         await send({"type": "http.response.start", "status": status, "headers": headers})
         if isinstance(body, bytes):
@@ -136,10 +146,15 @@ class Gateway:
                 self.routing()
                 if self.usage is not None:
                     self.usage.start()
+                if self.runner is not None:
+                    self.runner.start()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 # uvicorn has finished the requests in flight by now: their settles are waited for, and
-                # what they metered is flushed here.
+                # what they metered is flushed here. Batch lines in flight are cancelled, and run again by the
+                # next replica to hold their batch.
+                if self.runner is not None:
+                    await self.runner.close()
                 await self.limiter.drain()
                 await self.limiter.close()
                 if self.usage is not None:
@@ -174,7 +189,15 @@ class Gateway:
             return 200, JSON, json.dumps({"object": "list", "data": data}).encode()
         if path in ENDPOINTS and method == "POST":
             return await self._inference(scope, receive, ENDPOINTS[path])
+        if path.startswith(BATCH_PREFIXES) and self.batches is not None:
+            key = self._key(scope)
+            return unauthorized() if key is None else await self.batches.handle(scope, receive, key, path, method)
         return 404, JSON, error_body(404, f"Unknown endpoint {method} {path}.", code="unknown_url")
+
+    def key_by_id(self, key_id: int) -> dict | None:
+        """A usable key's entry by its id (the batch runner's lines run as the key that created the batch)."""
+        return next((k for k in self.routing().keys.values() if k["id"] == key_id and k["expires_at"] > time.time()),
+                    None)
 
     def _key(self, scope) -> dict | None:
         header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
@@ -187,8 +210,31 @@ class Gateway:
         key = self._key(scope)
         if key is None:
             return unauthorized()
+        return await self._serve(scope, receive, key, endpoint, {"usage": Usage()})
+
+    async def run_line(self, key: dict, path: str, body: bytes, batch_id: str) -> tuple[int, bytes, Usage]:
+        """A batch line sent through the same path as a client's request, as `key`, in the lowest band: its
+        status, its answer and what the engine reported; metered (marked with the batch) like any request."""
+        sent = False
+
+        async def receive():
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await asyncio.Event().wait()  # the runner never disconnects; cancelling the line ends this
+            return {"type": "http.disconnect"}
+
+        scope = {"type": "http", "method": "POST", "path": path, "query_string": b"",
+                 "headers": [(b"content-type", b"application/json"), (PRIORITY_HEADER, BATCH_PRIORITY)]}
+        meter: dict = {"usage": Usage(), "batch_id": batch_id}
+        status, _, answer = await self._serve(scope, receive, key, ENDPOINTS[path], meter)
+        if not isinstance(answer, bytes):
+            answer = b"".join([chunk async for chunk in answer])
+        return status, answer, meter["usage"]
+
+    async def _serve(self, scope, receive, key: dict, endpoint: Endpoint, meter: dict):
         started = time.monotonic()
-        meter: dict = {"usage": Usage()}
         status, headers, body = 500, JSON, FAILED  # what is metered (and settled) if anything below raises
         try:
             status, headers, body = await self._answer(scope, receive, key, endpoint, meter)
@@ -224,6 +270,8 @@ class Gateway:
         usage: Usage = meter["usage"]
         if meter.get("door") is not None:
             self.door.leave(meter["door"])  # its place at the service goes to the next in line
+        if "in_flight" in meter:
+            self.in_flight[meter.pop("in_flight")] -= 1
         if usage.ttft_ms is not None:
             self.upstream_ttft.observe(usage.ttft_ms / 1000)
         if meter.get("admitted"):
@@ -249,7 +297,7 @@ class Gateway:
                               added_ms=meter["added_s"] * 1000 if "added_s" in meter else None,
                               prefix_blocks=meter.get("prompt"),
                               queued_ms=meter["queued_s"] * 1000 if "queued_s" in meter else None,
-                              shed=meter.get("shed", ""))
+                              shed=meter.get("shed", ""), batch_id=meter.get("batch_id"))
 
     async def _checked(self, scope, key: dict, body: bytes, endpoint: Endpoint, meter: dict):
         try:
@@ -284,6 +332,9 @@ class Gateway:
             return self._refused(decision, limit_headers)
         # From here the request holds its reservation (tokens, a concurrency lease) until _record settles it.
         meter["admitted"], meter["reservation"] = True, decision.reservation
+        if "batch_id" not in meter:
+            meter["in_flight"] = service["id"]
+            self.in_flight[service["id"]] += 1
         # The prompt, for its prefix blocks on the usage row (the service's reuse curve): only a reference here,
         # hashed by the usage writer's thread off the request path.
         meter["prompt"] = Prompt(request, endpoint.required)

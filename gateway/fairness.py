@@ -17,14 +17,14 @@ import bisect
 import itertools
 from dataclasses import dataclass, field
 
+from gateway.batch_vocab import BATCH_PRIORITY
 from gateway.validation import Invalid
 
-PRIORITY_HEADER = b"x-priority"
 DEFAULT_BAND = 0
 LOWEST_BAND = -20
 HIGHEST_BAND = 1000
 # Both names are the lowest band: spare capacity, shared fairly between whoever is there.
-BAND_NAMES = {"batch": LOWEST_BAND, "best-effort": LOWEST_BAND}
+BAND_NAMES = {BATCH_PRIORITY.decode(): LOWEST_BAND, "best-effort": LOWEST_BAND}
 SCALE = 1000  # counters in thousandths of a token: dividing by a weight stays integer (Redis answers integers)
 DEFAULT_WEIGHT = 1
 

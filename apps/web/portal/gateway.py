@@ -138,6 +138,7 @@ def usage_page(request, tenant):
     context = {"tenant": tenant, "ranges": list(RANGES), "range": chosen, "query": query,
                "chart": _chart(rows, ttft_by_hour(request.user, query)),
                "by_key": _totals(rows, _key_name), "by_model": _totals(rows, lambda r: r["model"]),
+               "by_kind": _totals(rows, lambda r: "batch" if r["batch"] else "interactive"),
                "keys": [k for k in _keys(request, tenant) if k.monthly_token_budget or k.month_used],
                "all_keys": InferenceKey.objects.restrict(request.user).filter(tenant=tenant).order_by("name"),
                "models": sorted({r["model"] for r in rows} | ({query.model} if query.model else set()))}

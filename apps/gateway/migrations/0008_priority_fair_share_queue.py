@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('gateway', '0006_usage_prefix_blocks'),
+        ('gateway', '0007_files_batches'),
     ]
 
     operations = [
