@@ -45,6 +45,12 @@ class InferenceKeyForm(PlainLabels, forms.ModelForm):
             field.validators = [v for v in field.validators if not isinstance(v, MinValueValidator)]
             field.widget.attrs.pop("min", None)
             field.widget.attrs.update({"inputmode": "numeric", "placeholder": "no limit"})
+        # Left empty, a key keeps the band it has (a new one: the default); its bounds are the model's clean().
+        self.fields["priority"].required = False
+
+    def clean_priority(self):
+        value = self.cleaned_data.get("priority")
+        return self.instance.priority if value is None else value
 
     def clean(self):
         data = super().clean()
