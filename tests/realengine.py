@@ -15,17 +15,21 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.real_engine import SERVED, engine_args
 from kubesim.cluster.nodes import CPU_REAL, CPU_REAL_TAINT, NODE_CLASS_LABEL
 from tests.polling import wait_for
 from tests.simcluster import ClusterHandle
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = "vllm/vllm-openai:v0.32.0"
-MODEL = "tiny"  # the served model name
+MODEL = SERVED  # the served model name
 ADAPTERS = ("tiny-sql", "tiny-chat")
 NAMESPACE = "default"
 PORT = 8000
 READY_SECONDS = 300  # a loaded two-core machine has taken 110 s
+# The session engine's arguments besides model, host and port: bench/real_engine.py's (a KV pool of 24 blocks of
+# 32 tokens, prefix caching, LoRA), so that the bench can run against it and a simulated twin gets the same.
+ENGINE_ARGS = engine_args()
 
 
 def make_models(root: Path) -> Path:
@@ -43,8 +47,7 @@ def engine_deployment(name: str, args: list[str] = (), memory: str = "3Gi", env:
     """A vLLM engine Deployment for the cpu-real node, as the renderer writes one (model on a /models volume)."""
     container = {
         "name": "engine", "image": IMAGE, "command": ["vllm", "serve"],
-        "args": ["--model", "/models/tiny", "--served-model-name", MODEL, "--host", "0.0.0.0", "--port", str(PORT),
-                 "--max-model-len", "512", *args],
+        "args": ["--model", "/models/tiny", "--host", "0.0.0.0", "--port", str(PORT), *args],
         "ports": [{"name": "http", "containerPort": PORT}],
         "resources": {"requests": {"cpu": "500m", "memory": memory}, "limits": {"memory": memory}},
         "volumeMounts": [{"name": "model-cache", "mountPath": "/models", "readOnly": True}],
@@ -96,8 +99,7 @@ def pods_of(cluster: ClusterHandle, app: str) -> list:
 def start_engine(cluster: ClusterHandle, models: Path) -> RealEngine:
     """Create the engine Deployment and wait until its pod is Ready."""
     cluster.apps.create_namespaced_deployment(
-        NAMESPACE, engine_deployment("tiny", env={"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"},
-                                     args=["--enable-lora", "--max-lora-rank", "8", "--max-loras", "1"]))
+        NAMESPACE, engine_deployment("tiny", env={"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}, args=ENGINE_ARGS))
 
     def ready_pod():
         for pod in pods_of(cluster, "tiny"):

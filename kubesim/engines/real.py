@@ -1,8 +1,9 @@
 """The real vLLM on cpu-real nodes: the kubelet runs vLLM's OpenAI server (CPU build) for a vLLM pod.
 
-The pod's rendered arguments are kept but for paths and ports: a path under one of the container's volume mounts
-becomes the same path under the node's models folder (`--models-dir`), `--host` is loopback and `--port` a free
-port, which the pod IP reaches as it reaches simulated engines. The server is started through
+The pod's rendered arguments are kept but for paths, ports and memory: a path under one of the container's volume
+mounts becomes the same path under the node's models folder (`--models-dir`), `--host` is loopback and `--port` a
+free port, which the pod IP reaches as it reaches simulated engines, and `--gpu-memory-utilization` (on the CPU
+build, the share of the host's memory) is the pod's memory limit over the host's. The server is started through
 `enginevocab.vllm_launch` (README "Real engines"); Ready when its `/health` answers, its output is `kubectl logs`,
 and its exit is the container's. `admission_refusal` is the kubelet's admission for these nodes: what the CPU
 build cannot honour, or memory beyond what one engine may hold, fails the pod with the reason.
@@ -41,6 +42,9 @@ ONE_ONLY = {
 # Every spelling of a flag (aliases included, from vLLM's own parser) to its first spelling.
 CANONICAL = {spelling: option["flags"][0] for option in PARSER["options"] for spelling in option["flags"]}
 KV_CACHE_GIB = "1"  # VLLM_CPU_KVCACHE_SPACE unless the pod sets it: 3.0 GB RSS for the tiny models
+# Chosen by the kubelet: loopback, a free port, and the share of the host's memory the pod may hold, which the
+# CPU build reads --gpu-memory-utilization as (and refuses to start when that much is not free).
+CHOSEN_HERE = ("--host", "--port", "--gpu-memory-utilization")
 HEALTH_POLL_SECONDS = 0.5
 STOP_GRACE_SECONDS = 10.0
 LOG_LINES = 2000
@@ -112,12 +116,19 @@ def server_argv(ctx: PodContext, port: int) -> list[str]:
     while i < len(rest):
         word = rest[i]
         name, eq, value = word.partition("=")
-        if CANONICAL.get(name) in ("--host", "--port"):
-            i += 1 if eq else 2  # kubesim chooses these
+        if CANONICAL.get(name) in CHOSEN_HERE:
+            i += 1 if eq else 2
             continue
         out.append(word if word.startswith("-") and not eq else f"{name}={mapped(value)}" if eq else mapped(word))
         i += 1
-    return [*out, "--host", "127.0.0.1", "--port", str(port)]
+    return [*out, "--host", "127.0.0.1", "--port", str(port),
+            "--gpu-memory-utilization", memory_share(_memory_mib(ctx.container) or REAL_ENGINE_MEMORY_MIB)]
+
+
+def memory_share(memory_mib: float) -> str:
+    """`--gpu-memory-utilization` for the CPU build to hold `memory_mib`: that share of the host's memory."""
+    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return f"{min(memory_mib * 2**20 / host, 0.9):.3f}"
 
 
 class RealVllm:
