@@ -125,5 +125,5 @@ def real_engine(tmp_path_factory):
 
     models = make_models(tmp_path_factory.mktemp("models"))
     with cluster_starter() as make:
-        cluster = make(nodes="cpu-real:1,cpu:1", fast_start=True, models_dir=str(models))
+        cluster = make(nodes="cpu-real:1,cpu:1", fast_start=True, models_dir=str(models), pod_network="loopback")
         yield start_engine(cluster, models)
