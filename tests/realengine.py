@@ -66,6 +66,14 @@ def engine_deployment(name: str, args: list[str] = (), memory: str = "3Gi", env:
     }
 
 
+def _body(data: bytes) -> dict:
+    """A JSON answer, or {"text": ...} for vLLM's plain-text ones (loading an adapter)."""
+    try:
+        return json.loads(data)
+    except ValueError:
+        return {"text": data.decode()}
+
+
 @dataclass
 class RealEngine:
     """The session's real engine: its cluster, pod and the pod proxy's base URL."""
@@ -87,9 +95,9 @@ class RealEngine:
                                          headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
-                return response.status, json.loads(response.read())
+                return response.status, _body(response.read())
         except urllib.error.HTTPError as error:
-            return error.code, json.loads(error.read())
+            return error.code, _body(error.read())
 
 
 def pods_of(cluster: ClusterHandle, app: str) -> list:
