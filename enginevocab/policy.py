@@ -151,15 +151,6 @@ def _judge(vocab: Vocabulary, typed: str, flag: str, values: list[str], staff: b
     return f"{shown} is not a flag tenants may set"
 
 
-def _short_o(vocab: Vocabulary, token: str, following: str | None) -> tuple[str, str] | None:
-    """vLLM's -O3, -O=3 and -O 3: its parser rewrites them to --optimization-level; (spelling, value) or None."""
-    if not vocab.underscores or not token.startswith("-O"):
-        return None
-    if token == "-O":
-        return ("-O", "") if following in ("0", "1", "2", "3") else None
-    return token, token[3:] if token[2] == "=" else token[2:]
-
-
 def check_args(engine: str, args: list[str] | tuple[str, ...], *, staff: bool = False,
                tag: str | None = None) -> list[str]:
     """Every problem with extra engine arguments, in order; empty when the engine and policy accept them.
@@ -181,10 +172,9 @@ def check_args(engine: str, args: list[str] | tuple[str, ...], *, staff: bool = 
             problems.append(f"{token!r} is a positional argument; the service's model and flags are set "
                             "by the control plane")
             continue
-        short = _short_o(vocab, token, args[i] if i < len(args) else None)
-        if short:
-            typed, eq, value = short[0], "=" if short[1] else "", short[1]
-            flag = "--optimization-level"
+        level = vllm.optimization_level(token, args[i] if i < len(args) else None) if engine == "vllm" else None
+        if level is not None:
+            typed, eq, value, flag = token, "=" if level else "", level, "--optimization-level"
         else:
             typed, eq, value = token.partition("=")
             flag, why = resolve(vocab, typed, version)

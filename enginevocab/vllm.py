@@ -185,6 +185,16 @@ BOOLS: list[tuple[str, bool | None]] = [
 ]
 SHORT_BOOLS = {"enable-expert-parallel": "-ep"}
 
+
+def optimization_level(token: str, following: str | None) -> str | None:
+    """The value of vLLM's -O3, -O=3 or -O 3 ("" when it is the next word), which its parser reads as
+    --optimization-level; None for any other argument (a lone -O before anything but 0-3 included)."""
+    if not token.startswith("-O"):
+        return None
+    if token == "-O":
+        return "" if following in ("0", "1", "2", "3") else None
+    return token[3:] if token[2] == "=" else token[2:]
+
 # The versions that have a flag, canonical spelling -> Span(since, until) (enginevocab/versions.py), read by
 # the argument policy, the renderer's checks and kubesim's parser. Only 0.32.0's parser has been read, so no
 # flag has a known first or last version: the table is empty and every flag counts as in every version.

@@ -42,9 +42,9 @@ _COMPILATION = Json({
     "cudagraph_capture_sizes": _SIZES, "max_cudagraph_capture_size": Num(1, 8192),
     "compile_sizes": _SIZES, "cudagraph_num_of_warmups": Num(0, 16), "use_inductor_graph_partition": _ON,
 })
+# Not disable_any_whitespace or disable_additional_properties: vLLM allows each with some backends only.
 _STRUCTURED = Json({
-    "backend": OneOf(("auto", "xgrammar", "guidance", "outlines", "lm-format-enforcer")),
-    "disable_any_whitespace": _ON, "disable_additional_properties": _ON, "enable_in_reasoning": _ON,
+    "backend": OneOf(("auto", "xgrammar", "guidance", "outlines", "lm-format-enforcer")), "enable_in_reasoning": _ON,
 })
 
 # Flag -> the values a tenant may give it.
@@ -112,7 +112,7 @@ TENANT: dict[str, object] = {
     # The KV cache inside the GPU memory the product gives the engine.
     "--block-size": OneOf((1, 8, 16, 32, 64, 128, 256)), "--num-gpu-blocks-override": Num(1, 10_000_000),
     "--prefix-caching-hash-algo": _parser_choices("--prefix-caching-hash-algo"),
-    "--prefix-cache-retention-interval": Num(0, 86_400, integer=False), "--kv-cache-dtype-skip-layers": _NAMES,
+    "--prefix-cache-retention-interval": Num(0, 86_400), "--kv-cache-dtype-skip-layers": _NAMES,
     "--kv-sharing-fast-prefill": _ON, "--swa-bounded-replay": _ON,
     "--mamba-cache-dtype": _parser_choices("--mamba-cache-dtype"),
     "--mamba-ssm-cache-dtype": _parser_choices("--mamba-ssm-cache-dtype"), "--mamba-block-size": Num(1, 65536),
@@ -121,13 +121,14 @@ TENANT: dict[str, object] = {
     "--kv-cache-metrics": _ON, "--kv-cache-metrics-sample": Num(0, 1, integer=False), "--cudagraph-metrics": _ON,
     "--enable-mfu-metrics": _ON, "--jit-monitor-mode": _parser_choices("--jit-monitor-mode"),
     "--jit-monitor-verbose": _ON, "--per-request-spec-decode-metrics": OneOf(("none", "summary")),
-    # Weights offloaded to host memory: at most what the largest GPU holds (192 GB), per GPU.
-    "--cpu-offload-gb": Num(0, 192, integer=False), "--offload-backend": _parser_choices("--offload-backend"),
+    # Host memory no pod request accounts for (the engine container asks 16 GiB per GPU, kv_offload adds its
+    # tier): weights offloaded and multimodal caches stay well inside it, per GPU.
+    "--cpu-offload-gb": Num(0, 8, integer=False), "--offload-backend": _parser_choices("--offload-backend"),
     "--cpu-offload-params": _NAMES, "--offload-group-size": Num(0, 1024), "--offload-num-in-group": Num(1, 1024),
     "--offload-prefetch-step": Num(1, 64), "--offload-params": _NAMES,
     # Multimodal inputs, bounded per prompt and in the host memory their caches take.
     "--limit-mm-per-prompt": Json({"image": Num(0, 64), "video": Num(0, 16), "audio": Num(0, 16)}),
-    "--mm-processor-cache-gb": Num(0, 16, integer=False),
+    "--mm-processor-cache-gb": Num(0, 4, integer=False),
     "--mm-processor-cache-type": _parser_choices("--mm-processor-cache-type"),
     "--mm-hasher-algorithm": _parser_choices("--mm-hasher-algorithm"),
     "--mm-shm-cache-max-object-size-mb": Num(1, 1024),
@@ -141,7 +142,7 @@ TENANT: dict[str, object] = {
     "--mm-ipc-gpu-memory-gb": Num(0, 16, integer=False), "--mm-device-do-normalize": _ON,
     # LoRA, beyond what the service's adapters render.
     "--lora-dtype": _parser_choices("--lora-dtype"), "--enable-tower-connector-lora": _ON,
-    "--max-cpu-loras": Num(1, 64), "--fully-sharded-loras": _ON, "--lora-target-modules": _NAMES,
+    "--max-cpu-loras": Num(1, 16), "--fully-sharded-loras": _ON, "--lora-target-modules": _NAMES,
     "--specialize-active-lora": _ON, "--enable-mixed-moe-lora-format": _ON, "--enable-moe-shared-loras": _ON,
     "--max-lora-cls-labels": Num(1, 65536),
 }

@@ -72,7 +72,10 @@ def check(parser, argv: list[str]) -> dict:
             args = parser.parse_args(list(argv))
         AsyncEngineArgs.from_cli_args(args)
     except SystemExit:
-        return {"ok": False, "error": err.getvalue().strip().splitlines()[-1:]}
+        # argparse prints its usage (hundreds of lines) before "prog: error: ..."; keep the error only.
+        lines = err.getvalue().strip().splitlines()
+        first = next((n for n, line in enumerate(lines) if ": error: " in line), max(len(lines) - 1, 0))
+        return {"ok": False, "error": [line for line in lines[first:] if "errors.pydantic.dev" not in line]}
     except Exception as refused:  # EngineArgs' own checks raise ValueError, TypeError, ...
         return {"ok": False, "error": [f"{type(refused).__name__}: {refused}"]}
     return {"ok": True, "error": []}

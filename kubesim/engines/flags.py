@@ -1,10 +1,11 @@
-"""Command lines of the real engines: vLLM 0.33 (`vllm serve`) and SGLang 0.5 (`sglang.launch_server`).
+"""Command lines of the real engines: vLLM 0.32 (`vllm serve`) and SGLang 0.5 (`sglang.launch_server`).
 
 Parsed with argparse over the engines' own flag names, so a flag the engine lacks or a value of the wrong
 type fails with argparse's wording ("error: unrecognized arguments: --foo") and the container exits.
 The parser of an engine version has the flags the vocabulary gives that version (`enginevocab.versions`),
 so the simulated engine of an image tag refuses a flag its version does not have, as its argparse would.
-Only flags the simulation uses are typed; the rest are accepted as the engine would and ignored.
+Only flags the simulation uses are typed; the rest of vLLM's own options (`enginevocab/vllm_parser.json`) are
+accepted as its parser accepts them, abbreviations included, and ignored.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import argparse
 import re
 import shlex
 
-from enginevocab import sglang, versions, vllm
+from enginevocab import sglang, versions, vllm, vllm_classes
 from enginevocab.values import FLOATS, LIST
 from enginevocab.versions import EVERY_VERSION
 from kubesim.workload import WorkloadExit
@@ -53,7 +54,7 @@ def _has(spans, flag: str, version: str | None) -> bool:
 
 def vllm_parser(prog: str, positional_model: bool, version: str | None = None) -> _Parser:
     """`vllm serve`'s parser; with `version`, only the flags that version has."""
-    p = _Parser(prog=prog, allow_abbrev=False, add_help=False)
+    p = _Parser(prog=prog, allow_abbrev=vllm_classes.PARSER["allow_abbrev"], add_help=False)
     if positional_model:
         p.add_argument("model_tag", nargs="?")
     for flags, kind, default in VLLM_FLAGS:
@@ -67,7 +68,22 @@ def vllm_parser(prog: str, positional_model: bool, version: str | None = None) -
             p.add_argument(*names, action=argparse.BooleanOptionalAction, default=default)
         else:
             p.set_defaults(**{name.replace("-", "_"): default})
+    _add_untyped(p, version)
     return p
+
+
+def _add_untyped(p: argparse.ArgumentParser, version: str | None) -> None:
+    """The rest of vLLM's own options (vllm_parser.json): accepted as its parser accepts them, not simulated."""
+    for option in vllm_classes.PARSER["options"]:
+        flags = [f for f in option["flags"] if not f.startswith("--no-")]
+        if any(f in p._option_string_actions for f in flags) or not _has(vllm.SPANS, flags[0], version):
+            continue
+        if option["action"] == "BooleanOptionalAction":
+            p.add_argument(*flags, action=argparse.BooleanOptionalAction)
+        elif option["action"] == "_StoreTrueAction":
+            p.add_argument(*flags, action="store_true")
+        else:
+            p.add_argument(*flags, nargs=option["nargs"] if option["nargs"] in ("+", "?", "*") else None)
 
 
 def sglang_parser(prog: str, version: str | None = None) -> _Parser:
@@ -117,9 +133,13 @@ def command_line(container: dict, env: dict[str, str]) -> list[str]:
 
 
 def normalise_vllm_underscores(argv: list[str]) -> list[str]:
-    """vLLM accepts `--max_num_seqs` for `--max-num-seqs`."""
+    """vLLM accepts `--max_num_seqs` for `--max-num-seqs`, and `-O3` or `-O 3` for `--optimization-level 3`."""
     out = []
-    for a in argv:
+    for n, a in enumerate(argv):
+        level = vllm.optimization_level(a, argv[n + 1] if n + 1 < len(argv) else None)
+        if level is not None:
+            out += ["--optimization-level", level] if level else ["--optimization-level"]
+            continue
         if a.startswith("--"):
             key, sep, val = a.partition("=")
             a = key.replace("_", "-") + sep + val

@@ -67,7 +67,7 @@ _COMPILE_KEYS = ("(allowed keys: compile_sizes, cudagraph_capture_sizes, cudagra
     (["--enable-log-outputs"], f"--enable-log-outputs {_PLATFORM} (it writes prompts or outputs to the engine's logs)"),
     (["--max-log-len", "100"], f"--max-log-len {_PLATFORM} (it writes prompts or outputs to the engine's logs)"),
     (["--swap-space", "1e9"], "--swap-space is not a flag of vllm"),
-    (["--cpu-offload-gb", "1e9"], "--cpu-offload-gb must be between 0 and 192"),
+    (["--cpu-offload-gb", "1e9"], "--cpu-offload-gb must be between 0 and 8"),
     (["--disable-log-requests"], "--disable-log-requests is not a flag of vllm"),
     (["--grpc"], "--grpc is refused (it serves gRPC instead of the OpenAI HTTP API"),
 ])

@@ -2,7 +2,8 @@
 
 The parser is built as `python -m vllm.entrypoints.openai.api_server` builds it (enginevocab/vllm_parser_dump.py);
 every flag it has must be classified once, every flag the vocabulary names must be one of it, and every command
-line the demo's vLLM services render must be one it accepts.
+line the product lets through (the demo's rendered lines, each tenant flag at the edges of its bound) must be one
+it accepts.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from apps.serving.models import InferenceService
 from apps.serving.rendering import render_service
 from apps.serving.rendering.spec import spec_from_service
 from enginevocab import policy, vllm, vllm_classes
-from kubesim.engines.flags import command_line
+from enginevocab.bounds import Json, ListOf, Name, Num, OneOf, Switch
+from kubesim.engines.flags import command_line, parse_vllm
+from kubesim.workload import WorkloadExit
 from tests.serving.test_commands import seed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +65,38 @@ def test_every_flag_kubesim_and_the_renderer_know_is_one_of_the_parser(parser):
     assert set(vllm.LORA_RANKS) == set(choices["--max-lora-rank"])
 
 
+def _edges(bound) -> list:
+    """Values at the edges of a tenant's bound, as JSON values: a range's ends, every choice, a sample name."""
+    if isinstance(bound, Num):
+        return [bound.low, bound.high] if bound.integer else [float(bound.low), float(bound.high)]
+    if isinstance(bound, OneOf):
+        return list(bound.choices)
+    if isinstance(bound, Name):
+        return [next(word for word in ("x1", "assistant", "0.31") if not bound.word_problem("", word))]
+    if isinstance(bound, Switch):
+        return [True]
+    if isinstance(bound, ListOf):
+        return [[_edges(bound.item)[0]]]
+    return [{key: _edges(item)[0] for key, item in bound.keys.items()}]
+
+
+def _tenant_lines() -> list[list[str]]:
+    """Every tenant-settable flag at the edges of its bound, in every spelling of a switch."""
+    spellings = {flag: option["flags"] for flag, option in vllm_classes.OPTIONS.items()}
+    lines = []
+    for flag, bound in policy.VLLM.tenant.items():
+        if isinstance(bound, Switch):
+            lines += [[spelling] for spelling in spellings[flag]]
+        elif isinstance(bound, Json):
+            lines.append([flag, json.dumps(_edges(bound)[0])])
+        elif isinstance(bound, ListOf):
+            lines.append([flag, *map(str, _edges(bound)[0])])
+        else:
+            lines += [[flag, str(value)] for value in _edges(bound)]
+    assert [line for line in lines if policy.check_args("vllm", line)] == []  # the policy passes them all
+    return lines
+
+
 def _engine_argv(obj) -> list[list[str]]:
     """The argument lists after `vllm serve` of every vLLM container in a rendered object."""
     found = []
@@ -80,15 +115,27 @@ def _engine_argv(obj) -> list[list[str]]:
 
 
 @pytest.mark.django_db
-def test_every_command_line_the_demo_renders_is_accepted_by_vllms_parser(monkeypatch):
+def test_every_command_line_the_product_lets_through_is_accepted_by_vllms_parser(monkeypatch):
+    """The demo's rendered lines and every tenant flag at the edges of its bound, in one process."""
     monkeypatch.setenv("KUBESIM_URL", "http://127.0.0.1:16443")
     seed(password="demo-pass-123")
-    lines = []
+    demo = []
     for service in InferenceService.objects.filter(runtime__engine="vllm"):
-        lines += _engine_argv(render_service(spec_from_service(service)))
-    assert len(lines) >= 4  # the demo's standard, P/D, multi-node (leader and worker) and serverless engines
+        demo += _engine_argv(render_service(spec_from_service(service)))
+    assert len(demo) >= 4  # the demo's standard, P/D, multi-node (leader and worker) and serverless engines
+    lines = [*demo, *_tenant_lines()]
     # The last line is one the parser refuses, so a check that accepts everything fails here.
     verdicts = _run("--check", stdin=json.dumps([*lines, ["--disable-log-requests"]]))
     assert [(line, v["error"]) for line, v in zip(lines, verdicts, strict=False) if not v["ok"]] == []
     assert verdicts[-1] == {"ok": False, "error": [
         "vllm_parser_dump.py: error: unrecognized arguments: --disable-log-requests"]}
+
+
+def test_kubesims_simulated_vllm_parses_every_tenant_line():
+    refused = []
+    for line in _tenant_lines():
+        try:
+            parse_vllm(["vllm", "serve", "--model", "m", *line], vllm.VERSION)
+        except WorkloadExit as exit_:
+            refused.append((line, str(exit_)))
+    assert refused == []

@@ -152,7 +152,7 @@ def test_misspelled_flag_crash_loops_the_pod_with_the_engines_message(cluster):
     _server, api, ns = cluster
     apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
     apps.create_namespaced_deployment(
-        ns, engine_deployment("typo", "vllm/vllm-openai:v0.33.0", None, [LLAMA, "--max-num-seq", "64"])
+        ns, engine_deployment("typo", "vllm/vllm-openai:v0.33.0", None, [LLAMA, "--max-num-seqz", "64"])
     )
 
     def crash_looping():
@@ -164,7 +164,7 @@ def test_misspelled_flag_crash_loops_the_pod_with_the_engines_message(cluster):
 
     pod = wait_for(crash_looping, message="CrashLoopBackOff")
     logs = core.read_namespaced_pod_log(pod.metadata.name, ns, previous=True)
-    assert "vllm serve: error: unrecognized arguments: --max-num-seq" in logs
+    assert "vllm serve: error: unrecognized arguments: --max-num-seqz" in logs
 
 
 def test_sglang_deployment_becomes_ready_and_answers(cluster):

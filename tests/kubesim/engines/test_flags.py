@@ -65,8 +65,8 @@ def test_vllm_command_forms_serve_the_model(command, args):
 
 
 def test_misspelled_vllm_flag_exits_with_argparse_message():
-    err = start_error(pod_context(VLLM, [LLAMA, "--max-num-seq", "64"]))
-    assert "vllm serve: error: unrecognized arguments: --max-num-seq" in err.message
+    err = start_error(pod_context(VLLM, [LLAMA, "--max-num-seqz", "64"]))
+    assert "vllm serve: error: unrecognized arguments: --max-num-seqz" in err.message
     assert err.exit_code == 2
     assert any(line.startswith("usage: vllm serve") for line in err.logs)
 
