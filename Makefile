@@ -20,6 +20,7 @@ $(STAMP): pyproject.toml requirements/engines.txt
 
 demo: $(STAMP)
 	$(DEVENV) demo sh -c 'python manage.py migrate --noinput && python manage.py seed_demo && python manage.py demo_inference_keys .data/inference-keys && python manage.py seed_gpu_prices && \
+	  export GATEWAY_REDIS_URL="$$(python -m gateway.demo_redis)" && \
 	  echo "Control plane: http://127.0.0.1:8000/  (admin: /admin/, API docs: /api/docs/)" && \
 	  echo "Log in as admin / $$DEMO_PASSWORD (tenant users acme-owner, acme-viewer, ... the same; kept in .data/demo_password unless DEMO_PASSWORD is set)" && \
 	  echo "Tenant portal: http://127.0.0.1:8000/t/acme/  (log in as acme-owner, same password; admin sees every tenant)" && \

@@ -49,6 +49,7 @@ from apps.catalog.models import Model, Runtime  # noqa: E402
 from apps.clusters.models import Cluster  # noqa: E402
 from apps.serving.models import InferenceService, Pool  # noqa: E402
 from apps.tenancy.models import ApiToken, Membership, Tenant  # noqa: E402
+from apps.tenancy.queues import set_gpu_quota  # noqa: E402
 from bench.common import throwaway_database  # noqa: E402
 from controlplane.warmup import collect_after_response, warm_up  # noqa: E402
 from enginevocab.vllm import TAG as VLLM_TAG  # noqa: E402
@@ -77,8 +78,10 @@ def populate() -> tuple[str, str]:
     )
     runtime = Runtime.objects.create(name="vllm", engine="vllm", image="vllm/vllm-openai", tag=VLLM_TAG)
     tenants = Tenant.objects.bulk_create(
-        [Tenant(slug=f"tenant-{i:02d}", name=f"Tenant {i}", gpu_quota=10_000) for i in range(TENANTS)]
+        [Tenant(slug=f"tenant-{i:02d}", name=f"Tenant {i}") for i in range(TENANTS)]
     )
+    for tenant in tenants:
+        set_gpu_quota(tenant, 10_000)
     services = InferenceService.objects.bulk_create(
         [
             InferenceService(

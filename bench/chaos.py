@@ -172,9 +172,11 @@ def seed(n: int, kubesim_url: str):
     from apps.serving.models import InferenceService
     from apps.serving.rendering.spec import PoolSpec
     from apps.tenancy.models import Tenant
+    from apps.tenancy.queues import set_gpu_quota
 
     staff = get_user_model().objects.create_user("chaos", is_staff=True, is_superuser=True)
-    tenant = Tenant.objects.create(slug="chaos", name="Chaos", gpu_quota=10_000)
+    tenant = Tenant.objects.create(slug="chaos", name="Chaos")
+    set_gpu_quota(tenant, 10_000)
     cluster = Cluster.objects.create(name="sim", api_url=kubesim_url, insecure_simulator=True,
                                      open_to_all_tenants=True)
     model = Model.objects.create(name="llama-3-1-8b", source_uri="hf://meta-llama/Llama-3.1-8B-Instruct",

@@ -129,6 +129,7 @@ def create_services(n: int, url: str, image: str) -> list[int]:
     from apps.catalog.models import Model, Runtime
     from apps.clusters.models import Cluster
     from apps.tenancy.models import Tenant
+    from apps.tenancy.queues import set_gpu_quota
 
     cluster = Cluster.objects.create(name="bench", api_url=url, insecure_simulator=True,
                                      open_to_all_tenants=True)
@@ -137,7 +138,9 @@ def create_services(n: int, url: str, image: str) -> list[int]:
                                  kv_heads=8, head_dim=128, max_context=131072)
     runtime = Runtime.objects.create(name="vllm", engine="vllm", image=image, tag=VLLM_TAG,
                                      supported_modes=list(set(MODES)))
-    tenants = [Tenant.objects.create(slug=f"team-{i}", name=f"Team {i}", gpu_quota=10_000) for i in range(10)]
+    tenants = [Tenant.objects.create(slug=f"team-{i}", name=f"Team {i}") for i in range(10)]
+    for tenant in tenants:
+        set_gpu_quota(tenant, 10_000)
     api = APIClient()
     api.force_authenticate(get_user_model().objects.create_superuser("bench", "bench@example.com", "x"))
     ids = []

@@ -106,6 +106,7 @@ def populate(url: str, services: int):
     from apps.clusters.models import Cluster
     from apps.serving.models import InferenceService, Pool
     from apps.tenancy.models import Tenant
+    from apps.tenancy.queues import set_gpu_quota
 
     cluster = Cluster.objects.create(name="bench", api_url=url, insecure_simulator=True,
                                      open_to_all_tenants=True)
@@ -113,8 +114,9 @@ def populate(url: str, services: int):
                                  parameters_billions=8.03, layers=32, hidden_size=4096, attention_heads=32,
                                  kv_heads=8, head_dim=128, max_context=131072)
     runtime = Runtime.objects.create(name="vllm", engine="vllm", image="vllm/vllm-openai", tag=VLLM_TAG)
-    tenants = Tenant.objects.bulk_create([Tenant(slug=f"tenant-{i}", name=f"T{i}", gpu_quota=10_000)
-                                          for i in range(10)])
+    tenants = Tenant.objects.bulk_create([Tenant(slug=f"tenant-{i}", name=f"T{i}") for i in range(10)])
+    for tenant in tenants:
+        set_gpu_quota(tenant, 10_000)
     created = InferenceService.objects.bulk_create([
         InferenceService(tenant=tenants[i % 10], name=f"svc-{i:04d}", cluster=cluster, model=model, runtime=runtime,
                          uid=f"00000000-0000-4000-8000-{i:012d}")

@@ -76,9 +76,11 @@ def demo_service(cluster, replicas: int = 1, **engine):
     from apps.catalog.models import Model, Runtime
     from apps.serving.models import InferenceService, Pool
     from apps.tenancy.models import Tenant
+    from apps.tenancy.queues import set_gpu_quota
     from enginevocab.vllm import TAG as VLLM_TAG
 
-    tenant, _ = Tenant.objects.get_or_create(slug="acme", defaults={"name": "Acme", "gpu_quota": 64})
+    tenant, _ = Tenant.objects.get_or_create(slug="acme", defaults={"name": "Acme"})
+    set_gpu_quota(tenant, 64)
     model, _ = Model.objects.get_or_create(
         name="llama-3-1-8b-instruct", defaults=dict(
             source_uri="hf://meta-llama/Llama-3.1-8B-Instruct", parameters_billions=8.03, layers=32, hidden_size=4096,

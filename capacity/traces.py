@@ -11,6 +11,10 @@ prefix id), three formats outside:
 - ``jsonl``: one JSON object a line, ``{"timestamp", "prompt_tokens", "output_tokens", "prefix_id"?}``, the
   timestamp in seconds (any origin) or an ISO 8601 string.
 
+Timestamps are bounded, since the lab's simulated clock (its time and memory) grows with a trace's span: a date
+lies between EARLIEST and AHEAD past now, seconds between 0 and the Unix time of that latest date, and a trace
+spans at most MAX_SPAN (a row past it is named by its line).
+
 Every bad row is named by its line (1-based, the header is line 1 of a CSV) and its column, and nothing is
 returned when any row is bad (`TraceError.problems` lists up to `MAX_PROBLEMS` of them). Rows may come in
 any order (logs written by concurrent workers do); the trace is sorted by arrival.
@@ -25,7 +29,7 @@ import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 FORMATS = ("azure", "burstgpt", "jsonl")
 MAX_BYTES = 64 * 1024 * 1024  # an hour of a busy service is a few MB; a month of Azure's trace about 1 GB
@@ -33,10 +37,16 @@ MAX_ROWS = 2_000_000
 MAX_PROBLEMS = 20
 MAX_TOKENS = 10_000_000  # more than any context window: a number past it is a unit mix-up, not a request
 
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)  # no LLM trace is older; year 1 is a unit or parsing mix-up
+AHEAD = timedelta(days=1)  # how far past now a timestamp may lie (clocks disagree by hours, not days)
+MAX_SPAN = timedelta(days=7)  # from a trace's first arrival to its last (Azure's longest public trace is a week)
+SHOWN_CHARS = 40  # of a bad value quoted back in a problem
+
 COLUMNS = {
     "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
     "burstgpt": ("Timestamp", "Request tokens", "Response tokens"),
 }
+TIME_COLUMN = {"azure": "TIMESTAMP", "burstgpt": "Timestamp", "jsonl": "timestamp"}
 
 
 @dataclass(frozen=True)
@@ -90,9 +100,12 @@ class TraceError(ValueError):
 
 
 class _Problems:
-    def __init__(self):
+    """The bad rows found so far, and the latest time a row may have (AHEAD past when parsing began)."""
+
+    def __init__(self, now: datetime):
         self.items: list[str] = []
         self.more = 0
+        self.latest = now + AHEAD
 
     def add(self, line: int, column: str | None, message: str) -> None:
         if len(self.items) < MAX_PROBLEMS:
@@ -108,6 +121,14 @@ class _Problems:
             raise TraceError(self.items)
 
 
+def _shown(value) -> str:
+    """A bad value as quoted in a problem: short, and never the whole of a nested array or object."""
+    if isinstance(value, list | dict):
+        return "an array" if isinstance(value, list) else "an object"
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
+
+
 def _count(value, column: str, line: int, problems: _Problems, minimum: int) -> int | None:
     """A token count: a whole number from `minimum` to MAX_TOKENS ("12" and 12 and 12.0 are; "12.5" is not)."""
     number = value
@@ -119,11 +140,11 @@ def _count(value, column: str, line: int, problems: _Problems, minimum: int) -> 
             try:
                 number = float(text)
             except ValueError:
-                problems.add(line, column, f"{value!r} is not a whole number of tokens")
+                problems.add(line, column, f"{_shown(value)} is not a whole number of tokens")
                 return None
     if isinstance(number, bool) or not isinstance(number, int | float) or not math.isfinite(number) \
             or number != int(number):
-        problems.add(line, column, f"{value!r} is not a whole number of tokens")
+        problems.add(line, column, f"{_shown(value)} is not a whole number of tokens")
         return None
     if not minimum <= number <= MAX_TOKENS:
         problems.add(line, column, f"{int(number)} is outside {minimum}–{MAX_TOKENS:,} tokens")
@@ -131,14 +152,19 @@ def _count(value, column: str, line: int, problems: _Problems, minimum: int) -> 
     return int(number)
 
 
-def _seconds(value: str, column: str, line: int, problems: _Problems) -> float | None:
+def _seconds(value: str | float, column: str, line: int, problems: _Problems) -> float | None:
+    """Seconds from any origin: from 0 to the Unix time of the latest allowed date."""
     try:
         number = float(value)
+    except OverflowError:  # a JSON integer past a float's range
+        number = math.inf
     except (TypeError, ValueError):
-        problems.add(line, column, f"{value!r} is not a number of seconds")
+        problems.add(line, column, f"{_shown(value)} is not a number of seconds")
         return None
-    if not math.isfinite(number):
-        problems.add(line, column, f"{value!r} is not a number of seconds")
+    latest = problems.latest.timestamp()
+    if not (math.isfinite(number) and 0 <= number <= latest):
+        problems.add(line, column, f"{_shown(value)} is not from 0 to {latest:.0f} seconds (seconds from the trace's "
+                                   f"origin, or Unix time up to {AHEAD.days} d from now)")
         return None
     return number
 
@@ -155,39 +181,47 @@ def _wall_clock(value: str, column: str, line: int, problems: _Problems) -> floa
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        problems.add(line, column, f"{value!r} is not a date and time (e.g. 2023-11-16 18:15:46.6805900)")
+        problems.add(line, column, f"{_shown(value)} is not a date and time (e.g. 2023-11-16 18:15:46.6805900)")
         return None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
+    if not EARLIEST <= moment <= problems.latest:
+        problems.add(line, column, f"{_shown(value)} is not from {EARLIEST:%Y-%m-%d} to "
+                                   f"{problems.latest:%Y-%m-%d %H:%M} UTC ({AHEAD.days} d from now)")
+        return None
     return moment.timestamp()
 
 
 def _csv_rows(text: str, fmt: str, problems: _Problems) -> Iterable[tuple[int, dict]]:
     reader = csv.DictReader(io.StringIO(text))
-    header = [name.strip() for name in (reader.fieldnames or [])]
-    missing = [name for name in COLUMNS[fmt] if name not in header]
-    if missing:
-        found = ", ".join(header) if header else "nothing"
-        problems.add(1, None, f"the {fmt} format needs the columns {', '.join(COLUMNS[fmt])}; "
-                              f"missing {', '.join(missing)} (the header has {found})")
+    try:
+        header = [name.strip() for name in (reader.fieldnames or [])]
+        missing = [name for name in COLUMNS[fmt] if name not in header]
+        if missing:
+            found = ", ".join(header) if header else "nothing"
+            problems.add(1, None, f"the {fmt} format needs the columns {', '.join(COLUMNS[fmt])}; "
+                                  f"missing {', '.join(missing)} (the header has {found})")
+            problems.raise_if_any()
+        reader.fieldnames = header
+        for row in reader:
+            yield reader.line_num, row
+    except csv.Error as exc:  # a field over the csv module's size limit: the rest of the file cannot be read
+        problems.add(reader.line_num + 1, None, f"not CSV that can be read ({exc})")  # the line it stopped in
         problems.raise_if_any()
-    reader.fieldnames = header
-    for row in reader:
-        yield reader.line_num, row
 
 
-def _parse_azure(text: str, problems: _Problems) -> tuple[list[tuple[float, int, int, None]], int]:
+def _parse_azure(text: str, problems: _Problems) -> tuple[list[tuple[float, int, int, None, int]], int]:
     rows = []
     for line, row in _csv_rows(text, "azure", problems):
         t = _wall_clock(row.get("TIMESTAMP") or "", "TIMESTAMP", line, problems)
         prompt = _count(row.get("ContextTokens"), "ContextTokens", line, problems, 1)
         output = _count(row.get("GeneratedTokens"), "GeneratedTokens", line, problems, 0)
         if None not in (t, prompt, output):
-            rows.append((t, prompt, max(output, 1), None))
+            rows.append((t, prompt, max(output, 1), None, line))
     return rows, 0
 
 
-def _parse_burstgpt(text: str, problems: _Problems) -> tuple[list[tuple[float, int, int, None]], int]:
+def _parse_burstgpt(text: str, problems: _Problems) -> tuple[list[tuple[float, int, int, None, int]], int]:
     rows, failed = [], 0
     for line, row in _csv_rows(text, "burstgpt", problems):
         t = _seconds(row.get("Timestamp"), "Timestamp", line, problems)
@@ -198,17 +232,20 @@ def _parse_burstgpt(text: str, problems: _Problems) -> tuple[list[tuple[float, i
         if output == 0:
             failed += 1
             continue
-        rows.append((t, max(prompt, 1), output, None))
+        rows.append((t, max(prompt, 1), output, None, line))
     return rows, failed
 
 
-def _parse_jsonl(text: str, problems: _Problems) -> tuple[list[tuple[float, int, int, str | None]], int]:
+def _parse_jsonl(text: str, problems: _Problems) -> tuple[list[tuple[float, int, int, str | None, int]], int]:
     rows = []
     for line, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
         try:
             item = json.loads(raw)
+        except RecursionError:  # nesting deeper than the interpreter's stack: a 400 like any bad row
+            problems.add(line, None, "not JSON this parser reads (nested too deeply)")
+            continue
         except ValueError as exc:
             problems.add(line, None, f"not JSON ({exc.msg})")
             continue
@@ -224,7 +261,7 @@ def _parse_jsonl(text: str, problems: _Problems) -> tuple[list[tuple[float, int,
         if isinstance(stamp, str):
             t = _wall_clock(stamp, "timestamp", line, problems)
         elif isinstance(stamp, int | float) and not isinstance(stamp, bool):
-            t = _seconds(str(stamp), "timestamp", line, problems)
+            t = _seconds(stamp, "timestamp", line, problems)
         else:
             problems.add(line, "timestamp", "required: seconds or an ISO 8601 date and time")
             t = None
@@ -236,15 +273,17 @@ def _parse_jsonl(text: str, problems: _Problems) -> tuple[list[tuple[float, int,
             problems.add(line, "prefix_id", "must be a string or a whole number of at most 200 characters")
             continue
         if None not in (t, prompt, output):
-            rows.append((t, prompt, output, None if prefix is None else str(prefix)))
+            rows.append((t, prompt, output, None if prefix is None else str(prefix), line))
     return rows, 0
 
 
 PARSERS = {"azure": _parse_azure, "burstgpt": _parse_burstgpt, "jsonl": _parse_jsonl}
 
 
-def parse_trace(data: bytes | str, fmt: str, max_bytes: int = MAX_BYTES, max_rows: int = MAX_ROWS) -> Trace:
-    """The trace in `data` (the file's bytes, UTF-8) read as `fmt`; raises TraceError naming what is wrong."""
+def parse_trace(data: bytes | str, fmt: str, max_bytes: int = MAX_BYTES, max_rows: int = MAX_ROWS,
+                now: datetime | None = None) -> Trace:
+    """The trace in `data` (the file's bytes, UTF-8) read as `fmt`, its times bounded from `now` (the clock's by
+    default); raises TraceError naming what is wrong."""
     if fmt not in PARSERS:
         raise TraceError([f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}"])
     size = len(data.encode() if isinstance(data, str) else data)
@@ -255,7 +294,7 @@ def parse_trace(data: bytes | str, fmt: str, max_bytes: int = MAX_BYTES, max_row
             data = data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             raise TraceError([f"not UTF-8 text (byte {exc.start})"]) from None
-    problems = _Problems()
+    problems = _Problems(now or datetime.now(UTC))
     rows, skipped = PARSERS[fmt](data, problems)
     problems.raise_if_any()
     if len(rows) > max_rows:
@@ -263,6 +302,17 @@ def parse_trace(data: bytes | str, fmt: str, max_bytes: int = MAX_BYTES, max_row
     if not rows:
         raise TraceError(["the trace has no requests"])
     rows.sort(key=lambda row: row[0])
+    _check_span(rows, TIME_COLUMN[fmt], problems)
     origin = rows[0][0]
     start = datetime.fromtimestamp(origin, UTC) if fmt == "azure" else None
-    return Trace(fmt, [TraceRequest(t - origin, p, o, prefix) for t, p, o, prefix in rows], skipped, start)
+    return Trace(fmt, [TraceRequest(t - origin, p, o, prefix) for t, p, o, prefix, _ in rows], skipped, start)
+
+
+def _check_span(rows: list[tuple], column: str, problems: _Problems) -> None:
+    """Every row (sorted by arrival) within MAX_SPAN of the first; the rows past it are named."""
+    origin, first_line = rows[0][0], rows[0][-1]
+    for t, *_, line in rows:
+        if t - origin > MAX_SPAN.total_seconds():
+            problems.add(line, column, f"{(t - origin) / 86400:.1f} days after the first arrival (line {first_line}); "
+                                       f"a trace spans at most {MAX_SPAN.days} days")
+    problems.raise_if_any()

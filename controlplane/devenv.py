@@ -1,7 +1,8 @@
 """Run a command with the embedded defaults a fresh machine needs (used by `make demo` and `make test`).
 
 Fills in, only where unset: DATABASE_URL (embedded PostgreSQL under `.data/pg`), a Fernet key for
-secrets at rest (generated once into `.data/field.key`), DEBUG for local runs, the Celery broker
+secrets at rest (generated once into `.data/field.key`), the gateway's prefix hash secret (generated once
+into `.data/gateway-prefix.key`), DEBUG for local runs, the Celery broker
 (a folder, see settings) and, for the demo, DEMO_PASSWORD (generated once into `.data/demo_password`).
 Variables already set, as in CI, are left alone.
 """
@@ -16,16 +17,21 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / ".data"
 
 
+def generated_once(name: str, make) -> Path:
+    """`.data/<name>`, holding `make()`'s text since the first call (readable by its owner only)."""
+    path = DATA / name
+    if not path.exists():
+        path.write_text(make())
+        path.chmod(0o600)
+    return path
+
+
 def demo_password() -> str:
     """The demo users' password for `make demo`: generated once into `.data/demo_password` (seed_demo gives
     it only to users it creates, so it stays right across runs)."""
-    path = DATA / "demo_password"
-    if not path.exists():
-        import secrets
+    import secrets
 
-        path.write_text(secrets.token_urlsafe(16))
-        path.chmod(0o600)
-    return path.read_text().strip()
+    return generated_once("demo_password", lambda: secrets.token_urlsafe(16)).read_text().strip()
 
 
 def apply_defaults(dbname: str) -> None:
@@ -37,13 +43,16 @@ def apply_defaults(dbname: str) -> None:
 
         os.environ["DATABASE_URL"] = devdb.url(dbname)
     if "FIELD_ENCRYPTION_KEY" not in os.environ and "FIELD_ENCRYPTION_KEY_FILE" not in os.environ:
-        key_file = DATA / "field.key"
-        if not key_file.exists():
-            from cryptography.fernet import Fernet
+        from cryptography.fernet import Fernet
 
-            key_file.write_text(Fernet.generate_key().decode())
-            key_file.chmod(0o600)
+        key_file = generated_once("field.key", lambda: Fernet.generate_key().decode())
         os.environ["FIELD_ENCRYPTION_KEY_FILE"] = str(key_file)
+    if "GATEWAY_PREFIX_HASH_KEY" not in os.environ and "GATEWAY_PREFIX_HASH_KEY_FILE" not in os.environ:
+        import secrets
+
+        # The gateways of a demo or a test run (and the tests checking their hashes) share it.
+        os.environ["GATEWAY_PREFIX_HASH_KEY_FILE"] = str(generated_once("gateway-prefix.key",
+                                                                        lambda: secrets.token_urlsafe(32)))
     if "SECRET_KEY" not in os.environ and "SECRET_KEY_FILE" not in os.environ:
         os.environ.setdefault("DEBUG", "true")
 

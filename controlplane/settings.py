@@ -447,10 +447,13 @@ CELERY_BEAT_SCHEDULE |= {
     "rollout": {"task": tasknames.ROLLOUT_STEP_ALL, "schedule": ROLLOUT_SECONDS,
                 "options": {"expires": ROLLOUT_SECONDS}},
 }
-# What-if lab (apps/whatif): the largest trace a tenant may upload, and the CPU seconds a run may use (all its
-# scenarios together) before it stops and says so.
+# What-if lab (apps/whatif): the largest trace a tenant may upload, the CPU and wall-clock seconds a run may use
+# (all its scenarios together) before it stops and says so, and the most requests one run replays (its memory
+# grows with them; a larger load fails before it runs).
 WHATIF_TRACE_MAX_BYTES = strict_int("WHATIF_TRACE_MAX_BYTES", 16 * 1024 * 1024)
 WHATIF_CPU_BUDGET_SECONDS = strict_int("WHATIF_CPU_BUDGET_SECONDS", 600)
+WHATIF_WALL_BUDGET_SECONDS = strict_int("WHATIF_WALL_BUDGET_SECONDS", 1200)
+WHATIF_MAX_REQUESTS = strict_int("WHATIF_MAX_REQUESTS", 200_000)
 # How often tuning advice is refreshed (each service with recorded load: its rules, then a lab replay of what
 # they propose).
 WHATIF_ADVICE_SECONDS = strict_int("WHATIF_ADVICE_SECONDS", 900)

@@ -1,7 +1,14 @@
-"""The product's label and annotation keys that kubesim reads too, so both spell them once."""
+"""The product's name rule and the label and annotation keys kubesim and the gateway read too: spelled once."""
 
 from __future__ import annotations
 
+import re
+
+# The names of the product's objects (tenants, clusters, models, adapters, services): DNS-1123 labels, as they
+# become Kubernetes object names. The control plane validates them (apps.core.validators) and the gateway
+# checks a request's `model` by the same rule before it counts the request as anything.
+NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+NAME_MAX = 63
 FIELD_PREFIX = "controlplane.io"
 # On a serverless service's router pods: hold requests this many seconds while no engine is ready
 # (activation); the control plane renders it and kubesim's routers honour it.

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from gateway.prefix import KEY_SECRETS, hash_key
+
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m gateway", description="The tenants' OpenAI-compatible gateway.")
@@ -59,6 +61,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="Seconds a request is held for a service waking from zero; past it the answer is 503.")
     parser.add_argument("--usage-flush-seconds", type=float, default=1.0,
                         help="How often queued usage rows are written.")
+    parser.add_argument("--batch-slots-per-engine", type=int, default=4,
+                        help="Batch lines start only while a service's requests in flight at this replica "
+                             "(interactive and batch) are below this many per ready engine; 0: this replica runs no "
+                             "batch lines (it still serves /v1/files and /v1/batches).")
+    parser.add_argument("--batch-lease-seconds", type=float, default=60.0,
+                        help="A batch a replica runs passes to another if its holder stops renewing it this long.")
     args = parser.parse_args(argv)
     if args.database_url_file and not args.database_url:
         try:
@@ -66,6 +74,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                 args.database_url = handle.read().strip()
         except OSError as exc:
             parser.error(f"--database-url-file {args.database_url_file}: {exc.strerror}")
+    try:
+        args.prefix_key = hash_key(os.environ)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.database_url and args.prefix_key is None:
+        names = " or ".join(f"{name} (or {name}_FILE)" for name in KEY_SECRETS)
+        parser.error(f"metering keys the prompts' prefix hashes with a secret the replicas share: set {names}")
     return args
 
 
@@ -73,18 +88,20 @@ def build(args: argparse.Namespace):
     """The ASGI application the options describe."""
     from gateway.activation import Activator
     from gateway.app import Gateway
+    from gateway.batch_runner import BatchRunner
     from gateway.limits import RequestLimiter
     from gateway.metering import UsageWriter
     from gateway.snapshot import SnapshotFile
     from gateway.upstream import Upstreams
 
-    return Gateway(SnapshotFile(args.snapshot), max_body_bytes=args.max_body_bytes,
+    app = Gateway(SnapshotFile(args.snapshot), max_body_bytes=args.max_body_bytes,
                   refresh_seconds=args.refresh_seconds,
                   limiter=RequestLimiter(args.redis_url or None, replicas=args.replicas, prefix=args.redis_prefix,
                                          lease_ms=int(args.lease_seconds * 1000),
                                          default_max_tokens=args.default_max_tokens),
-                  usage=UsageWriter(args.database_url, max_rows=args.spool_rows, interval=args.usage_flush_seconds,
-                                    spool_dir=args.spool_dir or None, spool_bytes=args.spool_bytes)
+                  usage=UsageWriter(args.database_url, prefix_key=args.prefix_key, max_rows=args.spool_rows,
+                                    interval=args.usage_flush_seconds, spool_dir=args.spool_dir or None,
+                                    spool_bytes=args.spool_bytes)
                   if args.database_url else None,
                   activator=Activator(args.redis_url or None, max_held=args.activation_queue,
                                       max_wait=args.activation_wait),
@@ -92,6 +109,10 @@ def build(args: argparse.Namespace):
                                       read_timeout=args.upstream_timeout,
                                       backend_pod_header=args.backend_pod_header,
                                       reconnect_seconds=args.upstream_reconnect_seconds))
+    if args.database_url and args.batch_slots_per_engine > 0:
+        app.runner = BatchRunner(app, args.database_url, slots_per_engine=args.batch_slots_per_engine,
+                                 lease_seconds=args.batch_lease_seconds)
+    return app
 
 
 def main(argv=None) -> None:

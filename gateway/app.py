@@ -10,22 +10,27 @@ import json
 import logging
 import math
 import time
+from collections import Counter as Tally
 from collections.abc import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from gateway.activation import Activator
+from gateway.batch_api import PREFIXES as BATCH_PREFIXES
+from gateway.batch_api import BatchApi
+from gateway.batch_vocab import BATCH_PRIORITY, PRIORITY_HEADER
 from gateway.errors import error_body
 from gateway.limits import Decision, RequestLimiter, estimate_tokens
 from gateway.metering import UsageWriter
 from gateway.prefix import Prompt
 from gateway.snapshot import SnapshotFile
 from gateway.upstream import Upstreams, Usage
+from gateway.validation import ENDPOINTS, Endpoint, Invalid, checked_demand, checked_model, parse
 
 log = logging.getLogger("gateway.app")
 JSON = [(b"content-type", b"application/json")]
-OPENAI_POSTS = {"/v1/chat/completions": "messages", "/v1/completions": "prompt"}
 CLIENT_GONE = 499  # metered for a request whose client left before its answer started (nginx's code)
+FAILED = error_body(500, "The gateway failed on this request.", code="internal_error")
 
 
 class Gateway:
@@ -42,6 +47,11 @@ class Gateway:
         self.limiter = limiter
         self.max_body_bytes = max_body_bytes
         self.refresh_seconds = refresh_seconds
+        # OpenAI's files and batches, kept in the metering database (none: those endpoints answer 404).
+        self.batches = BatchApi(usage.database_url, read_body) if usage is not None else None
+        self.runner = None  # gateway.batch_runner.BatchRunner, started and stopped with the app
+        # Interactive requests admitted and not answered yet, by service: what the batch runner leaves room for.
+        self.in_flight: Tally = Tally()
         self._next_refresh = 0.0
         # One registry per app, so two gateways in one process (tests) do not clash.
         self.registry = CollectorRegistry()
@@ -71,15 +81,21 @@ class Gateway:
 
     def _usage_metrics(self, usage: UsageWriter) -> None:
         for name, text, value in (
-                ("gateway_usage_database_up", "1 while usage rows reach PostgreSQL, 0 while they wait.",
-                 lambda: 1 if usage.database_ok else 0),
+                ("gateway_usage_database_up", "1 while usage rows reach PostgreSQL, 0 while they wait (the database "
+                 "unreachable, or failing the oldest rows).", lambda: 1 if usage.up else 0),
                 ("gateway_usage_waiting_rows", "Usage rows not written yet: queued in memory or spooled on disk.",
                  lambda: usage.waiting),
                 ("gateway_usage_spool_bytes", "Bytes of the usage spool on disk.",
                  lambda: usage.spool.bytes if usage.spool else 0),
                 ("gateway_usage_dropped_rows", "Usage rows lost since start because the queue or the spool was "
                  "full (only grows).", lambda: usage.dropped),
-                ("gateway_usage_written_rows", "Usage rows written since start (only grows).", lambda: usage.written)):
+                ("gateway_usage_written_rows", "Usage rows written since start (only grows).", lambda: usage.written),
+                ("gateway_usage_quarantined_rows", "Usage rows the database refused, set aside in the dead-letter "
+                 "file since start (only grows).", lambda: usage.quarantined),
+                ("gateway_usage_unprepared_rows", "Usage rows written without their prompt's columns since start: "
+                 "the prompt could not be hashed (only grows).", lambda: usage.unprepared),
+                ("gateway_usage_stuck", "1 while the oldest usage rows keep failing with the database answering, "
+                 "for a reason no row is to blame for (a missing table or grant).", lambda: 1 if usage.stuck else 0)):
             Gauge(name, text, registry=self.registry).set_function(value)
 
     def routing(self):
@@ -95,7 +111,8 @@ class Gateway:
             return await self._lifespan(receive, send)
         path, method = scope["path"], scope["method"]
         status, headers, body = await self._handle(scope, receive, path, method)
-        route = path if path in (*OPENAI_POSTS, "/v1/models", "/healthz", "/readyz", "/metrics") else "other"
+        route = path if path in (*ENDPOINTS, "/v1/models", "/healthz", "/readyz", "/metrics") else next(
+            (prefix for prefix in BATCH_PREFIXES if path.startswith(prefix)), "other")
         self.requests.labels(route, str(status)).inc()
         await send({"type": "http.response.start", "status": status, "headers": headers})
         if isinstance(body, bytes):
@@ -110,10 +127,15 @@ class Gateway:
                 self.routing()
                 if self.usage is not None:
                     self.usage.start()
+                if self.runner is not None:
+                    self.runner.start()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 # uvicorn has finished the requests in flight by now: their settles are waited for, and
-                # what they metered is flushed here.
+                # what they metered is flushed here. Batch lines in flight are cancelled, and run again by the
+                # next replica to hold their batch.
+                if self.runner is not None:
+                    await self.runner.close()
                 await self.limiter.drain()
                 await self.limiter.close()
                 if self.usage is not None:
@@ -126,10 +148,16 @@ class Gateway:
         if path == "/healthz":
             return 200, JSON, b'{"status":"ok"}'
         if path == "/readyz":
+            # Metering is reported, not a condition: a replica taken out of service would stop everyone's
+            # requests, and metering's rows wait (spool, queue) rather than being lost.
             ready = self.routing().loaded
-            return (200 if ready else 503), JSON, json.dumps({"snapshot_loaded": ready}).encode()
+            metering = self.usage.health() if self.usage is not None else "off"
+            return (200 if ready else 503), JSON, json.dumps({"snapshot_loaded": ready, "metering": metering}).encode()
         if path == "/metrics":
             return 200, [(b"content-type", CONTENT_TYPE_LATEST.encode())], generate_latest(self.registry)
+        if path in (*ENDPOINTS, "/v1/models") and (count := headers_named(scope, b"authorization")) > 1:
+            # Two credentials are ambiguous: which one a proxy in front reads need not be the one read here.
+            return 400, JSON, error_body(400, f"Send one Authorization header, not {count}.", code="duplicate_header")
         if path == "/v1/models" and method == "GET":
             key = self._key(scope)
             if key is None:
@@ -137,9 +165,17 @@ class Gateway:
             names = sorted(self.routing().models_for(key))
             data = [{"id": name, "object": "model", "created": 0, "owned_by": "tenant"} for name in names]
             return 200, JSON, json.dumps({"object": "list", "data": data}).encode()
-        if path in OPENAI_POSTS and method == "POST":
-            return await self._inference(scope, receive, OPENAI_POSTS[path])
+        if path in ENDPOINTS and method == "POST":
+            return await self._inference(scope, receive, ENDPOINTS[path])
+        if path.startswith(BATCH_PREFIXES) and self.batches is not None:
+            key = self._key(scope)
+            return unauthorized() if key is None else await self.batches.handle(scope, receive, key, path, method)
         return 404, JSON, error_body(404, f"Unknown endpoint {method} {path}.", code="unknown_url")
+
+    def key_by_id(self, key_id: int) -> dict | None:
+        """A usable key's entry by its id (the batch runner's lines run as the key that created the batch)."""
+        return next((k for k in self.routing().keys.values() if k["id"] == key_id and k["expires_at"] > time.time()),
+                    None)
 
     def _key(self, scope) -> dict | None:
         header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
@@ -148,32 +184,70 @@ class Gateway:
             return None
         return self.routing().key(secret.strip())
 
-    async def _inference(self, scope, receive, required: str):
+    async def _inference(self, scope, receive, endpoint: Endpoint):
         key = self._key(scope)
         if key is None:
             return unauthorized()
+        return await self._serve(scope, receive, key, endpoint, {"usage": Usage()})
+
+    async def run_line(self, key: dict, path: str, body: bytes, batch_id: str) -> tuple[int, bytes, Usage]:
+        """A batch line sent through the same path as a client's request, as `key`, in the lowest band: its
+        status, its answer and what the engine reported; metered (marked with the batch) like any request."""
+        sent = False
+
+        async def receive():
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await asyncio.Event().wait()  # the runner never disconnects; cancelling the line ends this
+            return {"type": "http.disconnect"}
+
+        scope = {"type": "http", "method": "POST", "path": path, "query_string": b"",
+                 "headers": [(b"content-type", b"application/json"), (PRIORITY_HEADER, BATCH_PRIORITY)]}
+        meter: dict = {"usage": Usage(), "batch_id": batch_id}
+        status, _, answer = await self._serve(scope, receive, key, ENDPOINTS[path], meter)
+        if not isinstance(answer, bytes):
+            answer = b"".join([chunk async for chunk in answer])
+        return status, answer, meter["usage"]
+
+    async def _serve(self, scope, receive, key: dict, endpoint: Endpoint, meter: dict):
         started = time.monotonic()
-        meter: dict = {"usage": Usage()}
-        request_body = await read_body(receive, self.max_body_bytes)
-        if request_body is None:
-            status, headers, body = 413, JSON, error_body(413, f"The body is over {self.max_body_bytes} bytes.")
-        else:
-            # A client that goes away before the answer starts cancels the request, upstream included.
-            answer = await unless_gone(self._checked(scope, key, request_body, required, meter), receive)
-            if answer is None:
-                meter["usage"].disconnected, meter["usage"].status = True, CLIENT_GONE
-                answer = CLIENT_GONE, JSON, b""
-            status, headers, body = answer
-        if meter["usage"].pod:
-            meter["added_s"] = max(0.0, time.monotonic() - started - meter["usage"].upstream_s)
-            self.added_latency.observe(meter["added_s"])
+        status, headers, body = 500, JSON, FAILED  # what is metered (and settled) if anything below raises
+        try:
+            status, headers, body = await self._answer(scope, receive, key, endpoint, meter)
+            if meter["usage"].pod:
+                meter["added_s"] = max(0.0, time.monotonic() - started - meter["usage"].upstream_s)
+                self.added_latency.observe(meter["added_s"])
+        finally:
+            # Every request is settled and metered once: here, or when its stream ends.
+            if isinstance(body, bytes):
+                self._record(key, meter, status, started)
         if isinstance(body, bytes):
-            self._record(key, meter, status, started)
             return status, headers, body
         return status, headers, metered_stream(body, lambda: self._record(key, meter, status, started))
 
+    async def _answer(self, scope, receive, key: dict, endpoint: Endpoint, meter: dict):
+        request_body = await read_body(receive, self.max_body_bytes)
+        if request_body is None:
+            return 413, JSON, error_body(413, f"The body is over {self.max_body_bytes} bytes.")
+        try:
+            # A client that goes away before the answer starts cancels the request, upstream included.
+            answer = await unless_gone(self._checked(scope, key, request_body, endpoint, meter), receive)
+        except Exception:
+            # A fault of the gateway's own: the client gets a 500 like any other answer, and the request is
+            # still settled (its concurrency lease given back) and metered.
+            log.exception("a request of key %s failed in the gateway", key["id"])
+            return 500, JSON, FAILED
+        if answer is None:
+            meter["usage"].disconnected, meter["usage"].status = True, CLIENT_GONE
+            return CLIENT_GONE, JSON, b""
+        return answer
+
     def _record(self, key: dict, meter: dict, status: int, started: float) -> None:
         usage: Usage = meter["usage"]
+        if "in_flight" in meter:
+            self.in_flight[meter.pop("in_flight")] -= 1
         if usage.ttft_ms is not None:
             self.upstream_ttft.observe(usage.ttft_ms / 1000)
         if meter.get("admitted"):
@@ -197,21 +271,17 @@ class Gateway:
                               duration_ms=(time.monotonic() - started) * 1000, streamed=usage.streamed,
                               disconnected=usage.disconnected,
                               added_ms=meter["added_s"] * 1000 if "added_s" in meter else None,
-                              prefix_blocks=meter.get("prompt"))
+                              prefix_blocks=meter.get("prompt"), batch_id=meter.get("batch_id"))
 
-    async def _checked(self, scope, key: dict, body: bytes, required: str, meter: dict):
+    async def _checked(self, scope, key: dict, body: bytes, endpoint: Endpoint, meter: dict):
         try:
-            request = json.loads(body)
-        except ValueError:
-            return 400, JSON, error_body(400, "The body is not valid JSON.")
-        if not isinstance(request, dict):
-            return 400, JSON, error_body(400, "The body must be a JSON object.")
-        for name in ("model", required):
-            if name not in request:
-                return 400, JSON, error_body(400, f"'{name}' is a required property.", param=name)
-        model = request["model"]
-        meter["model"] = str(model)[:200]
-        service = self.routing().models_for(key).get(model) if isinstance(model, str) else None
+            request = parse(body)
+            # Only a valid name is looked up, logged or metered.
+            model = meter["model"] = checked_model(request, endpoint)
+            demand = checked_demand(request, endpoint)
+        except Invalid as exc:
+            return 400, JSON, error_body(400, exc.message, param=exc.param)
+        service = self.routing().models_for(key).get(model)
         if service is None:
             # The same answer whether the model exists in another tenant or nowhere.
             return 404, JSON, error_body(404, f"The model '{model}' does not exist.", code="model_not_found",
@@ -219,15 +289,18 @@ class Gateway:
         meter["service_id"] = service["id"]
         tenant = self.routing().tenants.get(str(key["tenant_id"]))
         decision = await self.limiter.check({f"key:{key['id']}": key, f"tenant:{key['tenant_id']}": tenant},
-                                      estimate_tokens(request, self.limiter.default_max_tokens))
+                                      estimate_tokens(request, demand, self.limiter.default_max_tokens))
         limit_headers = ratelimit_headers(decision)
         if not decision.allowed:
             return self._refused(decision, limit_headers)
         # From here the request holds its reservation (tokens, a concurrency lease) until _record settles it.
         meter["admitted"], meter["reservation"] = True, decision.reservation
+        if "batch_id" not in meter:
+            meter["in_flight"] = service["id"]
+            self.in_flight[service["id"]] += 1
         # The prompt, for its prefix blocks on the usage row (the service's reuse curve): only a reference here,
         # hashed by the usage writer's thread off the request path.
-        meter["prompt"] = Prompt(request, required)
+        meter["prompt"] = Prompt(request, endpoint.required)
         if self.activator.should_hold(service):
             service = await self.activator.hold(service["id"], lambda sid: self.routing().service(sid))
             if service is None:
@@ -326,6 +399,11 @@ async def unless_gone(work, receive):
 async def client_gone(receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
+
+
+def headers_named(scope, name: bytes) -> int:
+    """How many headers the request has of `name` (lower case, as ASGI gives names)."""
+    return sum(1 for header, _ in scope["headers"] if header == name)
 
 
 def unauthorized():

@@ -21,6 +21,7 @@ import redis.asyncio
 
 from gateway import limits_lua
 from gateway.limits_local import LocalLimits
+from gateway.validation import Demand
 
 log = logging.getLogger("gateway.limits")
 WINDOW_MS = 60_000
@@ -62,9 +63,10 @@ class Decision:
     budget_left: dict = field(default_factory=dict)  # scope → tokens left this month, for scopes with a budget
 
 
-def estimate_tokens(request: dict, default_max_tokens: int) -> int:
-    """Tokens to reserve before the engine has counted: the prompt's characters / 4 (a token-id prompt
-    counts exactly), plus `max_tokens` (or `max_completion_tokens`), else `default_max_tokens`."""
+def estimate_tokens(request: dict, demand: Demand, default_max_tokens: int) -> int:
+    """Tokens to reserve before the engine has counted: every prompt's characters / 4 (token ids count
+    exactly, a chat message 4 more), plus the completion length the endpoint's engine honours (else
+    `default_max_tokens`) for each sequence it may generate (gateway/validation.py's `Demand`)."""
     chars, ids = 0, 0
     for part in _texts(request.get("messages")) + _texts(request.get("prompt")):
         if isinstance(part, str):
@@ -73,10 +75,8 @@ def estimate_tokens(request: dict, default_max_tokens: int) -> int:
             ids += 1
     messages = request.get("messages")
     overhead = 4 * len(messages) if isinstance(messages, list) else 0  # role and separators per message
-    completion = request.get("max_completion_tokens") or request.get("max_tokens")
-    if not isinstance(completion, int) or isinstance(completion, bool) or completion < 0:
-        completion = default_max_tokens
-    return math.ceil(chars / CHARS_PER_TOKEN) + ids + overhead + completion
+    completion = default_max_tokens if demand.completion is None else demand.completion
+    return math.ceil(chars / CHARS_PER_TOKEN) + ids + overhead + demand.sequences * completion
 
 
 def _texts(value) -> list:

@@ -63,6 +63,18 @@ def tenant_b(db):
     return TenantFactory(slug="bravo", name="Bravo Team", gpu_quota=64)
 
 
+@pytest.fixture
+def classes(db):
+    """The platform's priority classes as issue 40 names them, by name. The migration seeds them; a database
+    flushed by a transactional test may not have them, so they are made here when missing."""
+    from apps.tenancy.models import PriorityClass
+
+    found = {}
+    for name, value in (("production", 1000), ("standard", 100), ("best-effort", 0), ("batch", -10)):
+        found[name], _ = PriorityClass.objects.get_or_create(name=name, defaults={"value": value})
+    return found
+
+
 def _member(tenant, username, role):
     return MembershipFactory(user=UserFactory(username=username), tenant=tenant, role=role).user
 

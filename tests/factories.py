@@ -11,6 +11,7 @@ from apps.clusters.models import Cluster
 from apps.core.choices import Role
 from apps.serving.models import InferenceService, Pool
 from apps.tenancy.models import ApiToken, Membership, Tenant
+from apps.tenancy.queues import set_gpu_quota
 
 PASSWORD = "correct-horse-battery-staple"
 # Qwen2.5-7B-Instruct's dimensions as its config.json gives them: the catalog fields of a second model.
@@ -44,10 +45,16 @@ class UserFactory(factory.django.DjangoModelFactory):
 class TenantFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Tenant
+        skip_postgeneration_save = True
 
     slug = factory.Sequence(lambda n: f"tenant-{n}")
     name = factory.LazyAttribute(lambda t: t.slug.replace("-", " ").title())
-    gpu_quota = 64
+
+    @factory.post_generation
+    def gpu_quota(obj, create, extracted, **kwargs):
+        """The tenant's queue on every cluster, as a former GPU quota became (64 GPUs of any type by default)."""
+        if create:
+            set_gpu_quota(obj, 64 if extracted is None else extracted)
 
 
 class MembershipFactory(factory.django.DjangoModelFactory):

@@ -20,10 +20,13 @@ from django.utils import timezone
 
 from apps.rollouts.plan import desired_spec
 from apps.serving.actions import finalize_deletion
+from apps.serving.admission import admit_cluster, admitted_replicas, gate, record_workloads
 from apps.serving.choices import Phase, ReconcileResult
+from apps.serving.dispatch import enqueue_reconcile
 from apps.serving.models import InferenceService, Pool, ReconcileRun, ServiceObservation
 from apps.serving.names import service_selector, tenant_namespace
 from apps.serving.rendering import render_service, service_endpoint, service_objects
+from apps.serving.rendering.kueue import API as KUEUE_API
 from capacity.gpus import gpu_for
 from controlplane import logcontext
 from workers import status as st
@@ -49,6 +52,7 @@ MANAGED_KINDS = (
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
 )
 WORKLOAD_KINDS = {"Deployment", "LeaderWorkerSet"}
+KUEUE_WORKLOAD = (KUEUE_API, "Workload")  # Kueue's record of a pod's or a group's admission
 # What a workload's pods need when they are created (their identity, its permissions, mounted configuration):
 # applied before the workloads. Everything else of the service goes out with the workloads in one wave.
 WORKLOAD_NEEDS = {"ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Secret"}
@@ -154,7 +158,7 @@ def _converge(service, look: bool = False) -> Outcome:
     generation = service.generation
     kube = kube_for(service.cluster)
     try:
-        spec = desired_spec(service)  # with the canary unit beside the stable one while a rollout runs
+        spec = gate(desired_spec(service), _admit(service))  # with the canary unit while a rollout runs
         if not spec.api_server_cidrs:
             spec = replace(spec, api_server_cidrs=kube.api_server_cidrs())
         objects = render_service(spec)
@@ -178,6 +182,8 @@ def _converge(service, look: bool = False) -> Outcome:
     workloads = [obj for ref, obj in result.live.items() if ref.kind in WORKLOAD_KINDS]
     autoscalers = st.autoscaler_rows([obj for ref, obj in result.live.items() if ref.kind in AUTOSCALER_KINDS])
     pods = kube.list("v1", "Pod", namespace=spec.namespace, label_selector=service_selector(service.uid), cached=True)
+    if service.cluster.kueue_installed:
+        _read_admission(kube, service, spec.namespace)
     desired = {p.role: p.replicas for p in spec.pools}
     view = st.service_view(desired, workloads, pods, [])
     # Events matter while something changes: after a write, while a pod cannot be placed or crashes, and
@@ -213,6 +219,30 @@ def _converge(service, look: bool = False) -> Outcome:
     outcome.record = bool(outcome.applied or outcome.pruned or phase != service.phase
                           or outcome.result != ReconcileResult.CONVERGED)
     return outcome
+
+
+def _admit(service) -> dict[str, int] | None:
+    """Replicas per pool the service may run: on a cluster without Kueue, what the control plane's admission pass
+    admitted (other services whose share changed are reconciled too); None where Kueue admits them itself."""
+    if service.cluster.kueue_installed:
+        return None
+    changed, _plan = admit_cluster(service.cluster)
+    for other in changed:
+        if other != service.pk:
+            enqueue_reconcile(other)
+    service.refresh_from_db(fields=["admission"])
+    return admitted_replicas(service)
+
+
+def _read_admission(kube: Kube, service, namespace: str) -> None:
+    """Where Kueue admits the pods: what its Workloads of this service's pods say (they carry the pods' labels)."""
+    try:
+        workloads = kube.list(KUEUE_WORKLOAD[0], KUEUE_WORKLOAD[1], namespace=namespace,
+                              label_selector=service_selector(service.uid))
+    except ClusterError as exc:  # the next pass reads them again; the page keeps the last answer meanwhile
+        log.warning("reconcile %s: Kueue workloads not read: %s", service.pk, exc)
+        return
+    record_workloads(service, workloads)
 
 
 def _advice(kube: Kube, spec, view: st.ServiceView) -> str:

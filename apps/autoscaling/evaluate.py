@@ -29,9 +29,10 @@ from apps.autoscaling.surge import surge
 from apps.clusters.models import GpuNode
 from apps.core.choices import AuditVia
 from apps.serving.actions import ServiceDeleting, scale_pool
+from apps.serving.admission import after_scale_up
 from apps.serving.capacity import arch_of, service_pool_plan
-from apps.serving.choices import Phase
 from apps.serving.models import InferenceService, Pool, ServiceObservation
+from apps.serving.quota import covered_services, entry_words, held, queue_for
 from apps.serving.scaling_policy import METRIC_FIGURES, pool_policy
 from apps.telemetry.choices import Resolution
 from apps.telemetry.models import SERVICE_ROLE, PodStat, SeriesPoint
@@ -189,14 +190,17 @@ def _track_cold_start(state: PoolAutoscalerState, replicas: int, latest: dict) -
 # --- bounds: tenant quota and free GPUs of the type -------------------------------------------------------
 
 
-def _quota_room(service: InferenceService, gpus_per: int, other_gpus: int = 0) -> tuple[int, str]:
-    """Replicas the tenant's GPU quota still allows (`other_gpus`: used by no Pool row), and the figures."""
-    used = other_gpus + sum(
-        p.replicas * p.gpus_per_replica * p.nodes_per_replica
-        for p in Pool.objects.filter(service__tenant_id=service.tenant_id).exclude(service__phase=Phase.DELETING)
-    )
-    quota = service.tenant.gpu_quota
-    return max((quota - used) // gpus_per, 0), f"tenant {service.tenant.slug} uses {used} of {quota} GPUs"
+def _quota_room(service: InferenceService, pool: Pool, gpus_per: int, other_gpus: int = 0) -> tuple[int, str]:
+    """Replicas the tenant's queue still allows for the pool's GPU type (its ceiling: nominal plus what it may
+    borrow; `other_gpus`: used by no Pool row, counted against the same entry), and the figures."""
+    queue = queue_for(service.tenant_id, service.cluster_id)
+    if queue is None:
+        return 0, f"tenant {service.tenant.slug} has no GPU quota on cluster {service.cluster.name}"
+    key = queue.bucket(pool.gpu_type)
+    covered = Pool.objects.filter(service__in=covered_services(queue))
+    used = other_gpus + held(queue, covered, lambda p: p.replicas * p.gpus_per_replica * p.nodes_per_replica)[key]
+    quota = queue.ceiling(key)
+    return max((quota - used) // gpus_per, 0), f"tenant {service.tenant.slug} uses {used} of {quota} {entry_words(key)}"
 
 
 def _capacity_room(service: InferenceService, pool: Pool) -> tuple[int | None, str]:
@@ -225,7 +229,7 @@ def _bound(service, target: Target, current: int, desired: int) -> tuple[int, st
     """(allowed desired, rule that bounded it or "", words, figures) for a scale-up."""
     pool = target.pool
     gpus_per = pool.gpus_per_replica * pool.nodes_per_replica
-    quota_room, quota_words = _quota_room(service, gpus_per, target.other_gpus())
+    quota_room, quota_words = _quota_room(service, pool, gpus_per, target.other_gpus())
     capacity_room, capacity_words = _capacity_room(service, pool)
     figures = {"quota": quota_words, "capacity": capacity_words, "gpus_per_replica": gpus_per}
     allowed, rule, words = desired, "", ""
@@ -327,6 +331,10 @@ def evaluate_target(service: InferenceService, key: str, load: Callable[[], Targ
                     if state.scale_up_started_at is None:
                         state.scale_up_started_at = now
                     state.scale_up_target = desired
+                    # The stable replicas queue for GPUs; a canary unit is counted by the rollout's own bound.
+                    admission = after_scale_up(service, pool.role, desired) if target.revision is None else ""
+                    if admission:
+                        reason, signals["admission"] = f"{reason}; {admission}", admission
         elif ev.held:
             action = ScalingAction.HELD
         if action is None:

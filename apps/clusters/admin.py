@@ -23,6 +23,7 @@ class ClusterAdminForm(forms.ModelForm):
     class Meta:
         model = Cluster
         fields = ["name", "description", "api_url", *CREDENTIALS, "in_cluster", "insecure_simulator", "has_gateway",
+                  "kueue_installed",
                   "prometheus_url", "api_server_cidrs", "model_egress_cidrs", "open_to_all_tenants", "tenants"]
 
     def __init__(self, *args, **kwargs):

@@ -98,6 +98,11 @@ class Cluster(TimestampedModel):
     has_gateway = models.BooleanField(
         default=False, help_text="Gateway API inference extension is installed."
     )
+    kueue_installed = models.BooleanField(
+        default=False,
+        help_text="Kueue is installed: the reconciler renders tenant queues as Kueue objects and reads admission "
+        "from its Workloads. Otherwise the control plane admits replicas itself, by the same policy.",
+    )
     prometheus_url = HttpsURLField(
         max_length=500, blank=True,
         help_text="A Prometheus server that already scrapes this cluster's engines (labels namespace and pod). "

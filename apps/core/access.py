@@ -145,6 +145,24 @@ def allowed(user, obj, action: str) -> bool:
     return rule.allows(user, obj, action)
 
 
+def refusal(user, obj, action: str = CHANGE) -> str:
+    """Why `user` may not take `action` on the loaded row `obj`: their role in its tenant and the roles that may
+    (the 403's words, so an operator is not told that viewers read only)."""
+    rule = rule_of(type(obj))
+    tenant_id = rule.tenant_id_of(obj) if rule is not None and rule.tenant else None
+    writers = rule.writers if tenant_id is not None else frozenset()
+    verb = "delete" if action == DELETE else "change"
+    if not writers:
+        return f"Only platform staff may {verb} this."
+    needed = " or ".join(role.value for role in Role if role in writers)
+    role = tenant_roles(user).get(tenant_id)
+    if role == Role.VIEWER:
+        return f"Your role here is viewer, and viewers read only; to {verb} this you need the {needed} role."
+    if role:
+        return f"Your role here is {role}, and {role}s cannot {verb} this; it needs the {needed} role."
+    return f"You are not a member of this tenant; to {verb} this you need the {needed} role in it."
+
+
 def tenant_owned(path: str, **options) -> AccessRule:
     """The rule of a model whose rows belong to the tenant at `path`."""
     return AccessRule(tenant=path, **options)

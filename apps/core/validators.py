@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
-import re
 
 from django.core.validators import RegexValidator
 
-DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+from enginevocab.labels import NAME_RE as DNS1123_LABEL_RE
 
 # Names become Kubernetes object names (and parts of them), so they follow RFC 1123 labels.
 dns1123_label = RegexValidator(

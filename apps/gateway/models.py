@@ -20,6 +20,8 @@ from django.utils import timezone
 from apps.core.access import restricted, staff_only, tenant_owned
 from apps.core.models import TimestampedModel
 from apps.tenancy.models import TOKEN_PREFIX_LENGTH, hash_token
+from gateway import batch_vocab as bv
+from gateway.metering import TEXT_CHARS
 
 # The marker lets secret scanners and people tell an inference key from an API token at a glance.
 KEY_MARKER = "sk-"
@@ -150,8 +152,10 @@ class UsageRow(Usage):
     tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="+")
     key_id = models.BigIntegerField(null=True)
     service_id = models.BigIntegerField(null=True)
-    model = models.CharField(max_length=200, help_text="The model field as asked: service, served name or adapter.")
-    pod = models.CharField(max_length=253, blank=True)
+    # The gateway cuts what it writes there to these bounds.
+    model = models.CharField(max_length=TEXT_CHARS["model"],
+                             help_text="The model field as asked: service, served name or adapter.")
+    pod = models.CharField(max_length=TEXT_CHARS["pod"], blank=True)
     status = models.PositiveSmallIntegerField()
     ttft_ms = models.FloatField(null=True)
     duration_ms = models.FloatField()
@@ -163,6 +167,9 @@ class UsageRow(Usage):
     prompt_chars = models.PositiveIntegerField(null=True, help_text="Characters of the prompt's text.")
     prefix_blocks = ArrayField(models.IntegerField(), null=True, help_text="Chained hashes of the prompt's "
                                "64-character chunks (gateway/prefix.py).")
+    # Null, not "", for an interactive request: a spool segment of an older gateway lacks the column (null).
+    batch_id = models.CharField(max_length=bv.ID_CHARS, null=True, blank=True,  # noqa: DJ001
+                                help_text="The batch whose line this request was; empty for an interactive one.")
 
     # Members read their tenant's usage; only the gateway writes it.
     objects = restricted(tenant_owned("tenant", writers=frozenset()))
@@ -200,6 +207,7 @@ class UsageHour(Usage):
     key_id = models.BigIntegerField(null=True)
     service_id = models.BigIntegerField(null=True)
     model = models.CharField(max_length=200)
+    batch = models.BooleanField(default=False, help_text="Lines of batches, apart from interactive requests.")
     requests = models.PositiveIntegerField(default=0)
     errors = models.PositiveIntegerField(default=0, help_text="Answers of 500 and above.")
     rate_limited = models.PositiveIntegerField(default=0, help_text="Answers of 429.")
@@ -212,7 +220,7 @@ class UsageHour(Usage):
     class Meta:
         ordering = ["-hour"]
         constraints = [models.UniqueConstraint(
-            fields=["hour", "tenant", "key_id", "service_id", "model"], name="gateway_usage_hour_unique",
+            fields=["hour", "tenant", "key_id", "service_id", "model", "batch"], name="gateway_usage_hour_unique",
             nulls_distinct=False)]
 
     def __str__(self) -> str:
@@ -238,3 +246,123 @@ class Upstream(models.Model):
 
     def __str__(self) -> str:
         return f"{self.service_id}: {len(self.endpoints)} endpoints"
+
+
+class BatchStatus(models.TextChoices):
+    """A batch's statuses, as OpenAI names them (gateway/batch_vocab.py)."""
+
+    VALIDATING = bv.VALIDATING
+    FAILED = bv.FAILED
+    IN_PROGRESS = bv.IN_PROGRESS
+    FINALIZING = bv.FINALIZING
+    COMPLETED = bv.COMPLETED
+    EXPIRED = bv.EXPIRED
+    CANCELLING = bv.CANCELLING
+    CANCELLED = bv.CANCELLED
+
+
+class File(models.Model):
+    """A file of OpenAI's Files API, the tenant's own: a batch's input (JSONL) or the output or errors the
+    gateway wrote for a batch. The gateway writes these rows with psycopg (gateway/batch_store.py)."""
+
+    id = models.CharField(max_length=bv.ID_CHARS, primary_key=True)
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="+")
+    key_id = models.BigIntegerField(null=True, help_text="The inference key that uploaded it (none: the gateway).")
+    purpose = models.CharField(max_length=20, choices=[(p, p) for p in bv.PURPOSES])
+    filename = models.CharField(max_length=bv.MAX_FILENAME_CHARS)
+    bytes = models.PositiveIntegerField()
+    lines = models.PositiveIntegerField()
+    content = models.BinaryField()
+    created_at = models.DateTimeField()
+
+    # Members read their tenant's files; the gateway writes them, and deletes one when a key asks.
+    objects = restricted(tenant_owned("tenant", writers=frozenset()))
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["tenant", "created_at"], name="gateway_file_tenant_created")]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.filename})"
+
+
+class Batch(models.Model):
+    """A batch of OpenAI's Batch API: the lines of its input file run by the gateway's batch runner in the
+    lowest band on spare capacity (gateway/batch_runner.py), each metered to `key_id` like any request."""
+
+    id = models.CharField(max_length=bv.ID_CHARS, primary_key=True)
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="+")
+    key_id = models.BigIntegerField(help_text="The inference key that created it; its lines run as this key.")
+    endpoint = models.CharField(max_length=40)
+    input_file_id = models.CharField(max_length=bv.ID_CHARS)
+    output_file_id = models.CharField(max_length=bv.ID_CHARS, blank=True, default="")
+    error_file_id = models.CharField(max_length=bv.ID_CHARS, blank=True, default="")
+    completion_window = models.CharField(max_length=10, default=bv.COMPLETION_WINDOW)
+    status = models.CharField(max_length=20, choices=BatchStatus.choices, default=BatchStatus.VALIDATING)
+    metadata = models.JSONField(null=True, blank=True)
+    errors = models.JSONField(null=True, blank=True, help_text="Why the batch failed: [{code, message, line}].")
+    total = models.PositiveIntegerField(default=0)
+    completed = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    cached_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    next_line = models.PositiveIntegerField(default=1, help_text="The first line not run yet (1-based).")
+    # The gateway replica running it, until when: another takes it over once the lease lapses.
+    claimed_by = models.CharField(max_length=100, blank=True, default="")
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    in_progress_at = models.DateTimeField(null=True, blank=True)
+    finalizing_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    failed_at = models.DateTimeField(null=True, blank=True)
+    expired_at = models.DateTimeField(null=True, blank=True)
+    cancelling_at = models.DateTimeField(null=True, blank=True)
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+
+    # Members read their tenant's batches; owners and operators cancel them in the portal.
+    objects = restricted(tenant_owned("tenant"))
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "batches"
+        indexes = [models.Index(fields=["tenant", "created_at"], name="gateway_batch_tenant_created"),
+                   models.Index(fields=["status", "created_at"], name="gateway_batch_status_created")]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.status})"
+
+    @property
+    def done(self) -> int:
+        return self.completed + self.failed
+
+    @property
+    def percent(self) -> int:
+        return round(100 * self.done / self.total) if self.total else 0
+
+    @property
+    def active(self) -> bool:
+        return self.status in bv.ACTIVE
+
+    @property
+    def cancellable(self) -> bool:
+        return self.status in bv.CANCELLABLE
+
+
+class BatchLine(models.Model):
+    """One answered line of a running batch, kept until the batch is finalized into its output and error
+    files: the runner resumes after the last one kept (another replica too)."""
+
+    batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="+")
+    line = models.PositiveIntegerField()
+    failed = models.BooleanField(default=False)
+    body = models.TextField(help_text="The line of the output or error file (JSON).")
+
+    objects = restricted(tenant_owned("batch__tenant", writers=frozenset()))
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["batch", "line"], name="gateway_batch_line_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.batch_id} line {self.line}"

@@ -21,16 +21,18 @@ from apps.gateway.models import UsageBatch, UsageHour, UsageRow
 
 HOUR = timedelta(hours=1)
 # Only the two table names are interpolated (from model metadata); every value is a parameter.
-_COLUMNS = ("hour, tenant_id, key_id, service_id, model, requests, errors, rate_limited, "
+_COLUMNS = ("hour, tenant_id, key_id, service_id, model, batch, requests, errors, rate_limited, "
             "prompt_tokens, cached_tokens, completion_tokens, ttft_p50_ms, ttft_p95_ms")
-_AGGREGATES = ("%s, tenant_id, key_id, service_id, model, count(*), count(*) FILTER (WHERE status >= 500), "
+_AGGREGATES = ("%s, tenant_id, key_id, service_id, model, batch_id IS NOT NULL, count(*), "
+               "count(*) FILTER (WHERE status >= 500), "
                "count(*) FILTER (WHERE status = 429), coalesce(sum(prompt_tokens), 0), "
                "coalesce(sum(cached_tokens), 0), coalesce(sum(completion_tokens), 0), "
                "percentile_cont(0.5) WITHIN GROUP (ORDER BY ttft_ms), "
                "percentile_cont(0.95) WITHIN GROUP (ORDER BY ttft_ms)")
 _ROLLUP_SQL = (
     f"INSERT INTO {UsageHour._meta.db_table} ({_COLUMNS}) SELECT {_AGGREGATES} "  # noqa: S608
-    f"FROM {UsageRow._meta.db_table} WHERE at >= %s AND at < %s GROUP BY tenant_id, key_id, service_id, model"
+    f"FROM {UsageRow._meta.db_table} WHERE at >= %s AND at < %s GROUP BY tenant_id, key_id, service_id, model, "
+    "batch_id IS NOT NULL"
 )
 
 

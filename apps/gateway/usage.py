@@ -19,7 +19,7 @@ GRANULARITIES = ("hour", "day")
 DEFAULT_RANGE = {"hour": timedelta(hours=24), "day": timedelta(days=30)}
 MAX_RANGE = {"hour": timedelta(days=31), "day": timedelta(days=400)}
 COUNTS = ("requests", "errors", "rate_limited", "prompt_tokens", "cached_tokens", "completion_tokens")
-CSV_COLUMNS = ("period", "tenant", "key_id", "key", "service_id", "service", "model", *COUNTS,
+CSV_COLUMNS = ("period", "tenant", "key_id", "key", "service_id", "service", "model", "batch", *COUNTS,
                "ttft_p50_ms", "ttft_p95_ms")
 
 
@@ -70,8 +70,8 @@ class UsageQuery:
 
 
 def usage(user, query: UsageQuery) -> list[dict]:
-    """One row per period and (tenant, key, service, model) with the counts, the key's and service's
-    names where the user may see them, and TTFT p50/p95 (hourly rows only: percentiles do not add up)."""
+    """One row per period and (tenant, key, service, model, batch or interactive) with the counts, the key's and
+    service's names where the user may see them, and TTFT p50/p95 (hourly rows only: percentiles do not add up)."""
     rows = query.filtered(UsageHour.objects.restrict(user), "hour")
     period = F("hour") if query.granularity == "hour" else TruncDay("hour", tzinfo=UTC)
     percentiles = ({"ttft_p50_ms": Sum("ttft_p50_ms"), "ttft_p95_ms": Sum("ttft_p95_ms")}
@@ -79,9 +79,9 @@ def usage(user, query: UsageQuery) -> list[dict]:
                    {"ttft_p50_ms": Value(None, FloatField()), "ttft_p95_ms": Value(None, FloatField())})
     rows = list(
         rows.annotate(period=period, tenant_slug=F("tenant__slug"))
-        .values("period", "tenant_slug", "key_id", "service_id", "model")
+        .values("period", "tenant_slug", "key_id", "service_id", "model", "batch")
         .annotate(**{name: Sum(name) for name in COUNTS}, **percentiles)
-        .order_by("period", "tenant_slug", "key_id", "service_id", "model")
+        .order_by("period", "tenant_slug", "key_id", "service_id", "model", "batch")
     )
     keys = dict(InferenceKey.objects.restrict(user).filter(pk__in={r["key_id"] for r in rows})
                 .values_list("pk", "name"))
@@ -89,7 +89,8 @@ def usage(user, query: UsageQuery) -> list[dict]:
                     .values_list("pk", "name"))
     return [{"period": r["period"], "tenant": r["tenant_slug"], "key_id": r["key_id"], "key": keys.get(r["key_id"]),
              "service_id": r["service_id"], "service": services.get(r["service_id"]), "model": r["model"],
-             **{name: r[name] for name in COUNTS}, "ttft_p50_ms": r["ttft_p50_ms"], "ttft_p95_ms": r["ttft_p95_ms"]}
+             "batch": r["batch"], **{name: r[name] for name in COUNTS}, "ttft_p50_ms": r["ttft_p50_ms"],
+             "ttft_p95_ms": r["ttft_p95_ms"]}
             for r in rows]
 
 

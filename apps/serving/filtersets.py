@@ -3,7 +3,7 @@
 import django_filters
 
 from apps.catalog.choices import EngineKind
-from apps.core.api.filters import StrictFilterSet
+from apps.core.api.filters import IdFilter, StrictFilterSet
 from apps.serving.models import InferenceService
 
 
@@ -15,8 +15,8 @@ class InferenceServiceFilterSet(StrictFilterSet):
     tenant = django_filters.CharFilter(field_name="tenant__slug", help_text="Tenant slug.")
     cluster = django_filters.CharFilter(field_name="cluster__name", help_text="Cluster name.")
     # By id, as the API shows them; an id the caller cannot see simply matches nothing.
-    model = django_filters.NumberFilter(field_name="model_id", help_text="Model id.")
-    runtime = django_filters.NumberFilter(field_name="runtime_id", help_text="Runtime id.")
+    model = IdFilter(field_name="model_id", help_text="Model id.")
+    runtime = IdFilter(field_name="runtime_id", help_text="Runtime id.")
     engine = django_filters.ChoiceFilter(field_name="runtime__engine", choices=EngineKind.choices)
 
     class Meta:

@@ -33,15 +33,16 @@ SPEC_FIELDS = (
     "routing_policy",
     "autoscaling",
     "rollout",
+    "priority_class_id",
 )
 # What a client sets, and what only the control plane writes (shared by the API and the admin).
 EDITABLE_FIELDS = (
     "tenant", "name", "cluster", "model", "runtime", "adapters", "deployment_mode", "engine_settings",
-    "routing_policy", "autoscaling", "rollout",
+    "routing_policy", "autoscaling", "rollout", "priority_class",
 )  # fmt: skip
 STATUS_FIELDS = (
     "uid", "generation", "observed_generation", "phase", "conditions", "ready_replicas", "endpoint",
-    "deletion_requested_at", "created", "updated",
+    "deletion_requested_at", "admission", "created", "updated",
 )  # fmt: skip
 POOL_SPEC_FIELDS = (
     "replicas",
@@ -64,7 +65,8 @@ class InferenceServiceQuerySet(RestrictedQuerySet):
 
     def with_related(self) -> InferenceServiceQuerySet:
         """Everything a list page renders, in a fixed number of queries."""
-        return self.select_related("tenant", "cluster", "model", "runtime").prefetch_related("pools", "adapters")
+        return self.select_related("tenant__default_priority_class", "cluster", "model", "runtime",
+                                   "priority_class").prefetch_related("pools", "adapters")
 
     def gpus_at_max(self) -> int:
         """Sum over these services' pools of max replicas x GPUs per replica x nodes per replica."""
@@ -98,6 +100,9 @@ class InferenceService(TimestampedModel):
         blank=True,
         help_text='{"autoscaler": "builtin|hpa|keda|none", "targets": {...}, ...}; see serving/autoscaling_spec.py.',
     )
+    priority_class = models.ForeignKey(
+        "tenancy.PriorityClass", null=True, blank=True, on_delete=models.PROTECT, related_name="services",
+        help_text="The class the service runs at, at most the tenant's highest; empty: the tenant's default.")
     rollout = models.JSONField(
         default=default_rollout,
         blank=True,
@@ -117,6 +122,9 @@ class InferenceService(TimestampedModel):
     ready_replicas = models.PositiveIntegerField(default=0, editable=False)
     endpoint = models.CharField(max_length=500, blank=True, editable=False)
     deletion_requested_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Where the replicas stand with the tenant's queue: {"state": AdmissionState, "reason": words, "at": ISO time,
+    # "by": preemptor}; written by the admission pass (no Kueue) or read back from Kueue's Workloads.
+    admission = models.JSONField(default=dict, blank=True, editable=False)
     last_reconciled_at = models.DateTimeField(null=True, blank=True, editable=False)
     # Set when a reconcile is queued, cleared when it starts: the resync never queues a service twice.
     queued_at = models.DateTimeField(null=True, blank=True, editable=False)

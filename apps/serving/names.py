@@ -73,6 +73,11 @@ GATEWAY_NAMESPACE = "controlplane"
 GATEWAY_POD_LABELS = {NAME_LABEL: "controlplane", COMPONENT_LABEL: "gateway"}
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
 QUOTA_NAME = "gpu-quota"  # the tenant's ResourceQuota in its namespace
+# Kueue: its labels on engine workloads and pods (kubesim's Kueue controller spells them in kubesim/cluster/kueue.py,
+# which imports nothing of the project), and the tenant's LocalQueue in its namespace.
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+LOCAL_QUEUE_NAME = "gpus"
 # Objects of service `x` are named `x` or `x<suffix>`: a sibling service named e.g. `x-router` would
 # collide with them, so validation may refuse such names when `x` exists in the tenant.
 RESERVED_SUFFIXES = ("-engine", "-prefill", "-decode", "-router", "-epp")
@@ -149,8 +154,19 @@ def labels(spec, component: str, name: str | None = None, **extra: str) -> dict[
         TENANT_LABEL: spec.tenant,
         SERVICE_UID_LABEL: spec.uid,
         **_unit_labels(spec),
+        **_queue_labels(spec, component),
         **extra,
     }
+
+
+def _queue_labels(spec, component: str) -> dict[str, str]:
+    """On a cluster with Kueue, engine workloads and their pods name the tenant's LocalQueue and the class they
+    run at, so Kueue's integrations queue them (routers hold no GPUs and are not queued)."""
+    kueue = getattr(spec, "kueue", None)
+    if kueue is None or component not in ENGINE_COMPONENTS:
+        return {}
+    running = {KUEUE_PRIORITY_LABEL: kueue.running.name} if kueue.running is not None else {}
+    return {KUEUE_QUEUE_LABEL: kueue.local_queue, **running}
 
 
 def tenant_labels(tenant: str) -> dict[str, str]:

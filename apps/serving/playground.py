@@ -26,7 +26,31 @@ HTTP = urllib3.PoolManager(maxsize=8)  # keeps connections to the gateway betwee
 
 
 class PlaygroundError(Exception):
-    """The prompt cannot be sent (service not Ready, no ready pod, bad input)."""
+    """The prompt cannot be sent (service not Ready, no ready pod, bad input); `field` names the form field at
+    fault, when one is."""
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field
+
+
+KEY_FIELD = "inference_key"
+
+
+def check_key(key: str) -> str:
+    """The inference key as it will be sent in the Authorization header, or PlaygroundError at its field: keys
+    are printable ASCII, and a line break or a character outside Latin-1 cannot be sent in a header at all."""
+    key = key.strip()
+    if not key:
+        raise PlaygroundError("Give an inference key of this tenant: the playground calls the gateway as your "
+                              "application would.", KEY_FIELD)
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in key):
+        raise PlaygroundError("The inference key holds a line break or another control character; paste the key "
+                              "alone, on one line.", KEY_FIELD)
+    if not key.isascii():
+        raise PlaygroundError("The inference key holds characters outside ASCII; inference keys are letters, "
+                              "digits, '-' and '_' (copy it again from the Inference keys page).", KEY_FIELD)
+    return key
 
 
 @dataclass(frozen=True)
@@ -67,9 +91,7 @@ def stream_prompt(service, prompt: Prompt, key: str) -> Iterator[dict]:
     {"event": "start", "via"}, then {"event": "text", "text"} per piece, then {"event": "done", "ttft_s",
     "tokens", "tokens_per_s"}, or {"event": "error", "message"} (after which nothing follows)."""
     prompt.validate()
-    if not key.strip():
-        raise PlaygroundError("Give an inference key of this tenant: the playground calls the gateway as your "
-                              "application would.")
+    key = check_key(key)
     if service.phase != Phase.READY:
         raise PlaygroundError(f"The service is {service.phase}; the playground needs it Ready.")
     url = settings.GATEWAY_URL + prompt.path()
@@ -77,7 +99,7 @@ def stream_prompt(service, prompt: Prompt, key: str) -> Iterator[dict]:
     try:
         response = HTTP.request("POST", url, body=json.dumps(prompt.body(service.name)).encode(),
                                 headers={"Content-Type": "application/json", "Accept": "text/event-stream",
-                                         "Authorization": f"Bearer {key.strip()}"},
+                                         "Authorization": f"Bearer {key}"},
                                 preload_content=False, retries=False, timeout=urllib3.Timeout(*TIMEOUT))
     except urllib3.exceptions.HTTPError as exc:
         yield {"event": "error", "message": f"The inference gateway at {settings.GATEWAY_URL} did not answer: "

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 from django.contrib.contenttypes.models import ContentType
 
 from apps.core.audit_display import Change, describe_changes
+from apps.core.ids import ascii_int
 from apps.serving.models import InferenceService, Revision
 from apps.serving.names import TEMPLATE_HASH_ANNOTATION
 from apps.serving.rendering.spec import PoolSpec
@@ -74,9 +75,9 @@ def record_revision(service: InferenceService, *, before: str | None, entry, res
 
 
 def number_of(value) -> int:
-    """A revision number from a URL or query, ValueError outside 1 … 2^31 - 1 (the column's range)."""
-    number = int(value)
-    if not 0 < number < 2**31:
+    """A revision number from a URL or query (ASCII digits), ValueError outside 1 … 2^31 - 1 (the column's range)."""
+    number = ascii_int(value)
+    if number is None or not 0 < number < 2**31:
         raise ValueError(f"{value} is not a revision number")
     return number
 

@@ -2,7 +2,7 @@
 
 Admin, API and portal all end up here, so every door rejects the same things with the same field
 names: `name`, `model`, `runtime`, `adapters`, `deployment_mode`, `routing_policy`,
-`engine_settings`, `autoscaling`, `pools`.
+`engine_settings`, `autoscaling`, `pools`, `priority_class`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from apps.catalog.choices import DeploymentMode
 from apps.catalog.engines import EngineSettings, EngineSettingsError, get_adapter
 from apps.clusters.models import Cluster, unavailable_cluster_message
 from apps.serving.autoscaling_spec import autoscaling_errors
-from apps.serving.choices import ENGINE_ONLY_ROUTING, MODE_POOL_ROLES, ROUTER_POLICIES, Phase, RoutingPolicy
+from apps.serving.choices import ENGINE_ONLY_ROUTING, MODE_POOL_ROLES, ROUTER_POLICIES, RoutingPolicy
+from apps.serving.quota import covered_services, entry_words, held, queue_for
 from apps.serving.rollout_spec import is_canary, rollout_errors
 from capacity.gpus import gpu_for, node_allocatable_memory_gib
 from capacity.parallel import ParallelismError, effective_parallelism
@@ -93,6 +94,7 @@ def service_errors(service, pools: list, adapters: list) -> dict[str, list[str]]
         _capacity_errors(service, pools, settings, model, runtime, errors)
     if not errors.get("pools"):
         _quota_errors(service, pools, errors)
+    _priority_errors(service, errors)
     return {field: messages for field, messages in errors.items() if messages}
 
 
@@ -268,26 +270,44 @@ def _capacity_spec_unchanged(service, pools) -> bool:
 
 
 def _quota_errors(service, pools, errors) -> None:
-    """The tenant's services at their maximum replicas must fit in its GPU quota. A canary runs the new revision
-    beside the stable one, which keeps its replicas until promotion, so it counts the service twice: a rollout
-    that could not fit is refused now (under `rollout`) rather than left pending."""
-    if not service.tenant_id:
+    """The tenant's services under one queue, at their maximum replicas, must fit each quota entry's ceiling
+    (nominal plus what the queue may borrow). A canary runs the new revision beside the stable one, which keeps
+    its replicas until promotion, so it counts the service twice: a rollout that could not fit is refused now
+    (under `rollout`) rather than left pending."""
+    if not service.tenant_id or not service.cluster_id:
         return
-    # The service's own model class: validation is imported by the models module, never the reverse.
-    others = type(service)._default_manager.filter(tenant_id=service.tenant_id).exclude(phase=Phase.DELETING)
+    queue = queue_for(service.tenant_id, service.cluster_id)
+    if queue is None:
+        errors["pools"].append(f"Tenant {service.tenant.slug} has no GPU quota on cluster {service.cluster.name}: "
+                               "staff give it a queue there (or one for every cluster).")
+        return
+    others = covered_services(queue)
     if service.pk:
         others = others.exclude(pk=service.pk)
-    used = others.gpus_at_max()
-    requested = sum(p.gpus_at_max for p in pools)
-    allowed = service.tenant.gpu_quota
-    if used + requested > allowed:
-        errors["pools"].append(
-            f"GPU quota exceeded for tenant {service.tenant.slug}: requested {requested} GPUs at maximum "
-            f"replicas, {used} already used by other services, {allowed} allowed."
-        )
-    elif is_canary(service.rollout) and not errors.get("rollout") and used + 2 * requested > allowed:
-        errors["rollout"].append(
-            f"strategy: a canary runs both revisions at once, which needs 2 × {requested} = {2 * requested} GPUs at "
-            f"maximum replicas for tenant {service.tenant.slug}; with {used} used by other services and {allowed} "
-            f"allowed, only {allowed - used} are free. Use the rolling strategy, or lower the pools' max_replicas."
-        )
+    pool_model = type(service)._meta.get_field("pools").related_model  # validation is imported by the models
+    used = held(queue, pool_model.objects.filter(service__in=others))
+    requested = held(queue, pools)
+    for key, wanted in sorted(requested.items()):
+        allowed, taken, gpus = queue.ceiling(key), used[key], entry_words(key)
+        if taken + wanted > allowed:
+            errors["pools"].append(
+                f"GPU quota exceeded for tenant {service.tenant.slug}: requested {wanted} {gpus} at maximum "
+                f"replicas, {taken} already used by other services, {allowed} allowed."
+            )
+        elif is_canary(service.rollout) and not errors.get("rollout") and taken + 2 * wanted > allowed:
+            errors["rollout"].append(
+                f"strategy: a canary runs both revisions at once, which needs 2 × {wanted} = {2 * wanted} {gpus} at "
+                f"maximum replicas for tenant {service.tenant.slug}; with {taken} used by other services and "
+                f"{allowed} allowed, only {allowed - taken} are free. Use the rolling strategy, or lower the pools' "
+                "max_replicas."
+            )
+
+
+def _priority_errors(service, errors) -> None:
+    """A service runs at most at its tenant's highest class."""
+    named = service.priority_class if service.priority_class_id else None
+    highest = service.tenant.max_priority_class if service.tenant_id else None
+    if named is not None and highest is not None and named.value > highest.value:
+        errors["priority_class"].append(
+            f"{named.name} ({named.value}) is above tenant {service.tenant.slug}'s highest class, "
+            f"{highest.name} ({highest.value}).")

@@ -10,7 +10,29 @@ from django.utils import timezone
 from apps.core.admin import AuditedModelAdmin
 from apps.core.audit import record_change, snapshot
 from apps.core.choices import AuditAction, AuditVia, Role
-from apps.tenancy.models import LAST_OWNER_MESSAGE, ApiToken, Membership, Tenant
+from apps.tenancy.models import LAST_OWNER_MESSAGE, ApiToken, Membership, PriorityClass, Tenant, TenantQueue
+
+
+class GuardedRemovalAdmin(AuditedModelAdmin):
+    """For models whose `validate_removal()` refuses some deletions: their delete page is refused outright, and a
+    bulk delete skips them with the model's reason."""
+
+    def has_delete_permission(self, request, obj=None):
+        if obj is not None:
+            try:
+                obj.validate_removal()
+            except ValidationError:
+                return False
+        return super().has_delete_permission(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            try:
+                obj.validate_removal()
+            except ValidationError as exc:
+                messages.error(request, " ".join(exc.messages))
+                continue
+            self.delete_model(request, obj)
 
 
 class MembershipInlineFormSet(BaseInlineFormSet):
@@ -34,30 +56,42 @@ class MembershipInline(admin.TabularInline):
     autocomplete_fields = ["user"]
 
 
+class TenantQueueInline(admin.StackedInline):
+    model = TenantQueue
+    extra = 0
+    fields = ["cluster", "cohort", "nominal", "borrowing_limit", "lending_limit", "weight"]
+
+
 @admin.register(Tenant)
 class TenantAdmin(AuditedModelAdmin):
-    list_display = ["slug", "name", "gpu_quota", "created"]
+    list_display = ["slug", "name", "max_priority_class", "default_priority_class", "created"]
     search_fields = ["slug", "name"]
     readonly_fields = ["created", "updated"]
-    inlines = [MembershipInline]
+    inlines = [MembershipInline, TenantQueueInline]
+
+
+@admin.register(PriorityClass)
+class PriorityClassAdmin(GuardedRemovalAdmin):
+    list_display = ["name", "value", "preemption_policy", "description"]
+    search_fields = ["name"]
+
+
+@admin.register(TenantQueue)
+class TenantQueueAdmin(GuardedRemovalAdmin):
+    list_display = ["tenant", "cluster", "cohort", "nominal", "borrowing_limit", "lending_limit", "weight"]
+    list_filter = ["cluster", "cohort"]
+    search_fields = ["tenant__slug", "cohort"]
+    list_select_related = ["tenant", "cluster"]
+    autocomplete_fields = ["tenant"]
 
 
 @admin.register(Membership)
-class MembershipAdmin(AuditedModelAdmin):
+class MembershipAdmin(GuardedRemovalAdmin):
     list_display = ["user", "tenant", "role", "created"]
     list_filter = ["role", "tenant"]
     search_fields = ["user__username", "tenant__slug"]
     list_select_related = ["user", "tenant"]
     autocomplete_fields = ["user", "tenant"]
-
-    def has_delete_permission(self, request, obj=None):
-        # The last owner's delete page is refused outright (Membership.validate_removal says why).
-        if obj is not None:
-            try:
-                obj.validate_removal()
-            except ValidationError:
-                return False
-        return super().has_delete_permission(request, obj)
 
 
 @admin.register(ApiToken)

@@ -3,7 +3,7 @@
 import django_filters
 
 from apps.core.api.filters import StrictBooleanFilter, StrictFilterSet
-from apps.tenancy.models import ApiToken, Membership
+from apps.tenancy.models import ApiToken, Membership, TenantQueue
 
 
 class MembershipFilterSet(StrictFilterSet):
@@ -22,3 +22,12 @@ class ApiTokenFilterSet(StrictFilterSet):
     class Meta:
         model = ApiToken
         fields = ["tenant", "revoked"]
+
+
+class TenantQueueFilterSet(StrictFilterSet):
+    tenant = django_filters.CharFilter(field_name="tenant__slug")
+    cluster = django_filters.CharFilter(field_name="cluster__name")
+
+    class Meta:
+        model = TenantQueue
+        fields = ["tenant", "cluster", "cohort"]

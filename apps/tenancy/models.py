@@ -18,6 +18,8 @@ from apps.core.access import (
 from apps.core.choices import Role
 from apps.core.models import TimestampedModel
 from apps.core.validators import dns1123_label
+from apps.tenancy.choices import PLATFORM_DEFAULT_CLASS
+from apps.tenancy.queues import PriorityClass, TenantQueue  # noqa: F401  (models of this app)
 
 TOKEN_PREFIX_LENGTH = 8
 LAST_OWNER_MESSAGE = "The last owner of a tenant cannot be {action}; make another member an owner first."
@@ -34,14 +36,17 @@ class TenantQuerySet(RestrictedQuerySet):
 
 
 class Tenant(TimestampedModel):
-    """A team: owns a namespace per cluster, a GPU quota, members and tokens."""
+    """A team: owns a namespace per cluster, a queue of GPU quota, members and tokens."""
 
     slug = models.CharField(max_length=63, unique=True, validators=[dns1123_label])
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
-    gpu_quota = models.PositiveIntegerField(
-        default=0, help_text="Maximum GPUs the tenant's services may use at their maximum replicas."
-    )
+    max_priority_class = models.ForeignKey(
+        "tenancy.PriorityClass", null=True, blank=True, on_delete=models.PROTECT, related_name="capped_tenants",
+        help_text="The highest class the tenant's services may run at; empty: any class.")
+    default_priority_class = models.ForeignKey(
+        "tenancy.PriorityClass", null=True, blank=True, on_delete=models.PROTECT, related_name="defaulted_tenants",
+        help_text=f"The class of services that name none; empty: {PLATFORM_DEFAULT_CLASS}.")
 
     objects = TenantQuerySet.as_manager()
 
@@ -50,6 +55,18 @@ class Tenant(TimestampedModel):
 
     def __str__(self) -> str:
         return self.slug
+
+    def clean(self) -> None:
+        highest, default = self.max_priority_class, self.default_priority_class
+        if highest is not None and default is not None and default.value > highest.value:
+            from django.core.exceptions import ValidationError
+
+            raise ValidationError({"default_priority_class": ValidationError(
+                f"The default class {default} is above the tenant's highest, {highest}.", code="above_highest")})
+
+    def priority_class_for(self, named: PriorityClass | None) -> PriorityClass | None:
+        """The class a service runs at: its own, else the tenant's default, else the platform's."""
+        return named or self.default_priority_class or PriorityClass.objects.platform_default()
 
 
 

@@ -3,12 +3,9 @@ with what changed since the one before it, in the audit's words, and the diff of
 
 from __future__ import annotations
 
+from apps.core.ids import ascii_int
 from apps.serving.models import Revision
 from apps.serving.revisions import changes
-
-
-def _number(value) -> int | None:
-    return int(value) if str(value or "").isdigit() else None
 
 
 def revisions_context(service, params=None) -> dict:
@@ -21,10 +18,10 @@ def revisions_context(service, params=None) -> dict:
     by_number = {r.number: r for r in revisions}
     current = revisions[-1].number if revisions else None
     context = {"service": service, "rows": rows[::-1], "current": current,
-               "diff_from": _number(params.get("from")) or (current - 1 if current and current > 1 else current),
-               "diff_to": _number(params.get("to")) or current, "diff": None, "diff_error": ""}
+               "diff_from": ascii_int(params.get("from")) or (current - 1 if current and current > 1 else current),
+               "diff_to": ascii_int(params.get("to")) or current, "diff": None, "diff_error": ""}
     if "from" in params or "to" in params:
-        old, new = by_number.get(_number(params.get("from"))), by_number.get(_number(params.get("to")))
+        old, new = by_number.get(ascii_int(params.get("from"))), by_number.get(ascii_int(params.get("to")))
         if old is None or new is None:
             context["diff_error"] = "Choose two revisions of this service to compare."
         else:

@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.clusters.models import GpuNode
+from apps.serving.admission import admission_summary
 from apps.serving.capacity import service_warnings
 from apps.serving.disclosure import conditions_for, run_message_for
 from apps.serving.models import InferenceService, ReconcileRun, ServiceObservation
@@ -101,6 +102,7 @@ def status_context(service, user) -> dict:
         "conditions": conditions,
         "problems": [c for c in conditions if c.get("status") in (False, "False") and c.get("message")],
         "capacity_warnings": service_warnings(service),
+        "admission": admission_summary(service.admission),
         "pools": list(service.pools.all()),
         "observed_pools": {p["role"]: p for p in (observation.pools if observation else [])},
         "pods": pod_rows(service, observation),

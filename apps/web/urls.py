@@ -2,7 +2,19 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from apps.web import scaling, services, views
-from apps.web.portal import catalog, gateway, kv_panel, lab, overview, playground, revisions, rollouts, tenancy
+from apps.web.portal import (
+    batches,
+    catalog,
+    gateway,
+    kv_panel,
+    lab,
+    overview,
+    playground,
+    queues,
+    revisions,
+    rollouts,
+    tenancy,
+)
 from apps.web.portal import services as portal_services
 
 app_name = "web"
@@ -49,6 +61,11 @@ urlpatterns = [
     path(T + "inference-keys/<int:pk>/<str:action>/", gateway.inference_key_action, name="inference-key-action"),
     path(T + "usage/", gateway.usage_page, name="usage"),
     path(T + "usage.csv", gateway.usage_csv, name="usage-csv"),
+    path(T + "batches/", batches.batches_page, name="batches"),
+    path(T + "batches/<str:batch_id>/cancel/", batches.batch_cancel, name="batch-cancel"),
+    path(T + "files/<str:file_id>/", batches.file_download, name="file-download"),
+    path(T + "queues/", queues.queues, name="queues"),
+    path(T + "queues/<int:pk>/", queues.queue_edit, name="queue-edit"),
     path(T + "members/", tenancy.members, name="members"),
     path(T + "members/<int:pk>/", tenancy.member_change, name="member-change"),
     path(T + "catalog/<str:kind>/", catalog.catalog, name="catalog"),

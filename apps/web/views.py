@@ -12,6 +12,8 @@ from apps.rollouts.choices import ACTIVE_PHASES
 from apps.rollouts.models import Rollout
 from apps.serving.choices import Phase
 from apps.serving.models import InferenceService
+from apps.serving.queue_usage import cohorts
+from apps.tenancy.models import Tenant
 from apps.web.attainment import attainments, short_words
 from apps.web.htmx import is_fragment
 from apps.web.services import with_latest
@@ -34,6 +36,8 @@ def fleet_summary(user) -> dict:
         "service_total": sum(by_phase.values()),
         "gpus": list(gpus),
         "clusters": list(Cluster.objects.restrict(user).annotate(nodes=Count("gpu_nodes"))),
+        "cohorts": cohorts(Cluster.objects.usable_by_user(user).order_by("name"), None if user.is_staff
+                           else set(Tenant.objects.restrict(user).values_list("slug", flat=True))),
     }
 
 

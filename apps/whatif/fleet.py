@@ -352,7 +352,8 @@ class Simulation:
             on_tick=None) -> Run:
         """Replay the load; `timeline`, when given, receives (t, replicas, TTFT p95 of the period) per period.
         With `cpu_deadline` (a `time.process_time()` value) the replay stops with OverBudget once past it.
-        `on_tick(t, end)`, when given, is called every period (progress; it may raise to stop the replay)."""
+        `on_tick(t, end)`, when given, is called every period and every arrival (progress; it may raise to stop
+        the replay)."""
         run = Run(name, self.slo, window_s=self.window_s)
         if self.window_s:
             for at in self.arrivals:
@@ -385,6 +386,8 @@ class Simulation:
                     counts[1] += self.lengths[index][0]
                 self._route(index, t)
                 index += 1
+                if on_tick is not None:  # many arrivals may fall between two periods: progress and budgets here too
+                    on_tick(t, self.end)
             else:
                 state = self._evaluate(run, t)
                 if timeline is not None:

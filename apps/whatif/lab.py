@@ -10,6 +10,7 @@ longer than a scenario's context are refused there, as the engine refuses them, 
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -21,10 +22,11 @@ from django.utils import timezone
 from apps.whatif.fleet import OverBudget, Simulation, quantile
 from apps.whatif.recorded import prefix_hit_rate, telemetry_window
 from apps.whatif.scenarios import ScenarioError, default_alternatives, parse_alternatives, scenario
-from capacity.traces import TraceRequest, parse_trace
+from capacity.traces import MAX_SPAN, TraceRequest, parse_trace
 
 RECORDED_WINDOW = timedelta(hours=1)
 DEFAULT_PREFIX_SHARE = 0.5  # of each prompt, shared by the requests of one prefix_id when no hit rate was measured
+MAX_TIMELINE_POINTS = 2_000  # a scenario's timeline in a result, thinned evenly (a week has 40,320 periods)
 
 
 class LoadError(ValueError):
@@ -41,6 +43,16 @@ class Load:
     @property
     def duration_s(self) -> float:
         return self.requests[-1].t if self.requests else 0.0
+
+
+def check_size(requests: int, duration_s: float) -> None:
+    """Raise LoadError when a load is larger than one run replays: more than WHATIF_MAX_REQUESTS requests, or a
+    span past a trace's (capacity.traces.MAX_SPAN); a replay's memory and simulated clock grow with both."""
+    limit = settings.WHATIF_MAX_REQUESTS
+    if requests > limit:
+        raise LoadError(f"the load has {requests:,} requests; a run replays at most {limit:,} (WHATIF_MAX_REQUESTS)")
+    if duration_s > MAX_SPAN.total_seconds():
+        raise LoadError(f"the load spans {duration_s / 86400:.1f} days; a run replays at most {MAX_SPAN.days} days")
 
 
 def trace_load(data: bytes, fmt: str) -> Load:
@@ -149,6 +161,7 @@ def _replay(sc, load: Load, on_tick) -> dict:
                             prefix_share=share, prefix_groups=groups, routing=sc.routing)
     timeline: list = []
     run = simulation.run(sc.name, timeline, on_tick=on_tick)
+    timeline = timeline[::max(1, math.ceil(len(timeline) / MAX_TIMELINE_POINTS))]
     itl_p50 = quantile(run.itl, 0.5)
     return {"name": sc.name, "changes": sc.changes, **run.summary(len(load.requests)),
             "itl_p50_s": None if itl_p50 is None else round(itl_p50, 3), "preemptions": run.preemptions,
@@ -178,21 +191,27 @@ def build_scenarios(service, alternatives: list[dict] | None) -> list:
 def run_whatif(service, load: Load, alternatives: list[dict] | None = None,
                cpu_budget_s: float | None = None, progress=None) -> dict:
     """Replay `load` against the current configuration (first) and each alternative (the lab's defaults when
-    None). Raises ScenarioError before anything runs when an alternative is refused; a replay over the CPU
-    budget (WHATIF_CPU_BUDGET_SECONDS by default; this thread's CPU time, so other work in a threaded worker
-    does not count) ends the run, which then says so in `stopped` and lists only the scenarios that finished.
-    `progress(fraction)`, when given, is called as the replays advance; it may raise to stop the run (a cancel)."""
+    None). Raises ScenarioError before anything runs when an alternative is refused, LoadError when the load is
+    larger than a run replays (`check_size`); a replay over the CPU budget (WHATIF_CPU_BUDGET_SECONDS by default;
+    this thread's CPU time, so other work in a threaded worker does not count) or the wall-clock one
+    (WHATIF_WALL_BUDGET_SECONDS) ends the run, which then says so in `stopped` and lists only the scenarios that
+    finished. `progress(fraction)`, when given, is called as the replays advance (at each arrival and period);
+    it may raise to stop the run (a cancel)."""
     scenarios = build_scenarios(service, alternatives)
+    check_size(len(load.requests), load.duration_s)
     if cpu_budget_s is None:
         cpu_budget_s = settings.WHATIF_CPU_BUDGET_SECONDS
+    wall_budget_s = settings.WHATIF_WALL_BUDGET_SECONDS
     started, cpu_started = time.monotonic(), time.thread_time()
     results, stopped = [], None
     for i, sc in enumerate(scenarios):
 
         def on_tick(t: float, end: float, i=i, name=sc.name) -> None:
-            if time.thread_time() - cpu_started > cpu_budget_s:
-                raise OverBudget(f"{name}: stopped at {t:.0f} s of {end:.0f} s of load, over the CPU budget of "
-                                 f"{cpu_budget_s:g} s")
+            over = ("CPU", cpu_budget_s) if time.thread_time() - cpu_started > cpu_budget_s else \
+                ("wall-clock", wall_budget_s) if time.monotonic() - started > wall_budget_s else None
+            if over:
+                raise OverBudget(f"{name}: stopped at {t:.0f} s of {end:.0f} s of load, over the {over[0]} budget of "
+                                 f"{over[1]:g} s")
             if progress is not None:
                 progress((i + min(t / end, 1.0) if end else i + 1) / len(scenarios))
 

@@ -20,7 +20,15 @@ from apps.core.audit import record_change
 from apps.core.choices import AuditAction
 from apps.serving.models import InferenceService
 from apps.whatif import calibration
-from apps.whatif.lab import RECORDED_WINDOW, Load, LoadError, build_scenarios, recorded_load, run_whatif
+from apps.whatif.lab import (
+    RECORDED_WINDOW,
+    Load,
+    LoadError,
+    build_scenarios,
+    check_size,
+    recorded_load,
+    run_whatif,
+)
 from apps.whatif.models import Calibration, Run, RunStatus, Trace
 from apps.whatif.scenarios import ScenarioError
 from capacity.traces import TraceError, parse_trace
@@ -69,7 +77,8 @@ def load_of(run: Run) -> Load:
 
 def start_run(*, service, trace: Trace | None, alternatives: list | None, actor, via) -> Run:
     """Check the run (the trace is the service's tenant's; the alternatives pass the service's own validation;
-    a recorded window has load), store it queued, audit it, and hand it to a worker once committed."""
+    a recorded window has load; the load is no larger than a run replays), store it queued, audit it, and hand
+    it to a worker once committed."""
     if trace is not None and trace.tenant_id != service.tenant_id:
         raise ValidationError({"trace": "The trace belongs to another tenant than the service."})
     try:
@@ -82,10 +91,14 @@ def start_run(*, service, trace: Trace | None, alternatives: list | None, actor,
               created_by=actor if getattr(actor, "pk", None) else None)
     if trace is None:
         run.window_start, run.window_end = now - RECORDED_WINDOW, now
-        try:
-            recorded_load(service, RECORDED_WINDOW, until=now)
-        except LoadError as exc:
-            raise ValidationError({"trace": str(exc)}) from None
+    try:
+        if trace is None:
+            load = recorded_load(service, RECORDED_WINDOW, until=now)
+            check_size(len(load.requests), load.duration_s)
+        else:
+            check_size(trace.requests, trace.duration_s)
+    except LoadError as exc:
+        raise ValidationError({"trace": str(exc)}) from None
     with transaction.atomic():
         run.save()
         record_change(actor=actor, obj=run, action=AuditAction.CREATE, via=via)

@@ -104,6 +104,9 @@ def builtin_types() -> list[ResourceType]:
                      short_names=["hpa"], categories=["all"], status=True,
                      required=("spec.scaleTargetRef", "spec.scaleTargetRef.kind", "spec.scaleTargetRef.name",
                                "spec.maxReplicas")),
+        # Read by Kueue for a pod's priority when it names no WorkloadPriorityClass.
+        ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False,
+                     short_names=["pc"], required=("value",)),
         ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", short_names=["pdb"],
                      status=True),
         # RBAC objects are stored and listed (routers ship a Role to list pods); kubesim does not authorize.
@@ -123,9 +126,10 @@ def builtin_types() -> list[ResourceType]:
 EMPTY_GROUP_VERSIONS = [("autoscaling", "v1")]
 
 
-def _crd(group: str, version: str, plural: str, kind: str, *, short: list[str] | None = None,
-         categories: list[str] | None = None, status: bool = True, scale: dict | None = None,
-         namespaced: bool = True) -> dict:
+def crd(group: str, version: str, plural: str, kind: str, *, short: list[str] | None = None,
+        categories: list[str] | None = None, status: bool = True, scale: dict | None = None,
+        namespaced: bool = True, schema: dict | None = None, columns: list[dict] | None = None) -> dict:
+    """A CustomResourceDefinition object serving one version; without `schema`, any fields are kept."""
     subresources: dict = {}
     if status:
         subresources["status"] = {}
@@ -136,35 +140,34 @@ def _crd(group: str, version: str, plural: str, kind: str, *, short: list[str] |
         names["shortNames"] = short
     if categories:
         names["categories"] = categories
+    served = {
+        "name": version, "served": True, "storage": True,
+        "schema": {"openAPIV3Schema": schema or {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+        "subresources": subresources,
+    }
+    if columns:
+        served["additionalPrinterColumns"] = columns
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {"name": f"{plural}.{group}"},
-        "spec": {
-            "group": group,
-            "names": names,
-            "scope": "Namespaced" if namespaced else "Cluster",
-            "versions": [{
-                "name": version, "served": True, "storage": True,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
-                "subresources": subresources,
-            }],
-        },
+        "spec": {"group": group, "names": names, "scope": "Namespaced" if namespaced else "Cluster",
+                 "versions": [served]},
     }
 
 
 def preinstalled_crds() -> list[dict]:
     """CRD objects a product cluster has installed: LWS, KEDA, Gateway API, GIE, Prometheus Operator."""
     return [
-        _crd("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", short=["lws"],
+        crd("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", short=["lws"],
              scale={"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
                     "labelSelectorPath": ".status.hpaPodSelector"}),
-        _crd("keda.sh", "v1alpha1", "scaledobjects", "ScaledObject", short=["so"]),
-        _crd("gateway.networking.k8s.io", "v1", "gateways", "Gateway", short=["gtw"],
+        crd("keda.sh", "v1alpha1", "scaledobjects", "ScaledObject", short=["so"]),
+        crd("gateway.networking.k8s.io", "v1", "gateways", "Gateway", short=["gtw"],
              categories=["gateway-api"]),
-        _crd("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute", categories=["gateway-api"]),
-        _crd("inference.networking.k8s.io", "v1", "inferencepools", "InferencePool", short=["infpool"]),
-        _crd("monitoring.coreos.com", "v1", "servicemonitors", "ServiceMonitor", short=["smon"],
+        crd("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute", categories=["gateway-api"]),
+        crd("inference.networking.k8s.io", "v1", "inferencepools", "InferencePool", short=["infpool"]),
+        crd("monitoring.coreos.com", "v1", "servicemonitors", "ServiceMonitor", short=["smon"],
              categories=["prometheus-operator"], status=False),
     ]
 

@@ -7,6 +7,7 @@ columns here get NAME/AGE, and custom resources their CRD's `additionalPrinterCo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -92,6 +93,8 @@ def _pod_status(o: dict) -> str:
         return "Terminating"
     status = o.get("status") or {}
     reason = status.get("reason") or status.get("phase") or "Unknown"
+    if _get(o, "spec.schedulingGates"):
+        reason = "SchedulingGated"
     for c in status.get("initContainerStatuses") or []:
         state = c.get("state") or {}
         if "terminated" in state and state["terminated"].get("exitCode", 0) != 0:
@@ -259,7 +262,35 @@ COLUMNS: dict[tuple[str, str], list[Column]] = {
         ("Replicas", "string", "", 0, lambda o: str(_get(o, "status.currentReplicas", 0))),
         AGE,
     ],
+    ("scheduling.k8s.io", "priorityclasses"): [
+        NAME,
+        ("Value", "integer", "", 0, lambda o: o.get("value", 0)),
+        ("Global-Default", "boolean", "", 0, lambda o: str(bool(o.get("globalDefault"))).lower()),
+        AGE,
+        ("PreemptionPolicy", "string", "", 0, lambda o: o.get("preemptionPolicy", "PreemptLowerPriority")),
+    ],
 }
+
+
+_STEP = re.compile(r"\.?([^.\[]+)|\[\?\(@\.([\w.-]+)\s*==\s*['\"]([^'\"]*)['\"]\)\]|\[(\d+)\]")
+
+
+def json_path(obj: dict, path: str) -> object:
+    """A printer column's JSONPath (`.status.x`, `[0]`, `[?(@.type=='Admitted')]`), as kubectl prints it: the
+    matches joined by spaces, "" when there is none."""
+    found = [obj]
+    for m in _STEP.finditer(path.lstrip(".")):
+        name, key, value, index = m.groups()
+        if name is not None:
+            found = [f[name] for f in found if isinstance(f, dict) and name in f]
+        elif key is not None:
+            found = [i for f in found if isinstance(f, list) for i in f
+                     if isinstance(i, dict) and str(field_value(i, key)) == value]
+        else:
+            found = [f[int(index)] for f in found if isinstance(f, list) and len(f) > int(index)]
+    if len(found) == 1:
+        return found[0]
+    return " ".join(str(f) for f in found)
 
 
 def _crd_columns(crd: dict | None, version: str) -> list[Column] | None:
@@ -274,7 +305,7 @@ def _crd_columns(crd: dict | None, version: str) -> list[Column] | None:
                     cols.append((c["name"], "date", "", c.get("priority", 0), _age))
                     continue
                 cols.append((c["name"], c.get("type", "string"), c.get("format", ""), c.get("priority", 0),
-                             lambda o, p=path: _get(o, p, "")))
+                             lambda o, p=path: json_path(o, p)))
             return cols
     return None
 

@@ -33,6 +33,7 @@ from kubesim.cluster.controllers.disruption import PDBS, DisruptionController, e
 from kubesim.cluster.controllers.endpoints import ENDPOINTS, EndpointsController
 from kubesim.cluster.controllers.garbagecollector import GarbageCollector
 from kubesim.cluster.controllers.job import JOBS, JobController
+from kubesim.cluster.controllers.kueue import POD_PRIORITY_CLASSES, KueueController
 from kubesim.cluster.controllers.leaderworkerset import LWS, LeaderWorkerSetController
 from kubesim.cluster.controllers.namespace import NAMESPACES, NamespaceController
 from kubesim.cluster.controllers.nodes import NODES, NodeLifecycle, register_nodes
@@ -46,6 +47,15 @@ from kubesim.cluster.faults import FaultConfig, FaultInjector, admin_routes, fau
 from kubesim.cluster.identities import bootstrap_rbac
 from kubesim.cluster.kubelet import Kubelet, KubeletConfig
 from kubesim.cluster.kubelet_api import KubeletApi, PodNetwork
+from kubesim.cluster.kueue import kueue_webhook
+from kubesim.cluster.kueue_crds import (
+    CLUSTER_QUEUES,
+    LOCAL_QUEUES,
+    PRIORITY_CLASSES,
+    RESOURCE_FLAVORS,
+    WORKLOADS,
+    kueue_crds,
+)
 from kubesim.cluster.netpol import api_server_objects
 from kubesim.cluster.nodes import build_nodes
 from kubesim.cluster.podnet import OVERLAY, POD_NETWORKS, PodListeners, pod_prefix
@@ -58,6 +68,7 @@ log = logging.getLogger(__name__)
 
 PODS = "v1/pods"
 SERVICES = "v1/services"
+CRDS = "apiextensions.k8s.io/v1/customresourcedefinitions"
 EVENT_TTL_SECONDS = 3600.0
 COMPONENT_HPA = "horizontal-pod-autoscaler"
 
@@ -73,6 +84,7 @@ class ClusterConfig:
     dcgm_exporter: bool = False  # a dcgm-exporter pod per NVIDIA GPU node (`serve` turns it on)
     pod_network: str = OVERLAY  # `loopback`: pods' IPs are reachable from the host (kubesim/cluster/podnet.py)
     models_dir: str | None = None  # the host folder cpu-real nodes' model volumes map to (kubesim/engines/real.py)
+    kueue: bool = True  # Kueue installed: its CRDs served, its webhook and controller running (`--no-kueue`)
 
 
 class ClusterView:
@@ -126,6 +138,8 @@ class Cluster:
                 HPAS,
                 JOBS,
                 NAMESPACES,
+                *((POD_PRIORITY_CLASSES, RESOURCE_FLAVORS, CLUSTER_QUEUES, LOCAL_QUEUES, WORKLOADS, PRIORITY_CLASSES)
+                  if self.config.kueue else ()),
             )
         }
         pods = self.informers[PODS]
@@ -160,6 +174,9 @@ class Cluster:
             GarbageCollector(self.api.as_manager("generic-garbage-collector")),
             NamespaceController(self.api.as_manager("namespace-controller"), self.informers[NAMESPACES]),
         ]
+        if self.config.kueue:
+            self.controllers.append(KueueController(self.api.as_manager("kueue-controller-manager"), self.recorder,
+                                                    self.informers))
         self.autoscaler = HorizontalPodAutoscalerController(
             self.api.as_manager(COMPONENT_HPA),
             self.recorder,
@@ -184,6 +201,8 @@ class Cluster:
 
     def install(self) -> None:
         """Register admission, routes, the fault middleware and the cluster's background task."""
+        if self.config.kueue:  # Kueue's mutating webhook runs before the built-in plugins see the pod
+            self.server.add_admission_hook(kueue_webhook)
         for plugin in ADMISSION_PLUGINS:
             self.server.add_admission_hook(plugin)
         for method, path, handler in [*self.proxies.routes(), *self.streaming.routes(),
@@ -254,6 +273,10 @@ class Cluster:
                 if await apiserver.get(resource, None, obj["metadata"]["name"]) is None:
                     await apiserver.create(resource, obj)
             await register_nodes(self.api.as_manager("kubelet"), self.nodes)
+            if self.config.kueue:  # as `kubectl apply` of Kueue's manifests, before its controller watches them
+                for crd in kueue_crds():
+                    if await apiserver.get(CRDS, None, crd["metadata"]["name"]) is None:
+                        await apiserver.create(CRDS, crd)
             for resource, obj in api_server_objects():  # where clients (and NetworkPolicies) find the API server
                 if await apiserver.get(resource, "default", obj["metadata"]["name"]) is None:
                     await apiserver.create(resource, obj)
@@ -323,6 +346,8 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
                             "volume mount is the same path under it (python -m kubesim tiny-model writes one)")
     group.add_argument("--no-dcgm-exporter", action="store_true",
                        help="do not run a simulated dcgm-exporter pod on each NVIDIA GPU node")
+    group.add_argument("--no-kueue", action="store_true",
+                       help="do not install Kueue (its CRDs, webhook and controller): a cluster without it")
 
 
 def cluster_config_from_args(args: argparse.Namespace) -> ClusterConfig:
@@ -343,4 +368,4 @@ def cluster_config_from_args(args: argparse.Namespace) -> ClusterConfig:
     build_nodes(args.nodes)  # a bad --nodes fails here, before the server starts
     return ClusterConfig(nodes=args.nodes, fast_start=args.fast_start, seed=seed, faults=faults,
                          dcgm_exporter=not args.no_dcgm_exporter, pod_network=args.pod_network,
-                         models_dir=args.models_dir)
+                         models_dir=args.models_dir, kueue=not args.no_kueue)

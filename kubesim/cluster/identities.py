@@ -26,6 +26,7 @@ COMPONENTS = (
     "gpu-operator",
     "generic-garbage-collector",
     "namespace-controller",
+    "kueue-controller-manager",  # only acts where Kueue is installed (the default)
 )
 # The components write every kind they reconcile, including custom resources of any group (LeaderWorkerSet,
 # scale targets), so their roles are broad; what RBAC adds is that each is an identity that can be refused.

@@ -136,6 +136,12 @@
     var answer = document.getElementById("pg-answer");
     var meta = document.getElementById("pg-meta");
     var send = document.getElementById("pg-send");
+    var key = document.getElementById("pg-key");
+    var keyError = document.getElementById("pg-key-error");
+    var help = "pg-key-help";
+    keyError.hidden = true;
+    key.removeAttribute("aria-invalid");
+    key.setAttribute("aria-describedby", help);
     ["pg-ttft", "pg-tps", "pg-tokens"].forEach(function (id) { document.getElementById(id).textContent = "–"; });
     out.hidden = false;
     answer.textContent = "";
@@ -148,6 +154,16 @@
       if (document.activeElement === document.body || document.activeElement === null) send.focus();
     };
     var fail = function (text) { meta.textContent = "Error: " + text; finish(); meta.focus(); };
+    // A refused key (a line break, characters a header cannot carry) is shown at its field, which takes the focus.
+    var failKey = function (text) {
+      keyError.textContent = text;
+      keyError.hidden = false;
+      key.setAttribute("aria-invalid", "true");
+      key.setAttribute("aria-describedby", "pg-key-error " + help);
+      meta.textContent = "Not sent: see the inference key.";
+      send.disabled = false;
+      key.focus();
+    };
     fetch(form.action, { method: "POST", body: new FormData(form), credentials: "same-origin",
                          headers: { "X-CSRFToken": form.querySelector("[name=csrfmiddlewaretoken]").value } })
       .then(function (response) {
@@ -167,7 +183,7 @@
             document.getElementById("pg-tps").textContent = e.tokens_per_s == null ? "–" : e.tokens_per_s.toFixed(1);
             document.getElementById("pg-tokens").textContent = e.tokens;
           } else if (e.event === "error") {
-            fail(e.message);
+            if (e.field === "inference_key") failKey(e.message); else fail(e.message);
           }
         }
         function pump() {

@@ -26,10 +26,10 @@ class TestTenantCrud(CrudTests):
         return TenantFactory(slug="charlie")
 
     def create_payload(self, world):
-        return {"slug": "delta", "name": "Delta", "gpu_quota": 8}
+        return {"slug": "delta", "name": "Delta", "max_priority_class": "standard"}
 
     def update_payload(self, world):
-        return {"name": "Charlie Team", "gpu_quota": 16}
+        return {"name": "Charlie Team", "description": "The platform team"}
 
 
 class TestMembershipCrud(CrudTests):

@@ -15,6 +15,7 @@ from apps.clusters.models import GpuNode
 from apps.core.models import AuditEntry
 from apps.serving.models import Pool
 from apps.telemetry.models import PodStat, SeriesPoint
+from apps.tenancy.queues import set_gpu_quota
 from capacity.gpus import gpu_for
 from tests.autoscaling.steps import pods_at, steady_then
 from tests.factories import InferenceServiceFactory
@@ -79,8 +80,7 @@ def test_stale_pod_figures_count_as_missing(tenant_a):
 
 
 def test_a_scale_up_beyond_the_tenant_quota_is_blocked_with_the_figures(tenant_a):
-    tenant_a.gpu_quota = 3
-    tenant_a.save()
+    set_gpu_quota(tenant_a, 3)
     service = service_with(tenant_a)
     pod_figures(service, 12, 12)
     [outcome] = evaluate_service(service.pk)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 
@@ -119,3 +120,53 @@ def test_limits_format_and_encoding_are_refused_with_the_reason():
     assert problems_of(AZURE, "splitwise") == ["unknown format 'splitwise'; use one of azure, burstgpt, jsonl"]
     assert problems_of(b"TIMESTAMP,ContextTokens,GeneratedTokens\n\xff,1,1\n", "azure") == ["not UTF-8 text (byte 40)"]
     assert problems_of("TIMESTAMP,ContextTokens,GeneratedTokens\n", "azure") == ["the trace has no requests"]
+
+
+NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def rows(*stamps) -> str:
+    return "\n".join(json.dumps({"timestamp": s, "prompt_tokens": 10, "output_tokens": 2}) for s in stamps)
+
+
+def test_timestamps_outside_the_window_are_refused_by_line():
+    # Before 2000, after a day from now, not finite, negative seconds, and past the Unix time a day from now.
+    text = rows("2024-05-10T12:00:00Z", "0001-01-01T00:00:00", "9999-12-31T23:59:59+05:00", "2025-03-02T12:00:01Z",
+                "1999-12-31T23:59:59Z") + '\n{"timestamp": 1e400, "prompt_tokens": 1, "output_tokens": 1}\n' + \
+        rows(-1, 1e308, NOW.timestamp() + 86401)
+    problems = problems_of(text, "jsonl", now=NOW)
+    assert [p.split(":")[0] for p in problems] == [f"line {n}, column timestamp" for n in range(2, 10)]
+    assert all("2000-01-01 to 2025-03-02 12:00 UTC" in p for p in problems[:4])
+    # 2025-03-02 12:00 UTC is 1,740,916,800 s after the epoch.
+    assert all("from 0 to 1740916800 seconds" in p for p in problems[4:])
+
+
+def test_the_edges_of_the_window_are_accepted():
+    trace = parse_trace(rows("2000-01-01T00:00:00Z", "2000-01-01T00:00:01Z"), "jsonl", now=NOW)
+    assert [r.t for r in trace.requests] == [0.0, 1.0]
+    assert parse_trace(rows(0), "jsonl", now=NOW).requests and parse_trace(rows(1740916800), "jsonl", now=NOW).requests
+    assert len(parse_trace(rows(1740916800 - 7 * 86400, 1740916800), "jsonl", now=NOW).requests) == 2
+
+
+def test_a_trace_spans_at_most_a_week_and_the_rows_past_it_are_named():
+    week = 7 * 86400
+    text = rows(100, 100 + week, 100 + week + 1, 50 + 10 * 86400)
+    assert problems_of(text, "jsonl", now=NOW) == [
+        "line 3, column timestamp: 7.0 days after the first arrival (line 1); a trace spans at most 7 days",
+        "line 4, column timestamp: 10.0 days after the first arrival (line 1); a trace spans at most 7 days"]
+    azure = "TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-20 00:00:00,5,5\n2024-05-10 00:00:00,5,5\n"
+    assert problems_of(azure, "azure", now=NOW) == [
+        "line 2, column TIMESTAMP: 10.0 days after the first arrival (line 3); a trace spans at most 7 days"]
+
+
+def test_deeply_nested_json_is_a_bad_line_and_nested_fields_are_not_quoted_back():
+    text = rows(1) + "\n" + "[" * 10_000 + "\n" + json.dumps(
+        {"timestamp": 2, "prompt_tokens": json.loads("[" * 600 + "]" * 600), "output_tokens": 1})
+    assert problems_of(text, "jsonl") == ["line 2: not JSON this parser reads (nested too deeply)",
+                                          "line 3, column prompt_tokens: an array is not a whole number of tokens"]
+
+
+def test_a_csv_field_past_the_csv_modules_limit_names_its_line():
+    text = BURSTGPT + "130,GPT-4," + "9" * 200_000 + ",5,5,API log\n"
+    assert problems_of(text, "burstgpt") == [
+        "line 5: not CSV that can be read (field larger than field limit (131072))"]

@@ -22,7 +22,7 @@ from apps.core.access import ACTIONS, CHANGE, DELETE, VIEW, allowed, rule_of
 from apps.core.choices import Role
 from apps.rollouts.models import Rollout
 from apps.serving.models import InferenceService
-from apps.tenancy.models import Tenant
+from apps.tenancy.models import Tenant, TenantQueue
 from apps.whatif.models import Run as WhatIfRun
 from tests.factories import (
     ClusterFactory,
@@ -50,6 +50,7 @@ NOBODY_BUT_STAFF = {
     "gateway.Upstream",  # where the gateway sends a service's requests: the telemetry cycle writes it
     "whatif.Calibration",  # the lab's record of its own error: the worker writes it, nobody edits it
     "whatif.EngineFit",  # coefficients fitted by `manage.py calibrate` from stored telemetry, audited there
+    "tenancy.TenantQueue",  # a tenant's GPU quota and how it shares it: staff set it
 }
 
 _serial = itertools.count()
@@ -106,6 +107,8 @@ def make_row(model, tenant):
     """A row of `model` belonging to `tenant` (where it has one), every required field filled."""
     if model is Tenant:
         return tenant
+    if model is TenantQueue:
+        return tenant.queues.get()  # every tenant has one (the factory's, as the migration gave each)
     values = {}
     for field in model._meta.concrete_fields:
         generated_key = field.primary_key and (isinstance(field, models.AutoField) or field.has_default())

@@ -11,7 +11,7 @@ from django.urls import reverse
 from apps.clusters.models import Cluster
 from apps.core.models import AuditEntry
 from apps.serving.models import InferenceService, Pool
-from apps.tenancy.models import Tenant
+from apps.tenancy.models import PriorityClass, Tenant
 from tests.factories import ClusterFactory, InferenceServiceFactory, ModelFactory, RuntimeFactory
 
 OUR_MODELS = [
@@ -52,10 +52,15 @@ def test_every_domain_model_is_registered():
     } <= names
 
 
+NO_INLINES = {"memberships-TOTAL_FORMS": 0, "memberships-INITIAL_FORMS": 0, "queues-TOTAL_FORMS": 0,
+              "queues-INITIAL_FORMS": 0}
+
+
 def test_tenant_create_update_delete_are_audited(browser):
+    standard, production = PriorityClass.objects.get(name="standard"), PriorityClass.objects.get(name="production")
     browser.post(
         admin_url(Tenant, "add"),
-        {"slug": "echo", "name": "Echo", "gpu_quota": 4, "memberships-TOTAL_FORMS": 0, "memberships-INITIAL_FORMS": 0},
+        {"slug": "echo", "name": "Echo", "max_priority_class": standard.pk, **NO_INLINES},
     )
     tenant = Tenant.objects.get(slug="echo")
     browser.post(
@@ -63,16 +68,15 @@ def test_tenant_create_update_delete_are_audited(browser):
         {
             "slug": "echo",
             "name": "Echo Team",
-            "gpu_quota": 8,
-            "memberships-TOTAL_FORMS": 0,
-            "memberships-INITIAL_FORMS": 0,
+            "max_priority_class": production.pk,
+            **NO_INLINES,
         },
     )
     browser.post(admin_url(Tenant, "delete", tenant.pk), {"post": "yes"})
     entries = AuditEntry.objects.filter(object_id=str(tenant.pk), via="admin", content_type__model="tenant")
     assert sorted(entries.values_list("action", flat=True)) == ["create", "delete", "update"]
     update = entries.get(action="update")
-    assert (update.before["gpu_quota"], update.after["gpu_quota"]) == (4, 8)
+    assert (update.before["max_priority_class"], update.after["max_priority_class"]) == (standard.pk, production.pk)
 
 
 @pytest.fixture

@@ -3,12 +3,14 @@ the official openai client and by plain requests."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import subprocess
 import sys
 import urllib.error
 import urllib.request
 import uuid
+from contextlib import contextmanager
 
 import openai
 import pytest
@@ -16,20 +18,23 @@ import redis
 
 from apps.gateway.snapshot import write_snapshot
 from tests.gateway.conftest import client, issue, post, status_of
+from tests.gateway.fake_engine import engine_in_thread
+from tests.gateway.test_no_usage_lost import serve_chat_from
+from tests.gateway.test_request_checks import nested
 from tests.polling import wait_for
 from tests.ports import free_port
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def gateway(world):
+@contextmanager
+def serving(world, *extra: str):
+    """A gateway process on the world's snapshot, its limits in Redis; its base URL for the block."""
     port, prefix = free_port(), f"test:{uuid.uuid4().hex}:"
     # Its own Redis key prefix, so no other run sharing the Redis database (same key ids) is counted in.
     proc = subprocess.Popen([sys.executable, "-m", "gateway", "--host", "127.0.0.1", "--port", str(port),
                              "--snapshot", str(world["path"]), "--refresh-seconds", "0.2",
-                             "--max-body-bytes", "2048", "--redis-url", "redis://127.0.0.1:6379/11",
-                             "--redis-prefix", prefix])
+                             "--redis-url", "redis://127.0.0.1:6379/11", "--redis-prefix", prefix, *extra])
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: status_of(f"{base}/readyz") == 200, timeout=20)
@@ -40,6 +45,12 @@ def gateway(world):
         shared = redis.Redis.from_url("redis://127.0.0.1:6379/11")
         for name in shared.scan_iter(f"{prefix}*"):
             shared.delete(name)
+
+
+@pytest.fixture
+def gateway(world):
+    with serving(world, "--max-body-bytes", "2048") as base:
+        yield base
 
 
 def test_models_lists_only_what_the_key_may_call(gateway, world):
@@ -173,3 +184,85 @@ def test_the_database_url_can_come_from_a_secrets_file_and_a_missing_one_is_name
     out = subprocess.run([sys.executable, "-m", "gateway", "--database-url-file", str(tmp_path / "none")],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and f"--database-url-file {tmp_path / 'none'}: No such file or directory" in out.stderr
+
+
+def call(base: str, path: str, key: str, body, *, authorizations: int = 1, method: str = "POST"):
+    """(status, headers, JSON answer or {}) of a request sent with http.client, which can repeat a header."""
+    host, port = base.removeprefix("http://").split(":")
+    data = (body if isinstance(body, str) else json.dumps(body)).encode()
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        conn.putrequest(method, path)
+        for _ in range(authorizations):
+            conn.putheader("Authorization", f"Bearer {key}")
+        conn.putheader("Content-Type", "application/json")
+        conn.putheader("Content-Length", str(len(data)))
+        conn.endheaders(data)
+        response = conn.getresponse()
+        text = response.read()
+        try:
+            answer = json.loads(text)
+        except ValueError:
+            answer = {}
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, answer
+    finally:
+        conn.close()
+
+
+def limited_key(world, tenant, name: str, **limits) -> str:
+    """A new key of `tenant` with `limits`, once the gateway's snapshot has it."""
+    from apps.gateway.models import InferenceKey
+
+    row, key = issue(tenant, name)
+    InferenceKey.objects.filter(pk=row.pk).update(**limits)
+    write_snapshot(world["path"])
+    return key
+
+
+def test_deep_nesting_is_400_not_500(world):
+    with serving(world) as base:  # the default body limit: 10,000 levels fit in it
+        for body in (nested(10_000), {"model": "chat", "prompt": json.loads(nested(600))}):
+            status, _, answer = call(base, "/v1/completions", world["all"], body)
+            assert status == 400 and "nested too deeply" in answer["error"]["message"]
+
+
+def test_two_authorization_headers_are_400_even_when_both_are_the_key(gateway, world):
+    body = {"model": "chat", "messages": [{"role": "user", "content": "hi"}]}
+    status, _, answer = call(gateway, "/v1/chat/completions", world["all"], body, authorizations=2)
+    assert status == 400 and answer["error"]["code"] == "duplicate_header"
+    assert call(gateway, "/v1/models", world["all"], "", authorizations=2, method="GET")[0] == 400
+    assert call(gateway, "/v1/chat/completions", world["all"], body)[0] == 503
+
+
+def test_what_a_request_may_generate_is_reserved_and_lengths_the_engine_ignores_are_400(gateway, world, tenant_a):
+    budget = limited_key(world, tenant_a, "budget-200", monthly_token_budget=200)
+    tokens = limited_key(world, tenant_a, "tpm-1000", tpm=1000)
+    for key in (budget, tokens):
+        wait_for(lambda key=key: post(gateway, key, b"{}")[0] == 400, timeout=5)
+    completions = "/v1/completions"
+    # The engine of /v1/completions generates max_tokens (400 here), whatever max_completion_tokens says.
+    status, _, answer = call(gateway, completions, budget, {"model": "chat", "prompt": "abcd", "max_tokens": 400,
+                                                            "max_completion_tokens": 1})
+    assert status == 400 and answer["error"]["param"] == "max_completion_tokens"
+    # Three choices of 100 tokens and the 1-token prompt: 301 reserved, past the budget of 200.
+    status, _, answer = call(gateway, completions, budget, {"model": "chat", "prompt": "abcd", "n": 3,
+                                                            "max_tokens": 100})
+    assert status == 429 and answer["error"]["code"] == "insufficient_quota"
+    assert call(gateway, completions, budget, {"model": "chat", "prompt": "abcd", "max_tokens": 100})[0] == 503
+    # Two prompts (12 characters: 3 tokens) of two choices of 50 tokens: 203 of the minute's 1,000.
+    status, headers, _ = call(gateway, completions, tokens, {"model": "chat", "prompt": ["abcd" * 2, "abcd"],
+                                                             "n": 2, "max_tokens": 50})
+    assert status == 503 and headers["x-ratelimit-remaining-tokens"] == "797"
+
+
+def test_a_refused_stream_request_leaves_a_one_at_a_time_key_its_slot(gateway, world, tenant_a):
+    key = limited_key(world, tenant_a, "one-at-a-time", concurrency=1)
+    body = {"model": "chat", "prompt": "hi", "stream": True}
+    with engine_in_thread() as port:
+        serve_chat_from(world, tenant_a, port)
+        wait_for(lambda: call(gateway, "/v1/completions", key, body)[0] == 200, timeout=5)
+        for options in ("x", ["include_usage"]):
+            status, _, answer = call(gateway, "/v1/completions", key, {**body, "stream_options": options})
+            assert status == 400 and answer["error"]["param"] == "stream_options"
+        # At once, and not 429: the key's one slot is free.
+        assert call(gateway, "/v1/completions", key, body)[0] == 200

@@ -12,10 +12,12 @@ import pytest
 import redis
 
 from gateway.limits import RequestLimiter, estimate_tokens
+from gateway.validation import ENDPOINTS, checked_demand
 from tests.polling import wait_for
 from tests.ports import closed_port
 
 REDIS_URL = "redis://127.0.0.1:6379/11"
+CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"
 REPLICAS, CLIENTS_PER_REPLICA, TRIES_PER_CLIENT = 10, 20, 3
 SENT = REPLICAS * CLIENTS_PER_REPLICA * TRIES_PER_CLIENT
 
@@ -190,13 +192,27 @@ def test_a_budget_share_is_of_what_was_left_when_redis_went_away(limiter):
     assert limiter.check(scope, 100).allowed
 
 
-def test_the_estimate_counts_the_prompt_and_reserves_max_tokens():
+def reserved(path: str, request: dict, default_max_tokens: int = 1024) -> int:
+    """The reservation the gateway makes for `request` on `path`, once the door has checked it."""
+    return estimate_tokens(request, checked_demand(request, ENDPOINTS[path]), default_max_tokens)
+
+
+def test_the_estimate_counts_every_prompt_and_what_the_engine_will_generate():
     chat = {"messages": [{"role": "user", "content": "x" * 40},
                          {"role": "user", "content": [{"type": "text", "text": "y" * 8}]}], "max_tokens": 50}
-    assert estimate_tokens(chat, 1024) == 10 + 2 + 2 * 4 + 50
-    assert estimate_tokens({"prompt": "abcd" * 3, "max_completion_tokens": 7}, 1024) == 3 + 7
-    assert estimate_tokens({"prompt": [1, 2, 3]}, 1024) == 3 + 1024
-    assert estimate_tokens({"prompt": "", "max_tokens": "many"}, 16) == 16
+    # 48 characters are 12 tokens, 4 a message, 50 to generate.
+    assert reserved(CHAT, chat) == 12 + 2 * 4 + 50
+    # Chat honours max_completion_tokens; three choices generate three times.
+    assert reserved(CHAT, {**chat, "max_tokens": None, "max_completion_tokens": 50, "n": 3}) == 12 + 8 + 3 * 50
+    assert reserved(CHAT, {**chat, "max_completion_tokens": 50}) == 12 + 8 + 50  # both set, agreeing
+    assert reserved(COMPLETIONS, {"prompt": "abcd" * 3, "max_tokens": 7}) == 3 + 7
+    # A list of token ids is one prompt; without max_tokens the default is reserved.
+    assert reserved(COMPLETIONS, {"prompt": [1, 2, 3]}) == 3 + 1024
+    # Two prompts (12 characters: 3 tokens), two choices each, 50 tokens a choice.
+    assert reserved(COMPLETIONS, {"prompt": ["abcd" * 2, "abcd"], "n": 2, "max_tokens": 50}) == 3 + 2 * 2 * 50
+    # best_of generates best_of sequences for each prompt and returns n of them: 5 ids, 2 prompts x 3 x 10.
+    assert reserved(COMPLETIONS, {"prompt": [[1, 2, 3], [4, 5]], "n": 2, "best_of": 3, "max_tokens": 10}) == 5 + 60
+    assert reserved(COMPLETIONS, {"prompt": "abcd", "n": 3, "max_tokens": 100}) == 1 + 300
 
 
 def test_requests_that_end_together_are_settled_in_one_round_trip(limiter):

@@ -10,10 +10,13 @@ import sys
 
 from apps.gateway.models import UsageRow
 from gateway.metering import UsageWriter
+from gateway.prefix import hash_key
 from tests.database import database_url_of_test_db
 from tests.gateway.conftest import post, status_of
 from tests.polling import wait_for
 from tests.ports import closed_port, free_port
+
+KEY = hash_key()  # the one the gateway processes of the tests derive too: they inherit the environment
 
 
 def usage(writer, tenant, status, model="chat"):
@@ -23,7 +26,7 @@ def usage(writer, tenant, status, model="chat"):
 
 
 def test_rows_are_copied_in_batches(transactional_db, tenant_a):
-    writer = UsageWriter(database_url_of_test_db(), batch_rows=1000)
+    writer = UsageWriter(database_url_of_test_db(), prefix_key=KEY, batch_rows=1000)
     for i in range(2500):
         usage(writer, tenant_a, 200 + i % 2)
     assert writer.flush() and writer.written == 2500
@@ -33,7 +36,7 @@ def test_rows_are_copied_in_batches(transactional_db, tenant_a):
 
 def test_rows_wait_while_the_database_is_down_and_the_spool_is_bounded(transactional_db, tenant_a):
     with closed_port() as port:
-        writer = UsageWriter(f"postgres://postgres@127.0.0.1:{port}/none", max_rows=3)
+        writer = UsageWriter(f"postgres://postgres@127.0.0.1:{port}/none", prefix_key=KEY, max_rows=3)
         for status in (200, 201, 202, 203, 204):
             usage(writer, tenant_a, status)
         assert writer.flush() is False

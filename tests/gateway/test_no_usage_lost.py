@@ -39,10 +39,11 @@ def serve_chat_from(world, tenant, port: int) -> None:
     write_snapshot(world["path"])
 
 
-def start(world, *extra: str):
+def start(world, *extra: str, env: dict | None = None):
+    """(process, port, base URL) of a gateway on the world's snapshot, ready; `env` in place of this one's."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "gateway", "--host", "127.0.0.1", "--port", str(port),
-                             "--snapshot", str(world["path"]), *extra])
+                             "--snapshot", str(world["path"]), *extra], env=env)
     base = f"http://127.0.0.1:{port}"
     wait_for(lambda: status_of(f"{base}/readyz") == 200, timeout=20)
     return proc, port, base

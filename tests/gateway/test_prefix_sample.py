@@ -13,6 +13,7 @@ from gateway.prefix import MAX_BLOCKS, Prompt, prefix_blocks, prompt_text
 from tests.database import database_url_of_test_db
 from tests.gateway.conftest import client
 from tests.gateway.served import serve_on_kubesim, start_gateway
+from tests.gateway.test_metering import KEY
 from tests.polling import wait_for
 from tests.ports import closed_port
 
@@ -33,13 +34,13 @@ def test_the_text_is_each_messages_role_and_text_parts_in_order():
 
 def test_blocks_chain_every_full_chunk_and_stop_at_the_bound():
     text = "x" * 64 + "y" * 64 + "z" * 10
-    first = hashlib.blake2b(b"x" * 64, digest_size=4).digest()
-    second = hashlib.blake2b(first + b"y" * 64, digest_size=4).digest()
-    assert prefix_blocks(text) == [int.from_bytes(first, "big", signed=True),
+    first = hashlib.blake2b(b"x" * 64, digest_size=4, key=KEY).digest()
+    second = hashlib.blake2b(first + b"y" * 64, digest_size=4, key=KEY).digest()
+    assert prefix_blocks(text, KEY) == [int.from_bytes(first, "big", signed=True),
                                    int.from_bytes(second, "big", signed=True)]  # the partial chunk is not a block
     # The same second chunk after a different first one is another block (the chain).
-    assert prefix_blocks("w" * 64 + "y" * 64)[1] != prefix_blocks(text)[1]
-    assert len(prefix_blocks("a" * 64 * (MAX_BLOCKS + 5))) == MAX_BLOCKS
+    assert prefix_blocks("w" * 64 + "y" * 64, KEY)[1] != prefix_blocks(text, KEY)[1]
+    assert len(prefix_blocks("a" * 64 * (MAX_BLOCKS + 5), KEY)) == MAX_BLOCKS
 
 
 @pytest.fixture
@@ -62,7 +63,7 @@ def test_two_questions_on_one_system_prompt_share_its_blocks_on_their_usage_rows
     first, second = UsageRow.objects.order_by("at")
     text = f"system\n{SYSTEM}\nuser\nWhat does chapter one say?\n"
     assert first.prompt_chars == len(text) and first.prompt_tokens > 0
-    assert first.prefix_blocks == prefix_blocks(text)
+    assert first.prefix_blocks == prefix_blocks(text, KEY)
     shared = len(f"system\n{SYSTEM}\nuser\n") // 64  # chunks wholly inside the common beginning
     assert first.prefix_blocks[:shared] == second.prefix_blocks[:shared]
     assert first.prefix_blocks[shared:] != second.prefix_blocks[shared:]
@@ -74,7 +75,7 @@ def test_the_writer_hashes_prompts_off_the_request_path_even_while_the_database_
     body = {"messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Hi?"}]}
     text = prompt_text(body, "messages")
     with closed_port() as port:
-        writer = UsageWriter(f"postgres://postgres@127.0.0.1:{port}/none",
+        writer = UsageWriter(f"postgres://postgres@127.0.0.1:{port}/none", prefix_key=KEY,
                              spool_dir=str(tmp_path / "spool") if spooled else None)
         writer.record(tenant_id=tenant_a.pk, key_id=1, service_id=7, model="chat", pod="p", status=200,
                       prompt_tokens=70, cached_tokens=0, completion_tokens=4, ttft_ms=12.0, duration_ms=20.0,
@@ -83,11 +84,11 @@ def test_the_writer_hashes_prompts_off_the_request_path_even_while_the_database_
     if not spooled:  # what waits in memory is the hashes, not the request's body
         [queued] = writer.rows
         assert queued[COLUMNS.index("prompt_chars")] == len(text)
-        assert queued[COLUMNS.index("prefix_blocks")] == prefix_blocks(text)
+        assert queued[COLUMNS.index("prefix_blocks")] == prefix_blocks(text, KEY)
     writer.database_url = database_url_of_test_db()
     assert writer.flush()
     row = UsageRow.objects.get()
-    assert (row.prompt_chars, row.prefix_blocks) == (len(text), prefix_blocks(text))
+    assert (row.prompt_chars, row.prefix_blocks) == (len(text), prefix_blocks(text, KEY))
 
 
 def test_a_row_recorded_while_the_spool_replays_is_hashed_before_it_is_copied(transactional_db, tenant_a, tmp_path):
@@ -96,7 +97,7 @@ def test_a_row_recorded_while_the_spool_replays_is_hashed_before_it_is_copied(tr
     # adapt type 'Prompt'" and kept such rows back for a flush).
     body = {"messages": [{"role": "user", "content": SYSTEM}]}
     text = prompt_text(body, "messages")
-    writer = UsageWriter(database_url_of_test_db(), spool_dir=str(tmp_path / "spool"))
+    writer = UsageWriter(database_url_of_test_db(), prefix_key=KEY, spool_dir=str(tmp_path / "spool"))
     row = dict(tenant_id=tenant_a.pk, key_id=1, service_id=7, model="chat", pod="p", status=200, prompt_tokens=70,
                cached_tokens=0, completion_tokens=4, ttft_ms=12.0, duration_ms=20.0, streamed=True,
                disconnected=False)
@@ -111,4 +112,4 @@ def test_a_row_recorded_while_the_spool_replays_is_hashed_before_it_is_copied(tr
 
     assert writer.flush() is True
     assert writer.database_ok and writer.waiting == 0
-    assert [(r.prompt_chars, r.prefix_blocks) for r in UsageRow.objects.all()] == [(len(text), prefix_blocks(text))] * 2
+    assert [(r.prompt_chars, r.prefix_blocks) for r in UsageRow.objects.all()] == [(len(text), prefix_blocks(text, KEY))] * 2

@@ -19,7 +19,7 @@ from apps.gateway.models import UsageBatch, UsageRow
 from gateway.metering import UsageWriter
 from tests.database import database_url_of_test_db
 from tests.gateway.conftest import post, status_of
-from tests.gateway.test_metering import usage
+from tests.gateway.test_metering import KEY, usage
 from tests.polling import wait_for
 from tests.ports import closed_port, free_port
 
@@ -30,7 +30,7 @@ def spooled_lines(directory) -> int:
 
 def test_rows_wait_on_disk_and_are_written_once_the_database_is_back(transactional_db, tenant_a, tmp_path):
     with closed_port() as port:
-        writer = UsageWriter(f"postgres://postgres@127.0.0.1:{port}/none", spool_dir=str(tmp_path), batch_rows=2)
+        writer = UsageWriter(f"postgres://postgres@127.0.0.1:{port}/none", prefix_key=KEY, spool_dir=str(tmp_path), batch_rows=2)
         for status in (200, 201, 202, 203, 204):
             usage(writer, tenant_a, status)
             assert writer.flush() is False  # each flush moves what is queued to disk, then fails to write it
@@ -45,7 +45,7 @@ def test_rows_wait_on_disk_and_are_written_once_the_database_is_back(transaction
 def test_a_segment_committed_before_a_crash_is_not_written_twice(transactional_db, tenant_a, tmp_path):
     spool, kept = tmp_path / "spool", tmp_path / "kept"
     with closed_port() as port:
-        writer = UsageWriter(f"postgres://postgres@127.0.0.1:{port}/none", spool_dir=str(spool))
+        writer = UsageWriter(f"postgres://postgres@127.0.0.1:{port}/none", prefix_key=KEY, spool_dir=str(spool))
         for status in (200, 201, 202):
             usage(writer, tenant_a, status)
         assert writer.flush() is False
@@ -59,7 +59,7 @@ def test_a_segment_committed_before_a_crash_is_not_written_twice(transactional_d
     UsageBatch.objects.create(id=segment.stem.split("-", 1)[1], at=timezone.now())
     # A line cut short by a crash mid-append, in a segment of its own.
     (spool / "000000000099-7b0e2a54-8f0c-4b7e-9a51-2f1f8e1f0c11.rows").write_bytes(b'["2026-12-02T05:00:00+00:00"')
-    restarted = UsageWriter(writer.database_url, spool_dir=str(spool))
+    restarted = UsageWriter(writer.database_url, prefix_key=KEY, spool_dir=str(spool))
     assert restarted.waiting == 3
     assert restarted.flush() and restarted.written == 0
     assert sorted(UsageRow.objects.values_list("status", flat=True)) == [200, 201, 202]
@@ -68,7 +68,7 @@ def test_a_segment_committed_before_a_crash_is_not_written_twice(transactional_d
 
 def test_the_spool_bound_drops_the_oldest_rows_and_counts_them(transactional_db, tenant_a, tmp_path):
     with closed_port() as port:
-        writer = UsageWriter(f"postgres://postgres@127.0.0.1:{port}/none", spool_dir=str(tmp_path), batch_rows=2)
+        writer = UsageWriter(f"postgres://postgres@127.0.0.1:{port}/none", prefix_key=KEY, spool_dir=str(tmp_path), batch_rows=2)
         usage(writer, tenant_a, 200)
         writer.flush()
         line = spooled_lines(tmp_path) and (tmp_path / next(tmp_path.glob("*.rows")).name).stat().st_size
@@ -125,10 +125,10 @@ def test_a_gateway_killed_while_the_database_is_down_delivers_every_row_after_re
 def test_shutdown_with_the_database_down_leaves_the_rows_on_disk_for_the_next_start(transactional_db, tenant_a,
                                                                                      tmp_path):
     with closed_port() as port:
-        writer = UsageWriter(f"postgres://postgres@127.0.0.1:{port}/none", spool_dir=str(tmp_path))
+        writer = UsageWriter(f"postgres://postgres@127.0.0.1:{port}/none", prefix_key=KEY, spool_dir=str(tmp_path))
         usage(writer, tenant_a, 200)
         usage(writer, tenant_a, 201)
         writer.close()
     assert spooled_lines(tmp_path) == 2 and not writer.rows
-    restarted = UsageWriter(database_url_of_test_db(), spool_dir=str(tmp_path))
+    restarted = UsageWriter(database_url_of_test_db(), prefix_key=KEY, spool_dir=str(tmp_path))
     assert restarted.flush() and sorted(UsageRow.objects.values_list("status", flat=True)) == [200, 201]

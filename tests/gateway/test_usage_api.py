@@ -48,7 +48,8 @@ def test_hours_and_days_with_names_and_filters(api, owner_a, usage):
         ("03:00", "chat", 10), ("03:00", "sql-lora", 1), ("09:00", "chat", 10), ("02:00", "chat", 10)]
     assert rows[0] | {"period": None} == {
         "period": None, "tenant": "alpha", "key_id": usage["key"].pk, "key": "app",
-        "service_id": usage["chat"].pk, "service": "chat", "model": "chat", "requests": 10, "errors": 1,
+        "service_id": usage["chat"].pk, "service": "chat", "model": "chat", "batch": False, "requests": 10,
+        "errors": 1,
         "rate_limited": 2, "prompt_tokens": 100, "cached_tokens": 5, "completion_tokens": 50,
         "ttft_p50_ms": 20.0, "ttft_p95_ms": 20.0}
     days = get(client, granularity="day").json()["results"]

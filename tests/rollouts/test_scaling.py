@@ -19,6 +19,7 @@ from apps.serving.actions import save_service
 from apps.serving.models import InferenceService, Pool
 from apps.serving.rendering.spec import PoolSpec
 from apps.telemetry.models import PodStat
+from apps.tenancy.queues import set_gpu_quota
 from tests.factories import ClusterFactory, ModelFactory, RuntimeFactory
 from tests.rollouts.conftest import CANARY
 
@@ -105,8 +106,7 @@ def test_the_stable_side_keeps_its_replicas_until_promotion(canary_service, roll
 def test_the_canary_units_gpus_count_against_the_tenants_quota(canary_service, rolling_out, tenant_a):
     Rollout.objects.filter(pk=rolling_out.pk).update(canary_replicas={"engine": 2})
     assert canary_gpus(tenant_a.pk) == 2  # two canary replicas of one GPU each
-    tenant_a.gpu_quota = 5  # 2 stable + 2 canary GPUs in use: room for one more replica
-    tenant_a.save()
+    set_gpu_quota(tenant_a, 5)  # 2 stable + 2 canary GPUs in use: room for one more replica
     figures(canary_service, {"chat-7d9f-aaaaa": 12, "chat-7d9f-bbbbb": 12, "chat-r2-5c6d-ccccc": 4,
                              "chat-r2-5c6d-ddddd": 4})
     evaluate_service(canary_service.pk)

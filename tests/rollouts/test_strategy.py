@@ -10,6 +10,7 @@ from apps.core.models import AuditEntry
 from apps.serving.actions import save_service
 from apps.serving.models import InferenceService, Revision
 from apps.serving.rendering.spec import PoolSpec
+from apps.tenancy.queues import set_gpu_quota
 from tests.factories import ClusterFactory, ModelFactory, RuntimeFactory
 
 CANARY = {"strategy": "canary", "steps": [{"weight": 5, "min_duration_seconds": 300},
@@ -90,8 +91,7 @@ def test_a_rolling_strategy_takes_no_steps(api, service):
 def test_a_canary_that_cannot_fit_both_revisions_in_the_quota_is_refused_with_the_numbers(api, service, tenant_a):
     # The service needs 8 GPUs at max; a canary runs both revisions, 2 × 8 = 16. With a quota of 12 a rolling
     # update fits (8 ≤ 12) but the canary does not (16 > 12), and the message says how many are free.
-    tenant_a.gpu_quota = 12
-    tenant_a.save()
+    set_gpu_quota(tenant_a, 12)
     response = api("operator_a").patch(url(service), {"rollout": CANARY}, format="json")
     assert response.status_code == 400
     assert response.json()["rollout"] == [
@@ -99,8 +99,7 @@ def test_a_canary_that_cannot_fit_both_revisions_in_the_quota_is_refused_with_th
         "alpha; with 0 used by other services and 12 allowed, only 12 are free. Use the rolling strategy, or lower "
         "the pools' max_replicas."]
     # At 16 both fit exactly.
-    tenant_a.gpu_quota = 16
-    tenant_a.save()
+    set_gpu_quota(tenant_a, 16)
     assert api("operator_a").patch(url(service), {"rollout": CANARY}, format="json").status_code == 200
 
 

@@ -39,8 +39,8 @@ def service():
     return svc
 
 
-def test_spec_from_service_reads_every_related_row_in_three_queries(service, django_assert_num_queries):
-    with django_assert_num_queries(3):  # service with tenant/cluster/model/runtime; pools; adapters
+def test_spec_from_service_reads_every_related_row_in_four_queries(service, django_assert_num_queries):
+    with django_assert_num_queries(4):  # service with tenant/cluster/model/runtime; pools; adapters; tenant queue
         spec = spec_from_service(InferenceService(pk=service.pk))
     assert (spec.tenant, spec.tenant_gpu_quota, spec.name, spec.namespace) == ("acme", 24, "chat", "tenant-acme")
     assert spec.uid == str(service.uid) and spec.generation == service.generation

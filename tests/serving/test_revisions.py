@@ -98,6 +98,9 @@ def test_an_unknown_revision_is_404(api, service, suffix):
 
 @pytest.mark.parametrize(("suffix", "field"), [("revisions/1/diff/", "against"),
                                                ("revisions/1/diff/?against=x", "against"),
+                                               # Arabic-Indic one, and 1 then Arabic-Indic one: int() reads 1, 11.
+                                               ("revisions/1/diff/?against=\u0661", "against"),
+                                               ("revisions/1/diff/?against=1\u0661", "against"),
                                                ("revisions/?diff=1,2", "diff")])
 def test_bad_query_is_400_naming_it(api, service, suffix, field):
     response = api("owner_a").get(url(service, suffix))

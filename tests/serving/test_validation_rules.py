@@ -9,6 +9,7 @@ import pytest
 
 from apps.core.models import AuditEntry
 from apps.serving.models import InferenceService, Pool
+from apps.tenancy.queues import set_gpu_quota
 from tests.factories import AdapterFactory, ClusterFactory, InferenceServiceFactory, ModelFactory, RuntimeFactory
 
 
@@ -140,8 +141,7 @@ def test_the_same_name_in_another_tenant_is_fine(api, catalog, tenant_b, owner_a
 
 
 def test_quota_error_says_requested_used_and_allowed(api, catalog, tenant_a, owner_a):
-    tenant_a.gpu_quota = 10
-    tenant_a.save()
+    set_gpu_quota(tenant_a, 10)
     # Already used: max 3 replicas x 2 GPUs = 6.
     InferenceServiceFactory(
         tenant=tenant_a,
@@ -161,8 +161,7 @@ def test_quota_error_says_requested_used_and_allowed(api, catalog, tenant_a, own
 
 
 def test_quota_counts_multi_node_replicas_by_their_nodes(api, catalog, tenant_a, owner_a):
-    tenant_a.gpu_quota = 16
-    tenant_a.save()
+    set_gpu_quota(tenant_a, 16)
     payload = valid_payload(catalog) | {
         "deployment_mode": "multi_node",
         "engine_settings": {"tensor_parallel_size": 8, "pipeline_parallel_size": 2},

@@ -92,13 +92,14 @@ def test_anonymous_is_401(db):
     assert APIClient().get("/api/v1/tenants/").status_code == 401
 
 
-def test_a_viewer_cannot_change_the_tenant_and_an_owner_cannot_change_its_quota(api, tenant_a, owner_a, viewer_a):
+def test_a_viewer_cannot_change_the_tenant_and_an_owner_cannot_change_its_classes(api, tenant_a, owner_a, viewer_a):
     url = f"/api/v1/tenants/{tenant_a.pk}/"
     assert api("viewer_a").patch(url, {"name": "X"}, format="json").status_code == 403
-    assert api("owner_a").patch(url, {"gpu_quota": 1000}, format="json").status_code == 403
+    for field in ("max_priority_class", "default_priority_class"):
+        assert api("owner_a").patch(url, {field: "production"}, format="json").status_code == 403
     assert api("owner_a").patch(url, {"name": "Alpha Renamed"}, format="json").status_code == 200
     tenant_a.refresh_from_db()
-    assert (tenant_a.name, tenant_a.gpu_quota) == ("Alpha Renamed", 64)
+    assert (tenant_a.name, tenant_a.max_priority_class, tenant_a.default_priority_class) == ("Alpha Renamed", None, None)
 
 
 def test_clusters_are_staff_only(api, owner_a):

@@ -65,6 +65,25 @@ def test_a_bad_row_is_a_400_naming_its_line_and_column_and_stores_nothing(api, o
     assert Trace.objects.count() == 0 and not AuditEntry.objects.filter(content_type__model="trace").exists()
 
 
+@pytest.mark.parametrize(("content", "where"), [
+    # 10,000 brackets: deeper than the interpreter's JSON parser goes.
+    (jsonl(2) + b"\n" + b"[" * 10_000, "line 3: not JSON this parser reads (nested too deeply)"),
+    # A field nested 600 deep parses, and is refused as the wrong type without being quoted back.
+    (jsonl(1) + b"\n" + json.dumps({"timestamp": 1, "prompt_tokens": 10,
+                                    "output_tokens": json.loads("[" * 600 + "]" * 600)}).encode(),
+     "line 2, column output_tokens: an array is not a whole number of tokens"),
+    (jsonl(1) + b'\n{"timestamp": 1e308, "prompt_tokens": 1, "output_tokens": 1}', "line 2, column timestamp: "),
+    (b'{"timestamp": "0001-01-01T00:00:00", "prompt_tokens": 1, "output_tokens": 1}\n'
+     b'{"timestamp": "9999-12-31T00:00:00", "prompt_tokens": 1, "output_tokens": 1}', "line 1, column timestamp: "),
+    (jsonl(2, gap_s=8 * 86400), "line 2, column timestamp: 8.0 days after the first arrival (line 1)"),
+])
+def test_a_nested_or_unbounded_trace_is_a_400_naming_the_line_and_stores_nothing(api, owner_a, content, where):
+    response = upload(api("owner_a"), content)
+    assert response.status_code == 400, response.content
+    assert any(p.startswith(where) for p in response.json()["file"]), response.json()
+    assert Trace.objects.count() == 0
+
+
 def test_an_upload_over_the_size_limit_is_refused(api, owner_a, settings):
     settings.WHATIF_TRACE_MAX_BYTES = 100
     response = upload(api("owner_a"), jsonl(30))  # 30 lines of about 60 bytes
@@ -163,6 +182,29 @@ def test_a_run_over_its_cpu_budget_stops_and_says_so(api, service, trace, settin
     assert execute(run["id"]) == RunStatus.STOPPED
     stopped = Run.objects.get(pk=run["id"])
     assert "over the CPU budget of 0 s" in stopped.message and stopped.result["scenarios"] == []
+
+
+def test_a_run_over_its_wall_clock_budget_stops_and_says_so(api, service, trace, settings):
+    settings.WHATIF_WALL_BUDGET_SECONDS = 0
+    run = api("owner_a").post("/api/v1/whatif/", {"service": service.pk, "trace": trace["id"]}, format="json").json()
+    assert execute(run["id"]) == RunStatus.STOPPED
+    stopped = Run.objects.get(pk=run["id"])
+    assert "over the wall-clock budget of 0 s" in stopped.message and stopped.result["scenarios"] == []
+
+
+def test_a_load_larger_than_a_run_replays_is_refused_at_start_and_fails_a_stored_run(api, service, trace, settings):
+    client = api("owner_a")
+    queued = client.post("/api/v1/whatif/", {"service": service.pk, "trace": trace["id"]}, format="json").json()
+    settings.WHATIF_MAX_REQUESTS = 29  # the trace has 30
+    refused = client.post("/api/v1/whatif/", {"service": service.pk, "trace": trace["id"]}, format="json")
+    assert refused.status_code == 400
+    assert refused.json()["trace"] == ["the load has 30 requests; a run replays at most 29 (WHATIF_MAX_REQUESTS)"]
+    assert Run.objects.count() == 1
+    # A run queued before the limit was lowered fails with the reason, before any replay.
+    assert execute(queued["id"]) == RunStatus.FAILED
+    failed = Run.objects.get(pk=queued["id"])
+    assert failed.message == "the load has 30 requests; a run replays at most 29 (WHATIF_MAX_REQUESTS)"
+    assert failed.result is None
 
 
 @pytest.mark.integration

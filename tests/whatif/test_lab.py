@@ -242,3 +242,27 @@ def test_requests_of_one_prefix_id_share_a_prefix_sized_to_find_the_hits_measure
     shared = by_name(run_whatif(service, same, []))["current"]
     alone = by_name(run_whatif(service, apart, []))["current"]
     assert shared["ttft_p50_s"] < 0.75 * alone["ttft_p50_s"]
+
+
+def test_a_week_of_load_replays_with_its_timeline_thinned_to_a_bounded_size(service):
+    week = 7 * 86400.0
+    result = run_whatif(service, Load("test", [TraceRequest(0.0, 500, 50), TraceRequest(week, 500, 50)]), [])
+    timeline = by_name(result)["current"]["timeline"]
+    # 40,320 periods of 15 s, every 21st kept (the smallest stride leaving at most 2,000 points).
+    assert len(timeline) == 1920
+    assert timeline[0]["t"] == 15.0 and timeline[-1]["t"] >= week - 21 * 15
+
+
+def test_a_load_past_a_week_or_the_request_limit_is_refused_before_any_replay(service, settings):
+    with pytest.raises(LoadError, match=r"the load spans 7\.0 days; a run replays at most 7 days"):
+        run_whatif(service, Load("test", [TraceRequest(0.0, 500, 50), TraceRequest(7 * 86400.0 + 1, 500, 50)]), [])
+    settings.WHATIF_MAX_REQUESTS = 3
+    with pytest.raises(LoadError, match="the load has 4 requests; a run replays at most 3"):
+        run_whatif(service, spaced_load(4, 1.0), [])
+
+
+def test_budgets_are_checked_at_every_arrival_so_a_load_shorter_than_a_period_stops_too(service):
+    # 20 arrivals within 4 s: no 15 s evaluation period ends before the load does.
+    result = run_whatif(service, spaced_load(20, 0.2), [], cpu_budget_s=0)
+    assert result["stopped"].startswith("current: stopped at 0 s of 4 s of load, over the CPU budget of 0 s")
+    assert result["scenarios"] == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
@@ -34,3 +36,22 @@ def test_another_tenants_lab_is_a_404(client, member_b, chat):
     client.force_login(member_b)
     assert client.get(reverse("web:lab", args=["alpha", "chat"])).status_code == 404
     assert client.post(reverse("web:lab", args=["alpha", "chat"]), {}).status_code == 404
+
+
+@pytest.mark.parametrize(("content", "where"), [
+    (b'{"timestamp": 0, "prompt_tokens": 10, "output_tokens": 5}\n' + b"[" * 10_000,
+     "line 2: not JSON this parser reads (nested too deeply)"),
+    (b'{"timestamp": 1e308, "prompt_tokens": 10, "output_tokens": 5}', "line 1, column timestamp: 1e+308 is not from 0"),
+])
+def test_a_nested_or_unbounded_trace_is_refused_beside_the_file_input(client, owner_a, chat, content, where):
+    client.force_login(owner_a)
+    response = client.post(reverse("web:lab-upload", args=["alpha", "chat"]),
+                           {"name": "bad", "format": "jsonl", "file": SimpleUploadedFile("t.jsonl", content)})
+    assert response.status_code == 422
+    html = response.content.decode()
+    # The reason is in the file input's own error list, which the input names as describing it.
+    errors = re.search(r'<ul class="errorlist" id="id_file_error">(.*?)</ul>', html, re.S)
+    assert errors and where in errors[1], html
+    assert re.search(r'<input type="file" name="file"[^>]*aria-invalid="true"[^>]*aria-describedby="[^"]*'
+                     r'id_file_error[^"]*" id="id_file"', html)
+    assert Trace.objects.count() == 0

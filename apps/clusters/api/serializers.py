@@ -40,6 +40,7 @@ class ClusterSerializer(ValidatedModelSerializer):
             "in_cluster",
             "insecure_simulator",
             "has_gateway",
+            "kueue_installed",
             "prometheus_url",
             "api_server_cidrs",
             "model_egress_cidrs",

@@ -13,6 +13,8 @@ from rest_framework.views import exception_handler as drf_handler
 from apps.core.api.parsers import RequestTooLarge
 
 UNIQUE_CODES = frozenset({"unique", "unique_together"})
+# A name clash, or a removal refused because the object is in use: the request conflicts with the current state.
+CONFLICT_CODES = UNIQUE_CODES | {"in_use"}
 
 
 class Conflict(APIException):
@@ -36,9 +38,10 @@ def _codes(error: DjangoValidationError) -> set[str]:
 
 
 def api_error(error: DjangoValidationError) -> APIException:
-    """A 409 when the only problem is a name clash, otherwise a 400 with the same field errors."""
+    """A 409 when the only problem is a name clash or an object in use, otherwise a 400 with the same field
+    errors."""
     detail = get_error_detail(error)
-    if _codes(error) <= UNIQUE_CODES:
+    if _codes(error) <= CONFLICT_CODES:
         conflict = Conflict(detail)
         conflict.detail = detail
         return conflict

@@ -3,7 +3,8 @@
 A query parameter that is neither a declared filter nor a pagination, ordering, search or format
 parameter answers 400 naming it: a misspelt filter must never quietly return the unfiltered list (a
 script taking `results[0]` would act on the wrong object). A malformed filter value is a 400 as well
-(django-filter's validation; booleans accept only true/false, see StrictBooleanFilter), and a search term
+(django-filter's validation; booleans accept only true/false, see StrictBooleanFilter; ids only ASCII digits,
+see AsciiIdFilter), and a search term
 with a NUL character (which PostgreSQL text cannot hold) too. drf-spectacular documents the declared
 filters from the FilterSet.
 """
@@ -17,6 +18,8 @@ from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework import filters, serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.settings import api_settings
+
+from apps.core.ids import ascii_int
 
 
 class SearchFilter(filters.SearchFilter):
@@ -66,12 +69,48 @@ class StrictBooleanFilter(django_filters.BooleanFilter):
     field_class = _StrictBooleanField
 
 
+NOT_ASCII_ID = "Write the id in digits 0-9."
+
+
+class _AsciiIdField(django_filters.fields.ModelChoiceField):
+    """An object named by its id in ASCII digits (`apps.core.ids`): `?service=١` is an error, not object 1."""
+
+    def to_python(self, value):
+        by_pk = self.to_field_name in (None, self.queryset.model._meta.pk.name)
+        if value not in self.empty_values and by_pk and ascii_int(value) is None:
+            raise forms.ValidationError(NOT_ASCII_ID, code="invalid_choice")
+        return super().to_python(value)
+
+
+class AsciiIdFilter(django_filters.ModelChoiceFilter):
+    field_class = _AsciiIdField
+
+
+class _IdNumberField(forms.IntegerField):
+    def to_python(self, value):
+        if value not in self.empty_values and ascii_int(value) is None:
+            raise forms.ValidationError(NOT_ASCII_ID, code="invalid")
+        return super().to_python(value)
+
+
+class IdFilter(django_filters.NumberFilter):
+    """A filter on an id column (`model_id`) in ASCII digits; NumberFilter's Decimal reads `١` as 1."""
+
+    field_class = _IdNumberField
+
+
+def _related(kind) -> dict:
+    return {**django_filters.FilterSet.FILTER_DEFAULTS[kind], "filter_class": AsciiIdFilter}
+
+
 class StrictFilterSet(django_filters.FilterSet):
-    """The base of every filter set: boolean fields filter with StrictBooleanFilter."""
+    """The base of every filter set: boolean fields filter with StrictBooleanFilter, related objects by ASCII ids."""
 
     FILTER_DEFAULTS = {
         **django_filters.FilterSet.FILTER_DEFAULTS,
         models.BooleanField: {"filter_class": StrictBooleanFilter},
+        models.ForeignKey: _related(models.ForeignKey),
+        models.OneToOneField: _related(models.OneToOneField),
     }
 
 

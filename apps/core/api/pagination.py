@@ -18,10 +18,12 @@ from types import SimpleNamespace
 from django.core.exceptions import FieldDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Q
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
+
+from apps.core.ids import ascii_int
 
 
 class StandardPagination(PageNumberPagination):
@@ -38,9 +40,16 @@ class StandardPagination(PageNumberPagination):
     def get_page_size(self, request):
         """`page_size` between 1 and 500 (larger is capped); anything else is a 400, not silently ignored."""
         raw = request.query_params.get(self.page_size_query_param)
-        if raw and not (raw.isascii() and raw.isdigit() and int(raw) >= 1):
+        if raw and not (ascii_int(raw) or 0) >= 1:
             raise ValidationError({self.page_size_query_param: [f"A whole number from 1 to {self.max_page_size}."]})
         return super().get_page_size(request)
+
+    def get_page_number(self, request, paginator):
+        """`?page=` in ASCII digits (or `last`): Django's paginator would read `١` as page 1."""
+        number = super().get_page_number(request, paginator)
+        if number in self.last_page_strings or ascii_int(number) is not None:
+            return number
+        raise NotFound("Invalid page: write the page number in digits 0-9.")
 
     def paginate_queryset(self, queryset, request, view=None):
         self.cursor_mode = self.cursor_query_param in request.query_params

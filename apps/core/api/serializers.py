@@ -12,7 +12,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.validators import UniqueTogetherValidator, UniqueValidator
 
-from apps.core.access import CHANGE, allowed
+from apps.core.access import CHANGE, allowed, refusal
 from apps.core.api.exceptions import api_error
 
 
@@ -119,7 +119,7 @@ class ValidatedModelSerializer(RefusesNul, serializers.ModelSerializer):
     def check_write_permission(self, instance) -> None:
         request = self.context.get("request")
         if request is not None and not allowed(request.user, instance, CHANGE):
-            raise PermissionDenied("Your role does not allow this change.")
+            raise PermissionDenied(refusal(request.user, instance))
 
     def full_clean(self, instance) -> None:
         try:

@@ -13,10 +13,11 @@ from apps.core.api.pagination import StandardPagination
 from apps.core.api.permissions import ObjectWritePermission
 from apps.core.audit import record_change, snapshot
 from apps.core.choices import AuditAction, AuditVia
+from apps.core.ids import ASCII_DIGITS
 
-# URL keys in ASCII digits only (`[0-9]` in Python's re is ASCII; `\d` and int() are not), so `1١` is a 404,
-# not object 11. Every viewset routed by primary key sets it.
-ASCII_PK = "[0-9]+"
+# URL keys in ASCII digits only (apps.core.ids), so `1١` is a 404, not object 11. Every viewset routed by
+# primary key sets it.
+ASCII_PK = ASCII_DIGITS
 
 
 class ScopedModelViewSet(viewsets.ModelViewSet):

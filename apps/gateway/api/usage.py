@@ -47,6 +47,7 @@ class UsageRowSerializer(serializers.Serializer):
     service_id = serializers.IntegerField(allow_null=True)
     service = serializers.CharField(allow_null=True, help_text="The service's name; null once it is deleted.")
     model = serializers.CharField()
+    batch = serializers.BooleanField(help_text="Lines of batches (/v1/batches); false: interactive requests.")
     requests = serializers.IntegerField()
     errors = serializers.IntegerField(help_text="Answers of 500 and above.")
     rate_limited = serializers.IntegerField(help_text="Answers of 429.")

@@ -15,7 +15,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.core.access import CHANGE, allowed
+from apps.core.access import CHANGE, allowed, refusal
 from apps.core.api.exceptions import Conflict
 from apps.core.choices import AuditVia
 from apps.rollouts.actions import InvalidRolloutState, act
@@ -53,7 +53,7 @@ class RolloutActionView(APIView):
         """Pause, resume, promote now or abort the service's running rollout (audited)."""
         service = _service(request, pk)
         if not allowed(request.user, service, CHANGE):
-            raise PermissionDenied("Your role does not allow changes here (viewers read only).")
+            raise PermissionDenied(refusal(request.user, service))
         try:
             rollout = act(service, action, actor=request.user, via=AuditVia.API)
         except InvalidRolloutState as exc:

@@ -23,7 +23,7 @@ from django.conf import settings
 from django.contrib.postgres.expressions import ArraySubquery
 from django.db import connection, models
 from django.db.models import CharField, F, Func, IntegerField, Lookup, OuterRef, TextField, Value
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 from rest_framework import ISO_8601, serializers
 from rest_framework.fields import DateTimeField
@@ -31,12 +31,13 @@ from rest_framework.settings import api_settings
 
 from apps.catalog.engines import EngineSettings, EngineSettingsError
 from apps.catalog.models import Adapter, Model
+from apps.serving.admission import admission_summary
 from apps.serving.api.serializers import InferenceServiceSerializer, PoolSerializer
 from apps.serving.capacity import draft_of, spec_warnings
 from apps.serving.disclosure import conditions_for
 from apps.serving.models import POOL_SPEC_FIELDS, InferenceService, Pool
 from apps.serving.rendering.spec import PoolSpec
-from apps.tenancy.models import Tenant
+from apps.tenancy.models import PriorityClass, Tenant
 
 FIELDS = tuple(InferenceServiceSerializer.Meta.fields)
 POOL_FIELDS = tuple(PoolSerializer.Meta.fields)
@@ -74,7 +75,7 @@ def service_rows(ids: list[int], user) -> list[dict]:
     rows = {row[0]: row for row in (_ROWS_UTC if in_sql else _ROWS).run(ids)}
     catalog = Model.objects.filter(_in("pk", list({row[MODEL] for row in rows.values()})))
     warnings = _Warnings({model.pk: model for model in catalog.order_by()})
-    items = []
+    items, platform_class = [], functools.cache(PriorityClass.objects.platform_default)
     for pk in ids:
         row = rows.get(pk)
         if row is None:  # deleted between choosing the page and reading it
@@ -85,6 +86,9 @@ def service_rows(ids: list[int], user) -> list[dict]:
         item["conditions"] = conditions_for(user, item["conditions"])
         item["pools"] = pools.get(pk, [])
         item["warnings"] = warnings.of(item, row[-1])
+        item["admission"] = admission_summary(item["admission"])
+        if item["priority_class"] is None:
+            item["priority_class"] = getattr(platform_class(), "name", None)
         items.append(item)
     return items
 
@@ -97,6 +101,8 @@ def _columns(in_sql: bool) -> tuple:
         *(_through(name) for name in Adapter._meta.ordering), "adapter_id").values("adapter_id")
     special = {
         **{name: F(column) for name, column in RELATED.items()},
+        # The service's class, else its tenant's default; the platform default is filled in after the query.
+        "priority_class": Coalesce(F("priority_class__name"), F("tenant__default_priority_class__name")),
         "adapters": ArraySubquery(adapters),
         "uid": Cast("uid", TextField()),
         **{name: _UtcText(name) if in_sql else F(name) for name in DATETIME_FIELDS},

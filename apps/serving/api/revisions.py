@@ -18,6 +18,7 @@ from rest_framework.response import Response
 
 from apps.core.api.exceptions import Conflict, api_error
 from apps.core.choices import AuditVia
+from apps.core.ids import ascii_int
 from apps.serving.actions import ServiceDeleting, rollback
 from apps.serving.models import Revision
 from apps.serving.revisions import RollbackRefused, changes, number_of
@@ -93,7 +94,7 @@ class RevisionActions:
         if unknown:
             raise ValidationError({k: ["Unknown query parameter; diff takes against."] for k in sorted(unknown)})
         against = request.query_params.get("against", "")
-        if not against.isdigit():
+        if ascii_int(against) is None:
             raise ValidationError({"against": ["A revision number is required (e.g. ?against=1)."]})
         service = self.get_object()
         new, old = self._revision(service, number), self._revision(service, against)

@@ -11,13 +11,14 @@ from apps.core.api.exceptions import api_error
 from apps.core.api.serializers import AsciiPrimaryKeyRelatedField, PrimaryKeyListField, ValidatedModelSerializer
 from apps.core.choices import AuditVia
 from apps.serving.actions import save_service
+from apps.serving.admission import admission_summary
 from apps.serving.capacity import service_warnings
 from apps.serving.choices import PoolRole
 from apps.serving.disclosure import conditions_for
 from apps.serving.models import EDITABLE_FIELDS, POOL_SPEC_FIELDS, STATUS_FIELDS, InferenceService, Pool
 from apps.serving.rendering.spec import PoolSpec
 from apps.serving.validation import MAX_ADAPTERS
-from apps.tenancy.models import Tenant
+from apps.tenancy.models import PriorityClass, Tenant
 
 
 class PoolSerializer(serializers.ModelSerializer):
@@ -40,13 +41,20 @@ class InferenceServiceSerializer(ValidatedModelSerializer):
     runtime = AsciiPrimaryKeyRelatedField(queryset=Runtime.objects.all())
     adapters = PrimaryKeyListField(queryset=Adapter.objects.all(), max_length=MAX_ADAPTERS, required=False)
     pools = PoolSerializer(many=True)
+    priority_class = serializers.SlugRelatedField(
+        slug_field="name", queryset=PriorityClass.objects.all(), required=False, allow_null=True,
+        help_text="The class the service runs at (at most the tenant's highest); null: the tenant's default. "
+                  "Read back as the class it runs at.")
+    admission = serializers.SerializerMethodField(
+        help_text="Where the replicas stand with the tenant's queue: state admitted | waiting | preempted, and "
+                  "the reason in words.")
     version = serializers.IntegerField(
         required=False, min_value=1, help_text="The version you read; a stale one gets 409."
     )
     warnings = serializers.SerializerMethodField(
         help_text="Capacity warnings: low KV-cache headroom, or a spec admitted earlier that no longer fits."
     )
-    unscoped_related_fields = ("cluster",)
+    unscoped_related_fields = ("cluster", "priority_class")
 
     def get_fields(self):
         fields = super().get_fields()
@@ -60,14 +68,19 @@ class InferenceServiceSerializer(ValidatedModelSerializer):
     class Meta:
         model = InferenceService
         fields = ["id", *EDITABLE_FIELDS, "pools", "version", *STATUS_FIELDS, "warnings"]
-        read_only_fields = STATUS_FIELDS
+        read_only_fields = [name for name in STATUS_FIELDS if name != "admission"]
 
     def to_representation(self, instance):
         data = super().to_representation(instance)
         request = self.context.get("request")
         if request is not None:
             data["conditions"] = conditions_for(request.user, data.get("conditions"))
+        running = instance.tenant.priority_class_for(instance.priority_class) if instance.tenant_id else None
+        data["priority_class"] = running.name if running else None
         return data
+
+    def get_admission(self, instance) -> dict:
+        return admission_summary(instance.admission)
 
     def get_warnings(self, instance) -> list[str]:
         return service_warnings(instance) if instance.pk else []

@@ -11,6 +11,7 @@ from apps.catalog.engines import get_adapter
 from apps.serving.names import SERVICE_UID_LABEL, TENANT_LABEL, tenant_namespace
 from apps.serving.rendering.extras import autoscaling_objects, model_cache_claim, tenant_objects
 from apps.serving.rendering.gateway import gateway_objects
+from apps.serving.rendering.kueue import KUEUE_KINDS, kueue_objects
 from apps.serving.rendering.pods import needs_cache
 from apps.serving.rendering.routers import ROUTER_PORT, RenderError, needs_router, router_objects, supported_routing
 from apps.serving.rendering.spec import (
@@ -26,8 +27,8 @@ from apps.serving.rendering.workloads import engine_objects
 
 # Apply order: what others refer to comes first (namespace, quota, storage, RBAC, then workloads).
 KIND_ORDER = (
-    "Namespace", "ResourceQuota", "NetworkPolicy", "PersistentVolumeClaim", "ConfigMap", "ServiceAccount", "Role",
-    "RoleBinding",
+    "Namespace", *KUEUE_KINDS, "ResourceQuota", "NetworkPolicy", "PersistentVolumeClaim", "ConfigMap",
+    "ServiceAccount", "Role", "RoleBinding",
     "Deployment", "LeaderWorkerSet", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler",
     "ScaledObject", "InferencePool", "HTTPRoute",
 )
@@ -42,6 +43,8 @@ def render_service(spec: ServiceSpec) -> list[dict]:
     has_router = needs_router(spec)
     objects = tenant_objects(spec.tenant, spec.namespace, spec.tenant_gpu_quota, spec.api_server_cidrs,
                              spec.model_egress_cidrs)
+    if spec.kueue is not None:
+        objects += kueue_objects(spec.kueue, spec.tenant, spec.namespace)
     if needs_cache(spec):
         objects.append(model_cache_claim(spec))
     objects += engine_objects(spec, has_router)

@@ -370,6 +370,8 @@ def engine_pod_template(spec: ServiceSpec, pool: PoolSpec, role: PodRole) -> dic
         "tolerations": [{"key": gpu.resource, "operator": "Exists", "effect": "NoSchedule"}],
         "terminationGracePeriodSeconds": 60,
     }
+    if spec.kueue is not None and spec.kueue.running is not None:
+        pod_spec["priorityClassName"] = spec.kueue.running.name  # the pod PriorityClass of rendering/kueue.py
     inits = init_containers(spec)
     if inits:
         pod_spec["initContainers"] = inits

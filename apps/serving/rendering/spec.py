@@ -15,6 +15,7 @@ from apps.catalog.engines import EngineSettings
 from apps.serving.choices import GpuType
 from apps.serving.models import InferenceService
 from apps.serving.names import tenant_namespace
+from apps.serving.rendering.kueue import ClassSpec, FlavorQuota, KueueSpec
 
 MODES = ("standard", "pd_disaggregated", "multi_node", "serverless")
 ROUTING_POLICIES = ("round_robin", "session", "prefix_aware", "kv_aware", "cache_aware")
@@ -131,6 +132,8 @@ class ServiceSpec:
     unit_revision: int | None = None
     # During a canary rollout: the new revision's unit rendered beside this (stable) one, and its share.
     canary: CanarySpec | None = None
+    # On a cluster with Kueue: the tenant's queue and the classes (rendering/kueue.py); None without Kueue.
+    kueue: KueueSpec | None = None
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -200,7 +203,7 @@ def spec_from_revision(service, revision_spec: dict) -> ServiceSpec:
 def _spec(service, model, runtime, adapters: list, pools: list) -> ServiceSpec:
     return ServiceSpec(
         tenant=service.tenant.slug,
-        tenant_gpu_quota=service.tenant.gpu_quota,
+        tenant_gpu_quota=_gpu_ceiling(service),
         name=service.name,
         uid=str(service.uid),
         namespace=tenant_namespace(service.tenant.slug),
@@ -228,7 +231,36 @@ def _spec(service, model, runtime, adapters: list, pools: list) -> ServiceSpec:
         has_gateway=service.cluster.has_gateway,
         api_server_cidrs=tuple(service.cluster.api_server_cidrs or ()),
         model_egress_cidrs=tuple(service.cluster.model_egress_cidrs or ()),
+        kueue=kueue_spec(service) if service.cluster.kueue_installed else None,
     )
+
+
+def kueue_spec(service) -> KueueSpec | None:
+    """The tenant's queue on the service's cluster as Kueue objects say it (None: no queue, nothing to queue in).
+    An entry for any GPU type ("*") becomes a flavor of every GPU type without its own entry."""
+    from apps.serving.quota import queue_for
+    from apps.tenancy.choices import ANY_GPU_TYPE
+    from apps.tenancy.models import PriorityClass
+
+    queue = queue_for(service.tenant_id, service.cluster_id)
+    if queue is None:
+        return None
+    types = [t for t in GpuType.values if t in queue.nominal or ANY_GPU_TYPE in queue.nominal]
+    flavors = tuple(FlavorQuota(t, queue.nominal_of(queue.bucket(t)), queue.borrowing_limit.get(queue.bucket(t)),
+                                queue.lending_limit.get(queue.bucket(t))) for t in types)
+    classes = tuple(ClassSpec(c.name, c.value, c.preemption_policy, c.description) for c in PriorityClass.objects.all())
+    running = service.tenant.priority_class_for(service.priority_class)
+    running = next((c for c in classes if running and c.name == running.name), None)
+    return KueueSpec(queue=service.tenant.slug, cohort=queue.cohort_name(service.cluster), flavors=flavors,
+                     weight=float(queue.weight), running=running, classes=classes)
+
+
+def _gpu_ceiling(service) -> int:
+    """The namespace's ResourceQuota on requested GPUs: the most the tenant's queue there may ever hold."""
+    from apps.serving.quota import queue_for
+
+    queue = queue_for(service.tenant_id, service.cluster_id)
+    return 0 if queue is None else queue.total_ceiling()
 
 
 def _model_spec(model) -> ModelSpec:

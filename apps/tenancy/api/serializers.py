@@ -8,23 +8,37 @@ from rest_framework.exceptions import PermissionDenied
 
 from apps.core.access import is_platform_staff, token_tenant_id
 from apps.core.api.serializers import ValidatedModelSerializer
-from apps.tenancy.models import NO_SUCH_USER, ApiToken, Membership, Tenant, addable_users
+from apps.tenancy.models import NO_SUCH_USER, ApiToken, Membership, PriorityClass, Tenant, addable_users
+
+
+# Named by the API; their choices are the whole catalog (class names are no secret), and only staff set them.
+def class_field(help_text: str):
+    return serializers.SlugRelatedField(slug_field="name", queryset=PriorityClass.objects.all(), required=False,
+                                        allow_null=True, help_text=help_text)
 
 
 class TenantSerializer(ValidatedModelSerializer):
+    max_priority_class = class_field("The highest class the tenant's services may run at (staff set it); "
+                                     "null: any class.")
+    default_priority_class = class_field("The class of services that name none (staff set it); null: the "
+                                         "platform default.")
     create_only_fields = ("slug",)
+    unscoped_related_fields = ("max_priority_class", "default_priority_class")
+    STAFF_FIELDS = ("max_priority_class_id", "default_priority_class_id")
 
     class Meta:
         model = Tenant
-        fields = ["id", "slug", "name", "description", "gpu_quota", "created", "updated"]
+        fields = ["id", "slug", "name", "description", "max_priority_class", "default_priority_class", "created",
+                  "updated"]
         read_only_fields = ["created", "updated"]
 
     def check_write_permission(self, instance) -> None:
         super().check_write_permission(instance)
         user = self.context["request"].user
-        quota_changed = self.instance is None or instance.gpu_quota != self.instance.gpu_quota
-        if quota_changed and not is_platform_staff(user):
-            raise PermissionDenied("Only platform staff set GPU quotas.")
+        changed = self.instance is None or any(
+            getattr(instance, f) != getattr(self.instance, f) for f in self.STAFF_FIELDS)
+        if changed and not is_platform_staff(user):
+            raise PermissionDenied("Only platform staff set a tenant's priority classes and GPU quota.")
 
 
 class MembershipSerializer(ValidatedModelSerializer):

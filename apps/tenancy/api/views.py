@@ -20,7 +20,7 @@ class TenantViewSet(ScopedModelViewSet):
     queryset = Tenant.objects.all()
     serializer_class = TenantSerializer
     search_fields = ["slug", "name"]
-    ordering_fields = ["slug", "name", "gpu_quota", "created"]
+    ordering_fields = ["slug", "name", "created"]
     filterset_fields = ["slug"]
 
 

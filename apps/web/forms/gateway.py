@@ -14,6 +14,9 @@ from apps.gateway.models import InferenceKey
 from apps.serving.models import InferenceService
 from apps.web.forms import PlainLabels
 from apps.web.forms.tenancy import EXPIRY_DAYS, max_token_days
+from gateway.batch_lines import checked_file
+from gateway.batch_vocab import MAX_FILE_BYTES, MAX_FILE_LINES
+from gateway.validation import ENDPOINTS, Invalid
 
 
 class InferenceKeyForm(PlainLabels, forms.ModelForm):
@@ -49,3 +52,33 @@ class InferenceKeyForm(PlainLabels, forms.ModelForm):
             self.instance.issued_at = timezone.now()
             self.instance.expires_at = self.instance.issued_at + timedelta(days=data["expires_days"])
         return data
+
+
+class BatchForm(PlainLabels, forms.Form):
+    """A batch started from the portal: a JSONL file of requests run as one of the tenant's keys. The file's
+    rules are the gateway's (gateway.batch_lines.checked_file), so both doors refuse the same files."""
+
+    key = forms.ModelChoiceField(queryset=InferenceKey.objects.none(), label="Run as key", empty_label=None,
+                                 help_text="Each line is metered to this key and bound by its limits.")
+    endpoint = forms.ChoiceField(choices=[(e, e) for e in ENDPOINTS], initial="/v1/chat/completions")
+    file = forms.FileField(label="Requests (JSONL)", help_text=(
+        f"One request a line: custom_id, method POST, url (the endpoint) and body; at most "
+        f"{MAX_FILE_LINES:,} lines and {MAX_FILE_BYTES // 2**20} MiB."))
+
+    def __init__(self, *args, tenant, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["key"].queryset = InferenceKey.objects.filter(
+            tenant=tenant, revoked_at__isnull=True, expires_at__gt=timezone.now()).order_by("name")
+        self.fields["file"].widget.attrs["accept"] = ".jsonl,application/jsonl,application/x-ndjson"
+
+    def clean_file(self):
+        upload = self.cleaned_data["file"]
+        if upload.size > MAX_FILE_BYTES:  # before reading it into memory
+            raise forms.ValidationError(f"A file may hold at most {MAX_FILE_BYTES} bytes.", code="too_large")
+        content = upload.read()
+        try:
+            self.lines = checked_file(content)
+        except Invalid as exc:
+            raise forms.ValidationError(exc.message, code="invalid") from exc
+        self.content = content
+        return upload

@@ -10,6 +10,7 @@ import re
 
 from django import forms
 
+from apps.core.ids import ascii_int
 from apps.serving.choices import RolloutStrategy
 from apps.serving.rollout_spec import STEP_DEFAULTS, default_rollout, is_canary
 
@@ -38,9 +39,10 @@ class RolloutFields(forms.Form):
         if not text:
             return None
         parts = [p for p in re.split(r"[,\s]+", text) if p]
-        if not all(p.isdigit() for p in parts):
+        weights = [ascii_int(p) for p in parts]
+        if None in weights:
             raise forms.ValidationError("Write whole percentages separated by commas, e.g. 5, 25, 50, 100.")
-        return [int(p) for p in parts]
+        return weights
 
     def rollout(self, stored: dict | None = None) -> dict:
         """The strategy the form describes; what it has no input for (per-step analysis, min_requests, …)

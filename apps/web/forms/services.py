@@ -19,6 +19,7 @@ from apps.serving.autoscaling_spec import TARGETS, WINDOWS, merged_policy
 from apps.serving.choices import MODE_POOL_ROLES, Autoscaler, GpuType, PoolRole, RoutingPolicy
 from apps.serving.models import POOL_SPEC_FIELDS, InferenceService
 from apps.serving.rendering.spec import PoolSpec
+from apps.tenancy.models import PriorityClass
 from apps.web.forms import PlainLabels
 from apps.web.forms.rollout import RolloutFields, rollout_initial, rollout_input
 
@@ -58,6 +59,9 @@ class ServiceForm(RolloutFields, PlainLabels, forms.Form):
 
     name = forms.CharField(max_length=40, help_text="Lower case letters, digits and dashes; unique in the tenant.")
     cluster = forms.ModelChoiceField(Cluster.objects.all(), to_field_name="name", empty_label=None)
+    priority_class = forms.ModelChoiceField(
+        PriorityClass.objects.all(), to_field_name="name", required=False, label="Priority class",
+        help_text="Higher classes are admitted first and may preempt lower ones to take back their quota.")
     model = forms.ModelChoiceField(Model.objects.none(), help_text="Platform-wide or your tenant's own models.")
     runtime = forms.ModelChoiceField(Runtime.objects.none())
     adapters = forms.ModelMultipleChoiceField(Adapter.objects.none(), required=False,
@@ -108,6 +112,13 @@ class ServiceForm(RolloutFields, PlainLabels, forms.Form):
             clusters = Cluster.objects.filter(Q(pk__in=clusters.values("pk")) | Q(pk=instance.cluster_id))
         self.fields["cluster"].queryset = clusters.order_by("name")
         self.fields["model"].queryset = Model.objects.usable_by_tenant(tenant.pk)
+        # The classes up to the tenant's highest (and an edited service's own); validation has the last word.
+        classes = PriorityClass.objects.usable_by_tenant(tenant)
+        if instance is not None and instance.priority_class_id:
+            classes = PriorityClass.objects.filter(Q(pk__in=classes.values("pk")) | Q(pk=instance.priority_class_id))
+        self.fields["priority_class"].queryset = classes
+        default = tenant.priority_class_for(None)
+        self.fields["priority_class"].empty_label = f"Tenant default ({default.name})" if default else "None"
         self.fields["runtime"].queryset = Runtime.objects.usable_by_tenant(tenant.pk)
         self.fields["adapters"].queryset = Adapter.objects.usable_by_tenant(tenant.pk).select_related("base_model")
         if instance is not None:
@@ -144,6 +155,7 @@ class ServiceForm(RolloutFields, PlainLabels, forms.Form):
             tenant=self.tenant, name=self.cleaned_data["name"])
         data = self.cleaned_data
         service.cluster, service.model, service.runtime = data["cluster"], data["model"], data["runtime"]
+        service.priority_class = data.get("priority_class")
         service.deployment_mode, service.routing_policy = data["deployment_mode"], data["routing_policy"]
         service.engine_settings = self.engine_settings()
         service.autoscaling = self.autoscaling(service.autoscaling if self.instance else None)
@@ -217,7 +229,7 @@ def initial_from(service: InferenceService) -> dict:
         "name": service.name, "cluster": service.cluster, "model": service.model_id, "runtime": service.runtime_id,
         "adapters": list(service.adapters.values_list("pk", flat=True)), "deployment_mode": service.deployment_mode,
         "routing_policy": service.routing_policy, "version": service.version,
-        "pipeline_parallel_size": 1,
+        "pipeline_parallel_size": 1, "priority_class": service.priority_class,
     }
     for name in ENGINE_FIELDS:
         if name in settings:

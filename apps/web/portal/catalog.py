@@ -79,11 +79,16 @@ def _as_initial(data, form_class) -> dict:
 
 
 @tenant_page(WRITE)
-@require_http_methods(["POST"])
+@require_http_methods(["GET", "POST"])
 def catalog_delete(request, tenant, kind: str, pk: int):
-    """Delete a private entry; one still used by a service or adapter is refused with the reason."""
+    """GET asks (a page with Delete and Cancel: no script, so the CSP has nothing to block); POST deletes the
+    private entry, and one still used by a service or adapter is refused with the reason."""
     _, model = _kind(kind)
     entry = get_object_or_404(model.objects.filter(tenant=tenant), pk=pk)
+    if request.method == "GET":
+        return render(request, "portal/catalog_delete.html", {
+            "tenant": tenant, "kind": kind, "title": TITLES[kind], "entry": entry,
+            "noun": model._meta.verbose_name})
     try:
         with transaction.atomic():
             record_change(actor=request.user, obj=entry, action=AuditAction.DELETE, via=AuditVia.PORTAL,

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_http_methods
 
 from apps.core.audit import record_change
 from apps.core.choices import AuditAction, AuditVia
+from apps.core.ids import ascii_int
 from apps.gateway.keys import revoke_key, rotate_key
 from apps.gateway.models import InferenceKey
 from apps.gateway.rollup import hour_start
@@ -99,7 +100,7 @@ def _query(request, tenant) -> tuple[str, UsageQuery]:
     end = hour_start(timezone.now()) + timedelta(hours=1)
     key = request.GET.get("key", "")
     return chosen, UsageQuery(start=end - span, end=end, granularity=granularity, tenant=tenant.slug,
-                              key=int(key) if key.isdigit() else None, model=request.GET.get("model") or None)
+                              key=ascii_int(key), model=request.GET.get("model") or None)
 
 
 def _key_name(row) -> str:
@@ -137,6 +138,7 @@ def usage_page(request, tenant):
     context = {"tenant": tenant, "ranges": list(RANGES), "range": chosen, "query": query,
                "chart": _chart(rows, ttft_by_hour(request.user, query)),
                "by_key": _totals(rows, _key_name), "by_model": _totals(rows, lambda r: r["model"]),
+               "by_kind": _totals(rows, lambda r: "batch" if r["batch"] else "interactive"),
                "keys": [k for k in _keys(request, tenant) if k.monthly_token_budget or k.month_used],
                "all_keys": InferenceKey.objects.restrict(request.user).filter(tenant=tenant).order_by("name"),
                "models": sorted({r["model"] for r in rows} | ({query.model} if query.model else set()))}

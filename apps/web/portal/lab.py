@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from apps.core.choices import AuditVia
+from apps.core.ids import ascii_int
 from apps.serving.actions import ServiceDeleting
 from apps.web.forms.lab import LoadForm, TraceUploadForm, alternative_forms, attach_problems
 from apps.web.htmx import is_fragment
@@ -71,9 +72,9 @@ def run_context(run: Run | None) -> dict:
 
 def _selected(request, service) -> Run | None:
     runs = Run.objects.filter(service=service)
-    chosen = request.GET.get("run", "")
-    if chosen.isascii() and chosen.isdigit():
-        return runs.filter(pk=int(chosen)).first()
+    chosen = ascii_int(request.GET.get("run"))
+    if chosen is not None:
+        return runs.filter(pk=chosen).first()
     return runs.order_by("-created").first()
 
 

@@ -14,6 +14,7 @@ from django.utils.dateparse import parse_date
 from apps.core.models import AuditEntry
 from apps.gateway.drift import warnings
 from apps.serving.models import InferenceService
+from apps.serving.queue_usage import tenant_rows
 from apps.telemetry.usage import gpu_hours, gpus_by_type
 from apps.tenancy.models import Tenant
 from apps.web.htmx import render_page
@@ -31,6 +32,8 @@ def overview(request, tenant):
     context = {
         "tenant": tenant, "services": services, "gpus": gpus,
         "gpus_at_max": sum(g["at_max"] for g in gpus), "gpus_ready": sum(g["ready"] for g in gpus),
+        "gpu_quota": sum(queue.total_ceiling() for queue in tenant.queues.all()),
+        "queue_rows": tenant_rows(tenant),
         "gpu_hours_day": gpu_hours(tenant.pk, now - timedelta(hours=24)),
         "gpu_hours_week": gpu_hours(tenant.pk, now - timedelta(days=7)),
         "decisions": tenant_decisions(tenant),

@@ -51,7 +51,8 @@ def stream(request, tenant, name: str):
         events = stream_prompt(service, prompt, request.POST.get("inference_key", ""))
         first = next(events)  # errors before anything was sent surface as a 422 with the reason
     except PlaygroundError as exc:
-        return JsonResponse({"event": "error", "message": str(exc)}, status=422)
+        # `field`: the form field the message belongs beside (the page shows it there).
+        return JsonResponse({"event": "error", "message": str(exc), "field": exc.field}, status=422)
 
     def lines():
         yield json.dumps(first) + "\n"

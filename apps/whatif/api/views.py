@@ -12,7 +12,7 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
-from apps.core.access import CHANGE, allowed
+from apps.core.access import CHANGE, allowed, refusal
 from apps.core.api.exceptions import Conflict, api_error
 from apps.core.api.pagination import StandardPagination
 from apps.core.api.permissions import ObjectWritePermission
@@ -38,7 +38,7 @@ from apps.whatif.runs import cancel_run, start_run, upload_trace
 
 def _may_change(request, obj) -> None:
     if not allowed(request.user, obj, CHANGE):
-        raise PermissionDenied("Your role does not allow this (viewers read only).")
+        raise PermissionDenied(refusal(request.user, obj))
 
 
 class RunViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
@@ -124,7 +124,7 @@ class TraceViewSet(ScopedModelViewSet):
         data = upload.validated_data
         tenant = data["tenant"]
         if not allowed(request.user, Trace(tenant=tenant), CHANGE):
-            raise PermissionDenied("Your role does not allow uploading traces for this tenant.")
+            raise PermissionDenied(refusal(request.user, Trace(tenant=tenant)))
         try:
             # One byte past the limit is enough to refuse an upload that is too large.
             content = data["file"].read(settings.WHATIF_TRACE_MAX_BYTES + 1)

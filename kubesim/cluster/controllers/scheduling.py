@@ -2,7 +2,8 @@
 
 Usage per node is kept incrementally from the pod informer plus the placements made but not yet seen
 back, so a placement costs one pass over the nodes. LeaderWorkerSet groups (pods sharing the
-`leaderworkerset.sigs.k8s.io/group-key` label) are placed all or nothing once every member exists.
+`leaderworkerset.sigs.k8s.io/group-key` label) are placed all or nothing once every member exists and none is
+held by a scheduling gate (Kueue's, until the group is admitted).
 Unschedulable pods are retried when capacity frees up or nodes change.
 """
 
@@ -19,6 +20,7 @@ from kubesim.cluster.placement import FitError, NodeUsage, PlacedPod, place, pla
 COMPONENT = "default-scheduler"
 GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
 GROUP_SIZE = "leaderworkerset.sigs.k8s.io/size"
+GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
 
 
 def _gang(pod: dict) -> tuple[str, str] | None:
@@ -37,6 +39,7 @@ class Scheduler(Controller):
         self._holding: dict[tuple[str, str], tuple[str, dict[str, int]]] = {}  # pod -> (node, requests)
         self._placed: dict[tuple[str, str], PlacedPod] = {}  # for inter-pod (anti-)affinity
         self.unschedulable: set[tuple[str, str]] = set()
+        self.gated: set[tuple[str, str]] = set()  # pods held by scheduling gates, already marked so
         self.placements = 0
         self.placement_seconds = 0.0
         pods.handlers.append(self._pod_changed)
@@ -68,6 +71,7 @@ class Scheduler(Controller):
         node = (pod.get("spec") or {}).get("nodeName")
         if event_type == "DELETED" or (node and not pod_active(pod)):
             self.unschedulable.discard(key)
+            self.gated.discard(key)
             if self._release(key):
                 self.retry_unschedulable()
             return
@@ -78,6 +82,11 @@ class Scheduler(Controller):
             return
         if (pod.get("spec") or {}).get("schedulerName", COMPONENT) != COMPONENT:
             return
+        if (pod.get("spec") or {}).get("schedulingGates"):
+            if key in self.gated:
+                return  # its own status writes change nothing until a gate is lifted
+        else:
+            self.gated.discard(key)
         if key not in self.unschedulable or event_type == "ADDED":
             self.enqueue(_gang(pod) or key)
 
@@ -111,6 +120,8 @@ class Scheduler(Controller):
     async def _schedule_one(self, pod: dict) -> None:
         if (pod.get("spec") or {}).get("nodeName") or not pod_active(pod) or key_of(pod) in self._holding:
             return
+        if await self._hold_gated([pod]):
+            return
         started = time.perf_counter()
         try:
             affinity = (pod.get("spec") or {}).get("affinity") or {}
@@ -142,7 +153,7 @@ class Scheduler(Controller):
             (p for p in members if not (p.get("spec") or {}).get("nodeName") and key_of(p) not in self._holding),
             key=lambda p: p["metadata"]["name"],
         )
-        if not waiting:
+        if not waiting or await self._hold_gated(waiting):
             return
         started = time.perf_counter()
         try:
@@ -179,8 +190,13 @@ class Scheduler(Controller):
         )
 
     async def _unschedulable(self, pod: dict, message: str) -> None:
+        self.unschedulable.add(key_of(pod))
+        if await self._not_scheduled(pod, "Unschedulable", message):
+            await self.recorder.record(pod, "FailedScheduling", message, "Warning", COMPONENT)
+
+    async def _not_scheduled(self, pod: dict, reason: str, message: str) -> bool:
+        """Set `PodScheduled=False` with `reason`; True when its message changed."""
         key = key_of(pod)
-        self.unschedulable.add(key)
 
         def status(current: dict) -> dict:
             conditions = [c for c in current.get("conditions") or [] if c.get("type") != "PodScheduled"]
@@ -194,7 +210,7 @@ class Scheduler(Controller):
                         "status": "False",
                         "lastProbeTime": None,
                         "lastTransitionTime": now(),
-                        "reason": "Unschedulable",
+                        "reason": reason,
                         "message": message,
                     }
                 )
@@ -208,5 +224,13 @@ class Scheduler(Controller):
         updated = await self.api.set_status(PODS, key[0], key[1], status)
         if updated is not None:
             self.pods.apply("MODIFIED", updated)
-        if before.get("message") != message:
-            await self.recorder.record(pod, "FailedScheduling", message, "Warning", COMPONENT)
+        return before.get("message") != message
+
+    async def _hold_gated(self, pods: list[dict]) -> bool:
+        """Pods with scheduling gates wait, as kube-scheduler's PreEnqueue keeps them out of its queue (a group
+        waits while any member is gated); True when some did. Removing the last gate brings them back."""
+        gated = [pod for pod in pods if (pod.get("spec") or {}).get("schedulingGates")]
+        for pod in gated:
+            self.gated.add(key_of(pod))
+            await self._not_scheduled(pod, "SchedulingGated", GATED_MESSAGE)
+        return bool(gated)

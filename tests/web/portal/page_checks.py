@@ -16,6 +16,15 @@ def page_width(page) -> tuple[int, list[str]]:
     return width, wide
 
 
+def tab_to(page, selector: str, limit: int = 80) -> None:
+    """Press Tab until the element matching `selector` has the focus (keyboard only, as a user would)."""
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        if page.evaluate("(s) => document.activeElement && document.activeElement.matches(s)", selector):
+            return
+    raise AssertionError(f"{selector} never received focus by Tab")
+
+
 def serious_axe_violations(page, within: str | None = None) -> list[str]:
     """axe-core's serious and critical violations on the loaded page (or in the element matching `within`),
     each with up to three targets."""

@@ -9,6 +9,7 @@ from django.urls import reverse
 from apps.core.models import AuditEntry
 from apps.serving.models import InferenceService
 from apps.tenancy.models import ApiToken, Membership, hash_token
+from apps.tenancy.queues import set_gpu_quota
 from tests.web.portal.forms import service_post
 
 
@@ -44,8 +45,7 @@ def test_creating_a_service_saves_the_whole_spec_and_says_when_it_will_be_ready(
 
 def test_bad_input_gets_the_api_s_errors_beside_the_fields_and_writes_nothing(login, operator_a, catalog_a, cluster,
                                                                               tenant_a):
-    tenant_a.gpu_quota = 4
-    tenant_a.save()
+    set_gpu_quota(tenant_a, 4)
     data = service_post(model=catalog_a["model"], runtime=catalog_a["runtime"], kv_cache_dtype="fp9",
                         pools={"engine": {"replicas": 3, "max_replicas": 2, "gpus_per_replica": 4}})
     response = login(operator_a).post(reverse("web:service-create", args=["alpha"]), data)
@@ -63,8 +63,7 @@ def test_bad_input_gets_the_api_s_errors_beside_the_fields_and_writes_nothing(lo
 
 
 def test_the_quota_message_of_the_model_shows_above_the_pools(login, operator_a, catalog_a, cluster, tenant_a):
-    tenant_a.gpu_quota = 4
-    tenant_a.save()
+    set_gpu_quota(tenant_a, 4)
     data = service_post(model=catalog_a["model"], runtime=catalog_a["runtime"],
                         pools={"engine": {"replicas": 1, "max_replicas": 3, "gpus_per_replica": 2}})
     response = login(operator_a).post(reverse("web:service-create", args=["alpha"]), data)

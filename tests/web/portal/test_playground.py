@@ -88,6 +88,23 @@ def test_the_stream_endpoint_relays_events_as_json_lines(served, login, operator
     assert refused.status_code == 422 and "Give an inference key" in refused.json()["message"]
 
 
+@pytest.mark.parametrize("key", ["sk-abc\r\nX-Injected: 1", "sk-abc\ndef", "sk-\tabc", "sk-\x7fabc",
+                                 "sk-\u043a\u043b\u044e\u0447", "sk-\u20acuro", "sk-\u00e9t\u00e9"])
+def test_a_key_a_header_cannot_carry_is_refused_at_its_field_before_anything_is_sent(
+        login, operator_a, tenant_a, settings, key):
+    from tests.factories import InferenceServiceFactory
+
+    InferenceServiceFactory(tenant=tenant_a, name="chat", phase="Ready", endpoint="http://chat.tenant-alpha.svc:8000")
+    with closed_port() as port:  # nothing answers there: a key that got as far as sending would say so instead
+        settings.GATEWAY_URL = f"http://127.0.0.1:{port}"
+        response = login(operator_a).post(reverse("web:playground-stream", args=["alpha", "chat"]),
+                                          {"kind": "chat", "prompt": "Hi", "max_tokens": 8, "inference_key": key})
+    assert response.status_code == 422
+    body = response.json()
+    assert (body["event"], body["field"]) == ("error", "inference_key")
+    assert body["message"].startswith("The inference key holds ")
+
+
 @pytest.fixture
 def ready_service(tenant_a):
     from tests.factories import InferenceServiceFactory

@@ -18,18 +18,9 @@ from apps.serving.models import InferenceService
 from apps.serving.rendering.spec import PoolSpec
 from tests.factories import InferenceServiceFactory, issue_token
 from tests.web.portal.conftest import page_urls
-from tests.web.portal.page_checks import page_width, serious_axe_violations
+from tests.web.portal.page_checks import page_width, serious_axe_violations, tab_to
 
 pytestmark = pytest.mark.browser
-
-
-def tab_to(page, selector: str, limit: int = 80) -> None:
-    """Press Tab until the element matching `selector` has the focus (keyboard only, as a user would)."""
-    for _ in range(limit):
-        page.keyboard.press("Tab")
-        if page.evaluate("(s) => document.activeElement && document.activeElement.matches(s)", selector):
-            return
-    pytest.fail(f"{selector} never received focus by Tab")
 
 
 @pytest.fixture

@@ -32,6 +32,9 @@ def test_diff_of_two_revisions_and_an_unknown_one(login, revised, viewer_a):
     response = client.get(panel_url("?from=7&to=1"), **HX)
     assert response.status_code == 422
     assert "Choose two revisions" in response.content.decode()
+    # Revision numbers are ASCII digits: Arabic-Indic two and one name no revision (int() reads them as 2 and 1).
+    response = client.get(panel_url("?from=\u0662&to=\u0661"), **HX)
+    assert response.status_code == 422 and "Revision 2 → 1" not in response.content.decode()
 
 
 def test_rollback_from_the_panel_and_again_is_refused_inline(login, revised, operator_a, catalog_a):

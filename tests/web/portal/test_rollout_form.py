@@ -41,6 +41,9 @@ def test_a_post_without_a_strategy_rolls(client, operator_a, cluster, catalog_a)
     ({"canary_weights": "5, 100", "canary_tolerance": "2"}, "canary_tolerance",
      "tolerance must be a number above 0 and at most 1"),
     ({"canary_weights": "five"}, "canary_weights", "Write whole percentages separated by commas"),
+    # Arabic-Indic 50 and 100, which int() reads as 50 and 100: percentages are written in ASCII digits.
+    ({"canary_weights": "\u0665\u0660, \u0661\u0660\u0660"}, "canary_weights",
+     "Write whole percentages separated by commas"),
 ])
 def test_refusals_stand_beside_their_input_and_save_nothing(client, operator_a, cluster, catalog_a, fields,
                                                              input_name, words):

@@ -22,7 +22,8 @@ from apps.serving.actions import save_service
 from apps.serving.models import InferenceService
 from apps.serving.rendering.spec import PoolSpec
 from apps.serving.rollout_spec import default_rollout
-from apps.tenancy.models import Membership, Tenant
+from apps.tenancy.models import Membership, PriorityClass, Tenant
+from apps.tenancy.queues import set_gpu_quota
 from capacity.known import KNOWN_MODELS
 from enginevocab import sglang, vllm
 
@@ -47,7 +48,23 @@ RUNTIMES = [
     ("sglang", EngineKind.SGLANG, sglang.IMAGE, sglang.TAG),
 ]
 
-TENANTS = [("acme", "Acme Research", 32), ("globex", "Globex Support", 32)]
+TENANTS = [("acme", "Acme Research", 32), ("globex", "Globex Support", 32), ("initech", "Initech Batch", 32)]
+# The L4s of the demo's cohort (the kubesim cluster's): acme's chat service runs in its own 6 (1-3 replicas, twice
+# that during a canary), globex keeps its 1 for its serverless service, initech has none and runs its best-effort
+# batch service's 5 replicas on the 5 acme does not use ("Admitted on borrowed quota (5 L4 from acme)"). On the chat
+# load's first rise (Procfile `load`, minutes in) the autoscaler takes the chat to 2 replicas: acme reclaims a lent
+# L4 by preempting one of initech's batch replicas, which waits until the chat scales back. Other GPU types: each
+# tenant's former 32-GPU hard quota, as before.
+L4 = "l4-24gb"
+DEMO_QUEUES = {
+    "acme": {"nominal": {L4: 6}, "lending_limit": {}, "borrowing_limit": {L4: 0}},
+    "globex": {"nominal": {L4: 1}, "lending_limit": {L4: 0}, "borrowing_limit": {}},
+    "initech": {"nominal": {L4: 0}, "lending_limit": {}, "borrowing_limit": {}},
+}
+# The highest class each tenant may use, and the class of services that name none.
+DEMO_CLASSES = {"acme": ("production", "standard"), "globex": ("production", "standard"),
+                "initech": ("best-effort", "best-effort")}
+PRIORITY = {("acme", "llama-8b-chat"): "production"}
 
 BUILTIN = {"autoscaler": "builtin", "targets": {"waiting_requests_per_replica": 4, "kv_cache_usage": 0.8}}
 # The chat service the demo's load drives (Procfile `load`): on its rise the prefill load and the load forecast
@@ -131,6 +148,18 @@ SERVICES = [
         {**BUILTIN, "scale_to_zero_after_seconds": 120},
         [PoolSpec("engine", replicas=1, min_replicas=0, max_replicas=2, gpus_per_replica=1, gpu_type="l4-24gb")],
     ),
+    (
+        # Best-effort (initech's default class) on borrowed L4: a replica preempted when acme needs its own back.
+        "initech",
+        "batch-summaries",
+        "qwen3-8b",
+        "vllm",
+        DeploymentMode.STANDARD,
+        {"max_model_len": 8192},
+        "round_robin",
+        {"autoscaler": "none"},
+        [PoolSpec("engine", replicas=5, min_replicas=5, max_replicas=5, gpus_per_replica=1, gpu_type="l4-24gb")],
+    ),
 ]
 
 
@@ -160,6 +189,18 @@ class Command(BaseCommand):
         return user
 
     @transaction.atomic
+    def share_gpus(self, tenant, quota: int) -> None:
+        """The tenant's queue on every cluster (its L4s in the demo's cohort, other types a hard quota) and classes."""
+        queue = set_gpu_quota(tenant, quota)
+        shape = DEMO_QUEUES[tenant.slug]
+        for field, per_type in shape.items():
+            setattr(queue, field, {**getattr(queue, field), **per_type})
+        queue.save()
+        highest, default = DEMO_CLASSES[tenant.slug]
+        tenant.max_priority_class = PriorityClass.objects.filter(name=highest).first()
+        tenant.default_priority_class = PriorityClass.objects.filter(name=default).first()
+        tenant.save(update_fields=["max_priority_class", "default_priority_class"])
+
     def handle(self, *args, password, **options):
         self.count = 0
         self.users_created: list[str] = []
@@ -209,8 +250,10 @@ class Command(BaseCommand):
 
         tenants = {}
         for slug, name, quota in TENANTS:
-            tenants[slug], made = Tenant.objects.get_or_create(slug=slug, defaults={"name": name, "gpu_quota": quota})
+            tenants[slug], made = Tenant.objects.get_or_create(slug=slug, defaults={"name": name})
             self.created(tenants[slug], made)
+            if made:
+                self.share_gpus(tenants[slug], quota)
             for role in Role:
                 user = self.user(f"{slug}-{role.value}", password)
                 membership, made = Membership.objects.get_or_create(
@@ -232,6 +275,7 @@ class Command(BaseCommand):
                 routing_policy=routing,
                 autoscaling=autoscaling,
                 rollout=ROLLOUTS.get((slug, name)) or default_rollout(),
+                priority_class=PriorityClass.objects.filter(name=PRIORITY.get((slug, name), "")).first(),
             )
             save_service(service, pools=pools, adapters=[], actor=None, via=AuditVia.COMMAND, actor_label=LABEL)
             self.count += 1
