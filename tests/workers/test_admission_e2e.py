@@ -68,3 +68,17 @@ def test_lent_quota_is_reclaimed_from_the_borrowers_deployment(west):
     assert "(production 1000 > best-effort 0) to reclaim globex's nominal quota at " in state["reason"]
     assert admission(west, prod) == {"state": "admitted", "reason": "Admitted"}
     assert AuditEntry.objects.filter(object_id=str(batch["id"]), actor_repr="admission:controlplane").count() == 2
+
+
+def test_on_a_cluster_with_kueue_the_queue_is_rendered_and_admission_read_back(west):
+    from apps.clusters.models import Cluster
+
+    Cluster.objects.filter(name="sim").update(kueue_installed=True)
+    batch = create(west, "acme", "batch", "best-effort", replicas=3)
+    # kubesim's Kueue controller admits the pods' Workloads from the rendered ClusterQueue, LocalQueue and flavors:
+    # acme's 2 H100 and 1 borrowed from globex.
+    wait_for(lambda: admission(west, batch)["state"] == "admitted", timeout=120, message="batch admitted by Kueue")
+    assert admission(west, batch)["reason"] == "Admitted on borrowed quota (1 H100 80GB from globex)"
+    queue = k8s.CustomObjectsApi(west["apps"].api_client).get_cluster_custom_object(
+        "kueue.x-k8s.io", "v1beta1", "clusterqueues", "acme")
+    assert queue["spec"]["cohort"] == "sim"
