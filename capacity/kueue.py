@@ -174,11 +174,12 @@ class _Books:
         need = max(0, after - self.guaranteed(q, f)) - max(0, self.used(q, f) - self.guaranteed(q, f))
         free = self.cohort_free(q, f)
         if need > free:
+            where = "the cohort" if queue.cohort else f"{q}'s queue"
             if not self.nominal(q, f) and free <= 0:
-                return f"{q}'s queue has no {word} quota and the cohort has no free {word}"
+                return f"{q}'s queue has no {word} quota and {where} has no free {word}"
             if free <= 0:
-                return f"the cohort has no free {word}"
-            return f"the cohort has {free} free {word}, it needs {w.gpus}"
+                return f"{where} has no free {word}"
+            return f"{where} has {free} free {word}, it needs {w.gpus}"
         cluster = self.cluster_free(f)
         if cluster is not None and w.gpus > cluster:
             return f"the cluster has no free {word}" if cluster <= 0 else f"the cluster has {cluster} free {word}"

@@ -35,7 +35,8 @@ _TEMPLATE_OWNERS = {("apps", "deployments"), ("apps", "statefulsets")}
 
 def kueue_webhook(request: AdmissionRequest) -> None:
     """Kueue's mutating webhooks: gate a queued pod at creation; copy a Deployment's, StatefulSet's or
-    LeaderWorkerSet's queue and priority labels onto its pod templates, so its pods are queued too."""
+    LeaderWorkerSet's queue and priority labels onto its pod templates, so its pods are queued too; fill in a
+    ClusterQueue's defaults."""
     obj, rt = request.object, request.resource
     if obj is None or request.operation not in ("CREATE", "UPDATE"):
         return
@@ -47,6 +48,9 @@ def kueue_webhook(request: AdmissionRequest) -> None:
             if {"name": GATE} not in gates:
                 gates.append({"name": GATE})
             obj["metadata"]["labels"][MANAGED_LABEL] = "true"
+        return
+    if rt.kind == "ClusterQueue" and rt.group == GROUP:
+        _cluster_queue_defaults(obj.setdefault("spec", {}))
         return
     copied = {k: labels[k] for k in (QUEUE_LABEL, PRIORITY_LABEL) if labels.get(k)}
     if not copied:
@@ -62,6 +66,16 @@ def kueue_webhook(request: AdmissionRequest) -> None:
     for template in templates:
         if isinstance(template, dict):
             template.setdefault("metadata", {}).setdefault("labels", {}).update(copied)
+
+
+def _cluster_queue_defaults(spec: dict) -> None:
+    """The defaults of Kueue's ClusterQueue schema, which a real apiserver fills in from the CRD."""
+    spec.setdefault("queueingStrategy", "BestEffortFIFO")
+    spec.setdefault("stopPolicy", "None")
+    preemption = spec.setdefault("preemption", {})
+    preemption.setdefault("withinClusterQueue", NEVER)
+    preemption.setdefault("reclaimWithinCohort", NEVER)
+    preemption.setdefault("borrowWithinCohort", {}).setdefault("policy", NEVER)
 
 
 def gpus_of(spec_holder: dict) -> tuple[str | None, int]:

@@ -151,6 +151,11 @@ def test_fair_sharing_splits_the_lent_quota_by_weight():
     assert fair_run(1) == ["acme/a1", "acme/a2", "acme/a3", "initech/b1", "initech/b2", "initech/b3"]
 
 
+def test_a_queue_outside_any_cohort_says_its_own_quota_is_full():
+    plan = admit([q("solo", 2, cohort="")], [wl("solo/a", 2, 1, admitted=True), wl("solo/b", 1, 2)])
+    assert plan.waiting["solo/b"].reason == "1st in solo's queue; solo's queue has no free L4"
+
+
 def test_an_unknown_queue_waits_with_its_name_and_ordinals_read_as_words():
     plan = admit([q("acme", 1)], [wl("nobody/x", 1, 1)])
     assert plan.waiting["nobody/x"].reason == "no queue named 'nobody'"

@@ -15,11 +15,12 @@ from capacity.kueue import NEVER, Admitted, Preempted, Waiting, admit, gpu_word
 from capacity.kueue import Workload as PolicyWorkload
 from kubesim.cluster.controllers.base import Controller, Informer, controller_of, key_of
 from kubesim.cluster.controllers.common import PODS, delete_pod, write_status
-from kubesim.cluster.events import now, parse_time
+from kubesim.cluster.events import now_micro, parse_time
 from kubesim.cluster.kueue import (
     GATE,
     PRIORITY_LABEL,
     QUEUE_LABEL,
+    Desired,
     desired_workloads,
     fits_flavor,
     flavor_quotas,
@@ -27,7 +28,6 @@ from kubesim.cluster.kueue import (
     priority_source,
     within_queue_policy,
     workload_gpus,
-    workload_key_of,
 )
 from kubesim.cluster.kueue_crds import (
     CLUSTER_QUEUES,
@@ -52,9 +52,10 @@ def _conditions(wl: dict) -> dict[str, dict]:
 
 
 def _condition(conditions: list[dict], kind: str, status: str, reason: str, message: str) -> list[dict]:
-    """Set a metav1.Condition, keeping lastTransitionTime while the status holds."""
+    """Set a metav1.Condition, keeping lastTransitionTime while the status holds. The time has microseconds:
+    Kueue orders admissions and evictions by times it keeps in memory, finer than a second."""
     old = next((c for c in conditions if c.get("type") == kind), None)
-    stamp = old["lastTransitionTime"] if old and old.get("status") == status else now()
+    stamp = old["lastTransitionTime"] if old and old.get("status") == status else now_micro()
     out = [c for c in conditions if c.get("type") != kind]
     out.append({"type": kind, "status": status, "lastTransitionTime": stamp, "reason": reason, "message": message})
     return out
@@ -86,9 +87,17 @@ class KueueController(Controller):
         self.workloads, self.cqs, self.lqs = informers[WORKLOADS], informers[CLUSTER_QUEUES], informers[LOCAL_QUEUES]
         self.flavors, self.wpcs, self.pcs = (informers[RESOURCE_FLAVORS], informers[PRIORITY_CLASSES],
                                              informers[POD_PRIORITY_CLASSES])
-        for informer in (self.sets, self.workloads, self.cqs, self.lqs, self.flavors, self.wpcs, self.pcs):
+        for informer in (self.workloads, self.cqs, self.lqs, self.flavors, self.wpcs, self.pcs):
             informer.handlers.append(lambda _t, _o, _old: self.enqueue(KEY))
+        self.sets.handlers.append(self._set_changed)
         self.pods.handlers.append(self._pod_changed)
+
+    def _set_changed(self, _type: str, lws: dict, _old: dict | None) -> None:
+        """Only a queued set matters (its groups' Workloads follow its replicas): the webhook labels its templates."""
+        lwt = (lws.get("spec") or {}).get("leaderWorkerTemplate") or {}
+        if any(QUEUE_LABEL in (((t or {}).get("metadata") or {}).get("labels") or {})
+               for t in (lwt.get("workerTemplate"), lws)):
+            self.enqueue(KEY)
 
     def _pod_changed(self, event_type: str, pod: dict, old: dict | None) -> None:
         labelled = [p for p in (pod, old) if p and QUEUE_LABEL in ((p.get("metadata") or {}).get("labels") or {})]
@@ -103,14 +112,13 @@ class KueueController(Controller):
 
     async def reconcile(self, _key) -> None:
         sets = {key_of(s): s for s in self.sets.list()}
-        await self._sync_workloads(sets)
+        desired = await self._sync_workloads(sets)
         active = [w for w in self.workloads.list() if not _finished(w) and not w["metadata"].get("deletionTimestamp")]
         inputs, blocked, cqs = self._policy_inputs(active)
         plan = admit([policy_queue(cq) for cq in cqs.values()], inputs.values())
-        members = self._pods_by_workload(sets)
         for wl in active:
             key = "/".join(key_of(wl))
-            pods = members.get(key_of(wl), [])
+            pods = desired[key_of(wl)].pods if key_of(wl) in desired else []
             if key in plan.admitted:
                 await self._admit(wl, inputs[key], plan.admitted[key], pods)
             elif key in plan.preempted:
@@ -120,8 +128,9 @@ class KueueController(Controller):
                 await self._wait(wl, waiting, "Inadmissible" if key in blocked else "Pending", pods)
         await self._queue_status(cqs, active)
 
-    async def _sync_workloads(self, sets: dict) -> None:
-        """Create the Workloads queued pods ask for; remove those nothing asks for any more."""
+    async def _sync_workloads(self, sets: dict) -> dict[tuple[str, str], Desired]:
+        """Create the Workloads queued pods ask for; remove those nothing asks for any more. Returns what the
+        pods ask for, with their pods."""
         queued = [p for p in self.pods.list() if QUEUE_LABEL in (p["metadata"].get("labels") or {})]
         desired = desired_workloads(queued, sets)
         for (ns, name), d in desired.items():
@@ -141,6 +150,7 @@ class KueueController(Controller):
             if key_of(wl) not in desired and not self._still_wanted(wl, sets, live_owners):
                 gone = await self.api.delete(WORKLOADS, *key_of(wl))
                 self.workloads.apply("DELETED", gone)
+        return desired
 
     def _still_wanted(self, wl: dict, sets: dict, live_owners: set[str]) -> bool:
         """A LeaderWorkerSet group's Workload outlives its pods while the group exists (they are recreated); a
@@ -158,7 +168,7 @@ class KueueController(Controller):
             pod = next((self.pods.get(ns, r["name"]) for r in other["metadata"].get("ownerReferences") or []
                         if r.get("kind") == "Pod"), None)
             if pod and (controller_of(pod) or {}).get("uid") == owner.get("uid") and _admitted(other) and \
-                    _seconds(_conditions(other)["QuotaReserved"].get("lastTransitionTime")) >= since:
+                    _seconds(_conditions(other)["QuotaReserved"].get("lastTransitionTime")) > since:
                 return False
         return True
 
@@ -223,14 +233,6 @@ class KueueController(Controller):
         if resource is None or cq is None:
             return ""
         return next((f for f, *_ in flavor_quotas(cq) if fits_flavor(self.flavors.get("", f), wl)), None)
-
-    def _pods_by_workload(self, sets: dict) -> dict[tuple[str, str], list[dict]]:
-        out: dict[tuple[str, str], list[dict]] = {}
-        for pod in self.pods.list():
-            key = workload_key_of(pod, sets)
-            if key is not None:
-                out.setdefault(key, []).append(pod)
-        return out
 
     # --- acting on the plan ---------------------------------------------------------------------------------
 
