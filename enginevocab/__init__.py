@@ -2,6 +2,6 @@
 
 Pure (standard library only): the manifest renderer (`apps.catalog.engines`), the tenant-argument
 policy and kubesim's engine parsers (`kubesim.engines.flags`) all read these tables, so a flag added
-here is both rendered and understood (vLLM 0.32.0 from its own parser, `make vllm`; SGLang 0.5.23 from
+here is both rendered and understood (vLLM 0.32.0 from its own parser, the `engines` extra; SGLang 0.5.23 from
 reference/engines.md).
 """

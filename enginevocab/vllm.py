@@ -1,6 +1,6 @@
 """vLLM 0.32.0 (`vllm serve`): the flags the renderer writes and kubesim's simulated engine reads, and who owns them.
 
-The pinned version is the one whose real parser is installed in `.venv-vllm` (make vllm): every flag of that
+The pinned version is the one whose real parser the `engines` extra installs (`make venv`): every flag of that
 parser is in `vllm_parser.json` and classified in `vllm_classes.py`; FLAGS and BOOLS below are the typed
 subset kubesim's parser (`kubesim/engines/flags.py`) builds, each a flag of that parser (a test checks it).
 """

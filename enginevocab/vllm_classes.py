@@ -1,6 +1,6 @@
 """Every flag of the pinned vLLM's own parser, classified: tenant-settable (with its bound), platform or refused.
 
-`vllm_parser.json` is that parser as `vllm_parser_dump.py` prints it from the real vLLM (`make vllm`); a test
+`vllm_parser.json` is that parser as `vllm_parser_dump.py` prints it from the real vLLM (`make venv`); a test
 fails when the two differ, or when a flag of it is in none of TENANT, PLATFORM, REFUSED and `vllm.OWNED`
 (the product's own), or in more than one. A tenant may pass only TENANT flags, with values inside their
 bounds; staff may also pass PLATFORM flags in a platform-wide Runtime's default args; REFUSED is for no one.

@@ -1,6 +1,6 @@
-"""vLLM's own command-line parser, read from the installed vLLM (run by `.venv-vllm/bin/python`, never imported).
+"""vLLM's own command-line parser, read from the installed vLLM (the `engines` extra; run, never imported).
 
-`python enginevocab/vllm_parser_dump.py` prints every option of the parser `python -m
+`python -m enginevocab.vllm_parser_dump` prints every option of the parser `python -m
 vllm.entrypoints.openai.api_server` builds, as JSON; with `--check`, it reads a JSON list of argument lists
 on stdin and prints, for each, whether that parser accepts it and builds `AsyncEngineArgs` from it. It
 imports nothing of the project, whose web app never imports vLLM (DESIGN.md).
@@ -12,12 +12,9 @@ import argparse
 import contextlib
 import io
 import json
-import os
 import sys
 
-# Run as a script, this file's folder comes first on sys.path, and it holds the vocabulary's own vllm.py.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+from enginevocab.vllm_launch import hide_unloadable
 
 
 def build_parser():
@@ -85,6 +82,7 @@ def check(parser, argv: list[str]) -> dict:
 
 
 def main() -> None:
+    hide_unloadable()
     parser = build_parser()
     if sys.argv[1:] == ["--check"]:
         print(json.dumps([check(parser, argv) for argv in json.load(sys.stdin)]))

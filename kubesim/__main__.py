@@ -1,5 +1,6 @@
 """Command line: `python -m kubesim serve --port 6443`, `python -m kubesim kubeconfig --port 6443` and
-`python -m kubesim token --sa NAMESPACE/NAME` (a ServiceAccount token from a running server)."""
+`python -m kubesim token --sa NAMESPACE/NAME` (a ServiceAccount token from a running server);
+`python -m kubesim tiny-model` and `tiny-adapter` write checkpoints for the real vLLM (kubesim/tinymodel.py)."""
 
 from __future__ import annotations
 
@@ -110,12 +111,15 @@ def main(argv: list[str] | None = None) -> int:
     tok.add_argument("--server", default="http://127.0.0.1:6443", help="the kubesim server")
     tok.add_argument("--token", default=None, help="the server's --token, if it requires one")
     tok.add_argument("--duration", type=int, default=3600, help="validity in seconds (at least 600)")
-    from . import loadgen
+    from . import loadgen, tinymodel
 
     loadgen.build_parser(commands.add_parser("load", help="send OpenAI traffic to a service or URL"))
+    tinymodel.add_commands(commands)
     args = parser.parse_args(argv)
     if args.command == "load":
         return loadgen.main(args=args)
+    if args.command in ("tiny-model", "tiny-adapter"):
+        return tinymodel.run(args, parser.error)
     if args.command == "token":
         return _token(args)
     if args.command == "kubeconfig":

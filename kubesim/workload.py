@@ -59,6 +59,8 @@ class PodContext:
     fast_start: bool
     cluster: ClusterView | None = None
     fault: EngineFault | None = None  # set by the cluster when an engine fault selects the pod
+    node_class: str | None = None  # "cpu-real": the node runs real engines (kubesim/engines/real.py)
+    models_dir: str | None = None  # the host folder a cpu-real node's model volumes map to
 
 
 class WorkloadExit(Exception):
@@ -91,6 +93,8 @@ class Workload(Protocol):
     # Optional: `probe(method, path) -> int | None` answers the kubelet's httpGet probes in-process with
     # the status the path would answer over HTTP (None: ask over HTTP). Without it every probe is a
     # loopback HTTP request.
+    # Optional: `until_ready()`, awaited instead of the start-up delay (a real engine's /health), and
+    # `until_exit() -> (exit code, message)`, which returns when the container's process ends by itself.
     # Optional: `gpu_usage() -> (memory fraction held per GPU, utilization 0..1)`. Workloads that have it
     # (the simulated engines) drive nvidia-smi, the dcgm-exporter and `kubectl top`; others read as idle.
 

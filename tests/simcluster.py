@@ -71,12 +71,13 @@ def cluster_starter():
         dcgm_exporter: bool = False,
         authorization: str = "open",
         pod_network: str = "overlay",
+        models_dir: str | None = None,
     ) -> ClusterHandle:
         server = Server(port=0, seed=seed, authorization=authorization)
         cluster = Cluster(
             server,
             ClusterConfig(nodes=nodes, fast_start=fast_start, seed=seed, faults=faults or FaultConfig(),
-                          dcgm_exporter=dcgm_exporter, pod_network=pod_network),
+                          dcgm_exporter=dcgm_exporter, pod_network=pod_network, models_dir=models_dir),
             routing_policies=routing_policies,
         )
         cluster.install()

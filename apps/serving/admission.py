@@ -232,7 +232,8 @@ def _audit_preemptions(service, plan: kueue.Plan, before: dict, after: dict) -> 
 
 # --- reading admission back from Kueue (clusters with Kueue) ---------------------------------------------------
 
-BORROWED = re.compile(r"(\d+) (\S+) from ([a-z0-9-]+)")
+# "borrowing 1 H100 80GB from globex, 2 L4 from initech" in Kueue's QuotaReserved message (kubesim writes it so).
+BORROWED = re.compile(r"(?:borrowing |, )(\d+) (.+?) from ([a-z0-9-]+)")
 
 
 def _conditions(workload: dict) -> dict[str, dict]:

@@ -60,6 +60,7 @@ from kubesim.cluster.netpol import api_server_objects
 from kubesim.cluster.nodes import build_nodes
 from kubesim.cluster.podnet import OVERLAY, POD_NETWORKS, PodListeners, pod_prefix
 from kubesim.cluster.resource_metrics import ResourceMetrics
+from kubesim.engines.real import admission_refusal
 from kubesim.engines.routing import service_proxy_policies
 from kubesim.workload import Endpoint
 
@@ -82,6 +83,7 @@ class ClusterConfig:
     faults: FaultConfig = field(default_factory=FaultConfig)
     dcgm_exporter: bool = False  # a dcgm-exporter pod per NVIDIA GPU node (`serve` turns it on)
     pod_network: str = OVERLAY  # `loopback`: pods' IPs are reachable from the host (kubesim/cluster/podnet.py)
+    models_dir: str | None = None  # the host folder cpu-real nodes' model volumes map to (kubesim/engines/real.py)
     kueue: bool = True  # Kueue installed: its CRDs served, its webhook and controller running (`--no-kueue`)
 
 
@@ -144,9 +146,10 @@ class Cluster:
         self.kubelet = Kubelet(
             self.api.as_manager("kubelet"),
             self.recorder,
-            KubeletConfig(fast_start=self.config.fast_start, seed=self.config.seed),
+            KubeletConfig(fast_start=self.config.fast_start, seed=self.config.seed, models_dir=self.config.models_dir),
             workload_for=self._workload_for,
         )
+        self.kubelet.admission = admission_refusal
         self.kubelet.listeners = PodListeners(server.store, self.kubelet.runtimes)
         self.view = ClusterView(pods, self.kubelet)
         self.kubelet.cluster_view = self.view
@@ -311,7 +314,8 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--nodes",
         default=None,
-        help="GPUKEY:COUNTxGPUS[,...] (e.g. h100-sxm-80gb:2x8,l4-24gb:4x1) and cpu:COUNT; "
+        help="GPUKEY:COUNTxGPUS[,...] (e.g. h100-sxm-80gb:2x8,l4-24gb:4x1), cpu:COUNT and cpu-real:COUNT (nodes "
+        "running the real vLLM, see --models-dir); "
         "default h100-sxm-80gb:1x8,l4-24gb:2x1,cpu:1",
     )
     group.add_argument("--fast-start", action="store_true", help="every pod Ready within a second")
@@ -337,6 +341,9 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--pod-network", choices=POD_NETWORKS, default=OVERLAY,
                        help="loopback: pod IPs are 127.x addresses where the kubelet serves each declared container "
                             "port, so the host reaches pods directly (the inference gateway does)")
+    group.add_argument("--models-dir", default=None,
+                       help="host folder where cpu-real nodes find models: a path under an engine container's "
+                            "volume mount is the same path under it (python -m kubesim tiny-model writes one)")
     group.add_argument("--no-dcgm-exporter", action="store_true",
                        help="do not run a simulated dcgm-exporter pod on each NVIDIA GPU node")
     group.add_argument("--no-kueue", action="store_true",
@@ -361,4 +368,4 @@ def cluster_config_from_args(args: argparse.Namespace) -> ClusterConfig:
     build_nodes(args.nodes)  # a bad --nodes fails here, before the server starts
     return ClusterConfig(nodes=args.nodes, fast_start=args.fast_start, seed=seed, faults=faults,
                          dcgm_exporter=not args.no_dcgm_exporter, pod_network=args.pod_network,
-                         kueue=not args.no_kueue)
+                         models_dir=args.models_dir, kueue=not args.no_kueue)

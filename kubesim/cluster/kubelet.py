@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 import aiohttp
 
 from kubesim.cluster.gpus import GpuDevices
-from kubesim.cluster.pod_runtime import KubeletConfig, PodRuntime
+from kubesim.cluster.pod_runtime import COMPONENT, KubeletConfig, PodRuntime
 from kubesim.cluster.podnet import PodListeners
 from kubesim.workload import ClusterView, WorkloadFactory
 
 log = logging.getLogger(__name__)
+ADMISSION_REASON = "UnexpectedAdmissionError"  # what a kubelet's device or resource admission refusal shows
 
 
 class Kubelet:
@@ -36,6 +38,9 @@ class Kubelet:
         self.gpus = GpuDevices()  # which container holds which GPU of its node (nvidia-smi, dcgm-exporter)
         # Set by the cluster: serves pods' ports on their IPs when those are loopback addresses.
         self.listeners: PodListeners | None = None
+        # Set by the cluster: the admission of a node's kubelet (pod, node) -> why it refuses the pod, or None.
+        self.admission: Callable[[dict, dict], str | None] | None = None
+        self._rejected: set[str] = set()
 
     def session(self) -> aiohttp.ClientSession:
         """One HTTP client for all probes."""
@@ -86,10 +91,30 @@ class Kubelet:
             return
         if meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return
+        refusal = self.admission(pod, node) if self.admission is not None else None
+        if refusal is not None:
+            await self.reject(pod, node, refusal)
+            return
         runtime = PodRuntime(self, pod, node)
         self.runtimes[key] = runtime
         self.gpus.allocate(pod, node)
         runtime.task = asyncio.get_running_loop().create_task(self._run(runtime))
+
+    async def reject(self, pod: dict, node: dict, refusal: str) -> None:
+        """Fail a pod the node's admission refuses, as a kubelet does: phase Failed with the reason, an event."""
+        meta = pod["metadata"]
+        if meta.get("uid") in self._rejected:
+            return
+        self._rejected.add(meta.get("uid"))
+        message = f"Pod was rejected: {refusal}"
+
+        def failed(previous: dict) -> dict:
+            return {**previous, "phase": "Failed", "reason": ADMISSION_REASON, "message": message}
+
+        await self.api.set_status("v1/pods", meta.get("namespace") or "default", meta["name"], failed,
+                                  uid=meta.get("uid"))
+        await self.recorder.record(pod, ADMISSION_REASON, message, "Warning", COMPONENT, node["metadata"]["name"],
+                                   None)
 
     async def _run(self, runtime: PodRuntime) -> None:
         try:

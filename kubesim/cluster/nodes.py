@@ -3,7 +3,9 @@
 `GPUKEY:COUNTxGPUS` entries (keys from reference/gpus-and-models.md) become nodes labelled the way the
 NVIDIA GPU feature discovery (or AMD's device plugin) labels real ones, tainted
 `nvidia.com/gpu=present:NoSchedule`, with CPU and memory in proportion to their GPUs. `cpu:COUNT`
-adds plain CPU nodes for routers and other pods without GPU tolerations.
+adds plain CPU nodes for routers and other pods without GPU tolerations; `cpu-real:COUNT` adds nodes whose
+kubelet runs the real vLLM (CPU build) for vLLM pods (kubesim/engines/real.py), tainted so that only pods
+tolerating `kubesim.io/cpu-real` land there, with memory for REAL_ENGINES_PER_NODE engines.
 """
 
 from __future__ import annotations
@@ -19,16 +21,23 @@ CPU_NODE_MEMORY_GIB = 64
 MAX_PODS = 110
 GPU_KEY_LABEL = "kubesim.io/gpu-key"
 DEFAULT_NODES = "h100-sxm-80gb:1x8,l4-24gb:2x1,cpu:1"
+CPU_REAL = "cpu-real"
+NODE_CLASS_LABEL = "kubesim.io/node-class"
+CPU_REAL_TAINT = "kubesim.io/cpu-real"
+# What one real vLLM engine may hold (3.0 GB RSS measured with VLLM_CPU_KVCACHE_SPACE=1) and how many fit a node.
+REAL_ENGINE_MEMORY_MIB = 3584
+REAL_ENGINES_PER_NODE = 2
 _ENTRY = re.compile(r"^([a-z0-9-]+):(\d+)(?:x(\d+))?$")
 
 
 @dataclass(frozen=True)
 class NodeGroup:
-    """`count` identical nodes with `gpus` GPUs of `gpu` each (gpu None: a CPU node)."""
+    """`count` identical nodes with `gpus` GPUs of `gpu` each (gpu None: a CPU node; `real`: a cpu-real one)."""
 
     gpu: Gpu | None
     count: int
     gpus: int = 0
+    real: bool = False
 
 
 def parse_nodes(spec: str | None) -> list[NodeGroup]:
@@ -40,23 +49,25 @@ def parse_nodes(spec: str | None) -> list[NodeGroup]:
             continue
         match = _ENTRY.match(entry)
         if not match:
-            raise ValueError(f"bad node entry {entry!r}: expected GPUKEY:COUNTxGPUS or cpu:COUNT")
+            raise ValueError(f"bad node entry {entry!r}: expected GPUKEY:COUNTxGPUS, cpu:COUNT or cpu-real:COUNT")
         key, count, gpus = match.group(1), int(match.group(2)), match.group(3)
-        if key == "cpu":
-            groups.append(NodeGroup(None, count))
+        if key in ("cpu", CPU_REAL):
+            groups.append(NodeGroup(None, count, real=key == CPU_REAL))
             continue
         if key not in GPUS:
             raise ValueError(f"unknown GPU key {key!r}; known: {', '.join(sorted(GPUS))}")
         if gpus is None or int(gpus) < 1:
             raise ValueError(f"bad node entry {entry!r}: give the GPUs per node as COUNTxGPUS")
         groups.append(NodeGroup(GPUS[key], count, int(gpus)))
-    if not any(group.gpu is None for group in groups):
+    if not any(group.gpu is None and not group.real for group in groups):
         # Real clusters keep a system node pool; routers and generic pods do not tolerate GPU taints.
         groups.append(NodeGroup(None, 1))
     return groups
 
 
 def _node_name(group: NodeGroup, index: int) -> str:
+    if group.real:
+        return f"{CPU_REAL}-{index}"
     return f"cpu-{index}" if group.gpu is None else f"gpu-{group.gpu.key}-{index}"
 
 
@@ -66,11 +77,12 @@ def build_nodes(spec: str | None, pod_prefix: str = "10.244") -> list[dict]:
     nodes: list[dict] = []
     seen: dict[str | None, int] = {}
     for group in parse_nodes(spec):
-        key = group.gpu.key if group.gpu else None
+        key = group.gpu.key if group.gpu else CPU_REAL if group.real else None
         for _ in range(group.count):
             index = seen.get(key, 0)
             seen[key] = index + 1
-            nodes.append(node_object(_node_name(group, index), group.gpu, group.gpus, len(nodes), pod_prefix))
+            node = node_object(_node_name(group, index), group.gpu, group.gpus, len(nodes), pod_prefix)
+            nodes.append(real_node(node) if group.real else node)
     return nodes
 
 
@@ -148,6 +160,22 @@ def node_object(name: str, gpu: Gpu | None, gpus: int, ordinal: int, pod_prefix:
     if taints:
         node["spec"]["taints"] = taints
     return node
+
+
+def real_node(node: dict) -> dict:
+    """A CPU node made a cpu-real one: its class label, its taint, and memory for REAL_ENGINES_PER_NODE engines."""
+    memory = f"{REAL_ENGINE_MEMORY_MIB * REAL_ENGINES_PER_NODE}Mi"
+    node["metadata"]["labels"][NODE_CLASS_LABEL] = CPU_REAL
+    node["metadata"]["labels"]["node.kubernetes.io/instance-type"] = f"kubesim-{CPU_REAL}"
+    node["spec"]["taints"] = [{"key": CPU_REAL_TAINT, "value": "present", "effect": "NoSchedule"}]
+    node["status"]["capacity"].update(cpu="2", memory=memory)
+    node["status"]["allocatable"].update(cpu="1900m", memory=memory)
+    return node
+
+
+def node_class(node: dict) -> str | None:
+    """`cpu-real` for a node whose kubelet runs real engines, else None."""
+    return ((node.get("metadata") or {}).get("labels") or {}).get(NODE_CLASS_LABEL)
 
 
 def ready_conditions(ready: bool, now: str = "2026-01-01T00:00:00Z") -> list[dict]:

@@ -23,7 +23,8 @@ from kubesim.apiserver.quantities import pod_resources
 from kubesim.cluster.containerenv import ContainerConfigError, env_sources, qos_class, resolve_env, source_data
 from kubesim.cluster.events import now
 from kubesim.cluster.generic_workload import resolve
-from kubesim.cluster.nodes import node_gpu_key
+from kubesim.cluster.nodes import node_class, node_gpu_key
+from kubesim.cluster.pod_status import pod_ready_conditions
 from kubesim.workload import ClusterView, PodContext, Workload, WorkloadExit, WorkloadFactory
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ class KubeletConfig:
     image_pull_seconds: float = 0.4
     backoff_base_seconds: float = 10.0
     fast_ready_cap_seconds: float = 0.5
+    models_dir: str | None = None  # where cpu-real nodes find models (their volumes' mount paths map here)
 
     def pull_delay(self) -> float:
         return 0.05 if self.fast_start else self.image_pull_seconds
@@ -100,35 +102,6 @@ class ContainerRuntime:
         if self.container_id:
             status["containerID"] = self.container_id
         return status
-
-
-def pod_ready_conditions(ready: bool, reason: str | None, stamp: str, previous: list[dict]) -> list[dict]:
-    """PodScheduled, PodReadyToStartContainers, Initialized, ContainersReady and Ready conditions."""
-    before = {c.get("type"): c for c in previous}
-
-    def condition(kind: str, ok: bool, why: str | None = None, message: str | None = None) -> dict:
-        status = "True" if ok else "False"
-        old = before.get(kind)
-        moved = old is None or old.get("status") != status
-        out = {
-            "type": kind,
-            "status": status,
-            "lastProbeTime": None,
-            "lastTransitionTime": stamp if moved else old.get("lastTransitionTime", stamp),
-        }
-        if why and not ok:
-            out["reason"] = why
-        if message and not ok:
-            out["message"] = message
-        return out
-
-    return [
-        condition("PodReadyToStartContainers", True),
-        condition("Initialized", True),
-        condition("Ready", ready, reason, "containers with unready status" if reason else None),
-        condition("ContainersReady", ready, reason, "containers with unready status" if reason else None),
-        condition("PodScheduled", True),
-    ]
 
 
 class PodHost(Protocol):
@@ -228,6 +201,8 @@ class PodRuntime:
             seed=self.kubelet.config.seed + int(hashlib.sha256(self.uid.encode()).hexdigest()[:8], 16),
             fast_start=self.kubelet.config.fast_start,
             cluster=self.kubelet.cluster_view,
+            node_class=node_class(self.node),
+            models_dir=self.kubelet.config.models_dir,
         )
 
     async def run(self) -> None:
@@ -309,10 +284,20 @@ class PodRuntime:
         container.state = {"running": {"startedAt": now()}}
         self.phase = "Running"
         await self.publish()
-        task = asyncio.get_running_loop().create_task(self.become_ready(container, workload))
-        self.side_tasks.add(task)
-        task.add_done_callback(self.side_tasks.discard)
+        for watch in (self.become_ready(container, workload), self.watch_exit(container, workload)):
+            task = asyncio.get_running_loop().create_task(watch)
+            self.side_tasks.add(task)
+            task.add_done_callback(self.side_tasks.discard)
         return True
+
+    async def watch_exit(self, container: ContainerRuntime, workload: Workload) -> None:
+        """Record the exit of a workload whose process ends by itself (a real engine), so it is restarted."""
+        until_exit = getattr(workload, "until_exit", None)
+        if until_exit is None:
+            return
+        code, message = await until_exit()
+        if container.workload is workload and not self.stopping:
+            await self.kill(container, code, message)
 
     async def wait_for_config(self, container: ContainerRuntime) -> PodContext:
         """The container's context once its ConfigMaps and Secrets exist (CreateContainerConfigError until then)."""
@@ -335,7 +320,11 @@ class PodRuntime:
         """Ready after the workload's start-up delay and a passing readiness probe; then keep probing:
         failing readiness takes the container out of Ready, failing liveness restarts it."""
         started = time.monotonic()
-        await asyncio.sleep(self.kubelet.config.ready_delay(workload))
+        until_ready = getattr(workload, "until_ready", None)
+        if until_ready is not None:
+            await until_ready()
+        else:
+            await asyncio.sleep(self.kubelet.config.ready_delay(workload))
         readiness = container.spec.get("readinessProbe")
         liveness = container.spec.get("livenessProbe")
         if readiness is None:

@@ -1,6 +1,7 @@
 """Simulated inference engines and routers for kubesim pods.
 
-The kubelet calls `workload_for(ctx)`: a vLLM image (`vllm/vllm-openai:*`) gets a simulated vLLM, an
+The kubelet calls `workload_for(ctx)`: a vLLM image (`vllm/vllm-openai:*`) gets a simulated vLLM (the real one
+on a cpu-real node, kubesim/engines/real.py), an
 SGLang image (`lmsysorg/sglang:*`) a simulated SGLang server (or the SGLang router when the command
 runs `sglang_router.launch_router`), the vLLM production-stack router image (`lmcache/lmstack-router:*`)
 and the SGLang router images a simulated router; anything else returns None (the generic workload).
@@ -92,9 +93,11 @@ def workload_for(ctx: PodContext) -> Workload | None:
     kind = engine_kind(ctx.container)
     if kind is None:
         return None
-    from kubesim.engines import flags, router, server
+    from kubesim.engines import flags, real, router, server
 
     try:
+        if (workload := real.real_workload(ctx)) is not None:
+            return workload
         argv = flags.command_line(ctx.container, ctx.env)
         if kind in ("vllm", "sglang"):
             fault = ctx.fault

@@ -5,9 +5,8 @@ has `num_tokens` (prompt plus generated) and `num_computed`; a step gives each r
 tokens it still needs within the batched-token budget (decodes 1, prefills a chunk), then admits
 waiting requests while sequences and blocks allow. A step lasts the roofline of its FLOPs (prefill)
 and the bytes it reads (weights plus KV, decode), so latency follows the GPU. Blocks run out →
-the newest running request is preempted and recomputed later. Times are simulated seconds on a
-clock that can run faster than the wall clock (`time_scale`) for tests. The block pool and prefix
-cache are in `blocks`, the request and the observer hooks in `request`.
+the newest running request is preempted and recomputed later. Times are simulated seconds on a clock that can run
+faster than the wall clock (`time_scale`) for tests. Block pool and prefix cache: `blocks`; requests: `request`.
 """
 
 from __future__ import annotations
@@ -330,15 +329,27 @@ class EngineCore:
                 self.cpu.load(loaded)
                 self.observer.on_tier_lookup(req, loaded * cfg.block_size)
             self.observer.on_admit(req, len(hits) * cfg.block_size, now)
+            if cfg.prefix_caching and req.num_registered < len(req.block_hashes):  # as vLLM's allocate_slots
+                self._cache_blocks(req, hit_tokens + n)
             self.running.append(req)
             batch.append((req, n))
             budget -= n
         return batch
 
+    def _cache_blocks(self, req: Request, tokens: int) -> None:
+        """Cache the prompt's full blocks up to `tokens` (vLLM caches them as it schedules them: a request admitted
+        later in the same step hits them)."""
+        hashes, registered = req.block_hashes, req.num_registered
+        if (full := min(tokens // self.cfg.block_size, len(hashes))) > registered:
+            for j in range(registered, full):
+                self.pool.register(req.blocks[j], hashes[j])
+            if self.cpu is not None:
+                self._write_through(hashes[registered:full])
+            req.num_registered = full
+
     def _advance(self, batch: list[tuple[Request, int]], now: float) -> None:
         cfg = self.cfg
-        bs, caching, max_len, register, cpu = cfg.block_size, cfg.prefix_caching, cfg.max_model_len, \
-            self.pool.register, self.cpu  # locals: this loop is most of a replay's time
+        caching, max_len = cfg.prefix_caching, cfg.max_model_len  # locals: this loop is most of a replay's time
         finished = []
         gen = 0
         itls: dict[float, int] = {}  # inter-token gap -> tokens (most share the previous step's end)
@@ -347,15 +358,7 @@ class EngineCore:
             drafts = n - 1 if req.generated and computed == tokens - 1 else 0
             computed += n - drafts  # the drafts' KV counts once they are accepted, below
             if caching and req.num_registered < len(req.block_hashes):  # the prompt's full blocks, as computed
-                hashes, registered = req.block_hashes, req.num_registered
-                full = min(computed // bs, len(hashes))
-                if full > registered:
-                    blocks = req.blocks
-                    for j in range(registered, full):
-                        register(blocks[j], hashes[j])
-                    if cpu is not None:
-                        self._write_through(hashes[registered:full])
-                    req.num_registered = full
+                self._cache_blocks(req, computed)
             if computed < tokens:
                 req.num_computed = computed
                 continue

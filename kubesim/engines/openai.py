@@ -50,6 +50,9 @@ def parse_openai(body: dict, chat: bool, spec: EngineSpec, loras: dict[str, str]
         raise ApiError(400, f"max_tokens must be at least 1, got {raw}.", param="max_tokens")
     else:
         max_tokens = raw
+    if max_tokens > limit and spec.kind == "vllm":  # vLLM 0.32 checks this first (renderers/params.py)
+        raise ApiError(400, f"max_tokens={max_tokens} cannot be greater than max_model_len={limit}. Please request "
+                            f"fewer output tokens. (parameter=max_tokens, value={max_tokens})", param="max_tokens")
     if len(tokens) + max_tokens > limit:
         if spec.kind == "vllm":
             raise ApiError(

@@ -36,6 +36,11 @@ def test_all_admitted_says_what_was_borrowed_from_whom():
     assert from_workloads([ADMITTED]) == {"state": "admitted", "reason": "Admitted"}
     assert from_workloads([ADMITTED, BORROWING, BORROWING]) == {
         "state": "admitted", "reason": "Admitted on borrowed quota (2 L4 from globex)"}
+    two = workload("pod-chat-e", ("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue acme, "
+                                  "borrowing 1 H100 80GB from globex, 2 H100 80GB from initech"),
+                   ("Admitted", "True", "Admitted", "The workload is admitted"))
+    assert from_workloads([two]) == {
+        "state": "admitted", "reason": "Admitted on borrowed quota (1 H100 80GB from globex, 2 H100 80GB from initech)"}
 
 
 def test_one_pending_workload_makes_the_service_wait_with_kueues_reason():

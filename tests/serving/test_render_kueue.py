@@ -11,7 +11,7 @@ import kubernetes_validate
 import pytest
 
 from apps.serving.rendering import render_service
-from apps.serving.rendering.kueue import ClassSpec, FlavorQuota, KueueSpec
+from apps.serving.rendering.kueue import ClassSpec, FlavorQuota, KueueSpec, QueueQuota
 from kubesim.apiserver.fieldvalidation import unknown_fields
 from kubesim.apiserver.schemas import compile_crd, crd_version_schema
 from kubesim.cluster.kueue_crds import kueue_crds
@@ -19,10 +19,12 @@ from tests.serving.golden.specs import SPECS
 
 PRODUCTION = ClassSpec("production", 1000, "LowerPriority", "Serving that users wait on.")
 BATCH = ClassSpec("batch", -10, "Never")
-KUEUE = KueueSpec(queue="acme", cohort="west", weight=1.5, running=PRODUCTION, classes=(PRODUCTION, BATCH),
+ACME = QueueQuota(name="acme", namespace="tenant-acme", cohort="west", weight=1.5,
                   flavors=(FlavorQuota("l4-24gb", 6, borrowing_limit=2, lending_limit=None),
                            FlavorQuota("h100-sxm-80gb", 4, borrowing_limit=None, lending_limit=0),
                            FlavorQuota("mi300x-192gb", 8)))
+GLOBEX = QueueQuota(name="globex", namespace="tenant-globex", cohort="west", flavors=(FlavorQuota("l4-24gb", 6),))
+KUEUE = KueueSpec(queue="acme", queues=(ACME, GLOBEX), running=PRODUCTION, classes=(PRODUCTION, BATCH))
 
 
 def render(name: str, kueue=KUEUE) -> list[dict]:
@@ -66,6 +68,14 @@ def test_the_tenant_queues_through_a_local_queue_in_its_namespace_and_the_cohort
     local = one(objects, "LocalQueue")
     assert (local["metadata"]["namespace"], local["spec"]) == ("tenant-acme", {"clusterQueue": "acme"})
     assert one(objects, "Cohort", "west")["apiVersion"] == "kueue.x-k8s.io/v1alpha1"
+
+
+def test_every_queue_of_the_cohort_is_rendered_so_an_idle_lender_lends():
+    lender = one(render("standard-vllm"), "ClusterQueue", "globex")["spec"]
+    assert (lender["cohort"], lender["namespaceSelector"]["matchLabels"]) == (
+        "west", {"kubernetes.io/metadata.name": "tenant-globex"})
+    assert lender["resourceGroups"] == [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+        {"name": "l4-24gb", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 6}]}]}]
 
 
 def test_each_class_is_a_workload_priority_class_and_a_pod_priority_class():

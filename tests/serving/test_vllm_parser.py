@@ -1,4 +1,4 @@
-"""The vocabulary against the pinned vLLM's own parser, run in `.venv-vllm` (make vllm) in one process per check.
+"""The vocabulary against the pinned vLLM's own parser (the `engines` extra), run in one process per check.
 
 The parser is built as `python -m vllm.entrypoints.openai.api_server` builds it (enginevocab/vllm_parser_dump.py);
 every flag it has must be classified once, every flag the vocabulary names must be one of it, and every command
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,16 +25,13 @@ from kubesim.workload import WorkloadExit
 from tests.serving.test_commands import seed
 
 ROOT = Path(__file__).resolve().parents[2]
-VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
-DUMP = ROOT / "enginevocab" / "vllm_parser_dump.py"
 # What LeaderWorkerSet gives a worker pod, for the $(VAR) references of multi-node arguments.
 LWS_ENV = {"LWS_WORKER_INDEX": "1", "LWS_LEADER_ADDRESS": "chat-0.chat", "LWS_GROUP_SIZE": "2"}
 
 
 def _run(*args: str, stdin: str | None = None):
-    assert VLLM_PYTHON.exists(), f"{VLLM_PYTHON} is missing: run `make vllm`"
-    done = subprocess.run([str(VLLM_PYTHON), str(DUMP), *args], input=stdin, capture_output=True, text=True,
-                          timeout=300, check=False)
+    done = subprocess.run([sys.executable, "-m", "enginevocab.vllm_parser_dump", *args], input=stdin, cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
 

@@ -21,12 +21,6 @@ def queue_of(tenant) -> TenantQueue:
     return TenantQueue.objects.get(tenant=tenant, cluster=None)
 
 
-def test_the_migration_seeds_the_platform_classes_the_issue_names(db):
-    seeded = dict(PriorityClass.objects.filter(
-        name__in=["production", "standard", "best-effort", "batch"]).values_list("name", "value"))
-    assert seeded == {"production": 1000, "standard": 100, "best-effort": 0, "batch": -10}
-
-
 def test_a_member_lists_the_classes_up_to_their_tenants_highest(api, tenant_a, owner_a, staff, classes):
     tenant_a.max_priority_class = classes["standard"]
     tenant_a.save()

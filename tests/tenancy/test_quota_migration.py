@@ -10,7 +10,7 @@ from django.db.migrations.executor import MigrationExecutor
 BEFORE = [("tenancy", "0002_token_expiry_required")]
 
 
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)
 def test_a_tenants_gpu_quota_becomes_its_queue_with_the_same_bound():
     executor = MigrationExecutor(connection)
     executor.migrate(BEFORE)

@@ -49,19 +49,33 @@ class FlavorQuota:
 
 
 @dataclass(frozen=True)
-class KueueSpec:
-    """What the Kueue objects of one service's tenant say: its queue, the class it runs at and the catalog."""
+class QueueQuota:
+    """One tenant's ClusterQueue: its flavors' quotas, its weight, its cohort and the namespace it serves."""
 
-    queue: str  # the ClusterQueue, named after the tenant
+    name: str  # the tenant's slug
+    namespace: str
     cohort: str
     flavors: tuple[FlavorQuota, ...]
-    weight: float
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class KueueSpec:
+    """The Kueue objects one service's reconcile applies: every queue of the cluster's cohorts (a lender has a
+    ClusterQueue even before it runs anything there), the service's own queue, the class it runs at, the catalog."""
+
+    queue: str  # the service's tenant's ClusterQueue
+    queues: tuple[QueueQuota, ...]
     running: ClassSpec | None  # None only while the catalog has no class at all
     classes: tuple[ClassSpec, ...]
 
     @property
     def local_queue(self) -> str:
         return LOCAL_QUEUE_NAME
+
+    @property
+    def own(self) -> QueueQuota:
+        return next(q for q in self.queues if q.name == self.queue)
 
 
 def _number(value: float) -> int | str:
@@ -89,18 +103,18 @@ def _resource_groups(flavors: tuple[FlavorQuota, ...]) -> list[dict]:
     return [{"coveredResources": [resource], "flavors": flavors} for resource, flavors in sorted(by_resource.items())]
 
 
-def cluster_queue(kueue: KueueSpec, tenant: str, namespace: str) -> dict:
+def cluster_queue(queue: QueueQuota) -> dict:
     return {"apiVersion": API, "kind": "ClusterQueue",
-            "metadata": {"name": kueue.queue, "labels": tenant_labels(tenant)},
+            "metadata": {"name": queue.name, "labels": tenant_labels(queue.name)},
             "spec": {
-                "cohort": kueue.cohort,
+                "cohort": queue.cohort,
                 # Only the tenant's namespace queues here, through its LocalQueue.
-                "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}},
+                "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: queue.namespace}},
                 "queueingStrategy": "BestEffortFIFO",
-                "resourceGroups": _resource_groups(kueue.flavors),
+                "resourceGroups": _resource_groups(queue.flavors),
                 "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": RECLAIM_WITHIN_COHORT,
                                "borrowWithinCohort": {"policy": BORROW_WITHIN_COHORT}},
-                "fairSharing": {"weight": _number(kueue.weight)},
+                "fairSharing": {"weight": _number(queue.weight)},
             }}
 
 
@@ -118,10 +132,11 @@ def priority_objects(klass: ClassSpec) -> list[dict]:
 
 def kueue_objects(kueue: KueueSpec, tenant: str, namespace: str) -> list[dict]:
     """Every Kueue object the tenant's services need on the cluster (applied beside the tenant's namespace)."""
-    objects = [resource_flavor(f) for f in kueue.flavors]
-    objects.append({"apiVersion": COHORT_API, "kind": "Cohort",
-                    "metadata": {"name": kueue.cohort, "labels": dict(SHARED_LABELS)}, "spec": {}})
-    objects.append(cluster_queue(kueue, tenant, namespace))
+    flavors = {f.gpu_type: f for q in kueue.queues for f in q.flavors}
+    objects = [resource_flavor(flavors[t]) for t in sorted(flavors)]
+    objects += [{"apiVersion": COHORT_API, "kind": "Cohort", "metadata": {"name": c, "labels": dict(SHARED_LABELS)},
+                 "spec": {}} for c in sorted({q.cohort for q in kueue.queues})]
+    objects += [cluster_queue(q) for q in kueue.queues]
     objects.append({"apiVersion": API, "kind": "LocalQueue",
                     "metadata": {"name": kueue.local_queue, "namespace": namespace, "labels": tenant_labels(tenant)},
                     "spec": {"clusterQueue": kueue.queue}})

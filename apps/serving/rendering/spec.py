@@ -15,7 +15,7 @@ from apps.catalog.engines import EngineSettings
 from apps.serving.choices import GpuType
 from apps.serving.models import InferenceService
 from apps.serving.names import tenant_namespace
-from apps.serving.rendering.kueue import ClassSpec, FlavorQuota, KueueSpec
+from apps.serving.rendering.kueue import ClassSpec, FlavorQuota, KueueSpec, QueueQuota
 
 MODES = ("standard", "pd_disaggregated", "multi_node", "serverless")
 ROUTING_POLICIES = ("round_robin", "session", "prefix_aware", "kv_aware", "cache_aware")
@@ -236,23 +236,29 @@ def _spec(service, model, runtime, adapters: list, pools: list) -> ServiceSpec:
 
 
 def kueue_spec(service) -> KueueSpec | None:
-    """The tenant's queue on the service's cluster as Kueue objects say it (None: no queue, nothing to queue in).
-    An entry for any GPU type ("*") becomes a flavor of every GPU type without its own entry."""
-    from apps.serving.quota import queue_for
-    from apps.tenancy.choices import ANY_GPU_TYPE
+    """The Kueue objects' view of the service's cluster: every tenant queue there (None when the service's tenant
+    has none). An entry for any GPU type ("*") becomes a flavor of every GPU type without its own entry."""
+    from apps.serving.admission import cluster_queues
     from apps.tenancy.models import PriorityClass
 
-    queue = queue_for(service.tenant_id, service.cluster_id)
-    if queue is None:
+    queues = cluster_queues(service.cluster)
+    if service.tenant_id not in queues:
         return None
-    types = [t for t in GpuType.values if t in queue.nominal or ANY_GPU_TYPE in queue.nominal]
-    flavors = tuple(FlavorQuota(t, queue.nominal_of(queue.bucket(t)), queue.borrowing_limit.get(queue.bucket(t)),
-                                queue.lending_limit.get(queue.bucket(t))) for t in types)
     classes = tuple(ClassSpec(c.name, c.value, c.preemption_policy, c.description) for c in PriorityClass.objects.all())
     running = service.tenant.priority_class_for(service.priority_class)
     running = next((c for c in classes if running and c.name == running.name), None)
-    return KueueSpec(queue=service.tenant.slug, cohort=queue.cohort_name(service.cluster), flavors=flavors,
-                     weight=float(queue.weight), running=running, classes=classes)
+    return KueueSpec(queue=service.tenant.slug, running=running, classes=classes,
+                     queues=tuple(_queue_quota(q, service.cluster) for q in queues.values()))
+
+
+def _queue_quota(queue, cluster) -> QueueQuota:
+    from apps.tenancy.choices import ANY_GPU_TYPE
+
+    types = [t for t in GpuType.values if t in queue.nominal or ANY_GPU_TYPE in queue.nominal]
+    flavors = tuple(FlavorQuota(t, queue.nominal_of(queue.bucket(t)), queue.borrowing_limit.get(queue.bucket(t)),
+                                queue.lending_limit.get(queue.bucket(t))) for t in types)
+    return QueueQuota(name=queue.tenant.slug, namespace=tenant_namespace(queue.tenant.slug),
+                      cohort=queue.cohort_name(cluster), flavors=flavors, weight=float(queue.weight))
 
 
 def _gpu_ceiling(service) -> int:
