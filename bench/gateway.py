@@ -133,10 +133,10 @@ def snapshot(path: Path, engine: str, limit_rpm: int | None) -> list[str]:
     return keys
 
 
-def start_gateway(snap: Path, prefix: str, core: int | None = None) -> tuple[subprocess.Popen, str]:
+def start_gateway(snap: Path, prefix: str, core: int | None = None, *extra: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
     proc = subprocess.Popen(pinned([sys.executable, "-m", "gateway", "--host", "127.0.0.1", "--port", str(port),
-                                    "--snapshot", str(snap), "--redis-url", REDIS, "--redis-prefix", prefix],
+                                    "--snapshot", str(snap), "--redis-url", REDIS, "--redis-prefix", prefix, *extra],
                                    core), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     wait_http(f"{base}/readyz")

@@ -19,8 +19,10 @@ from gateway.activation import Activator
 from gateway.batch_api import PREFIXES as BATCH_PREFIXES
 from gateway.batch_api import BatchApi
 from gateway.batch_vocab import BATCH_PRIORITY, PRIORITY_HEADER
+from gateway.door import QUEUE_FULL, Door
 from gateway.errors import error_body
-from gateway.limits import Decision, RequestLimiter, estimate_tokens
+from gateway.fairness import DEFAULT_BAND, DEFAULT_WEIGHT, band_of
+from gateway.limits import Decision, Flow, RequestLimiter, completion_tokens, estimate_tokens
 from gateway.metering import UsageWriter
 from gateway.prefix import Prompt
 from gateway.snapshot import SnapshotFile
@@ -29,6 +31,7 @@ from gateway.validation import ENDPOINTS, Endpoint, Invalid, checked_demand, che
 
 log = logging.getLogger("gateway.app")
 JSON = [(b"content-type", b"application/json")]
+QUEUE_RETRY_AFTER_S = 1  # a shed request may come back at once: the queue turns over in about a request's time
 CLIENT_GONE = 499  # metered for a request whose client left before its answer started (nginx's code)
 FAILED = error_body(500, "The gateway failed on this request.", code="internal_error")
 
@@ -36,8 +39,10 @@ FAILED = error_body(500, "The gateway failed on this request.", code="internal_e
 class Gateway:
     def __init__(self, snapshot: SnapshotFile, *, max_body_bytes: int, refresh_seconds: float,
                  limiter: RequestLimiter, usage: UsageWriter | None = None, upstreams: Upstreams | None = None,
-                 on_usage: Callable[[dict, int, Usage], None] | None = None, activator: Activator | None = None):
+                 on_usage: Callable[[dict, int, Usage], None] | None = None, activator: Activator | None = None,
+                 door: Door | None = None):
         self.snapshot = snapshot
+        self.door = door or Door(enabled=False)
         self.usage = usage
         self.upstreams = upstreams or Upstreams()
         self.activator = activator or Activator(None)
@@ -76,8 +81,22 @@ class Gateway:
         Gauge("gateway_upstream_reconnects", "Requests sent to another upstream because the one picked refused the "
               "connection (a pod gone since the snapshot; only grows).", registry=self.registry,
               ).set_function(lambda: self.upstreams.reconnects)
+        self._queue_metrics()
         if usage is not None:
             self._usage_metrics(usage)
+
+    def _queue_metrics(self) -> None:
+        self.queue_waiting = Gauge("gateway_queue_waiting", "Requests waiting at the door for a saturated service, "
+                                   "by service, band and tenant.", ["service", "band", "tenant"],
+                                   registry=self.registry)
+        self.queue_seconds = Histogram(
+            "gateway_queue_seconds", "Time a request let through waited at the door.", registry=self.registry,
+            buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0))
+        self.queue_shed = Counter("gateway_queue_shed", "Requests answered 429 by the door's queue, by reason "
+                                  "(queue_full, queue_timeout).", ["reason"], registry=self.registry)
+        Gauge("gateway_queue_saturated_services", "Services at this replica's share of their bound.",
+              registry=self.registry).set_function(
+            lambda: sum(1 for s in self.door.services.values() if s.bound is not None and s.outstanding >= s.bound))
 
     def _usage_metrics(self, usage: UsageWriter) -> None:
         for name, text, value in (
@@ -154,6 +173,9 @@ class Gateway:
             metering = self.usage.health() if self.usage is not None else "off"
             return (200 if ready else 503), JSON, json.dumps({"snapshot_loaded": ready, "metering": metering}).encode()
         if path == "/metrics":
+            self.queue_waiting.clear()
+            for (service, band, tenant), waiting in self.door.waiting().items():
+                self.queue_waiting.labels(str(service), str(band), tenant).set(waiting)
             return 200, [(b"content-type", CONTENT_TYPE_LATEST.encode())], generate_latest(self.registry)
         if path in (*ENDPOINTS, "/v1/models") and (count := headers_named(scope, b"authorization")) > 1:
             # Two credentials are ambiguous: which one a proxy in front reads need not be the one read here.
@@ -246,6 +268,8 @@ class Gateway:
 
     def _record(self, key: dict, meter: dict, status: int, started: float) -> None:
         usage: Usage = meter["usage"]
+        if meter.get("door") is not None:
+            self.door.leave(meter["door"])  # its place at the service goes to the next in line
         if "in_flight" in meter:
             self.in_flight[meter.pop("in_flight")] -= 1
         if usage.ttft_ms is not None:
@@ -271,7 +295,9 @@ class Gateway:
                               duration_ms=(time.monotonic() - started) * 1000, streamed=usage.streamed,
                               disconnected=usage.disconnected,
                               added_ms=meter["added_s"] * 1000 if "added_s" in meter else None,
-                              prefix_blocks=meter.get("prompt"), batch_id=meter.get("batch_id"))
+                              prefix_blocks=meter.get("prompt"),
+                              queued_ms=meter["queued_s"] * 1000 if "queued_s" in meter else None,
+                              shed=meter.get("shed", ""), batch_id=meter.get("batch_id"))
 
     async def _checked(self, scope, key: dict, body: bytes, endpoint: Endpoint, meter: dict):
         try:
@@ -279,6 +305,7 @@ class Gateway:
             # Only a valid name is looked up, logged or metered.
             model = meter["model"] = checked_model(request, endpoint)
             demand = checked_demand(request, endpoint)
+            band = band_of(key.get("priority", DEFAULT_BAND), priority_header(scope))
         except Invalid as exc:
             return 400, JSON, error_body(400, exc.message, param=exc.param)
         service = self.routing().models_for(key).get(model)
@@ -288,8 +315,18 @@ class Gateway:
                                          param="model")
         meter["service_id"] = service["id"]
         tenant = self.routing().tenants.get(str(key["tenant_id"]))
+        tokens = estimate_tokens(request, demand, self.limiter.default_max_tokens)
+        flow = None
+        if self.door.saturated(service):
+            # Charged only while the service is saturated: unsaturated, nobody waits, so the order is moot and
+            # the request costs the round trips it did before (none for a key and tenant without limits). A
+            # flow's counter is lifted to the band's virtual time when it next waits, so nothing is banked.
+            # VTC's cost: the prompt once and the output twice (estimate_tokens counts the output once).
+            flow = Flow(f"fair:{service['id']}:{band}", str(key["tenant_id"]), str(key["id"]),
+                        int((tenant or {}).get("weight") or DEFAULT_WEIGHT),
+                        tokens + completion_tokens(demand, self.limiter.default_max_tokens))
         decision = await self.limiter.check({f"key:{key['id']}": key, f"tenant:{key['tenant_id']}": tenant},
-                                      estimate_tokens(request, demand, self.limiter.default_max_tokens))
+                                            tokens, flow)
         limit_headers = ratelimit_headers(decision)
         if not decision.allowed:
             return self._refused(decision, limit_headers)
@@ -305,8 +342,24 @@ class Gateway:
             service = await self.activator.hold(service["id"], lambda sid: self.routing().service(sid))
             if service is None:
                 return self.upstreams.unavailable(model, limit_headers)
+        shed = await self.door.enter(service, band, str(key["tenant_id"]), decision.tags if flow else None, meter)
+        if shed is not None:
+            return self._shed(shed, band, meter, limit_headers)
+        meter["door"] = service["id"]
+        if "queued_s" in meter:
+            self.queue_seconds.observe(meter["queued_s"])
         return await self.upstreams.forward(service, scope["path"], request, dict(scope["headers"]), meter["usage"],
                                             limit_headers, lambda sid: self.routing().service(sid))
+
+    def _shed(self, reason: str, band: int, meter: dict, limit_headers: list):
+        meter["shed"] = reason
+        self.queue_shed.labels(reason).inc()
+        if reason == QUEUE_FULL:
+            message = f"The queue of band {band} for this model is full."
+        else:
+            message = f"The request waited {self.door.band_ttl(band):g} s, its band's time-to-live, for this model."
+        return 429, [*JSON, *limit_headers, (b"retry-after", str(QUEUE_RETRY_AFTER_S).encode())], error_body(
+            429, message, code=reason)
 
     def _refused(self, decision: Decision, limit_headers: list):
         self.rate_limited.labels(decision.reason).inc()
@@ -399,6 +452,14 @@ async def unless_gone(work, receive):
 async def client_gone(receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
+
+
+def priority_header(scope) -> str | None:
+    """The request's x-priority, or None; two of them are refused (which one a proxy reads is unknown)."""
+    values = [value for header, value in scope["headers"] if header == PRIORITY_HEADER]
+    if len(values) > 1:
+        raise Invalid(f"Send one x-priority header, not {len(values)}.", param="x-priority")
+    return values[0].decode("latin-1") if values else None
 
 
 def headers_named(scope, name: bytes) -> int:

@@ -20,6 +20,8 @@ import redis
 import redis.asyncio
 
 from gateway import limits_lua
+from gateway.fairness import SCALE, Tags, VirtualCounters
+from gateway.fairness import cost as vtc_cost
 from gateway.limits_local import LocalLimits
 from gateway.validation import Demand
 
@@ -30,6 +32,7 @@ BUDGET_TTL_S = 40 * 86400  # a month's counter outlives its month, then goes
 REDIS_CONNECTIONS = 32  # per gateway process
 REDIS_RETRY_S = 1.0  # while Redis is down, try it again at most this often (a refused connect costs time)
 CHARS_PER_TOKEN = 4  # the estimate before the engine counts: about 4 characters a token in English
+FAIR_TTL_S = 86400  # a (service, band)'s fair-share counters go after a day without a request
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,18 @@ class Window:
     reset_ms: int
 
 
+@dataclass(frozen=True)
+class Flow:
+    """A request's fairness identity (its key and the key's tenant, never anything the client sends), the
+    (service, band) whose counters it is charged to, its tenant's weight and its estimated VTC cost."""
+
+    counters: str
+    tenant: str
+    key: str
+    weight: int
+    cost: int
+
+
 @dataclass
 class Reservation:
     id: str
@@ -49,6 +64,8 @@ class Reservation:
     scopes: dict  # name → (rpm, tpm, concurrency, budget) as checked
     shared: bool
     settled: bool = False
+    flow: Flow | None = None
+    tags: Tags = field(default_factory=Tags)
 
 
 @dataclass(frozen=True)
@@ -61,6 +78,7 @@ class Decision:
     reservation: Reservation | None  # to settle when the request ends (None when no limit applies)
     shared: bool  # False when the answer came from this replica's own fallback
     budget_left: dict = field(default_factory=dict)  # scope → tokens left this month, for scopes with a budget
+    tags: Tags = field(default_factory=Tags)  # the request's start tags in its flow's counters (zeros without a flow)
 
 
 def estimate_tokens(request: dict, demand: Demand, default_max_tokens: int) -> int:
@@ -75,8 +93,12 @@ def estimate_tokens(request: dict, demand: Demand, default_max_tokens: int) -> i
             ids += 1
     messages = request.get("messages")
     overhead = 4 * len(messages) if isinstance(messages, list) else 0  # role and separators per message
-    completion = default_max_tokens if demand.completion is None else demand.completion
-    return math.ceil(chars / CHARS_PER_TOKEN) + ids + overhead + demand.sequences * completion
+    return math.ceil(chars / CHARS_PER_TOKEN) + ids + overhead + completion_tokens(demand, default_max_tokens)
+
+
+def completion_tokens(demand: Demand, default_max_tokens: int) -> int:
+    """The completion tokens a request may generate, over all its sequences."""
+    return demand.sequences * (default_max_tokens if demand.completion is None else demand.completion)
 
 
 def _texts(value) -> list:
@@ -114,28 +136,37 @@ class RequestLimiter:
         self._last_budget_left: dict[str, int] = {}
         self._settles: list = []  # (keys, args, future) waiting for the next pipeline
         self._unsettled: set[asyncio.Future] = set()  # settles queued or sent, not yet answered
+        self._counters: dict[str, VirtualCounters] = {}  # fair-share counters while Redis is away
 
-    async def check(self, scopes: dict[str, dict | None], tokens: int) -> Decision:
+    async def check(self, scopes: dict[str, dict | None], tokens: int, flow: Flow | None = None) -> Decision:
         """Take one request, `tokens` reserved tokens and one lease from every limit of every scope (name →
-        a mapping with rpm, tpm, concurrency, monthly_token_budget), or from none."""
+        a mapping with rpm, tpm, concurrency, monthly_token_budget), or from none; when let through, charge
+        `flow`'s estimated cost to its fair-share counters in the same round trip."""
         limits = {name: tuple(int((values or {}).get(n) or 0) for n in LIMIT_NAMES) for name, values in scopes.items()}
         limits = {name: values for name, values in limits.items() if any(values)}
-        if not limits:
+        if not limits and flow is None:
             return Decision(True, None, 0, None, None, None, shared=self.redis_ok)
         rid, month = uuid.uuid4().hex, time.strftime("%Y-%m", time.gmtime())
         await self.drain()  # what ended on this replica is given back before anything new is taken
-        answer = await self._shared_check(rid, tokens, month, limits)
+        answer = await self._shared_check(rid, tokens, month, limits, flow)
         shared = answer is not None
         if not shared:
             limits = self._shares(limits)
             answer = self.local.check(rid, tokens, self.lease_ms, month, limits)
         allowed, reason, retry, *windows = (int(value) for value in answer[:9])
-        budget_left = {name: left for name, left in zip(limits, answer[9:], strict=True) if left >= 0}
+        budget_left = {name: left for name, left in zip(limits, answer[9:9 + len(limits)], strict=True) if left >= 0}
         if shared:
             self._last_budget_left.update(budget_left)
-        reservation = Reservation(rid, tokens, month, limits, shared) if allowed else None
+        tags = Tags()
+        if allowed and flow is not None:
+            tags = Tags(*(int(tag) for tag in answer[-2:])) if shared else self._local_counters(flow).charge(
+                flow.tenant, flow.key, flow.cost, flow.weight)
+        reservation = Reservation(rid, tokens, month, limits, shared, flow=flow, tags=tags) if allowed else None
         return Decision(bool(allowed), limits_lua.REASONS[reason], retry, _window(*windows[:3]),
-                        _window(*windows[3:]), reservation, shared, budget_left)
+                        _window(*windows[3:]), reservation, shared, budget_left, tags)
+
+    def _local_counters(self, flow: Flow) -> VirtualCounters:
+        return self._counters.setdefault(flow.counters, VirtualCounters())
 
     async def settle(self, reservation: Reservation | None, prompt_tokens: int, completion_tokens: int) -> None:
         """`settle_soon`, waiting until Redis has it."""
@@ -154,14 +185,21 @@ class RequestLimiter:
             return None
         reservation.settled = True
         used = max(0, int(prompt_tokens or 0)) + max(0, int(completion_tokens or 0))
+        flow = reservation.flow
+        delta = vtc_cost(prompt_tokens or 0, completion_tokens or 0) - flow.cost if flow else 0
         if not reservation.shared:
             self.local.settle(reservation.id, reservation.tokens, used, reservation.month, reservation.scopes)
+            if flow is not None:
+                self._local_counters(flow).settle(flow.tenant, flow.key, delta, flow.weight, reservation.tags)
             return None
         keys, args = [], [reservation.id, reservation.tokens, used]
         for name, (_, tpm, conc, budget) in reservation.scopes.items():
             base = self.prefix + name
             keys += [f"{base}:t", f"{base}:th", f"{base}:c", f"{base}:b:{reservation.month}"]
             args += [int(bool(tpm)), int(bool(conc)), int(bool(budget))]
+        if flow is not None:
+            keys.append(self.prefix + flow.counters)
+            args += [flow.tenant, flow.key, delta * SCALE, flow.weight, reservation.tags.tenant, reservation.tags.key]
         done = asyncio.get_running_loop().create_future()
         self._settles.append((keys, args, done))
         self._unsettled.add(done)
@@ -198,7 +236,7 @@ class RequestLimiter:
         if self.client is not None:
             await self.client.aclose()
 
-    async def _shared_check(self, rid, tokens, month, limits) -> list | None:
+    async def _shared_check(self, rid, tokens, month, limits, flow: Flow | None) -> list | None:
         if self._check is None or time.monotonic() < self._retry_at:
             return None
         keys, args = [], [WINDOW_MS, rid, tokens, self.lease_ms, BUDGET_TTL_S]
@@ -206,6 +244,9 @@ class RequestLimiter:
             base = self.prefix + name
             keys += [f"{base}:r", f"{base}:t", f"{base}:th", f"{base}:c", f"{base}:b:{month}"]
             args += list(values)
+        if flow is not None:
+            keys.append(self.prefix + flow.counters)
+            args += [flow.tenant, flow.key, flow.cost * SCALE, flow.weight, FAIR_TTL_S]
         try:
             self.round_trips += 1
             answer = await self._check(keys=keys, args=args)

@@ -8,6 +8,12 @@ Per scope (the key's, the tenant's) five Redis keys, in this order:
   c   concurrency leases: sorted set, member = reservation id, score = when the lease lapses (ms)
   b   the month's budget: a counter of tokens used (its name carries the month)
 The server's clock (TIME) is the only clock, so replicas with skewed clocks still agree.
+
+After the scopes' keys may come one more: the fair-share counters of the request's (service, band), a hash
+of t:<tenant> and k:<key> counters, the band's virtual time _v and each tenant's keys' virtual time
+v:<tenant> (gateway/fairness.py does the same arithmetic in memory). CHECK charges the request's estimated
+cost there and answers its start tags; SETTLE corrects the counters with the cost used and moves the
+virtual times up to the tags: fair share costs no round trip of its own.
 """
 
 from __future__ import annotations
@@ -20,12 +26,15 @@ REASONS = {0: None, 1: "requests", 2: "tokens", 3: "concurrency", 4: "budget"}
 # rpm, tpm, concurrency, budget (0 = none). Every limit of every scope is checked before any is taken.
 # Returns {allowed, reason, retry ms, rpm limit, rpm remaining, rpm reset ms, tpm limit, tpm remaining,
 # tpm reset ms, budget left per scope (-1 = none)...}; a limit of -1 means no such limit applies.
+# With the counters' key: ARGV then ends with tenant, key, cost x SCALE, tenant weight, counters' ttl s, and the
+# answer with the tenant tag and the key tag (0, 0 when refused).
 CHECK = """
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local window, id, cost = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local lease, budget_ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
-local scopes = #KEYS / 5
+local scopes = math.floor(#KEYS / 5)
+local fair = KEYS[scopes * 5 + 1]
 local reason, retry = 0, 0
 local req, tok = {-1, -1, 0}, {-1, -1, 0}
 local left = {}
@@ -127,20 +136,38 @@ if reason == 0 then
   if req[1] >= 0 then req[2] = req[2] - 1 end
   if tok[1] >= 0 then tok[2] = tok[2] - cost end
 end
+local tags = {0, 0}
+if reason == 0 and fair then
+  local a = 5 + scopes * 4
+  local amount, weight = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+  -- A flow's counter is lifted to its virtual time (an idle flow banks no credit), taken as the start tag,
+  -- then advanced by the cost over the weight.
+  local function advance(field, floor, w)
+    local start = math.max(tonumber(redis.call('HGET', fair, field) or 0), floor)
+    redis.call('HSET', fair, field, start + math.floor(amount / w))
+    return start
+  end
+  tags[1] = advance('t:' .. ARGV[a + 1], tonumber(redis.call('HGET', fair, '_v') or 0), weight)
+  tags[2] = advance('k:' .. ARGV[a + 2], tonumber(redis.call('HGET', fair, 'v:' .. ARGV[a + 1]) or 0), 1)
+  redis.call('EXPIRE', fair, tonumber(ARGV[a + 5]))
+end
 if req[2] < 0 then req[2] = 0 end
 if tok[2] < 0 then tok[2] = 0 end
 local out = {reason == 0 and 1 or 0, reason, retry, req[1], req[2], req[3], tok[1], tok[2], tok[3]}
 for s = 1, scopes do out[#out + 1] = left[s] end
+if fair then out[#out + 1] = tags[1]; out[#out + 1] = tags[2] end
 return out
 """
 
 # KEYS: per scope t, th, c, b. ARGV: reservation id, tokens reserved, tokens used, then per scope
 # has tpm, has concurrency, has budget (1/0). The window entry is corrected only while it is still in
 # the window (a request longer than the window was counted once, at its reservation); the budget is
-# always corrected, so a month's count is exact; the lease is released.
+# always corrected, so a month's count is exact; the lease is released. With the fair-share counters' key
+# last, ARGV ends with tenant, key, (cost used - cost estimated) x SCALE, tenant weight, tenant tag, key tag.
 SETTLE = """
 local id, reserved, used = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-for s = 1, #KEYS / 4 do
+local scopes = math.floor(#KEYS / 4)
+for s = 1, scopes do
   local k, a = (s - 1) * 4, 3 + (s - 1) * 3
   if ARGV[a + 1] == '1' and redis.call('ZSCORE', KEYS[k + 1], id) then
     local before = tonumber(redis.call('HGET', KEYS[k + 2], id) or reserved)
@@ -150,6 +177,18 @@ for s = 1, #KEYS / 4 do
   if ARGV[a + 2] == '1' then redis.call('ZREM', KEYS[k + 3], id) end
   if ARGV[a + 3] == '1' and redis.call('EXISTS', KEYS[k + 4]) == 1 then
     redis.call('INCRBY', KEYS[k + 4], used - reserved)
+  end
+end
+local fair = KEYS[scopes * 4 + 1]
+if fair then
+  local a = 3 + scopes * 3
+  local tenant, delta, weight = ARGV[a + 1], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+  redis.call('HINCRBY', fair, 't:' .. tenant, math.floor(delta / weight))
+  redis.call('HINCRBY', fair, 'k:' .. ARGV[a + 2], delta)
+  local tenant_tag, key_tag = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
+  if tenant_tag > tonumber(redis.call('HGET', fair, '_v') or 0) then redis.call('HSET', fair, '_v', tenant_tag) end
+  if key_tag > tonumber(redis.call('HGET', fair, 'v:' .. tenant) or 0) then
+    redis.call('HSET', fair, 'v:' .. tenant, key_tag)
   end
 end
 return 1

@@ -26,7 +26,7 @@ log = logging.getLogger("gateway.metering")
 TABLE = "gateway_usagerow"
 COLUMNS = ("at", "tenant_id", "key_id", "service_id", "model", "pod", "status", "prompt_tokens",
            "cached_tokens", "completion_tokens", "ttft_ms", "duration_ms", "streamed", "disconnected", "added_ms",
-           "prompt_chars", "prefix_blocks", "batch_id")
+           "prompt_chars", "prefix_blocks", "batch_id", "queued_ms", "shed")
 CHARS_AT = COLUMNS.index("prompt_chars")  # a row's prefix_blocks may hold a gateway.prefix.Prompt until flushed
 # The text columns and their bound in characters (UsageRow's max_length): what the gateway writes there is cut
 # to it and made valid UTF-8 without NUL, whatever a request carried.

@@ -13,7 +13,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import BrinIndex
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -21,6 +21,8 @@ from apps.core.access import restricted, staff_only, tenant_owned
 from apps.core.models import TimestampedModel
 from apps.tenancy.models import TOKEN_PREFIX_LENGTH, hash_token
 from gateway import batch_vocab as bv
+from gateway.door import QUEUE_FULL, QUEUE_TIMEOUT
+from gateway.fairness import DEFAULT_BAND, DEFAULT_WEIGHT, HIGHEST_BAND, LOWEST_BAND
 from gateway.metering import TEXT_CHARS
 
 # The marker lets secret scanners and people tell an inference key from an API token at a glance.
@@ -67,6 +69,10 @@ class InferenceKey(TimestampedModel, Limits):
     expires_at = models.DateTimeField(help_text="Required; at most TOKEN_MAX_DAYS after the secret was issued.")
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    priority = models.IntegerField(
+        default=DEFAULT_BAND, validators=[MinValueValidator(LOWEST_BAND)],
+        help_text=f"The key's priority band at the gateway, higher first ({LOWEST_BAND} is batch and best-effort); "
+                  "at most the tenant's highest band. A request may lower it (x-priority), never raise it.")
 
     # Members see their tenants' keys (never a secret: only the prefix and the hash are stored);
     # owners and operators change them.
@@ -103,6 +109,10 @@ class InferenceKey(TimestampedModel, Limits):
             clash = InferenceKey.objects.filter(tenant_id=self.tenant_id, name=self.name).exclude(pk=self.pk)
             if clash.exists():
                 raise ValidationError({"name": ValidationError("The tenant has a key of this name.", code="unique")})
+        if self.tenant_id and self.priority is not None and self.priority > (highest := highest_band(self.tenant_id)):
+            raise ValidationError({"priority": ValidationError(
+                "The tenant's highest band is %(highest)d (a staff setting: tenant limits).", code="above_tenant_band",
+                params={"highest": highest})})
 
     @property
     def is_revoked(self) -> bool:
@@ -116,10 +126,23 @@ class InferenceKey(TimestampedModel, Limits):
         return {"services": sorted(self.services.values_list("pk", flat=True))} if self.pk else {}
 
 
+def highest_band(tenant_id) -> int:
+    """The highest band the tenant's keys may have: its limits' `max_priority`, else the default band."""
+    limits = TenantLimits.objects.filter(tenant_id=tenant_id).values_list("max_priority", flat=True)
+    return next(iter(limits), DEFAULT_BAND)
+
+
 class TenantLimits(TimestampedModel, Limits):
     """Limits that bound all of a tenant's keys together; set by platform staff, like the GPU quota."""
 
     tenant = models.OneToOneField("tenancy.Tenant", on_delete=models.CASCADE, related_name="gateway_limits")
+    max_priority = models.IntegerField(
+        default=DEFAULT_BAND, validators=[MinValueValidator(LOWEST_BAND), MaxValueValidator(HIGHEST_BAND)],
+        help_text="The highest priority band the tenant's keys may choose.")
+    fair_share_weight = models.PositiveIntegerField(
+        default=DEFAULT_WEIGHT, validators=[MinValueValidator(1), MaxValueValidator(1000)],
+        help_text="The tenant's share of a saturated service against other tenants in the same band (2 is twice "
+                  "the default's).")
 
     # Members see their tenant's limits; only staff change them, like the GPU quota.
     objects = restricted(tenant_owned("tenant", writers=frozenset()))
@@ -170,6 +193,11 @@ class UsageRow(Usage):
     # Null, not "", for an interactive request: a spool segment of an older gateway lacks the column (null).
     batch_id = models.CharField(max_length=bv.ID_CHARS, null=True, blank=True,  # noqa: DJ001
                                 help_text="The batch whose line this request was; empty for an interactive one.")
+    queued_ms = models.FloatField(null=True, help_text="Time waited in the door's queue (requests that waited only).")
+    # Null on rows spooled by a gateway older than the column (a spool's rows lack the columns added since).
+    shed = models.CharField(max_length=20, blank=True, null=True,  # noqa: DJ001
+                            choices=[(r, r) for r in (QUEUE_FULL, QUEUE_TIMEOUT)],
+                            help_text="Why the door's queue answered 429, if it did.")
 
     # Members read their tenant's usage; only the gateway writes it.
     objects = restricted(tenant_owned("tenant", writers=frozenset()))

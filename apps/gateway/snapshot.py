@@ -14,7 +14,10 @@ from django.utils import timezone
 from apps.catalog.choices import DeploymentMode
 from apps.gateway.api.serializers import LIMIT_FIELDS
 from apps.gateway.models import InferenceKey, TenantLimits, Upstream
+from apps.serving.choices import PoolRole
 from apps.serving.models import InferenceService
+from capacity.arch import vllm_default_max_num_seqs
+from capacity.gpus import GPUS
 
 SNAPSHOT_FORMAT = 1
 
@@ -23,10 +26,24 @@ def _limits(obj) -> dict:
     return {name: getattr(obj, name) for name in LIMIT_FIELDS}
 
 
+def max_outstanding(service, ready_engines: int) -> int | None:
+    """The service's saturation bound for the gateway's queue (gateway/door.py): requests its ready engines run
+    at once (`max_num_seqs`, else vLLM's default for the pool's GPU); None with no engine ready (nothing to
+    queue for: a service to wake is held by activation, any other is answered 503)."""
+    if not ready_engines:
+        return None
+    seqs = service.engine_settings_obj().max_num_seqs
+    if seqs is None:
+        # The engines' own default: decode pools are the ones that run sequences, so their GPU decides.
+        pools = sorted(service.pools.all(), key=lambda pool: pool.role != PoolRole.DECODE)
+        seqs = vllm_default_max_num_seqs(GPUS[pools[0].gpu_type]) if pools else None
+    return ready_engines * seqs if seqs else None
+
+
 def build_snapshot() -> dict:
     now = timezone.now()
     upstreams = {u.service_id: u for u in Upstream.objects.all()}
-    services = InferenceService.objects.select_related("tenant", "model").prefetch_related("adapters")
+    services = InferenceService.objects.select_related("tenant", "model").prefetch_related("adapters", "pools")
     # What the builtin autoscaler wakes from zero (workers/activation.py): the gateway holds their requests.
     wakes = set(services.filter(deployment_mode=DeploymentMode.SERVERLESS, autoscaling__autoscaler="builtin",
                                 deletion_requested_at__isnull=True).values_list("pk", flat=True))
@@ -35,17 +52,19 @@ def build_snapshot() -> dict:
     return {
         "format": SNAPSHOT_FORMAT,
         "built_at": now.isoformat(),
-        "tenants": {str(t.tenant_id): _limits(t) for t in TenantLimits.objects.all()},
+        "tenants": {str(t.tenant_id): {**_limits(t), "weight": t.fair_share_weight}
+                    for t in TenantLimits.objects.all()},
         "services": [{
             "id": s.pk, "tenant_id": s.tenant_id, "name": s.name, "served_model": s.model.name,
             "adapters": sorted(a.name for a in s.adapters.all()), "routing_policy": s.routing_policy,
             "routed": s.pk in upstreams and upstreams[s.pk].routed,
             "endpoints": upstreams[s.pk].endpoints if s.pk in upstreams else [],
             "ready_engines": upstreams[s.pk].ready_engines if s.pk in upstreams else 0, "wakes": s.pk in wakes,
+            "max_outstanding": max_outstanding(s, upstreams[s.pk].ready_engines if s.pk in upstreams else 0),
         } for s in services],
         "keys": {k.key_hash: {
             "id": k.pk, "tenant_id": k.tenant_id, "expires_at": k.expires_at.timestamp(),
-            "services": sorted(s.pk for s in k.services.all()) or None, **_limits(k),
+            "services": sorted(s.pk for s in k.services.all()) or None, "priority": k.priority, **_limits(k),
         } for k in keys},
     }
 

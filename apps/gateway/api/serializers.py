@@ -30,7 +30,7 @@ class InferenceKeySerializer(ValidatedModelSerializer):
 
     class Meta:
         model = InferenceKey
-        fields = ["id", "tenant", "name", "prefix", "services", *LIMIT_FIELDS, "expires_at", "revoked",
+        fields = ["id", "tenant", "name", "prefix", "services", *LIMIT_FIELDS, "priority", "expires_at", "revoked",
                   "revoked_at", "last_used_at", "created"]
         read_only_fields = ["prefix", "revoked_at", "last_used_at", "created"]
         extra_kwargs = {"expires_at": {
@@ -99,5 +99,5 @@ class TenantLimitsSerializer(ValidatedModelSerializer):
 
     class Meta:
         model = TenantLimits
-        fields = ["id", "tenant", *LIMIT_FIELDS, "created", "updated"]
+        fields = ["id", "tenant", *LIMIT_FIELDS, "max_priority", "fair_share_weight", "created", "updated"]
         read_only_fields = ["created", "updated"]

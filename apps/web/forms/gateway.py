@@ -24,8 +24,9 @@ class InferenceKeyForm(PlainLabels, forms.ModelForm):
 
     class Meta:
         model = InferenceKey
-        fields = ["name", "services", "rpm", "tpm", "concurrency", "monthly_token_budget"]
-        labels = {"rpm": "Requests per minute", "tpm": "Tokens per minute", "concurrency": "Concurrent requests",
+        fields = ["name", "services", "rpm", "tpm", "concurrency", "monthly_token_budget", "priority"]
+        labels = {"priority": "Priority band",
+                  "rpm": "Requests per minute", "tpm": "Tokens per minute", "concurrency": "Concurrent requests",
                   "monthly_token_budget": "Tokens per month"}
         help_texts = {"name": "What calls with it, e.g. support-bot.",
                       "services": "None ticked: every service of the tenant, now and later."}
@@ -44,6 +45,12 @@ class InferenceKeyForm(PlainLabels, forms.ModelForm):
             field.validators = [v for v in field.validators if not isinstance(v, MinValueValidator)]
             field.widget.attrs.pop("min", None)
             field.widget.attrs.update({"inputmode": "numeric", "placeholder": "no limit"})
+        # Left empty, a key keeps the band it has (a new one: the default); its bounds are the model's clean().
+        self.fields["priority"].required = False
+
+    def clean_priority(self):
+        value = self.cleaned_data.get("priority")
+        return self.instance.priority if value is None else value
 
     def clean(self):
         data = super().clean()

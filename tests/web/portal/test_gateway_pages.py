@@ -45,6 +45,8 @@ def test_a_key_is_shown_once_stored_hashed_and_audited(login, operator_a, tenant
     ({"rpm": "0"}, "rpm"),
     ({"monthly_token_budget": "-5"}, "monthly_token_budget"),
     ({"concurrency": "0", "tpm": "5"}, "concurrency"),
+    ({"priority": "1"}, "priority"),  # above the tenant's highest band (0 without tenant limits)
+    ({"priority": "-21"}, "priority"),  # below the lowest band
 ])
 def test_bad_input_is_refused_with_the_apis_words_and_nothing_is_made(login, api, operator_a, fields, field):
     body = {"name": "app", "expires_days": 30, **fields}
