@@ -56,7 +56,8 @@ class RunSerializer(RefusesNul, serializers.ModelSerializer):
     class Meta:
         model = Run
         fields = ["id", "service", "trace", "alternatives", "search", "status", "progress", "message",
-                  "cancel_requested", "window_start", "window_end", "cpu_budget_s", "created", "started_at", "finished_at"]
+                  "cancel_requested", "window_start", "window_end", "cpu_budget_s", "created", "started_at",
+                  "finished_at"]
         read_only_fields = ["status", "progress", "message", "cancel_requested", "window_start", "window_end",
                             "cpu_budget_s", "created", "started_at", "finished_at"]
 
