@@ -17,7 +17,7 @@ from tests.whatif.test_api import jsonl
 
 
 @pytest.mark.browser
-def test_the_front_is_drawn_with_the_chosen_marked_and_applying_it_changes_the_service(  # noqa: F811
+def test_the_front_is_drawn_with_the_chosen_marked_and_applying_it_changes_the_service(
         browser_page, live_server, owner_a, tenant_a):
     service = InferenceServiceFactory(
         tenant=tenant_a, name="chat", engine_settings={"max_model_len": 8192},
