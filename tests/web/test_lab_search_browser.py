@@ -18,7 +18,7 @@ from tests.whatif.test_api import jsonl
 
 @pytest.mark.browser
 def test_the_front_is_drawn_with_the_chosen_marked_and_applying_it_changes_the_service(
-        browser_page, live_server, owner_a, tenant_a):
+        browser_page, live_server, owner_a, tenant_a):  # noqa: F811 (the fixture imported above)
     service = InferenceServiceFactory(
         tenant=tenant_a, name="chat", engine_settings={"max_model_len": 8192},
         pools=[{"role": "engine", "replicas": 2, "min_replicas": 2, "max_replicas": 2, "gpu_type": "l4-24gb"}])
