@@ -220,6 +220,10 @@ class Searcher:
         if name in self.names:
             return next(r for r in self.out.rows if r["name"] == name)
         changes = {} if alt is None else {k: v for k, v in alt.items() if not k.startswith("_")}
+        beaten = alt is not None and self._dominated(alt)
+        if beaten:
+            self.out.pruned.append({"config": changes, "reason": beaten})
+            return None
         try:
             sc = scenario(self.service, {**changes, "name": name}, name, slo=self.slo)
         except ScenarioError as exc:
@@ -234,6 +238,18 @@ class Searcher:
             row["gpu_hours"] * row["usd_per_gpu_hour"], 4)
         self.out.rows.append(row)
         return row
+
+    def _dominated(self, alt: dict) -> str:
+        """Why `alt` cannot enter the front, unreplayed: its pool never holds fewer than its minimum, so it costs at
+        least that over the load, and a replayed row meeting every request costs no more ('' when none does)."""
+        cost = "cost_usd" if self._priced() else "gpu_hours"
+        floor = alt["min_replicas"] * alt["gpus_per_replica"] * self.shape.hours * (
+            self.prices.get(alt["gpu_type"], 1.0) if self._priced() else 1.0)
+        for r in self.out.rows:
+            if r["name"] != "current" and r["slo_attainment"] == r["itl_slo_attainment"] == 1.0 and r[cost] <= floor:
+                return (f"dominated: costs at least {floor:.2f} ({cost}), and {r['name']} meets every request "
+                        f"at {r[cost]}")
+        return ""
 
     def _tick(self, t: float, end: float) -> None:
         used = time.thread_time() - self.cpu0

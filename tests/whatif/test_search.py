@@ -40,10 +40,13 @@ def chat(tenant=None, gpus=1, **engine):
 def test_a_search_over_tp_1_and_2_on_l4s_keeps_the_cheaper_of_two_configurations_meeting_the_slo():
     # One 500-token request every 10 s for 600 s: 6 in the busiest minute, 0.1 requests/s, which one replica of
     # either TP serves far within 2 s, so the planner sizes both to 1-1 replicas. On an idle engine every request
-    # meets its TTFT budget and ITL. Cost: 1 L4 x 600 s = 0.17 GPU-h (TP 1) and 2 L4s x 600 s = 0.33 (TP 2): TP 2
-    # costs more and meets no more, so the front is TP 1 alone, and it is chosen.
+    # meets its TTFT budget and ITL. Cost: 1 L4 x 600 s = 0.17 GPU-h (TP 1); TP 2 holds at least 2 L4s x 600 s =
+    # 0.33 GPU-h and can meet no more than every request, so once TP 1 (the planner's cheaper) has replayed, TP 2
+    # is dropped unreplayed as dominated. The front is TP 1 alone, and it is chosen.
     result = search(chat(), spaced_load(61, 10.0), Space(gpu_types=("l4-24gb",), tps=(1, 2), **HARDWARE_ONLY))
-    assert result["replayed"] == 3 and result["pruned"] == [] and result["cost_axis"] == "gpu_hours"
+    assert result["replayed"] == 2 and result["cost_axis"] == "gpu_hours"  # the current configuration and TP 1
+    assert [(p["config"]["gpus_per_replica"], p["reason"][:30]) for p in result["pruned"]] == [
+        (2, "dominated: costs at least 0.33")]
     assert [(r["name"], r["gpu_hours"], r["slo_attainment"], r["itl_slo_attainment"]) for r in result["front"]] == [
         ("1 × L4 (TP 1), 1–1 replicas", 0.17, 1.0, 1.0)]
     assert result["chosen"]["name"] == "1 × L4 (TP 1), 1–1 replicas" and result["reason"] is None
