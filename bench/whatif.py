@@ -272,6 +272,8 @@ def chosen_in_kubesim(args, chosen: dict) -> dict:
     """Deploy the chosen configuration in kubesim, drive it for `--chosen-seconds`, and compare attainment."""
     import threading
 
+    from django.db import connection
+
     from apps.autoscaling.evaluate import pool_rates
     from apps.clusters.models import Cluster
     from apps.serving.choices import Phase
@@ -315,11 +317,14 @@ def chosen_in_kubesim(args, chosen: dict) -> dict:
             time.sleep(1)
 
         def control_loop():  # what the beat and the workers do, every 5 s
-            while not stop.wait(5):
-                scrape()
-                evaluate_service(service.pk)
-                surge_service(service.pk)
-                reconcile(service.pk)
+            try:
+                while not stop.wait(5):
+                    scrape()
+                    evaluate_service(service.pk)
+                    surge_service(service.pk)
+                    reconcile(service.pk)
+            finally:
+                connection.close()  # this thread's own, so that the throwaway database can be dropped
 
         loop = threading.Thread(target=control_loop, daemon=True)
         loop.start()
@@ -345,7 +350,7 @@ def chosen_in_kubesim(args, chosen: dict) -> dict:
         sent = [TraceRequest(r.start - first, r.prompt_tokens, r.completion_tokens or r.max_tokens) for r in results]
         load = Load("kubesim", sorted(sent, key=lambda r: r.t))
         replay = run_whatif(service, load, [])["scenarios"][0]
-        return {"config": chosen["name"], "requests": len(results),
+        return {"config": chosen["name"], "requests": len(results), "lab_peak_replicas": replay["peak_replicas"],
                 "measured": {"slo_attainment": round(budget / len(results), 4),
                              "itl_slo_attainment": round(itl / len(results), 4)},
                 "predicted_by_search": {k: chosen[k] for k in ("slo_attainment", "itl_slo_attainment")},
@@ -376,6 +381,8 @@ def search_part(args) -> dict:
         return {"search": figures, "chosen_in_kubesim": None}
     print(f"chosen configuration in kubesim for {args.chosen_seconds:g} s: {chosen['name']}", flush=True)
     check = chosen_in_kubesim(args, chosen)
+    print(f"  {check['requests']} requests sent; the lab's replay of them peaks at {check['lab_peak_replicas']} "
+          "replicas", flush=True)
     for key in ("slo_attainment", "itl_slo_attainment"):
         measured, predicted = check["measured"][key], check["predicted_by_search"][key]
         print(f"  {key}: measured {measured:.1%}, predicted by the search {predicted:.1%} "

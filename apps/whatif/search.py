@@ -233,7 +233,8 @@ class Searcher:
         self.names.add(name)
         row = {"name": name, "config": sc.changes, "changes": sc.changes,
                **{k: v for k, v in result.items() if k not in ("name", "changes", "timeline")},
-               "timeline": result["timeline"], "usd_per_gpu_hour": self.prices.get(result["gpu_type"])}
+               "timeline": result["timeline"], "usd_per_gpu_hour": self.prices.get(result["gpu_type"]),
+               "knob": (alt or {}).get("_knob")}
         row["cost_usd"] = None if row["usd_per_gpu_hour"] is None else round(
             row["gpu_hours"] * row["usd_per_gpu_hour"], 4)
         self.out.rows.append(row)
@@ -320,7 +321,7 @@ class Searcher:
         if alt is not None and alt["max_replicas"] > cfg["max_replicas"]:
             if "routing_policy" in cfg:
                 alt["routing_policy"] = cfg["routing_policy"]
-            self.replay(alt)
+            self.replay({**alt, "_knob": base["knob"]})
 
 
 def search(service, load: Load, space: Space | None = None, cpu_budget_s: float = SEARCH_CPU_BUDGET_S,
