@@ -264,7 +264,6 @@ def search_figures(args) -> dict:
                   + ("  <- chosen" if chosen and r["name"] == chosen["name"] else ""), flush=True)
         if not chosen:
             print(f"    {result['reason']}", flush=True)
-    cluster.delete()  # its address answers nothing; the scrapes of the kubesim part would warn about it
     return out
 
 
