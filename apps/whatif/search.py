@@ -7,8 +7,9 @@ anything replays (`capacity.plan`, `capacity.advisor`): a configuration whose re
 service's context, or whose largest fleet cannot serve the load's busiest minute within the TTFT allowance, is
 dropped with the planner's reason; the planner also sizes each survivor's replica bounds (the quietest and the
 busiest minute's replicas). Survivors replay on the fleet simulation (`apps.whatif.lab`) in three stages, within
-a CPU budget: the hardware options cheapest by the planner's estimate; then, on the best of them, one engine
-setting or the routing policy changed at a time; then that best with more headroom. Each replay is judged by
+a CPU budget: the hardware options cheapest by the planner's estimate; then more headroom for the one that
+missed the SLO more cheaply than the best meeting it (or for the best, when none meets it); then, on the best, one
+engine setting or the routing policy changed at a time. Each replay is judged by
 the service's own validation first (`apps.whatif.scenarios.scenario`), as the lab judges any alternative.
 """
 
@@ -290,8 +291,8 @@ class Searcher:
             self.replay(None)
             for _, alt in self.hardware()[:HARDWARE_REPLAYS]:
                 self.replay(alt)
-            self._knobs()
             self._headroom()
+            self._knobs()
         except OverBudget as exc:
             self.out.stopped = str(exc)
         return self.out
@@ -311,8 +312,16 @@ class Searcher:
             self.replay({**alt, "_knob": words})
 
     def _headroom(self) -> None:
-        base = self.best()
-        if base is None or meets(base) or not self.space.headroom:
+        """HEADROOM times the maximum for the best row when none meets the SLO, else for the cheapest row that
+        misses it while costing less than the best meeting it (more replicas may make it the cheaper answer)."""
+        best = self.best()
+        if best is None or not self.space.headroom:
+            return
+        cost = "cost_usd" if self._priced() else "gpu_hours"
+        base = best if not meets(best) else min(
+            (r for r in self.out.rows if r["name"] != "current" and not meets(r) and r[cost] < best[cost]),
+            key=lambda r: r[cost], default=None)
+        if base is None:
             return
         cfg = base["config"]
         engine = {k: v for k, v in cfg["engine_settings"].items() if k != "tensor_parallel_size"}
