@@ -23,6 +23,17 @@ kubesim's engines are the same code, so this measures the lab's fleet, router, l
 against a real-time cluster, not against hardware: Vidur (under 9 % latency error) and BLIS (about 10 % median
 error) are measured against real GPUs, which this bench cannot do.
 
+Search (`--search-only` runs this part alone): the lab's search (`apps.whatif.search`) on one hour of the demo's
+recorded-style load (Poisson, 5.4 requests/s, the demo's lengths) and on a production-shaped one (the same mean rate
+in bursts: gamma inter-arrivals of shape 0.25, a coefficient of variation of 2, and log-normal prompts with
+sigma 1.0 for a long tail; parameters chosen to be burstier than Poisson, not fitted to a published trace), against
+the demo's chat service with L4, L40S and H100 SXM nodes at the example prices (`seed_gpu_prices`): wall and CPU
+seconds (aim: under 60 s on one core). The demo load's chosen configuration is then deployed in kubesim and driven
+for `--chosen-seconds` (600) by the load generator at the same rate and lengths, with the built-in autoscaler
+evaluated every 5 s by this process (scrape, evaluate, surge, reconcile, as the beat would); its measured TTFT-budget
+and ITL attainment (the client's TTFT, the prefill floor from the capacity planner) are printed beside the search's
+prediction and the lab's replay of the requests the client sent (aim: within 5 points).
+
 `--json` ends with one JSON object: {"requests", "scenarios", "wall_s", "cpu_s", "speedup", "speedup_wall",
 "rss_mb", "fidelity": [{"config", "ttft_p95_error_pct", "gpu_hours_error_pct"}], "per_scenario": [{"name",
 "wall_s", "cpu_s", "speedup", "speedup_wall"}]}.
@@ -32,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import json
 import os
 import random
@@ -203,12 +215,192 @@ def fidelity(args) -> list[dict]:
     return out
 
 
+def bursty_load(hours: float, rate: float, seed: int, shape: float = 0.25, sigma: float = 1.0):
+    """Gamma inter-arrivals of `shape` at mean `rate` (CV 1/sqrt(shape)) and log-normal prompts (median 600)."""
+    from apps.whatif.lab import Load
+    from capacity.traces import TraceRequest
+
+    rng = random.Random(seed)
+    out, t = [], 0.0
+    while t < hours * 3600:
+        prompt = max(16, min(16000, round(rng.lognormvariate(6.3969, sigma))))
+        out.append(TraceRequest(t, prompt, rng.randint(50, 200)))
+        t += rng.gammavariate(shape, 1 / (shape * rate))
+    return Load("bench:bursty", out)
+
+
+SEARCH_GPUS = ("l4-24gb", "l40s-48gb", "h100-sxm-80gb")
+
+
+def search_figures(args) -> dict:
+    from django.core.management import call_command
+
+    from apps.clusters.models import Cluster
+    from apps.whatif.search import Space, search
+
+    call_command("seed_gpu_prices", stdout=io.StringIO())
+    cluster = Cluster.objects.create(name="bench-search", api_url="http://127.0.0.1:9", insecure_simulator=True,
+                                     open_to_all_tenants=True)
+    service = demo_service(cluster)
+    out = {}
+    for label, load in (("demo", poisson_load(1.0, args.search_rate, args.seed)),
+                        ("bursty", bursty_load(1.0, args.search_rate, args.seed))):
+        result = search(service, load, Space(gpu_types=SEARCH_GPUS))
+        chosen = result["chosen"]
+        out[label] = {"requests": len(load.requests), "wall_s": result["wall_s"], "cpu_s": result["cpu_s"],
+                      "replayed": result["replayed"], "pruned": len(result["pruned"]), "stopped": result["stopped"],
+                      "current": {k: result["current"][k] for k in ("gpu_hours", "slo_attainment",
+                                                                    "itl_slo_attainment")},
+                      "front": [{k: r[k] for k in ("name", "gpu_hours", "cost_usd", "slo_attainment",
+                                                   "itl_slo_attainment")} for r in result["front"]],
+                      "chosen": chosen and {k: chosen[k] for k in ("name", "config", "gpu_hours", "cost_usd",
+                                                                   "slo_attainment", "itl_slo_attainment")},
+                      "reason": result["reason"]}
+        print(f"  {label}: {len(load.requests)} requests, {result['replayed']} replayed, {len(result['pruned'])} "
+              f"pruned, {result['wall_s']:.1f} s wall, {result['cpu_s']:.1f} s CPU (aim < 60 s)"
+              + (f"; {result['stopped']}" if result["stopped"] else ""), flush=True)
+        print(f"    current: {out[label]['current']}", flush=True)
+        for r in out[label]["front"]:
+            print(f"    {r['name']:<58} GPU-h {r['gpu_hours']:6.2f} ${r['cost_usd']}  TTFT budget "
+                  f"{r['slo_attainment']:.1%}  ITL {r['itl_slo_attainment']:.1%}"
+                  + ("  <- chosen" if chosen and r["name"] == chosen["name"] else ""), flush=True)
+        if not chosen:
+            print(f"    {result['reason']}", flush=True)
+    return out
+
+
+def chosen_in_kubesim(args, chosen: dict) -> dict:
+    """Deploy the chosen configuration in kubesim, drive it for `--chosen-seconds`, and compare attainment."""
+    import threading
+
+    from django.db import connection
+
+    from apps.autoscaling.evaluate import pool_rates
+    from apps.clusters.models import Cluster
+    from apps.serving.choices import Phase
+    from apps.serving.models import InferenceService
+    from apps.whatif.lab import Load, run_whatif
+    from apps.whatif.scenarios import merged_settings, service_slo
+    from bench.common import free_port
+    from capacity.traces import TraceRequest
+    from kubesim import loadgen
+    from workers.reconcile import reconcile
+    from workers.tasks.autoscale import evaluate_service, surge_service
+    from workers.tasks.telemetry import scrape
+
+    cfg = chosen["config"]
+    nodes = f"{cfg['gpu_type']}:{cfg['max_replicas']}x{cfg['gpus_per_replica']}"
+    port = free_port()
+    sim = subprocess.Popen([sys.executable, "-m", "kubesim", "serve", "--port", str(port), "--fast-start",
+                            "--pod-network", "loopback", "--nodes", nodes],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stop = threading.Event()
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_for(url + "/version")
+        cluster = Cluster.objects.create(name="kubesim-chosen", api_url=url, insecure_simulator=True,
+                                         open_to_all_tenants=True)
+        service = demo_service(cluster)
+        pool = service.pools.get(role="engine")
+        for key in ("gpu_type", "gpus_per_replica", "min_replicas", "max_replicas", "replicas"):
+            setattr(pool, key, cfg[key])
+        pool.save()
+        InferenceService.objects.filter(pk=service.pk).update(
+            engine_settings=merged_settings(service.engine_settings, cfg["engine_settings"]),
+            autoscaling=cfg["autoscaling"], routing_policy=cfg.get("routing_policy", service.routing_policy))
+        service = InferenceService.objects.with_related().get(pk=service.pk)
+        deadline = time.monotonic() + 300
+        while service.phase != Phase.READY:
+            reconcile(service.pk)
+            service.refresh_from_db()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"chosen configuration not Ready ({service.phase}: {service.conditions})")
+            time.sleep(1)
+
+        def control_loop():  # what the beat and the workers do, every 5 s
+            try:
+                while not stop.wait(5):
+                    scrape()
+                    evaluate_service(service.pk)
+                    surge_service(service.pk)
+                    reconcile(service.pk)
+            finally:
+                connection.close()  # this thread's own, so that the throwaway database can be dropped
+
+        loop = threading.Thread(target=control_loop, daemon=True)
+        loop.start()
+        host = urllib.parse.urlsplit(service.endpoint)
+        name, namespace = host.hostname.split(".")[:2]
+        results = asyncio.run(loadgen.run(loadgen.LoadConfig(
+            base_url=loadgen.base_url_for(f"{namespace}/{name}:{host.port}", url), rate=args.search_rate,
+            duration=args.chosen_seconds, pattern="poisson", prompt_tokens=loadgen.parse_dist("lognormal:600:0.5"),
+            output_tokens=loadgen.parse_dist("uniform:50:200"), seed=args.seed)))
+        stop.set()
+        loop.join(30)
+        service = InferenceService.objects.with_related().get(pk=service.pk)
+        slo = service_slo(service.autoscaling)
+        per_token = 1.0 / pool_rates(service, service.pools.get(role="engine")).prefill_tokens_per_s
+        budget = itl = 0
+        for r in results:
+            if r.status != 200 or r.error or r.ttft is None:
+                continue
+            budget += r.ttft <= slo.ttft_s + (r.prompt_tokens - r.cached_tokens) * per_token
+            n = r.completion_tokens or r.max_tokens
+            itl += n < 2 or (r.e2e - r.ttft) / (n - 1) <= slo.itl_s
+        first = min(r.start for r in results)
+        sent = [TraceRequest(r.start - first, r.prompt_tokens, r.completion_tokens or r.max_tokens) for r in results]
+        load = Load("kubesim", sorted(sent, key=lambda r: r.t))
+        replay = run_whatif(service, load, [])["scenarios"][0]
+        return {"config": chosen["name"], "requests": len(results), "lab_peak_replicas": replay["peak_replicas"],
+                "measured": {"slo_attainment": round(budget / len(results), 4),
+                             "itl_slo_attainment": round(itl / len(results), 4)},
+                "predicted_by_search": {k: chosen[k] for k in ("slo_attainment", "itl_slo_attainment")},
+                "lab_replay": {k: replay[k] for k in ("slo_attainment", "itl_slo_attainment")}}
+    finally:
+        stop.set()
+        sim.terminate()
+        sim.wait(10)
+
+
+def _wait_for(url: str) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=2).read()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def search_part(args) -> dict:
+    print("search: 1 h of load, 5.4 requests/s, L4 / L40S / H100 SXM", flush=True)
+    figures = search_figures(args)
+    chosen = figures["demo"]["chosen"]
+    if chosen is None:
+        return {"search": figures, "chosen_in_kubesim": None}
+    print(f"chosen configuration in kubesim for {args.chosen_seconds:g} s: {chosen['name']}", flush=True)
+    check = chosen_in_kubesim(args, chosen)
+    print(f"  {check['requests']} requests sent; the lab's replay of them peaks at {check['lab_peak_replicas']} "
+          "replicas", flush=True)
+    for key in ("slo_attainment", "itl_slo_attainment"):
+        measured, predicted = check["measured"][key], check["predicted_by_search"][key]
+        print(f"  {key}: measured {measured:.1%}, predicted by the search {predicted:.1%} "
+              f"({(measured - predicted) * 100:+.1f} points; aim within 5), the lab's replay of the same requests "
+              f"{check['lab_replay'][key]:.1%}", flush=True)
+    return {"search": figures, "chosen_in_kubesim": check}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hours", type=float, default=1.0)
     parser.add_argument("--rate", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--fidelity-seconds", type=float, default=180.0)
+    parser.add_argument("--search-rate", type=float, default=5.4)
+    parser.add_argument("--chosen-seconds", type=float, default=600.0)
+    parser.add_argument("--search-only", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
@@ -217,7 +409,14 @@ def main() -> int:
     django.setup()
     from bench.common import throwaway_database
 
+    if args.search_only:
+        with throwaway_database():
+            result = search_part(args)
+        if args.json:
+            print(json.dumps(result))
+        return 0
     with throwaway_database():
+        searched = search_part(args)
         print(f"speed: {args.hours:g} h at {args.rate:g} requests/s, 8 scenarios", flush=True)
         figures = speed(args)
         print(f"all {figures['scenarios']}: {figures['cpu_s']} s CPU ({figures['wall_s']} s wall) for "
@@ -231,7 +430,7 @@ def main() -> int:
               "cpu_s": figures["cpu_s"], "speedup": figures["speedup"], "speedup_wall": figures["speedup_wall"],
               "rss_mb": rss_mb,
               "fidelity": [{k: r[k] for k in ("config", "ttft_p95_error_pct", "gpu_hours_error_pct")} for r in rows],
-              "per_scenario": figures["per_scenario"], "fidelity_detail": rows}
+              "per_scenario": figures["per_scenario"], "fidelity_detail": rows, **searched}
     if args.json:
         print(json.dumps(result))
     return 0

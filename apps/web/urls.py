@@ -50,6 +50,7 @@ urlpatterns = [
     path(S + "playground/", playground.playground, name="playground"),
     path(S + "lab/", lab.lab, name="lab"),
     path(S + "lab/traces/", lab.lab_upload, name="lab-upload"),
+    path(S + "lab/search/", lab.lab_search, name="lab-search"),
     path(S + "lab/runs/<int:run_id>/", lab.lab_run, name="lab-run"),
     path(S + "lab/runs/<int:run_id>/cancel/", lab.lab_cancel, name="lab-cancel"),
     path(S + "lab/runs/<int:run_id>/apply/", lab.lab_apply, name="lab-apply"),

@@ -17,6 +17,7 @@ from apps.tenancy.models import Tenant
 from apps.web.attainment import attainments, short_words
 from apps.web.htmx import is_fragment
 from apps.web.services import with_latest
+from apps.whatif.limits import capacity_limits
 
 TOP = 5
 
@@ -64,8 +65,10 @@ def home(request):
     context = fleet_summary(request.user)
     services = with_latest(list(InferenceService.objects.restrict(request.user).with_related()[:200]))
     slo = attainments(services)
+    limits = capacity_limits(services, slo)
     for service in services:
         service.slo = short_words(slo.get(service.pk))
+        service.limit = limits.get(service.pk)
     context["services"] = services
     context |= fleet_figures(services)
     context["door"] = at_the_door(request.user)

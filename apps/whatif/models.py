@@ -79,6 +79,8 @@ class Run(TimestampedModel):
     window_end = models.DateTimeField(null=True, editable=False)
     alternatives = models.JSONField(null=True, blank=True,
                                     help_text="Up to 8 alternatives; none: the lab's default ones.")
+    search = models.BooleanField(default=False, help_text="A search for the cheapest configurations meeting the "
+                                                          "SLO (apps.whatif.search) instead of alternatives.")
     cpu_budget_s = models.FloatField(editable=False)
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED, editable=False)
     progress = models.FloatField(default=0.0, editable=False)

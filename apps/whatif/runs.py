@@ -30,7 +30,8 @@ from apps.whatif.lab import (
     run_whatif,
 )
 from apps.whatif.models import Calibration, Run, RunStatus, Trace
-from apps.whatif.scenarios import ScenarioError
+from apps.whatif.scenarios import ScenarioError, scenario
+from apps.whatif.search import SEARCH_CPU_BUDGET_S, search
 from capacity.traces import TraceError, parse_trace
 from controlplane.celery import app as celery_app
 from controlplane.tasknames import WHATIF_RUN
@@ -75,19 +76,16 @@ def load_of(run: Run) -> Load:
     return recorded_load(run.service, run.window_end - run.window_start, until=run.window_end)
 
 
-def start_run(*, service, trace: Trace | None, alternatives: list | None, actor, via) -> Run:
-    """Check the run (the trace is the service's tenant's; the alternatives pass the service's own validation;
-    a recorded window has load; the load is no larger than a run replays), store it queued, audit it, and hand
-    it to a worker once committed."""
+def start_run(*, service, trace: Trace | None, alternatives: list | None, actor, via, search: bool = False) -> Run:
+    """Check the run (the trace is the service's tenant's; the alternatives pass the service's own validation, or
+    a search has none; a recorded window has load; the load is no larger than a run replays), store it queued,
+    audit it, and hand it to a worker once committed."""
     if trace is not None and trace.tenant_id != service.tenant_id:
         raise ValidationError({"trace": "The trace belongs to another tenant than the service."})
-    try:
-        build_scenarios(service, alternatives)
-    except ScenarioError as exc:
-        raise ValidationError({"alternatives": exc.problems}) from None
+    _check_scenarios(service, alternatives, search)
     now = timezone.now()
-    run = Run(service=service, trace=trace, alternatives=alternatives,
-              cpu_budget_s=float(settings.WHATIF_CPU_BUDGET_SECONDS),
+    run = Run(service=service, trace=trace, alternatives=alternatives, search=search,
+              cpu_budget_s=float(SEARCH_CPU_BUDGET_S if search else settings.WHATIF_CPU_BUDGET_SECONDS),
               created_by=actor if getattr(actor, "pk", None) else None)
     if trace is None:
         run.window_start, run.window_end = now - RECORDED_WINDOW, now
@@ -104,6 +102,18 @@ def start_run(*, service, trace: Trace | None, alternatives: list | None, actor,
         record_change(actor=actor, obj=run, action=AuditAction.CREATE, via=via)
         transaction.on_commit(lambda: _send(run.pk))
     return run
+
+
+def _check_scenarios(service, alternatives: list | None, search: bool) -> None:
+    if search and alternatives:
+        raise ValidationError({"alternatives": "A search chooses its own configurations; leave alternatives out."})
+    try:
+        if search:
+            scenario(service, {}, "current")
+        else:
+            build_scenarios(service, alternatives)
+    except ScenarioError as exc:
+        raise ValidationError({"service" if search else "alternatives": exc.problems}) from None
 
 
 def _send(run_id: int) -> None:
@@ -158,7 +168,10 @@ def execute(run_id: int) -> str | None:
     load = None
     try:
         load = load_of(run)
-        result = run_whatif(service, load, run.alternatives, cpu_budget_s=run.cpu_budget_s, progress=progress)
+        if run.search:
+            result = searched(service, load, run.cpu_budget_s, progress)
+        else:
+            result = run_whatif(service, load, run.alternatives, cpu_budget_s=run.cpu_budget_s, progress=progress)
     except Cancelled:
         fields = {"status": RunStatus.CANCELLED, "message": "Cancelled while it ran."}
     except (LoadError, ScenarioError, TraceError) as exc:
@@ -168,15 +181,31 @@ def execute(run_id: int) -> str | None:
         fields = {"status": RunStatus.FAILED,
                   "message": "The run failed with an internal error (see the worker's log)."}
     else:
-        stopped = result["stopped"]
+        # A search that ran out of budget still has a front of what it replayed: it succeeded, and says so.
+        stopped = None if run.search else result["stopped"]
         fields = {"status": RunStatus.STOPPED if stopped else RunStatus.SUCCEEDED, "result": result,
                   **({} if stopped else {"progress": 1.0}),
-                  "message": stopped or f"{len(result['scenarios'])} scenarios replayed in {result['wall_s']:.1f} s."}
+                  "message": stopped or result.get("summary")
+                  or f"{len(result['scenarios'])} scenarios replayed in {result['wall_s']:.1f} s."}
     with transaction.atomic():
         Run.objects.filter(pk=run_id).update(finished_at=timezone.now(), **fields)
         if fields.get("result") and load is not None and load.start is not None and result["scenarios"]:
             calibrate(run, service, load, result["scenarios"][0])
     return fields["status"]
+
+
+def searched(service, load: Load, cpu_budget_s: float, progress) -> dict:
+    """A search's result as a run keeps it: `scenarios` are the current configuration and the front (so the panel
+    and *Apply* read it as any run's), and `summary` says in a sentence what was found."""
+    result = search(service, load, cpu_budget_s=cpu_budget_s, progress=progress)
+    scenarios = ([result["current"]] if result["current"] else []) + result["front"]
+    chosen = result["chosen"]
+    summary = (f"{result['replayed']} configurations replayed, {len(result['pruned'])} pruned by the planner, in "
+               f"{result['wall_s']:.1f} s; " + (f"the cheapest meeting the SLO: {chosen['name']}." if chosen
+                                                 else result["reason"] + "."))
+    if result["stopped"]:
+        summary += f" ({result['stopped']}.)"
+    return {**result, "scenarios": scenarios, "summary": summary}
 
 
 def calibrate(run: Run, service, load: Load, current: dict) -> Calibration | None:

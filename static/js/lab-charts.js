@@ -26,7 +26,9 @@
     Plotly.react("chart-lab-pareto", [{
       x: data.scenarios.map((s) => s.gpu_hours), y: data.scenarios.map((s) => s.slo_attainment * 100),
       text: data.scenarios.map((s) => s.name), mode: "markers+text", textposition: "top center",
-      marker: { size: 10 }, name: "scenarios",
+      // A search's chosen configuration stands out: the cheapest meeting the SLO.
+      marker: { size: data.scenarios.map((s) => (s.name === data.chosen ? 16 : 10)),
+                symbol: data.scenarios.map((s) => (s.name === data.chosen ? "star" : "circle")) }, name: "scenarios",
     }], layout("GPU-hours against SLO attainment", {
       showlegend: false, xaxis: { title: { text: "GPU-hours" }, rangemode: "tozero" },
       yaxis: { title: { text: "SLO attainment (%)" } },

@@ -5,6 +5,7 @@ worker, read the results (table, plots, Pareto) and apply one. Every write goes 
 from __future__ import annotations
 
 import json
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
@@ -58,16 +59,22 @@ def run_context(run: Run | None) -> dict:
     if run is None:
         return {"run": None}
     scenarios = with_costs(run.result["scenarios"], gpu_prices()) if run.result else []
+    chosen = ((run.result or {}).get("chosen") or {}).get("name") if run.search else None
     plots = {"scenarios": [{"name": s["name"], "t": [p["t"] for p in s["timeline"]],
                             "replicas": [p["replicas"] for p in s["timeline"]],
                             "ttft_p95": [p["ttft_p95_s"] for p in s["timeline"]],
                             "gpu_hours": s["gpu_hours"], "slo_attainment": s["slo_attainment"]}
-                           for s in scenarios]}
+                           for s in scenarios], "chosen": chosen}
+    for s in scenarios:  # a front row opens in the lab's form as an alternative to keep and edit
+        keep = run.search and s["changes"]
+        s["as_alternative"] = lab_url(run.service) + "?" + urlencode(
+            {"alternatives": json.dumps([{"name": s["name"], **s["changes"]}])}) if keep else None
     found = Calibration.objects.filter(run=run).first()
     calibration = None if found is None else [
         (label, found.predicted.get(key), found.observed.get(key), found.errors_pct.get(key))
         for key, label in CALIBRATION_LABELS.items()]
-    return {"run": run, "scenarios": scenarios, "plots": plots, "result": run.result, "calibration": calibration}
+    return {"run": run, "scenarios": scenarios, "plots": plots, "result": run.result, "calibration": calibration,
+            "chosen": chosen}
 
 
 def _selected(request, service) -> Run | None:
@@ -78,10 +85,12 @@ def _selected(request, service) -> Run | None:
     return runs.order_by("-created").first()
 
 
-def _page(request, tenant, service, *, load_form=None, upload_form=None, rows=None, problems=(), status=200):
+def _page(request, tenant, service, *, load_form=None, upload_form=None, rows=None, problems=(), status=200,
+          search_form=None):
     context = {
         "tenant": tenant, "service": service,
         "load_form": load_form or LoadForm(tenant=tenant),
+        "search_form": search_form or LoadForm(tenant=tenant, prefix="search"),
         "upload_form": upload_form or TraceUploadForm(),
         "rows": rows if rows is not None else alternative_forms(initial=_prefilled(request, service)),
         "problems": list(problems),
@@ -115,6 +124,26 @@ def lab(request, tenant, name: str):
     messages.success(request, f"What-if run #{run.pk} started; its results appear below when a worker has "
                               "replayed it.")
     return redirect(lab_url(service, run))
+
+
+@tenant_page(WRITE)
+@require_POST
+def lab_search(request, tenant, name: str):
+    """Start a search for the cheapest configurations meeting the SLO on the chosen load (422 naming the field)."""
+    service = get_service(tenant, name)
+    load_form = LoadForm(request.POST, tenant=tenant, prefix="search")
+    if load_form.is_valid():
+        try:
+            run = start_run(service=service, trace=load_form.cleaned_data["trace"], alternatives=None, search=True,
+                            actor=request.user, via=AuditVia.PORTAL)
+        except ValidationError as exc:
+            for field, texts in exc.message_dict.items():
+                load_form.add_error("trace" if field == "trace" else None, texts)
+        else:
+            messages.success(request, f"Search #{run.pk} started; its front appears below when a worker has "
+                                      "replayed it.")
+            return redirect(lab_url(service, run))
+    return _page(request, tenant, service, search_form=load_form, status=422)
 
 
 @tenant_page(WRITE)

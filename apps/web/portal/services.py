@@ -24,6 +24,7 @@ from apps.serving.choices import Phase
 from apps.serving.models import POOL_SPEC_FIELDS, InferenceService
 from apps.serving.rendering.spec import PoolSpec
 from apps.telemetry.series import RANGES
+from apps.web.attainment import slo_attainment
 from apps.web.forms.services import (
     ScaleForm,
     ServiceForm,
@@ -41,6 +42,7 @@ from apps.web.revisions_panel import revisions_context
 from apps.web.rollout_panel import rollout_context
 from apps.web.scaling_panel import panel_context
 from apps.web.services import series_response, status_context, with_latest
+from apps.whatif.limits import answer_words, capacity_limits, latest_searches
 
 FILTERS = ("q", "phase", "mode", "engine")
 
@@ -95,6 +97,9 @@ def service_detail(request, tenant, name: str):
     context |= revisions_context(service)
     context |= rollout_context(service)
     context["advice"] = advice_cards(service)
+    context["capacity_limit"] = capacity_limits([service], {service.pk: slo_attainment(service)}).get(service.pk)
+    found = latest_searches([service.pk]).get(service.pk)
+    context["search_answer"] = None if found is None else {"run": found, "words": answer_words(found)}
     return render(request, "portal/service_detail.html", context)
 
 

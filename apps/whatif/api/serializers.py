@@ -47,10 +47,17 @@ class RunSerializer(RefusesNul, serializers.ModelSerializer):
         help_text="Up to 8 alternatives, each a name and changes (gpu_type, gpus_per_replica, min_replicas, "
                   "max_replicas, replicas, engine_settings, autoscaling); null or left out: the lab's defaults.")
 
+    search = serializers.BooleanField(
+        required=False, default=False,
+        help_text="true: search for the cheapest configurations meeting the SLO (a Pareto front) instead of "
+                  "replaying alternatives; the result then has `front`, `chosen` (or null with `reason`) and "
+                  "`pruned`, and each front row can be applied by its name.")
+
     class Meta:
         model = Run
-        fields = ["id", "service", "trace", "alternatives", "status", "progress", "message", "cancel_requested",
-                  "window_start", "window_end", "cpu_budget_s", "created", "started_at", "finished_at"]
+        fields = ["id", "service", "trace", "alternatives", "search", "status", "progress", "message",
+                  "cancel_requested", "window_start", "window_end", "cpu_budget_s", "created", "started_at",
+                  "finished_at"]
         read_only_fields = ["status", "progress", "message", "cancel_requested", "window_start", "window_end",
                             "cpu_budget_s", "created", "started_at", "finished_at"]
 

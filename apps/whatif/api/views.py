@@ -69,7 +69,7 @@ class RunViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Retrieve
         _may_change(request, data["service"])
         try:
             run = start_run(service=data["service"], trace=data.get("trace"), alternatives=data.get("alternatives"),
-                            actor=request.user, via=AuditVia.API)
+                            search=data.get("search", False), actor=request.user, via=AuditVia.API)
         except DjangoValidationError as exc:
             raise api_error(exc) from exc
         return Response(RunSerializer(run, context=self.get_serializer_context()).data, status=status.HTTP_201_CREATED)
