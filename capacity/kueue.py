@@ -25,6 +25,13 @@ from dataclasses import dataclass, field
 from capacity.gpus import GPUS
 
 # Preemption policies, as Kueue spells them.
+# Kueue's API as its objects spell it: one definition for the renderer, the read-back and kubesim's Kueue.
+GROUP = "kueue.x-k8s.io"
+VERSION = "v1beta1"
+COHORT_VERSION = "v1alpha1"
+QUEUE_LABEL = f"{GROUP}/queue-name"
+PRIORITY_LABEL = f"{GROUP}/priority-class"
+
 NEVER = "Never"
 LOWER_PRIORITY = "LowerPriority"
 LOWER_OR_NEWER_EQUAL = "LowerOrNewerEqualPriority"

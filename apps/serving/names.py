@@ -12,6 +12,7 @@ import hashlib
 import re
 
 # Keys kubesim reads too live in enginevocab.labels; re-exported here with every other name.
+from capacity.kueue import PRIORITY_LABEL, QUEUE_LABEL
 from enginevocab.labels import (  # noqa: F401
     ACTIVATION_HOLD_ANNOTATION,
     CANARY_WEIGHTS_ANNOTATION,
@@ -73,10 +74,10 @@ GATEWAY_NAMESPACE = "controlplane"
 GATEWAY_POD_LABELS = {NAME_LABEL: "controlplane", COMPONENT_LABEL: "gateway"}
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
 QUOTA_NAME = "gpu-quota"  # the tenant's ResourceQuota in its namespace
-# Kueue: its labels on engine workloads and pods (kubesim's Kueue controller spells them in kubesim/cluster/kueue.py,
-# which imports nothing of the project), and the tenant's LocalQueue in its namespace.
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+# Kueue: its labels on engine workloads and pods (defined once in capacity/kueue.py, which kubesim's Kueue imports
+# too), and the tenant's LocalQueue in its namespace.
+KUEUE_QUEUE_LABEL = QUEUE_LABEL
+KUEUE_PRIORITY_LABEL = PRIORITY_LABEL
 LOCAL_QUEUE_NAME = "gpus"
 # Objects of service `x` are named `x` or `x<suffix>`: a sibling service named e.g. `x-router` would
 # collide with them, so validation may refuse such names when `x` exists in the tenant.

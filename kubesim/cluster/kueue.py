@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-from capacity.kueue import NEVER, Queue
+from capacity.kueue import NEVER, PRIORITY_LABEL, QUEUE_LABEL, Queue
 from kubesim.apiserver.admission import AdmissionRequest
 from kubesim.apiserver.quantities import parse_quantity, pod_requests
 from kubesim.cluster.controllers.base import controller_of, owner_ref
@@ -21,8 +21,6 @@ from kubesim.cluster.controllers.leaderworkerset import GROUP_INDEX
 from kubesim.cluster.controllers.leaderworkerset import NAME as LWS_NAME
 from kubesim.cluster.kueue_crds import GROUP, PRIORITY_SOURCES
 
-QUEUE_LABEL = f"{GROUP}/queue-name"
-PRIORITY_LABEL = f"{GROUP}/priority-class"
 POD_GROUP_LABEL = f"{GROUP}/pod-group-name"
 POD_GROUP_COUNT = f"{GROUP}/pod-group-total-count"
 MANAGED_LABEL = f"{GROUP}/managed"

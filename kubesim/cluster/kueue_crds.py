@@ -9,11 +9,9 @@ cluster started with Kueue on (the default; `serve --no-kueue` leaves it out) se
 
 from __future__ import annotations
 
+from capacity.kueue import COHORT_VERSION, GROUP, VERSION
 from kubesim.apiserver.resources import crd
 
-GROUP = "kueue.x-k8s.io"
-VERSION = "v1beta1"
-COHORT_VERSION = "v1alpha1"
 RESOURCE_FLAVORS = f"{GROUP}/{VERSION}/resourceflavors"
 CLUSTER_QUEUES = f"{GROUP}/{VERSION}/clusterqueues"
 LOCAL_QUEUES = f"{GROUP}/{VERSION}/localqueues"
@@ -24,7 +22,7 @@ COHORTS = f"{GROUP}/{COHORT_VERSION}/cohorts"
 PREEMPTION_POLICIES = ["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
 RECLAIM_POLICIES = ["Never", "LowerPriority", "Any"]
 BORROW_POLICIES = ["Never", "LowerPriority"]
-PRIORITY_SOURCES = ["kueue.x-k8s.io/workloadpriorityclass", "scheduling.k8s.io/priorityclass", ""]
+PRIORITY_SOURCES = [f"{GROUP}/workloadpriorityclass", "scheduling.k8s.io/priorityclass", ""]
 
 
 def _s(description: str = "", **extra) -> dict:

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 from apps.serving.names import LOCAL_QUEUE_NAME, MANAGED_BY, MANAGED_BY_LABEL, NAMESPACE_NAME_LABEL, tenant_labels
 from capacity.gpus import gpu_for
+from capacity.kueue import COHORT_VERSION, GROUP, VERSION
 
-GROUP = "kueue.x-k8s.io"
-API = f"{GROUP}/v1beta1"
-COHORT_API = f"{GROUP}/v1alpha1"
+API = f"{GROUP}/{VERSION}"
+COHORT_API = f"{GROUP}/{COHORT_VERSION}"
 # The control plane's own admission and Kueue's ClusterQueue share these policies (capacity.kueue's defaults).
 RECLAIM_WITHIN_COHORT = "Any"
 BORROW_WITHIN_COHORT = "Never"
