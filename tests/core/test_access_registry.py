@@ -20,6 +20,7 @@ from apps.catalog.models import Model, Runtime
 from apps.clusters.models import Cluster
 from apps.core.access import ACTIONS, CHANGE, DELETE, VIEW, allowed, rule_of
 from apps.core.choices import Role
+from apps.gateway.models import Batch
 from apps.rollouts.models import Rollout
 from apps.serving.models import InferenceService
 from apps.tenancy.models import Tenant, TenantQueue
@@ -51,6 +52,8 @@ NOBODY_BUT_STAFF = {
     "whatif.Calibration",  # the lab's record of its own error: the worker writes it, nobody edits it
     "whatif.EngineFit",  # coefficients fitted by `manage.py calibrate` from stored telemetry, audited there
     "tenancy.TenantQueue",  # a tenant's GPU quota and how it shares it: staff set it
+    # Batch API files and a running batch's lines: written by the gateway through its own door, never through the ORM
+    "gateway.File", "gateway.BatchLine",
 }
 
 _serial = itertools.count()
@@ -74,6 +77,7 @@ def _related_value(field, tenant):
         get_user_model(): UserFactory,
         ContentType: lambda: ContentType.objects.get_for_model(Tenant),
         Rollout: lambda: make_row(Rollout, tenant),
+        Batch: lambda: make_row(Batch, tenant),
         WhatIfRun: lambda: WhatIfRun.objects.create(service=InferenceServiceFactory(tenant=tenant, pools=[]),
                                                     cpu_budget_s=1),
     }
