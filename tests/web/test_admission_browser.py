@@ -18,7 +18,7 @@ from tests.web.portal.page_checks import serious_axe_violations
 
 
 @pytest.fixture
-def shared_l4(db, tenant_a, tenant_b):
+def shared_l4(db, tenant_a, tenant_b, classes):
     """A cluster without Kueue where alpha and bravo each have 2 L4 of their own, lent to the other when unused."""
     cluster = ClusterFactory(name="west")
     TenantQueue.objects.filter(tenant__in=[tenant_a, tenant_b]).update(

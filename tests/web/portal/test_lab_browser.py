@@ -69,7 +69,7 @@ def test_upload_run_read_and_apply_in_the_lab(browser_page, live_server, owner_a
 
     # The rows come with the lab's default alternatives; the fourth asks for TP 3 on one GPU, which the
     # service's own validation refuses: the error shows on that row and no run is stored.
-    page.get_by_label("Load", exact=True).select_option(label="Trace hour: 30 requests over 58 s")
+    page.get_by_role("form", name="New run").get_by_label("Load", exact=True).select_option(label="Trace hour: 30 requests over 58 s")
     fourth = page.locator("#alternative-3")
     fourth.get_by_label("Name").fill("tp3")
     fourth.get_by_label("Tensor parallel size").fill("3")
