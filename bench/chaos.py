@@ -175,10 +175,8 @@ def seed(n: int, kubesim_url: str):
     from apps.tenancy.queues import set_gpu_quota
 
     staff = get_user_model().objects.create_user("chaos", is_staff=True, is_superuser=True)
-    tenant = Tenant.objects.create(slug="chaos", name="Chaos")
-    set_gpu_quota(tenant, 10_000)
-    cluster = Cluster.objects.create(name="sim", api_url=kubesim_url, insecure_simulator=True,
-                                     open_to_all_tenants=True)
+    tenant = set_gpu_quota(Tenant.objects.create(slug="chaos", name="Chaos"), 10_000).tenant
+    cluster = Cluster.objects.create(name="sim", api_url=kubesim_url, insecure_simulator=True, open_to_all_tenants=True)
     model = Model.objects.create(name="llama-3-1-8b", source_uri="hf://meta-llama/Llama-3.1-8B-Instruct",
                                  parameters_billions=8.03, layers=32, hidden_size=4096, attention_heads=32,
                                  kv_heads=8, head_dim=128, max_context=131072)
