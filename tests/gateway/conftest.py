@@ -73,3 +73,23 @@ def post(base, key, body: bytes):
             return response.status, dict(response.headers), json.loads(response.read())
     except urllib.error.HTTPError as exc:
         return exc.code, dict(exc.headers), json.loads(exc.read())
+
+
+@pytest.fixture
+def served(make_cluster, transactional_db, tenant_a, tmp_path):
+    """A service of alpha's Ready on kubesim's engines, with its key and snapshot (tests/gateway/served.py); a module
+    that serves otherwise defines its own."""
+    from tests.gateway.served import serve_on_kubesim  # it imports this module's helpers
+
+    return serve_on_kubesim(make_cluster, tenant_a, tmp_path)
+
+
+@pytest.fixture
+def gateway(served):
+    """A gateway process over `served`'s snapshot; its base URL."""
+    from tests.gateway.served import start_gateway
+
+    proc, base = start_gateway(served)
+    yield base
+    proc.terminate()
+    proc.wait(timeout=30)

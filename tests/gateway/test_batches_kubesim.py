@@ -6,26 +6,10 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from apps.gateway.models import UsageRow
 from tests.gateway.conftest import client
-from tests.gateway.served import serve_on_kubesim, start_gateway
 from tests.gateway.test_forwarding import engine_counters
 from tests.polling import wait_for
-
-
-@pytest.fixture
-def served(make_cluster, transactional_db, tenant_a, tmp_path):
-    return serve_on_kubesim(make_cluster, tenant_a, tmp_path)
-
-
-@pytest.fixture
-def gateway(served):
-    proc, base = start_gateway(served)
-    yield base
-    proc.terminate()
-    proc.wait(timeout=30)
 
 
 def test_a_batch_on_kubesims_engines_is_answered_and_metered_as_the_engines_count(gateway, served):

@@ -16,23 +16,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from apps.gateway.models import UsageRow
 from apps.gateway.snapshot import write_snapshot
 from tests.gateway.conftest import client, issue
-from tests.gateway.served import serve_on_kubesim, start_gateway
+from tests.gateway.served import start_gateway
 from tests.polling import wait_for
 
 PROMPT = "You are a careful assistant. Say something about the sea."
-
-
-@pytest.fixture
-def served(make_cluster, transactional_db, tenant_a, tmp_path):
-    return serve_on_kubesim(make_cluster, tenant_a, tmp_path)
-
-
-@pytest.fixture
-def gateway(served):
-    proc, base = start_gateway(served)
-    yield base
-    proc.terminate()
-    proc.wait(timeout=30)
 
 
 def engine_counters(endpoints) -> dict[str, float]:

@@ -17,7 +17,6 @@ from apps.gateway.models import Upstream, UsageRow
 from apps.gateway.snapshot import write_snapshot
 from tests.factories import InferenceServiceFactory, ModelFactory
 from tests.gateway.conftest import client, issue
-from tests.gateway.served import start_gateway
 from tests.polling import wait_for
 from tests.realengine import MODEL, NAMESPACE, PORT
 
@@ -39,14 +38,6 @@ def served(real_engine, transactional_db, tenant_a, tmp_path):
     path = tmp_path / "snapshot.json"
     write_snapshot(path)
     return {"key": key, "snapshot": path, "address": address}
-
-
-@pytest.fixture
-def gateway(served):
-    proc, base = start_gateway(served)
-    yield base
-    proc.terminate()
-    proc.wait(timeout=30)
 
 
 def engine(served) -> dict[str, float]:

@@ -16,16 +16,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from apps.gateway.models import Upstream, UsageRow
 from apps.gateway.snapshot import write_snapshot
 from tests.gateway.conftest import client
-from tests.gateway.served import serve_on_kubesim, start_gateway
+from tests.gateway.served import start_gateway
 from tests.polling import wait_for
 from tests.ports import closed_port
 
 PROMPT = "Say something about the sea."
-
-
-@pytest.fixture
-def served(make_cluster, transactional_db, tenant_a, tmp_path):
-    return serve_on_kubesim(make_cluster, tenant_a, tmp_path)
 
 
 def upstreams(served, endpoints) -> None:
