@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEVENV := $(PY) -m controlplane.devenv
 
-.PHONY: demo test lint layers check venv clean-data compose-secrets browser kubectl
+.PHONY: demo test lint layers check venv clean-data compose-secrets browser kubectl docs docs-serve docs-check
 
 venv: $(STAMP)
 
@@ -15,7 +15,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml requirements/engines.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c requirements/engines.txt -e '.[test,engines]'
+	$(PY) -m pip install --quiet -c requirements/engines.txt -e '.[test,engines,docs]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -37,8 +37,22 @@ check: $(STAMP)
 	$(DEVENV) test python manage.py makemigrations --check --dry-run
 	$(DEVENV) test python manage.py spectacular --validate --fail-on-warn --file /dev/null
 
-test: lint layers check browser kubectl
+test: lint layers check docs-check browser kubectl
 	$(DEVENV) test python -m pytest $(PYTEST_ARGS)
+
+# The documentation site (mkdocs.yml, pages in docs/): `make docs` builds it into site/ (static files to
+# publish), `make docs-serve` serves it at http://127.0.0.1:8001/ while editing, and `make test` builds it with
+# --strict (docs-check), so a broken link or anchor, a missing page or a page left out of the nav fails.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs
+
+docs: $(STAMP)
+	$(MKDOCS) build --strict --site-dir site
+
+docs-serve: $(STAMP)
+	$(MKDOCS) serve --strict --dev-addr 127.0.0.1:8001
+
+docs-check: $(STAMP)
+	$(MKDOCS) build --strict --site-dir .data/docs-check-site
 
 # The browser tests drive a system Chromium through Playwright (no browser download). As root on Debian
 # it is installed here; elsewhere install your distribution's chromium or set CHROMIUM=/path/to/chrome.
