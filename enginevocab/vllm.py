@@ -234,6 +234,5 @@ OWNED: dict[str, tuple[str, ...]] = {
         "--master-addr", "--master-port", "--headless", "--data-parallel-size", "--data-parallel-size-local",
         "--data-parallel-address", "--data-parallel-rpc-port", "--data-parallel-rank",
         "--data-parallel-start-rank", "--data-parallel-backend", "--api-server-count", "--api-key",
-        SLEEP_MODE_FLAG,
     ),
 }
