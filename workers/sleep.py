@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import logging
 
+from django.utils import timezone
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from apps.gateway.models import Upstream
 from apps.serving.models import InferenceService
 from apps.serving.names import SERVICE_UID_LABEL, tenant_namespace
 from enginevocab import vllm as vllm_vocab
@@ -66,6 +68,9 @@ def sleep_pool(service_id: int, role: str, level: int) -> dict[str, str]:
     pods = [p for p in engine_pods(json.loads(listed.data).get("items") or [], {str(service.uid): service.pk})
             if p.role == role]
     result = sleep_pods(core, pods, level)
+    if "sleeping" in result.values():
+        # The snapshot tells the gateway to wake these engines at the next request (gateway/wake.py).
+        Upstream.objects.filter(service_id=service_id).update(sleep_level=level, slept_at=timezone.now())
     log.info("sleep %s/%s at level %d: %s", service_id, role, level, result)
     return result
 
