@@ -24,7 +24,7 @@ from apps.autoscaling.models import ScalingDecision
 from apps.serving.capacity import arch_of
 from apps.serving.idle_spec import idle_spec
 from capacity.gpus import gpu_for
-from capacity.sleep import WakeFacts, wake_seconds
+from capacity.sleep import WakeFacts, wake_seconds, wake_words
 from controlplane.celery import app as celery_app
 from controlplane.tasknames import AUTOSCALE_SLEEP_POOL
 
@@ -61,12 +61,17 @@ def wake_history(service, role: str) -> list[float]:
     return idle_gaps([(t.timestamp(), "idle" if rule in idle else "wake") for t, rule in reversed(rows)])
 
 
+def wake_facts(service, pool) -> WakeFacts:
+    """One GPU's share of the weights and its links, for a replica of the pool."""
+    gpus = max(pool.gpus_per_replica * pool.nodes_per_replica, 1)
+    arch = arch_of(service.model)
+    return WakeFacts.for_gpu(arch.weights_bytes(arch.dtype_bytes, gpus), gpu_for(pool.gpu_type))
+
+
 def wake_estimate(service, pool, level: int) -> float:
     """Seconds a replica of the pool takes to wake from `level`: one GPU's share of the weights over its host
     link (level 2: read from storage first), plus the stated overhead."""
-    gpus = max(pool.gpus_per_replica * pool.nodes_per_replica, 1)
-    arch = arch_of(service.model)
-    return wake_seconds(level, WakeFacts.for_gpu(arch.weights_bytes(arch.dtype_bytes, gpus), gpu_for(pool.gpu_type)))
+    return wake_seconds(level, wake_facts(service, pool))
 
 
 def idle_step(service, pool, ev, obs, cold_start_s: float | None, now: datetime, canary: bool) -> SleepStep | None:
@@ -79,8 +84,11 @@ def idle_step(service, pool, ev, obs, cold_start_s: float | None, now: datetime,
         active_at = now - timedelta(seconds=obs.idle_for_s) if obs.idle_for_s is not None else None
         if active_at is not None and active_at > since:
             slept = (active_at - since).total_seconds()
+            facts, level = wake_facts(service, pool), spec.sleep_level
             return SleepStep(ev.current, ScalingAction.WOKEN, ScalingRule.WAKE,
-                             f"a request woke the {ev.current} sleeping replica(s) after {slept:.0f} s asleep")
+                             f"a request woke the {ev.current} sleeping replica(s) after {slept:.0f} s asleep; "
+                             f"a wake from level {level} takes ~{wake_seconds(level, facts):.1f} s "
+                             f"({wake_words(level, facts)})")
         return SleepStep(ev.current, None, ScalingRule.IDLE_TO_SLEEP, f"asleep since {since:%H:%M:%S}")
     if ev.rule != ScalingRule.IDLE_TO_ZERO or ev.desired != 0 or ev.current == 0:
         return None
