@@ -4,7 +4,7 @@
 
 - activation_s: a request at zero (the replica asleep at level 1) to its first token, for Llama-3.1-8B on one L4
   and Llama-3.1-70B on 4 x H100 SXM: the gateway's wake (gateway/wake.py) then a streamed request, on an engine
-  started with --enable-sleep-mode and its endpoints (a time scale of 10 simulated seconds per second).
+  started with --enable-sleep-mode and its endpoints (time scale 1: simulated seconds are wall seconds).
 - gpu_hours / activation_p95_s: a day of the demo's serverless traffic (the Procfile's `wake` process: one
   request, then a pause) on the demo's serverless service (Mistral-7B on one L4, idle window from seed_demo),
   under sleep (the pod keeps its GPU all day; each request waits a wake) and under delete (each request waits a
@@ -36,7 +36,7 @@ from gateway.wake import Waker  # noqa: E402
 from kubesim.engines import workload_for  # noqa: E402
 from kubesim.engines.harness import pod_context, start  # noqa: E402
 
-SCALE = 10.0  # simulated seconds per wall second
+SCALE = 1.0  # simulated seconds per wall second (1: the least noise from a busy machine)
 CASES = {  # figure key → (model, GPU, GPUs)
     "llama-8b-l4": ("meta-llama/Llama-3.1-8B-Instruct", "l4-24gb", 1),
     "llama-70b-4xh100": ("meta-llama/Llama-3.1-70B-Instruct", "h100-sxm-80gb", 4),
