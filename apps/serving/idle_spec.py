@@ -17,6 +17,7 @@ from typing import Any
 from django.db import models
 
 from apps.catalog.choices import EngineKind
+from apps.serving.choices import Autoscaler
 from apps.serving.scaling_policy import MAX_WINDOW_S
 from capacity.sleep import LEVELS
 from enginevocab import vllm as vllm_vocab
@@ -67,6 +68,8 @@ def idle_errors(spec: dict, *, serverless: bool) -> list[str]:
     present = [key for key in IDLE_KEYS if spec.get(key) is not None]
     if present and not serverless:
         problems.append(f"{present[0]} applies to serverless services only (they are the ones that go idle).")
+    if when in (WhenIdle.SLEEP, WhenIdle.AUTO) and spec.get("autoscaler") != Autoscaler.BUILTIN:
+        problems.append(f"when_idle {when} needs the builtin autoscaler: it is the one that puts replicas to sleep.")
     if when == WhenIdle.AUTO and objective is None:
         problems.append("wake_objective_seconds is needed when when_idle is auto: the rule picks the cheaper of "
                         "sleeping and deleting that wakes within it.")

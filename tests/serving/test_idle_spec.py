@@ -39,6 +39,8 @@ REFUSALS = [
     ({"when_idle": "auto", "wake_objective_seconds": 0}, "vllm",
      "wake_objective_seconds must be a number of seconds above 0 and at most 3600."),
     ({"when_idle": "sleep"}, "sglang", "when_idle sleep needs a vLLM runtime (sleep mode); this runtime is sglang."),
+    ({"when_idle": "sleep", "autoscaler": "keda"}, "vllm",
+     "when_idle sleep needs the builtin autoscaler: it is the one that puts replicas to sleep."),
 ]
 
 
