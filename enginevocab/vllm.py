@@ -22,6 +22,18 @@ IMAGE_REF = f"{IMAGE}:{TAG}"
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # engines.md §3
 # --max-lora-rank only accepts these values (engines.md §3).
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+# Sleep mode (vllm/entrypoints/serve/dev/sleep/api_router.py): the flag that lets the engine sleep, and the
+# environment switch without which the API server mounts none of its endpoints (VLLM_SERVER_DEV_MODE=1).
+SLEEP_MODE_FLAG = "--enable-sleep-mode"
+SLEEP_ENDPOINTS_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
+SLEEP_PATH = "/sleep"  # POST ?level=0|1|2 (default 1) &mode=abort|wait|keep (default abort)
+WAKE_UP_PATH = "/wake_up"  # POST [?tags=weights&tags=kv_cache]; {"status": "awake" | "sleeping", "tags"}
+IS_SLEEPING_PATH = "/is_sleeping"  # GET; {"is_sleeping": bool}
+# After a level 2 sleep the weights are gone: a wake loads them again through the dev-mode RPC endpoint.
+COLLECTIVE_RPC_PATH = "/collective_rpc"
+RELOAD_WEIGHTS_RPC = {"method": "reload_weights"}
+# vllm:engine_sleep_state's `sleep_state` label values, awake first (vllm/v1/metrics/loggers.py).
+SLEEP_STATES = ("awake", "weights_offloaded", "discard_all")
 KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4")
 
 # (flags, type or "bool", default); vLLM booleans come in --x / --no-x pairs.

@@ -28,6 +28,7 @@ from gateway.prefix import Prompt
 from gateway.snapshot import SnapshotFile
 from gateway.upstream import Upstreams, Usage
 from gateway.validation import ENDPOINTS, Endpoint, Invalid, checked_demand, checked_model, parse
+from gateway.wake import Waker
 
 log = logging.getLogger("gateway.app")
 JSON = [(b"content-type", b"application/json")]
@@ -46,6 +47,7 @@ class Gateway:
         self.usage = usage
         self.upstreams = upstreams or Upstreams()
         self.activator = activator or Activator(None)
+        self.waker = Waker()
         # Called once per request that passed the limits, when it is answered (a stream: when it ends),
         # with its key, its service's id and what the engine reported (zeros when nothing came back).
         self.on_usage = on_usage
@@ -342,6 +344,7 @@ class Gateway:
             service = await self.activator.hold(service["id"], lambda sid: self.routing().service(sid))
             if service is None:
                 return self.upstreams.unavailable(model, limit_headers)
+        await self.waker.wake_if_asleep(service)  # a service put to sleep instead of zero (gateway/wake.py)
         shed = await self.door.enter(service, band, str(key["tenant_id"]), decision.tags if flow else None, meter)
         if shed is not None:
             return self._shed(shed, band, meter, limit_headers)

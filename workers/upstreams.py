@@ -23,6 +23,10 @@ SERVING_ROLES = frozenset({"engine", "leader"})  # prefill and decode pools are 
 def upstreams(items: list[dict], services: dict[str, int]) -> dict[int, tuple[bool, list[dict], int]]:
     """service id → (routed, ready endpoints sorted by pod, ready engine pods) for every service in
     `services` (uid → id)."""
+    return {service_id: found[:3] for service_id, found in _gather(items, services).items()}
+
+
+def _gather(items: list[dict], services: dict[str, int]) -> dict[int, tuple[bool, list[dict], int, list[dict]]]:
     routers: dict[int, list[dict]] = defaultdict(list)
     engines: dict[int, list[dict]] = defaultdict(list)
     has_router: set[int] = set()
@@ -51,13 +55,15 @@ def upstreams(items: list[dict], services: dict[str, int]) -> dict[int, tuple[bo
     for service_id in services.values():
         routed = service_id in has_router
         found = (routers if routed else engines)[service_id]
-        out[service_id] = (routed, sorted(found, key=lambda e: e["pod"]), ready_engines[service_id])
+        out[service_id] = (routed, sorted(found, key=lambda e: e["pod"]), ready_engines[service_id],
+                           sorted(engines[service_id], key=lambda e: e["pod"]))
     return out
 
 
 def record_upstreams(items: list[dict], services: dict[str, int], at) -> None:
     """Store this cycle's upstreams of the cluster's services (one statement)."""
-    rows = [Upstream(service_id=service_id, routed=routed, endpoints=endpoints, ready_engines=engines, seen_at=at)
-            for service_id, (routed, endpoints, engines) in upstreams(items, services).items()]
+    rows = [Upstream(service_id=service_id, routed=routed, endpoints=endpoints, ready_engines=engines,
+                     engines=serving, seen_at=at)
+            for service_id, (routed, endpoints, engines, serving) in _gather(items, services).items()]
     Upstream.objects.bulk_create(rows, update_conflicts=True, unique_fields=["service"],
-                                 update_fields=["routed", "endpoints", "ready_engines", "seen_at"])
+                                 update_fields=["routed", "endpoints", "ready_engines", "engines", "seen_at"])

@@ -7,6 +7,8 @@ class ScalingAction(models.TextChoices):
     SCALED = "scaled", "Scaled"
     HELD = "held", "Held"  # a change was recommended but a window or a disabled policy kept the count
     BLOCKED = "blocked", "Blocked"  # the change could not be made: quota, free GPUs or the scale call failed
+    SLEPT = "slept", "Put to sleep"  # idle: the replicas sleep (vLLM's sleep mode) instead of going to zero
+    WOKEN = "woken", "Woken"  # a request woke the sleeping replicas (the gateway's activation)
 
 
 class ScalingRule(models.TextChoices):
@@ -33,6 +35,8 @@ class ScalingRule(models.TextChoices):
     ACTIVATION = "activation", "Activation from zero"
     IDLE_TO_ZERO = "idle_to_zero", "Idle: scale to zero"
     COLD_START = "cold_start", "Cold start longer than the idle gap"
+    IDLE_TO_SLEEP = "idle_to_sleep", "Idle: sleep instead of scaling to zero"
+    WAKE = "wake", "Woken from sleep by a request"
     QUOTA = "quota", "Tenant GPU quota"
     CAPACITY = "capacity", "Free GPUs of the type"
     SCALE_FAILED = "scale_failed", "The scale action failed"

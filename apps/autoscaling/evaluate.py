@@ -25,6 +25,7 @@ from django.utils import timezone
 from apps.autoscaling.choices import ScalingAction, ScalingRule
 from apps.autoscaling.models import ActivationSignal, PoolAutoscalerState, ScalingDecision
 from apps.autoscaling.rules import History, Observation, PodSample, evaluate, record_scale
+from apps.autoscaling.sleeping import idle_step
 from apps.autoscaling.surge import surge
 from apps.clusters.models import GpuNode
 from apps.core.choices import AuditVia
@@ -292,6 +293,11 @@ def evaluate_target(service: InferenceService, key: str, load: Callable[[], Targ
         else:
             ev = evaluate(policy, obs, History.from_dict(state.history))
         history, desired, action, rule, reason = ev.history, ev.desired, None, ev.rule, ev.reason
+        # Sleep instead of zero (apps/autoscaling/sleeping.py): a sleeping pool keeps its replicas.
+        canary = target.revision is not None
+        step = None if between else idle_step(service, pool, ev, obs, state.cold_start_s, now, canary)
+        if step is not None:
+            desired, rule, reason = step.desired, step.rule, step.reason
         if target.words:
             reason = f"{target.words}: {reason}"
         if rule == ScalingRule.ACTIVATION and at_gateway:
@@ -307,7 +313,9 @@ def evaluate_target(service: InferenceService, key: str, load: Callable[[], Targ
                    "rates": obs.rates.as_dict() if obs.rates is not None else None,
                    "forecast": _forecast_dict(ev.forecast)}
         generation = None
-        if ev.changes:
+        if step is not None and step.desired == ev.current:
+            action = step.action  # put to sleep, woken, or asleep (None: counted, not stored)
+        elif ev.changes:
             if desired > ev.current:
                 allowed, bound_rule, words, figures = _bound(service, target, ev.current, desired)
                 signals |= figures

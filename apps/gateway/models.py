@@ -267,6 +267,11 @@ class Upstream(models.Model):
     ready_engines = models.PositiveIntegerField(default=0)
     # [{"pod": name, "address": "ip:port"}], sorted by pod name
     endpoints = models.JSONField(default=list, blank=True)
+    # Its ready engine pods that serve the API (also when routed), as endpoints are: the ones a wake reaches.
+    engines = models.JSONField(default=list, blank=True)
+    # Put to sleep (vLLM's sleep mode, workers/sleep.py) at this level and time; 0 / null: not by us since.
+    sleep_level = models.PositiveSmallIntegerField(default=0)
+    slept_at = models.DateTimeField(null=True, blank=True)
     seen_at = models.DateTimeField()
 
     # Members see their services' upstreams; only the telemetry cycle writes them.

@@ -16,6 +16,8 @@ from apps.gateway.api.serializers import LIMIT_FIELDS
 from apps.gateway.models import InferenceKey, TenantLimits, Upstream
 from apps.serving.choices import PoolRole
 from apps.serving.models import InferenceService
+from apps.telemetry.choices import Resolution
+from apps.telemetry.models import SeriesPoint
 from capacity.arch import vllm_default_max_num_seqs
 from capacity.gpus import GPUS
 
@@ -40,6 +42,18 @@ def max_outstanding(service, ready_engines: int) -> int | None:
     return ready_engines * seqs if seqs else None
 
 
+def sleeping(upstream: Upstream | None) -> dict | None:
+    """The engines the gateway wakes before it forwards (gateway/wake.py): those of a service put to sleep with
+    no prompt served since (a request that came meanwhile woke them, and woke them for good)."""
+    if upstream is None or not upstream.sleep_level or upstream.slept_at is None:
+        return None
+    if SeriesPoint.objects.filter(service_id=upstream.service_id, resolution=Resolution.RAW,
+                                  time__gt=upstream.slept_at, prompt_tps__gt=0).exists():
+        return None
+    return {"level": upstream.sleep_level, "since": upstream.slept_at.isoformat(),
+            "engines": [e["address"] for e in upstream.engines]}
+
+
 def build_snapshot() -> dict:
     now = timezone.now()
     upstreams = {u.service_id: u for u in Upstream.objects.all()}
@@ -61,6 +75,7 @@ def build_snapshot() -> dict:
             "endpoints": upstreams[s.pk].endpoints if s.pk in upstreams else [],
             "ready_engines": upstreams[s.pk].ready_engines if s.pk in upstreams else 0, "wakes": s.pk in wakes,
             "max_outstanding": max_outstanding(s, upstreams[s.pk].ready_engines if s.pk in upstreams else 0),
+            "sleeping": sleeping(upstreams.get(s.pk)),
         } for s in services],
         "keys": {k.key_hash: {
             "id": k.pk, "tenant_id": k.tenant_id, "expires_at": k.expires_at.timestamp(),

@@ -5,6 +5,7 @@
              "running_requests_per_replica": 32},
  "scale_up_stabilization_seconds": 0, "scale_down_stabilization_seconds": 300,
  "scale_to_zero_after_seconds": 600,
+ "when_idle": "delete|sleep|auto", "sleep_level": 1, "wake_objective_seconds": 10,  # serving/idle_spec.py
  # built-in autoscaler only (defaults filled in on save, see apps.autoscaling.policy):
  "tolerance": 0.1,
  "behavior": {"scale_up": {"stabilization_window_s", "select_policy", "policies": [{type, value, period_s}]},
@@ -20,6 +21,7 @@ import copy
 from typing import Any
 
 from apps.serving.choices import Autoscaler, PoolRole
+from apps.serving.idle_spec import IDLE_KEYS, idle_errors
 from apps.serving.scaling_policy import MAX_WINDOW_S, behavior_errors, role_targets, tolerance_errors
 
 TARGETS: dict[str, tuple[float, float | None]] = {
@@ -45,7 +47,7 @@ def autoscaling_errors(spec: Any, *, serverless: bool) -> list[str]:
     if not isinstance(spec, dict):
         return ["Autoscaling must be an object."]
     problems: list[str] = []
-    unknown = set(spec) - {"autoscaler", "targets", *WINDOWS, *BUILTIN_KEYS}
+    unknown = set(spec) - {"autoscaler", "targets", *WINDOWS, *BUILTIN_KEYS, *IDLE_KEYS}
     if unknown:
         problems.append(f"Unknown autoscaling keys: {', '.join(sorted(unknown))}.")
     autoscaler = spec.get("autoscaler", Autoscaler.NONE)
@@ -62,6 +64,7 @@ def autoscaling_errors(spec: Any, *, serverless: bool) -> list[str]:
             problems.append(f"{name} must be a whole number of seconds from 0 to {MAX_WINDOW_S} (1 h).")
     if spec.get("scale_to_zero_after_seconds") is not None and not serverless:
         problems.append("scale_to_zero_after_seconds applies to serverless services only.")
+    problems += idle_errors(spec, serverless=serverless)
     if set(spec) & BUILTIN_KEYS and autoscaler != Autoscaler.BUILTIN:
         problems.append(f"{', '.join(sorted(set(spec) & BUILTIN_KEYS))} apply to the builtin autoscaler only.")
     problems += tolerance_errors(spec.get("tolerance"))

@@ -17,6 +17,7 @@ from apps.catalog.engines import EngineSettings, EngineSettingsError, get_adapte
 from apps.clusters.models import Cluster, unavailable_cluster_message
 from apps.serving.autoscaling_spec import autoscaling_errors
 from apps.serving.choices import ENGINE_ONLY_ROUTING, MODE_POOL_ROLES, ROUTER_POLICIES, RoutingPolicy
+from apps.serving.idle_spec import idle_engine_errors
 from apps.serving.quota import covered_services, entry_words, held, queue_for
 from apps.serving.rollout_spec import is_canary, rollout_errors
 from capacity.gpus import gpu_for, node_allocatable_memory_gib
@@ -84,6 +85,7 @@ def service_errors(service, pools: list, adapters: list) -> dict[str, list[str]]
             service.autoscaling, serverless=service.deployment_mode == DeploymentMode.SERVERLESS
         )
     )
+    errors["autoscaling"].extend(idle_engine_errors(service.autoscaling, runtime.engine if runtime else None))
     errors["rollout"].extend(
         rollout_errors(service.rollout, serverless=service.deployment_mode == DeploymentMode.SERVERLESS)
     )

@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 
 from capacity import arch as cap
 from capacity.gpus import GIB, GPUS, HOST_LINK_FRACTION, Gpu
+from capacity.sleep import WAKE_OVERHEAD_S, WakeFacts
 from enginevocab import sglang as sglang_vocab
 from enginevocab import vllm as vllm_vocab
 from kubesim.engines import hardware as hw
 from kubesim.engines.core import CoreConfig, Physics
 from kubesim.engines.cputier import TierConfig
+from kubesim.engines.sleep import SleepConfig, sleep_config
 from kubesim.engines.speculative import DRAFT_ARCH_ANNOTATION, DRAFT_MODEL_ACCEPTANCE, NGRAM_ACCEPTANCE, Speculative
 from kubesim.workload import PodContext, WorkloadExit
 
@@ -56,6 +58,7 @@ class EngineSpec:
     data_parallel: int = 1  # engine cores in this server (vLLM -dp / -dpl), each on its own GPUs
     max_queued_requests: int | None = None  # vLLM --max-num-queued-reqs, SGLang --max-queued-requests
     max_queued_tokens: int | None = None  # vLLM --max-num-queued-tokens
+    sleep: SleepConfig | None = None  # vLLM's sleep mode (kubesim/engines/sleep.py)
 
 
 def _float_setting(ctx: PodContext, name: str, default: float) -> float:
@@ -391,6 +394,10 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         runtime_lora=runtime and enable_lora, lora_modules=_lora_modules(ns.lora_modules or []),
         log_stats=not ns.disable_log_stats, pd_role=_pd(role), data_parallel=max(1, dp),
         cache_info=_vllm_cache_info(ns, core.prefix_caching, blocks, block_size, max_len), logs=logs,
+        sleep=sleep_config(ns.enable_sleep_mode, ctx.env, WakeFacts.for_gpu(
+            core.weight_bytes_rank, gpu, host_link_fraction=core.physics.host_link_fraction,
+            storage_bytes_per_s=core.physics.storage_bandwidth,
+            overhead_s=_float_setting(ctx, "wake-overhead-seconds", WAKE_OVERHEAD_S))),
         **_fields(ns, _VLLM_FIELDS),
     )
 

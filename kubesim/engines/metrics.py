@@ -139,7 +139,7 @@ class VllmMetrics(EngineObserver):
         else:
             self.fetch_in_progress = None
         self.kv_usage = one(Gauge, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
-        sleep = fam(Gauge, "vllm:engine_sleep_state", "Engine sleep state.", "sleep_state")
+        self.sleep_state = sleep = fam(Gauge, "vllm:engine_sleep_state", "Engine sleep state.", "sleep_state")
         sleep.labels(*lv, "awake").set(1)
         sleep.labels(*lv, "weights_offloaded").set(0)
         sleep.labels(*lv, "discard_all").set(0)

@@ -20,6 +20,7 @@ from kubesim.engines.inference import InferenceHandlers
 from kubesim.engines.metrics import VllmMetrics
 from kubesim.engines.request import Request, output_length
 from kubesim.engines.sglang_metrics import SglangMetrics
+from kubesim.engines.sleep import SleepingEngine
 from kubesim.engines.tokenizer import tokenize
 from kubesim.workload import listen_on_loopback
 
@@ -27,7 +28,7 @@ from kubesim.workload import listen_on_loopback
 LOCAL_ENGINES: dict[str, EngineWorkload] = {}
 
 
-class EngineWorkload(InferenceHandlers):
+class EngineWorkload(InferenceHandlers, SleepingEngine):
     """One simulated vLLM or SGLang server (Workload protocol)."""
 
     def __init__(self, spec: EngineSpec, *, seed: int = 0, error_rate: float = 0.0):
@@ -133,6 +134,7 @@ class EngineWorkload(InferenceHandlers):
         """Queue `req` on the least loaded data-parallel core (the one core without -dp)."""
         core = min(self.cores, key=lambda c: len(c.running) + len(c.waiting) + len(c.transferring))
         core.add(req)
+        self.hold_if_paused(core, req)
         return core
 
     def _queue_full(self, prompt_len: int) -> web.Response | None:
@@ -196,6 +198,7 @@ class EngineWorkload(InferenceHandlers):
         r.add_post("/v1/completions", self._completions)
         r.add_post("/v1/chat/completions", self._chat)
         r.add_get("/metrics", self._metrics)
+        self._sleep_routes(r)
         if kind == "vllm":
             r.add_get("/ping", self._health)
             r.add_post("/ping", self._health)

@@ -13,6 +13,7 @@ from celery import shared_task
 from apps.autoscaling import evaluate
 from apps.rollouts import scaling
 from controlplane import tasknames as names
+from workers import sleep
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,12 @@ def surge_service(service_id: int) -> list[dict]:
         log.info("autoscale %s/%s: surge %s %d → %d: %s", service_id, outcome.pool, outcome.action,
                  outcome.current, outcome.desired, outcome.reason)
     return [vars(o) for o in outcomes]
+
+
+@shared_task(name=names.AUTOSCALE_SLEEP_POOL, ignore_result=True)
+def sleep_pool(service_id: int, role: str, level: int) -> dict[str, str]:
+    """Put an idle pool's engines to sleep (the autoscaler chose sleep over scale to zero)."""
+    return sleep.sleep_pool(service_id, role, level)
 
 
 @shared_task(name=names.AUTOSCALE_PRUNE, ignore_result=True)

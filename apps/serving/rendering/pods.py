@@ -19,6 +19,7 @@ from django.conf import settings
 
 from apps.catalog import kvoffload
 from apps.catalog.engines import EngineAdapter, LoraAdapter, MultiNode, get_adapter
+from apps.serving.idle_spec import sleep_mode_args
 from apps.serving.names import TEMPLATE_HASH_ANNOTATION, cache_claim_name, dns_label, labels
 from apps.serving.rendering.spec import PoolSpec, ServiceSpec
 from capacity.gpus import gpu_for
@@ -317,8 +318,10 @@ def engine_container(spec: ServiceSpec, pool: PoolSpec, role: PodRole, mounts: l
                                           spec.settings.tensor_parallel_size, spec.settings.pipeline_parallel_size,
                                           engine=spec.engine),
     )
+    sleep_args, sleep_env = sleep_mode_args(spec.autoscaling.when_idle, spec.engine)
+    args += sleep_args
     ports = [{"name": "http", "containerPort": adapter.port, "protocol": "TCP"}]
-    env: list[dict] = []
+    env: list[dict] = [{"name": name, "value": value} for name, value in sleep_env.items()]
     if role.disaggregation == "prefill" and spec.engine == "sglang":
         ports.append({"name": "bootstrap", "containerPort": adapter.bootstrap_port, "protocol": "TCP"})
     if role.disaggregation and spec.engine == "vllm":

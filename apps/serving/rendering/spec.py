@@ -77,6 +77,7 @@ class AutoscalingSpec:
     scale_up_stabilization_seconds: int | None = None
     scale_down_stabilization_seconds: int | None = None
     scale_to_zero_after_seconds: int | None = None
+    when_idle: str = "delete"  # serving/idle_spec.py: "sleep" and "auto" render vLLM's sleep mode
     prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
 
     @classmethod
@@ -89,6 +90,7 @@ class AutoscalingSpec:
             scale_up_stabilization_seconds=data.get("scale_up_stabilization_seconds"),
             scale_down_stabilization_seconds=data.get("scale_down_stabilization_seconds"),
             scale_to_zero_after_seconds=data.get("scale_to_zero_after_seconds"),
+            when_idle=data.get("when_idle") or "delete",
             **({"prometheus_url": data["prometheus_url"]} if data.get("prometheus_url") else {}),
         )
 

@@ -17,6 +17,7 @@ from apps.catalog.models import Adapter, Model, Runtime
 from apps.clusters.models import Cluster
 from apps.serving.autoscaling_spec import TARGETS, WINDOWS, merged_policy
 from apps.serving.choices import MODE_POOL_ROLES, Autoscaler, GpuType, PoolRole, RoutingPolicy
+from apps.serving.idle_spec import IDLE_KEYS, WhenIdle
 from apps.serving.models import POOL_SPEC_FIELDS, InferenceService
 from apps.serving.rendering.spec import PoolSpec
 from apps.tenancy.models import PriorityClass
@@ -94,6 +95,16 @@ class ServiceForm(RolloutFields, PlainLabels, forms.Form):
                                            help_text="Host memory per GPU of a replica")
     # Autoscaling policy (apps.serving.autoscaling_spec).
     autoscaler = forms.ChoiceField(label="Autoscaler", choices=Autoscaler.choices, initial=Autoscaler.NONE)
+    # What an idle serverless pool does (apps.serving.idle_spec); no bounds here: clean() says them.
+    when_idle = forms.ChoiceField(label="When idle", choices=WhenIdle.choices, initial=WhenIdle.DELETE,
+                                  required=False, help_text="Serverless only. Sleep keeps the GPUs and wakes in "
+                                                            "seconds (vLLM's sleep mode).")
+    sleep_level = forms.TypedChoiceField(label="Sleep level", coerce=int, required=False, empty_value=None,
+                                         choices=[("", "Default (1)"), ("1", "1: weights kept in host memory"),
+                                                  ("2", "2: weights discarded, reloaded on wake")])
+    wake_objective_seconds = forms.FloatField(label="Wake objective (seconds)", required=False,
+                                              help_text="The activation time the service accepts; "
+                                                        "needed when idle is auto.")
     version = forms.IntegerField(widget=forms.HiddenInput, required=False)
     base = forms.CharField(widget=forms.HiddenInput, required=False)
 
@@ -147,7 +158,16 @@ class ServiceForm(RolloutFields, PlainLabels, forms.Form):
         data = self.cleaned_data
         shown = {"autoscaler": data.get("autoscaler") or Autoscaler.NONE,
                  "targets": {n: data.get(f"target_{n}") for n in TARGETS}, **{n: data.get(n) for n in WINDOWS}}
-        return merged_policy(stored, shown)
+        policy = merged_policy(stored, shown)
+        for key in IDLE_KEYS:
+            value = data.get(key)
+            if key == "when_idle" and value == WhenIdle.DELETE and not (stored or {}).get(key):
+                value = None  # the default stays unwritten
+            if value in (None, ""):
+                policy.pop(key, None)
+            else:
+                policy[key] = value
+        return policy
 
     def to_service(self) -> InferenceService:
         """The service as it would be saved (unsaved): the stored one with this form's values applied."""
@@ -212,7 +232,8 @@ class ServiceForm(RolloutFields, PlainLabels, forms.Form):
         return kept
 
     def autoscaling_fields(self):
-        return [self["autoscaler"], *(self[f"target_{n}"] for n in TARGETS), *(self[n] for n in WINDOWS)]
+        return [self["autoscaler"], *(self[f"target_{n}"] for n in TARGETS), *(self[n] for n in WINDOWS),
+                *(self[n] for n in IDLE_KEYS)]
 
 
 def _autoscaling_input(message: str) -> str:
@@ -246,7 +267,7 @@ def initial_from(service: InferenceService) -> dict:
     initial["autoscaler"] = policy.get("autoscaler", Autoscaler.NONE)
     for name, value in (policy.get("targets") or {}).items():
         initial[f"target_{name}"] = value
-    initial.update({name: policy[name] for name in WINDOWS if name in policy})
+    initial.update({name: policy[name] for name in (*WINDOWS, *IDLE_KEYS) if name in policy})
     initial.update(rollout_initial(service.rollout))
     return initial
 

@@ -67,6 +67,9 @@ DEMO_CLASSES = {"acme": ("production", "standard"), "globex": ("production", "st
 PRIORITY = {("acme", "llama-8b-chat"): "production"}
 
 BUILTIN = {"autoscaler": "builtin", "targets": {"waiting_requests_per_replica": 4, "kv_cache_usage": 0.8}}
+# The serverless service sleeps instead of going to zero when only that meets its wake objective (docs/sleep-mode.md):
+# the Procfile's `wake` load comes every five minutes and a cold start takes longer than 10 s, so the rule sleeps it.
+SERVERLESS_IDLE = {"scale_to_zero_after_seconds": 120, "when_idle": "auto", "wake_objective_seconds": 10}
 # The chat service the demo's load drives (Procfile `load`): on its rise the prefill load and the load forecast
 # scale it up (the forecast a cold start ahead), its long prompts' TTFT is held by the floor rule, and it comes
 # back down a minute after the rise (a short scale-down window, so a newcomer sees it all in a few minutes). No
@@ -141,11 +144,11 @@ SERVICES = [
         "globex",
         "mistral-7b-serverless",
         "mistral-7b-instruct-v0-3",
-        "sglang",
+        "vllm",
         DeploymentMode.SERVERLESS,
         {"max_model_len": 8192},
         "round_robin",
-        {**BUILTIN, "scale_to_zero_after_seconds": 120},
+        {**BUILTIN, **SERVERLESS_IDLE},
         [PoolSpec("engine", replicas=1, min_replicas=0, max_replicas=2, gpus_per_replica=1, gpu_type="l4-24gb")],
     ),
     (
