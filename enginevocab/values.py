@@ -7,8 +7,9 @@ import json
 import re
 
 STR, INT, FLOAT = str, int, float
-# Flag kinds that are not a converter: "list" and "floats" take one or more values.
-LIST, FLOATS = "list", "floats"
+# Flag kinds that are not a converter: "list" and "floats" take one or more values; "append" one value per
+# occurrence of the flag, collected.
+LIST, FLOATS, APPEND = "list", "floats", "append"
 
 
 def model_len(value: str) -> int:
@@ -21,6 +22,22 @@ def model_len(value: str) -> int:
         raise argparse.ArgumentTypeError(f"invalid max model length: {value!r}")
     mult = {"": 1, "k": 1000, "m": 1000**2}[m.group(2)]
     return int(float(m.group(1)) * mult)
+
+
+def human_readable_int(value: str) -> int:
+    """vLLM's human_readable_int: 25.6k = 25,600 (k, m, g, t decimal), 1K = 1,024 (K, M, G, T binary, whole
+    numbers only), else a plain int."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", value.strip())
+    if not m:
+        return int(value)
+    number, suffix = m.groups()
+    if suffix.islower():
+        return int(float(number) * 1000 ** ("kmgt".index(suffix) + 1))
+    if "." in number:
+        raise argparse.ArgumentTypeError(
+            f"Decimals are not allowed with binary suffixes like {suffix}. Did you mean to use "
+            f"{number}{suffix.lower()} instead?")
+    return int(number) * 1024 ** ("KMGT".index(suffix) + 1)
 
 
 def json_or_str(value: str):

@@ -15,7 +15,7 @@ import re
 import shlex
 
 from enginevocab import sglang, versions, vllm, vllm_classes
-from enginevocab.values import FLOATS, LIST
+from enginevocab.values import APPEND, FLOATS, LIST
 from enginevocab.versions import EVERY_VERSION
 from kubesim.workload import WorkloadExit
 
@@ -42,8 +42,10 @@ def _add(parser: argparse.ArgumentParser, flags, kind, default) -> None:
         parser.add_argument(*flags, nargs="+", default=default)
     elif kind == FLOATS:
         parser.add_argument(*flags, nargs="+", type=float, default=default)
-    elif isinstance(kind, tuple):
-        parser.add_argument(*flags, choices=kind, default=default)
+    elif kind == APPEND:
+        parser.add_argument(*flags, action="append", default=default)
+    elif isinstance(kind, tuple):  # choices of one type (vLLM's --max-lora-rank converts to int first)
+        parser.add_argument(*flags, choices=kind, type=type(kind[0]), default=default)
     else:
         parser.add_argument(*flags, type=kind, default=default)
 
@@ -65,7 +67,8 @@ def vllm_parser(prog: str, positional_model: bool, version: str | None = None) -
     for name, default in VLLM_BOOLS:
         names = [f"--{name}"] + ([VLLM_SHORT_BOOLS[name]] if name in VLLM_SHORT_BOOLS else [])
         if _has(vllm.SPANS, f"--{name}", version):
-            p.add_argument(*names, action=argparse.BooleanOptionalAction, default=default)
+            action = "store_true" if name in vllm.STORE_TRUE else argparse.BooleanOptionalAction
+            p.add_argument(*names, action=action, default=default)
         else:
             p.set_defaults(**{name.replace("-", "_"): default})
     _add_untyped(p, version)
