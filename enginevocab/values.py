@@ -7,9 +7,10 @@ import json
 import re
 
 STR, INT, FLOAT = str, int, float
-# Flag kinds that are not a converter: "list" and "floats" take one or more values; "append" one value per
-# occurrence of the flag, collected.
-LIST, FLOATS, APPEND = "list", "floats", "append"
+# Flag kinds that are not a converter: "list" and "floats" take one or more values, "any" zero or more;
+# "append" one value per occurrence of the flag, collected, "append_list" one or more per occurrence; "switch"
+# is a flag without a value and without a --no- form.
+LIST, FLOATS, ANY, APPEND, APPEND_LIST, SWITCH = "list", "floats", "any", "append", "append_list", "switch"
 
 
 def model_len(value: str) -> int:
