@@ -16,7 +16,7 @@ from capacity.gpus import GIB, GPUS, HOST_LINK_FRACTION, Gpu
 from enginevocab import sglang as sglang_vocab
 from enginevocab import vllm as vllm_vocab
 from kubesim.engines import hardware as hw
-from kubesim.engines.core import CoreConfig, Physics
+from kubesim.engines.coreconfig import CoreConfig, Physics
 from kubesim.engines.cputier import TierConfig
 from kubesim.engines.speculative import DRAFT_ARCH_ANNOTATION, DRAFT_MODEL_ACCEPTANCE, NGRAM_ACCEPTANCE, Speculative
 from kubesim.workload import PodContext, WorkloadExit
