@@ -16,7 +16,7 @@ from capacity.gpus import GIB, GPUS, HOST_LINK_FRACTION, Gpu
 from enginevocab import sglang as sglang_vocab
 from enginevocab import vllm as vllm_vocab
 from kubesim.engines import hardware as hw
-from kubesim.engines.coreconfig import CoreConfig, Physics
+from kubesim.engines.coreconfig import CoreConfig, Physics, lora_load_seconds
 from kubesim.engines.cputier import TierConfig
 from kubesim.engines.speculative import DRAFT_ARCH_ANNOTATION, DRAFT_MODEL_ACCEPTANCE, NGRAM_ACCEPTANCE, Speculative
 from kubesim.workload import PodContext, WorkloadExit
@@ -375,6 +375,9 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     if draft is not None:  # its KV in the model's KV dtype, in the same blocks (`capacity.arch.vllm_num_gpu_blocks`)
         core.draft_kv_bytes_per_token_rank = draft.kv_bytes_per_token(kv_bytes, tp)
     enable_lora = bool(ns.enable_lora)
+    if enable_lora:
+        core.max_loras, core.max_cpu_loras = ns.max_loras, ns.max_cpu_loras or ns.max_loras
+        core.lora_load_s = lora_load_seconds(arch, ns.max_lora_rank, core.physics)
     runtime = ctx.env.get("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "").lower() in ("1", "true")
     names = ns.served_model_name or [ns.model]
     capacity = blocks * block_size

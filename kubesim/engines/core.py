@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections import deque
+from collections import OrderedDict, deque
 
 from capacity import roofline
 from kubesim.engines import speculative
@@ -65,6 +65,7 @@ class EngineCore:
         self._lead = 0.0
         self.last_prefill_hit_rate = 0.0
         self.gen_tokens_window: deque[tuple[float, int]] = deque()
+        self.loaded_loras: OrderedDict[str, None] = OrderedDict()  # in host memory, least recently used first
         phys = cfg.physics
         self.roofline = roofline.Roofline(
             cfg.model, cfg.gpu, cfg.tp, cfg.weight_bytes_rank, cfg.kv_bytes_per_token_rank,
@@ -126,6 +127,7 @@ class EngineCore:
         model's forward passes, and the CPU tier's loads. Called once per step, by either clock."""
         prefill, decode_ctx, prefill_tokens = self.split(batch)
         dt = self.step_time(prefill, decode_ctx) + self.draft_seconds(batch) + self.tier_load_seconds()
+        dt += self.lora_load_seconds(batch)
         return dt, prefill, decode_ctx, prefill_tokens
 
     def draft_seconds(self, batch: list[tuple[Request, int]]) -> float:
@@ -166,6 +168,26 @@ class EngineCore:
         self.observer.on_tier_load(loads, tier.bytes(loads), tier.seconds(loads))
         return tier.seconds(loads)
 
+    def lora_load_seconds(self, batch: list[tuple[Request, int]]) -> float:
+        """Loading the batch's adapters that host memory does not hold, `lora_load_s` each (past `max_cpu_loras`
+        the least recently used one is dropped). Called once per step, by either clock."""
+        loads = 0
+        for name in dict.fromkeys(req.lora for req, _n in batch if req.lora and self.cfg.max_loras):
+            loads += name not in self.loaded_loras
+            self.loaded_loras[name] = None
+            self.loaded_loras.move_to_end(name)
+            while len(self.loaded_loras) > max(self.cfg.max_cpu_loras, self.cfg.max_loras):
+                self.loaded_loras.popitem(last=False)
+        return loads * self.cfg.lora_load_s
+
+    def _lora_waits(self, req: Request) -> bool:
+        """vLLM skips a waiting request whose adapter would be one more than `max_loras` in the batch; it keeps
+        its place while requests behind it are admitted."""
+        if not (self.cfg.max_loras and req.lora):
+            return False
+        held = {r.lora for r in self.running if r.lora}
+        return req.lora not in held and len(held) >= self.cfg.max_loras
+
     def kv_transfer_seconds(self, tokens: int) -> float:
         cfg = self.cfg
         return cfg.physics.kv_link_latency_s + tokens * cfg.kv_bytes_per_token_rank * cfg.tp / (
@@ -204,8 +226,12 @@ class EngineCore:
         budget = cfg.max_num_batched_tokens if cfg.chunked_prefill else max(cfg.max_num_batched_tokens,
                                                                              cfg.max_model_len)
         batch, budget, preempted = self._schedule_running(now, budget)
+        skipped: list[Request] = []
         while not preempted and self.waiting and budget > 0 and len(self.running) < cfg.max_num_seqs:
             req = self.waiting[0]
+            if self._lora_waits(req):
+                skipped.append(self.waiting.popleft())
+                continue
             if req.remote_kv and req.num_computed == 0 and not req.blocks:
                 if not self._admit_remote(req, now):
                     break
@@ -214,6 +240,7 @@ class EngineCore:
                 break
             batch.append((req, n))
             budget -= n
+        self.waiting.extendleft(reversed(skipped))
         return batch
 
     def _schedule_running(self, now: float, budget: int) -> tuple[list[tuple[Request, int]], int, bool]:

@@ -23,6 +23,7 @@ class Physics:
     storage_bandwidth: float = 2e9  # bytes/s reading weights at start-up
     warmup_s: float = 20.0  # CUDA graphs, compilation, profiling run
     host_link_fraction: float = HOST_LINK_FRACTION  # achieved share of the GPU's host link in KV copies (cputier)
+    lora_load_overhead_s: float = 0.02  # reading and checking an adapter's config, besides its weights
 
 
 @dataclass
@@ -51,7 +52,17 @@ class CoreConfig:
     spec_acceptance: float = 0.0  # the chance each drafted token is accepted, each independently
     draft: ModelArch | None = None  # the draft model whose forward passes draft them (None: n-gram, no GPU time)
     draft_kv_bytes_per_token_rank: float = 0.0  # the draft's own KV, in the model's blocks
+    max_loras: int = 0  # LoRA adapters one batch may use (--max-loras; 0: LoRA off)
+    max_cpu_loras: int = 0  # adapters kept loaded in host memory (--max-cpu-loras, else --max-loras)
+    lora_load_s: float = 0.0  # loading one adapter that host memory does not hold (`lora_load_seconds`)
 
     def spec_yield(self, k: int | None = None) -> float:
         """`spec_yield` of the configured drafts (or of k, where fewer fit the step) and acceptance."""
         return roofline.spec_yield(self.spec_tokens if k is None else k, self.spec_acceptance)
+
+
+def lora_load_seconds(model: ModelArch, rank: int, physics: Physics) -> float:
+    """Loading a rank-`rank` adapter on q_proj and v_proj (what `tiny-adapter` and most PEFT adapters target):
+    per layer and module an A (rank x hidden) and a B (hidden x rank) in the model's dtype, read from storage."""
+    weights = model.layers * 2 * 2 * rank * model.hidden * model.dtype_bytes
+    return physics.lora_load_overhead_s + weights / physics.storage_bandwidth
