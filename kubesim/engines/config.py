@@ -477,6 +477,8 @@ def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         f"[INFO] Uvicorn running on http://{ns.host}:{ns.port} (Press CTRL+C to quit)",
         "[INFO] The server is fired up and ready to roll!",
     ]
+    if ns.enable_lora or ns.lora_paths:  # the batch's adapter slots; adapters load into host memory when added
+        core.max_loras = core.max_cpu_loras = ns.max_loras_per_batch
     return EngineSpec(
         kind="sglang", served_names=[ns.served_model_name or ns.model_path], core=core, startup_s=startup_s,
         time_scale=scale, enable_lora=bool(ns.enable_lora or ns.lora_paths), runtime_lora=True,

@@ -82,3 +82,16 @@ def test_two_slots_run_two_adapters_together():
         eng.submit(req, 0.0)
     eng.run_until(0.001)
     assert sorted(r.request_id for r in eng.core.running) == ["a", "b"]
+
+
+def test_sglang_runs_at_most_max_loras_per_batch_adapters_and_loads_none_in_a_step():
+    ctx = pod_context("lmsysorg/sglang:v0.5.2-cu126", command=[
+        "python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen2.5-7B-Instruct", "--enable-lora",
+        "--max-loras-per-batch", "1"], gpu_key="l4-24gb", fast_start=False)
+    ns, _ = flags.parse_sglang(flags.command_line(ctx.container, ctx.env))
+    eng = VirtualEngine(config.sglang_spec(ns, ctx).core, fast_forward=False)
+    assert (eng.core.cfg.max_loras, eng.core.cfg.lora_load_s) == (1, 0.0)
+    for req in (request("a", "sql"), request("b", "chat"), request("base", None)):
+        eng.submit(req, 0.0)
+    eng.run_until(0.001)
+    assert [r.request_id for r in eng.core.running] == ["a", "base"]
