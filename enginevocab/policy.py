@@ -57,7 +57,7 @@ def _parser_kind(option: dict) -> object:
         return LIST
     if option["choices"] is not None:
         return tuple(str(c) for c in option["choices"] if c is not None)
-    return _PARSER_TYPES.get(option["type"], str)
+    return _PARSER_TYPES.get(option["value_type"], str)  # optional_type(int) converts as int
 
 
 def _vllm() -> Vocabulary:

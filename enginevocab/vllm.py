@@ -7,12 +7,15 @@ subset kubesim's parser (`kubesim/engines/flags.py`) builds, each a flag of that
 
 from __future__ import annotations
 
+from enginevocab.values import APPEND as _APPEND
 from enginevocab.values import FLOAT as _FLOAT
 from enginevocab.values import INT as _INT
 from enginevocab.values import STR as _STR
+from enginevocab.values import human_readable_int as _HUMAN_INT
 from enginevocab.values import json_or_str as _json_or_str
 from enginevocab.values import model_len as _model_len
 from enginevocab.versions import Span
+from enginevocab.vllm_classes import OPTIONS
 
 VERSION = "0.32.0"
 # The default runtime: the image and tag the demo seed and the benchmarks run.
@@ -34,7 +37,16 @@ COLLECTIVE_RPC_PATH = "/collective_rpc"
 RELOAD_WEIGHTS_RPC = {"method": "reload_weights"}
 # vllm:engine_sleep_state's `sleep_state` label values, awake first (vllm/v1/metrics/loggers.py).
 SLEEP_STATES = ("awake", "weights_offloaded", "discard_all")
+# The KV-cache dtypes the structured setting offers (sized by capacity.arch.kv_dtype_bytes); the flag itself takes
+# every one of the parser's choices (below).
 KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4")
+
+
+def _parser_choices(flag: str) -> tuple[str, ...]:
+    """The pinned parser's own choices for `flag` (vllm_parser.json), never typed again here."""
+    return tuple(str(choice) for choice in OPTIONS[flag]["choices"] if choice is not None)
+
+
 
 # (flags, type or "bool", default); vLLM booleans come in --x / --no-x pairs.
 FLAGS: list[tuple[tuple[str, ...], object, object]] = [
@@ -50,21 +62,21 @@ FLAGS: list[tuple[tuple[str, ...], object, object]] = [
     (("--data-parallel-rpc-port", "-dpp"), _INT, None),
     (("--data-parallel-rank", "-dpn"), _INT, None),
     (("--data-parallel-start-rank", "-dpr"), _INT, None),
-    (("--data-parallel-backend", "-dpb"), ("mp", "ray"), "mp"),
+    (("--data-parallel-backend", "-dpb"), _STR, "mp"),
     (("--decode-context-parallel-size", "-dcp"), _INT, 1),
-    (("--api-server-count",), _INT, None),
-    (("--nnodes", "-n"), _STR, "1"),
-    (("--node-rank", "-r"), _STR, "0"),
+    (("--api-server-count", "-asc"), _INT, None),
+    (("--nnodes", "-n"), _INT, 1),
+    (("--node-rank", "-r"), _INT, 0),
     (("--master-addr",), _STR, "127.0.0.1"),
     (("--master-port",), _INT, 29501),
     (("--max-model-len",), _model_len, None),
-    (("--gpu-memory-utilization",), _FLOAT, DEFAULT_GPU_MEMORY_UTILIZATION),
-    (("--kv-cache-memory-bytes",), _INT, None),
-    (("--kv-cache-dtype",), KV_CACHE_DTYPES, "auto"),
+    (("--gpu-memory-utilization", "--device-memory-utilization"), _FLOAT, DEFAULT_GPU_MEMORY_UTILIZATION),
+    (("--kv-cache-memory-bytes",), _HUMAN_INT, None),
+    (("--kv-cache-dtype",), _parser_choices("--kv-cache-dtype"), "auto"),
     (("--block-size",), _INT, None),
     (("--num-gpu-blocks-override",), _INT, None),
     (("--cpu-offload-gb",), _FLOAT, 0.0),
-    (("--max-num-batched-tokens",), _INT, None),
+    (("--max-num-batched-tokens",), _HUMAN_INT, None),
     (("--max-num-seqs",), _INT, None),
     (("--long-prefill-token-threshold",), _INT, 0),
     (("--scheduling-policy",), ("fcfs", "priority"), "fcfs"),
@@ -72,22 +84,22 @@ FLAGS: list[tuple[tuple[str, ...], object, object]] = [
     (("--dtype",), ("auto", "half", "float16", "bfloat16", "float", "float32"), "auto"),
     (("--seed",), _INT, 0),
     (("--max-loras",), _INT, 1),
-    (("--max-lora-rank",), tuple(str(r) for r in LORA_RANKS), "16"),
+    (("--max-lora-rank",), LORA_RANKS, 16),
     (("--max-cpu-loras",), _INT, None),
-    (("--lora-dtype",), _STR, "auto"),
+    (("--lora-dtype",), _parser_choices("--lora-dtype"), "auto"),
     (("--lora-modules",), "list", None),
     (("--kv-transfer-config",), _json_or_str, None),
     (("--kv-events-config",), _json_or_str, None),
     (("--speculative-config", "-sc"), _json_or_str, None),
-    (("--spec-method",), _STR, None),
+    (("--spec-method",), _parser_choices("--spec-method"), None),
     (("--spec-model",), _STR, None),
     (("--spec-tokens",), _INT, None),
-    (("--compilation-config", "-cc"), _STR, None),
-    (("--additional-config",), _json_or_str, None),
+    (("--compilation-config", "-cc"), _json_or_str, None),
+    (("--additional-config",), _STR, None),
     (("--custom-histogram-buckets",), _json_or_str, None),
     (("--show-hidden-metrics-for-version",), _STR, None),
     (("--hf-overrides",), _STR, None),
-    (("--override-generation-config",), _STR, None),
+    (("--override-generation-config",), _json_or_str, None),
     (("--generation-config",), _STR, "auto"),
     (("--tokenizer",), _STR, None),
     (("--tokenizer-mode",), _STR, "auto"),
@@ -103,24 +115,24 @@ FLAGS: list[tuple[tuple[str, ...], object, object]] = [
     (("--config",), _STR, None),
     (("--config-format",), _STR, "auto"),
     (("--max-logprobs",), _INT, 20),
-    (("--logprobs-mode",), _STR, "raw_logprobs"),
+    (("--logprobs-mode",), _parser_choices("--logprobs-mode"), "raw_logprobs"),
     (("--runner",), ("auto", "generate", "pooling", "draft"), "auto"),
-    (("--convert",), _STR, "auto"),
+    (("--convert",), _parser_choices("--convert"), "auto"),
     (("--model-impl",), _STR, "auto"),
     (("--api-key",), "list", None),
     (("--chat-template",), _STR, None),
-    (("--chat-template-content-format",), _STR, "auto"),
+    (("--chat-template-content-format",), _parser_choices("--chat-template-content-format"), "auto"),
     (("--response-role",), _STR, "assistant"),
     (("--tool-call-parser",), _STR, None),
     (("--tool-parser-plugin",), _STR, ""),
     (("--reasoning-parser",), _STR, ""),
-    (("--structured-outputs-config",), _STR, None),
+    (("--structured-outputs-config",), _json_or_str, None),
     (("--uvicorn-log-level",), ("critical", "error", "warning", "info", "debug", "trace"), "info"),
     (("--root-path",), _STR, None),
-    (("--middleware",), "list", None),
-    (("--allowed-origins",), _STR, None),
-    (("--allowed-methods",), _STR, None),
-    (("--allowed-headers",), _STR, None),
+    (("--middleware",), _APPEND, None),
+    (("--allowed-origins",), _json_or_str, None),
+    (("--allowed-methods",), _json_or_str, None),
+    (("--allowed-headers",), _json_or_str, None),
     (("--ssl-keyfile",), _STR, None),
     (("--ssl-certfile",), _STR, None),
     (("--ssl-ca-certs",), _STR, None),
@@ -129,28 +141,28 @@ FLAGS: list[tuple[tuple[str, ...], object, object]] = [
     (("--max-log-len",), _INT, None),
     (("--log-config-file",), _STR, None),
     (("--otlp-traces-endpoint",), _STR, None),
-    (("--collect-detailed-traces",), _STR, None),
+    (("--collect-detailed-traces",), _parser_choices("--collect-detailed-traces"), None),
     (("--distributed-executor-backend",), _STR, None),
     (("--max-parallel-loading-workers",), _INT, None),
-    (("--limit-mm-per-prompt",), _STR, None),
-    (("--mm-processor-kwargs",), _STR, None),
+    (("--limit-mm-per-prompt",), _json_or_str, None),
+    (("--mm-processor-kwargs",), _json_or_str, None),
     (("--mm-processor-cache-gb",), _FLOAT, 4.0),
     (("--allowed-local-media-path",), _STR, ""),
-    (("--prefix-caching-hash-algo",), _STR, "sha256"),
+    (("--prefix-caching-hash-algo",), _parser_choices("--prefix-caching-hash-algo"), "sha256"),
     # The KV-cache CPU tier (vllm/config/kv_offload.py): GiB summed over TP x PP ranks, and its backend.
     (("--kv-offloading-size",), _FLOAT, None),
     (("--kv-offloading-backend",), ("native", "lmcache"), None),
-    (("--mamba-cache-dtype",), _STR, "auto"),
-    (("--mamba-ssm-cache-dtype",), _STR, "auto"),
+    (("--mamba-cache-dtype",), _parser_choices("--mamba-cache-dtype"), "auto"),
+    (("--mamba-ssm-cache-dtype",), _parser_choices("--mamba-ssm-cache-dtype"), "auto"),
     (("--scheduler-cls",), _STR, None),
     (("--worker-cls",), _STR, "auto"),
     (("--worker-extension-cls",), _STR, ""),
-    (("--eplb-config",), _STR, None),
-    (("--all2all-backend",), _STR, None),
-    (("--pooler-config",), _STR, None),
+    (("--eplb-config",), _json_or_str, None),
+    (("--all2all-backend",), _parser_choices("--all2all-backend"), None),
+    (("--pooler-config",), _json_or_str, None),
     (("--logits-processors",), "list", None),
     (("--max-num-queued-reqs",), _INT, None),
-    (("--max-num-queued-tokens",), _INT, None),
+    (("--max-num-queued-tokens",), _HUMAN_INT, None),
     (("--stream-interval",), _INT, 1),
 ]
 BOOLS: list[tuple[str, bool | None]] = [
@@ -195,7 +207,9 @@ BOOLS: list[tuple[str, bool | None]] = [
     ("disable-chunked-mm-input", False),
     ("skip-mm-profiling", False),
 ]
-SHORT_BOOLS = {"enable-expert-parallel": "-ep"}
+SHORT_BOOLS = {"enable-expert-parallel": "-ep", "data-parallel-hybrid-lb": "-dph", "data-parallel-external-lb": "-dpe"}
+# Switches of BOOLS that have no --no- form (store_true in vLLM's parser).
+STORE_TRUE = ("disable-log-stats", "headless")
 
 
 def optimization_level(token: str, following: str | None) -> str | None:

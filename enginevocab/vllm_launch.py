@@ -6,6 +6,10 @@ torchvision::nms does not exist"). Importing one breaks the server (transformers
 finds it), so they are hidden here before vLLM loads: vLLM and transformers then take their paths for an absent
 package, which serve text models. The `vllm` command itself fails (it reads the metadata of a distribution named
 `vllm`), hence this module. Standard library only; kubesim's cpu-real kubelet and the tests run it.
+
+vLLM inspects a model's class in a fresh `python -m vllm.model_executor.models.registry` the first time (the answer
+is cached under VLLM_CACHE_ROOT, ~/.cache/vllm): that process is started through this module too
+(`--run-module`), so the packages are hidden there as well and a cold cache does not fail the start.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import sys
 
 UNLOADABLE = ("torchvision", "torchaudio", "torchcodec", "triton")
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+REGISTRY_MODULE = "vllm.model_executor.models.registry"
 
 
 def hide_unloadable() -> None:
@@ -27,6 +32,25 @@ def hide_unloadable() -> None:
 # the parent's main module) before anything of vLLM, so the packages stay hidden there too.
 hide_unloadable()
 
+
+
+def inspect_models_here_too() -> None:
+    """vLLM's model-class inspection subprocess, run through this module (its command is a module constant)."""
+    from vllm.model_executor.models import registry
+
+    registry._SUBPROCESS_COMMAND = [sys.executable, "-m", __spec__.name, "--run-module", REGISTRY_MODULE]
+
+
+def main(argv: list[str]) -> None:
+    """`--run-module MODULE ARGS` runs MODULE with the packages hidden; anything else runs the API server."""
+    if argv[:1] == ["--run-module"]:
+        module, rest = argv[1], argv[2:]
+    else:
+        inspect_models_here_too()
+        module, rest = SERVER_MODULE, argv
+    sys.argv = [module, *rest]
+    runpy.run_module(module, run_name="__main__")
+
+
 if __name__ == "__main__":
-    sys.argv[0] = SERVER_MODULE
-    runpy.run_module(SERVER_MODULE, run_name="__main__")
+    main(sys.argv[1:])

@@ -42,6 +42,14 @@ def _type_name(kind) -> str | None:
     return getattr(kind, "__name__", None) or getattr(getattr(kind, "func", None), "__name__", None) or repr(kind)
 
 
+def _value_type_name(kind) -> str | None:
+    """The converter a value goes through: vLLM's `optional_type(int)` (`_optional_type`, which also takes
+    "None") converts with the `int` it wraps, so that is named; any other converter is named as it is."""
+    if getattr(kind, "__name__", None) == "_optional_type" and kind.__closure__:
+        return _type_name(kind.__closure__[0].cell_contents)
+    return _type_name(kind)
+
+
 def dump(parser) -> dict:
     """{"version", "allow_abbrev", "options": [one object per optional argument]}."""
     import vllm
@@ -55,6 +63,7 @@ def dump(parser) -> dict:
             "dest": action.dest,
             "action": type(action).__name__,
             "type": _type_name(action.type),
+            "value_type": _value_type_name(action.type),
             "choices": _plain(list(action.choices)) if action.choices is not None else None,
             "nargs": action.nargs,
             "default": _plain(action.default),

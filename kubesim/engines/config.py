@@ -17,7 +17,7 @@ from capacity.sleep import WAKE_OVERHEAD_S, WakeFacts
 from enginevocab import sglang as sglang_vocab
 from enginevocab import vllm as vllm_vocab
 from kubesim.engines import hardware as hw
-from kubesim.engines.core import CoreConfig, Physics
+from kubesim.engines.coreconfig import CoreConfig, Physics, lora_load_seconds
 from kubesim.engines.cputier import TierConfig
 from kubesim.engines.sleep import SleepConfig, sleep_config
 from kubesim.engines.speculative import DRAFT_ARCH_ANNOTATION, DRAFT_MODEL_ACCEPTANCE, NGRAM_ACCEPTANCE, Speculative
@@ -378,6 +378,9 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     if draft is not None:  # its KV in the model's KV dtype, in the same blocks (`capacity.arch.vllm_num_gpu_blocks`)
         core.draft_kv_bytes_per_token_rank = draft.kv_bytes_per_token(kv_bytes, tp)
     enable_lora = bool(ns.enable_lora)
+    if enable_lora:
+        core.max_loras, core.max_cpu_loras = ns.max_loras, ns.max_cpu_loras or ns.max_loras
+        core.lora_load_s = lora_load_seconds(arch, ns.max_lora_rank, core.physics)
     runtime = ctx.env.get("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "").lower() in ("1", "true")
     names = ns.served_model_name or [ns.model]
     capacity = blocks * block_size
@@ -481,6 +484,8 @@ def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         f"[INFO] Uvicorn running on http://{ns.host}:{ns.port} (Press CTRL+C to quit)",
         "[INFO] The server is fired up and ready to roll!",
     ]
+    if ns.enable_lora or ns.lora_paths:  # the batch's adapter slots; adapters load into host memory when added
+        core.max_loras = core.max_cpu_loras = ns.max_loras_per_batch
     return EngineSpec(
         kind="sglang", served_names=[ns.served_model_name or ns.model_path], core=core, startup_s=startup_s,
         time_scale=scale, enable_lora=bool(ns.enable_lora or ns.lora_paths), runtime_lora=True,

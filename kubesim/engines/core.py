@@ -6,7 +6,8 @@ tokens it still needs within the batched-token budget (decodes 1, prefills a chu
 waiting requests while sequences and blocks allow. A step lasts the roofline of its FLOPs (prefill)
 and the bytes it reads (weights plus KV, decode), so latency follows the GPU. Blocks run out →
 the newest running request is preempted and recomputed later. Times are simulated seconds on a clock that can run
-faster than the wall clock (`time_scale`) for tests. Block pool and prefix cache: `blocks`; requests: `request`.
+faster than the wall clock (`time_scale`) for tests. Block pool and prefix cache: `blocks`; requests: `request`;
+what the loop is configured with: `coreconfig`.
 """
 
 from __future__ import annotations
@@ -15,15 +16,13 @@ import asyncio
 import contextlib
 import random
 import time
-from collections import deque
-from dataclasses import dataclass, field
+from collections import OrderedDict, deque
 
 from capacity import roofline
-from capacity.arch import ModelArch
-from capacity.gpus import HOST_LINK_FRACTION, Gpu
 from kubesim.engines import speculative
 from kubesim.engines.blocks import BlockPool, block_hashes
-from kubesim.engines.cputier import CpuTier, TierConfig
+from kubesim.engines.coreconfig import CoreConfig
+from kubesim.engines.cputier import CpuTier
 from kubesim.engines.request import EngineObserver, Request
 
 
@@ -41,53 +40,6 @@ class Clock:
         delay = (t - self.now()) / self.scale
         if delay > 0:
             await asyncio.sleep(delay)
-
-
-@dataclass
-class Physics:
-    """Achieved fractions of the nominal GPU figures and the other physical constants of the model."""
-
-    prefill_flops_fraction: float = roofline.PREFILL_FLOPS_FRACTION
-    decode_bandwidth_fraction: float = roofline.DECODE_BANDWIDTH_FRACTION
-    step_overhead_s: float = roofline.STEP_OVERHEAD_S  # scheduler, sampling and kernel launches per step
-    kv_link_bandwidth: float = 50e9  # bytes/s between prefill and decode engines (400 Gb/s RDMA)
-    kv_link_latency_s: float = 0.001
-    storage_bandwidth: float = 2e9  # bytes/s reading weights at start-up
-    warmup_s: float = 20.0  # CUDA graphs, compilation, profiling run
-    host_link_fraction: float = HOST_LINK_FRACTION  # achieved share of the GPU's host link in KV copies (cputier)
-
-
-@dataclass
-class CoreConfig:
-    """What the step loop needs, already resolved from the engine's flags."""
-
-    model: ModelArch
-    gpu: Gpu
-    tp: int
-    num_blocks: int
-    block_size: int
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    max_model_len: int
-    kv_bytes_per_token_rank: float
-    weight_bytes_rank: float
-    prefix_caching: bool = True
-    chunked_prefill: bool = True
-    kv_role: str | None = None  # "producer", "consumer", "both" or None
-    reserve_null_block: bool = True
-    physics: Physics = field(default_factory=Physics)
-    seed: int = 0
-    cpu_tier: TierConfig | None = None  # the KV cache's host-memory tier (kv offloading, HiCache)
-    slowdown: float = 1.0  # a fault's factor on every step (kubesim.workload.EngineFault)
-    spec_tokens: int = 0  # speculative tokens drafted per decode step (0: off)
-    spec_acceptance: float = 0.0  # the chance each drafted token is accepted, each independently
-    draft: ModelArch | None = None  # the draft model whose forward passes draft them (None: n-gram, no GPU time)
-    draft_kv_bytes_per_token_rank: float = 0.0  # the draft's own KV, in the model's blocks
-
-    def spec_yield(self, k: int | None = None) -> float:
-        """`spec_yield` of the configured drafts (or of k, where fewer fit the step) and acceptance."""
-        return roofline.spec_yield(self.spec_tokens if k is None else k, self.spec_acceptance)
-
 
 
 class EngineCore:
@@ -113,6 +65,7 @@ class EngineCore:
         self._lead = 0.0
         self.last_prefill_hit_rate = 0.0
         self.gen_tokens_window: deque[tuple[float, int]] = deque()
+        self.loaded_loras: OrderedDict[str, None] = OrderedDict()  # in host memory, least recently used first
         phys = cfg.physics
         self.roofline = roofline.Roofline(
             cfg.model, cfg.gpu, cfg.tp, cfg.weight_bytes_rank, cfg.kv_bytes_per_token_rank,
@@ -174,6 +127,7 @@ class EngineCore:
         model's forward passes, and the CPU tier's loads. Called once per step, by either clock."""
         prefill, decode_ctx, prefill_tokens = self.split(batch)
         dt = self.step_time(prefill, decode_ctx) + self.draft_seconds(batch) + self.tier_load_seconds()
+        dt += self.lora_load_seconds(batch)
         return dt, prefill, decode_ctx, prefill_tokens
 
     def draft_seconds(self, batch: list[tuple[Request, int]]) -> float:
@@ -214,6 +168,26 @@ class EngineCore:
         self.observer.on_tier_load(loads, tier.bytes(loads), tier.seconds(loads))
         return tier.seconds(loads)
 
+    def lora_load_seconds(self, batch: list[tuple[Request, int]]) -> float:
+        """Loading the batch's adapters that host memory does not hold, `lora_load_s` each (past `max_cpu_loras`
+        the least recently used one is dropped). Called once per step, by either clock."""
+        loads = 0
+        for name in dict.fromkeys(req.lora for req, _n in batch if req.lora and self.cfg.max_loras):
+            loads += name not in self.loaded_loras
+            self.loaded_loras[name] = None
+            self.loaded_loras.move_to_end(name)
+            while len(self.loaded_loras) > max(self.cfg.max_cpu_loras, self.cfg.max_loras):
+                self.loaded_loras.popitem(last=False)
+        return loads * self.cfg.lora_load_s
+
+    def _lora_waits(self, req: Request) -> bool:
+        """vLLM skips a waiting request whose adapter would be one more than `max_loras` in the batch; it keeps
+        its place while requests behind it are admitted."""
+        if not (self.cfg.max_loras and req.lora):
+            return False
+        held = {r.lora for r in self.running if r.lora}
+        return req.lora not in held and len(held) >= self.cfg.max_loras
+
     def kv_transfer_seconds(self, tokens: int) -> float:
         cfg = self.cfg
         return cfg.physics.kv_link_latency_s + tokens * cfg.kv_bytes_per_token_rank * cfg.tp / (
@@ -246,22 +220,39 @@ class EngineCore:
         return victim
 
     def _schedule(self, now: float) -> list[tuple[Request, int]]:
+        """One step's batch: the running requests first, then, unless one was preempted, waiting requests
+        admitted in order while the token budget, the sequence slots and the KV blocks last."""
         cfg = self.cfg
-        budget = cfg.max_num_batched_tokens
-        if not cfg.chunked_prefill:
-            budget = max(budget, cfg.max_model_len)
+        budget = cfg.max_num_batched_tokens if cfg.chunked_prefill else max(cfg.max_num_batched_tokens,
+                                                                             cfg.max_model_len)
+        batch, budget, preempted = self._schedule_running(now, budget)
+        skipped: list[Request] = []
+        while not preempted and self.waiting and budget > 0 and len(self.running) < cfg.max_num_seqs:
+            req = self.waiting[0]
+            if self._lora_waits(req):
+                skipped.append(self.waiting.popleft())
+                continue
+            if req.remote_kv and req.num_computed == 0 and not req.blocks:
+                if not self._admit_remote(req, now):
+                    break
+                continue
+            if (n := self._admit(req, now, budget)) is None:
+                break
+            batch.append((req, n))
+            budget -= n
+        self.waiting.extendleft(reversed(skipped))
+        return batch
+
+    def _schedule_running(self, now: float, budget: int) -> tuple[list[tuple[Request, int]], int, bool]:
+        """The running requests' tokens, in order, preempting from the back when KV blocks run out:
+        (batch, budget left, whether any request was preempted)."""
         batch: list[tuple[Request, int]] = []
         preempted: set[int] = set()
-        bs = cfg.block_size
-        pool = self.pool
-        running = self.running
+        bs, pool, running, spec = self.cfg.block_size, self.pool, self.running, self.cfg.spec_tokens
         i = 0
-        spec = cfg.spec_tokens
         while i < len(running) and budget > 0:
             req = running[i]
-            n = req.num_tokens - req.num_computed
-            if n > budget:
-                n = budget
+            n = min(req.num_tokens - req.num_computed, budget)
             # A speculative decode verifies its drafts too: they take budget and slots (vLLM's lookahead slots); as
             # in vLLM, fewer drafts where the step's budget has less room.
             if spec and n == 1 and req.generated:
@@ -279,62 +270,64 @@ class EngineCore:
             batch.append((req, n))
             budget -= n
             i += 1
-        if preempted:
-            return batch
-        while self.waiting and budget > 0 and len(self.running) < cfg.max_num_seqs:
-            req = self.waiting[0]
-            if req.remote_kv and req.num_computed == 0 and not req.blocks:
-                need = self._blocks_needed(req, req.prompt_len)
-                if need > self.pool.num_free:
-                    break
-                self.waiting.popleft()
-                req.blocks = self.pool.allocate(need)
-                req.first_scheduled = now
-                req.kv_ready_at = now + self.kv_transfer_seconds(req.prompt_len)
-                req.cached_tokens = 0
-                self.observer.on_admit(req, 0, now)
-                self.transferring.append(req)
-                continue
-            hits: list[int] = []
-            loaded = 0  # blocks the CPU tier holds after the GPU's prefix: copied back instead of recomputed
-            if req.num_computed == 0 and cfg.prefix_caching and req.block_hashes:
-                # At least one token is always computed, so a full hit leaves the last block out.
-                limit = (req.num_tokens - 1) // cfg.block_size
-                hits = self.pool.lookup(req.block_hashes, limit)
-                if self.cpu is not None:
-                    loaded = self.cpu.lookup(req.block_hashes, len(hits), limit)
-            hit_tokens = (len(hits) + loaded) * cfg.block_size
-            n = req.num_tokens - hit_tokens
-            if not cfg.chunked_prefill and n > budget:
-                break
-            n = min(n, budget)
-            for blk in hits:
-                self.pool.touch(blk)
-            need = -(-(hit_tokens + n) // cfg.block_size) - len(hits)
-            new = self.pool.allocate(need)
-            if new is None:
-                self.pool.release(hits)
-                break
-            self.waiting.popleft()
-            req.blocks = hits + new
-            req.num_computed = hit_tokens
-            for j in range(loaded):
-                self.pool.register(new[j], req.block_hashes[len(hits) + j])
-            req.num_registered = len(hits) + loaded
-            if req.first_scheduled is None:
-                req.first_scheduled = now
-                req.cached_tokens = hit_tokens
-                req.host_cached_tokens = loaded * cfg.block_size
+        return batch, budget, bool(preempted)
+
+    def _admit_remote(self, req: Request, now: float) -> bool:
+        """A decode request whose prompt a prefill engine computed: its blocks, then the KV transfer; False when
+        the blocks are not free."""
+        need = self._blocks_needed(req, req.prompt_len)
+        if need > self.pool.num_free:
+            return False
+        self.waiting.popleft()
+        req.blocks = self.pool.allocate(need)
+        req.first_scheduled = now
+        req.kv_ready_at = now + self.kv_transfer_seconds(req.prompt_len)
+        req.cached_tokens = 0
+        self.observer.on_admit(req, 0, now)
+        self.transferring.append(req)
+        return True
+
+    def _admit(self, req: Request, now: float, budget: int) -> int | None:
+        """The first waiting request admitted with its prefix-cache (and CPU-tier) hits: the tokens it computes
+        this step, or None when it must wait (its prompt over the budget without chunked prefill, or no blocks)."""
+        cfg = self.cfg
+        hits: list[int] = []
+        loaded = 0  # blocks the CPU tier holds after the GPU's prefix: copied back instead of recomputed
+        if req.num_computed == 0 and cfg.prefix_caching and req.block_hashes:
+            # At least one token is always computed, so a full hit leaves the last block out.
+            limit = (req.num_tokens - 1) // cfg.block_size
+            hits = self.pool.lookup(req.block_hashes, limit)
             if self.cpu is not None:
-                self.cpu.load(loaded)
-                self.observer.on_tier_lookup(req, loaded * cfg.block_size)
-            self.observer.on_admit(req, len(hits) * cfg.block_size, now)
-            if cfg.prefix_caching and req.num_registered < len(req.block_hashes):  # as vLLM's allocate_slots
-                self._cache_blocks(req, hit_tokens + n)
-            self.running.append(req)
-            batch.append((req, n))
-            budget -= n
-        return batch
+                loaded = self.cpu.lookup(req.block_hashes, len(hits), limit)
+        hit_tokens = (len(hits) + loaded) * cfg.block_size
+        n = req.num_tokens - hit_tokens
+        if not cfg.chunked_prefill and n > budget:
+            return None
+        n = min(n, budget)
+        for blk in hits:
+            self.pool.touch(blk)
+        new = self.pool.allocate(-(-(hit_tokens + n) // cfg.block_size) - len(hits))
+        if new is None:
+            self.pool.release(hits)
+            return None
+        self.waiting.popleft()
+        req.blocks = hits + new
+        req.num_computed = hit_tokens
+        for j in range(loaded):
+            self.pool.register(new[j], req.block_hashes[len(hits) + j])
+        req.num_registered = len(hits) + loaded
+        if req.first_scheduled is None:
+            req.first_scheduled = now
+            req.cached_tokens = hit_tokens
+            req.host_cached_tokens = loaded * cfg.block_size
+        if self.cpu is not None:
+            self.cpu.load(loaded)
+            self.observer.on_tier_lookup(req, loaded * cfg.block_size)
+        self.observer.on_admit(req, len(hits) * cfg.block_size, now)
+        if cfg.prefix_caching and req.num_registered < len(req.block_hashes):  # as vLLM's allocate_slots
+            self._cache_blocks(req, hit_tokens + n)
+        self.running.append(req)
+        return n
 
     def _cache_blocks(self, req: Request, tokens: int) -> None:
         """Cache the prompt's full blocks up to `tokens` (vLLM caches them as it schedules them: a request admitted

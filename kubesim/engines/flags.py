@@ -15,7 +15,7 @@ import re
 import shlex
 
 from enginevocab import sglang, versions, vllm, vllm_classes
-from enginevocab.values import FLOATS, LIST
+from enginevocab.values import ANY, APPEND, APPEND_LIST, FLOATS, LIST, SWITCH
 from enginevocab.versions import EVERY_VERSION
 from kubesim.workload import WorkloadExit
 
@@ -37,13 +37,29 @@ class _Parser(argparse.ArgumentParser):
 VLLM_FLAGS, VLLM_BOOLS, VLLM_SHORT_BOOLS = vllm.FLAGS, vllm.BOOLS, vllm.SHORT_BOOLS
 SGLANG_FLAGS, SGLANG_SWITCHES = sglang.FLAGS, sglang.SWITCHES
 
+def table_parser(prog: str, table, *, allow_abbrev: bool = True) -> _Parser:
+    """A parser of every (flags, kind, default) row of a vocabulary table (the routers' command lines)."""
+    p = _Parser(prog=prog, allow_abbrev=allow_abbrev, add_help=False)
+    for flags, kind, default in table:
+        _add(p, flags, kind, default)
+    return p
+
+
 def _add(parser: argparse.ArgumentParser, flags, kind, default) -> None:
-    if kind == LIST:
+    if kind == SWITCH:
+        parser.add_argument(*flags, action="store_true", default=default)
+    elif kind == LIST:
         parser.add_argument(*flags, nargs="+", default=default)
+    elif kind == ANY:
+        parser.add_argument(*flags, nargs="*", default=default)
+    elif kind == APPEND_LIST:
+        parser.add_argument(*flags, nargs="+", action="append", default=default)
     elif kind == FLOATS:
         parser.add_argument(*flags, nargs="+", type=float, default=default)
-    elif isinstance(kind, tuple):
-        parser.add_argument(*flags, choices=kind, default=default)
+    elif kind == APPEND:
+        parser.add_argument(*flags, action="append", default=default)
+    elif isinstance(kind, tuple):  # choices of one type (vLLM's --max-lora-rank converts to int first)
+        parser.add_argument(*flags, choices=kind, type=type(kind[0]), default=default)
     else:
         parser.add_argument(*flags, type=kind, default=default)
 
@@ -65,7 +81,8 @@ def vllm_parser(prog: str, positional_model: bool, version: str | None = None) -
     for name, default in VLLM_BOOLS:
         names = [f"--{name}"] + ([VLLM_SHORT_BOOLS[name]] if name in VLLM_SHORT_BOOLS else [])
         if _has(vllm.SPANS, f"--{name}", version):
-            p.add_argument(*names, action=argparse.BooleanOptionalAction, default=default)
+            action = "store_true" if name in vllm.STORE_TRUE else argparse.BooleanOptionalAction
+            p.add_argument(*names, action=action, default=default)
         else:
             p.set_defaults(**{name.replace("-", "_"): default})
     _add_untyped(p, version)

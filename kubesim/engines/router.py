@@ -19,9 +19,10 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
+from enginevocab import routers
 from enginevocab.labels import ACTIVATION_HOLD_ANNOTATION, CANARY_WEIGHTS_ANNOTATION
 from kubesim.engines.canary_split import RevisionSplit
-from kubesim.engines.flags import EngineArgError, _Parser
+from kubesim.engines.flags import EngineArgError, _Parser, table_parser
 from kubesim.engines.routing import (
     DEFAULT_SESSION_HEADER,
     RequestInfo,
@@ -43,93 +44,13 @@ ACTIVATION_POLL_S = 0.2
 
 
 def pstack_parser() -> _Parser:
-    p = _Parser(prog="vllm-router", allow_abbrev=False, add_help=False)
-    p.add_argument("--host", default="0.0.0.0")
-    p.add_argument("--port", type=int, default=8001)
-    p.add_argument("--service-discovery", choices=["static", "k8s"], default="static")
-    p.add_argument("--static-backends", default=None)
-    p.add_argument("--static-models", default=None)
-    p.add_argument("--static-model-labels", default=None)
-    p.add_argument("--static-model-types", default=None)
-    p.add_argument("--static-aliases", default=None)
-    p.add_argument("--static-backend-health-checks", action="store_true")
-    p.add_argument("--k8s-port", type=int, default=8000)
-    p.add_argument("--k8s-namespace", default="default")
-    p.add_argument("--k8s-label-selector", default="")
-    p.add_argument("--k8s-service-discovery-type", choices=["pod-ip", "service-name"], default="pod-ip")
-    p.add_argument(
-        "--routing-logic",
-        choices=[
-            "roundrobin",
-            "session",
-            "prefixaware",
-            "kvaware",
-            "disaggregated_prefill",
-            "disaggregated_prefill_orchestrated",
-        ],
-        default="roundrobin",
-    )
-    p.add_argument("--session-key", default=None)
-    p.add_argument("--lmcache-controller-port", type=int, default=9000)
-    p.add_argument("--prefill-model-labels", default=None)
-    p.add_argument("--decode-model-labels", default=None)
-    p.add_argument("--engine-stats-interval", type=int, default=30)
-    p.add_argument("--request-stats-window", type=int, default=60)
-    p.add_argument("--log-stats", action="store_true")
-    p.add_argument("--log-stats-interval", type=int, default=10)
-    p.add_argument("--log-level", default="info")
-    p.add_argument("--dynamic-config-yaml", default=None)
-    p.add_argument("--dynamic-config-json", default=None)
-    p.add_argument("--callbacks", default=None)
-    p.add_argument("--max-instance-failover-reroute-attempts", type=int, default=0)
-    p.add_argument("--enable-batch-api", action="store_true")
-    p.add_argument("--file-storage-class", default="local_file")
-    p.add_argument("--file-storage-path", default="/tmp/vllm_files")  # noqa: S108 (the router default)
-    p.add_argument("--batch-processor", default="local")
-    p.add_argument("--sentry-dsn", default=None)
-    p.add_argument("--api-key", default=None)
-    return p
+    """vllm-router's parser, from the routers' vocabulary."""
+    return table_parser(routers.PSTACK_PROG, routers.PSTACK_FLAGS, allow_abbrev=False)
 
 
 def sglang_router_parser() -> _Parser:
-    p = _Parser(prog="launch_router.py", add_help=False)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=30000)
-    p.add_argument("--worker-urls", nargs="*", default=[])
-    p.add_argument("--policy", choices=["cache_aware", "round_robin", "random", "power_of_two"], default="cache_aware")
-    p.add_argument("--prefill-policy", choices=["cache_aware", "round_robin", "random", "power_of_two"])
-    p.add_argument("--decode-policy", choices=["cache_aware", "round_robin", "random", "power_of_two"])
-    p.add_argument("--pd-disaggregation", action="store_true")
-    p.add_argument("--prefill", nargs="+", action="append", default=[])
-    p.add_argument("--decode", nargs=1, action="append", default=[])
-    p.add_argument("--service-discovery", action="store_true")
-    p.add_argument("--selector", nargs="*", default=[])
-    p.add_argument("--prefill-selector", nargs="*", default=[])
-    p.add_argument("--decode-selector", nargs="*", default=[])
-    p.add_argument("--service-discovery-port", type=int, default=80)
-    p.add_argument("--service-discovery-namespace", default=None)
-    p.add_argument("--cache-threshold", type=float, default=0.3)
-    p.add_argument("--balance-abs-threshold", type=int, default=64)
-    p.add_argument("--balance-rel-threshold", type=float, default=1.5)
-    p.add_argument("--eviction-interval-secs", type=int, default=120)
-    p.add_argument("--max-tree-size", type=int, default=2**26)
-    p.add_argument("--max-payload-size", type=int, default=512 * 1024 * 1024)
-    p.add_argument("--prometheus-port", type=int, default=29000)
-    p.add_argument("--prometheus-host", default="127.0.0.1")
-    p.add_argument("--request-timeout-secs", type=int, default=1800)
-    p.add_argument("--max-concurrent-requests", type=int, default=-1)
-    p.add_argument("--log-level", default="info")
-    p.add_argument("--log-dir", default=None)
-    p.add_argument("--dp-aware", action="store_true")
-    p.add_argument("--api-key", default=None)
-    p.add_argument("--model-path", default=None)
-    p.add_argument("--tokenizer-path", default=None)
-    p.add_argument("--disable-retries", action="store_true")
-    p.add_argument("--disable-circuit-breaker", action="store_true")
-    p.add_argument("--retry-max-retries", type=int, default=5)
-    p.add_argument("--health-check-interval-secs", type=int, default=60)
-    p.add_argument("--request-id-headers", nargs="*", default=None)
-    return p
+    """The SGLang router's parser, from the routers' vocabulary."""
+    return table_parser(routers.SGLANG_PROG, routers.SGLANG_ROUTER_FLAGS)
 
 
 def _selector(pairs: list[str]) -> str:
@@ -272,7 +193,7 @@ class RouterWorkload:
             eps = self._discover(_selector(ns.selector), port, nsp)
             return eps, [], []
         pre = self._static([p[0] for p in ns.prefill], "prefill")
-        dec = self._static([d[0] for d in ns.decode], "decode")
+        dec = self._static(list(ns.decode), "decode")
         eps = self._static(ns.worker_urls) + pre + dec
         return eps, pre, dec
 

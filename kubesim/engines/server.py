@@ -361,6 +361,8 @@ class EngineWorkload(InferenceHandlers, SleepingEngine):
         if name not in self.loras:
             return self._error(404, f"The lora adapter '{name}' cannot be found.", "NotFoundError", "lora_name")
         del self.loras[name]
+        for core in self.cores:  # its weights leave host memory: using it again loads it again
+            core.loaded_loras.pop(name, None)
         if self.spec.kind == "sglang":
             return web.json_response({"success": True, "error_message": "", "loaded_adapters": dict(self.loras)})
         return web.Response(text=f"Success: LoRA adapter '{name}' removed successfully.")

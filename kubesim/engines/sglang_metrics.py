@@ -96,23 +96,37 @@ class SglangMetrics(EngineObserver):
         host_tokens: int = 0,
         tokens_per_block: int = 16,
     ):
-        self.registry = r = CollectorRegistry()
-        b = buckets or {}
-        s = (model_name, engine_type, "0", "0", "0")
-        t = (model_name, engine_type)
-        self.s, self.t = s, t
+        self.registry = CollectorRegistry()
+        self.s = (model_name, engine_type, "0", "0", "0")
+        self.t = (model_name, engine_type)
+        self._scheduler_gauges(cache_consts)
+        self._scheduler_counters()
+        self._tokenizer_families(buckets or {}, host_tokens)
+        self.hicache = None
+        if host_tokens:
+            from kubesim.engines.tier_metrics import SglangHiCache
 
-        def sched(cls, name, doc, *extra, **kwargs):
-            """A scheduler family `sglang:name`, labelled by SG_SCHED_LABELS and then `extra`."""
-            return cls(f"sglang:{name}", doc, [*SG_SCHED_LABELS, *extra], registry=r, **kwargs)
+            self.hicache = SglangHiCache(self._sched, self.s)
+            self.hicache.host_total.set(host_tokens)
+        self._host_hit = 0
+        self.unit = tokens_per_block  # the simulated pool's unit (config.sglang_spec), for the tier's token counts
+        self.last_prefill_hits = 0
+        self.last_prefill_input = 0
 
-        def tok(cls, name, doc, *extra, **kwargs):
-            """A tokenizer-manager family `sglang:name`, labelled by SG_TOK_LABELS and then `extra`."""
-            return cls(f"sglang:{name}", doc, [*SG_TOK_LABELS, *extra], registry=r, **kwargs)
+    def _sched(self, cls, name, doc, *extra, **kwargs):
+        """A scheduler family `sglang:name`, labelled by SG_SCHED_LABELS and then `extra`."""
+        return cls(f"sglang:{name}", doc, [*SG_SCHED_LABELS, *extra], registry=self.registry, **kwargs)
 
-        def sg(name, doc):
-            return sched(Gauge, name, doc).labels(*s)
+    def _tok(self, cls, name, doc, *extra, **kwargs):
+        """A tokenizer-manager family `sglang:name`, labelled by SG_TOK_LABELS and then `extra`."""
+        return cls(f"sglang:{name}", doc, [*SG_TOK_LABELS, *extra], registry=self.registry, **kwargs)
 
+    def _gauge(self, name: str, doc: str):
+        return self._sched(Gauge, name, doc).labels(*self.s)
+
+    def _scheduler_gauges(self, cache_consts: dict[str, float]) -> None:
+        """The scheduler's load, KV and queue gauges, and the cache constants it reports once."""
+        sg = self._gauge
         self.num_running = sg("num_running_reqs", "The number of running requests.")
         self.num_queue = sg("num_queue_reqs", "The number of requests in the waiting queue.")
         self.token_usage = sg("token_usage", "The token usage.")
@@ -132,20 +146,26 @@ class SglangMetrics(EngineObserver):
             "num_decode_transfer_queue_reqs",
         ):
             setattr(self, q, sg(q, f"The number of requests in the {q[4:-5].replace('_', ' ')}."))
-        eff = sched(Counter, "prefill_effective_tokens", "Prefill tokens by where they came from.", "mode")
+
+    def _scheduler_counters(self) -> None:
+        """Prefill tokens by source, tokens by mode, and the queue-time histogram."""
+        s = self.s
+        eff = self._sched(Counter, "prefill_effective_tokens", "Prefill tokens by where they came from.", "mode")
         self.eff_input = eff.labels(*s, "input")
         self.eff_device = eff.labels(*s, "device_hit")
         self.eff_host = eff.labels(*s, "host_hit")
         eff.labels(*s, "storage_hit")
-        rt = sched(Counter, "realtime_tokens", "Tokens processed, by mode.", "mode")
+        rt = self._sched(Counter, "realtime_tokens", "Tokens processed, by mode.", "mode")
         self.rt_compute = rt.labels(*s, "prefill_compute")
         self.rt_cache = rt.labels(*s, "prefill_cache")
         self.rt_decode = rt.labels(*s, "decode")
-        self.queue_time = sched(
+        self.queue_time = self._sched(
             Histogram, "queue_time_seconds", "Histogram of queueing time in seconds.", buckets=SGLANG_QUEUE
         ).labels(*s)
-        # Tokenizer-manager families
-        streaming = "is_streaming"
+
+    def _tokenizer_families(self, b: dict[str, list[float]], host_tokens: int) -> None:
+        """The tokenizer manager's token counters and latency histograms."""
+        tok, t, streaming = self._tok, self.t, "is_streaming"
         self.prompt_tokens = tok(Counter, "prompt_tokens", "Number of prefill tokens processed.", streaming)
         self.generation_tokens = tok(Counter, "generation_tokens", "Number of generation tokens processed.", streaming)
         self.num_requests = tok(Counter, "num_requests", "Number of requests processed.", streaming)
@@ -153,18 +173,9 @@ class SglangMetrics(EngineObserver):
         # With HiCache the cached tokens are broken down by where they were found; without, one `total`.
         self.cached_tokens = cached.labels(*t, "device" if host_tokens else "total")
         self.cached_host = cached.labels(*t, "host") if host_tokens else None
-        self.hicache = None
-        if host_tokens:
-            from kubesim.engines.tier_metrics import SglangHiCache
-
-            self.hicache = SglangHiCache(sched, s)
-            self.hicache.host_total.set(host_tokens)
-        self._host_hit = 0
-        self.unit = tokens_per_block  # the simulated pool's unit (config.sglang_spec), for the tier's token counts
         self.aborted = tok(Counter, "num_aborted_requests", "Number of requests aborted.").labels(*t)
         itl_buckets = b.get("itl", SGLANG_ITL)
-        ttft_doc = "Histogram of time to first token in seconds."
-        ttft_buckets = b.get("ttft", SGLANG_TTFT)
+        ttft_doc, ttft_buckets = "Histogram of time to first token in seconds.", b.get("ttft", SGLANG_TTFT)
         self.ttft = tok(Histogram, "time_to_first_token_seconds", ttft_doc, streaming, buckets=ttft_buckets)
         itl_doc = "Histogram of inter-token latency in seconds."
         self.itl = tok(Histogram, "inter_token_latency_seconds", itl_doc, buckets=itl_buckets).labels(*t)
@@ -172,8 +183,6 @@ class SglangMetrics(EngineObserver):
         self.tpot = tok(Histogram, "request_time_per_output_token_seconds", tpot_doc, streaming, buckets=itl_buckets)
         e2e_doc = "Histogram of End-to-end request latency."
         self.e2e = tok(Histogram, "e2e_request_latency_seconds", e2e_doc, streaming, buckets=b.get("e2e", SGLANG_E2E))
-        self.last_prefill_hits = 0
-        self.last_prefill_input = 0
 
     def _st(self, req: Request) -> tuple[str, str, str]:
         return (*self.t, "true" if req.stream else "false")

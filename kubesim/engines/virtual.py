@@ -10,7 +10,8 @@ step-by-step execution); blocks are allocated for them up front.
 
 from __future__ import annotations
 
-from kubesim.engines.core import Clock, CoreConfig, EngineCore, EngineObserver, Request, block_hashes
+from kubesim.engines.core import Clock, EngineCore, EngineObserver, Request, block_hashes
+from kubesim.engines.coreconfig import CoreConfig
 
 
 class _Finished(EngineObserver):

@@ -65,6 +65,70 @@ def test_every_flag_kubesim_and_the_renderer_know_is_one_of_the_parser(parser):
     assert set(vllm.LORA_RANKS) == set(choices["--max-lora-rank"])
 
 
+# The parser's converter names (vllm_parser_dump's "value_type") each kind of the vocabulary stands for.
+_CONVERTERS = {
+    "int": {"int"}, "float": {"float"}, "human_readable_int": {"human_readable_int"},
+    # union_dict_and_str takes any string (a dict when it parses as JSON).
+    "str": {"str", None, "union_dict_and_str"},
+    "model_len": {"human_readable_int_or_auto"},
+    "json_or_str": {"parse_dataclass", "loads", "_parse_type"},
+}
+
+
+def _mismatches(option: dict, flags: tuple[str, ...], kind) -> list[str]:
+    """How one typed flag of the vocabulary differs from the parser's option: aliases, value type, choices."""
+    found = []
+    if sorted(flags) != sorted(option["flags"]) or flags[0] != option["flags"][0]:
+        found.append(f"spellings {list(flags)} != {option['flags']}")
+    if kind in ("list", "append"):
+        parser_kind = "list" if option["nargs"] == "+" else "append" if option["action"] == "_AppendAction" else None
+        if parser_kind != kind:
+            found.append(f"{kind}, the parser {option['action']} nargs={option['nargs']!r}")
+    elif isinstance(kind, tuple):
+        parser_choices = [str(c) for c in option["choices"] or () if c is not None]
+        if sorted(map(str, kind)) != sorted(parser_choices):
+            found.append(f"choices {sorted(map(str, kind))} != {sorted(parser_choices)}")
+        types = ({type(c).__name__ for c in kind}, {type(c).__name__ for c in option["choices"] or () if c is not None})
+        if types[1] and types[0] != types[1]:
+            found.append(f"choices of {sorted(types[0])}, the parser's of {sorted(types[1])}")
+    else:
+        name = getattr(kind, "__name__", str(kind))
+        if option["value_type"] not in _CONVERTERS[name]:
+            found.append(f"value type {name}, the parser converts with {option['value_type']}")
+        if option["choices"] is not None:
+            found.append(f"no choices, the parser has {option['choices']}")
+    return found
+
+
+def test_every_typed_flag_has_the_parsers_aliases_value_type_and_choices(parser):
+    options = {option["flags"][0]: option for option in parser["options"]}
+    found = {flags[0]: _mismatches(options[flags[0]], flags, kind) for flags, kind, _default in vllm.FLAGS}
+    assert {flag: problems for flag, problems in found.items() if problems} == {}
+
+
+def test_the_mismatch_check_sees_a_missing_alias_a_wrong_type_and_wrong_choices(parser):
+    """The check above, given entries as they stood before the vocabulary was checked this way, names each
+    mismatch."""
+    options = {option["flags"][0]: option for option in parser["options"]}
+    assert _mismatches(options["--api-server-count"], ("--api-server-count",), int) == [
+        "spellings ['--api-server-count'] != ['--api-server-count', '-asc']"]
+    assert _mismatches(options["--nnodes"], ("--nnodes", "-n"), str) == [
+        "value type str, the parser converts with int"]
+    assert _mismatches(options["--data-parallel-backend"], ("--data-parallel-backend", "-dpb"), ("mp", "ray")) == [
+        "choices ['mp', 'ray'] != []"]
+    assert len(_mismatches(options["--kv-cache-dtype"], ("--kv-cache-dtype",), ("auto", "fp8"))) == 1
+
+
+def test_every_switch_has_the_parsers_spellings(parser):
+    options = {option["flags"][0]: option for option in parser["options"]}
+    for name, _default in vllm.BOOLS:
+        option = options[f"--{name}"]
+        short = [vllm.SHORT_BOOLS[name]] if name in vllm.SHORT_BOOLS else []
+        negated = [] if name in vllm.STORE_TRUE else [f"--no-{name}"]
+        action = "_StoreTrueAction" if name in vllm.STORE_TRUE else "BooleanOptionalAction"
+        assert (name, option["action"], sorted(option["flags"])) == (name, action, sorted([f"--{name}", *short, *negated]))
+
+
 def _edges(bound) -> list:
     """Values at the edges of a tenant's bound, as JSON values: a range's ends, every choice, a sample name."""
     if isinstance(bound, Num):

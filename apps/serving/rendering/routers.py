@@ -26,6 +26,7 @@ from apps.serving.names import (
 from apps.serving.rendering.pods import metadata, with_template_hash
 from apps.serving.rendering.spec import ServiceSpec
 from apps.serving.rendering.workloads import ROLLING, service
+from enginevocab import routers as router_vocab
 from enginevocab.labels import canary_weights_value
 
 ROUTER_PORT = 8000
@@ -78,6 +79,21 @@ def _model_labels(spec: ServiceSpec, role: str) -> str:
     return ",".join(names)
 
 
+def checked(args: list[str], table) -> list[str]:
+    """`args` when each flag is one of the router's vocabulary (enginevocab/routers.py) and each value of a flag
+    with choices is one of them; else RenderError naming the flag."""
+    kinds = {flag: kind for flags, kind, _default in table for flag in flags}
+    for i, word in enumerate(args):
+        if not word.startswith("--"):
+            continue
+        if word not in kinds:
+            raise RenderError(f"the router has no {word} flag")
+        kind = kinds[word]
+        if isinstance(kind, tuple) and (i + 1 >= len(args) or args[i + 1] not in kind):
+            raise RenderError(f"{word} must be one of {', '.join(kind)}")
+    return args
+
+
 def _equality(sel: dict[str, str]) -> list[str]:
     return [f"{k}={v}" for k, v in sel.items()]
 
@@ -103,7 +119,7 @@ def vllm_router_args(spec: ServiceSpec) -> list[str]:
         args += ["--routing-logic", logic]
         if logic == "session":
             args += ["--session-key", SESSION_HEADER]
-    return [*args, "--engine-stats-interval", "15", "--request-stats-window", "60"]
+    return checked([*args, "--engine-stats-interval", "15", "--request-stats-window", "60"], router_vocab.PSTACK_FLAGS)
 
 
 def sglang_router_args(spec: ServiceSpec) -> list[str]:
@@ -119,7 +135,8 @@ def sglang_router_args(spec: ServiceSpec) -> list[str]:
                  "--decode-selector", *_equality(_discovery(spec, "decode"))]
     else:
         args += ["--selector", *_equality(_backend_selector(spec))]
-    return [*args, "--policy", policy, "--prometheus-host", "0.0.0.0", "--prometheus-port", "29000"]
+    return checked([*args, "--policy", policy, "--prometheus-host", "0.0.0.0",
+                    "--prometheus-port", str(router_vocab.SGLANG_METRICS_PORT)], router_vocab.SGLANG_ROUTER_FLAGS)
 
 
 def _router_container(spec: ServiceSpec) -> dict:
@@ -130,7 +147,7 @@ def _router_container(spec: ServiceSpec) -> dict:
         image, command, args = spec.image_ref, ["python3", "-m", "sglang_router.launch_router"], \
             sglang_router_args(spec)
         ports = [{"name": "http", "containerPort": ROUTER_PORT, "protocol": "TCP"},
-                 {"name": "metrics", "containerPort": 29000, "protocol": "TCP"}]
+                 {"name": "metrics", "containerPort": router_vocab.SGLANG_METRICS_PORT, "protocol": "TCP"}]
     def probe(**extra) -> dict:
         return {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10, "timeoutSeconds": 5,
                 "failureThreshold": 3, **extra}

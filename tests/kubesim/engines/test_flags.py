@@ -73,7 +73,9 @@ def test_misspelled_vllm_flag_exits_with_argparse_message():
 
 def test_bad_vllm_value_exits_with_argparse_message():
     err = start_error(pod_context(VLLM, [LLAMA, "--gpu-memory-utilization", "lots"]))
-    assert err.message == "vllm serve: error: argument --gpu-memory-utilization: invalid float value: 'lots'"
+    # As vLLM 0.32's parser says it: the argument named by all its spellings.
+    assert err.message == ("vllm serve: error: argument --gpu-memory-utilization/--device-memory-utilization: "
+                           "invalid float value: 'lots'")
 
 
 def test_vllm_refuses_a_context_that_does_not_fit_the_kv_cache():
