@@ -15,10 +15,15 @@
     if (!chart) return;
     let node = document.getElementById(`${id}-note`);
     if (!node) {
+      // The chart and its sentence share one cell of the page's chart grid.
+      const frame = document.createElement("div");
+      frame.className = "chart-frame";
+      chart.replaceWith(frame);
+      frame.appendChild(chart);
       node = document.createElement("p");
       node.id = `${id}-note`;
       node.className = "muted small chart-note";
-      chart.insertAdjacentElement("afterend", node);
+      frame.appendChild(node);
       chart.setAttribute("aria-describedby", node.id);
     }
     node.textContent = count === 0 ? `No data in ${span}.`

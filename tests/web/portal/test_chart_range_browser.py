@@ -62,7 +62,7 @@ def test_service_charts_span_the_chosen_range_and_say_when_they_have_one_point(
     service = InferenceServiceFactory(tenant=tenant_a, name="chat")
     point(service, 10, ttft_p50=0.1, ttft_p95=0.2, ready_replicas=1)
     page = browser_page(viewer_a)
-    page.goto(live_server.url + reverse("web:service", args=["alpha", "chat"]))
+    page.goto(live_server.url + reverse("web:service", args=["alpha", "chat"]) + "?tab=traffic")
     expect(page.locator("#chart-ttft-note")).to_have_text(
         "One point in the last 15m: too few to draw a line; the chart still spans the last 15m.", timeout=15000)
     start, end, _ = axis(page, "chart-ttft")
