@@ -94,6 +94,7 @@ def status_context(service, user) -> dict:
     observation = ServiceObservation.objects.filter(service=service).first()
     conditions = conditions_for(user, service.conditions)
     runs = list(ReconcileRun.objects.filter(service=service).order_by("-started_at")[:10])
+    pools = list(service.pools.all())
     for run in runs:
         run.message = run_message_for(user, run.result, run.message)
     return {
@@ -103,7 +104,8 @@ def status_context(service, user) -> dict:
         "problems": [c for c in conditions if c.get("status") in (False, "False") and c.get("message")],
         "capacity_warnings": service_warnings(service),
         "admission": admission_summary(service.admission),
-        "pools": list(service.pools.all()),
+        "pools": pools,
+        "desired_replicas": sum(p.replicas for p in pools),
         "observed_pools": {p["role"]: p for p in (observation.pools if observation else [])},
         "pods": pod_rows(service, observation),
         "events": own_events(service, observation),

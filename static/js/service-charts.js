@@ -1,6 +1,7 @@
 // Live charts of one service (templates/portal/service_detail.html): fetch the series JSON every few
 // seconds and redraw with Plotly.react, so the page never reloads. The range and pool selectors change
-// the query; the server picks raw rows or one-minute rollups and the step.
+// the query; the server picks raw rows or one-minute rollups and the step. Each chart spans the chosen range
+// (chart-range.js), however few points it has.
 (function () {
   "use strict";
 
@@ -70,7 +71,7 @@
                                 (i === values.length - 1 || values[i + 1] === null));
   }
 
-  function draw(data) {
+  function draw(data, span) {
     for (const chart of CHARTS) {
       const traces = chart.traces.map(([column, name]) => {
         const y = scale(data[column] || [], chart);
@@ -88,21 +89,26 @@
       }
       const layout = {
         title: { text: chart.title, font: { size: 14 } }, margin: { l: 50, r: 10, t: 36, b: 30 },
-        legend: { orientation: "h", y: -0.2 }, xaxis: { type: "date" }, yaxis: { rangemode: "tozero" },
-        uirevision: chart.id,
+        legend: { orientation: "h", y: -0.2 }, xaxis: ChartRange.axis(data.since, data.until),
+        yaxis: { rangemode: "tozero" },
+        // A zoom survives the refreshes of one range; choosing another range shows all of it.
+        uirevision: `${chart.id} ${span}`,
       };
       Plotly.react(chart.id, traces, layout, { displayModeBar: false, responsive: true });
+      ChartRange.note(chart.id, ChartRange.points(traces.slice(0, chart.traces.length)), span);
     }
     // Worded by the server from the same series (apps/web/services.py now_figure): never a figure the
     // chart does not show.
-    document.getElementById("ttft-p95-now").textContent = ((data.now || {}).ttft_p95 || {}).text || "no data";
+    const now = ((data.now || {}).ttft_p95 || {}).text || "no data";
+    document.getElementById("ttft-p95-now").textContent = now;
+    for (const node of document.querySelectorAll("[data-now=ttft_p95]")) node.textContent = now;  // the Overview's
     document.getElementById("series-note").textContent =
       `${data.time.length} points, ${data.resolution} rows every ${data.step} s`;
   }
 
   function start() {
     const root = document.getElementById("charts");
-    if (!root || typeof Plotly === "undefined") return;
+    if (!root || typeof Plotly === "undefined" || typeof ChartRange === "undefined") return;
     const rangeSelect = document.getElementById("range");
     const roleSelect = document.getElementById("role");
     let timer = null;
@@ -115,7 +121,7 @@
       if (roleSelect && roleSelect.value) params.set("role", roleSelect.value);
       try {
         const response = await fetch(`${root.dataset.seriesUrl}?${params}`, { credentials: "same-origin" });
-        if (response.ok) draw(await response.json());
+        if (response.ok) draw(await response.json(), `the last ${rangeSelect.value}`);
       } finally {
         inFlight = false;
       }

@@ -23,7 +23,7 @@ def test_the_kv_cache_panel_draws_both_tiers_and_follows_new_rows(browser_page, 
     point(service, 20, kv_usage=0.9, cpu_usage=0.25, prefix_hit_rate=0.3, cpu_hit_rate=0.4, cpu_load_tps=1200.0,
           ready_replicas=1)
     page = browser_page(viewer_a, viewport={"width": 390, "height": 844})
-    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]))
+    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]) + "?tab=traffic")
 
     expect(page.locator("#kv-tier-setting")).to_contain_text("16 GiB of host memory per GPU (native)")
     # Polled from here: the page's Content-Security-Policy refuses Playwright's wait_for_function (eval).
@@ -51,7 +51,7 @@ def test_the_kv_cache_panel_draws_both_tiers_and_follows_new_rows(browser_page, 
 def test_a_service_without_a_tier_says_so(browser_page, live_server, viewer_a, tenant_a):
     service = InferenceServiceFactory(tenant=tenant_a, name="plain", phase="Ready")
     page = browser_page(viewer_a)
-    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]))
+    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]) + "?tab=traffic")
     expect(page.locator("#kv-tier-setting")).to_contain_text("No CPU tier")
 
 
@@ -61,7 +61,7 @@ def test_the_panel_says_what_more_cpu_memory_would_buy_and_splits_ttft_by_tier(b
     service = make_service(tenant_a)  # no tier; its prompts need 1.5 GPU caches (tests/gateway/reuse_rows.py)
     send_rounds(service, layout(service))
     page = browser_page(viewer_a, viewport={"width": 390, "height": 844})
-    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]))
+    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]) + "?tab=traffic")
 
     sentence = page.locator("#kv-cache #kv-reuse-sentence")
     expect(sentence).to_contain_text("GiB more CPU tier per GPU")
@@ -83,6 +83,6 @@ def test_the_panel_says_what_more_cpu_memory_would_buy_and_splits_ttft_by_tier(b
 def test_without_traffic_the_panel_says_what_the_estimate_needs(browser_page, live_server, viewer_a, tenant_a):
     service = make_service(tenant_a)
     page = browser_page(viewer_a)
-    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]))
+    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]) + "?tab=traffic")
     expect(page.locator("#kv-reuse-sentence")).to_contain_text("No estimate yet: it needs at least 20 answered "
                                                                "requests through the gateway")

@@ -51,7 +51,7 @@ def test_a_woken_serverless_service_shows_its_lone_point_and_no_current_figure(b
     point(service, 600, ready_replicas=1)
     point(service, 20, ready_replicas=0)  # scaled to zero since: rows without a latency
     page = browser_page(viewer_a)
-    page.goto(live_server.url + reverse("web:service", args=["alpha", "serverless"]))
+    page.goto(live_server.url + reverse("web:service", args=["alpha", "serverless"]) + "?tab=traffic")
     expect(page.locator("#ttft-p95-now")).to_have_text("no data now (last 95.0 ms, 10m ago)", timeout=15000)
     p95 = page.evaluate("document.getElementById('chart-ttft').data[1]")
     assert p95["name"] == "p95" and p95["y"][0] == pytest.approx(95.0)
@@ -62,6 +62,6 @@ def test_a_woken_serverless_service_shows_its_lone_point_and_no_current_figure(b
 def test_a_service_without_figures_says_no_data(browser_page, live_server, viewer_a, tenant_a):
     InferenceServiceFactory(tenant=tenant_a, name="quiet", phase="Ready")
     page = browser_page(viewer_a)
-    page.goto(live_server.url + reverse("web:service", args=["alpha", "quiet"]))
+    page.goto(live_server.url + reverse("web:service", args=["alpha", "quiet"]) + "?tab=traffic")
     expect(page.locator("#series-note")).to_contain_text("0 points", timeout=15000)
     expect(page.locator("#ttft-p95-now")).to_have_text("no data")

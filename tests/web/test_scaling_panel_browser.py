@@ -22,7 +22,7 @@ def test_the_scaling_panel_updates_without_a_reload(browser_page, live_server, v
     point(service, 1, ready_replicas=2)
     decide(service, 50, current=1, desired=2, reason="waiting 9.0 per replica > target 4 (×2.25) → 2 replicas")
     page = browser_page(viewer_a)
-    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]))
+    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]) + "?tab=scaling")
     expect(page.locator("#scaling-timeline li")).to_have_count(1, timeout=15000)
     page.evaluate("window.loadedOnce = true")
 
@@ -54,7 +54,7 @@ def test_the_replica_chart_shows_the_forecast_band_ahead_of_the_ready_replicas(b
     decide(service, 15, current=2, desired=4, reason="forecast 6.2 req/s, 9000 prompt tokens/s in 30 s → 4 "
                                                      "replica(s) (cold start 28 s) → 4 replicas")
     page = browser_page(viewer_a)
-    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]))
+    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]) + "?tab=scaling")
     page.wait_for_function(
         "() => { const d = document.getElementById('chart-replicas').data;"
         " return d && d.some((t) => t.name === 'forecast (engine)'); }", timeout=15000)

@@ -17,7 +17,7 @@ def test_ttft_figure_on_the_service_page_changes_without_a_reload(browser_page, 
     point(service, 20, ttft_p50=0.1, ttft_p95=0.2, kv_usage=0.3, ready_replicas=1)
     page = browser_page(viewer_a)
 
-    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]))
+    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]) + "?tab=traffic")
     expect(page.locator("#ttft-p95-now")).to_have_text("200 ms", timeout=15000)
     page.evaluate("window.loadedOnce = true")
     points_before = page.evaluate("document.getElementById('chart-ttft').data[1].y.length")
@@ -38,7 +38,7 @@ def test_the_range_selector_asks_for_a_longer_window(browser_page, live_server, 
     point(service, 2 * 3600, ttft_p95=0.5)  # two hours ago: outside 15m, inside 6h
     point(service, 10, ttft_p95=0.25)
     page = browser_page(viewer_a)
-    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]))
+    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]) + "?tab=traffic")
     expect(page.locator("#series-note")).to_contain_text("1 points", timeout=15000)
 
     page.select_option("#range", "6h")

@@ -120,9 +120,13 @@ def _totals(rows, name_of) -> list[dict]:
     return sorted(totals.values(), key=lambda t: -t["tokens"])
 
 
-def _chart(rows, ttft) -> dict:
-    """The charts' data, parallel arrays per usage row (static/js/usage-charts.js groups them)."""
-    return {"periods": [r["period"].isoformat() for r in rows], "keys": [_key_name(r) for r in rows],
+def _chart(rows, ttft, chosen: str, query: UsageQuery) -> dict:
+    """The charts' data, parallel arrays per usage row (static/js/usage-charts.js groups them), and the chosen range
+    every chart spans (a bar is one period wide)."""
+    step = timedelta(days=1) if query.granularity == "day" else timedelta(hours=1)
+    return {"start": query.start.isoformat(), "end": query.end.isoformat(), "span": f"the last {chosen}",
+            "step_ms": step // timedelta(milliseconds=1),
+            "periods": [r["period"].isoformat() for r in rows], "keys": [_key_name(r) for r in rows],
             "models": [r["model"] for r in rows],
             "tokens": [r["prompt_tokens"] + r["completion_tokens"] for r in rows],
             **{name: [r[name] for r in rows] for name in ("requests", "errors", "rate_limited")},
@@ -136,7 +140,7 @@ def usage_page(request, tenant):
     chosen, query = _query(request, tenant)
     rows = usage(request.user, query)
     context = {"tenant": tenant, "ranges": list(RANGES), "range": chosen, "query": query,
-               "chart": _chart(rows, ttft_by_hour(request.user, query)),
+               "chart": _chart(rows, ttft_by_hour(request.user, query), chosen, query),
                "by_key": _totals(rows, _key_name), "by_model": _totals(rows, lambda r: r["model"]),
                "by_kind": _totals(rows, lambda r: "batch" if r["batch"] else "interactive"),
                "keys": [k for k in _keys(request, tenant) if k.monthly_token_budget or k.month_used],

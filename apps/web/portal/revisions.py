@@ -50,6 +50,6 @@ def revision_rollback(request, tenant, name: str, number: int):
     if not is_fragment(request):
         if error:
             messages.error(request, error)
-        return redirect(service_url(service) + "#revisions")
+        return redirect(service_url(service) + "?tab=changes#revisions")
     context = revisions_context(service) | {"tenant": tenant, "rollback_error": error, "error_number": number}
     return render_page(request, "portal/revisions.html", PANEL, context, status=422 if error else 200)

@@ -46,6 +46,6 @@ def rollout_action(request, tenant, name: str, action: str):
     if not is_fragment(request):
         if error:
             messages.error(request, error)
-        return redirect(service_url(service) + "#rollout")
+        return redirect(service_url(service) + "?tab=changes#rollout")
     context = rollout_context(service) | {"tenant": tenant, "service": service, "rollout_error": error}
     return render_page(request, "portal/rollout.html", PANEL, context, status=422 if error else 200)

@@ -38,9 +38,10 @@ from apps.web.htmx import is_fragment, render_page
 from apps.web.portal.advice import advice_cards
 from apps.web.portal.capacity_preview import capacity_context
 from apps.web.portal.scope import READ, WRITE, tenant_page
+from apps.web.portal.service_tabs import tab_context
 from apps.web.revisions_panel import revisions_context
 from apps.web.rollout_panel import rollout_context
-from apps.web.scaling_panel import panel_context
+from apps.web.scaling_panel import attainment_words, panel_context
 from apps.web.services import series_response, status_context, with_latest
 from apps.whatif.limits import answer_words, capacity_limits, latest_searches
 
@@ -97,7 +98,10 @@ def service_detail(request, tenant, name: str):
     context |= revisions_context(service)
     context |= rollout_context(service)
     context["advice"] = advice_cards(service)
-    context["capacity_limit"] = capacity_limits([service], {service.pk: slo_attainment(service)}).get(service.pk)
+    slo = slo_attainment(service)
+    context["capacity_limit"] = capacity_limits([service], {service.pk: slo}).get(service.pk)
+    context["slo_words"] = attainment_words(slo)
+    context |= tab_context(request)
     found = latest_searches([service.pk]).get(service.pk)
     context["search_answer"] = None if found is None else {"run": found, "words": answer_words(found)}
     return render(request, "portal/service_detail.html", context)

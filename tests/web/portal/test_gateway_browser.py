@@ -115,7 +115,7 @@ def test_the_service_pages_gateway_card_and_the_overviews_drift_warning(browser_
     UsageRow.objects.create(at=timezone.now(), tenant=tenant_a, service_id=service.pk, model="chat", status=200,
                             ttft_ms=42.0, duration_ms=90.0)
     page = browser_page(owner_a, viewport=PHONE)
-    page.goto(live_server.url + reverse("web:service", args=["alpha", "chat"]))
+    page.goto(live_server.url + reverse("web:service", args=["alpha", "chat"]) + "?tab=traffic")
     expect(page.locator("#gateway-drift .drift-warning")).to_contain_text("Drift over 1 %")
     expect(page.locator("#gateway-view")).to_contain_text("42.0 / 42.0 ms")
     width, wide = page_width(page)

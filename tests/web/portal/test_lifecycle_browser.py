@@ -65,7 +65,7 @@ def test_create_use_scale_change_and_delete_a_service(browser_page, live_server,
     gateway, settings.GATEWAY_URL = start_gateway({"snapshot": tmp_path / "snapshot.json"})
     try:
         # The playground streams an answer from the simulated engine, through the gateway, with that key.
-        page.goto(live_server.url + reverse("web:service", args=["alpha", "web-chat"]))
+        page.goto(live_server.url + reverse("web:service", args=["alpha", "web-chat"]) + "?tab=playground")
         page.get_by_label("Prompt").fill("What is a KV cache?")
         page.get_by_label("Max tokens").fill("24")
         page.get_by_label("Inference key").fill(key)

@@ -34,7 +34,7 @@ def test_the_overview_shows_the_tenant_s_decisions_with_reason_and_scaling_link(
     assert listed.count("<li>") == 2  # the held evaluation is folded into the Scaling panel's counts
     assert listed.index("GPU quota: 8 of 8 used") < listed.index("waiting 14.2 per replica &gt; target 4")
     assert "3 → 4 <strong>blocked</strong>" in listed and "1 → 3 <strong>scaled</strong>" in listed
-    assert f'href="{reverse("web:service", args=["alpha", "chat"])}#scaling"' in listed
+    assert f'href="{reverse("web:service", args=["alpha", "chat"])}?tab=scaling#scaling"' in listed
     assert "bravo" not in html
 
 

@@ -105,7 +105,7 @@ def test_no_list_needs_sideways_scrolling_on_a_phone_and_axe_stays_clean(browser
 
 def test_the_scaling_caption_and_latest_changes_fit_a_phone(browser_page, live_server, owner_a, phone_world):
     page = browser_page(owner_a, viewport=PHONE)
-    _goto(page, live_server.url + reverse("web:service", args=["alpha", "chat"]))
+    _goto(page, live_server.url + reverse("web:service", args=["alpha", "chat"]) + "?tab=scaling")
     caption = page.locator("#scaling-pools caption")
     box = caption.bounding_box()
     assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], box

@@ -22,7 +22,7 @@ def test_a_key_outside_ascii_is_refused_at_its_field(browser_page, live_server, 
                                                              endpoint="http://chat.tenant-alpha.svc:8000")
     page = browser_page(operator_a)
     violations = watched(page, live_server)
-    page.goto(live_server.url + reverse("web:service", args=["alpha", "chat"]))
+    page.goto(live_server.url + reverse("web:service", args=["alpha", "chat"]) + "?tab=playground")
 
     page.get_by_label("Inference key").fill("sk-\u043a\u043b\u044e\u0447")
     page.get_by_role("button", name="Send").click()

@@ -74,7 +74,7 @@ def test_a_token_is_created_with_the_keyboard_alone_and_works_against_the_api(br
 def test_viewers_see_no_write_controls_and_their_writes_are_refused(browser_page, live_server, viewer_a, owner_a,
                                                                     ready_page_world):
     page = browser_page(viewer_a)
-    page.goto(live_server.url + reverse("web:service", args=["alpha", "chat"]))
+    page.goto(live_server.url + reverse("web:service", args=["alpha", "chat"]) + "?tab=playground")
     expect(page.locator("#playground")).to_be_visible()
     assert page.locator("#service-actions").count() == 0
     assert page.locator("#pg-send").count() == 0

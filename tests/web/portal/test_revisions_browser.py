@@ -19,7 +19,7 @@ pytestmark = pytest.mark.browser
 def test_see_a_runtime_change_compare_and_roll_back_with_the_keyboard(browser_page, live_server,  # noqa: F811
                                                                       owner_a, catalog_a, revised):
     page = browser_page(owner_a, viewport={"width": 390, "height": 844})
-    page.goto(live_server.url + reverse("web:service", args=["alpha", "chat"]))
+    page.goto(live_server.url + reverse("web:service", args=["alpha", "chat"]) + "?tab=changes")
     panel = page.locator("#revisions")
     expect(panel.locator("#revision-2")).to_contain_text("current")
     expect(panel.locator("#revision-2")).to_contain_text("vllm-next")

@@ -49,7 +49,7 @@ def test_both_revisions_ttft_are_drawn_side_by_side_and_follow_new_rows(browser_
     point(rolling_out, 20, role="stable", ttft_p95=0.150)
     point(rolling_out, 20, role="canary", ttft_p95=0.310)
     page = browser_page(viewer_a, viewport={"width": 1280, "height": 900})
-    page.goto(live_server.url + reverse("web:service", args=["alpha", "chat"]))
+    page.goto(live_server.url + reverse("web:service", args=["alpha", "chat"]) + "?tab=changes")
 
     expect(page.locator("#rollout-ttft-now")).to_have_text(
         "TTFT p95 now (scraped from the engines): revision 1 (stable) 150 ms; revision 2 (canary) 310 ms.")
@@ -74,7 +74,7 @@ def test_the_rollout_panel_and_its_chart_fit_a_phone(browser_page, live_server, 
     point(rolling_out, 20, role="stable", ttft_p95=0.150)
     point(rolling_out, 20, role="canary", ttft_p95=0.310)
     page = browser_page(viewer_a, viewport={"width": 390, "height": 844})
-    page.goto(live_server.url + reverse("web:service", args=["alpha", "chat"]))
+    page.goto(live_server.url + reverse("web:service", args=["alpha", "chat"]) + "?tab=changes")
 
     expect(page.locator("#rollout-ttft-now")).to_contain_text("revision 2 (canary) 310 ms")
     wait_for(lambda: page.evaluate(f"!!{CHART}.data"), message="the rollout chart")

@@ -67,7 +67,7 @@ def test_viewers_cannot_act(client, viewer_a, judged):
 def test_pause_and_resume_with_the_keyboard_and_see_them_on_the_timeline(browser_page, live_server,  # noqa: F811
                                                                          operator_a, judged):
     page = browser_page(operator_a, viewport={"width": 390, "height": 844})
-    page.goto(live_server.url + page_url())
+    page.goto(live_server.url + page_url() + "?tab=changes")
     panel = page.locator("#rollout")
     expect(panel.locator("#rollout-phase")).to_have_text("Running")
     expect(panel.locator("#rollout-timeline")).to_contain_text("147 ms / 147 ms")

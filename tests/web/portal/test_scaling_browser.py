@@ -95,7 +95,7 @@ def scaled_world(service_a):
 
 
 def _pages():
-    return [reverse("web:overview", args=["alpha"]), reverse("web:service", args=["alpha", "chat"])]
+    return [reverse("web:overview", args=["alpha"]), reverse("web:service", args=["alpha", "chat"]) + "?tab=scaling"]
 
 
 def test_the_overview_links_a_decision_to_the_scaling_panel(browser_page, live_server, viewer_a, scaled_world):
@@ -103,7 +103,7 @@ def test_the_overview_links_a_decision_to_the_scaling_panel(browser_page, live_s
     page.goto(live_server.url + reverse("web:overview", args=["alpha"]))
     expect(page.locator("#decisions")).to_contain_text("GPU quota exceeded")
     page.get_by_role("link", name="chat engine scaling").first.click()
-    page.wait_for_url("**/t/alpha/services/chat/#scaling")
+    page.wait_for_url("**/t/alpha/services/chat/?tab=scaling#scaling")
     expect(page.locator("#scaling")).to_contain_text("waiting 14.2 per replica > target 4")
 
 

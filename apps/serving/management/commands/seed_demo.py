@@ -209,7 +209,15 @@ class Command(BaseCommand):
         self.users_created: list[str] = []
         password = password or os.environ.get("DEMO_PASSWORD") or secrets.token_urlsafe(16)
         self.user("admin", password, is_staff=True, is_superuser=True)
+        models = self.seed_models()
+        runtimes = self.seed_runtimes()
+        cluster = self.seed_cluster()
+        tenants = self.seed_tenants(password)
+        self.seed_services(tenants, cluster, models, runtimes)
+        self.report(password)
 
+    def seed_models(self) -> dict[str, Model]:
+        """The shared catalog's models, their architecture read from capacity.known."""
         models = {}
         for name, uri, license_ in MODELS:
             arch = KNOWN_MODELS[uri.removeprefix("hf://")]
@@ -231,6 +239,10 @@ class Command(BaseCommand):
                 ),
             )
             self.created(models[name], made)
+        return models
+
+    def seed_runtimes(self) -> dict[str, Runtime]:
+        """The shared catalog's runtimes, each supporting every deployment mode."""
         runtimes = {}
         for name, engine, image, tag in RUNTIMES:
             runtimes[name], made = Runtime.objects.get_or_create(
@@ -239,7 +251,10 @@ class Command(BaseCommand):
                 defaults=dict(engine=engine, image=image, tag=tag, supported_modes=list(DeploymentMode.values)),
             )
             self.created(runtimes[name], made)
+        return runtimes
 
+    def seed_cluster(self) -> Cluster:
+        """The local simulator cluster (KUBESIM_URL), open to every tenant."""
         cluster, made = Cluster.objects.get_or_create(
             name="kubesim",
             defaults=dict(
@@ -250,7 +265,10 @@ class Command(BaseCommand):
             ),
         )
         self.created(cluster, made)
+        return cluster
 
+    def seed_tenants(self, password: str) -> dict[str, Tenant]:
+        """The tenants, their GPU queues when new, and one user per role in each."""
         tenants = {}
         for slug, name, quota in TENANTS:
             tenants[slug], made = Tenant.objects.get_or_create(slug=slug, defaults={"name": name})
@@ -263,7 +281,10 @@ class Command(BaseCommand):
                     user=user, tenant=tenants[slug], defaults={"role": role}
                 )
                 self.created(membership, made)
+        return tenants
 
+    def seed_services(self, tenants, cluster, models, runtimes) -> None:
+        """The demo services missing so far, saved as the portal saves them (audit, revision, pools)."""
         for slug, name, model, runtime, mode, engine, routing, autoscaling, pools in SERVICES:
             if InferenceService.objects.filter(tenant=tenants[slug], name=name).exists():
                 continue
@@ -283,6 +304,8 @@ class Command(BaseCommand):
             save_service(service, pools=pools, adapters=[], actor=None, via=AuditVia.COMMAND, actor_label=LABEL)
             self.count += 1
 
+    def report(self, password: str) -> None:
+        """What this run created; the password only when this run created the users."""
         self.stdout.write(f"Demo data ready ({self.count} objects created).")
         if self.users_created:
             # The only time this password is shown when it was generated.
