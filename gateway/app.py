@@ -24,6 +24,7 @@ from gateway.errors import error_body
 from gateway.fairness import DEFAULT_BAND, DEFAULT_WEIGHT, band_of
 from gateway.limits import Decision, Flow, RequestLimiter, completion_tokens, estimate_tokens
 from gateway.metering import UsageWriter
+from gateway.names import answer_headers, choose
 from gateway.prefix import Prompt
 from gateway.snapshot import SnapshotFile
 from gateway.upstream import Upstreams, Usage
@@ -123,6 +124,7 @@ class Gateway:
         if now >= self._next_refresh:
             self.snapshot.refresh()
             self._next_refresh = now + self.refresh_seconds
+            self.door.tick(self.snapshot.routing.service)
         return self.snapshot.routing
 
     async def __call__(self, scope, receive, send):
@@ -148,6 +150,7 @@ class Gateway:
                     self.usage.start()
                 if self.runner is not None:
                     self.runner.start()
+                watching = asyncio.get_running_loop().create_task(self.door.watch_loop())
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 # uvicorn has finished the requests in flight by now: their settles are waited for, and
@@ -155,6 +158,7 @@ class Gateway:
                 # next replica to hold their batch.
                 if self.runner is not None:
                     await self.runner.close()
+                watching.cancel()
                 await self.limiter.drain()
                 await self.limiter.close()
                 if self.usage is not None:
@@ -269,7 +273,7 @@ class Gateway:
     def _record(self, key: dict, meter: dict, status: int, started: float) -> None:
         usage: Usage = meter["usage"]
         if meter.get("door") is not None:
-            self.door.leave(meter["door"])  # its place at the service goes to the next in line
+            self.door.leave(*meter["door"])  # its place at the service goes to the next in line
         if "in_flight" in meter:
             self.in_flight[meter.pop("in_flight")] -= 1
         if usage.ttft_ms is not None:
@@ -308,16 +312,17 @@ class Gateway:
             band = band_of(key.get("priority", DEFAULT_BAND), priority_header(scope))
         except Invalid as exc:
             return 400, JSON, error_body(400, exc.message, param=exc.param)
-        service = self.routing().models_for(key).get(model)
-        if service is None:
+        candidates = self.routing().models_for(key).get(model)
+        if not candidates:
             # The same answer whether the model exists in another tenant or nowhere.
             return 404, JSON, error_body(404, f"The model '{model}' does not exist.", code="model_not_found",
                                          param="model")
+        service, rule = choose(candidates, model, self.door.load)
         meter["service_id"] = service["id"]
         tenant = self.routing().tenants.get(str(key["tenant_id"]))
         tokens = estimate_tokens(request, demand, self.limiter.default_max_tokens)
         flow = None
-        if self.door.saturated(service):
+        if self.door.saturated(service, band):
             # Charged only while the service is saturated: unsaturated, nobody waits, so the order is moot and
             # the request costs the round trips it did before (none for a key and tenant without limits). A
             # flow's counter is lifted to the band's virtual time when it next waits, so nothing is banked.
@@ -327,7 +332,7 @@ class Gateway:
                         tokens + completion_tokens(demand, self.limiter.default_max_tokens))
         decision = await self.limiter.check({f"key:{key['id']}": key, f"tenant:{key['tenant_id']}": tenant},
                                             tokens, flow)
-        limit_headers = ratelimit_headers(decision)
+        limit_headers = [*ratelimit_headers(decision), *answer_headers(service, rule)]
         if not decision.allowed:
             return self._refused(decision, limit_headers)
         # From here the request holds its reservation (tokens, a concurrency lease) until _record settles it.
@@ -345,7 +350,7 @@ class Gateway:
         shed = await self.door.enter(service, band, str(key["tenant_id"]), decision.tags if flow else None, meter)
         if shed is not None:
             return self._shed(shed, band, meter, limit_headers)
-        meter["door"] = service["id"]
+        meter["door"] = service["id"], band
         if "queued_s" in meter:
             self.queue_seconds.observe(meter["queued_s"])
         return await self.upstreams.forward(service, scope["path"], request, dict(scope["headers"]), meter["usage"],
