@@ -20,8 +20,10 @@ from gateway.batch_api import PREFIXES as BATCH_PREFIXES
 from gateway.batch_api import BatchApi
 from gateway.batch_vocab import BATCH_PRIORITY, PRIORITY_HEADER
 from gateway.door import QUEUE_FULL, Door
+from gateway.door_report import report_loop
 from gateway.errors import error_body
 from gateway.fairness import DEFAULT_BAND, DEFAULT_WEIGHT, band_of
+from gateway.gauges import queue_families, usage_gauges
 from gateway.limits import Decision, Flow, RequestLimiter, completion_tokens, estimate_tokens
 from gateway.metering import UsageWriter
 from gateway.names import answer_headers, choose
@@ -82,41 +84,9 @@ class Gateway:
         Gauge("gateway_upstream_reconnects", "Requests sent to another upstream because the one picked refused the "
               "connection (a pod gone since the snapshot; only grows).", registry=self.registry,
               ).set_function(lambda: self.upstreams.reconnects)
-        self._queue_metrics()
+        self.queue_waiting, self.queue_seconds, self.queue_shed = queue_families(self.registry, self.door)
         if usage is not None:
-            self._usage_metrics(usage)
-
-    def _queue_metrics(self) -> None:
-        self.queue_waiting = Gauge("gateway_queue_waiting", "Requests waiting at the door for a saturated service, "
-                                   "by service, band and tenant.", ["service", "band", "tenant"],
-                                   registry=self.registry)
-        self.queue_seconds = Histogram(
-            "gateway_queue_seconds", "Time a request let through waited at the door.", registry=self.registry,
-            buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0))
-        self.queue_shed = Counter("gateway_queue_shed", "Requests answered 429 by the door's queue, by reason "
-                                  "(queue_full, queue_timeout).", ["reason"], registry=self.registry)
-        Gauge("gateway_queue_saturated_services", "Services at this replica's share of their bound.",
-              registry=self.registry).set_function(
-            lambda: sum(1 for s in self.door.services.values() if s.bound is not None and s.outstanding >= s.bound))
-
-    def _usage_metrics(self, usage: UsageWriter) -> None:
-        for name, text, value in (
-                ("gateway_usage_database_up", "1 while usage rows reach PostgreSQL, 0 while they wait (the database "
-                 "unreachable, or failing the oldest rows).", lambda: 1 if usage.up else 0),
-                ("gateway_usage_waiting_rows", "Usage rows not written yet: queued in memory or spooled on disk.",
-                 lambda: usage.waiting),
-                ("gateway_usage_spool_bytes", "Bytes of the usage spool on disk.",
-                 lambda: usage.spool.bytes if usage.spool else 0),
-                ("gateway_usage_dropped_rows", "Usage rows lost since start because the queue or the spool was "
-                 "full (only grows).", lambda: usage.dropped),
-                ("gateway_usage_written_rows", "Usage rows written since start (only grows).", lambda: usage.written),
-                ("gateway_usage_quarantined_rows", "Usage rows the database refused, set aside in the dead-letter "
-                 "file since start (only grows).", lambda: usage.quarantined),
-                ("gateway_usage_unprepared_rows", "Usage rows written without their prompt's columns since start: "
-                 "the prompt could not be hashed (only grows).", lambda: usage.unprepared),
-                ("gateway_usage_stuck", "1 while the oldest usage rows keep failing with the database answering, "
-                 "for a reason no row is to blame for (a missing table or grant).", lambda: 1 if usage.stuck else 0)):
-            Gauge(name, text, registry=self.registry).set_function(value)
+            usage_gauges(self.registry, usage)
 
     def routing(self):
         # A stat() every refresh_seconds at most: the request path does no other I/O for routing.
@@ -150,7 +120,11 @@ class Gateway:
                     self.usage.start()
                 if self.runner is not None:
                     self.runner.start()
-                watching = asyncio.get_running_loop().create_task(self.door.watch_loop())
+                loop = asyncio.get_running_loop()
+                watching = [loop.create_task(self.door.watch_loop())]
+                if self.activator.redis is not None:
+                    watching.append(loop.create_task(report_loop(self.door, self.activator.redis,
+                                                                 self.activator.replica)))
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 # uvicorn has finished the requests in flight by now: their settles are waited for, and
@@ -158,7 +132,8 @@ class Gateway:
                 # next replica to hold their batch.
                 if self.runner is not None:
                     await self.runner.close()
-                watching.cancel()
+                for task in watching:
+                    task.cancel()
                 await self.limiter.drain()
                 await self.limiter.close()
                 if self.usage is not None:
