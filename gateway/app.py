@@ -318,11 +318,14 @@ class Gateway:
         # The prompt, for its prefix blocks on the usage row (the service's reuse curve): only a reference here,
         # hashed by the usage writer's thread off the request path.
         meter["prompt"] = Prompt(request, endpoint.required)
-        if self.activator.should_hold(service):
-            service = await self.activator.hold(service["id"], lambda sid: self.routing().service(sid))
-            if service is None:
-                return self.upstreams.unavailable(model, limit_headers)
-        shed = await self.door.enter(service, band, str(key["tenant_id"]), decision.tags if flow else None, meter)
+        tags = decision.tags if flow else None
+        if self.activator.should_hold(service):  # the waiting room: the same queue, its own time-to-live
+            waiting = self.door.enter(service, band, str(key["tenant_id"]), tags, meter,
+                                      wake_ttl=self.activator.max_wait)
+            shed = await self.activator.hold(service["id"], waiting, lambda: self.door.tick(self.routing().service))
+            service = self.routing().service(service["id"]) or service
+        else:
+            shed = await self.door.enter(service, band, str(key["tenant_id"]), tags, meter)
         if shed is not None:
             return self._shed(shed, band, meter, limit_headers)
         meter["door"] = service["id"], band
@@ -337,7 +340,7 @@ class Gateway:
         if reason == QUEUE_FULL:
             message = f"The queue of band {band} for this model is full."
         else:
-            message = f"The request waited {self.door.band_ttl(band):g} s, its band's time-to-live, for this model."
+            message = f"The request waited {meter.get('queued_s', 0):.0f} s, its time-to-live, for this model."
         return 429, [*JSON, *limit_headers, (b"retry-after", str(QUEUE_RETRY_AFTER_S).encode())], error_body(
             429, message, code=reason)
 

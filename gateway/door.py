@@ -40,10 +40,13 @@ class _Service:
     lowest: int = 0  # of those outstanding, the lowest band's
     busy_engines: bool = False  # the snapshot's engines queue or their KV cache is full
     busy_gateway: bool = False  # this replica's event loop runs late
+    asleep: bool = False  # a service to wake, with no ready engine: its requests wait in the waiting room
     queue: FairQueue = field(default_factory=FairQueue)
 
     def room(self, band: int) -> bool:
         """Whether one more request of `band` may go on now."""
+        if self.asleep:
+            return False
         if self.bound is None:
             return True
         if band > LOWEST_BAND:
@@ -54,9 +57,9 @@ class _Service:
 
 class Door:
     def __init__(self, *, replicas: int = 1, cap: int = 1000, ttl: float = 30.0, lowest_ttl: float = 600.0,
-                 enabled: bool = True):
+                 lowest_cap: int = 10_000, enabled: bool = True):
         self.replicas = max(1, replicas)
-        self.cap, self.ttl, self.lowest_ttl, self.enabled = cap, ttl, lowest_ttl, enabled
+        self.cap, self.ttl, self.lowest_ttl, self.lowest_cap, self.enabled = cap, ttl, lowest_ttl, lowest_cap, enabled
         self.services: dict[int, _Service] = {}
         self.shed: dict[str, int] = {QUEUE_FULL: 0, QUEUE_TIMEOUT: 0}  # only grow
 
@@ -80,6 +83,7 @@ class Door:
         return not self.saturated(service, LOWEST_BAND)
 
     def _observe(self, state: _Service, service: dict) -> None:
+        state.asleep = state.asleep and not (service.get("ready_engines") and service.get("endpoints"))
         state.bound = self.share(service)
         state.busy_engines = bool(service.get("engine_waiting")) or (service.get("kv_usage") or 0) >= KV_FULL
 
@@ -91,16 +95,20 @@ class Door:
     def band_ttl(self, band: int) -> float:
         return self.lowest_ttl if band <= LOWEST_BAND else self.ttl
 
-    async def enter(self, service: dict, band: int, tenant: str, tags: Tags | None, meter: dict) -> str | None:
+    async def enter(self, service: dict, band: int, tenant: str, tags: Tags | None, meter: dict, *,
+                    wake_ttl: float | None = None) -> str | None:
         """Wait for the service's turn: None once the request may go on (it then holds a place until `leave`),
-        else why it was shed. Cancelled (its client left), it leaves the queue."""
+        else why it was shed. Cancelled (its client left), it leaves the queue. With `wake_ttl` the service is
+        asleep (gateway/activation.py): the request waits in the same queue until a snapshot shows it ready
+        (`tick`), for at most `wake_ttl` seconds, the waiting room's time-to-live."""
         state = self.services.setdefault(service["id"], _Service())
+        state.asleep = state.asleep or wake_ttl is not None
         self._observe(state, service)
         self._fill(state)
         if not state.queue and state.room(band):
             self._take(state, band)
             return None
-        if state.queue.waiting(band) >= self.cap:
+        if state.queue.waiting(band) >= (self.lowest_cap if band <= LOWEST_BAND else self.cap):
             self.shed[QUEUE_FULL] += 1
             return QUEUE_FULL
         turn = asyncio.get_running_loop().create_future()
@@ -111,7 +119,7 @@ class Door:
             return None
         started = time.monotonic()
         try:
-            await asyncio.wait_for(turn, self.band_ttl(band))
+            await asyncio.wait_for(turn, wake_ttl if wake_ttl is not None else self.band_ttl(band))
         except TimeoutError:
             state.queue.remove(turn)
             self.shed[QUEUE_TIMEOUT] += 1
@@ -164,7 +172,7 @@ class Door:
         """Each service's bound and engine signals from the snapshot `lookup(service id)` reads, and its waiting
         requests let on where there is room now (the engines may have stopped queueing): called by the app at
         each look at the snapshot."""
-        for service_id, state in self.services.items():
+        for service_id, state in list(self.services.items()):
             service = lookup(service_id)
             if service is not None and state.queue:
                 self._observe(state, service)
