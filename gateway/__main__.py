@@ -56,9 +56,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "rows then name that pod (kubesim's routers: x-kubesim-backend). Empty: the router's "
                              "pod.")
     parser.add_argument("--activation-queue", type=int, default=100,
-                        help="Requests held per service while it wakes from zero; past it the answer is 503.")
+                        help="Requests held per service while it wakes from zero (the waiting room: the door's queue); "
+                             "past it the answer is 429 queue_full.")
     parser.add_argument("--activation-wait", type=float, default=120.0,
-                        help="Seconds a request is held for a service waking from zero; past it the answer is 503.")
+                        help="Seconds a request is held for a service waking from zero, the waiting room's "
+                             "time-to-live; past it the answer is 429 queue_timeout.")
     parser.add_argument("--no-queue", action="store_true",
                         help="Forward every admitted request at once, in order of arrival, however saturated its "
                              "service (no bands, no fair share).")
@@ -68,6 +70,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--queue-ttl", type=float, default=30.0,
                         help="Seconds a request waits for a saturated service; past it the answer is 429 "
                              "queue_timeout.")
+    parser.add_argument("--queue-cap-lowest", type=int, default=10_000,
+                        help="Requests that may wait in the lowest band (batch, best-effort) per service at this "
+                             "replica; one more is answered 429 queue_full.")
     parser.add_argument("--queue-ttl-lowest", type=float, default=600.0,
                         help="The same for the lowest band (batch, best-effort), which waits for spare capacity.")
     parser.add_argument("--usage-flush-seconds", type=float, default=1.0,
@@ -79,8 +84,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--batch-lease-seconds", type=float, default=60.0,
                         help="A batch a replica runs passes to another if its holder stops renewing it this long.")
     args = parser.parse_args(argv)
-    if args.queue_cap < 1 or args.queue_ttl <= 0 or args.queue_ttl_lowest <= 0:
-        parser.error("--queue-cap must be at least 1, --queue-ttl and --queue-ttl-lowest above 0")
+    if min(args.queue_cap, args.queue_cap_lowest) < 1 or args.queue_ttl <= 0 or args.queue_ttl_lowest <= 0:
+        parser.error("--queue-cap and --queue-cap-lowest must be at least 1, --queue-ttl and --queue-ttl-lowest "
+                     "above 0")
     if args.database_url_file and not args.database_url:
         try:
             with open(args.database_url_file) as handle:
@@ -118,7 +124,8 @@ def build(args: argparse.Namespace):
                                     spool_bytes=args.spool_bytes)
                   if args.database_url else None,
                   door=Door(replicas=args.replicas, cap=args.queue_cap, ttl=args.queue_ttl,
-                            lowest_ttl=args.queue_ttl_lowest, enabled=not args.no_queue),
+                            lowest_ttl=args.queue_ttl_lowest, lowest_cap=args.queue_cap_lowest,
+                            enabled=not args.no_queue),
                   activator=Activator(args.redis_url or None, max_held=args.activation_queue,
                                       max_wait=args.activation_wait),
                   upstreams=Upstreams(connect_timeout=args.upstream_connect_timeout,

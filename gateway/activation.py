@@ -1,6 +1,7 @@
 """Activation from zero: a request for a service the autoscaler wakes (serverless, builtin autoscaler) while
-none of its engines is ready is held here, in a bounded queue per service for a bounded time, until the
-snapshot shows a ready engine and an upstream, then forwarded.
+none of its engines is ready waits in the door's queue (gateway/door.py: band order, fair share, 429
+queue_full / queue_timeout) with the waiting room's own time-to-live and cap, until the snapshot shows a ready
+engine and an upstream, then goes on in the queue's order.
 
 While requests are held, this replica publishes their number in Redis (`gw:held:<service>:<replica>`,
 expiring after `TTL_SECONDS` unless refreshed). The telemetry cycle's activation check
@@ -15,9 +16,11 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import redis
+
+from gateway.door import QUEUE_FULL
 
 log = logging.getLogger("gateway.activation")
 HELD_PREFIX = "gw:held:"
@@ -46,24 +49,30 @@ class Activator:
             return False
         return self.redis is not None or not service.get("endpoints")
 
-    async def hold(self, service_id: int, lookup: Callable[[int], dict | None]) -> dict | None:
-        """The service's entry once it is ready; None when its queue is full or the wait ran out."""
+    async def hold(self, service_id: int, waiting: Awaitable[str | None], poke: Callable[[], None]) -> str | None:
+        """Hold a request for a service to wake while `waiting` (its place in the door's queue, gateway/door.py,
+        with the waiting room's time-to-live) runs: the number held published, `poke` called every
+        `poll_seconds` (it lets the door see a new snapshot). Returns `waiting`'s answer: None once the service
+        is ready and the request's turn has come, else why it was shed; QUEUE_FULL at once when this replica
+        already holds `max_held` for the service. Cancelled (its client left), the request leaves the queue."""
         if self.held.get(service_id, 0) >= self.max_held:
-            return None
+            waiting.close()
+            return QUEUE_FULL
         self.held[service_id] = self.held.get(service_id, 0) + 1
+        turn = asyncio.ensure_future(waiting)
         try:
-            deadline = time.monotonic() + self.max_wait
             published = 0.0
-            while time.monotonic() < deadline:
-                service = lookup(service_id)
-                if ready(service):
-                    return service
+            while not turn.done():
                 if time.monotonic() - published >= REFRESH_SECONDS:
                     await self._publish(service_id)
                     published = time.monotonic()
-                await asyncio.sleep(self.poll_seconds)
-            return None
+                poke()
+                await asyncio.wait({turn}, timeout=self.poll_seconds)
+            return turn.result()
         finally:
+            if not turn.done():
+                turn.cancel()
+                await asyncio.gather(turn, return_exceptions=True)
             self.held[service_id] -= 1
             await self._publish(service_id)
 

@@ -20,10 +20,13 @@ from gateway.batch_api import PREFIXES as BATCH_PREFIXES
 from gateway.batch_api import BatchApi
 from gateway.batch_vocab import BATCH_PRIORITY, PRIORITY_HEADER
 from gateway.door import QUEUE_FULL, Door
+from gateway.door_report import report_loop
 from gateway.errors import error_body
 from gateway.fairness import DEFAULT_BAND, DEFAULT_WEIGHT, band_of
+from gateway.gauges import queue_families, usage_gauges
 from gateway.limits import Decision, Flow, RequestLimiter, completion_tokens, estimate_tokens
 from gateway.metering import UsageWriter
+from gateway.names import answer_headers, choose
 from gateway.prefix import Prompt
 from gateway.snapshot import SnapshotFile
 from gateway.upstream import Upstreams, Usage
@@ -83,41 +86,9 @@ class Gateway:
         Gauge("gateway_upstream_reconnects", "Requests sent to another upstream because the one picked refused the "
               "connection (a pod gone since the snapshot; only grows).", registry=self.registry,
               ).set_function(lambda: self.upstreams.reconnects)
-        self._queue_metrics()
+        self.queue_waiting, self.queue_seconds, self.queue_shed = queue_families(self.registry, self.door)
         if usage is not None:
-            self._usage_metrics(usage)
-
-    def _queue_metrics(self) -> None:
-        self.queue_waiting = Gauge("gateway_queue_waiting", "Requests waiting at the door for a saturated service, "
-                                   "by service, band and tenant.", ["service", "band", "tenant"],
-                                   registry=self.registry)
-        self.queue_seconds = Histogram(
-            "gateway_queue_seconds", "Time a request let through waited at the door.", registry=self.registry,
-            buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0))
-        self.queue_shed = Counter("gateway_queue_shed", "Requests answered 429 by the door's queue, by reason "
-                                  "(queue_full, queue_timeout).", ["reason"], registry=self.registry)
-        Gauge("gateway_queue_saturated_services", "Services at this replica's share of their bound.",
-              registry=self.registry).set_function(
-            lambda: sum(1 for s in self.door.services.values() if s.bound is not None and s.outstanding >= s.bound))
-
-    def _usage_metrics(self, usage: UsageWriter) -> None:
-        for name, text, value in (
-                ("gateway_usage_database_up", "1 while usage rows reach PostgreSQL, 0 while they wait (the database "
-                 "unreachable, or failing the oldest rows).", lambda: 1 if usage.up else 0),
-                ("gateway_usage_waiting_rows", "Usage rows not written yet: queued in memory or spooled on disk.",
-                 lambda: usage.waiting),
-                ("gateway_usage_spool_bytes", "Bytes of the usage spool on disk.",
-                 lambda: usage.spool.bytes if usage.spool else 0),
-                ("gateway_usage_dropped_rows", "Usage rows lost since start because the queue or the spool was "
-                 "full (only grows).", lambda: usage.dropped),
-                ("gateway_usage_written_rows", "Usage rows written since start (only grows).", lambda: usage.written),
-                ("gateway_usage_quarantined_rows", "Usage rows the database refused, set aside in the dead-letter "
-                 "file since start (only grows).", lambda: usage.quarantined),
-                ("gateway_usage_unprepared_rows", "Usage rows written without their prompt's columns since start: "
-                 "the prompt could not be hashed (only grows).", lambda: usage.unprepared),
-                ("gateway_usage_stuck", "1 while the oldest usage rows keep failing with the database answering, "
-                 "for a reason no row is to blame for (a missing table or grant).", lambda: 1 if usage.stuck else 0)):
-            Gauge(name, text, registry=self.registry).set_function(value)
+            usage_gauges(self.registry, usage)
 
     def routing(self):
         # A stat() every refresh_seconds at most: the request path does no other I/O for routing.
@@ -125,6 +96,7 @@ class Gateway:
         if now >= self._next_refresh:
             self.snapshot.refresh()
             self._next_refresh = now + self.refresh_seconds
+            self.door.tick(self.snapshot.routing.service)
         return self.snapshot.routing
 
     async def __call__(self, scope, receive, send):
@@ -150,6 +122,11 @@ class Gateway:
                     self.usage.start()
                 if self.runner is not None:
                     self.runner.start()
+                loop = asyncio.get_running_loop()
+                watching = [loop.create_task(self.door.watch_loop())]
+                if self.activator.redis is not None:
+                    watching.append(loop.create_task(report_loop(self.door, self.activator.redis,
+                                                                 self.activator.replica)))
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 # uvicorn has finished the requests in flight by now: their settles are waited for, and
@@ -157,6 +134,8 @@ class Gateway:
                 # next replica to hold their batch.
                 if self.runner is not None:
                     await self.runner.close()
+                for task in watching:
+                    task.cancel()
                 await self.limiter.drain()
                 await self.limiter.close()
                 if self.usage is not None:
@@ -271,7 +250,7 @@ class Gateway:
     def _record(self, key: dict, meter: dict, status: int, started: float) -> None:
         usage: Usage = meter["usage"]
         if meter.get("door") is not None:
-            self.door.leave(meter["door"])  # its place at the service goes to the next in line
+            self.door.leave(*meter["door"])  # its place at the service goes to the next in line
         if "in_flight" in meter:
             self.in_flight[meter.pop("in_flight")] -= 1
         if usage.ttft_ms is not None:
@@ -310,16 +289,17 @@ class Gateway:
             band = band_of(key.get("priority", DEFAULT_BAND), priority_header(scope))
         except Invalid as exc:
             return 400, JSON, error_body(400, exc.message, param=exc.param)
-        service = self.routing().models_for(key).get(model)
-        if service is None:
+        candidates = self.routing().models_for(key).get(model)
+        if not candidates:
             # The same answer whether the model exists in another tenant or nowhere.
             return 404, JSON, error_body(404, f"The model '{model}' does not exist.", code="model_not_found",
                                          param="model")
+        service, rule = choose(candidates, model, self.door.load)
         meter["service_id"] = service["id"]
         tenant = self.routing().tenants.get(str(key["tenant_id"]))
         tokens = estimate_tokens(request, demand, self.limiter.default_max_tokens)
         flow = None
-        if self.door.saturated(service):
+        if self.door.saturated(service, band):
             # Charged only while the service is saturated: unsaturated, nobody waits, so the order is moot and
             # the request costs the round trips it did before (none for a key and tenant without limits). A
             # flow's counter is lifted to the band's virtual time when it next waits, so nothing is banked.
@@ -329,7 +309,7 @@ class Gateway:
                         tokens + completion_tokens(demand, self.limiter.default_max_tokens))
         decision = await self.limiter.check({f"key:{key['id']}": key, f"tenant:{key['tenant_id']}": tenant},
                                             tokens, flow)
-        limit_headers = ratelimit_headers(decision)
+        limit_headers = [*ratelimit_headers(decision), *answer_headers(service, rule)]
         if not decision.allowed:
             return self._refused(decision, limit_headers)
         # From here the request holds its reservation (tokens, a concurrency lease) until _record settles it.
@@ -340,15 +320,18 @@ class Gateway:
         # The prompt, for its prefix blocks on the usage row (the service's reuse curve): only a reference here,
         # hashed by the usage writer's thread off the request path.
         meter["prompt"] = Prompt(request, endpoint.required)
-        if self.activator.should_hold(service):
-            service = await self.activator.hold(service["id"], lambda sid: self.routing().service(sid))
-            if service is None:
-                return self.upstreams.unavailable(model, limit_headers)
         await self.waker.wake_if_asleep(service)  # a service put to sleep instead of zero (gateway/wake.py)
-        shed = await self.door.enter(service, band, str(key["tenant_id"]), decision.tags if flow else None, meter)
+        tags = decision.tags if flow else None
+        if self.activator.should_hold(service):  # the waiting room: the same queue, its own time-to-live
+            waiting = self.door.enter(service, band, str(key["tenant_id"]), tags, meter,
+                                      wake_ttl=self.activator.max_wait)
+            shed = await self.activator.hold(service["id"], waiting, lambda: self.door.tick(self.routing().service))
+            service = self.routing().service(service["id"]) or service
+        else:
+            shed = await self.door.enter(service, band, str(key["tenant_id"]), tags, meter)
         if shed is not None:
             return self._shed(shed, band, meter, limit_headers)
-        meter["door"] = service["id"]
+        meter["door"] = service["id"], band
         if "queued_s" in meter:
             self.queue_seconds.observe(meter["queued_s"])
         return await self.upstreams.forward(service, scope["path"], request, dict(scope["headers"]), meter["usage"],
@@ -360,7 +343,7 @@ class Gateway:
         if reason == QUEUE_FULL:
             message = f"The queue of band {band} for this model is full."
         else:
-            message = f"The request waited {self.door.band_ttl(band):g} s, its band's time-to-live, for this model."
+            message = f"The request waited {meter.get('queued_s', 0):.0f} s, its time-to-live, for this model."
         return 429, [*JSON, *limit_headers, (b"retry-after", str(QUEUE_RETRY_AFTER_S).encode())], error_body(
             429, message, code=reason)
 

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from gateway import batch_store as store
 from gateway import batch_vocab as bv
 from gateway.batch_lines import answered, checked_line, custom_id_of, refused, split_lines
+from gateway.names import choose
 from gateway.validation import Invalid
 
 log = logging.getLogger("gateway.batch_runner")
@@ -131,8 +132,9 @@ class BatchRunner:
         if isinstance(body, Invalid):
             return number, True, refused(custom_id, number, body), (0, 0, 0)
         payload = json.dumps(body).encode()
-        service = self.gateway.routing().models_for(key).get(body.get("model")) \
-            if isinstance(body.get("model"), str) else None
+        model = body.get("model") if isinstance(body.get("model"), str) else None
+        candidates = self.gateway.routing().models_for(key).get(model) if model else None
+        service = choose(candidates, model, self.gateway.door.load)[0] if candidates else None
         while True:
             if service is not None:
                 await self._slot(service)
@@ -156,9 +158,11 @@ class BatchRunner:
 
     def spare(self, service: dict) -> bool:
         """Whether the service's ready engines have room for one more line beside the interactive requests this
-        replica has in flight to them."""
+        replica has in flight to them, and the door sees spare capacity (room below its headroom, the engines
+        neither queueing nor out of KV cache by the snapshot's signals)."""
         capacity = service.get("ready_engines", 0) * self.slots_per_engine
-        return self.gateway.in_flight[service["id"]] + self.running[service["id"]] < capacity
+        return (self.gateway.in_flight[service["id"]] + self.running[service["id"]] < capacity
+                and self.gateway.door.spare(service))
 
     async def _finish(self, batch: dict, status: str, errors: list | None = None) -> None:
         if await asyncio.to_thread(store.finish_batch, self.database_url, batch, self.owner, status, errors):

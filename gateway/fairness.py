@@ -4,17 +4,20 @@ its tenant. Pure: no I/O and no clock. gateway/limits_lua.py keeps the same coun
 replica (CHECK charges, SETTLE corrects); `VirtualCounters` is their in-memory twin while Redis is away;
 gateway/door.py holds the waiting requests in a `FairQueue`.
 
-A request's cost is its prompt tokens plus twice its output tokens. At admission its flow's counter is lifted
-to the band's virtual time (an idle flow banks no credit: the share is work-conserving), the request takes
-the counter as its start tag, and the counter advances by cost / weight; when the request ends, the counter
-is corrected by the difference between the engine's usage and the estimate. The queue serves the smallest
-start tag first: between tenants by tenant tags, then within the chosen tenant by key tags.
+A request's cost is its prompt tokens plus twice its output tokens. At admission an idle flow's counter (one
+with no request charged and unsettled) is lifted to the band's virtual time (an idle flow banks no credit: the
+share is work-conserving; a busy flow keeps its own counter, as VTC lifts only a client that joins the
+queue), the request takes the counter as its start tag, and the counter advances by cost / weight; when the
+request ends, the counter is corrected by the difference between the engine's usage and the estimate. The
+queue serves the smallest start tag first: between tenants by tenant tags, then within the chosen tenant by
+key tags.
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
+from collections import Counter
 from dataclasses import dataclass, field
 
 from gateway.batch_vocab import BATCH_PRIORITY
@@ -78,17 +81,30 @@ class VirtualCounters:
         self.keys: dict[str, int] = {}
         self.virtual = 0
         self.keys_virtual: dict[str, int] = {}
+        self.busy: Counter = Counter()  # requests charged and not settled, by ("t", tenant) and ("k", key)
 
     def charge(self, tenant: str, key: str, amount: int, weight: int) -> Tags:
-        tenant_tag, self.tenants[tenant] = advance(self.tenants.get(tenant, 0), self.virtual, amount, weight)
-        key_tag, self.keys[key] = advance(self.keys.get(key, 0), self.keys_virtual.get(tenant, 0), amount, 1)
+        tenant_tag, self.tenants[tenant] = advance(self.tenants.get(tenant, 0), self._floor(("t", tenant),
+                                                   self.virtual), amount, weight)
+        key_tag, self.keys[key] = advance(self.keys.get(key, 0), self._floor(("k", key),
+                                          self.keys_virtual.get(tenant, 0)), amount, 1)
         return Tags(tenant_tag, key_tag)
+
+    def _floor(self, flow: tuple[str, str], virtual: int) -> int:
+        """The floor of a flow's counter: the virtual time while it is idle, none (0) while it is busy. A busy
+        flow keeps its own counter, so a virtual time moved on by another replica's queue never resets it."""
+        self.busy[flow] += 1
+        return virtual if self.busy[flow] == 1 else 0
 
     def settle(self, tenant: str, key: str, delta: int, weight: int, tags: Tags) -> None:
         """The request has ended: its counters corrected by `delta` (cost used less cost estimated), and the
         virtual times moved up to its tags."""
         self.tenants[tenant] = self.tenants.get(tenant, 0) + delta * SCALE // max(1, weight)
         self.keys[key] = self.keys.get(key, 0) + delta * SCALE
+        for flow in (("t", tenant), ("k", key)):
+            self.busy[flow] -= 1
+            if self.busy[flow] <= 0:
+                del self.busy[flow]
         self.virtual = max(self.virtual, tags.tenant)
         self.keys_virtual[tenant] = max(self.keys_virtual.get(tenant, 0), tags.key)
 
@@ -129,6 +145,10 @@ class FairQueue:
         bisect.insort(flow.tags, (tags.tenant, arrival))
         bisect.insort(flow.requests, entry)
         self._where[id(item)] = (band, tenant, entry)
+
+    def top_band(self) -> int | None:
+        """The band served next, or None when nothing waits."""
+        return max(self._bands) if self._bands else None
 
     def pop(self):
         """The next request to serve, or None."""

@@ -10,8 +10,9 @@ Per scope (the key's, the tenant's) five Redis keys, in this order:
 The server's clock (TIME) is the only clock, so replicas with skewed clocks still agree.
 
 After the scopes' keys may come one more: the fair-share counters of the request's (service, band), a hash
-of t:<tenant> and k:<key> counters, the band's virtual time _v and each tenant's keys' virtual time
-v:<tenant> (gateway/fairness.py does the same arithmetic in memory). CHECK charges the request's estimated
+of t:<tenant> and k:<key> counters, their requests charged and not settled n:t:<tenant> and n:k:<key>, the
+band's virtual time _v and each tenant's keys' virtual time v:<tenant> (gateway/fairness.py does the same
+arithmetic in memory). CHECK charges the request's estimated
 cost there and answers its start tags; SETTLE corrects the counters with the cost used and moves the
 virtual times up to the tags: fair share costs no round trip of its own.
 """
@@ -140,10 +141,12 @@ local tags = {0, 0}
 if reason == 0 and fair then
   local a = 5 + scopes * 4
   local amount, weight = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
-  -- A flow's counter is lifted to its virtual time (an idle flow banks no credit), taken as the start tag,
-  -- then advanced by the cost over the weight.
+  -- A flow with nothing charged and unsettled (n:<flow>) is idle: its counter is lifted to its virtual time
+  -- (an idle flow banks no credit). A busy flow keeps its own counter, so a virtual time moved on by
+  -- another replica's queue never resets it. The counter is the start tag, then advances by cost / weight.
   local function advance(field, floor, w)
-    local start = math.max(tonumber(redis.call('HGET', fair, field) or 0), floor)
+    local start = tonumber(redis.call('HGET', fair, field) or 0)
+    if redis.call('HINCRBY', fair, 'n:' .. field, 1) == 1 then start = math.max(start, floor) end
     redis.call('HSET', fair, field, start + math.floor(amount / w))
     return start
   end
@@ -185,6 +188,9 @@ if fair then
   local tenant, delta, weight = ARGV[a + 1], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   redis.call('HINCRBY', fair, 't:' .. tenant, math.floor(delta / weight))
   redis.call('HINCRBY', fair, 'k:' .. ARGV[a + 2], delta)
+  for _, field in ipairs({'n:t:' .. tenant, 'n:k:' .. ARGV[a + 2]}) do
+    if redis.call('HINCRBY', fair, field, -1) <= 0 then redis.call('HDEL', fair, field) end
+  end
   local tenant_tag, key_tag = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
   if tenant_tag > tonumber(redis.call('HGET', fair, '_v') or 0) then redis.call('HSET', fair, '_v', tenant_tag) end
   if key_tag > tonumber(redis.call('HGET', fair, 'v:' .. tenant) or 0) then

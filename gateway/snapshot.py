@@ -9,6 +9,8 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from gateway.names import names_of
+
 log = logging.getLogger("gateway.snapshot")
 
 
@@ -38,19 +40,16 @@ class Routing:
     def service(self, service_id: int) -> dict | None:
         return self._by_id.get(service_id)
 
-    def models_for(self, key: dict) -> dict[str, dict]:
-        """Every name the key may call (service name, served model name, adapter) → its service. Keys of
+    def models_for(self, key: dict) -> dict[str, tuple[dict, ...]]:
+        """Every name the key may call (service name, served model name, adapter) → the services that answer
+        to it (gateway/names.py: one for a service's name; a model's or adapter's may have several). Keys of
         one tenant allowed the same services share one answer, kept for the snapshot's life."""
         allowed = key["services"]
         scope = (key["tenant_id"], None if allowed is None else tuple(allowed))  # the snapshot lists them sorted
         names = self._names.get(scope)
         if names is None:
-            names = {}
-            for service in self._by_tenant.get(key["tenant_id"], ()):
-                if allowed is None or service["id"] in allowed:
-                    for name in (service["name"], service["served_model"], *service["adapters"]):
-                        names.setdefault(name, service)
-            self._names[scope] = names
+            names = self._names[scope] = names_of(
+                s for s in self._by_tenant.get(key["tenant_id"], ()) if allowed is None or s["id"] in allowed)
         return names
 
 

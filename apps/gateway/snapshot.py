@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 
 from django.utils import timezone
@@ -22,6 +23,7 @@ from capacity.arch import vllm_default_max_num_seqs
 from capacity.gpus import GPUS
 
 SNAPSHOT_FORMAT = 1
+SIGNALS_MAX_AGE = timedelta(seconds=60)
 
 
 def _limits(obj) -> dict:
@@ -54,9 +56,19 @@ def sleeping(upstream: Upstream | None) -> dict | None:
             "engines": [e["address"] for e in upstream.engines]}
 
 
+def engine_signals(now) -> dict[int, dict]:
+    """Each service's latest engine figures of the last SIGNALS_MAX_AGE (the telemetry cycle's raw points): the
+    requests its engines hold waiting and their KV-cache usage, which the gateway's door reads as "no spare
+    capacity" for the lowest band (gateway/door.py). A service without a recent point has none."""
+    points = (SeriesPoint.objects.filter(role="", resolution=Resolution.RAW, time__gte=now - SIGNALS_MAX_AGE)
+              .order_by("service_id", "-time").distinct("service_id").values_list("service_id", "waiting", "kv_usage"))
+    return {sid: {"engine_waiting": waiting, "kv_usage": kv} for sid, waiting, kv in points}
+
+
 def build_snapshot() -> dict:
     now = timezone.now()
     upstreams = {u.service_id: u for u in Upstream.objects.all()}
+    signals = engine_signals(now)
     services = InferenceService.objects.select_related("tenant", "model").prefetch_related("adapters", "pools")
     # What the builtin autoscaler wakes from zero (workers/activation.py): the gateway holds their requests.
     wakes = set(services.filter(deployment_mode=DeploymentMode.SERVERLESS, autoscaling__autoscaler="builtin",
@@ -76,6 +88,7 @@ def build_snapshot() -> dict:
             "ready_engines": upstreams[s.pk].ready_engines if s.pk in upstreams else 0, "wakes": s.pk in wakes,
             "max_outstanding": max_outstanding(s, upstreams[s.pk].ready_engines if s.pk in upstreams else 0),
             "sleeping": sleeping(upstreams.get(s.pk)),
+            **signals.get(s.pk, {"engine_waiting": None, "kv_usage": None}),
         } for s in services],
         "keys": {k.key_hash: {
             "id": k.pk, "tenant_id": k.tenant_id, "expires_at": k.expires_at.timestamp(),

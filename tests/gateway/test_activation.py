@@ -1,5 +1,5 @@
-"""Activation from zero through the gateway: a request for a service the autoscaler wakes is held (a
-bounded queue, a bounded wait) and published in Redis; the telemetry cycle's activation check counts it with
+"""Activation from zero through the gateway: a request for a service the autoscaler wakes is held in the door's
+queue (the waiting room's cap and time-to-live) and published in Redis; the telemetry cycle's activation check counts it with
 what routers hold, the autoscaler's decision says the gateway held it, and the held request goes through
 once the snapshot shows a ready engine."""
 
@@ -18,6 +18,8 @@ from apps.autoscaling.models import ActivationSignal, ScalingDecision
 from apps.serving.models import Pool
 from gateway.activation import HELD_PREFIX, Activator
 from gateway.app import Gateway
+from gateway.door import Door
+from gateway.fairness import LOWEST_BAND
 from gateway.limits import RequestLimiter
 from gateway.snapshot import SnapshotFile
 from tests.factories import ClusterFactory, InferenceServiceFactory
@@ -74,8 +76,9 @@ async def scenario(tmp_path):
 def test_a_held_request_goes_through_once_an_engine_is_ready(tmp_path):
     answer, full, timed_out, left = asyncio.run(scenario(tmp_path))
     assert answer.status_code == 200 and answer.json()["usage"]["completion_tokens"] == 3
-    for refused in (full, timed_out):
-        assert refused.status_code == 503 and refused.json()["error"]["code"] == "no_ready_replica"
+    # The waiting room is the door's queue: past its cap queue_full, past its time-to-live (0.3 s) queue_timeout.
+    for refused, code in ((full, "queue_full"), (timed_out, "queue_timeout")):
+        assert refused.status_code == 429 and refused.json()["error"]["code"] == code
         assert "retry-after" in refused.headers
     assert left == 0  # nothing held any more, nothing published
 
@@ -113,3 +116,30 @@ def test_which_requests_are_held():
     assert not alone.should_hold(service) and alone.should_hold({**service, "endpoints": []})
     assert not signalling.should_hold({**service, "ready_engines": 1})
     assert not signalling.should_hold({**service, "wakes": False})
+
+
+def test_a_client_that_leaves_the_waiting_room_leaves_the_queue_and_its_wait_is_metered():
+    door, activator = Door(), Activator(None, poll_seconds=0.01)
+    asleep = {"id": SERVICE_ID, "wakes": True, "ready_engines": 0, "endpoints": [], "max_outstanding": None}
+    awake = {**asleep, "ready_engines": 1, "endpoints": [{"pod": "nap-0", "address": "127.0.0.1:9"}],
+             "max_outstanding": 4}
+    snapshot = {SERVICE_ID: asleep}
+
+    async def run():
+        meters = [{}, {}]
+        held = [asyncio.ensure_future(activator.hold(
+            SERVICE_ID, door.enter(asleep, band, "1", None, meter, wake_ttl=30),
+            lambda: door.tick(snapshot.get))) for band, meter in zip((0, LOWEST_BAND), meters, strict=True)]
+        await asyncio.sleep(0.05)
+        assert door.waiting() == {(SERVICE_ID, 0, "1"): 1, (SERVICE_ID, LOWEST_BAND, "1"): 1}
+        held[0].cancel()  # its client leaves
+        await asyncio.gather(held[0], return_exceptions=True)
+        after_leaving = (door.waiting(), activator.held[SERVICE_ID])
+        snapshot[SERVICE_ID] = awake  # the next snapshot: an engine is ready, the other one goes on
+        answer = await held[1]
+        return after_leaving, answer, meters, door.services[SERVICE_ID].outstanding
+
+    after_leaving, answer, meters, outstanding = asyncio.run(run())
+    assert after_leaving == ({(SERVICE_ID, LOWEST_BAND, "1"): 1}, 1)
+    assert answer is None and outstanding == 1
+    assert all(meter["queued_s"] >= 0.05 for meter in meters)  # both waits metered, the one that left too

@@ -38,3 +38,17 @@ def test_each_tenant_gets_a_load_key_kept_while_its_file_matches(seeded, tmp_pat
     assert renewed.key_hash != key.key_hash
     rotation = AuditEntry.objects.get(content_type__model="inferencekey", object_id=str(key.pk), action="update")
     assert rotation.actor_repr == "command:demo_inference_keys" and rotation.via == "command"
+
+
+def test_the_demos_shared_model_name_is_balanced_and_each_service_name_is_its_own(seeded):
+    from apps.gateway.snapshot import build_snapshot
+    from gateway.names import names_of
+
+    snapshot = build_snapshot()
+    acme = Tenant.objects.get(slug="acme").pk
+    names = names_of(s for s in snapshot["services"] if s["tenant_id"] == acme)
+    # llama-8b-chat and llama-8b-rag both serve llama-3-1-8b-instruct: the model's name names both (balanced),
+    # each service's name only itself, which is how the demo's loads (Procfile) call them.
+    assert sorted(s["name"] for s in names["llama-3-1-8b-instruct"]) == ["llama-8b-chat", "llama-8b-rag"]
+    assert [s["name"] for s in names["llama-8b-chat"]] == ["llama-8b-chat"]
+    assert [s["name"] for s in names["llama-8b-rag"]] == ["llama-8b-rag"]

@@ -127,7 +127,7 @@ def test_a_replica_is_saturated_at_its_share_of_the_bound():
         for _ in range(2):  # this replica's share: ceil(3 / 2) = 2
             assert await door.enter(service, 0, "t", None, {}) is None
             seen.append(door.saturated(service))
-        door.leave(1)
+        door.leave(1, 0)
         seen.append(door.saturated(service))
         for _ in range(5):
             assert await door.enter(unbounded, 0, "t", None, {}) is None

@@ -52,7 +52,12 @@ def test_counters_charge_by_weight_settle_with_the_usage_and_bank_no_credit():
     assert counters.virtual == 100_000
     # A tenant idle until now starts at the band's time, not at 0: it cannot claim the past.
     assert counters.charge("c", "c1", 10, 1) == Tags(100_000, 0)
-    # b's next request too is lifted from its 50 to the band's 100.
+    # b's first request has not ended: b is busy, so its next one keeps b's own 50, not the band's 100. (Another
+    # replica's queue may have moved the band's time on; a busy flow is never reset by it.)
+    assert counters.charge("b", "b1", 10, 2) == Tags(50_000, 100_000)
+    # Once both of b's requests have ended, b is idle: its next one is lifted from its 55 to the band's 100.
+    counters.settle("b", "b1", 0, 2, Tags(0, 0))
+    counters.settle("b", "b1", 0, 2, Tags(50_000, 100_000))
     assert counters.charge("b", "b1", 10, 2).tenant == 100_000
     # A second key of tenant a starts at a's keys' time (100 000), not at 0.
     assert counters.charge("a", "a2", 10, 1) == Tags(130_000, 100_000)
@@ -71,17 +76,20 @@ def test_the_scripts_in_redis_keep_the_same_counters():
         await limiter.settle(second.reservation, 50, 0)
         late = await limiter.check({}, 0, Flow("fair:1:0", "c", "c1", 1, 10))
         other_key = await limiter.check({}, 0, Flow("fair:1:0", "a", "a2", 1, 10))
+        busy = await limiter.check({}, 0, Flow("fair:1:0", "b", "b1", 2, 10))  # heavy has not ended
         await limiter.close()
-        return first.tags, second.tags, heavy.tags, late.tags, other_key.tags, limiter.round_trips
+        return first.tags, second.tags, heavy.tags, late.tags, other_key.tags, busy.tags, limiter.round_trips
 
     try:
-        first, second, heavy, late, other_key, trips = asyncio.run(run())
+        first, second, heavy, late, other_key, busy, trips = asyncio.run(run())
     finally:
         forget(prefix)
     assert (first, second, heavy) == (Tags(0, 0), Tags(100_000, 100_000), Tags(0, 0))
     assert late == Tags(100_000, 0)
     assert other_key == Tags(130_000, 100_000)
-    assert trips == 7  # five checks, two settles: the counters ride on the limits' own round trips
+    # b is busy: it keeps its own 100 / 2 = 50 (not the band's 100), and its key its 100.
+    assert busy == Tags(50_000, 100_000)
+    assert trips == 8  # six checks, two settles: the counters ride on the limits' own round trips
 
 
 def test_the_queue_serves_bands_first_then_tenants_then_keys_by_their_tags():

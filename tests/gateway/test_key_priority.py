@@ -4,11 +4,14 @@ service's saturation bound."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.utils import timezone
 
 from apps.gateway.models import InferenceKey, Upstream
 from apps.gateway.snapshot import build_snapshot
+from apps.telemetry.models import SeriesPoint
 from tests.factories import InferenceServiceFactory
 
 URL = "/api/v1/inference-keys/"
@@ -47,3 +50,16 @@ def test_the_saturation_bound_is_ready_engines_times_their_sequences(tenant_a):
     bounds = {s["name"]: s["max_outstanding"] for s in build_snapshot()["services"]}
     # 3 engines x 8; 2 engines x vLLM's 256 on a 24 GB L4; no engine ready, no bound.
     assert bounds == {"set": 24, "default": 512, "asleep": None}
+
+
+def test_the_snapshot_carries_each_services_latest_recent_engine_signals(tenant_a):
+    busy = InferenceServiceFactory(tenant=tenant_a, name="busy")
+    stale = InferenceServiceFactory(tenant=tenant_a, name="stale")
+    now = timezone.now()
+    SeriesPoint.objects.create(service=busy, time=now - timedelta(seconds=20), waiting=0, kv_usage=0.2)
+    SeriesPoint.objects.create(service=busy, time=now - timedelta(seconds=5), waiting=4, kv_usage=0.93)
+    SeriesPoint.objects.create(service=busy, role="decode", time=now, waiting=0, kv_usage=0.1)  # a pool's, not used
+    SeriesPoint.objects.create(service=stale, time=now - timedelta(minutes=5), waiting=9, kv_usage=0.99)
+    signals = {s["name"]: (s["engine_waiting"], s["kv_usage"]) for s in build_snapshot()["services"]}
+    # The newest service-wide point of the last minute; a point five minutes old says nothing now.
+    assert signals == {"busy": (4, 0.93), "stale": (None, None)}

@@ -103,7 +103,8 @@ SERVICES = [
         # A KV-cache CPU tier (engine_settings.kv_offload): a quarter of the H100 leaves the GPU about 29,000
         # tokens of KV cache, fewer than the 16 sessions' 2,700-token prefixes of the demo's `rag` load (Procfile),
         # so prefixes the GPU evicts come back from the 16 GiB tier (131,000 tokens): its KV cache panel shows
-        # both tiers.
+        # both tiers. It serves the same model as llama-8b-chat: a request naming the model is balanced between the
+        # two (gateway/names.py) and says so in x-gateway-model-rule; the demo's loads name each service.
         "acme",
         "llama-8b-rag",
         "llama-3-1-8b-instruct",
