@@ -262,6 +262,9 @@ def test_a_step_between_evaluations_is_met_at_once_at_the_panic_rate_and_kept_as
     assert pool(service).replicas == 8
     decision = ScalingDecision.objects.filter(service=service).latest("time")
     assert decision.reason.startswith("surge between evaluations (scale-up at +1000% / 15 s): ")
-    assert decision.reason.endswith("limited by max 8 → 8")
+    # The rules ask more than the maximum: the pool goes to it, and the decision says that it binds.
+    assert "limited by max 8 → 8; the maximum binds: the rules ask " in decision.reason
+    assert decision.reason.endswith(" replicas for the SLO, the pool's maximum is 8")
+    assert decision.raw_recommendation >= 15
     state.refresh_from_db()
     assert state.evaluations == evaluations and state.history["forecast"] == forecast
