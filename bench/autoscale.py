@@ -1,7 +1,8 @@
 """The built-in autoscaler against KEDA, an HPA and a fixed fleet, on seeded traffic replayed through
 kubesim's engine cores on a simulated clock (no real-time waiting).
 
-    .venv/bin/python bench/autoscale.py [--trace bursty|diurnal|spike|steady|coding|conversation] [--hours H]
+    .venv/bin/python bench/autoscale.py [--trace bursty|diurnal|spike|steady|coding|conversation|prod_conversation|
+        prod_coding] [--hours H]
         [--seed S] [--windows MINUTES] [--json]
     .venv/bin/python bench/autoscale.py --trace-file FILE [--format azure|burstgpt|jsonl] [--hours H] [--json]
 
@@ -25,7 +26,8 @@ tokens and arrivals per second, the last cold start) and decides with the same c
   the prompts' prefill floor) and ITL = the SLO, scale to zero after 300 s, with the replica's rates and so the
   signals replicas can change (`apps.autoscaling.signals`: queue time, prefill backlog and load, decode
   pressure, the load forecast a cold start ahead, the spike decay), and between evaluations each 5 s scrape
-  (`apps.autoscaling.surge`: a step in the load scaled up at once, at Knative's panic rate);
+  (`apps.autoscaling.surge`: a step in the load scaled up at once, at Knative's panic rate), never below what the
+  reactive rules alone ask (the floor, `apps.autoscaling.rules.evaluate`);
 - keda_queue: KEDA on sum(vllm:num_requests_waiting) threshold 5, polling 15 s, min 1, the HPA's default
   behavior (vLLM production stack's ScaledObject);
 - keda_queue_matched: the same at the cheapest threshold in 1…10 whose TTFT attainment reaches builtin's
@@ -36,7 +38,8 @@ tokens and arrivals per second, the last cold start) and decides with the same c
   absolute p95, no rates), for comparison.
 
 Traces: bursty, diurnal, spike, steady (synthetic shapes), coding and conversation (lengths shaped like the
-Azure LLM inference traces of 2023; see REAL_SHAPES), or a recorded file (--trace-file).
+Azure LLM inference traces of 2023; see REAL_SHAPES), prod_conversation and prod_coding (production-shaped:
+BurstGPT's bursty inter-arrivals and long-tailed lengths, `capacity.production`), or a recorded file (--trace-file).
 
 Prints GPU-hours, TTFT p50/p95, the share of requests meeting the TTFT budget (2 s plus the request's own
 prefill time on an idle replica: `slo_attainment`) and the absolute 2 s (`ttft_abs_attainment`), the ITL SLO
@@ -285,6 +288,9 @@ def main(argv=None) -> int:
            "aims": {"gpu_hours_saved_vs_matched_keda": round(saving, 3), "saving_aim_met": saving >= 0.30,
                     "builtin_ttft_slo_aim_met": goal >= TTFT_AIM,
                     "builtin_itl_slo_aim_met": results["builtin"]["itl_slo_attainment"] >= ITL_AIM,
+                    # No regression: builtin's TTFT-budget and ITL attainment at least the previous policy's.
+                    **{f"{name}_floor_met": results["builtin"][key] >= results["builtin_reactive"][key]
+                       for name, key in (("ttft", "slo_attainment"), ("itl", "itl_slo_attainment"))},
                     # ≤ 0.7× the matched threshold where one reaches builtin's attainment, else ≤ KEDA's best.
                     "gpu_hours_aim_met": results["builtin"]["gpu_hours"] <= (
                         0.7 if reaching else 1.0) * results["keda_queue_matched"]["gpu_hours"]},
@@ -314,6 +320,8 @@ def main(argv=None) -> int:
     for w in results["builtin"].get("windows", []):
         print(f"  builtin, from minute {w['start_min']:g}: {w['requests']} requests, budget "
               f"{w['slo_attainment']:.1%}, ITL {w['itl_slo_attainment']:.1%}")
+    print(f"floor (builtin >= builtin_reactive): TTFT budget {'met' if out['aims']['ttft_floor_met'] else 'NOT met'}, "
+          f"ITL {'met' if out['aims']['itl_floor_met'] else 'NOT met'}")
     matched_note = ("" if results["keda_queue_matched"]["matches"]
                     else " (no threshold in 1-10 reaches builtin's attainment)")
     print(f"builtin uses {saving:.0%} fewer GPU-hours than the matched KEDA threshold{matched_note}; "
