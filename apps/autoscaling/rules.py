@@ -456,11 +456,12 @@ def reactive(obs: Observation) -> Observation:
                    waiting_prompt_tokens=None, prompt_tokens_per_s=None, arrivals_per_s=None)
 
 
-def _with_floor(policy: PoolPolicy, obs: Observation, history: History, sig: Outcome, ev: Evaluation) -> Evaluation:
+def _with_floor(policy: PoolPolicy, obs: Observation, history: History, ev: Evaluation) -> Evaluation:
     """The pool never gets fewer replicas than the reactive rules alone would give it (the floor: the same policy on
-    `reactive(obs)`, with its own stabilization memory, the pool's scale events and the signals' verdict that a
-    burst is over); the signals' economical ask decides above it. Its raw recommendation is the higher ask."""
-    floor_sig = Outcome(forecast_state=history.forecast, decay=sig.decay, decay_words=sig.decay_words)
+    `reactive(obs)`, with its own stabilization memory and the pool's scale events, and without the spike decay,
+    which the reactive rules never had: a burst called over early let the pool down where they kept it); the
+    signals' economical ask decides above it. Its raw recommendation is the higher ask."""
+    floor_sig = Outcome(forecast_state=history.forecast)
     floor = _evaluate_once(policy, reactive(obs), replace(history, recommendations=history.floor_recommendations),
                            floor_sig, floor=True)
     if floor is None:
@@ -487,7 +488,7 @@ def evaluate(policy: PoolPolicy, obs: Observation, history: History) -> Evaluati
     sig = evaluate_signals(policy, obs, history.forecast, obs.period_s)
     ev = _evaluate_once(policy, obs, history, sig)
     if obs.rates is not None:
-        ev = _with_floor(policy, obs, history, sig, ev)
+        ev = _with_floor(policy, obs, history, ev)
     if ev.desired == policy.max_replicas and ev.raw > policy.max_replicas:
         ev = replace(ev, reason=f"{ev.reason}; the maximum binds: the rules ask {replica_count(ev.raw)} for the SLO, "
                                 f"the pool's maximum is {policy.max_replicas}")
