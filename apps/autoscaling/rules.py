@@ -1,5 +1,6 @@
 """The built-in autoscaler's decision for one pool: Kubernetes HPA (autoscaling/v2) rules, exactly, as pure
-functions, plus the LLM parts the HPA lacks (SLO guard, scale to zero and activation, cold start).
+functions, plus the LLM parts the HPA lacks (SLO guard, scale to zero and activation, cold start), the signals
+replicas can change (`signals`) and, under them, the reactive rules' decision as a floor (`evaluate`).
 
 Sources (reference/autoscaling-and-routing.md §1): kubernetes `pkg/controller/podautoscaler/
 replica_calculator.go` (calcPlainMetricReplicas, groupPods) and `horizontal.go` (reconcileAutoscaler,
