@@ -25,6 +25,7 @@ class ScalingRule(models.TextChoices):
     DECODE_PRESSURE = "decode_pressure", "Running sequences or KV-cache usage against decode capacity"
     FORECAST = "forecast", "Load forecast a cold start ahead"
     SPIKE_DECAY = "spike_decay", "Burst over: shorter scale-down window"
+    REACTIVE_FLOOR = "reactive_floor", "The reactive rules' ask: the floor under the signals"
     SCALE_UP_STABILIZED = "ScaleUpStabilized", "Scale-up stabilization window"
     SCALE_DOWN_STABILIZED = "ScaleDownStabilized", "Scale-down stabilization window"
     SCALE_UP_LIMIT = "ScaleUpLimit", "Scale-up rate policy"

@@ -263,6 +263,83 @@ def evaluate_service(service_id: int, now: datetime | None = None, other_gpus: C
             for pool in pools]
 
 
+def _observe(service: InferenceService, state: PoolAutoscalerState, target: Target, multi_pool: bool,
+             now: datetime) -> tuple[Observation, dict, int]:
+    """What the rules see of one target now (its cold start tracked first), the latest stored row and the requests
+    the gateway holds for it at zero."""
+    pool = target.pool
+    latest = _latest(service, target.series_role or _series_role(service, pool, multi_pool), now)
+    _track_cold_start(state, target.replicas, latest)
+    pending, at_gateway = _pending_activation(service, now) if target.replicas == 0 else (0, 0)
+    rates = target.rates() if target.rates else pool_rates(service, pool)
+    obs = Observation(
+        t=now.timestamp(), replicas=target.replicas, pods=_pods(service, target, now),
+        ttft_p95_s=latest["ttft_p95"], itl_p95_s=latest["itl_p95"],
+        idle_for_s=_idle_for(service, state, now) if target.min_replicas == 0 else None,
+        pending_activation=pending, cold_start_s=state.cold_start_s, rates=rates,
+        **_target_load(service, target, now, rates), period_s=float(settings.AUTOSCALE_SECONDS),
+    )
+    return obs, latest, at_gateway
+
+
+def _decision_signals(obs: Observation, latest: dict, at_gateway: int, forecast) -> dict:
+    """What a decision stores of the figures it read."""
+    return {"ttft_p95_s": obs.ttft_p95_s, "itl_p95_s": obs.itl_p95_s, "idle_for_s": obs.idle_for_s,
+            "pending_activation": obs.pending_activation, "activation_at_gateway": at_gateway,
+            "ready_replicas": latest["ready"],
+            # Which TTFT the guard judges: above the prompts' prefill floor where it is measured.
+            "ttft_definition": "budget" if obs.ttft_floor_p95_s is not None else "absolute_p95",
+            "ttft_floor_p95_s": obs.ttft_floor_p95_s, "queue_time_p95_s": obs.queue_time_p95_s,
+            "waiting_prompt_tokens": obs.waiting_prompt_tokens, "arrivals_per_s": obs.arrivals_per_s,
+            "prompt_tokens_per_s": obs.prompt_tokens_per_s,
+            "rates": obs.rates.as_dict() if obs.rates is not None else None, "forecast": _forecast_dict(forecast)}
+
+
+@dataclass
+class _Act:
+    """What an evaluation did: the count, the action (None: nothing to record), the rule, why, and the history."""
+
+    desired: int
+    action: str | None
+    rule: str
+    reason: str
+    history: History
+    generation: int | None = None
+
+
+def _act(service, target: Target, state: PoolAutoscalerState, ev, policy, signals: dict, now: datetime,
+         act: _Act) -> None:
+    """Make a change the evaluation asks for, within the tenant's quota and the free GPUs, and record it."""
+    if act.desired > ev.current:
+        allowed, bound_rule, words, figures = _bound(service, target, ev.current, act.desired)
+        signals |= figures
+        if allowed <= ev.current:
+            act.desired, act.action, act.rule = ev.current, ScalingAction.BLOCKED, bound_rule
+            act.reason = f"{act.reason}; blocked by {words}"
+        elif allowed < act.desired:
+            act.desired, act.rule = allowed, bound_rule
+            act.reason = f"{act.reason}; bounded by {words} → {allowed}"
+    if act.action is None:
+        try:
+            act.generation = target.scale(act.desired)
+            act.action = ScalingAction.SCALED
+        except (ServiceDeleting, ValidationError) as exc:
+            act.desired, act.action, act.rule = ev.current, ScalingAction.BLOCKED, ScalingRule.SCALE_FAILED
+            act.reason = f"{act.reason}; the scale failed: {exc}"
+    if act.action != ScalingAction.SCALED:
+        return
+    act.history = record_scale(act.history, ev.t, ev.current, act.desired, policy.longest_period_s)
+    state.last_scaled_at = now
+    if act.desired > ev.current:
+        if state.scale_up_started_at is None:
+            state.scale_up_started_at = now
+        state.scale_up_target = act.desired
+        # The stable replicas queue for GPUs; a canary unit is counted by the rollout's own bound.
+        admission = after_scale_up(service, target.pool.role, act.desired) if target.revision is None else ""
+        if admission:
+            act.reason, signals["admission"] = f"{act.reason}; {admission}", admission
+
+
 def evaluate_target(service: InferenceService, key: str, load: Callable[[], Target], multi_pool: bool,
                     now: datetime, between: bool = False) -> PoolOutcome:
     """Evaluate one target (its autoscaler state is `key`); `load` reads its replicas once that state is locked,
@@ -274,92 +351,45 @@ def evaluate_target(service: InferenceService, key: str, load: Callable[[], Targ
         target = load()
         pool = target.pool
         policy = pool_policy(service.autoscaling, pool.role, target.min_replicas, target.max_replicas)
-        latest = _latest(service, target.series_role or _series_role(service, pool, multi_pool), now)
-        _track_cold_start(state, target.replicas, latest)
-        pending, at_gateway = _pending_activation(service, now) if target.replicas == 0 else (0, 0)
-        rates = target.rates() if target.rates else pool_rates(service, pool)
-        signals = _target_load(service, target, now, rates)
-        obs = Observation(
-            t=now.timestamp(), replicas=target.replicas, pods=_pods(service, target, now),
-            ttft_p95_s=latest["ttft_p95"], itl_p95_s=latest["itl_p95"],
-            idle_for_s=_idle_for(service, state, now) if target.min_replicas == 0 else None,
-            pending_activation=pending,
-            cold_start_s=state.cold_start_s, rates=rates, **signals, period_s=float(settings.AUTOSCALE_SECONDS),
-        )
+        obs, latest, at_gateway = _observe(service, state, target, multi_pool, now)
         if between:
             ev = surge(policy, obs, History.from_dict(state.history))
             if ev is None:
                 return PoolOutcome(pool.role, target.replicas, target.replicas, None, "")
         else:
             ev = evaluate(policy, obs, History.from_dict(state.history))
-        history, desired, action, rule, reason = ev.history, ev.desired, None, ev.rule, ev.reason
+        act = _Act(ev.desired, None, ev.rule, ev.reason, ev.history)
         # Sleep instead of zero (apps/autoscaling/sleeping.py): a sleeping pool keeps its replicas.
-        canary = target.revision is not None
-        step = None if between else idle_step(service, pool, ev, obs, state.cold_start_s, now, canary)
+        step = None if between else idle_step(service, pool, ev, obs, state.cold_start_s, now,
+                                               target.revision is not None)
         if step is not None:
-            desired, rule, reason = step.desired, step.rule, step.reason
+            act.desired, act.rule, act.reason = step.desired, step.rule, step.reason
         if target.words:
-            reason = f"{target.words}: {reason}"
-        if rule == ScalingRule.ACTIVATION and at_gateway:
-            reason = f"{reason} (held at the gateway: {at_gateway})"
-        signals = {"ttft_p95_s": obs.ttft_p95_s, "itl_p95_s": obs.itl_p95_s, "idle_for_s": obs.idle_for_s,
-                   "pending_activation": obs.pending_activation, "activation_at_gateway": at_gateway,
-                   "ready_replicas": latest["ready"],
-                   # Which TTFT the guard judges: above the prompts' prefill floor where it is measured.
-                   "ttft_definition": "budget" if obs.ttft_floor_p95_s is not None else "absolute_p95",
-                   "ttft_floor_p95_s": obs.ttft_floor_p95_s, "queue_time_p95_s": obs.queue_time_p95_s,
-                   "waiting_prompt_tokens": obs.waiting_prompt_tokens, "arrivals_per_s": obs.arrivals_per_s,
-                   "prompt_tokens_per_s": obs.prompt_tokens_per_s,
-                   "rates": obs.rates.as_dict() if obs.rates is not None else None,
-                   "forecast": _forecast_dict(ev.forecast)}
-        generation = None
+            act.reason = f"{target.words}: {act.reason}"
+        if act.rule == ScalingRule.ACTIVATION and at_gateway:
+            act.reason = f"{act.reason} (held at the gateway: {at_gateway})"
+        signals = _decision_signals(obs, latest, at_gateway, ev.forecast)
         if step is not None and step.desired == ev.current:
-            action = step.action  # put to sleep, woken, or asleep (None: counted, not stored)
+            act.action = step.action  # put to sleep, woken, or asleep (None: counted, not stored)
         elif ev.changes:
-            if desired > ev.current:
-                allowed, bound_rule, words, figures = _bound(service, target, ev.current, desired)
-                signals |= figures
-                if allowed <= ev.current:
-                    desired, action, rule = ev.current, ScalingAction.BLOCKED, bound_rule
-                    reason = f"{reason}; blocked by {words}"
-                elif allowed < desired:
-                    desired, rule = allowed, bound_rule
-                    reason = f"{reason}; bounded by {words} → {allowed}"
-            if action is None:
-                try:
-                    generation = target.scale(desired)
-                    action = ScalingAction.SCALED
-                except (ServiceDeleting, ValidationError) as exc:
-                    desired, action, rule = ev.current, ScalingAction.BLOCKED, ScalingRule.SCALE_FAILED
-                    reason = f"{reason}; the scale failed: {exc}"
-            if action == ScalingAction.SCALED:
-                history = record_scale(history, obs.t, ev.current, desired, policy.longest_period_s)
-                state.last_scaled_at = now
-                if desired > ev.current:
-                    if state.scale_up_started_at is None:
-                        state.scale_up_started_at = now
-                    state.scale_up_target = desired
-                    # The stable replicas queue for GPUs; a canary unit is counted by the rollout's own bound.
-                    admission = after_scale_up(service, pool.role, desired) if target.revision is None else ""
-                    if admission:
-                        reason, signals["admission"] = f"{reason}; {admission}", admission
+            _act(service, target, state, ev, policy, signals, now, act)
         elif ev.held:
-            action = ScalingAction.HELD
-        if action is None:
+            act.action = ScalingAction.HELD
+        if act.action is None:
             state.unchanged += 1
         else:
             ScalingDecision.objects.create(
                 service=service, pool=pool.role, revision=target.revision, time=now, current_replicas=ev.current,
-                desired_replicas=desired,
+                desired_replicas=act.desired,
                 raw_recommendation=ev.raw, stabilized=ev.stabilized, limited=ev.limited,
-                metrics=[m.as_dict() for m in ev.metrics], signals=signals, rule=rule, action=action,
-                reason=reason, cold_start_s=state.cold_start_s, generation=generation,
+                metrics=[m.as_dict() for m in ev.metrics], signals=signals, rule=act.rule, action=act.action,
+                reason=act.reason, cold_start_s=state.cold_start_s, generation=act.generation,
             )
-        state.history = history.as_dict()
+        state.history = act.history.as_dict()
         state.evaluations += 0 if between else 1
         state.last_evaluated_at = now
         state.save()
-    return PoolOutcome(pool.role, ev.current, desired, action, reason)
+    return PoolOutcome(pool.role, ev.current, act.desired, act.action, act.reason)
 
 
 def _forecast_dict(forecast) -> dict | None:

@@ -1,5 +1,6 @@
 """The built-in autoscaler's decision for one pool: Kubernetes HPA (autoscaling/v2) rules, exactly, as pure
-functions, plus the LLM parts the HPA lacks (SLO guard, scale to zero and activation, cold start).
+functions, plus the LLM parts the HPA lacks (SLO guard, scale to zero and activation, cold start), the signals
+replicas can change (`signals`) and, under them, the reactive rules' decision as a floor (`evaluate`).
 
 Sources (reference/autoscaling-and-routing.md §1): kubernetes `pkg/controller/podautoscaler/
 replica_calculator.go` (calcPlainMetricReplicas, groupPods) and `horizontal.go` (reconcileAutoscaler,
@@ -15,7 +16,8 @@ import math
 from dataclasses import dataclass, field, replace
 
 from apps.autoscaling.choices import ScalingRule
-from apps.autoscaling.signals import DECAY_WINDOW_S, QUEUED, evaluate_signals
+from apps.autoscaling.guard import metric_words, prefill_floor_words, replica_count, slo_guard
+from apps.autoscaling.signals import DECAY_WINDOW_S, QUEUED, Outcome, evaluate_signals
 from apps.serving.choices import PolicySelect, RatePolicyType
 from apps.serving.scaling_policy import PoolPolicy, ScalingRules
 
@@ -61,18 +63,21 @@ class History:
     scale_up_events: tuple[tuple[float, int], ...] = ()
     scale_down_events: tuple[tuple[float, int], ...] = ()
     forecast: dict = field(default_factory=dict)  # the load forecast's state (`forecast.update`)
+    floor_recommendations: tuple[tuple[float, int], ...] = ()  # the reactive floor's own (`evaluate`)
 
     def as_dict(self) -> dict:
         return {"recommendations": [list(r) for r in self.recommendations],
                 "scale_up_events": [list(e) for e in self.scale_up_events],
-                "scale_down_events": [list(e) for e in self.scale_down_events], "forecast": self.forecast}
+                "scale_down_events": [list(e) for e in self.scale_down_events], "forecast": self.forecast,
+                "floor_recommendations": [list(r) for r in self.floor_recommendations]}
 
     @classmethod
     def from_dict(cls, data: dict | None) -> History:
         data = data or {}
         return cls(*(tuple((float(t), int(n)) for t, n in data.get(k, []))
                      for k in ("recommendations", "scale_up_events", "scale_down_events")),
-                   forecast=dict(data.get("forecast") or {}))
+                   forecast=dict(data.get("forecast") or {}),
+                   floor_recommendations=tuple((float(t), int(n)) for t, n in data.get("floor_recommendations", [])))
 
 
 @dataclass(frozen=True)
@@ -284,171 +289,129 @@ SIGNAL_RULES = {"queue_time_p95_s": ScalingRule.QUEUE_TIME, "prefill_backlog_s":
 
 # --- the decision -----------------------------------------------------------------------------------------
 
-_LABELS = {
-    "waiting_requests_per_replica": ("waiting", " per replica"),
-    "running_requests_per_replica": ("running", " per replica"),
-    "kv_cache_usage": ("KV-cache usage", ""),
-    "prompt_tokens_per_s_per_replica": ("prompt tokens/s", " per replica"),
-    "generation_tokens_per_s_per_replica": ("generated tokens/s", " per replica"),
-}
+def _bounds_or_idle(policy: PoolPolicy, obs: Observation, history: History) -> Evaluation | None:
+    """The decisions made without metrics (None: none applies): a count outside the bounds goes straight to the
+    bound (reconcileAutoscaler), zero replicas stay or activate, and an idle serverless pool scales to zero.
 
-
-def replica_count(n: int) -> str:
-    """`1 replica`, `3 replicas`: reasons are read by people."""
-    return f"{n} replica" if n == 1 else f"{n} replicas"
-
-
-def _fmt(value: float) -> str:
-    return f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}" if abs(value) < 1000 else f"{value:.0f}"
-
-
-def metric_words(m: MetricResult) -> str:
-    label, per = _LABELS.get(m.name, (m.name, ""))
-    if m.value is None:
-        return f"{label}: no pod reported it"
-    sign = ">" if m.ratio > 1 else "<" if m.ratio < 1 else "="
-    missing = f", {m.missing} pod(s) without it" if m.missing else ""
-    return f"{label} {_fmt(m.value)}{per} {sign} target {_fmt(m.target)} (×{m.ratio:.2f}{missing})"
-
-
-def prefill_floor_words(policy: PoolPolicy, obs: Observation) -> str:
-    """Why a TTFT p95 over its target asks for no replica: it is the prompts' own prefill time (its floor),
-    and the part above the floor is within the target taken as a queueing allowance. Empty otherwise."""
-    value, floor, target = obs.ttft_p95_s, obs.ttft_floor_p95_s, policy.ttft_p95_s
-    if value is None or floor is None or target is None or value <= target or value - floor > target:
-        return ""
-    return (f"TTFT p95 {_fmt(value)} s is the prompts' own prefill time (floor {_fmt(floor)} s): more replicas "
-            "would not help")
-
-
-def _slo_guard(policy: PoolPolicy, obs: Observation, drains: str = "") -> tuple[int | None, int | None, str]:
-    """(scale-up recommendation, floor, words) from TTFT / ITL p95 against their targets.
-
-    Where the prompts' prefill floor is known, TTFT is judged by the part above it (the per-request budget:
-    the target as a queueing allowance plus the prompt's own prefill time), so long prompts alone never
-    ask for replicas (`prefill_floor_words`)."""
-    up, floor, words = None, None, ""
-    for label, value, target in (("TTFT p95", obs.ttft_p95_s, policy.ttft_p95_s),
-                                 ("ITL p95", obs.itl_p95_s, policy.itl_p95_s)):
-        if value is None or target is None or obs.replicas == 0:
-            continue
-        if label == "ITL p95" and obs.rates is not None:
-            continue  # decode pressure (signals) models what a replica more does to ITL; its p95 alone cannot
-        if label == "TTFT p95" and obs.ttft_floor_p95_s is not None:
-            value = max(value - obs.ttft_floor_p95_s, 0.0)
-            label = "TTFT p95 above the prefill floor"
-        ratio = value / target
-        if ratio > 1.0 and label != "ITL p95" and drains:
-            # A TTFT made in a queue that is gone before a new replica could serve: no replica, no scale-down.
-            floor = obs.replicas if floor is None else floor
-            words = words or f"{label} {_fmt(value)} s > target {_fmt(target)} s, but {drains}: no scale-up"
-            continue
-        if ratio > 1.0:
-            # Latency does not fall in proportion to replicas; ask for one more, up to double, per evaluation.
-            wanted = max(obs.replicas + 1, math.ceil(obs.replicas * min(ratio, 2.0)))
-            if up is None or wanted > up:
-                up, words = wanted, f"{label} {_fmt(value)} s > target {_fmt(target)} s (×{ratio:.2f})"
-        elif ratio > policy.slo_scale_down_below and floor is None:
-            floor = obs.replicas
-            words = words or f"{label} {_fmt(value)} s is {ratio:.0%} of target {_fmt(target)} s: no scale-down"
-    return up, floor, words
-
-
-def evaluate(policy: PoolPolicy, obs: Observation, history: History) -> Evaluation:
-    """One evaluation of one pool, as the HPA's reconcileAutoscaler with behaviors does it, plus the SLO
-    guard, scale to zero (serverless, min 0) and activation."""
+    Scale to zero: idle for the window, unless the measured cold start is longer than the idle gap so far (an idle
+    period that has lasted T is expected to last about T more; a longer cold start costs more latency than the GPU
+    time it saves)."""
     current = obs.replicas
-    low = max(policy.min_replicas, 1)  # the metric path never reaches 0; only the idle rule does
 
-    def done(raw, stabilized, limited, rule, reason, metrics=(), hist=history):
-        held = limited == current and raw != current
-        return Evaluation(obs.t, current, raw, stabilized, limited, limited, rule, reason, tuple(metrics), hist, held)
+    def done(raw, limited, rule, reason):
+        return Evaluation(obs.t, current, raw, limited, limited, limited, rule, reason, (), history,
+                          limited == current and raw != current)
 
-    # Outside the bounds: straight to the bound, without metrics (reconcileAutoscaler).
     if current > policy.max_replicas:
         n = policy.max_replicas
-        return done(n, n, n, ScalingRule.TOO_MANY_REPLICAS, f"{replica_count(current)} above max {n} → {n}")
+        return done(n, n, ScalingRule.TOO_MANY_REPLICAS, f"{replica_count(current)} above max {n} → {n}")
     if current == 0:
         if policy.min_replicas > 0:
             n = policy.min_replicas
-            return done(n, n, n, ScalingRule.TOO_FEW_REPLICAS, f"0 replicas below min {n} → {n}")
+            return done(n, n, ScalingRule.TOO_FEW_REPLICAS, f"0 replicas below min {n} → {n}")
         if obs.pending_activation > 0:
-            return done(1, 1, 1, ScalingRule.ACTIVATION,
+            return done(1, 1, ScalingRule.ACTIVATION,
                         f"{obs.pending_activation} request(s) held at zero replicas → 1 replica")
-        return done(0, 0, 0, ScalingRule.IDLE_TO_ZERO, "scaled to zero; no request waiting for activation")
+        return done(0, 0, ScalingRule.IDLE_TO_ZERO, "scaled to zero; no request waiting for activation")
     if current < policy.min_replicas:
         n = policy.min_replicas
-        return done(n, n, n, ScalingRule.TOO_FEW_REPLICAS, f"{replica_count(current)} below min {n} → {n}")
-
-    # Scale to zero: idle for the window, unless the measured cold start is longer than the idle gap so far
-    # (an idle period that has lasted T is expected to last about T more; a longer cold start costs more
-    # latency than the GPU time it saves).
+        return done(n, n, ScalingRule.TOO_FEW_REPLICAS, f"{replica_count(current)} below min {n} → {n}")
     if policy.min_replicas == 0 and policy.scale_to_zero_after_s and obs.idle_for_s is not None \
             and obs.idle_for_s >= policy.scale_to_zero_after_s:
         if obs.cold_start_s is not None and obs.cold_start_s > obs.idle_for_s:
-            return done(0, current, current, ScalingRule.COLD_START,
+            return done(0, current, ScalingRule.COLD_START,
                         f"idle {obs.idle_for_s:.0f} s, but the last cold start took {obs.cold_start_s:.0f} s: "
                         f"kept {current}")
         cold = f"; last cold start {obs.cold_start_s:.0f} s" if obs.cold_start_s is not None else ""
-        return done(0, 0, 0, ScalingRule.IDLE_TO_ZERO,
+        return done(0, 0, ScalingRule.IDLE_TO_ZERO,
                     f"no arrivals, running or waiting requests for {obs.idle_for_s:.0f} s → 0 replicas{cold}")
+    return None
 
-    sig = evaluate_signals(policy, obs, history.forecast, obs.period_s)
-    history = replace(history, forecast=sig.forecast_state)
+
+@dataclass
+class _Ask:
+    """The recommendation being built: replicas, the rule that set them, why, and the metrics behind them."""
+
+    raw: int
+    rule: str
+    why: str
+    words: str
+    results: list
+    drained: bool = False
+
+
+def _metric_ask(policy: PoolPolicy, obs: Observation, sig) -> _Ask:
+    """The HPA's recommendation from the pool's metrics (the max over them; a missing metric blocks a
+    scale-down). Queue measures ask for no replica while the current replicas drain the queue first."""
+    current = obs.replicas
     results = [metric_replicas(m.name, m.target, current, obs.pods, policy.tolerance) for m in policy.metrics]
-    drained = sig.drains and any(r.name in QUEUED and (r.replicas or 0) > current for r in results)
+    drained = bool(sig.drains) and any(r.name in QUEUED and (r.replicas or 0) > current for r in results)
     if drained:  # work already waiting that the current replicas finish before a new one could start
         results = [replace(r, replicas=min(r.replicas, current)) if r.name in QUEUED and r.replicas else r
                    for r in results]
     valid = [r for r in results if r.replicas is not None]
     words = "; ".join(metric_words(r) for r in results)
-    if valid:
-        top = max(valid, key=lambda r: r.replicas)
-        raw = top.replicas
-        if raw > current:
-            rule, why = ScalingRule.METRIC, metric_words(top)
-        elif raw < current:
-            rule, why = ScalingRule.METRIC, "all metrics below target: " + words
-        elif all(abs(1.0 - r.ratio) <= policy.tolerance for r in valid):
-            rule, why = ScalingRule.TOLERANCE, "within tolerance: " + words
-        else:
-            # The HPA's missing-pod rule: pods without the metric counted as 0 (up) or the target (down)
-            # bring the ratio within tolerance or reverse its direction, so the count stays.
-            rule, why = ScalingRule.METRIC, "no change once pods without metrics are counted: " + words
-        if len(valid) < len(results) and raw < current:
-            # A metric failed and the others point down: do not scale (the HPA's rule).
-            raw, rule, why = current, ScalingRule.NO_METRICS, "a metric is missing, so no scale-down: " + words
+    if not valid:
+        return _Ask(current, ScalingRule.NO_METRICS, words or "no metrics configured", words, results, drained)
+    top = max(valid, key=lambda r: r.replicas)
+    raw = top.replicas
+    if raw > current:
+        rule, why = ScalingRule.METRIC, metric_words(top)
+    elif raw < current:
+        rule, why = ScalingRule.METRIC, "all metrics below target: " + words
+    elif all(abs(1.0 - r.ratio) <= policy.tolerance for r in valid):
+        rule, why = ScalingRule.TOLERANCE, "within tolerance: " + words
     else:
-        raw, rule, why = current, ScalingRule.NO_METRICS, words or "no metrics configured"
+        # The HPA's missing-pod rule: pods without the metric counted as 0 (up) or the target (down) bring the
+        # ratio within tolerance or reverse its direction, so the count stays.
+        rule, why = ScalingRule.METRIC, "no change once pods without metrics are counted: " + words
+    if len(valid) < len(results) and raw < current:
+        # A metric failed and the others point down: do not scale (the HPA's rule).
+        raw, rule, why = current, ScalingRule.NO_METRICS, "a metric is missing, so no scale-down: " + words
+    return _Ask(raw, rule, why, words, results, drained)
 
+
+def _signal_ask(ask: _Ask, obs: Observation, sig, any_valid: bool) -> None:
+    """The signals' replicas raise the metrics' ask (or stand alone without metrics); their words join it."""
     top = sig.top
-    if top is not None:
-        results += [MetricResult(s.name, s.value, s.target, s.value / s.target if s.target else None, s.replicas)
+    if top is None:
+        return
+    ask.results += [MetricResult(s.name, s.value, s.target, s.value / s.target if s.target else None, s.replicas)
                     for s in sig.signals]
-        if not valid or top.replicas > raw or (raw < current and rule != ScalingRule.NO_METRICS):
-            top_words = "; ".join(s.words for s in sig.signals)
-            if not valid or top.replicas > raw:
-                raw, rule = top.replicas, SIGNAL_RULES[top.name]
-                why = top.words if top.replicas > current else f"signals: {top_words}"
-            words = f"{words}; {top_words}" if words else top_words
-    guard_up, guard_floor, guard_words = _slo_guard(policy, obs, sig.drains)
-    floor_words = prefill_floor_words(policy, obs)
-    if guard_up is not None and guard_up > raw:
-        raw, rule, why = guard_up, ScalingRule.SLO_GUARD, f"{guard_words}; {words}" if words else guard_words
-    elif guard_floor is not None and raw < guard_floor:
-        raw, rule, why = guard_floor, ScalingRule.SLO_GUARD, guard_words
-    elif floor_words and raw == current:
-        rule, why = ScalingRule.PREFILL_FLOOR, f"{floor_words}; holding at {current}; {why}"
+    if any_valid and top.replicas <= ask.raw and not (ask.raw < obs.replicas and ask.rule != ScalingRule.NO_METRICS):
+        return
+    top_words = "; ".join(s.words for s in sig.signals)
+    if not any_valid or top.replicas > ask.raw:
+        ask.raw, ask.rule = top.replicas, SIGNAL_RULES[top.name]
+        ask.why = top.words if top.replicas > obs.replicas else f"signals: {top_words}"
+    ask.words = f"{ask.words}; {top_words}" if ask.words else top_words
 
-    if drained and raw <= current and rule not in (ScalingRule.SLO_GUARD, ScalingRule.PREFILL_FLOOR):
-        rule, why = ScalingRule.PREFILL_BACKLOG, f"{sig.drains}, so the queue asks for no replica: {words}"
+
+def _guard_ask(ask: _Ask, policy: PoolPolicy, obs: Observation, sig) -> None:
+    """The SLO guard raises the ask or holds it from a scale-down; a TTFT at the prompts' own prefill time, or a
+    queue the replicas drain before a new one could serve, says why no replica comes."""
+    guard_up, guard_floor, guard_words = slo_guard(policy, obs, sig.drains)
+    floor_words = prefill_floor_words(policy, obs)
+    if guard_up is not None and guard_up > ask.raw:
+        ask.raw, ask.rule = guard_up, ScalingRule.SLO_GUARD
+        ask.why = f"{guard_words}; {ask.words}" if ask.words else guard_words
+    elif guard_floor is not None and ask.raw < guard_floor:
+        ask.raw, ask.rule, ask.why = guard_floor, ScalingRule.SLO_GUARD, guard_words
+    elif floor_words and ask.raw == obs.replicas:
+        ask.rule, ask.why = ScalingRule.PREFILL_FLOOR, f"{floor_words}; holding at {obs.replicas}; {ask.why}"
+    if ask.drained and ask.raw <= obs.replicas and ask.rule not in (ScalingRule.SLO_GUARD, ScalingRule.PREFILL_FLOOR):
+        ask.rule, ask.why = ScalingRule.PREFILL_BACKLOG, f"{sig.drains}, so the queue asks for no replica: {ask.words}"
+
+
+def _settle(policy: PoolPolicy, obs: Observation, history: History, ask: _Ask, sig) -> Evaluation:
+    """Stabilize and rate-limit the ask (with the short scale-down window once a burst is over), and say how."""
+    current, raw, rule, why = obs.replicas, ask.raw, ask.rule, ask.why
     steer = policy
     if sig.decay and raw < current:
         window = min(policy.scale_down.stabilization_window_s, DECAY_WINDOW_S)
         steer = replace(policy, scale_down=replace(policy.scale_down, stabilization_window_s=window))
-    stabilized, limited, hist, limit_rule, limit_words = normalize(steer, history, obs.t, current, raw)
-    if sig.decay and raw < current:
         why = f"{why}; {sig.decay_words}"
+    stabilized, limited, hist, limit_rule, limit_words = normalize(steer, history, obs.t, current, raw)
     if stabilized != raw:
         direction = ScalingRule.SCALE_UP_STABILIZED if raw >= current else ScalingRule.SCALE_DOWN_STABILIZED
         window = (steer.scale_up if raw >= current else steer.scale_down).stabilization_window_s
@@ -460,9 +423,74 @@ def evaluate(policy: PoolPolicy, obs: Observation, history: History) -> Evaluati
         why = f"{why} → {replica_count(limited)}"
     if sig.decay and limited < current and limited == stabilized:
         rule = ScalingRule.SPIKE_DECAY  # the short window let this scale-down through
-    held = limited == current and min(max(raw, low), policy.max_replicas) != current
+    held = limited == current and min(max(raw, max(policy.min_replicas, 1)), policy.max_replicas) != current
     # A TTFT over its target that the floor rule holds, or a queue drained before a replica could come, is kept
     # like a held change: it says why no replica came.
-    held = held or (limited == current and (rule == ScalingRule.PREFILL_FLOOR or bool(drained)))
-    return Evaluation(obs.t, current, raw, stabilized, limited, limited, rule, why, tuple(results), hist, held,
+    held = held or (limited == current and (rule == ScalingRule.PREFILL_FLOOR or ask.drained))
+    return Evaluation(obs.t, current, raw, stabilized, limited, limited, rule, why, tuple(ask.results), hist, held,
                       sig.forecast)
+
+
+def _evaluate_once(policy: PoolPolicy, obs: Observation, history: History, sig: Outcome,
+                   floor: bool = False) -> Evaluation | None:
+    """One evaluation by one set of rules: the bounds and idle rules, else the metrics' ask raised by the signals
+    (`sig`) and the SLO guard, stabilized and rate-limited. `floor`: None where neither a metric nor the guard
+    asks anything (the reactive rules have nothing to go on, so they set no floor)."""
+    decided = _bounds_or_idle(policy, obs, history)
+    if decided is not None:
+        return decided
+    history = replace(history, forecast=sig.forecast_state)
+    ask = _metric_ask(policy, obs, sig)
+    _signal_ask(ask, obs, sig, any(r.replicas is not None for r in ask.results))
+    _guard_ask(ask, policy, obs, sig)
+    if floor and ask.rule == ScalingRule.NO_METRICS:
+        return None
+    return _settle(policy, obs, history, ask, sig)
+
+
+def reactive(obs: Observation) -> Observation:
+    """What the reactive rules see of an observation: no replica rates, so none of the signals, and TTFT as an
+    absolute p95, as they judged it before the signals (replicas added for long prompts take prefills off the
+    decodes, which ITL needs). ITL stays with the decode-pressure signal above the floor, since a token time's p95
+    alone does not say what a replica more does to it."""
+    return replace(obs, rates=None, ttft_floor_p95_s=None, itl_p95_s=None, queue_time_p95_s=None,
+                   waiting_prompt_tokens=None, prompt_tokens_per_s=None, arrivals_per_s=None)
+
+
+def _with_floor(policy: PoolPolicy, obs: Observation, history: History, ev: Evaluation) -> Evaluation:
+    """The pool never gets fewer replicas than the reactive rules alone would give it (the floor: the same policy on
+    `reactive(obs)`, with its own stabilization memory and the pool's scale events, and without the spike decay,
+    which the reactive rules never had: a burst called over early let the pool down where they kept it); the
+    signals' economical ask decides above it. Its raw recommendation is the higher ask."""
+    floor_sig = Outcome(forecast_state=history.forecast)
+    floor = _evaluate_once(policy, reactive(obs), replace(history, recommendations=history.floor_recommendations),
+                           floor_sig, floor=True)
+    if floor is None:
+        return ev
+    ask = max(ev.raw, floor.raw)
+    if floor.desired > ev.desired:
+        return replace(ev, raw=ask, stabilized=max(ev.stabilized, floor.stabilized), limited=floor.limited,
+                       desired=floor.desired, rule=ScalingRule.REACTIVE_FLOOR,
+                       reason=f"{floor.reason}; the reactive rules' ask is the floor (the signals ask "
+                              f"{replica_count(ev.desired)}: {ev.reason})",
+                       held=floor.limited == ev.current and floor.held,
+                       history=replace(ev.history, floor_recommendations=floor.history.recommendations))
+    return replace(ev, raw=ask, history=replace(ev.history, floor_recommendations=floor.history.recommendations))
+
+
+def evaluate(policy: PoolPolicy, obs: Observation, history: History) -> Evaluation:
+    """One evaluation of one pool, as the HPA's reconcileAutoscaler with behaviors does it, plus the SLO guard,
+    scale to zero (serverless, min 0) and activation. With the replica's rates (the signals) the reactive rules'
+    decision is its floor (`_with_floor`): saving GPU-hours never costs attainment the reactive rules would keep.
+    Where the ask passes the pool's maximum, the pool goes to the maximum and the decision says that it binds."""
+    decided = _bounds_or_idle(policy, obs, history)
+    if decided is not None:
+        return decided
+    sig = evaluate_signals(policy, obs, history.forecast, obs.period_s)
+    ev = _evaluate_once(policy, obs, history, sig)
+    if obs.rates is not None:
+        ev = _with_floor(policy, obs, history, ev)
+    if ev.desired == policy.max_replicas and ev.raw > policy.max_replicas:
+        ev = replace(ev, reason=f"{ev.reason}; the maximum binds: the rules ask {replica_count(ev.raw)} for the SLO, "
+                                f"the pool's maximum is {policy.max_replicas}")
+    return ev

@@ -140,97 +140,119 @@ def dispersion(counts: list[float]) -> float | None:
     return sum((b - a) ** 2 for a, b in pairwise(counts)) / (2 * (len(counts) - 1)) / mean
 
 
+def _queue_signal(obs, n: int, allowance: float) -> Signal | None:
+    """Queue time p95 against half the TTFT allowance (None: not measured, or a burst already served)."""
+    if obs.queue_time_p95_s is None or not (obs.waiting_prompt_tokens is None or obs.waiting_prompt_tokens > 0
+                                            or obs.queue_time_p95_s <= allowance / 2):
+        # (A queue time over target with nothing waiting any more was a burst already served: no replica.)
+        return None
+    q, target = obs.queue_time_p95_s, allowance / 2
+    wanted = max(n + 1, math.ceil(n * min(q / target, 2.0))) if q > target else n if q > target / 4 else 1
+    return Signal("queue_time_p95_s", q, target, wanted, f"queue time p95 {q:.2f} s {'>' if q > target else '≤'} "
+                                                         f"{target:.2f} s")
+
+
+def _backlog_signal(obs, n: int, rate: float, allowance: float) -> tuple[Signal | None, str]:
+    """Prompt tokens waiting against the replicas' prefill rate, and why the queue asks for no replica ("": it may).
+
+    Replicas asked now serve a cold start later: only the backlog the current replicas' spare rate has not drained
+    by then asks for any, enough for all of them to drain it within half the allowance."""
+    if obs.waiting_prompt_tokens is None:
+        return None, ""
+    w, cold = obs.waiting_prompt_tokens, obs.cold_start_s or 0.0
+    left = w - max(n * rate - (obs.prompt_tokens_per_s or 0.0), 0.0) * cold
+    wanted = _ceil(left / (rate * allowance / 2)) if left > 0 else 1
+    words = (f"{w:.0f} prompt tokens waiting = {w / (n * rate):.2f} s of prefill at {n} replica(s), "
+             f"{max(left, 0):.0f} left after a {cold:.0f} s cold start (drain within {allowance / 2:.2f} s)")
+    drains = ""
+    if left <= 0 and obs.cold_start_s is not None:
+        # A queue (or a TTFT p95 made in one) that is gone before a new replica serves asks for none.
+        drains = (f"the {n} replica(s) drain the {w:.0f} prompt tokens waiting before a replica asked now "
+                  f"would serve ({cold:.0f} s cold start)")
+    elif obs.cold_start_s is None and any(not p.ready for p in obs.pods):
+        # No cold start measured yet and replicas still starting: they come up before any asked now, so the
+        # backlog waits for them instead of asking for more.
+        wanted = min(wanted, n)
+        words = (f"{w:.0f} prompt tokens waiting for the {n} replica(s) starting (no cold start measured yet: "
+                 f"replicas asked now would come up after them)")
+    return Signal("prefill_backlog_s", w / (n * rate), allowance / 2, wanted, words), drains
+
+
+def _load_signals(policy, obs, state: dict, period_s: float, running: float, plan: float,
+                  d: float | None) -> tuple[list[Signal], dict, fc.Forecast | None]:
+    """Prefill load (up on this interval's load, down only where the smoothed load fits fewer replicas with a
+    margin, so one quiet interval does not start a scale-down) and the trusted forecast a cold start ahead; without
+    a load measured, decode pressure from the running sequences alone."""
+    rates, n = obs.rates, obs.replicas
+    rate, out = rates.prefill_tokens_per_s, []
+    if obs.prompt_tokens_per_s is None:
+        with_running = _pods_sum(obs, "running_requests_per_replica")[1]
+        if policy.itl_p95_s and with_running:
+            wanted = _ceil(replicas_for(policy, rates, 0.0, running, plan=plan))
+            out.append(Signal("decode_running", running / with_running, running / wanted, wanted,
+                              f"{running / with_running:.1f} running per replica: {wanted} replica(s) decode "
+                              f"{running:.0f} within the ITL target"))
+        return out, state, None
+    tps, rps = obs.prompt_tokens_per_s, obs.arrivals_per_s or 0.0
+    horizon = (obs.cold_start_s or 0.0) + period_s
+    state, forecast = fc.update(state, obs.t, tps, rps, period_s, horizon)
+    up = _ceil(replicas_for(policy, rates, tps, running, rps, plan))
+    down = _ceil(replicas_for(policy, rates, max(state["level"], 0.0), running, max(state["rlevel"], 0.0),
+                              plan) / DOWN_MARGIN)
+    u = prefill_utilisation(policy, rates, running / max(_pods_sum(obs, "running_requests_per_replica")[1], 1), plan)
+    out.append(Signal("prefill_utilisation", tps / (n * rate), u, up if up > n else min(n, max(down, up)),
+                      f"{tps:.0f} prompt tokens/s = {tps / (n * rate):.0%} of {n} replica(s)' prefill rate "
+                      f"(target {u:.0%})" + (f"; arrivals in bursts (dispersion {d:.1f}): ITL planned at "
+                                             f"{plan:.0%} of its target" if plan < 1 else "")))
+    band = forecast_band(policy, rates, forecast, running, plan)
+    state["band"] = [*state.get("band", []), [round(obs.t + horizon, 3), *band, forecast.trusted]][-BAND_POINTS:]
+    if forecast.trusted:
+        out.append(Signal("forecast_prompt_tps", forecast.prompt_tps, rate * u * n, band[1],
+                          f"{forecast.words} → {band[1]} replica(s) (cold start {obs.cold_start_s or 0:.0f} s)"))
+    return out, state, forecast
+
+
+def _decay(obs, state: dict, forecast, allowance: float, plan: float, period_s: float) -> str:
+    """Why the burst is over ("": it is not): what is coming (the forecast, or while it is not trusted the smoothed
+    load it is built on) is under a share of the recent peak and falling, and nothing waits; never while arrivals
+    come in bursts (plan < 1): there the next burst is due, and a pool let down fast meets it short."""
+    quiet = (obs.waiting_prompt_tokens or 0) == 0 and (obs.queue_time_p95_s or 0.0) <= allowance / 8
+    peak = max(state.get("recent", [0.0]))
+    coming = forecast.prompt_tps if forecast is not None and forecast.trusted else state.get("level")
+    if coming is None or not quiet or plan < 1.0 or obs.replicas <= 1 or peak <= fc.FLOOR_TPS \
+            or coming > DECAY_SHARE * peak or state.get("trend", 0.0) > 0:
+        return ""
+    said = forecast.words if forecast is not None and forecast.trusted else \
+        f"load {coming:.0f} prompt tokens/s ({forecast.words if forecast else 'smoothed; none measured now'})"
+    return (f"burst over: {said}, under {DECAY_SHARE:.0%} of the last {DECAY_LOOKBACK * period_s:.0f} s' peak "
+            f"{peak:.0f}, and no queue: scale-down window {DECAY_WINDOW_S} s")
+
+
 def evaluate_signals(policy, obs, forecast_state: dict | None, period_s: float) -> Outcome:
     """The signals of one evaluation (none without the replica's rates or replicas), the forecast updated."""
     rates, n = obs.rates, obs.replicas
     if rates is None or n == 0:
         return Outcome(forecast_state=forecast_state or {})
     allowance = policy.ttft_p95_s or 2.0
-    rate = rates.prefill_tokens_per_s
-    running, with_running = _pods_sum(obs, "running_requests_per_replica")
-    b = running / max(with_running, 1)
+    running = _pods_sum(obs, "running_requests_per_replica")[0]
     # Prefill stalls the decodes batched with it, and a token's time grows as 1 / (1 − prefill share): with
     # arrivals in bursts shorter than the interval, the interval's mean share understates it, so plan tighter.
     counts = [*(forecast_state or {}).get("counts", []), (obs.arrivals_per_s or 0.0) * period_s][-DECAY_LOOKBACK:]
     d = dispersion(counts)
     plan = BURST_PLAN if d is not None and d > BURST_DISPERSION else 1.0
-    u = prefill_utilisation(policy, rates, b, plan)
-    out: list[Signal] = []
-    drains = ""
-    if obs.queue_time_p95_s is not None and (obs.waiting_prompt_tokens is None or obs.waiting_prompt_tokens > 0
-                                             or obs.queue_time_p95_s <= allowance / 2):
-        # (A queue time over target with nothing waiting any more was a burst already served: no replica.)
-        q, target = obs.queue_time_p95_s, allowance / 2
-        wanted = max(n + 1, math.ceil(n * min(q / target, 2.0))) if q > target else n if q > target / 4 else 1
-        out.append(Signal("queue_time_p95_s", q, target, wanted,
-                          f"queue time p95 {q:.2f} s {'>' if q > target else '≤'} {target:.2f} s"))
-    if obs.waiting_prompt_tokens is not None:
-        # Replicas asked now serve a cold start later: only the backlog the current replicas' spare rate has
-        # not drained by then asks for any, enough for all of them to drain it within half the allowance.
-        w, cold = obs.waiting_prompt_tokens, obs.cold_start_s or 0.0
-        left = w - max(n * rate - (obs.prompt_tokens_per_s or 0.0), 0.0) * cold
-        wanted = _ceil(left / (rate * allowance / 2)) if left > 0 else 1
-        words = (f"{w:.0f} prompt tokens waiting = {w / (n * rate):.2f} s of prefill at {n} replica(s), "
-                 f"{max(left, 0):.0f} left after a {cold:.0f} s cold start (drain within {allowance / 2:.2f} s)")
-        if left <= 0 and obs.cold_start_s is not None:
-            # A queue (or a TTFT p95 made in one) that is gone before a new replica serves asks for none.
-            drains = (f"the {n} replica(s) drain the {w:.0f} prompt tokens waiting before a replica asked now "
-                      f"would serve ({cold:.0f} s cold start)")
-        elif obs.cold_start_s is None and any(not p.ready for p in obs.pods):
-            # No cold start measured yet and replicas still starting: they come up before any asked now, so
-            # the backlog waits for them instead of asking for more.
-            wanted = min(wanted, n)
-            words = (f"{w:.0f} prompt tokens waiting for the {n} replica(s) starting (no cold start measured yet: "
-                     f"replicas asked now would come up after them)")
-        out.append(Signal("prefill_backlog_s", w / (n * rate), allowance / 2, wanted, words))
-    state, forecast = forecast_state or {}, None
-    if obs.prompt_tokens_per_s is not None:
-        tps, rps = obs.prompt_tokens_per_s, obs.arrivals_per_s or 0.0
-        horizon = (obs.cold_start_s or 0.0) + period_s
-        state, forecast = fc.update(state, obs.t, tps, rps, period_s, horizon)
-        # Up on this interval's load; down only where the smoothed load (the forecast's level) fits fewer
-        # replicas with a margin, so one quiet interval does not start a scale-down.
-        up = _ceil(replicas_for(policy, rates, tps, running, rps, plan))
-        down = _ceil(replicas_for(policy, rates, max(state["level"], 0.0), running, max(state["rlevel"], 0.0),
-                                  plan) / DOWN_MARGIN)
-        wanted = up if up > n else min(n, max(down, up))
-        out.append(Signal("prefill_utilisation", tps / (n * rate), u, wanted,
-                          f"{tps:.0f} prompt tokens/s = {tps / (n * rate):.0%} of {n} replica(s)' prefill rate "
-                          f"(target {u:.0%})" + (f"; arrivals in bursts (dispersion {d:.1f}): ITL planned at "
-                                                 f"{plan:.0%} of its target" if plan < 1 else "")))
-        band = forecast_band(policy, rates, forecast, running, plan)
-        state["band"] = [*state.get("band", []), [round(obs.t + horizon, 3), *band, forecast.trusted]][-BAND_POINTS:]
-        if forecast.trusted:
-            ahead = band[1]
-            out.append(Signal("forecast_prompt_tps", forecast.prompt_tps, rate * u * n, ahead,
-                              f"{forecast.words} → {ahead} replica(s) (cold start {obs.cold_start_s or 0:.0f} s)"))
-    elif policy.itl_p95_s and with_running:
-        wanted = _ceil(replicas_for(policy, rates, 0.0, running, plan=plan))
-        out.append(Signal("decode_running", b, running / wanted, wanted,
-                          f"{b:.1f} running per replica: {wanted} replica(s) decode {running:.0f} within the ITL "
-                          f"target"))
+    queue = _queue_signal(obs, n, allowance)
+    backlog, drains = _backlog_signal(obs, n, rates.prefill_tokens_per_s, allowance)
+    load, state, forecast = _load_signals(policy, obs, forecast_state or {}, period_s, running, plan, d)
+    out = [x for x in (queue, backlog) if x is not None] + load
     if drains:
         out = [replace(x, replicas=min(x.replicas, n)) if x.name in QUEUED else x for x in out]
     kv, with_kv = _pods_sum(obs, "kv_cache_usage")
     if with_kv and kv / with_kv > KV_TARGET:
         out.append(Signal("kv_cache_usage", kv / with_kv, KV_TARGET, _ceil(n * kv / with_kv / KV_TARGET),
                           f"KV-cache usage {kv / with_kv:.0%} > {KV_TARGET:.0%}"))
-    decay, decay_words = False, ""
-    quiet = (obs.waiting_prompt_tokens or 0) == 0 and (obs.queue_time_p95_s or 0.0) <= allowance / 8
-    peak = max(state.get("recent", [0.0]))
-    # The burst is over when what is coming (the forecast, or while it is not trusted the smoothed load it
-    # is built on) is under a share of the recent peak and falling, and nothing waits.
-    coming = forecast.prompt_tps if forecast is not None and forecast.trusted else state.get("level")
-    if coming is not None and quiet and n > 1 and peak > fc.FLOOR_TPS \
-            and coming <= DECAY_SHARE * peak and state.get("trend", 0.0) <= 0:
-        decay = True
-        said = forecast.words if forecast is not None and forecast.trusted else \
-            f"load {coming:.0f} prompt tokens/s ({forecast.words if forecast else 'smoothed; none measured now'})"
-        decay_words = (f"burst over: {said}, under {DECAY_SHARE:.0%} of the last "
-                       f"{DECAY_LOOKBACK * period_s:.0f} s' peak {peak:.0f}, and no queue: scale-down window "
-                       f"{DECAY_WINDOW_S} s")
+    decay_words = _decay(obs, state, forecast, allowance, plan, period_s)
     if obs.prompt_tokens_per_s is not None:
         state["recent"] = [*state.get("recent", []), obs.prompt_tokens_per_s][-DECAY_LOOKBACK:]
     if obs.arrivals_per_s is not None:
         state = {**state, "counts": counts}
-    return Outcome(tuple(out), state, forecast, decay, decay_words, drains)
+    return Outcome(tuple(out), state, forecast, bool(decay_words), decay_words, drains)

@@ -53,6 +53,7 @@ class Slo:
 
 
 DEFAULT_SLO = Slo(2.0, 0.1)
+TTFT_AIM, ITL_AIM = 0.95, 0.90  # the attainment a configuration must reach to meet the SLO: TTFT budget, ITL
 # The built-in autoscaler's targets where a scenario turns it on without its own (the benchmark's too).
 BUILTIN_TARGETS = {"running_requests_per_replica": 16, "waiting_requests_per_replica": 4,
                    "ttft_p95_seconds": DEFAULT_SLO.ttft_s}

@@ -25,13 +25,12 @@ from apps.catalog.engines import EngineSettings, EngineSettingsError
 from apps.serving.capacity import arch_of, draft_of, pool_plan
 from apps.serving.choices import RoutingPolicy
 from apps.whatif.apply import gpu_prices
-from apps.whatif.fleet import BUILTIN_TARGETS, OverBudget
+from apps.whatif.fleet import BUILTIN_TARGETS, ITL_AIM, TTFT_AIM, OverBudget
 from apps.whatif.lab import Load, _replay, check_size
 from apps.whatif.scenarios import ScenarioError, merged_settings, scenario, service_slo
 from capacity import advisor
 from capacity.gpus import GPUS, gpu_for
 
-TTFT_AIM, ITL_AIM = 0.95, 0.90  # the attainment a configuration must reach to meet the SLO: TTFT budget, ITL
 SEARCH_CPU_BUDGET_S = 50.0  # replays stop here, so that a search of an hour of load ends within a minute
 HARDWARE_REPLAYS = 3  # hardware options replayed in the first stage (the planner's cheapest)
 MAX_REPLICAS = 32  # the largest pool the search proposes

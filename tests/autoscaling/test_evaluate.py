@@ -220,10 +220,13 @@ def test_the_engines_queue_time_scales_the_pool_and_the_decision_keeps_what_was_
             decision.signals["arrivals_per_s"]) == (2.0, 250.0, 5.0)
 
 
-def test_a_live_ttft_over_target_at_the_prompts_prefill_floor_holds_and_is_kept_in_words(tenant_a):
+def test_a_live_ttft_over_target_at_the_prompts_prefill_floor_is_said_in_words_and_the_reactive_floor_scales(
+        tenant_a):
     # TTFT target 2 s; the stored TTFT p95 is 3.1 s. The pods' prompt p95 is 2.9 s of the replica's prefill
-    # rate (from the capacity planner), so TTFT is 0.2 s above the prompts' floor: within the allowance, and
-    # more replicas would not help. The evaluation holds at 2 and keeps a decision saying so.
+    # rate (from the capacity planner), so TTFT is 0.2 s above the prompts' floor: within the allowance, and the
+    # signals hold at 2, saying more replicas would not help. The reactive rules, the floor, judge TTFT as an
+    # absolute p95: 3.1 s against 2 s (×1.55) asks max(2 + 1, ceil(2 × 1.55)) = 4, within the scale-up policy's
+    # max(2 × 2, 2 + 4) = 6.
     service = service_with(tenant_a, autoscaling={"autoscaler": "builtin", "targets": {
         "waiting_requests_per_replica": 4, "ttft_p95_seconds": 2}})
     rate = pool_rates(service, pool(service)).prefill_tokens_per_s
@@ -232,10 +235,12 @@ def test_a_live_ttft_over_target_at_the_prompts_prefill_floor_holds_and_is_kept_
     for i in range(2):
         stat(service, i, prompt_tokens_p95=2.9 * rate, waiting=4)  # on the waiting target: no other change
     [outcome] = evaluate_service(service.pk)
-    assert (outcome.action, outcome.desired) == ("held", 2)
+    assert (outcome.action, outcome.desired) == ("scaled", 4)
     decision = ScalingDecision.objects.get(service=service)
-    assert decision.rule == "prefill_floor"
-    assert decision.reason.startswith("TTFT p95 3.1 s is the prompts' own prefill time (floor 2.9 s): more "
+    assert decision.rule == "reactive_floor"
+    assert decision.reason.startswith("TTFT p95 3.1 s > target 2 s (×1.55); waiting 4 per replica = target 4 (×1.00) "
+                                      "→ 4 replicas; the reactive rules' ask is the floor (the signals ask 2 "
+                                      "replicas: TTFT p95 3.1 s is the prompts' own prefill time (floor 2.9 s): more "
                                       "replicas would not help; holding at 2")
     assert decision.signals["ttft_definition"] == "budget"
 
@@ -262,6 +267,9 @@ def test_a_step_between_evaluations_is_met_at_once_at_the_panic_rate_and_kept_as
     assert pool(service).replicas == 8
     decision = ScalingDecision.objects.filter(service=service).latest("time")
     assert decision.reason.startswith("surge between evaluations (scale-up at +1000% / 15 s): ")
-    assert decision.reason.endswith("limited by max 8 → 8")
+    # The rules ask more than the maximum: the pool goes to it, and the decision says that it binds.
+    assert "limited by max 8 → 8; the maximum binds: the rules ask " in decision.reason
+    assert decision.reason.endswith(" replicas for the SLO, the pool's maximum is 8")
+    assert decision.raw_recommendation >= 15
     state.refresh_from_db()
     assert state.evaluations == evaluations and state.history["forecast"] == forecast

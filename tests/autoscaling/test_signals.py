@@ -63,13 +63,16 @@ def test_queue_time_over_half_the_allowance_scales_up_to_double():
     assert (ev.desired, ev.rule) == (6, "queue_time")
 
 
-def test_a_ttft_miss_at_the_prefill_floor_does_not_scale_and_says_why_with_the_signals_on():
+def test_a_ttft_miss_at_the_prefill_floor_asks_the_signals_for_none_and_the_reactive_floor_scales():
     # Load 4,000 tokens/s at 3 replicas: up = ceil(4,000 / 1,600) = 3; down needs ceil(4,000 / 1,280) = 4 > 3,
-    # so 3 holds. TTFT p95 3.1 s with a floor of 2.9 s: 0.2 s above it, within the allowance.
+    # so the signals hold 3. TTFT p95 3.1 s with a floor of 2.9 s: 0.2 s above it, within the allowance, and they
+    # say so. The reactive rules, the floor, judge TTFT as an absolute p95 as before the signals: 3.1 s against 2 s
+    # (×1.55) asks max(3 + 1, ceil(3 × 1.55)) = 5, which the scale-up policy allows (max(3 × 2, 3 + 4) = 7).
     ev = evaluate(policy(), obs(prompt_tokens_per_s=4000, ttft_p95_s=3.1, ttft_floor_p95_s=2.9), History())
-    assert (ev.desired, ev.rule) == (3, "prefill_floor")
-    assert ev.reason.startswith("TTFT p95 3.1 s is the prompts' own prefill time (floor 2.9 s): more replicas "
-                                "would not help; holding at 3")
+    assert (ev.desired, ev.rule) == (5, "reactive_floor")
+    assert ev.reason.startswith("TTFT p95 3.1 s > target 2 s (×1.55) → 5 replicas; the reactive rules' ask is the "
+                                "floor (the signals ask 3 replicas: TTFT p95 3.1 s is the prompts' own prefill time "
+                                "(floor 2.9 s): more replicas would not help; holding at 3")
 
 
 def test_the_forecast_arithmetic_is_damped_holt():

@@ -1,6 +1,7 @@
-"""Worked by hand: a queue the replicas drain before a new one could start asks for none, a backlog waits for the
-replicas already starting while no cold start is measured, and a step in the load between evaluations scales up
-at once at the panic rate, unless the pool's arrivals come in bursts (`apps.autoscaling.surge`)."""
+"""Worked by hand: a queue the replicas drain before a new one could start asks the signals for none (the reactive
+floor still scales), a backlog waits for the replicas already starting while no cold start is measured, and a step
+in the load between evaluations scales up at once at the panic rate, unless the pool's arrivals come in bursts
+(`apps.autoscaling.surge`)."""
 
 from __future__ import annotations
 
@@ -23,17 +24,23 @@ def obs(replicas=2, waiting=0.0, ready=True, **kw) -> Observation:
     return Observation(**({"t": 0.0, "replicas": replicas, "pods": pods, "rates": RATES} | kw))
 
 
-def test_a_queue_the_replicas_drain_before_a_new_one_could_start_asks_for_none():
+def test_a_queue_the_replicas_drain_first_asks_the_signals_for_none_but_the_reactive_floor_still_scales():
     # 2 ready replicas of 4,000 prompt tokens/s with 1,000/s arriving have 7,000/s to spare: in the 28 s a new
-    # replica takes to start they prefill 196,000 tokens, so 20,000 waiting are gone before it serves. The waiting
-    # requests (30 per replica against 4 would ask for ceil(2 × 7.5) = 15) and the TTFT p95 (9 s above its floor,
-    # against 2 s) ask for none, and the decision says why.
+    # replica takes to start they prefill 196,000 tokens, so 20,000 waiting are gone before it serves. The signals'
+    # rules ask for no replica for the waiting requests and the TTFT p95, and say why. The reactive rules are the
+    # floor: 30 waiting per replica against 4 ask for ceil(2 × 30 / 4) = 15, the TTFT 9 s above its floor against
+    # 2 s (×4.5) for max(2 + 1, ceil(2 × 2)) = 4, so 15, and the scale-up policy allows max(2 × 2, 2 + 4) = 6.
     drained = obs(waiting=30, waiting_prompt_tokens=20000, prompt_tokens_per_s=1000, cold_start_s=28,
                   ttft_p95_s=10.0, ttft_floor_p95_s=1.0)
     ev = evaluate(policy(), drained, History())
-    assert (ev.desired, ev.rule, ev.held) == (2, "prefill_backlog", True)
-    assert ev.reason.startswith("the 2 replica(s) drain the 20000 prompt tokens waiting before a replica asked "
-                                "now would serve (28 s cold start), so the queue asks for no replica: waiting 30")
+    assert (ev.raw, ev.desired, ev.rule, ev.held) == (15, 6, "reactive_floor", False)
+    assert ev.reason.startswith("waiting 30.0 per replica > target 4 (×7.50) → 15 replicas; limited by scale-up "
+                                "policy +4 pods / 15 s → 6; ")
+    assert ("the reactive rules' ask is the floor (the signals ask 2 replicas: the 2 replica(s) drain the 20000 "
+            "prompt tokens waiting before a replica asked now would serve (28 s cold start), so the queue asks for "
+            "no replica: waiting 30") in ev.reason
+    # The floor keeps its own recommendations (15, at t = 0) beside the pool's (the signals' 2).
+    assert (ev.history.floor_recommendations, ev.history.recommendations) == (((0.0, 15),), ((0.0, 2),))
     # 400,000 waiting: 204,000 are left when a new replica serves, ceil(204,000 / (4,000 × 1 s)) = 51 replicas;
     # the default scale-up allows max(2 × 2, 2 + 4) = 6.
     ev = evaluate(policy(), obs(waiting=30, waiting_prompt_tokens=400000, prompt_tokens_per_s=1000, cold_start_s=28),
@@ -80,7 +87,8 @@ def test_a_step_between_evaluations_scales_up_at_once_at_the_panic_rate():
     assert (ev.current, ev.desired, ev.rule) == (3, 20, "TooManyReplicas")
     assert {m.name: m.replicas for m in ev.metrics}["prefill_utilisation"] == 19
     assert ev.reason.startswith("surge between evaluations (scale-up at +1000% / 15 s): forecast ")
-    assert ev.reason.endswith("limited by max 20 → 20")
+    assert ev.reason.endswith("limited by max 20 → 20; the maximum binds: the rules ask 22 replicas for the SLO, "
+                              "the pool's maximum is 20")
     assert ev.history.forecast == history.forecast  # the forecast keeps its periodic steps
     # No step: 1,500 prompt tokens/s is under twice the smoothed load and nothing waits.
     calm = obs(replicas=3, t=140.0, prompt_tokens_per_s=1500, arrivals_per_s=2, waiting_prompt_tokens=0,
