@@ -26,7 +26,7 @@ from kubesim.cluster.events import now
 from kubesim.cluster.generic_workload import resolve
 from kubesim.cluster.nodes import node_class, node_gpu_key
 from kubesim.cluster.pod_status import pod_ready_conditions
-from kubesim.cluster.weights import cache_for, mark_filled
+from kubesim.cluster.weights import FilledCaches
 from kubesim.workload import ClusterView, PodContext, Workload, WorkloadExit, WorkloadFactory
 
 log = logging.getLogger(__name__)
@@ -114,6 +114,7 @@ class PodHost(Protocol):
     config: KubeletConfig
     cluster_view: ClusterView | None
     workload_for: WorkloadFactory | None
+    filled_caches: FilledCaches
 
     def session(self) -> aiohttp.ClientSession: ...
 
@@ -205,7 +206,7 @@ class PodRuntime:
             cluster=self.kubelet.cluster_view,
             node_class=node_class(self.node),
             models_dir=self.kubelet.config.models_dir,
-            weights_cache=await cache_for(self.kubelet.api, self.pod, self.node),
+            weights_cache=self.kubelet.filled_caches.cache_for(self.pod, self.node),
         )
 
     async def run(self) -> None:
@@ -385,7 +386,7 @@ class PodRuntime:
                 return
             await self.event(PHASE_REASONS[name], phase_message(phases, name), container=container)
             if name == "download":
-                await mark_filled(self.kubelet.api, self.pod)
+                self.kubelet.filled_caches.fill(self.pod)
 
     def _initial_delay(self, probe: dict) -> float:
         seconds = float(probe.get("initialDelaySeconds") or 0)
