@@ -36,6 +36,7 @@ class ModelSpec:
     max_context: int
     dtype: str = "bfloat16"
     size_bytes: int | None = None
+    platform_wide: bool = False  # a platform catalog entry: its cluster cache is one per cluster, not per tenant
 
     @property
     def weights_bytes(self) -> int:
@@ -281,6 +282,7 @@ def _model_spec(model) -> ModelSpec:
         head_dim=model.head_dim,
         max_context=model.max_context,
         dtype=model.dtype,
+        platform_wide=model.tenant_id is None,
     )
 
 
