@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from apps.serving.names import cache_claim_name
+from apps.serving.names import cache_claim_name, cluster_cache_key
 from apps.serving.rendering.spec import ServiceSpec
 from enginevocab.labels import WEIGHTS_ANNOTATION, model_held_label
 
@@ -22,21 +22,12 @@ CLUSTER_CACHE_DIR = "/cluster-models"  # the cluster cache claim
 NODE_CACHE_DIR = "/node-model"  # the node's copy of the model (empty when the node holds none)
 NODE_MODELS_PATH = "/var/lib/controlplane/models"  # on the node: where the model agent keeps its copies
 MODEL_AGENT_CSI_DRIVER = "models.controlplane.io"  # the model agent's CSI node plugin: a model's copy on the node
-# The cluster cache of a platform-wide model is one per cluster; its key names it in the weights annotation.
-PLATFORM_CACHE_PREFIX = "platform"
 WARM_NODE_WEIGHT = 100  # the preferred affinity's weight (1-100): the strongest preference, never a requirement
 
 
 def cached(spec: ServiceSpec) -> bool:
     """Whether the model's weights go through the caches (a pvc:// source is read from its own claim)."""
     return not spec.model.source_uri.startswith("pvc://")
-
-
-def cluster_cache_key(spec: ServiceSpec) -> str:
-    """The cluster cache the pod's weights come from: one per cluster for a platform-wide model (every tenant's
-    services of it share it), the tenant namespace's claim for a tenant's private model."""
-    claim = cache_claim_name(spec)
-    return f"{PLATFORM_CACHE_PREFIX}/{claim}" if spec.model.platform_wide else f"{spec.namespace}/{claim}"
 
 
 def node_copy_path(spec: ServiceSpec) -> str:
