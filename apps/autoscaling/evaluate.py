@@ -34,6 +34,7 @@ from apps.serving.capacity import arch_of, service_pool_plan
 from apps.serving.models import InferenceService, Pool, ServiceObservation
 from apps.serving.quota import covered_services, entry_words, held, queue_for
 from apps.serving.scaling_policy import METRIC_FIGURES, pool_policy
+from apps.serving.startup import cold_start_estimate
 from apps.telemetry.choices import Resolution
 from apps.telemetry.models import SERVICE_ROLE, PodStat, SeriesPoint
 from capacity.advisor import plan_rates
@@ -283,7 +284,8 @@ def evaluate_target(service: InferenceService, key: str, load: Callable[[], Targ
             ttft_p95_s=latest["ttft_p95"], itl_p95_s=latest["itl_p95"],
             idle_for_s=_idle_for(service, state, now) if target.min_replicas == 0 else None,
             pending_activation=pending,
-            cold_start_s=state.cold_start_s, rates=rates, **signals, period_s=float(settings.AUTOSCALE_SECONDS),
+            cold_start_s=cold_start_estimate(service, pool) or state.cold_start_s, rates=rates, **signals,
+            period_s=float(settings.AUTOSCALE_SECONDS),
         )
         if between:
             ev = surge(policy, obs, History.from_dict(state.history))

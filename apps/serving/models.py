@@ -283,6 +283,8 @@ class ServiceObservation(models.Model):
     drift = models.JSONField(default=list, blank=True)  # [{object, diff, found_at}]: live differed from desired
     # Live status of the service's HPAs / KEDA ScaledObjects: [{kind, name, current, desired, conditions, ...}]
     autoscalers = models.JSONField(default=list, blank=True)
+    # The replicas' start-up phases read from their pods' Events (apps/serving/startup.py `record`), newest first.
+    startups = models.JSONField(default=list, blank=True)
     observed_at = models.DateTimeField(null=True, blank=True)
 
     objects = restricted(tenant_owned("service__tenant"))
