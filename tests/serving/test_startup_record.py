@@ -82,3 +82,21 @@ def test_the_page_states_cold_warm_and_node_local_start_ups(service):
                                    "warm 29 s (read 16 GB at 2 GB/s, init 20 s)")
     assert figures["node_text"] == "24 s" and figures["node_read"] == "read 16 GB at 5 GB/s"
     assert figures["gpu"] == "L4" and figures["recorded"] == []
+
+
+def test_the_startups_command_prints_the_modelled_and_recorded_start_ups(service):
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    ServiceObservation.objects.create(service=service, startups=record(COLD[:5], []))
+    out = StringIO()
+    call_command("startups", f"{service.tenant.slug}/chat", stdout=out)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == (f"{service.tenant.slug}/chat on L4: cold 1 m 49 s (download 16 GB at 200 MB/s), warm 29 s "
+                        "(read 16 GB at 2 GB/s, init 20 s); from a node holding the weights 24 s (read 16 GB at 5 GB/s)")
+    assert lines[1] == ("  chat-a: weights from downloaded from the source, ready in 1 m 49 s "
+                        "(download 1 m 20 s, read 8.0 s, load 0.6 s, init 20.0 s)")
+    with pytest.raises(CommandError, match="service: no service 'nobody/chat'"):
+        call_command("startups", "nobody/chat")
