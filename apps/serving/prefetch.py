@@ -58,3 +58,26 @@ def prefetch_plan(service) -> dict | None:
                                                   f"{cache.node_budget_gb:,} GB budget" if short else "") + ".")
     return {"wanted": wanted, "held": held, "targets": targets, "short": short, "model_bytes": nbytes,
             "budget_gb": cache.node_budget_gb, "words": words}
+
+
+def cluster_plan(cluster) -> dict:
+    """The model agent's plan for a cluster: {"budget_bytes", "nodes": {node: [{"model", "bytes"}]}}: every node
+    that holds or should hold each cached model's weights for the services of the cluster; the budget the strictest
+    of the cluster's caches. Empty nodes when the platform caches nothing there."""
+    from apps.serving.models import InferenceService, ModelCache
+    from apps.serving.rendering.spec import model_spec
+
+    caches = list(ModelCache.objects.filter(cluster=cluster).select_related("model"))
+    nodes: dict[str, list[dict]] = {}
+    services = InferenceService.objects.filter(cluster=cluster, model_id__in=[c.model_id for c in caches],
+                                               deletion_requested_at__isnull=True).select_related("model", "runtime")
+    for service in services.order_by("pk"):
+        plan = prefetch_plan(service)
+        if plan is None:
+            continue
+        item = {"model": service.model.name, "bytes": model_spec(service.model).weights_bytes}
+        for name in [*plan["held"], *plan["targets"]]:
+            if item not in nodes.setdefault(name, []):
+                nodes[name].append(item)
+    budget = min((c.node_budget_gb for c in caches), default=0) * 10**9
+    return {"budget_bytes": budget, "nodes": dict(sorted(nodes.items()))}

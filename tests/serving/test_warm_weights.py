@@ -86,3 +86,17 @@ def test_replicas_prefer_nodes_holding_their_weights_and_go_elsewhere_when_those
     assert placed_on(cluster, "warm", template) == nodes[2]
     # The warm node's one GPU is taken now: the preference is not a requirement, the next pod goes to the free node.
     assert placed_on(cluster, "spill", template) == nodes[1]
+
+
+def test_the_model_agent_runs_on_every_node_with_the_nodes_model_directory_and_its_plan():
+    from apps.serving.rendering.modelagent import agent_daemonset, plan_config_map
+
+    daemonset = agent_daemonset("registry.example/model-agent:1.0")
+    pod = daemonset["spec"]["template"]["spec"]
+    assert daemonset["kind"] == "DaemonSet" and daemonset["metadata"]["namespace"] == "controlplane"
+    assert pod["tolerations"] == [{"operator": "Exists"}]  # GPU nodes' taints too
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["models"]["hostPath"]["path"] == "/var/lib/controlplane/models"
+    assert volumes["plan"] == {"name": "plan", "configMap": {"name": "model-agent"}}
+    plan = {"budget_bytes": 10, "nodes": {"n1": [{"model": "m", "bytes": 5}]}}
+    assert json.loads(plan_config_map(plan)["data"]["plan"]) == plan
