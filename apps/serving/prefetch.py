@@ -7,14 +7,10 @@ per-node budget; the nodes with the most room first (`capacity.modelcache.prefet
 
 from __future__ import annotations
 
+from apps.serving.startup import engine_pool
 from capacity.gpus import gpu_for
 from capacity.startup import size
 from enginevocab.labels import MODEL_HELD_PREFIX, model_held_label
-
-
-def _engine_pool(service):
-    pools = list(service.pools.all())
-    return next((p for p in pools if p.role in ("engine", "decode", "leader")), pools[0] if pools else None)
 
 
 def _held_bytes(node, weights_of: dict[str, int]) -> int:
@@ -33,7 +29,7 @@ def prefetch_plan(service) -> dict | None:
     from apps.serving.rendering.spec import model_spec
     from capacity.modelcache import prefetch_nodes
 
-    pool = _engine_pool(service)
+    pool = engine_pool(service)
     cache = ModelCache.objects.filter(cluster_id=service.cluster_id, model_id=service.model_id).first()
     if pool is None or cache is None:
         return None

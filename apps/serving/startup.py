@@ -37,7 +37,8 @@ def record(events: list[dict], previous: list[dict] | None) -> list[dict]:
     return (sorted(fresh, key=lambda r: r["pod"]) + out)[:KEEP]
 
 
-def _engine_pool(service):
+def engine_pool(service):
+    """The pool whose replicas serve (engine, decode, or a multi-node group's leader); the first pool otherwise."""
     pools = list(service.pools.all())
     return next((p for p in pools if p.role in ("engine", "decode", "leader")), pools[0] if pools else None)
 
@@ -90,7 +91,7 @@ def _seconds(seconds: float) -> str:
 def panel(service) -> dict | None:
     """The service page's start-up figures: the modelled sentence (cold, warm, from the node's copy) and the
     recorded start-ups. None for a service without an engine pool."""
-    pool = _engine_pool(service)
+    pool = engine_pool(service)
     if pool is None:
         return None
     cold, warm, local = (modelled(service, pool, cache) for cache in ("none", "cluster", "node"))
