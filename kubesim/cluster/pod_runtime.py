@@ -19,14 +19,13 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from capacity.startup import PHASE_REASONS, Phases, phase_message
 from kubesim.apiserver.quantities import pod_resources
 from kubesim.cluster.containerenv import ContainerConfigError, env_sources, qos_class, resolve_env, source_data
 from kubesim.cluster.events import now
 from kubesim.cluster.generic_workload import resolve
 from kubesim.cluster.nodes import node_class, node_gpu_key
 from kubesim.cluster.pod_status import pod_ready_conditions
-from kubesim.cluster.weights import FilledCaches
+from kubesim.cluster.weights import FilledCaches, run_phases
 from kubesim.workload import ClusterView, PodContext, Workload, WorkloadExit, WorkloadFactory
 
 log = logging.getLogger(__name__)
@@ -329,7 +328,7 @@ class PodRuntime:
         if until_ready is not None:
             await until_ready()
         elif phases is not None:
-            await self.run_phases(container, workload, phases)
+            await run_phases(self, container, workload, phases)
         else:
             await asyncio.sleep(self.kubelet.config.ready_delay(workload))
         readiness = container.spec.get("readinessProbe")
@@ -373,20 +372,6 @@ class PodRuntime:
             if readiness is not None and not container.ready and self.kubelet.config.fast_start:
                 periods.append(0.2)  # --fast-start: do not make a loading engine wait a whole period
             await asyncio.sleep(min(periods))
-
-    async def run_phases(self, container: ContainerRuntime, workload: Workload, phases: Phases) -> None:
-        """Sleep through the start-up phases (scaled to the workload's start-up delay) with an Event as each ends;
-        the first download fills the cluster cache for the pods after it."""
-        scale = self.kubelet.config.ready_delay(workload) / max(phases.total_s, 1e-9)
-        for name, seconds in phases.as_list():
-            if name == "pull":
-                continue  # the kubelet's own Pulling/Pulled
-            await asyncio.sleep(seconds * scale)
-            if container.workload is not workload or self.stopping:
-                return
-            await self.event(PHASE_REASONS[name], phase_message(phases, name), container=container)
-            if name == "download":
-                self.kubelet.filled_caches.fill(self.pod)
 
     def _initial_delay(self, probe: dict) -> float:
         seconds = float(probe.get("initialDelaySeconds") or 0)
