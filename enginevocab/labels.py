@@ -33,3 +33,20 @@ def parse_canary_weights(value: str | None) -> dict[str, int]:
         if sep and revision and percent.isdigit() and 0 <= int(percent) <= 100:
             shares[revision] = int(percent)
     return shares
+
+
+# On a node: the model agent's mark that the node's local disk holds a complete copy of a model's weights
+# (`models.controlplane.io/<model>: "true"`), as OME's model agent and KServe's LocalModelNode label nodes.
+MODEL_HELD_PREFIX = "models.controlplane.io"
+
+
+def model_held_label(model: str) -> str:
+    """The node label that says the node holds `model`'s weights on its local disk."""
+    return f"{MODEL_HELD_PREFIX}/{model}"
+
+
+# On an engine pod: where it reads its weights, as JSON {"model", "bytes", "node_path", "cluster_cache"}: the
+# node-local copy at `node_path` when the node is labelled as holding the model, else the cluster cache named by
+# `cluster_cache` (one per cluster for a platform-wide model, "<namespace>/<claim>" for a private one; empty for
+# weights on a claim of their own). kubesim times the pod's start-up phases from it.
+WEIGHTS_ANNOTATION = f"{FIELD_PREFIX}/weights"

@@ -61,6 +61,7 @@ class PodContext:
     fault: EngineFault | None = None  # set by the cluster when an engine fault selects the pod
     node_class: str | None = None  # "cpu-real": the node runs real engines (kubesim/engines/real.py)
     models_dir: str | None = None  # the host folder a cpu-real node's model volumes map to
+    weights_cache: str | None = None  # where the weights are read from: "node", "cluster", "none" (download first)
 
 
 class WorkloadExit(Exception):

@@ -48,4 +48,21 @@ def sync_inventory(cluster: Cluster, kube: Kube) -> int:
             )
         GpuNode.objects.filter(cluster=cluster).exclude(name__in=names).delete()
         Cluster.objects.filter(pk=cluster.pk).update(last_seen_at=now)
+    publish_agent_plan(cluster, kube)
     return len(observed)
+
+
+def publish_agent_plan(cluster: Cluster, kube: Kube) -> None:
+    """Give the cluster's model agent its plan (from the nodes just observed), when the platform caches models there;
+    the platform namespace is applied first, as the agent's ConfigMap lives in it."""
+    from apps.serving.models import ModelCache
+    from apps.serving.names import GATEWAY_NAMESPACE, MANAGED_BY, MANAGED_BY_LABEL
+    from apps.serving.prefetch import cluster_plan
+    from apps.serving.rendering.modelagent import plan_config_map
+
+    if not ModelCache.objects.filter(cluster=cluster).exists():
+        return
+    config_map = plan_config_map(cluster_plan(cluster))
+    kube.apply({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": GATEWAY_NAMESPACE, "labels": {MANAGED_BY_LABEL: MANAGED_BY}}})
+    kube.apply(config_map)

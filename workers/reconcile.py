@@ -27,6 +27,7 @@ from apps.serving.models import InferenceService, Pool, ReconcileRun, ServiceObs
 from apps.serving.names import service_selector, tenant_namespace
 from apps.serving.rendering import render_service, service_endpoint, service_objects
 from apps.serving.rendering.kueue import API as KUEUE_API
+from apps.serving.startup import record as record_startups
 from capacity.gpus import gpu_for
 from controlplane import logcontext
 from workers import status as st
@@ -191,7 +192,7 @@ def _converge(service, look: bool = False) -> Outcome:
     # it last saw, which spares the API server one read per object and pass (most of a look's reads when
     # a slow rollout is looked at again and again).
     current = ServiceObservation.objects.filter(service_id=service.pk).values(
-        "pools", "pods", "events", "drift", "autoscalers").first()
+        "pools", "pods", "events", "drift", "autoscalers", "startups").first()
     unchanged = (current is not None and current["pods"] == [vars(p) for p in view.pods]
                  and not any(p.phase == "Pending" and not p.node for p in view.pods) and not view.crashing)
     steady = (view.all_ready or unchanged) and not result.applied and not result.pruned
@@ -330,6 +331,7 @@ def _write_observation(service, view: st.ServiceView, drift: list[dict], current
         "pods": [vars(p) for p in view.pods],
         "events": current["events"] if keep_events and current else [_event_row(e) for e in view.events[-20:]],
         "autoscalers": autoscalers or [],
+        "startups": record_startups(view.events, current["startups"] if current else []),
     }
     previous_drift = current.pop("drift") if current else []
     if current != data or drift:

@@ -293,13 +293,33 @@ def scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport:
         return report
 
 
+@dataclass
+class ReadyPods:
+    """The cycle's view of the engine pods: ready counts per (service, pool) and, during a canary rollout, per
+    (service, revision side); the ready pods with a port to read, per service; each service's ready pools."""
+
+    ready_count: dict[tuple[int, str], int] = field(default_factory=lambda: defaultdict(int))
+    side_ready: dict[tuple[int, str], int] = field(default_factory=lambda: defaultdict(int))
+    pods_of: dict[int, list[EnginePod]] = field(default_factory=lambda: defaultdict(list))
+
+    @classmethod
+    def of(cls, pods: list[EnginePod]) -> ReadyPods:
+        ready = cls()
+        canary = {pod.service_id for pod in pods if pod.revision}
+        for pod in pods:
+            if not pod.ready:
+                continue
+            ready.ready_count[(pod.service_id, pod.role)] += 1
+            if pod.service_id in canary:
+                ready.side_ready[(pod.service_id, pod.side)] += 1
+            if pod.port:
+                ready.pods_of[pod.service_id].append(pod)
+        return ready
+
+
 def _scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport:
     """Read every ready engine pod of the cluster's services once (pod proxy, or the cluster's Prometheus
-    when it has one) and write the rows.
-
-    Every fetch is submitted to the thread pool up front; results are written in chunks of services as
-    they arrive, so a row lands a fraction of a cycle after its pods were read, not after the last pod.
-    """
+    when it has one) and write the rows."""
     started = time.monotonic()
     at = at or timezone.now()
     report = CycleReport(cluster.name)
@@ -309,35 +329,38 @@ def _scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport
     if not services:
         return report
     timeout = float(settings.TELEMETRY_SCRAPE_TIMEOUT_SECONDS)
-    cycle_deadline = started + settings.TELEMETRY_CYCLE_DEADLINE_SECONDS
     core = kube_for(cluster).core
     try:
         items = list_managed_pods(core, timeout)
     except Exception as exc:  # an unreachable cluster is a failed cycle, not a crash
         report.errors, report.message = 1, classify(exc).message
-        report.duration_s = time.monotonic() - started
-        _record_cycle(cluster, at, report)
-        return report
+    else:
+        pods = engine_pods(items, services)
+        record_upstreams(items, services, at)
+        service_ids = list(services.values())
+        report.rows = _read_and_write(cluster, core, engines, pods, service_ids, at, report, started + (
+            settings.TELEMETRY_CYCLE_DEADLINE_SECONDS))
+        _forget_gone_pods(pods, service_ids)
+    report.duration_s = time.monotonic() - started
+    _record_cycle(cluster, at, report)
+    return report
 
-    pods = engine_pods(items, services)
-    record_upstreams(items, services, at)
-    service_ids = list(services.values())
+
+def _read_and_write(cluster: Cluster, core, engines: dict[int, str], pods: list[EnginePod], service_ids: list[int],
+                    at: datetime, report: CycleReport, cycle_deadline: float) -> int:
+    """Fetch the ready pods' figures and write them, chunk by chunk; returns the series rows written.
+
+    Every fetch is submitted to the thread pool up front; results are written in chunks of services as
+    they arrive, so a row lands a fraction of a cycle after its pods were read, not after the last pod.
+    """
+    timeout = float(settings.TELEMETRY_SCRAPE_TIMEOUT_SECONDS)
     multi_pool = set(
         Pool.objects.filter(service_id__in=service_ids).values("service_id")
         .annotate(n=Count("id")).filter(n__gt=1).values_list("service_id", flat=True)
     )
-    ready_count: dict[tuple[int, str], int] = defaultdict(int)
-    side_ready: dict[tuple[int, str], int] = defaultdict(int)  # during a canary rollout, per revision
-    canary = {pod.service_id for pod in pods if pod.revision}
-    pods_of: dict[int, list[EnginePod]] = defaultdict(list)
-    for pod in pods:
-        if pod.ready:
-            ready_count[(pod.service_id, pod.role)] += 1
-            if pod.service_id in canary:
-                side_ready[(pod.service_id, pod.side)] += 1
-            if pod.port:
-                pods_of[pod.service_id].append(pod)
-    roles_of = ready_roles(ready_count)
+    ready = ReadyPods.of(pods)
+    pods_of = ready.pods_of
+    roles_of = ready_roles(ready.ready_count)
     pool = executor()
     client = PrometheusClient(cluster.prometheus_url, timeout=timeout) if cluster.prometheus_url else None
 
@@ -360,22 +383,22 @@ def _scrape_cluster(cluster: Cluster, at: datetime | None = None) -> CycleReport
         else:
             results = [future.result() for futures in pending.values() for future in futures]
             found = collect_pod_results(results, chunk, multi_pool, at)
-        written += write_chunk(chunk, found, ready_count, roles_of, multi_pool, at, side_ready)
+        written += write_chunk(chunk, found, ready.ready_count, roles_of, multi_pool, at, ready.side_ready)
         check_surges(found.groups)
         report.pods += sum(len(pods_of[sid]) for sid in pending)
         report.errors += found.errors
         now = time.time()
         report.lags_s.extend(now - fetched for fetched in found.fetched_at)
         pending = ahead
+    return written
 
+
+def _forget_gone_pods(pods: list[EnginePod], service_ids: list[int]) -> None:
+    """Drop the latest figures and the previous scrape of pods the cluster no longer lists."""
     PodStat.objects.filter(service_id__in=service_ids).exclude(pod__in=[p.name for p in pods]).delete()
     live, known = {(p.service_id, p.name) for p in pods}, set(service_ids)
     for key in [k for k in _recent if k[0] in known and k not in live]:
         _recent.pop(key, None)
-    report.rows = written
-    report.duration_s = time.monotonic() - started
-    _record_cycle(cluster, at, report)
-    return report
 
 
 def ready_roles(ready_count: dict[tuple[int, str], int]) -> dict[int, list[str]]:

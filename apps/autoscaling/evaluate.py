@@ -35,6 +35,7 @@ from apps.serving.capacity import arch_of, service_pool_plan
 from apps.serving.models import InferenceService, Pool, ServiceObservation
 from apps.serving.quota import covered_services, entry_words, held, queue_for
 from apps.serving.scaling_policy import METRIC_FIGURES, pool_policy
+from apps.serving.startup import cold_start_estimate
 from apps.telemetry.choices import Resolution
 from apps.telemetry.models import SERVICE_ROLE, PodStat, SeriesPoint
 from capacity.advisor import plan_rates
@@ -276,7 +277,8 @@ def _observe(service: InferenceService, state: PoolAutoscalerState, target: Targ
         t=now.timestamp(), replicas=target.replicas, pods=_pods(service, target, now),
         ttft_p95_s=latest["ttft_p95"], itl_p95_s=latest["itl_p95"],
         idle_for_s=_idle_for(service, state, now) if target.min_replicas == 0 else None,
-        pending_activation=pending, cold_start_s=state.cold_start_s, rates=rates,
+        pending_activation=pending, cold_start_s=cold_start_estimate(service, target.pool) or state.cold_start_s,
+        rates=rates,
         **_target_load(service, target, now, rates), period_s=float(settings.AUTOSCALE_SECONDS),
     )
     return obs, latest, at_gateway
@@ -360,7 +362,7 @@ def evaluate_target(service: InferenceService, key: str, load: Callable[[], Targ
             ev = evaluate(policy, obs, History.from_dict(state.history))
         act = _Act(ev.desired, None, ev.rule, ev.reason, ev.history)
         # Sleep instead of zero (apps/autoscaling/sleeping.py): a sleeping pool keeps its replicas.
-        step = None if between else idle_step(service, pool, ev, obs, state.cold_start_s, now,
+        step = None if between else idle_step(service, pool, ev, obs, obs.cold_start_s, now,
                                                target.revision is not None)
         if step is not None:
             act.desired, act.rule, act.reason = step.desired, step.rule, step.reason

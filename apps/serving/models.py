@@ -16,7 +16,7 @@ from django.db import models
 
 from apps.catalog.choices import DeploymentMode
 from apps.catalog.engines import EngineSettings
-from apps.core.access import RestrictedQuerySet, restricted, tenant_owned
+from apps.core.access import RestrictedQuerySet, restricted, staff_only, tenant_owned
 from apps.core.models import TimestampedModel
 from apps.core.validators import dns1123_label
 from apps.serving.choices import GpuType, Phase, PoolRole, ReconcileResult, RoutingPolicy
@@ -283,6 +283,8 @@ class ServiceObservation(models.Model):
     drift = models.JSONField(default=list, blank=True)  # [{object, diff, found_at}]: live differed from desired
     # Live status of the service's HPAs / KEDA ScaledObjects: [{kind, name, current, desired, conditions, ...}]
     autoscalers = models.JSONField(default=list, blank=True)
+    # The replicas' start-up phases read from their pods' Events (apps/serving/startup.py `record`), newest first.
+    startups = models.JSONField(default=list, blank=True)
     observed_at = models.DateTimeField(null=True, blank=True)
 
     objects = restricted(tenant_owned("service__tenant"))
@@ -342,3 +344,39 @@ class Revision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.service} revision {self.number}"
+
+
+class ModelCache(TimestampedModel):
+    """The platform's choice to keep a platform-wide model on a cluster: once in the cluster cache for every tenant
+    whose catalog includes it, and copied by the model agent to nodes' local disks within a per-node budget."""
+
+    cluster = models.ForeignKey("clusters.Cluster", on_delete=models.CASCADE, related_name="model_caches")
+    model = models.ForeignKey("catalog.Model", on_delete=models.PROTECT, related_name="caches")
+    node_budget_gb = models.PositiveIntegerField(
+        default=500, validators=[MinValueValidator(1)],
+        help_text="Disk per node the model agent may fill with model copies (GB, decimal); at most a node's disk.")
+
+    objects = restricted(staff_only("the platform's cache of a platform-wide model, for every tenant"))
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cluster", "model"], name="serving_modelcache_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.model} on {self.cluster}"
+
+    def clean(self) -> None:
+        from capacity.modelcache import BudgetError, check_budget
+        from capacity.startup import NODE_DISK_BYTES
+
+        errors: dict[str, list[str]] = {}
+        if self.model_id and self.model.tenant_id is not None:
+            errors["model"] = [f"{self.model.name} is private to tenant {self.model.tenant}: a private model stays "
+                               "in its tenant's namespace and is never cached for the platform."]
+        if self.node_budget_gb:
+            try:
+                check_budget(self.node_budget_gb * 10**9, NODE_DISK_BYTES)
+            except BudgetError:
+                errors["node_budget_gb"] = [f"{self.node_budget_gb:,} GB is more than a node's disk "
+                                            f"({NODE_DISK_BYTES // 10**9:,} GB)."]
+        if errors:
+            raise ValidationError(errors)

@@ -134,6 +134,17 @@ def cache_claim_name(spec) -> str:
     return f"model-{dns_label(spec.model.name)[:45]}-{short_hash(spec.model.source_uri)}"
 
 
+# The cluster cache of a platform-wide model is one per cluster; this prefix marks its key.
+PLATFORM_CACHE_PREFIX = "platform"
+
+
+def cluster_cache_key(spec) -> str:
+    """The cluster cache an engine pod's weights come from: one per cluster for a platform-wide model (every
+    tenant's services of it share it), the tenant namespace's claim for a tenant's private model."""
+    claim = cache_claim_name(spec)
+    return f"{PLATFORM_CACHE_PREFIX}/{claim}" if spec.model.platform_wide else f"{spec.namespace}/{claim}"
+
+
 def service_selector(uid) -> str:
     """The label selector of every object of one service."""
     return f"{SERVICE_UID_LABEL}={uid}"

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from apps.autoscaling.choices import ScalingAction
 from apps.autoscaling.models import PoolAutoscalerState, ScalingDecision
 from apps.serving.models import InferenceService, ServiceObservation
+from apps.serving.prefetch import prefetch_plan
 from apps.web.attainment import slo_attainment
 
 TIMELINE_ROWS = 200  # decisions read for the timeline; consecutive held ones fold into one line
@@ -115,6 +116,7 @@ def panel_context(service: InferenceService) -> dict:
         "forecast_bands": forecast_bands(states),
         "attainment": attainment_words(slo_attainment(service)),
         "live_autoscalers": list(observation.autoscalers) if observation else [],
+        "prefetch": prefetch_plan(service),
     }
 
 

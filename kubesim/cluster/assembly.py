@@ -56,6 +56,7 @@ from kubesim.cluster.kueue_crds import (
     WORKLOADS,
     kueue_crds,
 )
+from kubesim.cluster.model_agent import ModelAgent
 from kubesim.cluster.netpol import api_server_objects
 from kubesim.cluster.nodes import build_nodes
 from kubesim.cluster.podnet import OVERLAY, POD_NETWORKS, PodListeners, pod_prefix
@@ -171,6 +172,7 @@ class Cluster:
             QuotaController(manager, self.informers[QUOTAS], pods),
             DisruptionController(manager, self.informers[PDBS], pods),
             JobController(self.api.as_manager("job-controller"), self.recorder, self.informers[JOBS], pods, self.rng),
+            ModelAgent(self.api.as_manager("model-agent"), self.recorder, self.config.fast_start),
             GarbageCollector(self.api.as_manager("generic-garbage-collector")),
             NamespaceController(self.api.as_manager("namespace-controller"), self.informers[NAMESPACES]),
         ]

@@ -27,6 +27,7 @@ COMPONENTS = (
     "generic-garbage-collector",
     "namespace-controller",
     "kueue-controller-manager",  # only acts where Kueue is installed (the default)
+    "model-agent",  # copies the chosen models to nodes' disks and labels the nodes (kubesim/cluster/model_agent.py)
 )
 # The components write every kind they reconcile, including custom resources of any group (LeaderWorkerSet,
 # scale targets), so their roles are broad; what RBAC adds is that each is an identity that can be refused.

@@ -14,6 +14,7 @@ import aiohttp
 from kubesim.cluster.gpus import GpuDevices
 from kubesim.cluster.pod_runtime import COMPONENT, KubeletConfig, PodRuntime
 from kubesim.cluster.podnet import PodListeners
+from kubesim.cluster.weights import FilledCaches
 from kubesim.workload import ClusterView, WorkloadFactory
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ class Kubelet:
         # Set by the cluster: the admission of a node's kubelet (pod, node) -> why it refuses the pod, or None.
         self.admission: Callable[[dict, dict], str | None] | None = None
         self._rejected: set[str] = set()
+        self.filled_caches = FilledCaches()  # the cluster caches whose weights a pod downloaded
 
     def session(self) -> aiohttp.ClientSession:
         """One HTTP client for all probes."""

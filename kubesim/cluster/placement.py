@@ -252,9 +252,17 @@ def inter_pod_reasons(pod: dict, node: dict, placed: list[PlacedPod], node_label
     return []
 
 
-def _score(requests: dict[str, int], node: dict, usage: NodeUsage) -> tuple:
-    """Lower is better: GPU pods pack onto the node with the fewest GPUs left (less fragmentation);
-    everything else spreads to the least requested CPU."""
+def preferred_weight(pod: dict, node: dict) -> int:
+    """The NodeAffinity score: the summed weights of the pod's preferred node affinity terms the node matches."""
+    preferred = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity", {}).get(
+        "preferredDuringSchedulingIgnoredDuringExecution") or []
+    return sum(int(term.get("weight") or 0) for term in preferred if _term_matches(term.get("preference") or {}, node))
+
+
+def _score(requests: dict[str, int], node: dict, usage: NodeUsage, preference: int = 0) -> tuple:
+    """Lower is better: a node the pod's preferred node affinity weighs more first (nodes holding its weights);
+    then GPU pods pack onto the node with the fewest GPUs left (less fragmentation); everything else spreads to
+    the least requested CPU."""
     allocatable = allocatable_of(node)
     gpu_left = 0
     for name, want in requests.items():
@@ -263,7 +271,7 @@ def _score(requests: dict[str, int], node: dict, usage: NodeUsage) -> tuple:
     cpu_share = (usage.requested.get("cpu", 0) + requests.get("cpu", 0)) / max(allocatable.get("cpu", 1), 1)
     has_gpus = any(name.endswith("/gpu") for name in allocatable)
     wants_gpus = any(name.endswith("/gpu") and want for name, want in requests.items())
-    return (has_gpus and not wants_gpus, gpu_left, cpu_share, node["metadata"]["name"])
+    return (has_gpus and not wants_gpus, -preference, gpu_left, cpu_share, node["metadata"]["name"])
 
 
 def place(pod: dict, nodes: list[dict], usage: dict[str, NodeUsage], placed: list[PlacedPod] | None = None) -> str:
@@ -272,7 +280,9 @@ def place(pod: dict, nodes: list[dict], usage: dict[str, NodeUsage], placed: lis
     requests = pod_requests(pod)
     node_labels = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}) for n in nodes} if placed else {}
     gpus = [(name, want) for name, want in requests.items() if name.endswith("/gpu") and want]
-    if len(gpus) == 1 and not (pod.get("spec") or {}).get("nodeName"):
+    preferring = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity", {}).get(
+        "preferredDuringSchedulingIgnoredDuringExecution")
+    if len(gpus) == 1 and not (pod.get("spec") or {}).get("nodeName") and not preferring:
         packed = _place_packed(pod, nodes, usage, requests, gpus[0], placed, node_labels)
         if packed is not None:
             return packed
@@ -321,7 +331,7 @@ def place_scanning(pod: dict, nodes: list[dict], usage: dict[str, NodeUsage], re
         if reasons:
             failures[name] = reasons
             continue
-        score = _score(requests, node, node_usage)
+        score = _score(requests, node, node_usage, preferred_weight(pod, node))
         if best is None or score < best:
             best = score
     if best is None:

@@ -25,6 +25,7 @@ from kubesim.cluster.events import now
 from kubesim.cluster.generic_workload import resolve
 from kubesim.cluster.nodes import node_class, node_gpu_key
 from kubesim.cluster.pod_status import pod_ready_conditions
+from kubesim.cluster.weights import FilledCaches, run_phases
 from kubesim.workload import ClusterView, PodContext, Workload, WorkloadExit, WorkloadFactory
 
 log = logging.getLogger(__name__)
@@ -112,6 +113,7 @@ class PodHost(Protocol):
     config: KubeletConfig
     cluster_view: ClusterView | None
     workload_for: WorkloadFactory | None
+    filled_caches: FilledCaches
 
     def session(self) -> aiohttp.ClientSession: ...
 
@@ -203,6 +205,7 @@ class PodRuntime:
             cluster=self.kubelet.cluster_view,
             node_class=node_class(self.node),
             models_dir=self.kubelet.config.models_dir,
+            weights_cache=self.kubelet.filled_caches.cache_for(self.pod, self.node),
         )
 
     async def run(self) -> None:
@@ -321,8 +324,11 @@ class PodRuntime:
         failing readiness takes the container out of Ready, failing liveness restarts it."""
         started = time.monotonic()
         until_ready = getattr(workload, "until_ready", None)
+        phases = getattr(workload, "startup_phases", lambda: None)()
         if until_ready is not None:
             await until_ready()
+        elif phases is not None:
+            await run_phases(self, container, workload, phases)
         else:
             await asyncio.sleep(self.kubelet.config.ready_delay(workload))
         readiness = container.spec.get("readinessProbe")

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 
 from capacity import arch as cap
+from capacity import startup
 from capacity.gpus import GIB, GPUS, HOST_LINK_FRACTION, Gpu
 from capacity.sleep import WAKE_OVERHEAD_S, WakeFacts
 from enginevocab import sglang as sglang_vocab
@@ -40,6 +41,7 @@ class EngineSpec:
     core: CoreConfig
     startup_s: float
     time_scale: float
+    phases: startup.Phases | None = None  # the start-up's phases, startup_s being their total over time_scale
     enable_lora: bool = False
     runtime_lora: bool = False
     lora_modules: dict[str, str] = field(default_factory=dict)
@@ -83,7 +85,7 @@ def physics_for(ctx: PodContext, warmup_s: float) -> Physics:
         decode_bandwidth_fraction=_float_setting(ctx, "decode-bandwidth-fraction", 0.7),
         step_overhead_s=_float_setting(ctx, "step-overhead-ms", 2.0) / 1000,
         kv_link_bandwidth=_float_setting(ctx, "kv-link-gbps", 400.0) * 1e9 / 8,
-        storage_bandwidth=_float_setting(ctx, "storage-gbps", 16.0) * 1e9 / 8,
+        storage_bandwidth=_float_setting(ctx, "storage-gbps", startup.CLUSTER_CACHE_BYTES_PER_S * 8 / 1e9) * 1e9 / 8,
         warmup_s=_float_setting(ctx, "warmup-seconds", warmup_s),
         host_link_fraction=_float_setting(ctx, "host-link-fraction", HOST_LINK_FRACTION),
     )
@@ -189,22 +191,30 @@ def _check_gpus(ctx: PodContext, needed: int) -> None:
         )
 
 
-def _startup(weights_total: float, phys: Physics, ctx: PodContext, scale: float) -> float:
-    if ctx.fast_start:
-        return 0.5
-    return (weights_total / phys.storage_bandwidth + phys.warmup_s) / scale
+def startup_phases(ctx: PodContext, gpu: Gpu, rank_bytes: float, ranks: int, phys: Physics) -> startup.Phases:
+    """The pod's start-up phases (capacity.startup): its ranks' weights read from where the pod finds them (a pod
+    without a weights annotation reads them from a filled volume), `storage-gbps` being the cluster cache's rate."""
+    pod_ranks = min(ranks, ctx.gpu_count) if ctx.gpu_count else ranks
+    cache = ctx.weights_cache or "cluster"
+    return startup.phases(
+        gpu, pod_ranks, rank_bytes * pod_ranks, cache, init_s=phys.warmup_s,
+        source_bytes_per_s=_float_setting(ctx, "source-mbps", startup.SOURCE_BYTES_PER_S * 8 / 1e6) * 1e6 / 8,
+        host_link_fraction=phys.host_link_fraction,
+        read_bytes_per_s=phys.storage_bandwidth if cache != "node" else startup.NODE_DISK_BYTES_PER_S,
+    )
 
 
 def _core(
-    ctx: PodContext, arch: cap.ModelArch, wbytes: float, ranks: int, warmup_s: float, **resolved
-) -> tuple[CoreConfig, float, float]:
-    """The core config with the pod's physics and the weights split over `ranks` GPUs, its startup time and
-    the pod's time scale: the part both engines resolve alike."""
-    phys = physics_for(ctx, warmup_s)
+    ctx: PodContext, arch: cap.ModelArch, wbytes: float, ranks: int, engine: str, **resolved
+) -> tuple[CoreConfig, startup.Phases, float, float]:
+    """The core config with the pod's physics and the weights split over `ranks` GPUs, its start-up phases and
+    time (0.5 s under `--fast-start`) and the pod's time scale: the part both engines resolve alike."""
+    phys = physics_for(ctx, startup.ENGINE_INIT_S[engine])
     scale = _float_setting(ctx, "time-scale", 1.0)
     rank_bytes = arch.weights_bytes(wbytes) / ranks
     core = CoreConfig(model=arch, weight_bytes_rank=rank_bytes, physics=phys, **resolved)
-    return core, _startup(rank_bytes, phys, ctx, scale), scale
+    phases = startup_phases(ctx, resolved["gpu"], rank_bytes, ranks, phys)
+    return core, phases, 0.5 if ctx.fast_start else phases.total_s / scale, scale
 
 
 def _vllm_cache_info(ns: argparse.Namespace, prefix_caching: bool, blocks: int, block_size: int,
@@ -367,8 +377,8 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     if not chunked and ns.max_num_batched_tokens is None:
         batched = max(max_len, 2048)
     role = _vllm_kv_role(ns)
-    core, startup_s, scale = _core(
-        ctx, arch, wbytes, tp * pp, 20.0, gpu=gpu, tp=tp, num_blocks=blocks, block_size=block_size,
+    core, phases, startup_s, scale = _core(
+        ctx, arch, wbytes, tp * pp, "vllm", gpu=gpu, tp=tp, num_blocks=blocks, block_size=block_size,
         max_num_seqs=ns.max_num_seqs or cap.vllm_default_max_num_seqs(gpu), max_num_batched_tokens=batched,
         max_model_len=max_len, kv_bytes_per_token_rank=per_token, prefix_caching=ns.enable_prefix_caching is not False,
         chunked_prefill=chunked, kv_role=role, reserve_null_block=True, seed=ns.seed or ctx.seed,
@@ -393,7 +403,8 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         f"INFO [api_server.py] Starting vLLM API server 0 on http://0.0.0.0:{ns.port}",
     ]
     return EngineSpec(
-        kind="vllm", served_names=names, core=core, startup_s=startup_s, time_scale=scale, enable_lora=enable_lora,
+        kind="vllm", served_names=names, core=core, startup_s=startup_s, phases=phases, time_scale=scale,
+        enable_lora=enable_lora,
         runtime_lora=runtime and enable_lora, lora_modules=_lora_modules(ns.lora_modules or []),
         log_stats=not ns.disable_log_stats, pd_role=_pd(role), data_parallel=max(1, dp),
         cache_info=_vllm_cache_info(ns, core.prefix_caching, blocks, block_size, max_len), logs=logs,
@@ -461,8 +472,8 @@ def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     unit = 16  # the pool is simulated in 16-token units; hit and usage figures are reported in tokens
     per_token = arch.kv_bytes_per_token(kv_bytes, tp)
     role = {"prefill": "producer", "decode": "consumer"}.get(ns.disaggregation_mode)
-    core, startup_s, scale = _core(
-        ctx, arch, wbytes, tp, 15.0, gpu=gpu, tp=tp, num_blocks=tokens // unit, block_size=unit,
+    core, phases, startup_s, scale = _core(
+        ctx, arch, wbytes, tp, "sglang", gpu=gpu, tp=tp, num_blocks=tokens // unit, block_size=unit,
         max_num_seqs=max_running, max_num_batched_tokens=chunk if chunk > 0 else ns.max_prefill_tokens,
         max_model_len=ctx_len, kv_bytes_per_token_rank=per_token, prefix_caching=not ns.disable_radix_cache,
         chunked_prefill=chunk > 0, kv_role=role, reserve_null_block=False,
@@ -488,6 +499,7 @@ def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         core.max_loras = core.max_cpu_loras = ns.max_loras_per_batch
     return EngineSpec(
         kind="sglang", served_names=[ns.served_model_name or ns.model_path], core=core, startup_s=startup_s,
+        phases=phases,
         time_scale=scale, enable_lora=bool(ns.enable_lora or ns.lora_paths), runtime_lora=True,
         lora_modules=_lora_modules(ns.lora_paths or []), pd_role=_pd(role), max_total_tokens=tokens,
         page_size=ns.page_size or 1, mem_fraction=mem_fraction, logs=logs,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from capacity import roofline
+from capacity import roofline, startup
 from capacity.arch import ModelArch
 from capacity.gpus import HOST_LINK_FRACTION, Gpu
 from kubesim.engines.cputier import TierConfig
@@ -20,8 +20,8 @@ class Physics:
     step_overhead_s: float = roofline.STEP_OVERHEAD_S  # scheduler, sampling and kernel launches per step
     kv_link_bandwidth: float = 50e9  # bytes/s between prefill and decode engines (400 Gb/s RDMA)
     kv_link_latency_s: float = 0.001
-    storage_bandwidth: float = 2e9  # bytes/s reading weights at start-up
-    warmup_s: float = 20.0  # CUDA graphs, compilation, profiling run
+    storage_bandwidth: float = startup.CLUSTER_CACHE_BYTES_PER_S  # bytes/s reading weights from the cluster cache
+    warmup_s: float = startup.ENGINE_INIT_S["vllm"]  # CUDA graphs, compilation, profiling run
     host_link_fraction: float = HOST_LINK_FRACTION  # achieved share of the GPU's host link in KV copies (cputier)
     lora_load_overhead_s: float = 0.02  # reading and checking an adapter's config, besides its weights
 

@@ -54,6 +54,10 @@ class EngineWorkload(InferenceHandlers, SleepingEngine):
     def startup_seconds(self) -> float:
         return self.spec.startup_s
 
+    def startup_phases(self):
+        """The start-up's phases (capacity.startup.Phases) the kubelet sleeps through, an Event for each."""
+        return self.spec.phases
+
     def logs(self) -> list[str]:
         return list(self._logs)
 

@@ -149,7 +149,7 @@ def test_lora_adapters_are_fetched_and_passed_to_the_engine():
     assert args[args.index("--lora-paths") + 1] == "tone=/models/adapters/tone"
     assert "--enable-lora" in args
     inits = find(objects, "Deployment", "chat")["spec"]["template"]["spec"]["initContainers"]
-    assert [c["name"] for c in inits] == ["fetch-model", "fetch-adapter-tone"]
+    assert [c["name"] for c in inits] == ["fetch-model", "fetch-adapter-tone", "select-weights"]
     assert "aws s3 sync s3://b/tone" in inits[1]["command"][2]
 
 

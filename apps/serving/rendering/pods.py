@@ -1,7 +1,8 @@
 """The engine pod template shared by every deployment mode (names and labels: `apps.serving.names`).
 
 An engine pod: one init container per artifact to fetch (model, LoRA adapters) into the per-model cache
-volume, skipped when the artifact is already there; the engine container with the adapter's flags, GPU
+volume, skipped when the artifact is already there, then one that picks the node-local copy of the weights or the
+cluster cache (`apps.serving.rendering.weights`); the engine container with the adapter's flags, GPU
 limits, probes on the engine's endpoints and a start-up budget sized to the model; the GPU node
 selector and toleration; and an annotation with a hash of the template so any change rolls the pods.
 """
@@ -22,6 +23,13 @@ from apps.catalog.engines import EngineAdapter, LoraAdapter, MultiNode, get_adap
 from apps.serving.idle_spec import sleep_mode_args
 from apps.serving.names import TEMPLATE_HASH_ANNOTATION, cache_claim_name, dns_label, labels
 from apps.serving.rendering.spec import PoolSpec, ServiceSpec
+from apps.serving.rendering.weights import (
+    cached,
+    select_container,
+    warm_node_affinity,
+    weights_annotations,
+    weights_volumes,
+)
 from capacity.gpus import gpu_for
 from capacity.parallel import effective_parallelism
 
@@ -205,6 +213,8 @@ def init_containers(spec: ServiceSpec) -> list[dict]:
         if not adapter.source_uri.startswith("pvc://"):
             name = f"fetch-adapter-{dns_label(adapter.name)}"[:63]
             out.append(_fetch_container(spec, name, adapter.source_uri, adapter_path(spec, i)))
+    if cached(spec):
+        out.append(select_container(spec, settings.MODEL_FETCH_IMAGE, model_path(spec).rsplit("/", 1)[-1]))
     return out
 
 
@@ -217,7 +227,9 @@ def shm_gib(gpus: int) -> int:
 def volumes(spec: ServiceSpec, gpus: int) -> tuple[list[dict], list[dict]]:
     """Pod volumes and the engine container's mounts: model cache or source PVCs, and shared memory."""
     vols, mounts = [], []
-    if needs_cache(spec):
+    if cached(spec):
+        vols, mounts = weights_volumes(spec)
+    elif needs_cache(spec):
         vols.append({"name": "model-cache", "persistentVolumeClaim": {"claimName": cache_claim_name(spec)}})
         mounts.append({"name": "model-cache", "mountPath": MODELS_DIR, "readOnly": True})
     if spec.model.source_uri.startswith("pvc://"):
@@ -363,7 +375,7 @@ def engine_pod_template(spec: ServiceSpec, pool: PoolSpec, role: PodRole) -> dic
     """The pod template of one engine pool (or one side of a multi-node group), hash annotated."""
     gpu = gpu_for(pool.gpu_type)
     vols, mounts = volumes(spec, pool.gpus_per_replica)
-    annotations = {}
+    annotations = weights_annotations(spec)
     if role.disaggregation == "prefill" and spec.engine == "sglang":
         # The SGLang router reads the prefill bootstrap port from this annotation.
         annotations["sglang.ai/bootstrap-port"] = str(get_adapter("sglang").bootstrap_port)
@@ -372,6 +384,7 @@ def engine_pod_template(spec: ServiceSpec, pool: PoolSpec, role: PodRole) -> dic
         "nodeSelector": {gpu.product_label: gpu.product},
         "tolerations": [{"key": gpu.resource, "operator": "Exists", "effect": "NoSchedule"}],
         "terminationGracePeriodSeconds": 60,
+        **({"affinity": warm_node_affinity(spec)} if cached(spec) else {}),
     }
     if spec.kueue is not None and spec.kueue.running is not None:
         pod_spec["priorityClassName"] = spec.kueue.running.name  # the pod PriorityClass of rendering/kueue.py

@@ -36,6 +36,7 @@ class ModelSpec:
     max_context: int
     dtype: str = "bfloat16"
     size_bytes: int | None = None
+    platform_wide: bool = False  # a platform catalog entry: its cluster cache is one per cluster, not per tenant
 
     @property
     def weights_bytes(self) -> int:
@@ -215,7 +216,7 @@ def _spec(service, model, runtime, adapters: list, pools: list) -> ServiceSpec:
         image=runtime.image,
         tag=runtime.tag,
         runtime_args=tuple(runtime.default_args or ()),
-        model=_model_spec(model),
+        model=model_spec(model),
         draft_model=draft_model_spec(service.tenant_id, (service.engine_settings or {}).get("speculative_model")),
         adapters=tuple(
             AdapterSpec(a.name, a.source_uri, a.rank) for a in sorted(adapters, key=lambda a: a.name)
@@ -271,7 +272,8 @@ def _gpu_ceiling(service) -> int:
     return 0 if queue is None else queue.total_ceiling()
 
 
-def _model_spec(model) -> ModelSpec:
+def model_spec(model) -> ModelSpec:
+    """The rendering facts of a catalog model (its weights, where they come from, platform-wide or private)."""
     return ModelSpec(
         name=model.name,
         source_uri=model.source_uri,
@@ -283,6 +285,7 @@ def _model_spec(model) -> ModelSpec:
         head_dim=model.head_dim,
         max_context=model.max_context,
         dtype=model.dtype,
+        platform_wide=model.tenant_id is None,
     )
 
 
@@ -294,4 +297,4 @@ def draft_model_spec(tenant_id: int, name) -> ModelSpec | None:
     if not isinstance(name, str):
         return None
     draft = Model.objects.named_for_tenant(tenant_id, name)
-    return None if draft is None else _model_spec(draft)
+    return None if draft is None else model_spec(draft)

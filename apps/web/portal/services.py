@@ -23,6 +23,7 @@ from apps.serving.actions import ServiceDeleting, StaleVersion, request_deletion
 from apps.serving.choices import Phase
 from apps.serving.models import POOL_SPEC_FIELDS, InferenceService
 from apps.serving.rendering.spec import PoolSpec
+from apps.serving.startup import panel as startup_panel
 from apps.telemetry.series import RANGES
 from apps.web.attainment import slo_attainment
 from apps.web.forms.services import (
@@ -92,6 +93,7 @@ def service_detail(request, tenant, name: str):
     context["roles"] = [p.role for p in context["pools"]] if len(context["pools"]) > 1 else []
     context["audit"] = AuditEntry.objects.for_object(service).select_related("actor")[:10]
     context["scaling"] = panel_context(service)
+    context["startup"] = startup_panel(service)
     context["gateway_drift"] = drift([service.pk])[service.pk]
     context["kv_tier"] = (service.engine_settings or {}).get("kv_offload")
     context["gateway_view"] = gateway_view(service.pk)

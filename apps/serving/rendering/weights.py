@@ -1,0 +1,100 @@
+"""Where an engine pod reads its weights: the node-local copy the model agent made, else the cluster cache.
+
+The pod mounts both: the node's copy of the model (an inline CSI volume of the model agent's driver, read-only: Pod
+Security "baseline" allows CSI volumes, not hostPath) and the cluster cache claim. A `select-weights` init container
+links the model directory under /models to the node-local copy when that copy is complete, else to the cluster cache,
+and prints which; the engine reads /models/<model> either way. The pod's weights annotation says
+the same for kubesim and for people (`kubectl describe pod`), and a preferred node affinity asks the scheduler for
+nodes that hold the weights already.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from apps.serving.names import cache_claim_name, cluster_cache_key
+from apps.serving.rendering.spec import ServiceSpec
+from enginevocab.labels import WEIGHTS_ANNOTATION, model_held_label
+
+MODELS_DIR = "/models"  # what the engine reads: links chosen by the select-weights container
+CLUSTER_CACHE_DIR = "/cluster-models"  # the cluster cache claim
+NODE_CACHE_DIR = "/node-model"  # the node's copy of the model (empty when the node holds none)
+NODE_MODELS_PATH = "/var/lib/controlplane/models"  # on the node: where the model agent keeps its copies
+MODEL_AGENT_CSI_DRIVER = "models.controlplane.io"  # the model agent's CSI node plugin: a model's copy on the node
+WARM_NODE_WEIGHT = 100  # the preferred affinity's weight (1-100): the strongest preference, never a requirement
+
+
+def cached(spec: ServiceSpec) -> bool:
+    """Whether the model's weights go through the caches (a pvc:// source is read from its own claim)."""
+    return not spec.model.source_uri.startswith("pvc://")
+
+
+def node_copy_path(spec: ServiceSpec) -> str:
+    """Where the model agent keeps the model's copy on a node."""
+    return f"{NODE_MODELS_PATH}/{spec.model.name}"
+
+
+def weights_annotations(spec: ServiceSpec) -> dict[str, str]:
+    """The pod annotation naming where its weights are read from (empty for weights on their own claim)."""
+    if not cached(spec):
+        return {}
+    value = {"model": spec.model.name, "bytes": spec.model.weights_bytes, "node_path": node_copy_path(spec),
+             "cluster_cache": cluster_cache_key(spec)}
+    return {WEIGHTS_ANNOTATION: json.dumps(value, sort_keys=True)}
+
+
+def warm_node_affinity(spec: ServiceSpec) -> dict:
+    """Preferred (not required) node affinity to nodes labelled as holding the model's weights."""
+    if not cached(spec):
+        return {}
+    term = {"matchExpressions": [{"key": model_held_label(spec.model.name), "operator": "In", "values": ["true"]}]}
+    return {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": WARM_NODE_WEIGHT, "preference": term}]}}
+
+
+def select_script(model_dir: str) -> str:
+    """POSIX sh: link every entry of the cluster cache under /models, then the model's own directory to the node's
+    copy when that copy is complete; says which."""
+    name = shlex.quote(model_dir)
+    return "\n".join([
+        "set -eu",
+        f"for entry in {CLUSTER_CACHE_DIR}/* {CLUSTER_CACHE_DIR}/.[!.]*; do",
+        f'  if [ -e "$entry" ]; then ln -sfn "$entry" "{MODELS_DIR}/$(basename "$entry")"; fi',
+        "done",
+        f"if [ -f {NODE_CACHE_DIR}/.complete ]; then",
+        f'  ln -sfn {NODE_CACHE_DIR} {MODELS_DIR}/{name}; echo "weights: node-local copy"',
+        "else",
+        '  echo "weights: cluster cache"',
+        "fi",
+    ])
+
+
+def select_container(spec: ServiceSpec, image: str, model_dir: str) -> dict:
+    """The init container that picks the node-local copy or the cluster cache (after the fetch containers)."""
+    return {
+        "name": "select-weights",
+        "image": image,
+        "command": ["sh", "-c", select_script(model_dir)],
+        "volumeMounts": [{"name": "weights", "mountPath": MODELS_DIR},
+                         {"name": "model-cache", "mountPath": CLUSTER_CACHE_DIR, "readOnly": True},
+                         {"name": "node-model", "mountPath": NODE_CACHE_DIR, "readOnly": True}],
+        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+    }
+
+
+def weights_volumes(spec: ServiceSpec) -> tuple[list[dict], list[dict]]:
+    """The cached weights' volumes and the engine's mounts of them (the links, the cluster cache, the node's copies:
+    the links point into both)."""
+    vols = [
+        {"name": "model-cache", "persistentVolumeClaim": {"claimName": cache_claim_name(spec)}},
+        {"name": "weights", "emptyDir": {"sizeLimit": "1Mi"}},
+        {"name": "node-model", "csi": {"driver": MODEL_AGENT_CSI_DRIVER, "readOnly": True,
+                                       "volumeAttributes": {"model": spec.model.name}}},
+    ]
+    mounts = [
+        {"name": "weights", "mountPath": MODELS_DIR, "readOnly": True},
+        {"name": "model-cache", "mountPath": CLUSTER_CACHE_DIR, "readOnly": True},
+        {"name": "node-model", "mountPath": NODE_CACHE_DIR, "readOnly": True},
+    ]
+    return vols, mounts
