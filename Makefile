@@ -37,8 +37,14 @@ check: $(STAMP)
 	$(DEVENV) test python manage.py makemigrations --check --dry-run
 	$(DEVENV) test python manage.py spectacular --validate --fail-on-warn --file /dev/null
 
+# The suite runs on PYTEST_WORKERS pytest-xdist workers (docs/tests.md), each with its own test database, ports,
+# kubesim and Celery queues; `--dist loadgroup` keeps the real-engine tests on one of them. `make test
+# PYTEST_WORKERS=` runs it serially in one process.
+PYTEST_WORKERS ?= 4
+PYTEST_PARALLEL := $(if $(strip $(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup)
+
 test: lint layers check browser kubectl
-	$(DEVENV) test python -m pytest $(PYTEST_ARGS)
+	$(DEVENV) test python -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 # The browser tests drive a system Chromium through Playwright (no browser download). As root on Debian
 # it is installed here; elsewhere install your distribution's chromium or set CHROMIUM=/path/to/chrome.

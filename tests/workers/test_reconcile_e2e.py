@@ -27,12 +27,14 @@ def wait_for(predicate, timeout=120.0, interval=0.3, what="condition"):
 
 
 def _advisory_lock_held(key1: int, key2: int) -> bool:
-    """Whether some session holds the two-key advisory lock (pg_locks: classid, objid, objsubid 2)."""
+    """Whether some session holds the two-key advisory lock (pg_locks: classid, objid, objsubid 2) in this
+    database (advisory locks are per database; another test database, as another xdist worker's, has its own)."""
     from django.db import connection
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND objid = %s "
-                       "AND objsubid = 2 AND granted", [key1, key2])
+                       "AND objsubid = 2 AND granted "
+                       "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())", [key1, key2])
         return cursor.fetchone() is not None
 
 
