@@ -35,6 +35,7 @@ ACTORS = ("owner_a", "operator_a", "viewer_a", "member_b", "staff", "anonymous",
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if "real_engine" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.real_engine)  # a lane of its own: `-m real_engine`, `-m "not real_engine"`
             item.add_marker(pytest.mark.xdist_group(REAL_ENGINE_GROUP))
 
 
