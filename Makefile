@@ -37,8 +37,14 @@ check: $(STAMP)
 	$(DEVENV) test python manage.py makemigrations --check --dry-run
 	$(DEVENV) test python manage.py spectacular --validate --fail-on-warn --file /dev/null
 
+# `make test PYTEST_WORKERS=4` runs the suite on 4 pytest-xdist workers (docs/tests.md), each with its own test
+# database, ports, kubesim and Celery queues; `--dist loadgroup` keeps the real-engine tests on one of them.
+# Serial (one process) stays the default until the whole suite has been run green in parallel.
+PYTEST_WORKERS ?=
+PYTEST_PARALLEL := $(if $(strip $(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup)
+
 test: lint layers check docs-check browser kubectl
-	$(DEVENV) test python -m pytest $(PYTEST_ARGS)
+	$(DEVENV) test python -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 # The documentation site (mkdocs.yml, pages in docs/): `make docs` builds it into site/ (static files to
 # publish), `make docs-serve` serves it at http://127.0.0.1:8001/ while editing, and `make test` builds it with

@@ -21,6 +21,7 @@ varies less than latency when other work shares the machine.
 
 from __future__ import annotations
 
+import argparse
 import gc
 import os
 import secrets
@@ -30,11 +31,20 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# The options are read before Django is set up: `--help` needs no database.
+_parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+_parser.add_argument("--no-warm-up", dest="warm", action="store_false",
+                     help="measure without the WSGI entry point's warm-up (controlplane.warmup)")
+WARM = _parser.parse_args().warm
+
+from controlplane.devenv import fall_back_when_unconfigured  # noqa: E402
+
+fall_back_when_unconfigured("bench/api_list.py")  # a fresh shell: the local database and keys of manage.py
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 os.environ["DEBUG"] = "false"
 os.environ.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
 
-import django
+import django  # noqa: E402
 
 django.setup()
 
@@ -126,7 +136,6 @@ class GcClock:
 
 
 GC = GcClock()
-WARM = "--no-warm-up" not in sys.argv
 AFTER: list[float] = []  # ms of each after-response collection
 
 

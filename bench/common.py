@@ -7,6 +7,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 
+def setup_django(program: str) -> None:
+    """Set up Django for a bench script: in a fresh shell (no DATABASE_URL, no SECRET_KEY) with the local defaults
+    `manage.py` uses, said in one line on stderr (controlplane/devenv.py); as configured otherwise."""
+    import os
+
+    import django
+
+    from controlplane.devenv import fall_back_when_unconfigured
+
+    fall_back_when_unconfigured(program)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+    django.setup()
+
+
 def free_port() -> int:
     """A loopback port free at the moment of asking (bound, then released for a server to take)."""
     with socket.socket() as sock:

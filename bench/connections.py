@@ -48,10 +48,9 @@ def web_connections(database: str, own_pid: int) -> int:
 
 
 def run(clients: int, workers: int, threads: int) -> int:
-    import django
+    from bench.common import free_port, setup_django, throwaway_database
 
-    django.setup()
-    from bench.common import free_port, throwaway_database
+    setup_django("bench/connections.py")
     from controlplane.entrypoint import web_argv
 
     with throwaway_database():

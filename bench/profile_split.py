@@ -14,6 +14,7 @@ drift computation, logging, JSON). Separately: the share of the pass time spent 
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 from collections import Counter
@@ -61,8 +62,10 @@ def split(lines) -> tuple[Counter, int, int, int]:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("stacks", nargs="+", help="py-spy's raw (collapsed) stacks of the Celery workers")
     lines = []
-    for path in sys.argv[1:]:
+    for path in parser.parse_args().stacks:
         with open(path) as handle:
             lines.extend(handle)
     per, waiting, passes, main_samples = split(lines)

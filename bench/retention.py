@@ -67,9 +67,9 @@ def main() -> int:
     parser.add_argument("--pages-per-range", type=int, default=128, help="of the BRIN index (--index brin)")
     args = parser.parse_args()
 
-    import django
+    from bench.common import setup_django
 
-    django.setup()
+    setup_django("bench/retention.py")
     from django.conf import settings
     from django.db import connection, transaction
     from django.utils import timezone

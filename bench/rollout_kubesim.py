@@ -22,12 +22,16 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import random
+import sys
 import time
 from dataclasses import replace
 
 import aiohttp
 from kubernetes import client
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as `python bench/...py`
 
 from apps.rollouts.analysis import Action, Sample, StepState, Thresholds, analyse, decide, requests_ahead
 from enginevocab.labels import CANARY_WEIGHTS_ANNOTATION, REVISION_LABEL, canary_weights_value
@@ -186,6 +190,8 @@ def run(seed: int = 1) -> dict:
 
 
 if __name__ == "__main__":
-    import sys
+    import argparse
 
-    print(json.dumps(run(int(sys.argv[1]) if len(sys.argv) > 1 else 1)))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("seed", type=int, nargs="?", default=1, help="of the load (default 1)")
+    print(json.dumps(run(parser.parse_args().seed)))

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
 import statistics
 import subprocess
@@ -150,10 +149,9 @@ def main() -> int:
 
 
 def run(args, url: str) -> int:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
-    import django
+    from bench.common import setup_django
 
-    django.setup()
+    setup_django("bench/scrape.py")
     from django.db import connection
 
     from apps.telemetry.models import PodStat, SeriesPoint

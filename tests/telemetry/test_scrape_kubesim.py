@@ -132,7 +132,9 @@ def test_a_cycle_is_skipped_while_another_worker_scrapes_the_same_cluster(deploy
     # exits, a moment after the client closes, so wait for that rather than race it.
     def lock_released():
         with connection.cursor() as cur:
-            cur.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND objid = %s",
+            # This database's lock only: another test database (another xdist worker's) may hold its own.
+            cur.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND objid = %s "
+                        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
                         [LOCK_NAMESPACE, sim_cluster.pk])
             return cur.fetchone()[0] == 0
 

@@ -14,6 +14,7 @@ from urllib.request import urlopen
 import pytest
 
 from controlplane import tasknames
+from tests.conftest import reroute
 from tests.database import database_url_of_test_db
 from tests.ports import free_port
 
@@ -92,7 +93,7 @@ def workers(transactional_db):
     saved = (app.conf.task_routes, app.conf.task_default_queue)
     app.conf.task_routes = tasknames.routes(prefix)
     app.conf.task_default_queue = prefix + "default"
-    _reroute(app)
+    reroute(app)
     procs: list[subprocess.Popen] = []
 
     def start(n: int = 1, only: tuple[str, ...] = ()) -> list[subprocess.Popen]:
@@ -109,10 +110,4 @@ def workers(transactional_db):
         if os.environ.get("SHOW_WORKER_LOGS"):
             sys.stderr.write(output)
     app.conf.task_routes, app.conf.task_default_queue = saved
-    _reroute(app)
-
-
-def _reroute(app) -> None:
-    """Make the Celery app's router read the (changed) task_routes again; it caches them."""
-    app.amqp._rtable = None
-    app.amqp.router = app.amqp.Router()
+    reroute(app)

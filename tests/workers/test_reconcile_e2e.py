@@ -27,12 +27,14 @@ def wait_for(predicate, timeout=120.0, interval=0.3, what="condition"):
 
 
 def _advisory_lock_held(key1: int, key2: int) -> bool:
-    """Whether some session holds the two-key advisory lock (pg_locks: classid, objid, objsubid 2)."""
+    """Whether some session holds the two-key advisory lock (pg_locks: classid, objid, objsubid 2) in this
+    database (advisory locks are per database; another test database, as another xdist worker's, has its own)."""
     from django.db import connection
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND objid = %s "
-                       "AND objsubid = 2 AND granted", [key1, key2])
+                       "AND objsubid = 2 AND granted "
+                       "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())", [key1, key2])
         return cursor.fetchone() is not None
 
 
@@ -192,11 +194,14 @@ def test_two_reconcilers_never_work_on_one_service_at_once(stack):
 
     pk = create_service(stack, name="contended")["id"]
     s = connection.settings_dict
+    # The other session reads its commands from a pipe: it takes the claim and holds it until the pipe is closed
+    # (its session ends), not for a fixed time.
     holder = subprocess.Popen(
-        ["psql", "-h", s["HOST"] or "127.0.0.1", "-p", str(s["PORT"] or 5432), "-U", s["USER"], "-d", s["NAME"],
-         "-c", f"SELECT pg_advisory_lock({LOCK_NAMESPACE}, {pk}); SELECT pg_sleep(5);"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        ["psql", "-h", s["HOST"] or "127.0.0.1", "-p", str(s["PORT"] or 5432), "-U", s["USER"], "-d", s["NAME"]],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
     )
+    holder.stdin.write(f"SELECT pg_advisory_lock({LOCK_NAMESPACE}, {pk});\n")
+    holder.stdin.flush()
     try:
         # The other session holds the claim once PostgreSQL shows its advisory lock granted.
         wait_for(lambda: _advisory_lock_held(LOCK_NAMESPACE, pk), what="the other session's claim")
@@ -205,7 +210,9 @@ def test_two_reconcilers_never_work_on_one_service_at_once(stack):
         assert stack["apps"].list_namespaced_deployment(
             "tenant-acme", label_selector=f"{LABEL}={service(pk).uid}").items == []
     finally:
+        holder.stdin.close()
         holder.wait(timeout=30)
+    wait_for(lambda: not _advisory_lock_held(LOCK_NAMESPACE, pk), what="the other session's end")
     assert reconcile(pk).applied > 0  # the claim is free again once the other session ends
 
 
