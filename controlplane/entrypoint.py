@@ -27,7 +27,7 @@ WEB_GRACEFUL_TIMEOUT = 25
 def web_argv(env: dict[str, str]) -> list[str]:
     """gunicorn with WEB_CONCURRENCY workers of WEB_THREADS threads: at most workers × threads requests run at
     once, each thread holding at most one database connection, so no client (however many connections it
-    opens, with whatever token) can make the web tier hold more (README "Security": connection budget)."""
+    opens, with whatever token) can make the web tier hold more (docs/security.md: connection budget)."""
     return [
         "gunicorn", "controlplane.wsgi", "--bind", env.get("WEB_BIND", f"0.0.0.0:{WEB_PORT}"),
         "--workers", env.get("WEB_CONCURRENCY", "2"),  # access lines come from controlplane.logcontext

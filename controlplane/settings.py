@@ -74,7 +74,7 @@ try:
                                       "IMAGE_REGISTRIES")
 except ValueError as exc:
     raise ImproperlyConfigured(str(exc)) from exc
-# The images the product itself renders beside a Runtime's engine image (README "Security"): each pinned to a
+# The images the product itself renders beside a Runtime's engine image (docs/security.md): each pinned to a
 # tag other than latest or to a digest, so a tenant's namespace never runs a moving image.
 try:
     VLLM_ROUTER_IMAGE = parse_pinned_image(
@@ -257,7 +257,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
 }
-# Abuse resistance (README "Security"): API tokens live at most TOKEN_MAX_DAYS from when their secret was
+# Abuse resistance (docs/security.md): API tokens live at most TOKEN_MAX_DAYS from when their secret was
 # issued; rotation issues a new secret and a new period.
 TOKEN_MAX_DAYS = strict_int("TOKEN_MAX_DAYS", 90)
 if TOKEN_MAX_DAYS < 1:

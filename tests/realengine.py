@@ -1,4 +1,4 @@
-"""The real vLLM (CPU build) in a kubesim cpu-real node, shared by the whole test session (README "Real engines").
+"""The real vLLM (CPU build) in a kubesim cpu-real node, shared by the whole test session (docs/real-engines.md).
 
 `real_engine` (tests/conftest.py) starts one kubesim cluster with a cpu-real node, writes a tiny model and two
 adapters with `python -m kubesim tiny-model`/`tiny-adapter`, and runs one engine Deployment of it until Ready;

@@ -154,7 +154,7 @@ class EngineAdapter:
     readiness_path: ClassVar[str]
     startup_path: ClassVar[str]
     metrics_path: ClassVar[str] = "/metrics"
-    # The uid the engine container runs as, or None where the image needs root (see README, Security).
+    # The uid the engine container runs as, or None where the image needs root (see docs/security.md).
     non_root_uid: ClassVar[int | None] = None
     command: ClassVar[tuple[str, ...]]
     kv_cache_dtypes: ClassVar[tuple[str, ...]]

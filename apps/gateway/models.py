@@ -258,7 +258,7 @@ class UsageHour(Usage):
 class Upstream(models.Model):
     """Where the gateway sends a service's requests, as the last telemetry cycle of its cluster saw them:
     its ready router pods when the service is routed, else its ready engine pods, as `ip:port`. The
-    snapshot carries them to the gateway, which connects to them directly (README "Gateway")."""
+    snapshot carries them to the gateway, which connects to them directly (docs/gateway.md)."""
 
     service = models.OneToOneField("serving.InferenceService", on_delete=models.CASCADE, primary_key=True,
                                    related_name="+")

@@ -111,7 +111,7 @@ def prefix_layout(requests: list[TraceRequest], hit_rate: float | None,
     prompt, so a request finds cached what its own share and the longest one of its id before it have in common
     (and the first of each id nothing), in whole `block`s of the engine's KV cache, as its prefix cache finds
     it. The share is the one at which that adds up to the hits measured (`_fitted_share`); without a measured
-    rate, half of each prompt (DEFAULT_PREFIX_SHARE, an assumption the README states)."""
+    rate, half of each prompt (DEFAULT_PREFIX_SHARE, an assumption docs/whatif.md states)."""
     ids = [r.prefix_id for r in requests]
     named = [i for i in ids if i is not None]
     if not named:

@@ -4,7 +4,7 @@ The pod's rendered arguments are kept but for paths, ports and memory: a path un
 mounts becomes the same path under the node's models folder (`--models-dir`), `--host` is loopback and `--port` a
 free port, which the pod IP reaches as it reaches simulated engines, and `--gpu-memory-utilization` (on the CPU
 build, the share of the host's memory) is the pod's memory limit over the host's. The server is started through
-`enginevocab.vllm_launch` (README "Real engines"); Ready when its `/health` answers, its output is `kubectl logs`,
+`enginevocab.vllm_launch` (docs/real-engines.md); Ready when its `/health` answers, its output is `kubectl logs`,
 and its exit is the container's. `admission_refusal` is the kubelet's admission for these nodes: what the CPU
 build cannot honour, or memory beyond what one engine may hold, fails the pod with the reason.
 """
@@ -75,7 +75,7 @@ def admission_refusal(pod: dict, node: dict) -> str | None:
     for container in pod["spec"].get("containers") or []:
         kind = engine_kind(container)
         if kind == "sglang":
-            return f"container {container['name']}: SGLang has no CPU build that runs here (README \"Real engines\")"
+            return f"container {container['name']}: SGLang has no CPU build that runs here (docs/real-engines.md)"
         if kind != "vllm":
             continue
         for flag, value in _pairs(flags.command_line(container, {})):

@@ -9,7 +9,7 @@ from capacity import arch as cap
 from capacity import roofline
 
 # The chance that a drafted token is accepted, where the pod does not say (`kubesim.io/spec-acceptance`): assumptions
-# (README, What-if lab), which the lab replaces with the rate a service's engines report. An n-gram's depends on how
+# (docs/whatif.md), which the lab replaces with the rate a service's engines report. An n-gram's depends on how
 # much of the output repeats the prompt (high when summarising or editing code, low in open chat); a small model of
 # the same family drafting for a larger one is accepted more often.
 NGRAM_ACCEPTANCE = 0.5

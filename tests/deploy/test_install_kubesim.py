@@ -1,4 +1,4 @@
-"""The dev overlay installs on kubesim exactly as the README says (`kubectl apply --server-side -k`): every
+"""The dev overlay installs on kubesim exactly as docs/install.md says (`kubectl apply --server-side -k`): every
 Deployment becomes Ready and the migrate Job completes (kubesim runs the image as a generic container)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """deploy/kubernetes: both overlays render, every object is valid Kubernetes 1.33 (strict), and the
-manifests keep the promises of the README's *Install on Kubernetes*."""
+manifests keep the promises of docs/install.md."""
 
 from __future__ import annotations
 

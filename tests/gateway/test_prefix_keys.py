@@ -24,7 +24,7 @@ PROMPT = "The handbook's first chapter, as every request of this tenant starts. 
 
 
 def chain(text: str, **blake2b_key) -> list[int]:
-    """The prompt's chained 64-character chunk hashes as the README describes them, keyed or not."""
+    """The prompt's chained 64-character chunk hashes as docs/gateway.md describes them, keyed or not."""
     hashes, previous = [], b""
     for start_at in range(0, len(text) // 64 * 64, 64):
         previous = hashlib.blake2b(previous + text[start_at:start_at + 64].encode(), digest_size=4,

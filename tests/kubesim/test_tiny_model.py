@@ -44,7 +44,7 @@ def test_the_same_arguments_write_the_same_bytes_and_another_seed_other_weights(
 def test_transformers_loads_the_model_and_its_tokenizer_and_the_adapter_fits_its_layers(made):
     from enginevocab.vllm_launch import hide_unloadable
 
-    hide_unloadable()  # transformers would import the torchvision that cannot load (README "Real engines")
+    hide_unloadable()  # transformers would import the torchvision that cannot load (docs/real-engines.md)
     import torch
     from safetensors.torch import load_file
     from transformers import AutoTokenizer, LlamaForCausalLM

@@ -2,7 +2,7 @@
 
 Through `InferenceServiceSerializer`, most of a 100-item page's time went to model instances (a service,
 its tenant, cluster, model, runtime and pools, and a related manager per instance) and to DRF's per-field
-work, not to SQL (README, Scale). The list reads the same columns as rows (queries the ORM compiles once
+work, not to SQL (docs/scale.md). The list reads the same columns as rows (queries the ORM compiles once
 per process, `_Compiled`) and assembles each item with plain code; retrieve, create, update and the
 actions keep the serializer, which stays the
 definition of the output: `tests/serving/test_service_list_rows.py` holds every list item equal to the

@@ -42,7 +42,7 @@ class RenderError(ValueError):
 
 # Serverless services: the router is where a request arriving at zero replicas waits for activation (the
 # control plane scales from 0 on the router's held-request gauge). kubesim's routers honour this annotation;
-# on a real cluster see README "Autoscaling" (an activator in front of the router).
+# on a real cluster see docs/autoscaling.md (an activator in front of the router).
 ACTIVATION_HOLD_SECONDS = 300
 
 

@@ -80,7 +80,7 @@ DEMO_AUTOSCALED = {"autoscaler": "builtin",
 
 # The chat service's rollout strategy: a new revision runs beside the stable one at 10 % of the requests, then 50 %,
 # each step two minutes at least and judged (at least 30 requests a side; the demo's quiet minutes extend a window,
-# up to four times, until a burst brings them), then promoted. README "Rollouts" walks through it.
+# up to four times, until a burst brings them), then promoted. docs/rollouts.md walks through it.
 DEMO_CANARY = {"strategy": "canary", "min_requests": 30, "max_extensions": 4,
                "steps": [{"weight": 10, "min_duration_seconds": 120}, {"weight": 50, "min_duration_seconds": 120},
                          {"weight": 100}]}
