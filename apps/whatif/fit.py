@@ -30,7 +30,7 @@ BANDWIDTH_GRID = [round(0.2 + 0.01 * i, 2) for i in range(81)]  # 0.20 ... 1.00
 FLOPS_GRID = [round(0.05 + 0.01 * i, 2) for i in range(96)]  # 0.05 ... 1.00
 MAX_OVERHEAD_S = 0.02
 MIN_SAMPLES = 3
-# The coefficients as kubesim's engines read them from pod annotations (kubesim.engines.config.physics_for).
+# The coefficients as kubesim's engines read them from pod annotations (kubesim.engines.hardware.physics_for).
 ANNOTATIONS = {"prefill_flops_fraction": "kubesim.io/prefill-flops-fraction",
                "decode_bandwidth_fraction": "kubesim.io/decode-bandwidth-fraction",
                "step_overhead_ms": "kubesim.io/step-overhead-ms"}

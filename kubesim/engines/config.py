@@ -8,12 +8,11 @@ longest request does not fit; SGLang sizes a static token pool from `--mem-fract
 from __future__ import annotations
 
 import argparse
-import os
 from dataclasses import dataclass, field
 
 from capacity import arch as cap
 from capacity import startup
-from capacity.gpus import GIB, GPUS, HOST_LINK_FRACTION, Gpu
+from capacity.gpus import GIB, Gpu
 from capacity.sleep import WAKE_OVERHEAD_S, WakeFacts
 from enginevocab import sglang as sglang_vocab
 from enginevocab import vllm as vllm_vocab
@@ -63,34 +62,6 @@ class EngineSpec:
     sleep: SleepConfig | None = None  # vLLM's sleep mode (kubesim/engines/sleep.py)
 
 
-def _float_setting(ctx: PodContext, name: str, default: float) -> float:
-    raw = ctx.annotations.get(f"kubesim.io/{name}") or ctx.env.get("KUBESIM_" + name.upper().replace("-", "_"))
-    if raw is None:
-        raw = os.environ.get("KUBESIM_" + name.upper().replace("-", "_"))
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise WorkloadExit(f"kubesim: invalid {name}: {raw!r}") from None
-    if value <= 0:
-        raise WorkloadExit(f"kubesim: {name} must be positive, got {raw!r}")
-    return value
-
-
-def physics_for(ctx: PodContext, warmup_s: float) -> Physics:
-    """Physical constants, each overridable by a `kubesim.io/<name>` annotation."""
-    return Physics(
-        prefill_flops_fraction=_float_setting(ctx, "prefill-flops-fraction", 0.5),
-        decode_bandwidth_fraction=_float_setting(ctx, "decode-bandwidth-fraction", 0.7),
-        step_overhead_s=_float_setting(ctx, "step-overhead-ms", 2.0) / 1000,
-        kv_link_bandwidth=_float_setting(ctx, "kv-link-gbps", 400.0) * 1e9 / 8,
-        storage_bandwidth=_float_setting(ctx, "storage-gbps", startup.CLUSTER_CACHE_BYTES_PER_S * 8 / 1e9) * 1e9 / 8,
-        warmup_s=_float_setting(ctx, "warmup-seconds", warmup_s),
-        host_link_fraction=_float_setting(ctx, "host-link-fraction", HOST_LINK_FRACTION),
-    )
-
-
 def _vllm_speculative(ns: argparse.Namespace, ctx: PodContext, logs: list[str]) -> Speculative:
     """The speculative decoding of `--speculative-config` (none without one). The n-gram and draft-model methods
     are modelled; the others (EAGLE, MTP) need heads that are not a model of their own, so they decode plainly."""
@@ -113,7 +84,7 @@ def _vllm_speculative(ns: argparse.Namespace, ctx: PodContext, logs: list[str]) 
             draft = hw.resolve_model(spec["model"], ctx.annotations.get(DRAFT_ARCH_ANNOTATION))
         except ValueError as e:
             raise WorkloadExit(f"kubesim: {e}") from None
-    acceptance = _float_setting(ctx, "spec-acceptance", NGRAM_ACCEPTANCE if draft is None else DRAFT_MODEL_ACCEPTANCE)
+    acceptance = hw.float_setting(ctx, "spec-acceptance", NGRAM_ACCEPTANCE if draft is None else DRAFT_MODEL_ACCEPTANCE)
     if acceptance > 1:
         raise WorkloadExit(f"kubesim: spec-acceptance must be at most 1, got {acceptance!r}")
     drafting = "ngram" if draft is None else f"draft model {draft.name}"
@@ -153,67 +124,16 @@ def _arch(model: str, ctx: PodContext, aliases: list[str]) -> cap.ModelArch:
         raise WorkloadExit(f"kubesim: {e}") from None
 
 
-def _gpu(ctx: PodContext, logs: list[str]) -> Gpu:
-    if ctx.gpu_key in GPUS:
-        return GPUS[ctx.gpu_key]
-    logs.append(f"WARNING kubesim: no known GPU on this node ({ctx.gpu_key!r}); simulating {hw.DEFAULT_GPU}")
-    return GPUS[hw.DEFAULT_GPU]
-
-
-def _load_weights(gpu: Gpu, arch: cap.ModelArch, weights_rank: float, logs: list[str], sglang: bool) -> None:
-    """Weights that do not fit the GPU fail at load with PyTorch's out-of-memory error, as on real GPUs."""
-    if cap.weights_fit(gpu, weights_rank):
-        return
-    oom = cap.cuda_oom_message(gpu, arch, weights_rank)
-    if sglang:
-        lines = ["[ERROR] Scheduler hit an exception: Traceback (most recent call last):", oom,
-                 "[ERROR] Exception: Rank 0 scheduler is dead. Please check if there are relevant logs.", oom]
-    else:
-        lines = ["INFO [gpu_model_runner.py] Starting to load model " + arch.name + "...",
-                 "ERROR [core.py] EngineCore failed to start.", "Traceback (most recent call last):", oom]
-    raise WorkloadExit(oom, logs=logs + lines)
-
-
-def _nodes(value: str) -> int:
-    """`--nnodes` as an int (a value the pod's environment did not resolve counts as one node)."""
-    try:
-        return max(1, int(value))
-    except (TypeError, ValueError):
-        return 1
-
-
-def _check_gpus(ctx: PodContext, needed: int) -> None:
-    """The ranks this pod hosts must fit its GPUs (multi-node engines split them across pods)."""
-    if ctx.gpu_count and needed > ctx.gpu_count:
-        raise WorkloadExit(
-            f"ValueError: The number of required GPUs ({needed}) exceeds the total number of available GPUs "
-            f"({ctx.gpu_count}) in the placement group."
-        )
-
-
-def startup_phases(ctx: PodContext, gpu: Gpu, rank_bytes: float, ranks: int, phys: Physics) -> startup.Phases:
-    """The pod's start-up phases (capacity.startup): its ranks' weights read from where the pod finds them (a pod
-    without a weights annotation reads them from a filled volume), `storage-gbps` being the cluster cache's rate."""
-    pod_ranks = min(ranks, ctx.gpu_count) if ctx.gpu_count else ranks
-    cache = ctx.weights_cache or "cluster"
-    return startup.phases(
-        gpu, pod_ranks, rank_bytes * pod_ranks, cache, init_s=phys.warmup_s,
-        source_bytes_per_s=_float_setting(ctx, "source-mbps", startup.SOURCE_BYTES_PER_S * 8 / 1e6) * 1e6 / 8,
-        host_link_fraction=phys.host_link_fraction,
-        read_bytes_per_s=phys.storage_bandwidth if cache != "node" else startup.NODE_DISK_BYTES_PER_S,
-    )
-
-
 def _core(
     ctx: PodContext, arch: cap.ModelArch, wbytes: float, ranks: int, engine: str, **resolved
 ) -> tuple[CoreConfig, startup.Phases, float, float]:
     """The core config with the pod's physics and the weights split over `ranks` GPUs, its start-up phases and
     time (0.5 s under `--fast-start`) and the pod's time scale: the part both engines resolve alike."""
-    phys = physics_for(ctx, startup.ENGINE_INIT_S[engine])
-    scale = _float_setting(ctx, "time-scale", 1.0)
+    phys = hw.physics_for(ctx, startup.ENGINE_INIT_S[engine])
+    scale = hw.float_setting(ctx, "time-scale", 1.0)
     rank_bytes = arch.weights_bytes(wbytes) / ranks
     core = CoreConfig(model=arch, weight_bytes_rank=rank_bytes, physics=phys, **resolved)
-    phases = startup_phases(ctx, resolved["gpu"], rank_bytes, ranks, phys)
+    phases = hw.startup_phases(ctx, resolved["gpu"], rank_bytes, ranks, phys)
     return core, phases, 0.5 if ctx.fast_start else phases.total_s / scale, scale
 
 
@@ -355,12 +275,12 @@ def _vllm_blocks(ns: argparse.Namespace, gpu: Gpu, arch: cap.ModelArch, kv_bytes
 def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     """The simulated vLLM instance a `vllm serve` command line describes on this pod's GPUs."""
     logs: list[str] = []
-    gpu = _gpu(ctx, logs)
+    gpu = hw.pod_gpu(ctx, logs)
     arch = _arch(ns.model, ctx, ns.served_model_name or [])
     tp, pp = ns.tensor_parallel_size, ns.pipeline_parallel_size
     _refuse(_VLLM_PARALLEL_CHECKS, ns, arch)
     dp = ns.data_parallel_size_local or ns.data_parallel_size
-    _check_gpus(ctx, -(-tp * pp * dp // _nodes(ns.nnodes)))
+    hw.check_gpus(ctx, -(-tp * pp * dp // hw.node_count(ns.nnodes)))
     _refuse(_VLLM_CACHE_CHECKS, ns, arch)
     batched = ns.max_num_batched_tokens or cap.vllm_default_batched_tokens(gpu)
     block_size = ns.block_size or 16
@@ -369,7 +289,7 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     speculative = _vllm_speculative(ns, ctx, logs)
     draft = speculative.draft
     draft_rank = draft.weights_bytes(draft.dtype_bytes, tp) if draft is not None else 0.0
-    _load_weights(gpu, arch, arch.weights_bytes(wbytes, tp, pp) + draft_rank, logs, sglang=False)
+    hw.load_weights(gpu, arch, arch.weights_bytes(wbytes, tp, pp) + draft_rank, logs, sglang=False)
     blocks = _vllm_blocks(ns, gpu, arch, kv_bytes, wbytes, batched, draft)
     per_token = arch.kv_bytes_per_token(kv_bytes, tp) / pp
     max_len = _vllm_max_len(ns, arch, blocks, block_size, per_token)
@@ -411,7 +331,7 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         sleep=sleep_config(ns.enable_sleep_mode, ctx.env, WakeFacts.for_gpu(
             core.weight_bytes_rank, gpu, host_link_fraction=core.physics.host_link_fraction,
             storage_bytes_per_s=core.physics.storage_bandwidth,
-            overhead_s=_float_setting(ctx, "wake-overhead-seconds", WAKE_OVERHEAD_S))),
+            overhead_s=hw.float_setting(ctx, "wake-overhead-seconds", WAKE_OVERHEAD_S))),
         **_fields(ns, _VLLM_FIELDS),
     )
 
@@ -454,18 +374,18 @@ def _sglang_tokens(ns: argparse.Namespace, gpu: Gpu, arch: cap.ModelArch, mem_fr
 def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
     """The simulated SGLang server a `sglang.launch_server` command line describes on this pod's GPUs."""
     logs: list[str] = []
-    gpu = _gpu(ctx, logs)
+    gpu = hw.pod_gpu(ctx, logs)
     arch = _arch(ns.model_path, ctx, [ns.served_model_name] if ns.served_model_name else [])
     tp = ns.tp_size
     _refuse(_SGLANG_PARALLEL_CHECKS, ns, arch)
-    _check_gpus(ctx, -(-tp * ns.pp_size * ns.dp_size // _nodes(ns.nnodes)))
+    hw.check_gpus(ctx, -(-tp * ns.pp_size * ns.dp_size // hw.node_count(ns.nnodes)))
     chunk = ns.chunked_prefill_size
     if chunk is None:
         chunk = cap.sglang_default_chunked_prefill(gpu)
     mem_fraction = ns.mem_fraction_static or cap.sglang_default_mem_fraction(gpu, chunk)
     kv_bytes = cap.kv_dtype_bytes(ns.kv_cache_dtype, arch)
     wbytes = cap.weight_bytes_per_param(ns.quantization, arch.dtype_bytes)
-    _load_weights(gpu, arch, arch.weights_bytes(wbytes, tp), logs, sglang=True)
+    hw.load_weights(gpu, arch, arch.weights_bytes(wbytes, tp), logs, sglang=True)
     tokens = _sglang_tokens(ns, gpu, arch, mem_fraction, kv_bytes, wbytes)
     ctx_len = ns.context_length or arch.max_context
     max_running = ns.max_running_requests or min(min(max(int(tokens / ctx_len * 512), 2048), 4096), tokens // 2)
