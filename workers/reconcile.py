@@ -30,6 +30,7 @@ from apps.serving.rendering.kueue import API as KUEUE_API
 from capacity.gpus import gpu_for
 from controlplane import logcontext
 from workers import status as st
+from workers.adaptersync import sync_service_adapters
 from workers.inventory import observe_nodes
 from workers.kube import ClusterError, Kube, PermanentClusterError, kube_for
 from workers.locks import advisory_lock
@@ -205,6 +206,9 @@ def _converge(service, look: bool = False) -> Outcome:
     advice = _advice(kube, spec, view) if view.unschedulable else ""
     crash = _crash_detail(kube, service, spec.namespace, view) if view.crashing else ""
     phase, conditions, requeue = _judge(service, view, advice, crash)
+    loaded = sync_service_adapters(kube.core, service, spec, pods)
+    if loaded is not None:
+        conditions.append(loaded)
     endpoint = service_endpoint(spec)
     _write_status(service, generation, phase, conditions, view, endpoint)
     cause = "drift" if service.observed_generation == generation else "update"
