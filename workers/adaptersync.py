@@ -3,13 +3,14 @@
 The adapters `apps.serving.rendering.loras` says are loaded at run time are in no pod template, so adding or
 removing one restarts nothing: each reconcile pass asks every ready engine pod what it holds (its /v1/models)
 and loads what is missing, unloads what is no longer wanted (`workers.engineadapters.sync_adapters`). A pass that
-changed a pod writes one audit entry (via "system"); a refused load, or a pod that could not be asked, is the
-service's `AdaptersLoaded` condition, False, with the engine's own message.
+changed a pod writes one audit entry (via "system"); a refused load is the service's `AdaptersLoaded` condition,
+False, reason LoadRefused, with the engine's own message (PodUnreachable when a pod could not be asked).
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 
 from apps.core.audit import record_change
 from apps.core.choices import AuditAction, AuditVia
@@ -23,23 +24,35 @@ log = logging.getLogger(__name__)
 CONDITION = "AdaptersLoaded"
 ACTOR = "reconciler"
 CALL_TIMEOUT_SECONDS = 30.0
+NOT_ASKED = "the engine could not be asked"
 
 
-def sync_service_adapters(core, service, spec, pods: list[dict]) -> dict | None:
-    """Sync the run-time adapters on the service's ready engine pods; the `AdaptersLoaded` condition, or None
-    when the service has no run-time adapters."""
+@dataclass
+class AdapterPass:
+    """One pass over a service's pods: its AdaptersLoaded condition (None without run-time adapters) and, per
+    ready pod, the adapters its /v1/models lists or why it could not be asked ({pod: {"held": [...]} or
+    {"error": message}}), for the service page."""
+
+    condition: dict | None = None
+    held: dict = field(default_factory=dict)
+
+
+def sync_service_adapters(core, service, spec, pods: list[dict]) -> AdapterPass:
+    """Sync the run-time adapters on the service's ready engine pods."""
     desired = run_time_adapters(spec)
     if not desired:  # with none left, the template has no --enable-lora: its pods were replaced, holding none
-        return None
+        return AdapterPass()
     ready = [p for p in engine_pods(pods, {str(service.uid): service.pk}) if p.ready and p.port]
-    problems, changes = [], []
+    refused, unreachable, changes, held = [], [], [], {}
     for pod in ready:
         try:
             result = sync_adapters(core, pod, spec.engine, desired, timeout=CALL_TIMEOUT_SECONDS)
-        except AdapterCallFailed as exc:
-            problems.append(str(exc))
+        except AdapterCallFailed as exc:  # the proxy's or client's words: platform staff read them (disclosure)
+            unreachable.append(str(exc))
+            held[pod.name] = {"error": NOT_ASKED}
             continue
-        problems += [f"{pod.name}: {name}: {message}" for name, message in sorted(result.refused.items())]
+        held[pod.name] = {"held": result.held, **({"refused": result.refused} if result.refused else {})}
+        refused += [f"{pod.name}: {name}: {message}" for name, message in sorted(result.refused.items())]
         if result.loaded or result.unloaded:
             changes.append(result)
     if changes:
@@ -49,8 +62,14 @@ def sync_service_adapters(core, service, spec, pods: list[dict]) -> dict | None:
                                         for r in changes}},
             after={"adapters_loaded": {r.pod: r.held for r in changes}},
         )
-    if problems:
-        log.warning("service %s: adapters not loaded: %s", service.pk, "; ".join(problems))
-        return st.condition(CONDITION, False, "LoadFailed", "; ".join(problems)[:2000], service.conditions)
-    held = ", ".join(sorted(desired))
-    return st.condition(CONDITION, True, "Loaded", f"{len(ready)} pods hold {held}.", service.conditions)
+    if refused or unreachable:
+        log.warning("service %s: adapters not loaded: %s", service.pk, "; ".join(refused + unreachable))
+        # The engine's own messages are about the tenant's adapters (LoadRefused is shown to the tenant); a pod
+        # the API server could not reach is the platform's (PodUnreachable is summarised for tenants).
+        reason = "LoadRefused" if refused else "PodUnreachable"
+        words = refused + ([f"{len(unreachable)} pods could not be asked"] if refused and unreachable else [])
+        return AdapterPass(st.condition(CONDITION, False, reason, "; ".join(words or unreachable)[:2000],
+                                        service.conditions), held)
+    names = ", ".join(sorted(desired))
+    return AdapterPass(st.condition(CONDITION, True, "Loaded", f"{len(ready)} pods hold {names}.", service.conditions),
+                       held)

@@ -192,7 +192,7 @@ def _converge(service, look: bool = False) -> Outcome:
     # it last saw, which spares the API server one read per object and pass (most of a look's reads when
     # a slow rollout is looked at again and again).
     current = ServiceObservation.objects.filter(service_id=service.pk).values(
-        "pools", "pods", "events", "drift", "autoscalers").first()
+        "pools", "pods", "events", "drift", "autoscalers", "adapters").first()
     unchanged = (current is not None and current["pods"] == [vars(p) for p in view.pods]
                  and not any(p.phase == "Pending" and not p.node for p in view.pods) and not view.crashing)
     steady = (view.all_ready or unchanged) and not result.applied and not result.pruned
@@ -206,16 +206,16 @@ def _converge(service, look: bool = False) -> Outcome:
     advice = _advice(kube, spec, view) if view.unschedulable else ""
     crash = _crash_detail(kube, service, spec.namespace, view) if view.crashing else ""
     phase, conditions, requeue = _judge(service, view, advice, crash)
-    loaded = sync_service_adapters(kube.core, service, spec, pods)
-    if loaded is not None:
-        conditions.append(loaded)
+    adapters = sync_service_adapters(kube.core, service, spec, pods)
+    if adapters.condition is not None:
+        conditions.append(adapters.condition)
     endpoint = service_endpoint(spec)
     _write_status(service, generation, phase, conditions, view, endpoint)
     cause = "drift" if service.observed_generation == generation else "update"
     found = st.now_iso()
     _write_observation(service, view, [
         {"object": str(ref), "diff": diff, "cause": cause, "found_at": found} for ref, diff in result.drift.items()
-    ], current, keep_events=events is None, autoscalers=autoscalers)
+    ], current, keep_events=events is None, autoscalers=autoscalers, adapters=adapters.held)
     outcome = Outcome(service.pk, ReconcileResult.CONVERGED if phase == Phase.READY else
                       (ReconcileResult.FAILED if phase == Phase.FAILED else ReconcileResult.PROGRESSING),
                       applied=len(result.applied), pruned=len(result.pruned), requeue_after=requeue,
@@ -325,7 +325,8 @@ def _events_of(kube: Kube, namespace: str, names: list[str]) -> list[dict]:
 
 
 def _write_observation(service, view: st.ServiceView, drift: list[dict], current: dict | None,
-                       keep_events: bool = False, autoscalers: list[dict] | None = None) -> None:
+                       keep_events: bool = False, autoscalers: list[dict] | None = None,
+                       adapters: dict | None = None) -> None:
     """Keep the latest pods, events, pool counts and the last differences found for the service page
     (`current` is the stored observation, read earlier in the pass); skip the write when nothing changed."""
     data = {
@@ -334,6 +335,7 @@ def _write_observation(service, view: st.ServiceView, drift: list[dict], current
         "pods": [vars(p) for p in view.pods],
         "events": current["events"] if keep_events and current else [_event_row(e) for e in view.events[-20:]],
         "autoscalers": autoscalers or [],
+        "adapters": adapters or {},
     }
     previous_drift = current.pop("drift") if current else []
     if current != data or drift:

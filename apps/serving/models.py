@@ -283,6 +283,9 @@ class ServiceObservation(models.Model):
     drift = models.JSONField(default=list, blank=True)  # [{object, diff, found_at}]: live differed from desired
     # Live status of the service's HPAs / KEDA ScaledObjects: [{kind, name, current, desired, conditions, ...}]
     autoscalers = models.JSONField(default=list, blank=True)
+    # Run-time LoRA adapters per ready engine pod, from its /v1/models: {pod: {held: [...], refused?: {...}}}
+    # or {pod: {error}} (workers.adaptersync)
+    adapters = models.JSONField(default=dict, blank=True)
     observed_at = models.DateTimeField(null=True, blank=True)
 
     objects = restricted(tenant_owned("service__tenant"))

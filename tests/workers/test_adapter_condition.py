@@ -49,9 +49,10 @@ def test_a_refused_load_is_a_false_condition_with_the_engines_message(make_clust
     handle = make_cluster(nodes="h100-sxm-80gb:1x1")
     service = _service(tenant_a, "plain")
     pods = _engine_pod(handle, service, "plain", runtime=False)  # no runtime LoRA: vLLM has no load route
-    cond = sync_service_adapters(handle.core, service, spec_from_service(service), pods)
-    name = pods[0]["metadata"]["name"]
-    assert (cond["type"], cond["status"], cond["reason"]) == ("AdaptersLoaded", "False", "LoadFailed")
+    found = sync_service_adapters(handle.core, service, spec_from_service(service), pods)
+    cond, name = found.condition, pods[0]["metadata"]["name"]
+    assert found.held == {name: {"held": [], "refused": {"sql": "404: Not Found"}}}
+    assert (cond["type"], cond["status"], cond["reason"]) == ("AdaptersLoaded", "False", "LoadRefused")
     assert cond["message"] == f"{name}: sql: 404: Not Found"  # the engine's own answer to an unknown route
     assert not AuditEntry.objects.filter(object_id=str(service.pk), actor_repr="reconciler").exists()
 
@@ -60,12 +61,14 @@ def test_a_load_is_audited_and_the_condition_names_what_the_pods_hold(make_clust
     handle = make_cluster(nodes="h100-sxm-80gb:1x1")
     service = _service(tenant_a, "lora")
     pods = _engine_pod(handle, service, "lora", runtime=True)
-    cond = sync_service_adapters(handle.core, service, spec_from_service(service), pods)
+    found = sync_service_adapters(handle.core, service, spec_from_service(service), pods)
+    cond = found.condition
+    assert found.held == {pods[0]["metadata"]["name"]: {"held": ["sql"]}}
     assert (cond["status"], cond["reason"], cond["message"]) == ("True", "Loaded", "1 pods hold sql.")
     [entry] = AuditEntry.objects.filter(object_id=str(service.pk), actor_repr="reconciler")
     name = pods[0]["metadata"]["name"]
     assert (entry.via, entry.before, entry.after) == (
         "system", {"adapters_loaded": {name: []}}, {"adapters_loaded": {name: ["sql"]}})
-    again = sync_service_adapters(handle.core, service, spec_from_service(service), pods)
+    again = sync_service_adapters(handle.core, service, spec_from_service(service), pods).condition
     assert again["status"] == "True"
     assert AuditEntry.objects.filter(object_id=str(service.pk), actor_repr="reconciler").count() == 1

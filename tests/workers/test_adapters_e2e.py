@@ -9,7 +9,7 @@ import json
 import pytest
 
 from apps.core.models import AuditEntry
-from apps.serving.models import Revision
+from apps.serving.models import Revision, ServiceObservation
 from tests.factories import AdapterFactory
 from tests.workers.test_reconcile_e2e import create_service, engine_pods, service, stack, wait_for  # noqa: F401
 from workers.enginepods import EnginePod, proxy_call
@@ -57,6 +57,8 @@ def test_an_adapter_added_to_a_running_service_is_loaded_on_the_same_pod(stack):
     assert Revision.objects.filter(service_id=pk).count() == revisions + 1
     assert sorted(latest.spec["adapters"]) == sorted([sql.pk, chat.pk])
     wait_for(lambda: (_condition(pk, "AdaptersLoaded") or {}).get("status") == "True", what="AdaptersLoaded")
+    wait_for(lambda: ServiceObservation.objects.get(service_id=pk).adapters == {
+        pod.metadata.name: {"held": ["chat", "sql"]}}, what="the pod's adapters observed for the page")
     entry = AuditEntry.objects.filter(object_id=str(pk), via="system", actor_repr="reconciler").order_by("id").last()
     assert entry.after == {"adapters_loaded": {pod.metadata.name: ["chat", "sql"]}}
     assert entry.before == {"adapters_loaded": {pod.metadata.name: ["sql"]}}
