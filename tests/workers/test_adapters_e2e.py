@@ -9,10 +9,14 @@ import json
 import pytest
 
 from apps.core.models import AuditEntry
+from apps.gateway.models import Upstream
+from apps.gateway.snapshot import write_snapshot
 from apps.serving.models import Revision, ServiceObservation
 from tests.factories import AdapterFactory
+from tests.gateway.conftest import issue, post
+from tests.gateway.served import start_gateway
 from tests.workers.test_reconcile_e2e import create_service, engine_pods, service, stack, wait_for  # noqa: F401
-from workers.enginepods import EnginePod, proxy_call
+from workers.telemetry import scrape_all
 
 pytestmark = pytest.mark.integration
 
@@ -32,10 +36,10 @@ def _condition(pk, ctype):
     return next((c for c in service(pk).conditions or [] if c["type"] == ctype), None)
 
 
-def test_an_adapter_added_to_a_running_service_is_loaded_on_the_same_pod(stack):  # noqa: F811 - the fixture
+def test_an_adapter_added_to_a_running_service_is_loaded_on_the_same_pod(stack, tmp_path):  # noqa: F811 - the fixture
     stack["workers"](1)
     sql = AdapterFactory(name="sql", base_model=stack["model"], source_uri="hf://acme/sql-lora")
-    chat = AdapterFactory(name="chat", base_model=stack["model"], source_uri="hf://acme/chat-lora")
+    support = AdapterFactory(name="support", base_model=stack["model"], source_uri="hf://acme/support-lora")
     created = create_service(stack, adapters=[sql.pk])
     pk, uid = created["id"], created["uid"]
     wait_for(lambda: service(pk).phase == "Ready" and _ready_pods(stack, uid), timeout=180, what="phase Ready")
@@ -46,35 +50,43 @@ def test_an_adapter_added_to_a_running_service_is_loaded_on_the_same_pod(stack):
     revisions = Revision.objects.filter(service_id=pk).count()
 
     current = stack["api"].get(f"/api/v1/services/{pk}/").json()
-    response = stack["api"].patch(f"/api/v1/services/{pk}/", {"adapters": [sql.pk, chat.pk],
+    response = stack["api"].patch(f"/api/v1/services/{pk}/", {"adapters": [sql.pk, support.pk],
                                                               "version": current["version"]}, format="json")
     assert response.status_code == 200, response.content
-    wait_for(lambda: _held(stack, pod) == ["chat", "sql"], what="chat loaded on the running pod")
+    wait_for(lambda: _held(stack, pod) == ["sql", "support"], what="support loaded on the running pod")
     [same] = _ready_pods(stack, uid)
     assert (same.metadata.uid, same.metadata.name) == (pod.metadata.uid, pod.metadata.name)
     assert [c.restart_count for c in same.status.container_statuses] == [0]
     latest = Revision.objects.filter(service_id=pk).order_by("-number").first()
     assert Revision.objects.filter(service_id=pk).count() == revisions + 1
-    assert sorted(latest.spec["adapters"]) == sorted([sql.pk, chat.pk])
+    assert sorted(latest.spec["adapters"]) == sorted([sql.pk, support.pk])
     wait_for(lambda: (_condition(pk, "AdaptersLoaded") or {}).get("status") == "True", what="AdaptersLoaded")
     wait_for(lambda: ServiceObservation.objects.get(service_id=pk).adapters == {
-        pod.metadata.name: {"held": ["chat", "sql"]}}, what="the pod's adapters observed for the page")
+        pod.metadata.name: {"held": ["sql", "support"]}}, what="the pod's adapters observed for the page")
     entry = AuditEntry.objects.filter(object_id=str(pk), via="system", actor_repr="reconciler").order_by("id").last()
-    assert entry.after == {"adapters_loaded": {pod.metadata.name: ["chat", "sql"]}}
+    assert entry.after == {"adapters_loaded": {pod.metadata.name: ["sql", "support"]}}
     assert entry.before == {"adapters_loaded": {pod.metadata.name: ["sql"]}}
 
-    # A completion for the new adapter answers on that pod.
-    target = EnginePod(pk, "tenant-acme", pod.metadata.name, "engine", pod.spec.node_name, 8000, True)
-    answer = proxy_call(stack["core"], target, "POST", "v1/completions", 30,
-                        {"model": "chat", "prompt": "hello", "max_tokens": 4}, accept="application/json")
-    answer.read()
-    assert answer.status == 200, answer.data
-    assert json.loads(answer.data)["model"] == "chat"
+    # A completion for the new adapter answers through a gateway process, which knows the pod holds it.
+    wait_for(lambda: scrape_all() is not None and Upstream.objects.filter(service_id=pk).exclude(endpoints=[]).exists(),
+             what="the upstreams learnt")
+    _, key = issue(stack["tenant"], "app")
+    snapshot = write_snapshot(tmp_path / "snapshot.json")
+    [entry] = next(s for s in snapshot["services"] if s["id"] == pk)["endpoints"]
+    assert (entry["pod"], entry["adapters"]) == (pod.metadata.name, ["sql", "support"])
+    proc, base = start_gateway({"snapshot": tmp_path / "snapshot.json"})
+    try:
+        body = {"model": "support", "max_tokens": 4, "messages": [{"role": "user", "content": "hello"}]}
+        status, _, answer = post(base, key, json.dumps(body).encode())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert (status, answer["model"]) == (200, "support"), answer
 
     # Removing it unloads it, still on the same pod.
     current = stack["api"].get(f"/api/v1/services/{pk}/").json()
     response = stack["api"].patch(f"/api/v1/services/{pk}/", {"adapters": [sql.pk], "version": current["version"]},
                                   format="json")
     assert response.status_code == 200, response.content
-    wait_for(lambda: _held(stack, pod) == ["sql"], what="chat unloaded")
+    wait_for(lambda: _held(stack, pod) == ["sql"], what="support unloaded")
     assert [p.metadata.uid for p in _ready_pods(stack, uid)] == [pod.metadata.uid]
