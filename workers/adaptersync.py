@@ -40,13 +40,16 @@ class AdapterPass:
 def sync_service_adapters(core, service, spec, pods: list[dict]) -> AdapterPass:
     """Sync the run-time adapters on the service's ready engine pods."""
     desired = run_time_adapters(spec)
-    if not desired:  # with none left, the template has no --enable-lora: its pods were replaced, holding none
+    # During a canary rollout the canary unit's pods (they carry its revision) serve the new revision's set.
+    canary = run_time_adapters(spec.canary.unit) if spec.canary is not None else {}
+    if not desired and not canary:  # none left: the template has no --enable-lora, its pods were replaced
         return AdapterPass()
     ready = [p for p in engine_pods(pods, {str(service.uid): service.pk}) if p.ready and p.port]
     refused, unreachable, changes, held = [], [], [], {}
     for pod in ready:
         try:
-            result = sync_adapters(core, pod, spec.engine, desired, timeout=CALL_TIMEOUT_SECONDS)
+            wanted = canary if pod.revision and spec.canary is not None else desired
+            result = sync_adapters(core, pod, spec.engine, wanted, timeout=CALL_TIMEOUT_SECONDS)
         except AdapterCallFailed as exc:  # the proxy's or client's words: platform staff read them (disclosure)
             unreachable.append(str(exc))
             held[pod.name] = {"error": NOT_ASKED}
@@ -70,6 +73,6 @@ def sync_service_adapters(core, service, spec, pods: list[dict]) -> AdapterPass:
         words = refused + ([f"{len(unreachable)} pods could not be asked"] if refused and unreachable else [])
         return AdapterPass(st.condition(CONDITION, False, reason, "; ".join(words or unreachable)[:2000],
                                         service.conditions), held)
-    names = ", ".join(sorted(desired))
+    names = ", ".join(sorted(set(desired) | set(canary)))
     return AdapterPass(st.condition(CONDITION, True, "Loaded", f"{len(ready)} pods hold {names}.", service.conditions),
                        held)
