@@ -4,10 +4,12 @@ pod proxy: a refused load is the service's AdaptersLoaded condition with the eng
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from apps.core.models import AuditEntry
-from apps.serving.names import COMPONENT_LABEL, SERVICE_UID_LABEL
-from apps.serving.rendering.spec import spec_from_service
+from apps.rollouts.units import with_canary
+from apps.serving.names import COMPONENT_LABEL, REVISION_LABEL, SERVICE_UID_LABEL
+from apps.serving.rendering.spec import AdapterSpec, spec_from_service
 from tests.factories import AdapterFactory, InferenceServiceFactory
 from tests.kubesim.cluster_support import GPU_TOLERATION, deployment_of
 from tests.polling import wait_for
@@ -16,7 +18,7 @@ from workers.adaptersync import sync_service_adapters
 NAMESPACE = "default"
 
 
-def _engine_pod(handle, service, name: str, runtime: bool) -> list[dict]:
+def _engine_pod(handle, service, name: str, runtime: bool, revision: int | None = None) -> list[dict]:
     container = {
         "name": "engine", "image": "vllm/vllm-openai:v0.32.0", "command": ["vllm", "serve"],
         "args": ["meta-llama/Llama-3.1-8B-Instruct", "--port", "8000", "--enable-lora", "--max-loras", "4"],
@@ -25,7 +27,8 @@ def _engine_pod(handle, service, name: str, runtime: bool) -> list[dict]:
     }
     deployment = deployment_of(name, 1, {"containers": [container], "tolerations": [GPU_TOLERATION]})
     deployment["spec"]["template"]["metadata"]["labels"].update(
-        {SERVICE_UID_LABEL: str(service.uid), COMPONENT_LABEL: "engine"})
+        {SERVICE_UID_LABEL: str(service.uid), COMPONENT_LABEL: "engine",
+         **({REVISION_LABEL: str(revision)} if revision else {})})
     handle.apps.create_namespaced_deployment(NAMESPACE, deployment)
 
     def ready_pods():
@@ -72,3 +75,16 @@ def test_a_load_is_audited_and_the_condition_names_what_the_pods_hold(make_clust
     again = sync_service_adapters(handle.core, service, spec_from_service(service), pods).condition
     assert again["status"] == "True"
     assert AuditEntry.objects.filter(object_id=str(service.pk), actor_repr="reconciler").count() == 1
+
+
+def test_during_a_canary_rollout_the_canary_pods_get_the_new_revisions_adapters(make_cluster, tenant_a):
+    handle = make_cluster(nodes="h100-sxm-80gb:1x2")
+    service = _service(tenant_a, "rolls")
+    [stable] = _engine_pod(handle, service, "rolls", runtime=True)
+    [canary] = _engine_pod(handle, service, "rolls-r2", runtime=True, revision=2)
+    old = spec_from_service(service)
+    new = replace(old, adapters=(*old.adapters, AdapterSpec("support", "hf://acme/support-lora", 16)))
+    found = sync_service_adapters(handle.core, service, with_canary(old, new, 2, 10), [stable, canary])
+    assert found.held == {stable["metadata"]["name"]: {"held": ["sql"]},
+                          canary["metadata"]["name"]: {"held": ["sql", "support"]}}
+    assert found.condition["message"] == "2 pods hold sql, support."
