@@ -3,7 +3,8 @@ with prefix affinity (rendezvous hashing of the prompt's leading blocks) where t
 is prefix-aware, and session affinity (rendezvous hashing of `x-session-id`, else the body's `user`) where it
 is `session`. An affine pick yields to the least loaded pod when it has `spill` more requests in flight, so
 one hot prefix or session cannot pile a pod's queue up while others idle. A routed service is sent to its
-least loaded router, which balances its own engines."""
+least loaded router, which balances its own engines. A request for a LoRA adapter goes first to the pods that
+already hold it (`Balancer.holding`)."""
 
 from __future__ import annotations
 
@@ -51,10 +52,12 @@ class Balancer:
         self.spill = spill
         self._turn = 0
 
-    def pick(self, endpoints: list[dict], key: str | None = None) -> dict | None:
+    def pick(self, endpoints: list[dict], key: str | None = None, adapter: str | None = None) -> dict | None:
         if not endpoints:
             return None
         load = self.outstanding
+        if adapter is not None:
+            endpoints = self.holding(endpoints, adapter)
         # Least outstanding; ties go round the pods in turn, so an idle service still spreads.
         self._turn += 1
         n = len(endpoints)
@@ -66,6 +69,19 @@ class Balancer:
         if load.get(affine["address"], 0) - load.get(endpoints[least]["address"], 0) >= self.spill:
             return endpoints[least]
         return affine
+
+    def holding(self, endpoints: list[dict], adapter: str) -> list[dict]:
+        """LoRA affinity, as llm-d's lora-affinity scorer: the pods whose engine already holds `adapter` (the
+        snapshot's per-endpoint `adapters`), unless the least loaded of them has `spill` more requests in flight
+        than the least loaded pod; all pods when none holds it (the one chosen serves it once it is loaded)."""
+        holders = [e for e in endpoints if adapter in e.get("adapters", ())]
+        if not holders or len(holders) == len(endpoints):
+            return endpoints
+        load = self.outstanding
+        if (min(load.get(e["address"], 0) for e in holders)
+                - min(load.get(e["address"], 0) for e in endpoints) >= self.spill):
+            return endpoints
+        return holders
 
     def acquire(self, address: str) -> None:
         self.outstanding[address] = self.outstanding.get(address, 0) + 1

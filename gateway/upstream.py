@@ -85,7 +85,8 @@ class Upstreams:
             503, f"No replica of '{model}' is ready.", code="no_ready_replica")
 
     async def _endpoint(self, service: dict, key: str | None, refused: set[str],
-                        lookup: Callable[[int], dict | None] | None) -> tuple[dict, dict | None]:
+                        lookup: Callable[[int], dict | None] | None,
+                        adapter: str | None = None) -> tuple[dict, dict | None]:
         """(the service's entry, the upstream to try) avoiding those that `refused`; once they are all refused,
         the snapshot (`lookup`) is asked again until it names another or `reconnect_seconds` pass (None)."""
         deadline = None
@@ -93,7 +94,7 @@ class Upstreams:
             endpoints = service["endpoints"]
             if refused:  # only after a refusal: the usual request builds no list
                 endpoints = [e for e in endpoints if e["address"] not in refused]
-            endpoint = self.balancer.pick(endpoints, key)
+            endpoint = self.balancer.pick(endpoints, key, adapter)
             if endpoint is not None or not refused or lookup is None:
                 return service, endpoint
             deadline = deadline or time.monotonic() + self.reconnect_seconds
@@ -111,8 +112,9 @@ class Upstreams:
         key = None if service.get("routed") else affinity_key(service.get("routing_policy", ""), request,
                                                                 client_headers)
         refused: set[str] = set()
+        adapter = model if model in service.get("adapters", ()) else None  # LoRA affinity (balance.py)
         while True:
-            service, endpoint = await self._endpoint(service, key, refused, lookup)
+            service, endpoint = await self._endpoint(service, key, refused, lookup, adapter)
             if endpoint is None:
                 return self.unavailable(model, headers)
             answer = await self._send(service, endpoint, path, request, client_headers, usage, headers)

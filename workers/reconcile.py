@@ -31,6 +31,7 @@ from apps.serving.startup import record as record_startups
 from capacity.gpus import gpu_for
 from controlplane import logcontext
 from workers import status as st
+from workers.adaptersync import sync_service_adapters
 from workers.inventory import observe_nodes
 from workers.kube import ClusterError, Kube, PermanentClusterError, kube_for
 from workers.locks import advisory_lock
@@ -193,6 +194,7 @@ def _converge(service, look: bool = False) -> Outcome:
     # a slow rollout is looked at again and again).
     current = ServiceObservation.objects.filter(service_id=service.pk).values(
         "pools", "pods", "events", "drift", "autoscalers", "startups").first()
+        "pools", "pods", "events", "drift", "autoscalers", "adapters").first()
     unchanged = (current is not None and current["pods"] == [vars(p) for p in view.pods]
                  and not any(p.phase == "Pending" and not p.node for p in view.pods) and not view.crashing)
     steady = (view.all_ready or unchanged) and not result.applied and not result.pruned
@@ -206,13 +208,16 @@ def _converge(service, look: bool = False) -> Outcome:
     advice = _advice(kube, spec, view) if view.unschedulable else ""
     crash = _crash_detail(kube, service, spec.namespace, view) if view.crashing else ""
     phase, conditions, requeue = _judge(service, view, advice, crash)
+    adapters = sync_service_adapters(kube.core, service, spec, pods)
+    if adapters.condition is not None:
+        conditions.append(adapters.condition)
     endpoint = service_endpoint(spec)
     _write_status(service, generation, phase, conditions, view, endpoint)
     cause = "drift" if service.observed_generation == generation else "update"
     found = st.now_iso()
     _write_observation(service, view, [
         {"object": str(ref), "diff": diff, "cause": cause, "found_at": found} for ref, diff in result.drift.items()
-    ], current, keep_events=events is None, autoscalers=autoscalers)
+    ], current, keep_events=events is None, autoscalers=autoscalers, adapters=adapters.held)
     outcome = Outcome(service.pk, ReconcileResult.CONVERGED if phase == Phase.READY else
                       (ReconcileResult.FAILED if phase == Phase.FAILED else ReconcileResult.PROGRESSING),
                       applied=len(result.applied), pruned=len(result.pruned), requeue_after=requeue,
@@ -322,7 +327,8 @@ def _events_of(kube: Kube, namespace: str, names: list[str]) -> list[dict]:
 
 
 def _write_observation(service, view: st.ServiceView, drift: list[dict], current: dict | None,
-                       keep_events: bool = False, autoscalers: list[dict] | None = None) -> None:
+                       keep_events: bool = False, autoscalers: list[dict] | None = None,
+                       adapters: dict | None = None) -> None:
     """Keep the latest pods, events, pool counts and the last differences found for the service page
     (`current` is the stored observation, read earlier in the pass); skip the write when nothing changed."""
     data = {
@@ -332,6 +338,7 @@ def _write_observation(service, view: st.ServiceView, drift: list[dict], current
         "events": current["events"] if keep_events and current else [_event_row(e) for e in view.events[-20:]],
         "autoscalers": autoscalers or [],
         "startups": record_startups(view.events, current["startups"] if current else []),
+        "adapters": adapters or {},
     }
     previous_drift = current.pop("drift") if current else []
     if current != data or drift:

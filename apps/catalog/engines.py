@@ -132,10 +132,11 @@ class EngineSettings:
 
 @dataclass(frozen=True)
 class LoraAdapter:
-    """A LoRA adapter as the engine sees it: the name clients request and its path in the pod."""
+    """A LoRA adapter as the engine sees it: the name clients request and its path in the pod (None: loaded at
+    run time, not at start)."""
 
     name: str
-    path: str
+    path: str | None
     rank: int | None = None
 
 
@@ -319,6 +320,7 @@ def _owned(table: dict[str, tuple[str, ...]]) -> dict[str, str]:
 
 
 VLLM_LORA_RANKS = vllm.LORA_RANKS
+RUNTIME_LORA_SLOTS = 4  # --max-loras GPU slots for adapters loaded at run time, whatever their number
 
 
 class VllmAdapter(EngineAdapter):
@@ -378,12 +380,12 @@ class VllmAdapter(EngineAdapter):
             args += ["--speculative-config", _json(spec)]
         if s.kv_offload is not None:
             args += kvoffload.vllm_args(s.kv_offload, tp=tp, pp=s.pipeline_parallel_size)
-        if adapters:
-            rank = max((a.rank or 16) for a in adapters)
-            args += ["--enable-lora", "--lora-modules", *(f"{a.name}={a.path}" for a in adapters),
+        if adapters:  # an adapter without a path is loaded at run time (workers.adaptersync): slots, no module
+            rank, start = max((a.rank or 16) for a in adapters), [a for a in adapters if a.path]
+            args += ["--enable-lora", *(["--lora-modules", *(f"{a.name}={a.path}" for a in start)] if start else []),
                      "--max-lora-rank", str(next(r for r in VLLM_LORA_RANKS if r >= rank)
                                             if rank <= VLLM_LORA_RANKS[-1] else rank),
-                     "--max-loras", str(len(adapters))]
+                     "--max-loras", str(len(start) + (RUNTIME_LORA_SLOTS if len(start) < len(adapters) else 0))]
         if role is not None:
             if role not in ("prefill", "decode"):
                 raise ValueError(f"unknown disaggregation role {role!r}")

@@ -16,7 +16,7 @@ from apps.catalog.choices import DeploymentMode
 from apps.gateway.api.serializers import LIMIT_FIELDS
 from apps.gateway.models import InferenceKey, TenantLimits, Upstream
 from apps.serving.choices import PoolRole
-from apps.serving.models import InferenceService
+from apps.serving.models import InferenceService, ServiceObservation
 from apps.telemetry.choices import Resolution
 from apps.telemetry.models import SeriesPoint
 from capacity.arch import vllm_default_max_num_seqs
@@ -65,6 +65,15 @@ def engine_signals(now) -> dict[int, dict]:
     return {sid: {"engine_waiting": waiting, "kv_usage": kv} for sid, waiting, kv in points}
 
 
+def _with_adapters(endpoints: list[dict], held: dict | None) -> list[dict]:
+    """Each endpoint with the run-time LoRA adapters its pod holds, as the reconciler last read its /v1/models
+    (`ServiceObservation.adapters`): the gateway's LoRA affinity (gateway/balance.py) prefers those pods."""
+    if not held:
+        return endpoints
+    return [{**e, "adapters": held[e["pod"]]["held"]} if held.get(e["pod"], {}).get("held") else e
+            for e in endpoints]
+
+
 def build_snapshot() -> dict:
     now = timezone.now()
     upstreams = {u.service_id: u for u in Upstream.objects.all()}
@@ -73,6 +82,7 @@ def build_snapshot() -> dict:
     # What the builtin autoscaler wakes from zero (workers/activation.py): the gateway holds their requests.
     wakes = set(services.filter(deployment_mode=DeploymentMode.SERVERLESS, autoscaling__autoscaler="builtin",
                                 deletion_requested_at__isnull=True).values_list("pk", flat=True))
+    held = dict(ServiceObservation.objects.exclude(adapters={}).values_list("service_id", "adapters"))
     keys = (InferenceKey.objects.filter(revoked_at__isnull=True, expires_at__gt=now)
             .prefetch_related("services"))
     return {
@@ -84,7 +94,7 @@ def build_snapshot() -> dict:
             "id": s.pk, "tenant_id": s.tenant_id, "name": s.name, "served_model": s.model.name,
             "adapters": sorted(a.name for a in s.adapters.all()), "routing_policy": s.routing_policy,
             "routed": s.pk in upstreams and upstreams[s.pk].routed,
-            "endpoints": upstreams[s.pk].endpoints if s.pk in upstreams else [],
+            "endpoints": _with_adapters(upstreams[s.pk].endpoints, held.get(s.pk)) if s.pk in upstreams else [],
             "ready_engines": upstreams[s.pk].ready_engines if s.pk in upstreams else 0, "wakes": s.pk in wakes,
             "max_outstanding": max_outstanding(s, upstreams[s.pk].ready_engines if s.pk in upstreams else 0),
             "sleeping": sleeping(upstreams.get(s.pk)),

@@ -14,7 +14,7 @@ from apps.core.access import is_platform_staff
 # Reasons whose messages are written about the tenant's own workload or spec.
 WORKLOAD_REASONS = frozenset({
     "Applied", "Scheduled", "Unschedulable", "Running", "CrashLoop", "AllReplicasReady", "ReplicasNotReady",
-    "RenderFailed",
+    "RenderFailed", "Loaded", "LoadRefused",  # LoRA adapters: the engine's answer about the tenant's adapter
 })
 SUMMARIES = {
     "TransientError": "The cluster's API could not be reached or asked to wait; the control plane retries "

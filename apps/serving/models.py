@@ -285,6 +285,9 @@ class ServiceObservation(models.Model):
     autoscalers = models.JSONField(default=list, blank=True)
     # The replicas' start-up phases read from their pods' Events (apps/serving/startup.py `record`), newest first.
     startups = models.JSONField(default=list, blank=True)
+    # Run-time LoRA adapters per ready engine pod, from its /v1/models: {pod: {held: [...], refused?: {...}}}
+    # or {pod: {error}} (workers.adaptersync)
+    adapters = models.JSONField(default=dict, blank=True)
     observed_at = models.DateTimeField(null=True, blank=True)
 
     objects = restricted(tenant_owned("service__tenant"))

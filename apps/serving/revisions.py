@@ -1,7 +1,8 @@
 """Revisions: what a service's pods run, numbered per service, and rolling back to one of them.
 
 "Touches pods" has one definition, `pod_fingerprint`: the template hashes (`rendering.pods.template_hash`,
-annotated on every rendered workload) of every pod template the service renders to. A save whose
+annotated on every rendered workload) of every pod template the service renders to, and the adapter set (the
+adapters loaded at run time change no template, but what the pods serve). A save whose
 fingerprint differs from the one before it makes a new revision (`actions.save_service`); replicas, their
 bounds and autoscaling targets do not enter any pod template, so they make none. The revision keeps
 `pod_spec(service)`, the fields that feed the templates, so a rollback can set them again.
@@ -43,6 +44,8 @@ def pod_fingerprint(service: InferenceService) -> str:
         f'{o["kind"]}/{o["metadata"]["name"]}={o["metadata"]["annotations"][TEMPLATE_HASH_ANNOTATION]}'
         for o in objects if TEMPLATE_HASH_ANNOTATION in o["metadata"].get("annotations", {})
     )
+    # Adapters loaded at run time (`rendering.loras`) are in no template; their set still makes a revision.
+    hashes.append(f"adapters={sorted(a.pk for a in service.spec_adapters())}")
     return hashlib.sha256("\n".join(hashes).encode()).hexdigest()
 
 

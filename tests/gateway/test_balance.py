@@ -57,3 +57,19 @@ def test_session_affinity_by_header_then_user():
     assert affinity_key("round_robin", {"prompt": SYSTEM}, {b"x-session-id": b"s1"}) is None
     balancer = Balancer()
     assert len({balancer.pick(PODS, "s1")["pod"] for _ in range(6)}) == 1
+
+
+def test_a_lora_request_goes_to_the_pods_holding_its_adapter_until_they_are_spill_busier():
+    pods = [{**PODS[0], "adapters": ["chat"]}, {**PODS[1], "adapters": ["chat", "sql"]}, PODS[2], PODS[3]]
+    balancer = Balancer(spill=3)
+    assert {balancer.pick(pods, adapter="sql")["pod"] for _ in range(6)} == {"p1"}
+    assert {balancer.pick(pods, adapter="chat")["pod"] for _ in range(6)} == {"p0", "p1"}
+    assert {balancer.pick(pods, adapter="math")["pod"] for _ in range(8)} == {"p0", "p1", "p2", "p3"}  # none holds
+    for _ in range(2):
+        balancer.acquire(pods[1]["address"])
+    assert balancer.pick(pods, adapter="sql")["pod"] == "p1"  # 2 more in flight than the idle pods: still p1
+    balancer.acquire(pods[1]["address"])
+    assert balancer.pick(pods, adapter="sql")["pod"] in ("p0", "p2", "p3")  # 3 more: it yields
+    # Under prefix affinity too, the key picks among the holders only.
+    key = affinity_key("prefix_aware", {"prompt": SYSTEM}, {})
+    assert Balancer().pick(pods, key, adapter="chat")["pod"] in ("p0", "p1")

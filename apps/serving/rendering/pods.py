@@ -22,6 +22,7 @@ from apps.catalog import kvoffload
 from apps.catalog.engines import EngineAdapter, LoraAdapter, MultiNode, get_adapter
 from apps.serving.idle_spec import sleep_mode_args
 from apps.serving.names import TEMPLATE_HASH_ANNOTATION, cache_claim_name, dns_label, labels
+from apps.serving.rendering.loras import loaded_at_run_time
 from apps.serving.rendering.spec import PoolSpec, ServiceSpec
 from apps.serving.rendering.weights import (
     cached,
@@ -139,7 +140,8 @@ def _draft_uris(spec: ServiceSpec) -> list[str]:
 
 
 def needs_cache(spec: ServiceSpec) -> bool:
-    uris = [spec.model.source_uri, *_draft_uris(spec), *(a.source_uri for a in spec.adapters)]
+    uris = [spec.model.source_uri, *_draft_uris(spec),
+            *(a.source_uri for a in spec.adapters if not loaded_at_run_time(spec, a))]
     return any(not uri.startswith("pvc://") for uri in uris)
 
 
@@ -210,7 +212,7 @@ def init_containers(spec: ServiceSpec) -> list[dict]:
     if spec.draft_model is not None and not spec.draft_model.source_uri.startswith("pvc://"):
         out.append(_fetch_container(spec, "fetch-draft-model", spec.draft_model.source_uri, draft_path(spec)))
     for i, adapter in enumerate(spec.adapters):
-        if not adapter.source_uri.startswith("pvc://"):
+        if not adapter.source_uri.startswith("pvc://") and not loaded_at_run_time(spec, adapter):
             name = f"fetch-adapter-{dns_label(adapter.name)}"[:63]
             out.append(_fetch_container(spec, name, adapter.source_uri, adapter_path(spec, i)))
     if cached(spec):
@@ -321,7 +323,8 @@ def engine_resources(spec: ServiceSpec, pool: PoolSpec) -> dict:
 
 def engine_container(spec: ServiceSpec, pool: PoolSpec, role: PodRole, mounts: list[dict]) -> dict:
     adapter = get_adapter(spec.engine)
-    loras = [LoraAdapter(a.name, adapter_path(spec, i), a.rank) for i, a in enumerate(spec.adapters)]
+    loras = [LoraAdapter(a.name, None if loaded_at_run_time(spec, a) else adapter_path(spec, i), a.rank)
+             for i, a in enumerate(spec.adapters)]
     args = adapter.flags(
         engine_settings(spec), model_path=model_path(spec), served_name=served_name(spec), port=adapter.port,
         adapters=loras, role=role.disaggregation, default_args=spec.runtime_args, multi_node=role.multi_node,
@@ -334,6 +337,8 @@ def engine_container(spec: ServiceSpec, pool: PoolSpec, role: PodRole, mounts: l
     args += sleep_args
     ports = [{"name": "http", "containerPort": adapter.port, "protocol": "TCP"}]
     env: list[dict] = [{"name": name, "value": value} for name, value in sleep_env.items()]
+    if any(lora.path is None for lora in loras):  # vLLM's load and unload endpoints exist only with this set
+        env.append({"name": "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "value": "True"})
     if role.disaggregation == "prefill" and spec.engine == "sglang":
         ports.append({"name": "bootstrap", "containerPort": adapter.bootstrap_port, "protocol": "TCP"})
     if role.disaggregation and spec.engine == "vllm":
