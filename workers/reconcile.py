@@ -193,8 +193,7 @@ def _converge(service, look: bool = False) -> Outcome:
     # it last saw, which spares the API server one read per object and pass (most of a look's reads when
     # a slow rollout is looked at again and again).
     current = ServiceObservation.objects.filter(service_id=service.pk).values(
-        "pools", "pods", "events", "drift", "autoscalers", "startups").first()
-        "pools", "pods", "events", "drift", "autoscalers", "adapters").first()
+        "pools", "pods", "events", "drift", "autoscalers", "startups", "adapters").first()
     unchanged = (current is not None and current["pods"] == [vars(p) for p in view.pods]
                  and not any(p.phase == "Pending" and not p.node for p in view.pods) and not view.crashing)
     steady = (view.all_ready or unchanged) and not result.applied and not result.pruned
