@@ -105,12 +105,13 @@ def test_postgresql_gone_for_a_while_loses_no_usage_row(transactional_db, world,
         wait_for(lambda: UsageRow.objects.count() == 5, message="rows while the database is there")
         relay.stop()
         assert [post(base, world["all"], body)[0] for _ in range(40)] == [503] * 40
+        # Generous timeouts: on a loaded machine the gateway's writer takes a while to find the database gone.
         wait_for(lambda: (metrics(base)["gateway_usage_database_up"], metrics(base)["gateway_usage_waiting_rows"])
-                 == (0, 40), message="the rows waiting for the database")
+                 == (0, 40), timeout=60, message="the rows waiting for the database")
         relay.start()
         # The spool says the database is back once its replay has returned: both, in time.
         wait_for(lambda: (metrics(base)["gateway_usage_waiting_rows"], metrics(base)["gateway_usage_database_up"])
-                 == (0, 1), message="the rows written")
+                 == (0, 1), timeout=60, message="the rows written")
         assert metrics(base)["gateway_usage_written_rows"] == 45
     finally:
         proc.terminate()

@@ -91,8 +91,8 @@ def test_vllms_own_400_is_passed_through(gateway, served):
     assert row.status == 400
 
 
-def test_a_client_that_goes_away_aborts_the_real_engines_request(gateway, served):
-    before = engine(served)
+def _stream_and_go_away(gateway: str, served: dict) -> None:
+    """Start a long streamed completion through the gateway, read its first event, and close the connection."""
     host, port = gateway.removeprefix("http://").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=10)
     body = {"model": "real", "prompt": PROMPT, "max_tokens": 480, "ignore_eos": True, "stream": True}
@@ -102,10 +102,23 @@ def test_a_client_that_goes_away_aborts_the_real_engines_request(gateway, served
     assert response.status == 200 and response.readline().startswith(b"data: ")
     conn.sock.close()
     conn.close()
-    wait_for(lambda: engine(served)["vllm:num_requests_running"] == 0, timeout=30, message="nothing running")
-    (row,) = rows(1)
+
+
+def test_a_client_that_goes_away_aborts_the_real_engines_request(gateway, served):
+    # The tiny model can generate all 480 tokens in about a second; on a loaded machine it may finish before the
+    # client's going away reaches the gateway. Such an attempt proves nothing either way and is made again; a
+    # gateway that never aborts fails all three.
+    for attempt in range(1, 4):
+        before = engine(served)
+        _stream_and_go_away(gateway, served)
+        wait_for(lambda: engine(served)["vllm:num_requests_running"] == 0, timeout=30, message="nothing running")
+        row = rows(attempt)[-1]
+        after = engine(served)
+        if after["vllm:request_success_total:length"] == before["vllm:request_success_total:length"]:
+            break
+    else:
+        pytest.fail("the engine ran every one of three requests to its end after the client went away")
+    # Aborted, not run to its end: the engine generated fewer tokens than asked (and counted no success), and the
+    # gateway metered the request as streamed to a client that went away.
     assert row.disconnected and row.streamed
-    # Aborted, not run to its end: the engine generated fewer tokens than asked (and it counts no success).
-    after = engine(served)
     assert after["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"] < 480
-    assert after["vllm:request_success_total:length"] == before["vllm:request_success_total:length"]
