@@ -9,11 +9,11 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from apps.catalog.validators import validate_source_uri
-from apps.serving.rendering import render_service
 from apps.serving.rendering.loras import run_time_adapters
 from apps.serving.rendering.spec import AdapterSpec
 from tests.factories import AdapterFactory, ModelFactory, RuntimeFactory
 from tests.serving.golden.specs import SPECS
+from tests.serving.test_run_time_adapters import _engine as _pod
 from tests.serving.test_validation_rules import post
 
 HASH = "controlplane.io/pod-template-hash"
@@ -32,12 +32,6 @@ def test_local_sources_outside_the_folder_are_refused(uri):
     with pytest.raises(ValidationError) as exc:
         validate_source_uri(uri)
     assert "local://path" in str(exc.value)
-
-
-def _pod(spec):
-    deployment = next(o for o in render_service(spec) if o["kind"] == "Deployment"
-                      and o["metadata"]["name"] == spec.name)
-    return deployment["spec"]["template"]
 
 
 def test_a_local_model_and_adapters_are_read_from_the_nodes_folder_and_the_adapters_load_at_run_time():
