@@ -88,3 +88,14 @@ def test_a_vllm_service_takes_local_sources(api, sglang_catalog, owner_a):
     response = api("owner_a").post("/api/v1/services/", _payload(sglang_catalog, "vllm",
                                                                  [sglang_catalog["adapter"].pk]), format="json")
     assert response.status_code == 201, response.content
+
+
+def test_the_catalog_api_takes_a_local_adapter_and_refuses_a_path_out_of_the_folder(api, tenant_a, owner_a):
+    model = ModelFactory(tenant=tenant_a, name="tiny", source_uri="local://tiny")
+    payload = {"tenant": "alpha", "name": "tiny-sql", "base_model": model.pk, "rank": 8,
+               "source_uri": "local://adapters/tiny-sql"}
+    assert api("owner_a").post("/api/v1/adapters/", payload, format="json").status_code == 201
+    response = api("owner_a").post("/api/v1/adapters/", payload | {"name": "escape", "source_uri": "local://../x"},
+                                   format="json")
+    assert response.status_code == 400
+    assert "local://../x is not a supported source URI" in str(response.json()["source_uri"])
