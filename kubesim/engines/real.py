@@ -1,9 +1,10 @@
 """The real vLLM on cpu-real nodes: the kubelet runs vLLM's OpenAI server (CPU build) for a vLLM pod.
 
 The pod's rendered arguments are kept but for paths, ports and memory: a path under one of the container's volume
-mounts becomes the same path under the node's models folder (`--models-dir`), `--host` is loopback and `--port` a
-free port, which the pod IP reaches as it reaches simulated engines, and `--gpu-memory-utilization` (on the CPU
-build, the share of the host's memory) is the pod's memory limit over the host's. The server is started through
+mounts becomes the same path under the node's models folder (`--models-dir`), in the command line and, through the
+`--middleware` the kubelet adds (kubesim/engines/mountmap.py), in adapter load requests; `--host` is loopback and
+`--port` a free port, which the pod IP reaches as it reaches simulated engines, and `--gpu-memory-utilization` (on
+the CPU build, the share of the host's memory) is the pod's memory limit over the host's. The server is started through
 `enginevocab.vllm_launch` (docs/real-engines.md); Ready when its `/health` answers, its output is `kubectl logs`,
 and its exit is the container's. `admission_refusal` is the kubelet's admission for these nodes: what the CPU
 build cannot honour, or memory beyond what one engine may hold, fails the pod with the reason.
