@@ -15,6 +15,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from apps.serving.rendering.localsource import local_volume
 from bench.real_engine import SERVED, engine_args
 from kubesim.cluster.nodes import CPU_REAL, CPU_REAL_TAINT, NODE_CLASS_LABEL
 from tests.polling import wait_for
@@ -44,13 +45,15 @@ def make_models(root: Path) -> Path:
 
 
 def engine_deployment(name: str, args: list[str] = (), memory: str = "3Gi", env: dict | None = None) -> dict:
-    """A vLLM engine Deployment for the cpu-real node, as the renderer writes one (model on a /models volume)."""
+    """A vLLM engine Deployment for the cpu-real node, as the renderer writes one (model on a /models volume, and
+    the renderer's mount of the node's folder for `local://` sources, which the kubelet maps to the same models)."""
+    local, local_mount = local_volume()
     container = {
         "name": "engine", "image": IMAGE, "command": ["vllm", "serve"],
         "args": ["--model", "/models/tiny", "--host", "0.0.0.0", "--port", str(PORT), *args],
         "ports": [{"name": "http", "containerPort": PORT}],
         "resources": {"requests": {"cpu": "500m", "memory": memory}, "limits": {"memory": memory}},
-        "volumeMounts": [{"name": "model-cache", "mountPath": "/models", "readOnly": True}],
+        "volumeMounts": [{"name": "model-cache", "mountPath": "/models", "readOnly": True}, local_mount],
         "env": [{"name": k, "value": v} for k, v in (env or {}).items()],
         "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 5},
     }
@@ -62,7 +65,8 @@ def engine_deployment(name: str, args: list[str] = (), memory: str = "3Gi", env:
             "spec": {"nodeSelector": {NODE_CLASS_LABEL: CPU_REAL},
                      "tolerations": [{"key": CPU_REAL_TAINT, "operator": "Exists", "effect": "NoSchedule"}],
                      "containers": [container],
-                     "volumes": [{"name": "model-cache", "persistentVolumeClaim": {"claimName": "models"}}]}}},
+                     "volumes": [{"name": "model-cache", "persistentVolumeClaim": {"claimName": "models"}},
+                                 local]}}},
     }
 
 

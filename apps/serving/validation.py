@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 from apps.catalog import kvoffload
 from apps.catalog.choices import DeploymentMode
 from apps.catalog.engines import EngineSettings, EngineSettingsError, get_adapter
+from apps.catalog.validators import is_local
 from apps.clusters.models import Cluster, unavailable_cluster_message
 from apps.serving.autoscaling_spec import autoscaling_errors
 from apps.serving.choices import ENGINE_ONLY_ROUTING, MODE_POOL_ROLES, ROUTER_POLICIES, RoutingPolicy
@@ -62,6 +63,7 @@ def service_errors(service, pools: list, adapters: list) -> dict[str, list[str]]
             )
 
     if runtime is not None:
+        _local_source_errors(runtime.engine, model, adapters, errors)
         if service.deployment_mode and service.deployment_mode not in runtime.supported_modes:
             errors["deployment_mode"].append(
                 f"Runtime {runtime.name!r} does not support {service.deployment_mode}; "
@@ -98,6 +100,19 @@ def service_errors(service, pools: list, adapters: list) -> dict[str, list[str]]
         _quota_errors(service, pools, errors)
     _priority_errors(service, errors)
     return {field: messages for field, messages in errors.items() if messages}
+
+
+def _local_source_errors(engine: str, model, adapters: list, errors) -> None:
+    """A `local://` source is read only by vLLM: SGLang's adapters reach it through the template's fetch."""
+    if engine == "vllm":
+        return
+    if model is not None and is_local(model.source_uri):
+        errors["model"].append(f"Model {model.name!r} has a local:// source, which only vLLM runtimes read; "
+                               f"this runtime's engine is {engine}.")
+    for adapter in adapters:
+        if is_local(adapter.source_uri):
+            errors["adapters"].append(f"Adapter {adapter.name!r} has a local:// source, which only vLLM runtimes "
+                                      f"read; this runtime's engine is {engine}.")
 
 
 def _cluster_errors(service, errors) -> None:

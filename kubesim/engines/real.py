@@ -1,9 +1,10 @@
 """The real vLLM on cpu-real nodes: the kubelet runs vLLM's OpenAI server (CPU build) for a vLLM pod.
 
 The pod's rendered arguments are kept but for paths, ports and memory: a path under one of the container's volume
-mounts becomes the same path under the node's models folder (`--models-dir`), `--host` is loopback and `--port` a
-free port, which the pod IP reaches as it reaches simulated engines, and `--gpu-memory-utilization` (on the CPU
-build, the share of the host's memory) is the pod's memory limit over the host's. The server is started through
+mounts becomes the same path under the node's models folder (`--models-dir`), in the command line and, through the
+`--middleware` the kubelet adds (kubesim/engines/mountmap.py), in adapter load requests; `--host` is loopback and
+`--port` a free port, which the pod IP reaches as it reaches simulated engines, and `--gpu-memory-utilization` (on
+the CPU build, the share of the host's memory) is the pod's memory limit over the host's. The server is started through
 `enginevocab.vllm_launch` (docs/real-engines.md); Ready when its `/health` answers, its output is `kubectl logs`,
 and its exit is the container's. `admission_refusal` is the kubelet's admission for these nodes: what the CPU
 build cannot honour, or memory beyond what one engine may hold, fails the pod with the reason.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import os
 import signal
 import socket
@@ -25,6 +27,7 @@ from enginevocab.vllm_classes import PARSER
 from kubesim.apiserver.quantities import parse_quantity
 from kubesim.cluster.nodes import CPU_REAL, REAL_ENGINE_MEMORY_MIB
 from kubesim.engines import engine_kind, flags
+from kubesim.engines.mountmap import MOUNTS_ENV, ROOT_ENV, MountMap, map_path
 from kubesim.workload import PodContext, WorkloadExit
 
 # Flags of vLLM the CPU build cannot honour, with the reason: those set at all, and those above a value of 1.
@@ -48,6 +51,8 @@ CHOSEN_HERE = ("--host", "--port", "--gpu-memory-utilization")
 HEALTH_POLL_SECONDS = 0.5
 STOP_GRACE_SECONDS = 10.0
 LOG_LINES = 2000
+# Maps the lora_path of adapter load requests as server_argv maps the command line (kubesim/engines/mountmap.py).
+MIDDLEWARE = f"{MountMap.__module__}.{MountMap.__name__}"
 
 
 def _pairs(argv: list[str]):
@@ -102,15 +107,10 @@ def server_argv(ctx: PodContext, port: int) -> list[str]:
     rest = argv[argv.index("serve") + 1:] if "serve" in argv else argv[3:] if "-m" in argv[:2] else argv
     if rest and not rest[0].startswith("-"):
         rest = ["--model", *rest]  # `vllm serve MODEL`; the API server module takes --model
-    mounts = sorted((m["mountPath"].rstrip("/") for m in ctx.container.get("volumeMounts") or []), key=len,
-                    reverse=True)
-    root = Path(ctx.models_dir or ".")
+    mounts, root = _mounts(ctx), str(Path(ctx.models_dir or "."))
 
     def mapped(path: str) -> str:
-        for mount in mounts:
-            if path == mount or path.startswith(mount + "/"):
-                return str(root / path[len(mount):].lstrip("/"))
-        return path
+        return map_path(path, mounts, root)
 
     out, i = [], 0
     while i < len(rest):
@@ -121,8 +121,12 @@ def server_argv(ctx: PodContext, port: int) -> list[str]:
             continue
         out.append(word if word.startswith("-") and not eq else f"{name}={mapped(value)}" if eq else mapped(word))
         i += 1
-    return [*out, "--host", "127.0.0.1", "--port", str(port),
+    return [*out, "--middleware", MIDDLEWARE, "--host", "127.0.0.1", "--port", str(port),
             "--gpu-memory-utilization", memory_share(_memory_mib(ctx.container) or REAL_ENGINE_MEMORY_MIB)]
+
+
+def _mounts(ctx: PodContext) -> list[str]:
+    return [m["mountPath"] for m in ctx.container.get("volumeMounts") or []]
 
 
 def memory_share(memory_mib: float) -> str:
@@ -152,6 +156,8 @@ class RealVllm:
         env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
         env.update({k: v for k, v in self.ctx.env.items() if k.startswith("VLLM_")})
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", KV_CACHE_GIB)
+        env[MOUNTS_ENV] = json.dumps(_mounts(self.ctx))
+        env[ROOT_ENV] = str(Path(self.ctx.models_dir or "."))
         env.update(HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1",
                    PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")]))
         return env

@@ -22,6 +22,7 @@ from apps.catalog import kvoffload
 from apps.catalog.engines import EngineAdapter, LoraAdapter, MultiNode, get_adapter
 from apps.serving.idle_spec import sleep_mode_args
 from apps.serving.names import TEMPLATE_HASH_ANNOTATION, cache_claim_name, dns_label, labels
+from apps.serving.rendering.localsource import is_local, local_path, local_volume
 from apps.serving.rendering.loras import loaded_at_run_time
 from apps.serving.rendering.spec import PoolSpec, ServiceSpec
 from apps.serving.rendering.weights import (
@@ -109,6 +110,8 @@ def draft_path(spec: ServiceSpec) -> str:
 
 def _weights_path(model, source_dir: str) -> str:
     uri = model.source_uri
+    if is_local(uri):
+        return local_path(uri)
     if uri.startswith("pvc://"):
         _, path = _pvc_source(uri)
         return f"{source_dir}/{path}".rstrip("/")
@@ -142,7 +145,12 @@ def _draft_uris(spec: ServiceSpec) -> list[str]:
 def needs_cache(spec: ServiceSpec) -> bool:
     uris = [spec.model.source_uri, *_draft_uris(spec),
             *(a.source_uri for a in spec.adapters if not loaded_at_run_time(spec, a))]
-    return any(not uri.startswith("pvc://") for uri in uris)
+    return any(not uri.startswith("pvc://") and not is_local(uri) for uri in uris)
+
+
+def _local_uris(spec: ServiceSpec) -> list[str]:
+    return [u for u in (spec.model.source_uri, *_draft_uris(spec), *(a.source_uri for a in spec.adapters))
+            if is_local(u)]
 
 
 def cache_size_gib(spec: ServiceSpec) -> int:
@@ -207,9 +215,10 @@ def _fetch_container(spec: ServiceSpec, name: str, uri: str, dest: str) -> dict:
 def init_containers(spec: ServiceSpec) -> list[dict]:
     """One fetch container per artifact not already on a PVC: the model first, then adapters."""
     out = []
-    if not spec.model.source_uri.startswith("pvc://"):
+    if not spec.model.source_uri.startswith("pvc://") and not is_local(spec.model.source_uri):
         out.append(_fetch_container(spec, "fetch-model", spec.model.source_uri, model_path(spec)))
-    if spec.draft_model is not None and not spec.draft_model.source_uri.startswith("pvc://"):
+    if spec.draft_model is not None and not spec.draft_model.source_uri.startswith("pvc://") \
+            and not is_local(spec.draft_model.source_uri):
         out.append(_fetch_container(spec, "fetch-draft-model", spec.draft_model.source_uri, draft_path(spec)))
     for i, adapter in enumerate(spec.adapters):
         if not adapter.source_uri.startswith("pvc://") and not loaded_at_run_time(spec, adapter):
@@ -248,6 +257,10 @@ def volumes(spec: ServiceSpec, gpus: int) -> tuple[list[dict], list[dict]]:
             vols.append({"name": f"adapter-source-{i}",
                          "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
             mounts.append({"name": f"adapter-source-{i}", "mountPath": f"/adapter-source-{i}", "readOnly": True})
+    if _local_uris(spec):
+        volume, mount = local_volume()
+        vols.append(volume)
+        mounts.append(mount)
     # Tensor parallel workers exchange data through /dev/shm; the container default of 64 MiB is too small.
     vols.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_gib(gpus)}Gi"}})
     mounts.append({"name": "dshm", "mountPath": "/dev/shm"})  # noqa: S108 - a mount point, not a temp file

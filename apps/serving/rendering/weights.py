@@ -14,6 +14,7 @@ import json
 import shlex
 
 from apps.serving.names import cache_claim_name, cluster_cache_key
+from apps.serving.rendering.localsource import is_local
 from apps.serving.rendering.spec import ServiceSpec
 from enginevocab.labels import WEIGHTS_ANNOTATION, model_held_label
 
@@ -26,8 +27,9 @@ WARM_NODE_WEIGHT = 100  # the preferred affinity's weight (1-100): the strongest
 
 
 def cached(spec: ServiceSpec) -> bool:
-    """Whether the model's weights go through the caches (a pvc:// source is read from its own claim)."""
-    return not spec.model.source_uri.startswith("pvc://")
+    """Whether the model's weights go through the caches (a pvc:// source is read from its own claim, a local://
+    one from the node's folder)."""
+    return not spec.model.source_uri.startswith("pvc://") and not is_local(spec.model.source_uri)
 
 
 def node_copy_path(spec: ServiceSpec) -> str:
