@@ -37,10 +37,10 @@ check: $(STAMP)
 	$(DEVENV) test python manage.py makemigrations --check --dry-run
 	$(DEVENV) test python manage.py spectacular --validate --fail-on-warn --file /dev/null
 
-# `make test PYTEST_WORKERS=4` runs the suite on 4 pytest-xdist workers (docs/tests.md), each with its own test
+# `make test` runs the suite on PYTEST_WORKERS pytest-xdist workers (docs/tests.md), each with its own test
 # database, ports, kubesim and Celery queues; `--dist loadgroup` keeps the real-engine tests on one of them.
-# Serial (one process) stays the default until the whole suite has been run green in parallel.
-PYTEST_WORKERS ?=
+# `make test PYTEST_WORKERS=` runs it serially, in one process.
+PYTEST_WORKERS ?= 4
 PYTEST_PARALLEL := $(if $(strip $(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup)
 
 test: lint layers check docs-check browser kubectl
