@@ -75,9 +75,10 @@ def counter(text: str, family: str) -> float:
                for s in f.samples if s.name in (family, family + "_total"))
 
 
-def sequence(requests: int, prefix: int, tail: int) -> list[list[int]]:
-    """Token-id prompts: one shared prefix and a distinct tail each (ids the tiny vocabulary has)."""
-    shared = [100 + i for i in range(prefix)]
+def sequence(requests: int, prefix: int, tail: int, variant: int = 0) -> list[list[int]]:
+    """Token-id prompts: one shared prefix and a distinct tail each (ids the tiny vocabulary has). Another
+    `variant` shares another prefix, so a run against an engine that served an earlier one starts its cache cold."""
+    shared = [100 + variant * prefix + i for i in range(prefix)]
     return [shared + [1000 + 37 * r + i for i in range(tail)] for r in range(requests)]
 
 
@@ -155,7 +156,7 @@ async def until_healthy(base: str, process: subprocess.Popen, log) -> None:
 async def main_async(args) -> dict:
     from kubesim.tinymodel import tiny_model
 
-    prompts = sequence(args.requests, args.prefix, args.tail)
+    prompts = sequence(args.requests, args.prefix, args.tail, args.variant)
     sim = await simulated(args, prompts)
     if args.real_url:
         real = await run_sequence(args.real_url.rstrip("/"), prompts, args.output)
@@ -190,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prefix", type=int, default=64, help="tokens every prompt shares")
     parser.add_argument("--tail", type=int, default=48, help="tokens of each prompt's own")
     parser.add_argument("--output", type=int, default=64, help="tokens each request generates")
+    parser.add_argument("--variant", type=int, default=0, choices=range(8),
+                        help="which shared prefix the prompts use (another one for a second run on one engine)")
     parser.add_argument("--real-url", default=None,
                         help="a running real engine started with these arguments and a fresh prefix cache (the "
                              "tests' session engine), instead of starting one")
