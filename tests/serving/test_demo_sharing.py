@@ -15,7 +15,7 @@ from tests.serving.test_commands import seed
 
 
 @pytest.fixture
-def demo(db, monkeypatch):
+def demo(db, classes, monkeypatch):  # classes: the seeded ones, made again after a flush
     monkeypatch.setenv("KUBESIM_URL", "http://127.0.0.1:16443")
     seed(password="demo-pass-123")
     return Cluster.objects.get(name="kubesim")
