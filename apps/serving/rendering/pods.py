@@ -32,16 +32,18 @@ from apps.serving.rendering.weights import (
     weights_annotations,
     weights_volumes,
 )
+from capacity import startup
 from capacity.gpus import gpu_for
 from capacity.parallel import effective_parallelism
 
 MODELS_DIR = "/models"
 SOURCE_DIR = "/model-source"
 DRAFT_SOURCE_DIR = "/draft-source"
-# Weights are read from network storage at ~500 MB/s (conservative) and, on first use, downloaded at
-# ~100 MB/s; engines then need a few minutes for CUDA graphs and warm-up.
-READ_BYTES_PER_SECOND = 500e6
-DOWNLOAD_BYTES_PER_SECOND = 100e6
+# The probes' deadlines budget the start-up phases of capacity.startup with room to spare: weights read at a
+# quarter of the cluster cache's modelled rate and, on first use, downloaded at half the source's, then a few
+# minutes for CUDA graphs and warm-up.
+READ_BYTES_PER_SECOND = startup.CLUSTER_CACHE_BYTES_PER_S / 4
+DOWNLOAD_BYTES_PER_SECOND = startup.SOURCE_BYTES_PER_S / 2
 ENGINE_WARMUP_SECONDS = 300
 STARTUP_PERIOD_SECONDS = 10
 
