@@ -14,14 +14,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from capacity import startup
 from capacity.gpus import HOST_LINK_FRACTION, Gpu
 
 LEVELS = (1, 2)
 # Re-allocating the KV cache and resuming the scheduler after the weights are back (the CUDA graphs and the
 # compiled kernels survive a sleep): a stated default, overridable per pod (`kubesim.io/wake-overhead-seconds`).
 WAKE_OVERHEAD_S = 0.5
-# Reading weights from the pod's model storage (kubesim's `kubesim.io/storage-gbps` default, 16 Gbit/s).
-STORAGE_BYTES_PER_S = 16e9 / 8
+# Reading weights from the pod's model storage: the cluster cache's rate in the start-up phase model (kubesim's
+# `kubesim.io/storage-gbps` default).
+STORAGE_BYTES_PER_S = startup.CLUSTER_CACHE_BYTES_PER_S
 # A GPU-hour is counted for every GPU a replica holds, asleep or awake (the pod keeps its GPUs).
 SECONDS_PER_HOUR = 3600.0
 
