@@ -1,6 +1,6 @@
 """kubesim's `cpu-real` node class: nodes whose kubelet runs the real vLLM (CPU build), one definition of its
 label, taint and engine memory for kubesim (kubesim/cluster/nodes.py, kubesim/engines/real.py) and the renderer
-(apps/serving/rendering/cpureal.py), which places a vLLM service of a `local://` model there.
+(apps/serving/cpureal.py), which places a vLLM service of a `local://` model there.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from apps.catalog.validators import is_local
 from apps.clusters.models import Cluster, unavailable_cluster_message
 from apps.serving.autoscaling_spec import autoscaling_errors
 from apps.serving.choices import ENGINE_ONLY_ROUTING, MODE_POOL_ROLES, ROUTER_POLICIES, RoutingPolicy
+from apps.serving.cpureal import on_cpu_real
 from apps.serving.idle_spec import idle_engine_errors
 from apps.serving.quota import covered_services, entry_words, held, queue_for
 from apps.serving.rollout_spec import is_canary, rollout_errors
@@ -119,11 +120,9 @@ def _local_source_errors(engine: str, model, adapters: list, errors) -> None:
 
 
 def _cpu_real_errors(model, runtime, settings, pools, errors) -> None:
-    """A vLLM service of a `local://` model runs on cpu-real nodes (rendering/cpureal.py): a flag vLLM's CPU build
+    """A vLLM service of a `local://` model runs on cpu-real nodes (apps/serving/cpureal.py): a flag vLLM's CPU build
     cannot honour is refused here with the reason (enginevocab.cpubuild, the table kubesim's nodes admit by),
     under `engine_settings` when the settings alone render it, else under `pools` (the pool's shape or role)."""
-    from apps.serving.rendering.cpureal import on_cpu_real
-
     if model is None or runtime is None or settings is None or not on_cpu_real(runtime.engine, model.source_uri):
         return
     adapter, where = get_adapter(runtime.engine), "cpu-real nodes, where this local:// model runs"

@@ -20,9 +20,9 @@ from django.conf import settings
 
 from apps.catalog import kvoffload
 from apps.catalog.engines import EngineAdapter, LoraAdapter, MultiNode, get_adapter
+from apps.serving import cpureal
 from apps.serving.idle_spec import sleep_mode_args
 from apps.serving.names import TEMPLATE_HASH_ANNOTATION, cache_claim_name, dns_label, labels
-from apps.serving.rendering import cpureal
 from apps.serving.rendering.localsource import is_local, local_path, local_volume
 from apps.serving.rendering.loras import loaded_at_run_time
 from apps.serving.rendering.spec import PoolSpec, ServiceSpec
@@ -326,8 +326,8 @@ def engine_resources(spec: ServiceSpec, pool: PoolSpec) -> dict:
     tier and its pinned-buffer overhead for every GPU (`kvoffload.pod_memory_gib`), and a memory limit is
     set: the tier is pinned, so the scheduler must place the pod on a node that has it. The limit also
     counts the memory-backed /dev/shm, whose pages are charged to the pod. On cpu-real nodes: one real engine's
-    CPU and memory, no GPU (rendering/cpureal.py)."""
-    if cpureal.placed_on_cpu_real(spec):
+    CPU and memory, no GPU (apps/serving/cpureal.py)."""
+    if cpureal.on_cpu_real(spec.engine, spec.model.source_uri):
         return cpureal.resources()
     gpus = pool.gpus_per_replica
     resource = gpu_for(pool.gpu_type).resource
@@ -405,7 +405,7 @@ def engine_pod_template(spec: ServiceSpec, pool: PoolSpec, role: PodRole) -> dic
         annotations["sglang.ai/bootstrap-port"] = str(get_adapter("sglang").bootstrap_port)
     pod_labels = labels(spec, role.component, **dict(role.extra_labels))
     pod_spec: dict = {
-        **(cpureal.placement() if cpureal.placed_on_cpu_real(spec) else {
+        **(cpureal.placement() if cpureal.on_cpu_real(spec.engine, spec.model.source_uri) else {
             "nodeSelector": {gpu.product_label: gpu.product},
             "tolerations": [{"key": gpu.resource, "operator": "Exists", "effect": "NoSchedule"}]}),
         "terminationGracePeriodSeconds": 60,

@@ -1,29 +1,21 @@
 """Placement on kubesim's `cpu-real` nodes: a vLLM service of a `local://` model runs the real vLLM (CPU build).
 
-Such a model is a directory of the node's local models folder (rendering/localsource.py), and the nodes that hold
-that folder and run vLLM without a GPU are the `cpu-real` class (capacity/cpureal.py, the definition kubesim's nodes
-carry): the engine pod selects their class label, tolerates their taint, and asks for one real engine's CPU and
-memory instead of GPUs. What the CPU build cannot honour is refused before this (apps/serving/validation.py).
+Such a model is a directory of the node's local models folder (apps/serving/rendering/localsource.py), and the
+nodes that hold that folder and run vLLM without a GPU are the `cpu-real` class (capacity/cpureal.py, the
+definition kubesim's nodes carry): the engine pod selects their class label, tolerates their taint, and asks for
+one real engine's CPU and memory instead of GPUs (apps/serving/rendering/pods.py). What the CPU build cannot
+honour is refused before that, at admission (apps/serving/validation.py).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from apps.serving.rendering.localsource import is_local
-
-if TYPE_CHECKING:
-    from apps.serving.rendering.spec import ServiceSpec
+from apps.catalog.validators import is_local
 from capacity.cpureal import REAL_ENGINE_CPU, REAL_ENGINE_MEMORY_MIB, node_selector, toleration
 
 
 def on_cpu_real(engine: str, model_source: str) -> bool:
     """Whether a service of this engine and model source is placed on cpu-real nodes."""
     return engine == "vllm" and is_local(model_source)
-
-
-def placed_on_cpu_real(spec: ServiceSpec) -> bool:
-    return on_cpu_real(spec.engine, spec.model.source_uri)
 
 
 def placement() -> dict:
