@@ -21,7 +21,6 @@ from tests.conftest import REAL_ENGINE_GROUP
 from tests.factories import ClusterFactory, ModelFactory, RuntimeFactory, TenantFactory, UserFactory
 from tests.gateway.conftest import issue, post
 from tests.gateway.served import start_gateway
-from tests.realengine import make_models
 from tests.workers.conftest import kubesim_process
 from tests.workers.test_reconcile_e2e import wait_for
 from workers.telemetry import scrape_all
@@ -35,9 +34,8 @@ SQL, CHAT = (name for name, _, _ in TINY_ADAPTERS)
 
 
 @pytest.fixture
-def real_stack(workers, tmp_path):
-    models = make_models(tmp_path / "models")
-    for url in kubesim_process("cpu-real:1,cpu:1", "--models-dir", str(models)):
+def real_stack(workers, tiny_models):
+    for url in kubesim_process("cpu-real:1,cpu:1", "--models-dir", str(tiny_models)):
         name, uri, facts = TINY_MODEL
         model = ModelFactory(name=name, source_uri=uri, **facts)
         adapters = {a: Adapter.objects.create(name=a, base_model=model, source_uri=u, rank=r)
