@@ -55,3 +55,12 @@ def test_the_token_is_written_through_the_api_never_returned_stored_encrypted_an
     assert spec_from_service(service).model_token_secret == "hf-token"
     assert api("staff").patch(url, {"hf_token": ""}, format="json").json()["has_hf_token"] is False
     assert spec_from_service(service).model_token_secret is None
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("actor", "status"), [("owner_a", 200), ("viewer_a", 403), ("member_b", 404)])
+def test_only_the_tenants_owner_or_staff_set_its_token(api, tenant_a, owner_a, viewer_a, member_b, actor, status):
+    response = api(actor).patch(f"/api/v1/tenants/{tenant_a.pk}/", {"hf_token": TOKEN}, format="json")
+    assert response.status_code == status, response.content
+    assert TOKEN not in response.content.decode()
+    assert bool(Tenant.objects.get(pk=tenant_a.pk).hf_token) is (status == 200)
