@@ -18,8 +18,18 @@ $(STAMP): pyproject.toml requirements/engines.txt
 	$(PY) -m pip install --quiet -c requirements/engines.txt -e '.[test,engines,docs]'
 	touch $(STAMP)
 
+# The demo's real-engine service (acme/tiny-real) is served by the real vLLM on kubesim's cpu-real node, which reads
+# models from its --models-dir (Procfile `kubesim`): the tiny Llama and two adapters, generated here (nothing is
+# downloaded; the same bytes every time, so a folder already made is kept). docs/real-engines.md.
+MODELS_DIR := .data/models
+TINY_MODELS := { test -f $(MODELS_DIR)/adapters/tiny-chat/adapter_config.json || { \
+	python -m kubesim tiny-model --out $(MODELS_DIR)/tiny && \
+	python -m kubesim tiny-adapter --model $(MODELS_DIR)/tiny --out $(MODELS_DIR)/adapters/tiny-sql --seed 1 && \
+	python -m kubesim tiny-adapter --model $(MODELS_DIR)/tiny --out $(MODELS_DIR)/adapters/tiny-chat --seed 2; }; }
+
 demo: $(STAMP)
 	$(DEVENV) demo sh -c 'python manage.py migrate --noinput && python manage.py seed_demo && python manage.py demo_inference_keys .data/inference-keys && python manage.py seed_gpu_prices && \
+	  $(TINY_MODELS) && \
 	  export GATEWAY_REDIS_URL="$$(python -m gateway.demo_redis)" && \
 	  echo "Control plane: http://127.0.0.1:8000/  (admin: /admin/, API docs: /api/docs/)" && \
 	  echo "Log in as admin / $$DEMO_PASSWORD (tenant users acme-owner, acme-viewer, ... the same; kept in .data/demo_password unless DEMO_PASSWORD is set)" && \

@@ -4,7 +4,7 @@ is prefix-aware, and session affinity (rendezvous hashing of `x-session-id`, els
 is `session`. An affine pick yields to the least loaded pod when it has `spill` more requests in flight, so
 one hot prefix or session cannot pile a pod's queue up while others idle. A routed service is sent to its
 least loaded router, which balances its own engines. A request for a LoRA adapter goes first to the pods that
-already hold it (`Balancer.holding`)."""
+already hold it, first those running it, then those with a free LoRA slot (`Balancer.holding`)."""
 
 from __future__ import annotations
 
@@ -44,6 +44,17 @@ def _weight(key: str, address: str) -> bytes:
     return hashlib.blake2b(f"{key}\0{address}".encode(), digest_size=8).digest()
 
 
+def _active(endpoint: dict) -> set[str]:
+    """The adapters of the requests the endpoint's engine runs and queues now (its slots in use)."""
+    lora = endpoint.get("lora") or {}
+    return {*lora.get("running", ()), *lora.get("waiting", ())}
+
+
+def _free_slot(endpoint: dict) -> bool:
+    lora = endpoint.get("lora")
+    return lora is None or len(_active(endpoint)) < lora.get("max_lora", 0)
+
+
 class Balancer:
     """Requests in flight per upstream address (this replica's view) and the pick."""
 
@@ -71,17 +82,22 @@ class Balancer:
         return affine
 
     def holding(self, endpoints: list[dict], adapter: str) -> list[dict]:
-        """LoRA affinity, as llm-d's lora-affinity scorer: the pods whose engine already holds `adapter` (the
-        snapshot's per-endpoint `adapters`), unless the least loaded of them has `spill` more requests in flight
-        than the least loaded pod; all pods when none holds it (the one chosen serves it once it is loaded)."""
+        """LoRA affinity, as llm-d's lora-affinity scorer, in tiers: the pods whose engine runs or queues requests
+        of `adapter` now (the snapshot's per-endpoint `lora`, from vLLM's `lora_requests_info`: the adapter is in
+        a slot), else the pods holding it (`adapters`, from /v1/models) with a free slot (fewer adapters running
+        and waiting than `max_lora`; a pod without `lora` counts as free), else every pod holding it; all pods
+        when none holds it (the one chosen serves it once it is loaded), or when the least loaded pod of the
+        tier has `spill` more requests in flight than the least loaded pod."""
         holders = [e for e in endpoints if adapter in e.get("adapters", ())]
-        if not holders or len(holders) == len(endpoints):
+        tiers = ([e for e in holders if adapter in _active(e)], [e for e in holders if _free_slot(e)], holders)
+        chosen = next((tier for tier in tiers if tier), None)
+        if chosen is None or len(chosen) == len(endpoints):
             return endpoints
         load = self.outstanding
-        if (min(load.get(e["address"], 0) for e in holders)
+        if (min(load.get(e["address"], 0) for e in chosen)
                 - min(load.get(e["address"], 0) for e in endpoints) >= self.spill):
             return endpoints
-        return holders
+        return chosen
 
     def acquire(self, address: str) -> None:
         self.outstanding[address] = self.outstanding.get(address, 0) + 1

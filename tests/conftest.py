@@ -200,12 +200,20 @@ def api(request, db):
 
 
 @pytest.fixture(scope="session")
-def real_engine(tmp_path_factory):
+def tiny_models(tmp_path_factory):
+    """The tiny model and its two adapters (tests/realengine.py), written once per session."""
+    from tests.realengine import make_models
+
+    return make_models(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="session")
+def real_engine(tiny_models):
     """The session's one real vLLM on a kubesim cpu-real node (tests/realengine.py), started on first use."""
-    from tests.realengine import make_models, start_engine
+    from tests.realengine import start_engine
     from tests.simcluster import cluster_starter
 
-    models = make_models(tmp_path_factory.mktemp("models"))
+    models = tiny_models
     with cluster_starter() as make:
         cluster = make(nodes="cpu-real:1,cpu:1", fast_start=True, models_dir=str(models), pod_network="loopback")
         yield start_engine(cluster, models)

@@ -35,6 +35,7 @@ from workers.adaptersync import sync_service_adapters
 from workers.inventory import observe_nodes
 from workers.kube import ClusterError, Kube, PermanentClusterError, kube_for
 from workers.locks import advisory_lock
+from workers.tenantsecrets import sync_hf_token
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +180,7 @@ def _converge(service, look: bool = False) -> Outcome:
                            managed_kinds=MANAGED_KINDS if behind else (), namespace=spec.namespace, unlabelled=shared,
                            recheck_unlabelled_after=settings.RECONCILE_RESYNC_SECONDS,
                            apply_first=WORKLOAD_NEEDS)
+        sync_hf_token(kube, service.tenant, spec.namespace)  # its pods' HF_TOKEN (not a rendered object)
     except PermanentClusterError as exc:
         return _write_failure(service, generation, "ApplyFailed", exc.message)
     workloads = [obj for ref, obj in result.live.items() if ref.kind in WORKLOAD_KINDS]

@@ -18,7 +18,9 @@ from apps.gateway.models import InferenceKey, TenantLimits, Upstream
 from apps.serving.choices import PoolRole
 from apps.serving.models import InferenceService, ServiceObservation
 from apps.telemetry.choices import Resolution
-from apps.telemetry.models import SeriesPoint
+from apps.telemetry.lora import FAMILY as LORA_FAMILY
+from apps.telemetry.lora import stored_lora_slots
+from apps.telemetry.models import PodStat, SeriesPoint
 from capacity.arch import vllm_default_max_num_seqs
 from capacity.gpus import GPUS
 
@@ -65,13 +67,28 @@ def engine_signals(now) -> dict[int, dict]:
     return {sid: {"engine_waiting": waiting, "kv_usage": kv} for sid, waiting, kv in points}
 
 
-def _with_adapters(endpoints: list[dict], held: dict | None) -> list[dict]:
+def lora_slots(now) -> dict[tuple[int, str], dict]:
+    """(service id, pod) → the pod's LoRA slots from its latest scrape of the last SIGNALS_MAX_AGE (the adapters
+    of its running and waiting requests and its max_lora, apps/telemetry/lora.py); pods without the metric have
+    none."""
+    rows = (PodStat.objects.filter(scraped_at__gte=now - SIGNALS_MAX_AGE)
+            .values_list("service_id", "pod", f"snapshot__gauges__{LORA_FAMILY}"))
+    slots = {(sid, pod): stored_lora_slots(series) for sid, pod, series in rows if series}
+    return {key: value for key, value in slots.items() if value is not None}
+
+
+def _with_adapters(service_id: int, endpoints: list[dict], held: dict | None, slots: dict) -> list[dict]:
     """Each endpoint with the run-time LoRA adapters its pod holds, as the reconciler last read its /v1/models
-    (`ServiceObservation.adapters`): the gateway's LoRA affinity (gateway/balance.py) prefers those pods."""
-    if not held:
-        return endpoints
-    return [{**e, "adapters": held[e["pod"]]["held"]} if held.get(e["pod"], {}).get("held") else e
-            for e in endpoints]
+    (`ServiceObservation.adapters`), and its engine's LoRA slots (`lora`, from telemetry): the gateway's LoRA
+    affinity (gateway/balance.py) prefers the pods running the adapter, then those holding it with a free slot."""
+    out = []
+    for e in endpoints:
+        if (held or {}).get(e["pod"], {}).get("held"):
+            e = {**e, "adapters": held[e["pod"]]["held"]}
+        if (service_id, e.get("pod")) in slots:
+            e = {**e, "lora": slots[service_id, e["pod"]]}
+        out.append(e)
+    return out
 
 
 def build_snapshot() -> dict:
@@ -83,6 +100,7 @@ def build_snapshot() -> dict:
     wakes = set(services.filter(deployment_mode=DeploymentMode.SERVERLESS, autoscaling__autoscaler="builtin",
                                 deletion_requested_at__isnull=True).values_list("pk", flat=True))
     held = dict(ServiceObservation.objects.exclude(adapters={}).values_list("service_id", "adapters"))
+    slots = lora_slots(now)
     keys = (InferenceKey.objects.filter(revoked_at__isnull=True, expires_at__gt=now)
             .prefetch_related("services"))
     return {
@@ -94,7 +112,8 @@ def build_snapshot() -> dict:
             "id": s.pk, "tenant_id": s.tenant_id, "name": s.name, "served_model": s.model.name,
             "adapters": sorted(a.name for a in s.adapters.all()), "routing_policy": s.routing_policy,
             "routed": s.pk in upstreams and upstreams[s.pk].routed,
-            "endpoints": _with_adapters(upstreams[s.pk].endpoints, held.get(s.pk)) if s.pk in upstreams else [],
+            "endpoints": _with_adapters(s.pk, upstreams[s.pk].endpoints, held.get(s.pk), slots)
+            if s.pk in upstreams else [],
             "ready_engines": upstreams[s.pk].ready_engines if s.pk in upstreams else 0, "wakes": s.pk in wakes,
             "max_outstanding": max_outstanding(s, upstreams[s.pk].ready_engines if s.pk in upstreams else 0),
             "sleeping": sleeping(upstreams.get(s.pk)),

@@ -181,6 +181,12 @@ def _queue_labels(spec, component: str) -> dict[str, str]:
     return {KUEUE_QUEUE_LABEL: kueue.local_queue, **running}
 
 
+# The tenant's Hugging Face token in its namespace (key "token"): the reconciler applies it from the tenant's
+# encrypted field (workers/tenantsecrets.py), never in the rendered objects; pods read it as HF_TOKEN.
+HF_TOKEN_SECRET = "hf-token"
+HF_TOKEN_KEY = "token"
+
+
 def tenant_labels(tenant: str) -> dict[str, str]:
     """Tenant-level objects carry no service uid, so pruning a service never removes them."""
     return {MANAGED_BY_LABEL: MANAGED_BY, NAME_LABEL: "controlplane", INSTANCE_LABEL: tenant,

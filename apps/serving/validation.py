@@ -18,11 +18,13 @@ from apps.catalog.validators import is_local
 from apps.clusters.models import Cluster, unavailable_cluster_message
 from apps.serving.autoscaling_spec import autoscaling_errors
 from apps.serving.choices import ENGINE_ONLY_ROUTING, MODE_POOL_ROLES, ROUTER_POLICIES, RoutingPolicy
+from apps.serving.cpureal import on_cpu_real
 from apps.serving.idle_spec import idle_engine_errors
 from apps.serving.quota import covered_services, entry_words, held, queue_for
 from apps.serving.rollout_spec import is_canary, rollout_errors
 from capacity.gpus import gpu_for, node_allocatable_memory_gib
 from capacity.parallel import ParallelismError, effective_parallelism
+from enginevocab.cpubuild import refusal
 
 # LoRA adapters one service may serve; engines keep each loaded one in GPU memory (vLLM `--max-loras`).
 MAX_ADAPTERS = 64
@@ -92,6 +94,8 @@ def service_errors(service, pools: list, adapters: list) -> dict[str, list[str]]
         rollout_errors(service.rollout, serverless=service.deployment_mode == DeploymentMode.SERVERLESS)
     )
     _pool_errors(service, pools, settings, errors)
+    if not errors.get("pools") and not errors.get("engine_settings"):
+        _cpu_real_errors(model, runtime, settings, pools, errors)
     _kv_offload_errors(service, pools, settings, errors)
     _draft_model_errors(service, settings, errors)
     if not errors.get("pools") and not errors.get("engine_settings"):
@@ -113,6 +117,28 @@ def _local_source_errors(engine: str, model, adapters: list, errors) -> None:
         if is_local(adapter.source_uri):
             errors["adapters"].append(f"Adapter {adapter.name!r} has a local:// source, which only vLLM runtimes "
                                       f"read; this runtime's engine is {engine}.")
+
+
+def _cpu_real_errors(model, runtime, settings, pools, errors) -> None:
+    """A vLLM service of a `local://` model runs on cpu-real nodes (apps/serving/cpureal.py): a flag vLLM's CPU build
+    cannot honour is refused here with the reason (enginevocab.cpubuild, the table kubesim's nodes admit by),
+    under `engine_settings` when the settings alone render it, else under `pools` (the pool's shape or role)."""
+    if model is None or runtime is None or settings is None or not on_cpu_real(runtime.engine, model.source_uri):
+        return
+    adapter, where = get_adapter(runtime.engine), "cpu-real nodes, where this local:// model runs"
+    own = refusal(adapter.flags(settings, model_path="model", served_name="model",
+                                default_args=runtime.default_args or (), tag=runtime.tag), where)
+    if own:
+        errors["engine_settings"].append(own)
+        return
+    for pool in pools:
+        shape = effective_parallelism(pool.gpus_per_replica, pool.nodes_per_replica, settings.tensor_parallel_size,
+                                      settings.pipeline_parallel_size, engine=runtime.engine)
+        args = adapter.flags(settings, model_path="model", served_name="model", parallelism=shape,
+                             role=pool.role if pool.role in ("prefill", "decode") else None, tag=runtime.tag)
+        refused = refusal([*args, "--nnodes", str(pool.nodes_per_replica)], where)
+        if refused:
+            errors["pools"].append(f"{pool.role}: {refused}.")
 
 
 def _cluster_errors(service, errors) -> None:

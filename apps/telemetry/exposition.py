@@ -77,7 +77,10 @@ EXTRA_FAMILIES: dict[str, tuple[str, ...]] = {
            "external_prefix_cache_hits", "external_prefix_cache_queries", "kv_offload_store_bytes",
            "cache_config_info",
            # Speculative decoding: drafted and accepted tokens (only with a speculative config).
-           "spec_decode_num_draft_tokens", "spec_decode_num_accepted_tokens"),
+           "spec_decode_num_draft_tokens", "spec_decode_num_accepted_tokens",
+           # LoRA slots (with --enable-lora): the adapters of the running and waiting requests and --max-loras, which
+           # the gateway's LoRA affinity reads (apps/telemetry/lora.py).
+           "lora_requests_info"),
     SGLANG: ("prefill_effective_tokens", "num_requests", "num_aborted_requests",
              "hicache_host_used_tokens", "hicache_host_total_tokens", "load_back_tokens"),
 }

@@ -16,6 +16,7 @@ from apps.core.access import (
     tenant_owned,
 )
 from apps.core.choices import Role
+from apps.core.fields import EncryptedTextField
 from apps.core.models import TimestampedModel
 from apps.core.validators import dns1123_label
 from apps.tenancy.choices import PLATFORM_DEFAULT_CLASS
@@ -47,6 +48,9 @@ class Tenant(TimestampedModel):
     default_priority_class = models.ForeignKey(
         "tenancy.PriorityClass", null=True, blank=True, on_delete=models.PROTECT, related_name="defaulted_tenants",
         help_text=f"The class of services that name none; empty: {PLATFORM_DEFAULT_CLASS}.")
+    hf_token = EncryptedTextField(
+        blank=True, help_text="A Hugging Face access token for the tenant's private or gated models and adapters: "
+        "kept encrypted, never shown. Engines get it as HF_TOKEN from the Secret hf-token in the tenant's namespace.")
 
     objects = TenantQuerySet.as_manager()
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from capacity.cpureal import CPU_REAL, CPU_REAL_TAINT, NODE_CLASS_LABEL, REAL_ENGINE_MEMORY_MIB, REAL_ENGINES_PER_NODE
 from capacity.gpus import GPUS, Gpu, kubelet_reserved_memory_mib
 from kubesim.apiserver.quantities import format_units
 
@@ -21,12 +22,6 @@ CPU_NODE_MEMORY_GIB = 64
 MAX_PODS = 110
 GPU_KEY_LABEL = "kubesim.io/gpu-key"
 DEFAULT_NODES = "h100-sxm-80gb:1x8,l4-24gb:2x1,cpu:1"
-CPU_REAL = "cpu-real"
-NODE_CLASS_LABEL = "kubesim.io/node-class"
-CPU_REAL_TAINT = "kubesim.io/cpu-real"
-# What one real vLLM engine may hold (3.0 GB RSS measured with VLLM_CPU_KVCACHE_SPACE=1) and how many fit a node.
-REAL_ENGINE_MEMORY_MIB = 3584
-REAL_ENGINES_PER_NODE = 2
 _ENTRY = re.compile(r"^([a-z0-9-]+):(\d+)(?:x(\d+))?$")
 
 

@@ -23,27 +23,13 @@ from pathlib import Path
 
 import aiohttp
 
-from enginevocab.vllm_classes import PARSER
+from enginevocab.cpubuild import CANONICAL, refusal
 from kubesim.apiserver.quantities import parse_quantity
-from kubesim.cluster.nodes import CPU_REAL, REAL_ENGINE_MEMORY_MIB
+from kubesim.cluster.nodes import CPU_REAL, REAL_ENGINE_MEMORY_MIB, node_class
 from kubesim.engines import engine_kind, flags
 from kubesim.engines.mountmap import MOUNTS_ENV, ROOT_ENV, MountMap, map_path
 from kubesim.workload import PodContext, WorkloadExit
 
-# Flags of vLLM the CPU build cannot honour, with the reason: those set at all, and those above a value of 1.
-GPU_ONLY = {
-    "--kv-transfer-config": "KV transfer between engines (NIXL, P/D disaggregation) needs GPUs",
-    "--kv-offloading-size": "KV-cache offloading moves GPU memory to CPU memory; the CPU build has no GPU memory",
-    "--kv-offloading-backend": "KV-cache offloading moves GPU memory to CPU memory; the CPU build has no GPU memory",
-    "--enable-expert-parallel": "expert parallelism spreads experts across GPUs",
-}
-ONE_ONLY = {
-    "--tensor-parallel-size": "a cpu-real node runs one engine process without tensor parallelism",
-    "--pipeline-parallel-size": "a cpu-real node runs one engine process without pipeline parallelism",
-    "--data-parallel-size": "a cpu-real node runs one engine process without data parallelism",
-}
-# Every spelling of a flag (aliases included, from vLLM's own parser) to its first spelling.
-CANONICAL = {spelling: option["flags"][0] for option in PARSER["options"] for spelling in option["flags"]}
 KV_CACHE_GIB = "1"  # VLLM_CPU_KVCACHE_SPACE unless the pod sets it: 3.0 GB RSS for the tiny models
 # Chosen by the kubelet: loopback, a free port, and the share of the host's memory the pod may hold, which the
 # CPU build reads --gpu-memory-utilization as (and refuses to start when that much is not free).
@@ -55,17 +41,6 @@ LOG_LINES = 2000
 MIDDLEWARE = f"{MountMap.__module__}.{MountMap.__name__}"
 
 
-def _pairs(argv: list[str]):
-    """(canonical flag, value or None) for each option in an argument list."""
-    for i, word in enumerate(argv):
-        if not word.startswith("-"):
-            continue
-        name, eq, value = word.partition("=")
-        if name in CANONICAL:
-            following = argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("-") else None
-            yield CANONICAL[name], value if eq else following
-
-
 def _memory_mib(container: dict) -> float | None:
     resources = container.get("resources") or {}
     amounts = [parse_quantity(str(q)) for q in ((resources.get("limits") or {}).get("memory"),
@@ -75,7 +50,7 @@ def _memory_mib(container: dict) -> float | None:
 
 def admission_refusal(pod: dict, node: dict) -> str | None:
     """Why a cpu-real node refuses the pod, or None: GPU-only vLLM flags, SGLang, or memory past one engine's."""
-    if ((node.get("metadata") or {}).get("labels") or {}).get("kubesim.io/node-class") != CPU_REAL:
+    if node_class(node) != CPU_REAL:
         return None
     for container in pod["spec"].get("containers") or []:
         kind = engine_kind(container)
@@ -83,11 +58,9 @@ def admission_refusal(pod: dict, node: dict) -> str | None:
             return f"container {container['name']}: SGLang has no CPU build that runs here (docs/real-engines.md)"
         if kind != "vllm":
             continue
-        for flag, value in _pairs(flags.command_line(container, {})):
-            if flag in GPU_ONLY:
-                return f"container {container['name']}: {flag} is refused on {CPU_REAL} nodes: {GPU_ONLY[flag]}"
-            if flag in ONE_ONLY and value not in (None, "1"):
-                return f"container {container['name']}: {flag} {value} is refused on {CPU_REAL} nodes: {ONE_ONLY[flag]}"
+        refused = refusal(flags.command_line(container, {}), f"{CPU_REAL} nodes")
+        if refused:
+            return f"container {container['name']}: {refused}"
         memory = _memory_mib(container)
         if memory is not None and memory > REAL_ENGINE_MEMORY_MIB:
             return (f"container {container['name']}: memory {memory:.0f}Mi is more than one real engine may hold "

@@ -73,3 +73,28 @@ def test_a_lora_request_goes_to_the_pods_holding_its_adapter_until_they_are_spil
     # Under prefix affinity too, the key picks among the holders only.
     key = affinity_key("prefix_aware", {"prompt": SYSTEM}, {})
     assert Balancer().pick(pods, key, adapter="chat")["pod"] in ("p0", "p1")
+
+
+def test_lora_affinity_prefers_the_pods_running_the_adapter_then_those_with_a_free_slot():
+    """The engines' slot usage (vLLM's lora_requests_info, the snapshot's `lora`): all four pods hold sql."""
+    held = ["chat", "sql", "math"]
+    pods = [{**PODS[0], "adapters": held, "lora": {"running": ["chat"], "waiting": ["math"], "max_lora": 2}},
+            {**PODS[1], "adapters": held, "lora": {"running": ["sql"], "waiting": [], "max_lora": 2}},
+            {**PODS[2], "adapters": held, "lora": {"running": [], "waiting": [], "max_lora": 2}},
+            {**PODS[3], "adapters": held, "lora": {"running": ["chat"], "waiting": ["sql"], "max_lora": 2}}]
+    balancer = Balancer(spill=4)
+    # sql runs or waits on p1 and p3: in a slot there already, so no swap.
+    assert {balancer.pick(pods, adapter="sql")["pod"] for _ in range(6)} == {"p1", "p3"}
+    # math is active on p0 only; chat on p0 and p3.
+    assert {balancer.pick(pods, adapter="math")["pod"] for _ in range(4)} == {"p0"}
+    # An adapter held everywhere and active nowhere goes where a slot is free: p1 (1 of 2) and p2 (0 of 2), not p0
+    # or p3 whose two slots are in use.
+    pods = [{**p, "adapters": [*p["adapters"], "docs"]} for p in pods]
+    assert {balancer.pick(pods, adapter="docs")["pod"] for _ in range(6)} == {"p1", "p2"}
+    # With no free slot anywhere it falls back to every holder.
+    full = [{**p, "lora": {"running": ["a", "b"], "waiting": [], "max_lora": 2}} for p in pods]
+    assert {balancer.pick(full, adapter="docs")["pod"] for _ in range(8)} == {"p0", "p1", "p2", "p3"}
+    # The spill rule holds for the tier as for the holders.
+    for _ in range(4):
+        balancer.acquire(pods[0]["address"])
+    assert balancer.pick(pods, adapter="math")["pod"] != "p0"

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from enginevocab.cpubuild import GPU_ONLY, ONE_ONLY
 from kubesim.cluster.nodes import REAL_ENGINE_MEMORY_MIB
-from kubesim.engines.real import GPU_ONLY, ONE_ONLY
 from tests.polling import wait_for
 from tests.realengine import MODEL, NAMESPACE, engine_deployment, pods_of
 

@@ -32,14 +32,12 @@ def _stop(proc: subprocess.Popen) -> str:
     return output or ""
 
 
-@pytest.fixture
-def kubesim_url():
-    """A kubesim process (nodes, scheduler, controllers, kubelet; pods ready within a second) whose pods the
-    host reaches at their addresses, as `make demo`'s (the gateway connects to them)."""
+def kubesim_process(nodes: str = DEMO_NODES, *extra: str):
+    """Start a kubesim process with these nodes (and extra `serve` flags); yields its URL, stops it after."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kubesim", "serve", "--port", str(port), "--fast-start", "--nodes", DEMO_NODES,
-         "--seed", "7", "--pod-network", "loopback"],
+        [sys.executable, "-m", "kubesim", "serve", "--port", str(port), "--fast-start", "--nodes", nodes,
+         "--seed", "7", "--pod-network", "loopback", *extra],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     url = f"http://127.0.0.1:{port}"
@@ -57,6 +55,13 @@ def kubesim_url():
 
     close_all()  # this process's clients of it and their watch caches go with it
     _stop(proc)
+
+
+@pytest.fixture
+def kubesim_url():
+    """A kubesim process (nodes, scheduler, controllers, kubelet; pods ready within a second) whose pods the
+    host reaches at their addresses, as `make demo`'s (the gateway connects to them)."""
+    yield from kubesim_process()
 
 
 def _start_worker(queues: list[str], extra_env: dict[str, str]) -> subprocess.Popen:

@@ -20,8 +20,9 @@ from django.conf import settings
 
 from apps.catalog import kvoffload
 from apps.catalog.engines import EngineAdapter, LoraAdapter, MultiNode, get_adapter
+from apps.serving import cpureal
 from apps.serving.idle_spec import sleep_mode_args
-from apps.serving.names import TEMPLATE_HASH_ANNOTATION, cache_claim_name, dns_label, labels
+from apps.serving.names import HF_TOKEN_KEY, TEMPLATE_HASH_ANNOTATION, cache_claim_name, dns_label, labels
 from apps.serving.rendering.localsource import is_local, local_path, local_volume
 from apps.serving.rendering.loras import loaded_at_run_time
 from apps.serving.rendering.spec import PoolSpec, ServiceSpec
@@ -196,12 +197,15 @@ def _fetch_script(uri: str, dest: str) -> str:
     ])
 
 
+def hf_token_env(secret: str) -> dict:
+    return {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": secret, "key": HF_TOKEN_KEY}}}
+
+
 def _fetch_container(spec: ServiceSpec, name: str, uri: str, dest: str) -> dict:
     hf = uri.startswith("hf://")
     env = [{"name": "HF_HOME", "value": f"{MODELS_DIR}/.hf-home"}] if hf else []
     if hf and spec.model_token_secret:
-        env.append({"name": "HF_TOKEN", "valueFrom": {
-            "secretKeyRef": {"name": spec.model_token_secret, "key": "token"}}})
+        env.append(hf_token_env(spec.model_token_secret))
     container = {
         "name": name,
         "image": spec.image_ref if hf else settings.MODEL_FETCH_IMAGE,
@@ -324,7 +328,10 @@ def engine_resources(spec: ServiceSpec, pool: PoolSpec) -> dict:
     """CPU, memory and GPUs of the engine container. With a KV-cache CPU tier the memory request adds the
     tier and its pinned-buffer overhead for every GPU (`kvoffload.pod_memory_gib`), and a memory limit is
     set: the tier is pinned, so the scheduler must place the pod on a node that has it. The limit also
-    counts the memory-backed /dev/shm, whose pages are charged to the pod."""
+    counts the memory-backed /dev/shm, whose pages are charged to the pod. On cpu-real nodes: one real engine's
+    CPU and memory, no GPU (apps/serving/cpureal.py)."""
+    if cpureal.on_cpu_real(spec.engine, spec.model.source_uri):
+        return cpureal.resources()
     gpus = pool.gpus_per_replica
     resource = gpu_for(pool.gpu_type).resource
     memory = kvoffload.ENGINE_MEMORY_GIB_PER_GPU * gpus
@@ -354,6 +361,10 @@ def engine_container(spec: ServiceSpec, pool: PoolSpec, role: PodRole, mounts: l
     env: list[dict] = [{"name": name, "value": value} for name, value in sleep_env.items()]
     if any(lora.path is None for lora in loras):  # vLLM's load and unload endpoints exist only with this set
         env.append({"name": "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "value": "True"})
+    if spec.model_token_secret and spec.engine == "vllm":
+        # vLLM downloads a Hugging Face adapter itself when it is loaded at run time: a private one needs the
+        # tenant's token. Whether or not an adapter is loaded now, so adding one changes no template.
+        env.append(hf_token_env(spec.model_token_secret))
     if role.disaggregation == "prefill" and spec.engine == "sglang":
         ports.append({"name": "bootstrap", "containerPort": adapter.bootstrap_port, "protocol": "TCP"})
     if role.disaggregation and spec.engine == "vllm":
@@ -401,8 +412,9 @@ def engine_pod_template(spec: ServiceSpec, pool: PoolSpec, role: PodRole) -> dic
         annotations["sglang.ai/bootstrap-port"] = str(get_adapter("sglang").bootstrap_port)
     pod_labels = labels(spec, role.component, **dict(role.extra_labels))
     pod_spec: dict = {
-        "nodeSelector": {gpu.product_label: gpu.product},
-        "tolerations": [{"key": gpu.resource, "operator": "Exists", "effect": "NoSchedule"}],
+        **(cpureal.placement() if cpureal.on_cpu_real(spec.engine, spec.model.source_uri) else {
+            "nodeSelector": {gpu.product_label: gpu.product},
+            "tolerations": [{"key": gpu.resource, "operator": "Exists", "effect": "NoSchedule"}]}),
         "terminationGracePeriodSeconds": 60,
         **({"affinity": warm_node_affinity(spec)} if cached(spec) else {}),
     }

@@ -14,7 +14,7 @@ from apps.catalog.choices import DTYPE_BYTES
 from apps.catalog.engines import EngineSettings
 from apps.serving.choices import GpuType
 from apps.serving.models import InferenceService
-from apps.serving.names import tenant_namespace
+from apps.serving.names import HF_TOKEN_SECRET, tenant_namespace
 from apps.serving.rendering.kueue import ClassSpec, FlavorQuota, KueueSpec, QueueQuota
 
 MODES = ("standard", "pd_disaggregated", "multi_node", "serverless")
@@ -235,6 +235,8 @@ def _spec(service, model, runtime, adapters: list, pools: list) -> ServiceSpec:
         api_server_cidrs=tuple(service.cluster.api_server_cidrs or ()),
         model_egress_cidrs=tuple(service.cluster.model_egress_cidrs or ()),
         kueue=kueue_spec(service) if service.cluster.kueue_installed else None,
+        # The tenant's Hugging Face token, applied by the reconciler as this Secret (workers/tenantsecrets.py).
+        model_token_secret=HF_TOKEN_SECRET if service.tenant.hf_token else None,
     )
 
 

@@ -22,15 +22,23 @@ class TenantSerializer(ValidatedModelSerializer):
                                      "null: any class.")
     default_priority_class = class_field("The class of services that name none (staff set it); null: the "
                                          "platform default.")
+    hf_token = serializers.CharField(
+        write_only=True, required=False, allow_blank=True, style={"input_type": "password"},
+        help_text="A Hugging Face access token for private or gated models and adapters (write-only; empty clears "
+        "it). Engines get it as HF_TOKEN.")
+    has_hf_token = serializers.SerializerMethodField()
     create_only_fields = ("slug",)
     unscoped_related_fields = ("max_priority_class", "default_priority_class")
     STAFF_FIELDS = ("max_priority_class_id", "default_priority_class_id")
 
     class Meta:
         model = Tenant
-        fields = ["id", "slug", "name", "description", "max_priority_class", "default_priority_class", "created",
-                  "updated"]
+        fields = ["id", "slug", "name", "description", "max_priority_class", "default_priority_class", "hf_token",
+                  "has_hf_token", "created", "updated"]
         read_only_fields = ["created", "updated"]
+
+    def get_has_hf_token(self, obj: Tenant) -> bool:
+        return bool(obj.hf_token)
 
     def check_write_permission(self, instance) -> None:
         super().check_write_permission(instance)

@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from apps.catalog.choices import DeploymentMode, EngineKind
-from apps.catalog.models import Model, Runtime
+from apps.catalog.models import Adapter, Model, Runtime
 from apps.clusters.models import Cluster
 from apps.core.audit import record_change
 from apps.core.choices import AuditAction, AuditVia, Role
@@ -40,6 +40,15 @@ MODELS = [
     ("mistral-7b-instruct-v0-3", "hf://mistralai/Mistral-7B-Instruct-v0.3", "apache-2.0"),
     ("mixtral-8x7b-instruct-v0-1", "hf://mistralai/Mixtral-8x7B-Instruct-v0.1", "apache-2.0"),
 ]
+
+# The real-engine service's model and adapters (docs/real-engines.md): the tiny Llama `python -m kubesim tiny-model`
+# writes by default (2 layers, hidden 128, 4 heads of 32, 2 KV heads, 4,096 tokens, 1.3 M float32 parameters) and two
+# adapters `tiny-adapter --seed N` writes, in the models folder of the demo's cpu-real node (`make demo` writes them to
+# .data/models, kubesim's --models-dir). A vLLM service of a local:// model runs on cpu-real nodes: the real vLLM.
+TINY_MODEL = ("tiny-llama", "local://tiny", dict(
+    display_name="Tiny Llama (generated here)", parameters_billions=0.0013, layers=2, hidden_size=128,
+    attention_heads=4, kv_heads=2, head_dim=32, max_context=2048, dtype="float32", license="none"))
+TINY_ADAPTERS = [("tiny-sql", "local://adapters/tiny-sql", 8), ("tiny-chat", "local://adapters/tiny-chat", 8)]
 
 RUNTIMES = [
     ("vllm", EngineKind.VLLM, vllm.IMAGE, vllm.TAG),
@@ -164,7 +173,22 @@ SERVICES = [
         {"autoscaler": "none"},
         [PoolSpec("engine", replicas=5, min_replicas=5, max_replicas=5, gpus_per_replica=1, gpu_type="l4-24gb")],
     ),
+    (
+        # The real vLLM (CPU build) on kubesim's cpu-real node, with both adapters loaded at run time; the Procfile's
+        # `tiny` load calls the two adapters and the base model through the gateway. Its pool counts one GPU of the
+        # tenant's quota though the pod asks none (docs/real-engines.md, "The demo's real engine").
+        "acme",
+        "tiny-real",
+        "tiny-llama",
+        "vllm",
+        DeploymentMode.STANDARD,
+        {"max_model_len": 1024},
+        "round_robin",
+        {"autoscaler": "none"},
+        [PoolSpec("engine", replicas=1, min_replicas=1, max_replicas=1, gpus_per_replica=1, gpu_type="h100-sxm-80gb")],
+    ),
 ]
+SERVICE_ADAPTERS = {("acme", "tiny-real"): [name for name, _, _ in TINY_ADAPTERS]}
 
 
 class Command(BaseCommand):
@@ -240,6 +264,12 @@ class Command(BaseCommand):
                 ),
             )
             self.created(models[name], made)
+        name, uri, facts = TINY_MODEL
+        models[name], made = Model.objects.get_or_create(tenant=None, name=name, defaults=dict(source_uri=uri, **facts))
+        self.created(models[name], made)
+        for adapter, uri, rank in TINY_ADAPTERS:
+            self.created(*Adapter.objects.get_or_create(tenant=None, name=adapter, defaults=dict(
+                base_model=models[name], source_uri=uri, rank=rank)))
         return models
 
     def seed_runtimes(self) -> dict[str, Runtime]:
@@ -302,7 +332,8 @@ class Command(BaseCommand):
                 rollout=ROLLOUTS.get((slug, name)) or default_rollout(),
                 priority_class=PriorityClass.objects.filter(name=PRIORITY.get((slug, name), "")).first(),
             )
-            save_service(service, pools=pools, adapters=[], actor=None, via=AuditVia.COMMAND, actor_label=LABEL)
+            adapters = list(Adapter.objects.filter(tenant=None, name__in=SERVICE_ADAPTERS.get((slug, name), ())))
+            save_service(service, pools=pools, adapters=adapters, actor=None, via=AuditVia.COMMAND, actor_label=LABEL)
             self.count += 1
 
     def report(self, password: str) -> None:
