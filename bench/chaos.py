@@ -164,7 +164,7 @@ def reconcile_writes() -> int:
 def deployments(apps_api, attempts: int = 9) -> list:
     """The campaign's Deployments, retried on transient errors as the product's calls are (workers.kube): the
     measurement must not fail on the faults it measures, which kubesim injects into the bench's requests too."""
-    from workers.kube import TransientClusterError, classify
+    from workers.kubeerrors import TransientClusterError, classify
 
     for attempt in range(attempts):  # more patient than a pass's three: nothing retries this read after it
         try:
