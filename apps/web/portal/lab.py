@@ -57,10 +57,11 @@ def _prefilled(request, service) -> list[dict]:
 
 def _time_axis(result: dict | None, scenarios: list[dict]) -> dict:
     """What the time plots span: the whole load, from its start to its last request's arrival (`span_s`, longer
-    when a scenario's timeline runs on while the last requests drain), and that span in words."""
+    when a scenario's timeline runs on while the last requests drain; at least a second, so a load of one request
+    still has an axis), and that span in words."""
     duration = float((result or {}).get("duration_s") or 0)
     last = max((p["t"] for s in scenarios for p in s["timeline"]), default=0)
-    return {"span_s": max(duration, last), "span": f"the load's {human_duration(duration)}"}
+    return {"span_s": max(duration, last, 1.0), "span": f"the load's {human_duration(duration)}"}
 
 
 def run_context(run: Run | None) -> dict:
