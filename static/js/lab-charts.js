@@ -23,7 +23,11 @@
     const lone = (s) => (s.t.length > 1 ? "lines" : "markers");  // a lone point draws no line: show its marker
     const time = { title: { text: "minutes into the load" }, ...ChartRange.linear(0, data.span_s / 60) };
     const timePlot = (id, traces, title) => {
-      Plotly.react(id, traces, layout(title, { xaxis: time, yaxis: { rangemode: "tozero" } }), config);
+      // The legend goes below the axis title, which it would otherwise cover.
+      Plotly.react(id, traces, layout(title, {
+        xaxis: time, yaxis: { rangemode: "tozero" }, margin: { l: 50, r: 10, t: 36, b: 70 },
+        legend: { orientation: "h", y: -0.3, yanchor: "top" },
+      }), config);
       ChartRange.note(id, ChartRange.points(traces), data.span);
     };
     timePlot("chart-lab-replicas", data.scenarios.map((s) => ({
