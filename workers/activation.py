@@ -26,7 +26,7 @@ from apps.serving.names import COMPONENT_LABEL, MANAGED_SELECTOR, SERVICE_UID_LA
 from controlplane.celery import app as celery_app
 from controlplane.tasknames import AUTOSCALE_EVALUATE_SERVICE
 from gateway.activation import HELD_PREFIX
-from workers.kube import classify
+from workers.kubeerrors import classify
 
 log = logging.getLogger(__name__)
 

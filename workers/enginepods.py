@@ -26,7 +26,7 @@ from apps.serving.names import (
 from apps.telemetry.exposition import NotAnEngineExposition, Snapshot, parse_snapshot
 from apps.telemetry.models import CANARY_ROLE, STABLE_ROLE
 from apps.telemetry.scrape import ACCEPT
-from workers.kube import classify
+from workers.kubeerrors import classify
 
 
 @dataclass(frozen=True)

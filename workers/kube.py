@@ -2,7 +2,7 @@
 
 This is the only module that builds Kubernetes clients. It reads no Django models: callers pass a
 `ClusterCredentials` (from `Cluster.credentials()`) and plain object dicts (rendered manifests), so the
-same code runs against a real cluster and kubesim. Errors leave here classified:
+same code runs against a real cluster and kubesim. Errors leave here classified (workers/kubeerrors.py):
 `TransientClusterError` (retry with backoff) or `PermanentClusterError` (a Failed condition).
 """
 
@@ -20,19 +20,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import urllib3
-import yaml
 from django.conf import settings
 from kubernetes import client as k8s
 from kubernetes import dynamic
-from kubernetes.client.exceptions import ApiException
-from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
 from apps.clusters import kubeclient
 from apps.clusters.incluster import InClusterCredentialsMissing
 from apps.serving.names import FIELD_MANAGER
 from workers.drift import drift_diff, is_subset
 from workers.kubecache import KindCache, WriteLog, uid_of_selector
+from workers.kubeerrors import ClusterError, KindNotServed, PermanentClusterError, TransientClusterError, classify
 
 if TYPE_CHECKING:
     from apps.clusters.models import ClusterCredentials
@@ -44,69 +41,6 @@ CALL_ATTEMPTS = 3  # per call, on transient errors (the task retries the whole p
 FIRST_SYNC_WAIT_SECONDS = 15.0  # a read waits this long for a new watch cache's first list...
 CATCH_UP_WAIT_SECONDS = 2.0  # ...and this long for a live one to see this process's own last write
 CACHE_POOL_SIZE = 16  # the watch caches' connections: one per kind watched (12 managed kinds and Pods)
-
-TRANSIENT_STATUS = {408, 409, 429, 500, 502, 503, 504}
-
-
-class ClusterError(Exception):
-    """A failed call to a cluster, with the HTTP status when there was one."""
-
-    def __init__(self, message: str, status: int | None = None, retry_after: float | None = None):
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        self.retry_after = retry_after
-
-
-class TransientClusterError(ClusterError):
-    """Unreachable API, conflicts, throttling, server errors: worth retrying."""
-
-
-class PermanentClusterError(ClusterError):
-    """Invalid objects, forbidden (quota), unknown kinds: retrying will not help."""
-
-
-class KindNotServed(PermanentClusterError):
-    """The cluster does not serve this apiVersion/kind (e.g. KEDA or LWS is not installed)."""
-
-
-def classify(exc: BaseException) -> ClusterError:
-    """Turn a client exception into a transient or permanent ClusterError with a readable message."""
-    if isinstance(exc, ClusterError):
-        return exc
-    status = getattr(exc, "status", None)
-    if isinstance(exc, (ApiException, DynamicApiError)) and status:
-        message = _status_message(exc)
-        retry_after = None
-        headers = getattr(exc, "headers", None) or {}
-        if headers.get("Retry-After"):
-            try:
-                retry_after = float(headers["Retry-After"])
-            except ValueError:
-                retry_after = None
-        cls = TransientClusterError if status in TRANSIENT_STATUS else PermanentClusterError
-        return cls(message, status=status, retry_after=retry_after)
-    if isinstance(exc, ResourceNotFoundError):
-        return KindNotServed(f"the cluster does not serve this kind: {exc}")
-    if isinstance(exc, (urllib3.exceptions.HTTPError, OSError, TimeoutError)):
-        return TransientClusterError(f"cluster API unreachable: {exc.__class__.__name__}: {exc}")
-    return PermanentClusterError(f"{exc.__class__.__name__}: {exc}")
-
-
-def _status_message(exc: BaseException) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, (bytes, str)):
-        try:
-            parsed = yaml.safe_load(body)
-            if isinstance(parsed, dict) and parsed.get("message"):
-                return f"{parsed.get('reason') or exc.status}: {parsed['message']}"
-        except yaml.YAMLError:
-            pass
-    summary = getattr(exc, "summary", None)
-    if callable(summary):
-        return summary()
-    return f"HTTP {getattr(exc, 'status', '?')}: {getattr(exc, 'reason', exc)}"
-
 
 def api_client(creds: ClusterCredentials, pool_size: int | None = None,
                timeout_seconds: float = REQUEST_TIMEOUT_SECONDS) -> k8s.ApiClient:

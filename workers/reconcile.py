@@ -33,7 +33,8 @@ from controlplane import logcontext
 from workers import status as st
 from workers.adaptersync import sync_service_adapters
 from workers.inventory import observe_nodes
-from workers.kube import ClusterError, Kube, PermanentClusterError, kube_for
+from workers.kube import Kube, kube_for
+from workers.kubeerrors import ClusterError, PermanentClusterError
 from workers.locks import advisory_lock
 from workers.tenantsecrets import sync_hf_token
 

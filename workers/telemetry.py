@@ -45,7 +45,8 @@ from apps.telemetry.revisions import increment_fields
 from apps.telemetry.series import point_values
 from workers.activation import check_cluster as check_activation
 from workers.enginepods import EnginePod, PodResult, engine_pods, list_managed_pods, scrape_pod
-from workers.kube import classify, kube_for
+from workers.kube import kube_for
+from workers.kubeerrors import classify
 from workers.locks import advisory_lock
 from workers.surge import check as check_surges
 from workers.upstreams import record_upstreams

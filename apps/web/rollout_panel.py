@@ -5,6 +5,8 @@ judged and the verdict's reason in words."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from django.utils import timezone
 
 from apps.rollouts.models import Rollout
@@ -26,11 +28,24 @@ def _latest_ms(values: list) -> int | None:
     return next((round(v * 1000) for v in reversed(values) if v is not None), None)
 
 
+def rollout_window(start: datetime, end: datetime | None) -> str:
+    """The span the rollout's chart covers, in words: from its start to its end, or to now while it runs."""
+    day = "%Y-%m-%d %H:%M"
+    start, end = start.astimezone(UTC), end and end.astimezone(UTC)
+    if end is None:
+        return f"the rollout's window, {start:{day}} UTC to now"
+    same_day = start.date() == end.date()
+    return f"the rollout's window, {start:{day}} to {end:{'%H:%M' if same_day else day}} UTC"
+
+
 def rollout_chart(rollout: Rollout) -> dict:
     """Both revisions' TTFT p95 from the rollout's start to its end (or now), one series each, as the chart draws
-    them, and each one's latest figure in words (what the chart shows, for those who do not see it)."""
-    window = choose_window(rollout.created, rollout.finished_at or timezone.now())
-    out = {"step": window.step_s, "sides": []}
+    them, and each one's latest figure in words (what the chart shows, for those who do not see it). The chart's
+    axis spans that whole window (`start`, `end`, in words `span`), however few points it holds."""
+    until = rollout.finished_at or timezone.now()
+    window = choose_window(rollout.created, until)
+    out = {"step": window.step_s, "start": rollout.created.isoformat(), "end": until.isoformat(),
+           "span": rollout_window(rollout.created, rollout.finished_at), "sides": []}
     for role, revision in ((STABLE_ROLE, rollout.from_revision), (CANARY_ROLE, rollout.to_revision)):
         data = read_series(rollout.service_id, window, role)
         name = f"revision {revision} ({role})"

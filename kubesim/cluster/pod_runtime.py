@@ -19,13 +19,15 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from capacity.startup import PHASE_REASONS, Phases, phase_message
 from kubesim.apiserver.quantities import pod_resources
 from kubesim.cluster.containerenv import ContainerConfigError, env_sources, qos_class, resolve_env, source_data
 from kubesim.cluster.events import now
 from kubesim.cluster.generic_workload import resolve
 from kubesim.cluster.nodes import node_class, node_gpu_key
 from kubesim.cluster.pod_status import pod_ready_conditions
-from kubesim.cluster.weights import FilledCaches, run_phases
+from kubesim.cluster.probes import initial_delay, period, run_probe
+from kubesim.cluster.weights import FilledCaches
 from kubesim.workload import ClusterView, PodContext, Workload, WorkloadExit, WorkloadFactory
 
 log = logging.getLogger(__name__)
@@ -315,10 +317,6 @@ class PodRuntime:
                 await self.event("Failed", f"Error: {error}", "Warning", container)
                 await asyncio.sleep(1.0 if self.kubelet.config.fast_start else 5.0)
 
-    def _period(self, probe: dict) -> float:
-        seconds = float(probe.get("periodSeconds") or 10)
-        return min(seconds, 1.0) if self.kubelet.config.fast_start else seconds
-
     async def become_ready(self, container: ContainerRuntime, workload: Workload) -> None:
         """Ready after the workload's start-up delay and a passing readiness probe; then keep probing:
         failing readiness takes the container out of Ready, failing liveness restarts it."""
@@ -328,7 +326,7 @@ class PodRuntime:
         if until_ready is not None:
             await until_ready()
         elif phases is not None:
-            await run_phases(self, container, workload, phases)
+            await self.run_phases(container, workload, phases)
         else:
             await asyncio.sleep(self.kubelet.config.ready_delay(workload))
         readiness = container.spec.get("readinessProbe")
@@ -339,6 +337,7 @@ class PodRuntime:
         if readiness is None and liveness is None:
             return
         passes = failures = live_failures = 0
+        fast = self.kubelet.config.fast_start
         while container.workload is workload and not container.exited.is_set() and not self.stopping:
             if readiness is not None:
                 ok, detail = await self.probe(container, readiness)
@@ -355,7 +354,7 @@ class PodRuntime:
                     if container.ready and failures >= int(readiness.get("failureThreshold") or 3):
                         container.ready = False
                         await self.publish()
-            if liveness is not None and time.monotonic() - started >= self._initial_delay(liveness):
+            if liveness is not None and time.monotonic() - started >= initial_delay(liveness, fast):
                 ok, detail = await self.probe(container, liveness)
                 live_failures = 0 if ok else live_failures + 1
                 if not ok:
@@ -368,48 +367,28 @@ class PodRuntime:
                     )
                     await self.kill(container, 137, "liveness probe failed")
                     return
-            periods = [self._period(p) for p in (readiness, liveness) if p is not None]
-            if readiness is not None and not container.ready and self.kubelet.config.fast_start:
+            periods = [period(p, fast) for p in (readiness, liveness) if p is not None]
+            if readiness is not None and not container.ready and fast:
                 periods.append(0.2)  # --fast-start: do not make a loading engine wait a whole period
             await asyncio.sleep(min(periods))
 
-    def _initial_delay(self, probe: dict) -> float:
-        seconds = float(probe.get("initialDelaySeconds") or 0)
-        return min(seconds, 1.0) if self.kubelet.config.fast_start else seconds
+    async def run_phases(self, container: ContainerRuntime, workload: Workload, phases: Phases) -> None:
+        """Sleep through the start-up phases (scaled to the workload's start-up delay) with an Event as each ends;
+        the first download fills the cluster cache for the pods after it."""
+        scale = self.kubelet.config.ready_delay(workload) / max(phases.total_s, 1e-9)
+        for name, seconds in phases.as_list():
+            if name == "pull":
+                continue  # the kubelet's own Pulling/Pulled
+            await asyncio.sleep(seconds * scale)
+            if container.workload is not workload or self.stopping:
+                return
+            await self.event(PHASE_REASONS[name], phase_message(phases, name), container=container)
+            if name == "download":
+                self.kubelet.filled_caches.fill(self.pod)
 
     async def probe(self, container: ContainerRuntime, probe: dict) -> tuple[bool, str]:
-        """Run an httpGet (2xx/3xx passes), tcpSocket (connects) or exec (always passes) probe."""
-        if container.port is None:
-            return False, "container has no port"
-        address = f"{self.pod_ip}:{container.port}"
-        if probe.get("httpGet"):
-            path = probe["httpGet"].get("path") or "/"
-            # A workload with `probe` answers in-process (the generic workload, routers' /health): an HTTP
-            # round trip per container per period was the kubelet's largest cost at thousands of pods.
-            local = getattr(container.workload, "probe", None)
-            status = local("GET", path) if local is not None else None
-            if status is not None:
-                if 200 <= status < 400:
-                    return True, ""
-                return False, f"HTTP probe failed with statuscode: {status}"
-            timeout = aiohttp.ClientTimeout(total=float(probe.get("timeoutSeconds") or 1) + 1)
-            try:
-                async with self.kubelet.session().get(
-                    f"http://127.0.0.1:{container.port}{path}", timeout=timeout
-                ) as response:
-                    if 200 <= response.status < 400:
-                        return True, ""
-                    return False, f"HTTP probe failed with statuscode: {response.status}"
-            except (TimeoutError, aiohttp.ClientError, OSError) as error:
-                return False, f'Get "http://{address}{path}": {error}'
-        if probe.get("tcpSocket"):
-            try:
-                _reader, writer = await asyncio.open_connection("127.0.0.1", container.port)
-            except OSError:
-                return False, f"dial tcp {address}: connect: connection refused"
-            writer.close()
-            return True, ""
-        return True, ""
+        return await run_probe(probe, session=self.kubelet.session, pod_ip=self.pod_ip, port=container.port,
+                               workload=container.workload)
 
     async def terminated(self, container: ContainerRuntime, exit_code: int, message: str) -> None:
         """Record a container exit: terminated state, logs moved to previous, Warning event."""

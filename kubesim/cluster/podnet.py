@@ -57,7 +57,8 @@ def pod_prefix(network: str) -> str:
     address (a pod would otherwise reach another cluster's engine)."""
     if network != LOOPBACK:
         return "10.244"
-    free = [n for n in range(16, 250) if n not in _TAKEN | _listening_octets()]
+    taken = _TAKEN | _listening_octets()  # read once: the host's table has thousands of lines on a busy machine
+    free = [n for n in range(16, 250) if n not in taken]
     n = random.SystemRandom().choice(free or list(range(16, 250)))
     _TAKEN.add(n)
     return f"127.{n}"

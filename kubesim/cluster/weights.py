@@ -1,5 +1,4 @@
-"""Where a pod's weights come from on its node, and the phases its start-up goes through (the kubelet side of the model
-cache).
+"""Where a pod's weights come from on its node (the kubelet side of the model cache).
 
 The control plane annotates each engine pod with its weights (`WEIGHTS_ANNOTATION`); the node's label
 (`model_held_label`) says the model agent copied them to the node's disk. Otherwise the pod reads the cluster cache
@@ -10,10 +9,9 @@ script's `.complete` file records that; kubesim has no volume contents, so the c
 
 from __future__ import annotations
 
-import asyncio
 import json
 
-from capacity.startup import PHASE_REASONS, Phases, cache_on_node, phase_message
+from capacity.startup import cache_on_node
 from enginevocab.labels import WEIGHTS_ANNOTATION, model_held_label
 
 
@@ -50,19 +48,3 @@ class FilledCaches:
         if weights and weights.get("cluster_cache"):
             self.keys.add(str(weights["cluster_cache"]))
 
-
-async def run_phases(runtime, container, workload, phases: Phases) -> None:
-    """Sleep through a pod's start-up phases (scaled to the workload's start-up delay) with an Event on the pod as
-    each ends; the first download fills the pod's cluster cache for the pods after it. `runtime` is the kubelet's
-    PodRuntime of the pod."""
-    kubelet = runtime.kubelet
-    scale = kubelet.config.ready_delay(workload) / max(phases.total_s, 1e-9)
-    for name, seconds in phases.as_list():
-        if name == "pull":
-            continue  # the kubelet's own Pulling/Pulled
-        await asyncio.sleep(seconds * scale)
-        if container.workload is not workload or runtime.stopping:
-            return
-        await runtime.event(PHASE_REASONS[name], phase_message(phases, name), container=container)
-        if name == "download":
-            kubelet.filled_caches.fill(runtime.pod)

@@ -1,12 +1,18 @@
-// What every time chart shares (usage-charts.js, service-charts.js, rollout-chart.js): its x-axis spans the range
-// the person chose, never only the span of the data (one hour of data in a 24-hour range is one hour-wide bar at its
-// place in the day, not a bar across the chart), and a chart with one point or none says so in words below it.
+// What every time chart shares (usage-charts.js, service-charts.js, rollout-chart.js, lab-charts.js): its x-axis
+// spans the range the person chose (or the rollout's window, or the what-if load), never only the span of the data
+// (one hour of data in a 24-hour range is one hour-wide bar at its place in the day, not a bar across the chart),
+// and a chart with one point or none says so in words below it.
 (function () {
   "use strict";
 
   // The x-axis of a time chart from `start` to `end` (ISO times), whatever the data covers.
   function axis(start, end) {
     return { type: "date", range: [start, end], autorange: false };
+  }
+
+  // The x-axis of a chart of numbers (such as minutes into a load) from `start` to `end`, whatever the data covers.
+  function linear(start, end) {
+    return { range: [start, end], autorange: false };
   }
 
   // The sentence under the chart `id`: none when it has two points or more.
@@ -36,5 +42,5 @@
     return new Set(traces.flatMap((t) => t.x.filter((_, i) => t.y[i] !== null && t.y[i] !== undefined))).size;
   }
 
-  window.ChartRange = { axis: axis, note: note, points: points };
+  window.ChartRange = { axis: axis, linear: linear, note: note, points: points };
 })();

@@ -1,6 +1,8 @@
 // The what-if lab's plots (templates/portal/partials/lab_run.html): the run's panel embeds each scenario's
 // timeline as JSON (json_script); this draws replicas and TTFT p95 over time per scenario on one time axis, and
 // GPU-hours against SLO attainment (the Pareto view). Drawn again when htmx swaps a finished run's panel in.
+// The time plots span the whole load (apps/web/portal/lab.py _time_axis), however few points they have, and one
+// with one point or none says so (chart-range.js).
 (function () {
   "use strict";
 
@@ -13,16 +15,27 @@
 
   function draw() {
     const node = document.getElementById("lab-data");
-    if (!node || typeof Plotly === "undefined" || !document.getElementById("chart-lab-replicas")) return;
+    if (!node || typeof Plotly === "undefined" || typeof ChartRange === "undefined"
+        || !document.getElementById("chart-lab-replicas")) return;
     const data = JSON.parse(node.textContent);
     const config = { displayModeBar: false, responsive: true };
     const minutes = (s) => s.t.map((t) => t / 60);
-    Plotly.react("chart-lab-replicas", data.scenarios.map((s) => ({
-      x: minutes(s), y: s.replicas, name: s.name, mode: "lines", line: { shape: "hv" },
-    })), layout("Replicas", { xaxis: { title: { text: "minutes into the load" } }, yaxis: { rangemode: "tozero" } }), config);
-    Plotly.react("chart-lab-ttft", data.scenarios.map((s) => ({
-      x: minutes(s), y: s.ttft_p95, name: s.name, mode: "lines", connectgaps: false,
-    })), layout("TTFT p95 (s)", { xaxis: { title: { text: "minutes into the load" } }, yaxis: { rangemode: "tozero" } }), config);
+    const lone = (s) => (s.t.length > 1 ? "lines" : "markers");  // a lone point draws no line: show its marker
+    const time = { title: { text: "minutes into the load" }, ...ChartRange.linear(0, data.span_s / 60) };
+    const timePlot = (id, traces, title) => {
+      // The legend goes below the axis title, which it would otherwise cover.
+      Plotly.react(id, traces, layout(title, {
+        xaxis: time, yaxis: { rangemode: "tozero" }, margin: { l: 50, r: 10, t: 36, b: 70 },
+        legend: { orientation: "h", y: -0.3, yanchor: "top" },
+      }), config);
+      ChartRange.note(id, ChartRange.points(traces), data.span);
+    };
+    timePlot("chart-lab-replicas", data.scenarios.map((s) => ({
+      x: minutes(s), y: s.replicas, name: s.name, mode: lone(s), line: { shape: "hv" },
+    })), "Replicas");
+    timePlot("chart-lab-ttft", data.scenarios.map((s) => ({
+      x: minutes(s), y: s.ttft_p95, name: s.name, mode: lone(s), connectgaps: false,
+    })), "TTFT p95 (s)");
     Plotly.react("chart-lab-pareto", [{
       x: data.scenarios.map((s) => s.gpu_hours), y: data.scenarios.map((s) => s.slo_attainment * 100),
       text: data.scenarios.map((s) => s.name), mode: "markers+text", textposition: "top center",

@@ -1,7 +1,8 @@
 // Both revisions' TTFT p95 over a canary rollout, one line each, on the service page's Rollout panel
 // (templates/portal/partials/rollout.html). The data comes with the panel's live part (#rollout-chart-data,
 // apps/web/rollout_panel.py rollout_chart), which htmx refreshes every 5 s; each refresh redraws with Plotly.react
-// in the style of the service's other charts (service-charts.js).
+// in the style of the service's other charts (service-charts.js). The x-axis spans the rollout's own window, from
+// its start to its end (or now), as the line under it says (#rollout-chart-span), and a chart with one point or none says so (chart-range.js).
 (function () {
   "use strict";
 
@@ -10,7 +11,7 @@
   function draw() {
     const node = document.getElementById("rollout-chart-data");
     const target = document.getElementById("chart-rollout-ttft");
-    if (!node || !target || typeof Plotly === "undefined") return;
+    if (!node || !target || typeof Plotly === "undefined" || typeof ChartRange === "undefined") return;
     const data = JSON.parse(node.textContent);
     if (!data) return;
     const traces = data.sides.map((side) => {
@@ -23,10 +24,11 @@
     });
     const layout = {
       title: { text: "TTFT p95 during the rollout (ms)", font: { size: 14 } }, margin: { l: 50, r: 10, t: 36, b: 30 },
-      legend: { orientation: "h", y: -0.2 }, xaxis: { type: "date" }, yaxis: { rangemode: "tozero" },
-      uirevision: "rollout-ttft",
+      legend: { orientation: "h", y: -0.2 }, xaxis: ChartRange.axis(data.start, data.end),
+      yaxis: { rangemode: "tozero" }, uirevision: "rollout-ttft",
     };
     Plotly.react(target, traces, layout, { displayModeBar: false, responsive: true });
+    ChartRange.note(target.id, ChartRange.points(traces), data.span);
   }
 
   document.addEventListener("DOMContentLoaded", draw);

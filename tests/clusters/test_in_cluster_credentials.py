@@ -15,7 +15,8 @@ from django.core.exceptions import ValidationError
 
 from apps.clusters.models import Cluster
 from kubesim.apiserver.server import Server
-from workers.kube import Kube, PermanentClusterError
+from workers.kube import Kube
+from workers.kubeerrors import PermanentClusterError
 
 TOKEN = "sa-token-one"
 

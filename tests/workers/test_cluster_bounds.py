@@ -18,7 +18,8 @@ from apps.telemetry.models import PodStat
 from kubesim.cluster.faults import FaultConfig
 from tests.factories import ClusterFactory, InferenceServiceFactory
 from tests.telemetry.expositions import vllm
-from workers.kube import Kube, TransientClusterError
+from workers.kube import Kube
+from workers.kubeerrors import TransientClusterError
 from workers.reconcile import reconcile
 from workers.telemetry import scrape_cluster
 

@@ -13,7 +13,8 @@ from apps.clusters.models import ClusterCredentials
 from apps.rollouts.plan import desired_spec
 from apps.serving.rendering import render_service, service_objects
 from tests.factories import ClusterFactory, InferenceServiceFactory
-from workers.kube import Kube, ObjectRef, TransientClusterError, waves
+from workers.kube import Kube, ObjectRef, waves
+from workers.kubeerrors import TransientClusterError
 from workers.reconcile import WORKLOAD_NEEDS, reconcile
 
 

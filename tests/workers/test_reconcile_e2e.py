@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import urllib.request
 
 import pytest
@@ -24,6 +25,23 @@ LABEL = "controlplane.io/service-uid"
 def wait_for(predicate, timeout=120.0, interval=0.3, what="condition"):
     """Poll with deadlines generous enough for a loaded 2-core machine."""
     return poll(predicate, timeout=timeout, interval=interval, message=what)
+
+
+def resyncing(check, every: float = 2.0):
+    """`check`, to poll as often as `wait_for` does, enqueueing a resync (what beat does every few seconds: pick up
+    anything behind) at most every `every` seconds, so the wait ends as soon as the check holds."""
+    from workers.tasks.reconcile import resync
+
+    last = -every
+
+    def poll():
+        nonlocal last
+        if time.monotonic() - last >= every:
+            resync.delay()
+            last = time.monotonic()
+        return check()
+
+    return poll
 
 
 def _advisory_lock_held(key1: int, key2: int) -> bool:
@@ -230,13 +248,8 @@ def test_services_converge_despite_api_errors_and_conflicts_without_duplicate_ob
                error_codes=[500, 503, 429])
     stack["workers"](2)
     ids = [create_service(stack, name=f"flaky-{i}")["id"] for i in range(3)]
-    from workers.tasks.reconcile import resync
-
-    def all_ready():
-        resync.delay()  # what beat does every few seconds: pick up anything behind
-        return all(service(pk).phase == "Ready" for pk in ids)
-
-    wait_for(all_ready, timeout=240, interval=2.0, what="every service Ready under injected faults")
+    wait_for(resyncing(lambda: all(service(pk).phase == "Ready" for pk in ids)), timeout=240,
+             what="every service Ready under injected faults")
     set_faults(stack["url"], error_rate=0.0, conflict_rate=0.0)
     for pk in ids:
         uid = str(service(pk).uid)
@@ -277,13 +290,7 @@ def test_a_worker_killed_mid_reconcile_is_taken_over(stack):
     assert service(pk).phase != "Ready"
 
     stack["workers"](1)
-    from workers.tasks.reconcile import resync
-
-    def taken_over():
-        resync.delay()
-        return service(pk).phase == "Ready"
-
-    wait_for(taken_over, timeout=180, interval=2.0, what="a second worker to finish the job")
+    wait_for(resyncing(lambda: service(pk).phase == "Ready"), timeout=180, what="a second worker to finish the job")
 
 
 def test_objects_a_new_spec_no_longer_needs_are_pruned_including_kinds_that_vanish(stack):

@@ -16,7 +16,7 @@ from apps.serving import retention
 from apps.serving.dispatch import clear_queued, mark_queued
 from controlplane import tasknames as names
 from workers import reconcile as rec
-from workers.kube import TransientClusterError
+from workers.kubeerrors import TransientClusterError
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,8 @@ def sync_inventories() -> dict:
     """Refresh the GPU inventory of every cluster; an unreachable cluster is reported, not fatal."""
     from apps.clusters.models import Cluster
     from workers.inventory import sync_inventory
-    from workers.kube import ClusterError, kube_for
+    from workers.kube import kube_for
+    from workers.kubeerrors import ClusterError
 
     counts = {}
     for cluster in Cluster.objects.all():

@@ -21,6 +21,7 @@ from apps.web.forms.lab import LoadForm, TraceUploadForm, alternative_forms, att
 from apps.web.htmx import is_fragment
 from apps.web.portal.scope import READ, WRITE, tenant_page
 from apps.web.portal.services import get_service
+from apps.web.templatetags.figures import human_duration
 from apps.whatif.advice import dismiss
 from apps.whatif.apply import apply_scenario, gpu_prices, with_costs
 from apps.whatif.models import Advice, Calibration, Run
@@ -54,6 +55,15 @@ def _prefilled(request, service) -> list[dict]:
         return []
 
 
+def _time_axis(result: dict | None, scenarios: list[dict]) -> dict:
+    """What the time plots span: the whole load, from its start to its last request's arrival (`span_s`, longer
+    when a scenario's timeline runs on while the last requests drain; at least a second, so a load of one request
+    still has an axis), and that span in words."""
+    duration = float((result or {}).get("duration_s") or 0)
+    last = max((p["t"] for s in scenarios for p in s["timeline"]), default=0)
+    return {"span_s": max(duration, last, 1.0), "span": f"the load's {human_duration(duration)}"}
+
+
 def run_context(run: Run | None) -> dict:
     """The selected run's rows and plots (with costs from the current price table)."""
     if run is None:
@@ -64,7 +74,7 @@ def run_context(run: Run | None) -> dict:
                             "replicas": [p["replicas"] for p in s["timeline"]],
                             "ttft_p95": [p["ttft_p95_s"] for p in s["timeline"]],
                             "gpu_hours": s["gpu_hours"], "slo_attainment": s["slo_attainment"]}
-                           for s in scenarios], "chosen": chosen}
+                           for s in scenarios], "chosen": chosen, **_time_axis(run.result, scenarios)}
     for s in scenarios:  # a front row opens in the lab's form as an alternative to keep and edit
         keep = run.search and s["changes"]
         s["as_alternative"] = lab_url(run.service) + "?" + urlencode(

@@ -71,3 +71,21 @@ def test_network_policy_is_enforced_by_source_address(make_cluster):
     assert get(web, 8080, "/", source=stranger) is None
     # The host (an address no pod has) is the node, which NetworkPolicy does not filter.
     assert get(web, 8080, "/", source="127.0.0.1") is not None
+
+
+def test_a_loopback_prefix_reads_the_hosts_listeners_once_and_avoids_them(monkeypatch):
+    # The host's listener table (/proc/net/tcp) has thousands of lines on a busy machine: reading it once per
+    # candidate octet made every loopback cluster take seconds to start.
+    from kubesim.cluster import podnet
+
+    reads = []
+
+    def listening():
+        reads.append(1)
+        return set(range(16, 200))  # everything below 200 is someone's
+
+    monkeypatch.setattr(podnet, "_listening_octets", listening)
+    monkeypatch.setattr(podnet, "_TAKEN", set(range(200, 249)))
+    assert podnet.pod_prefix(podnet.LOOPBACK) == "127.249"
+    assert len(reads) == 1
+    assert podnet.pod_prefix(podnet.OVERLAY) == "10.244" and len(reads) == 1

@@ -4,7 +4,8 @@ writers through the same actions as the API; headless Chromium for the keyboard 
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from datetime import timezone as fixed_zone
 
 import pytest
 from django.urls import reverse
@@ -13,6 +14,7 @@ from playwright.sync_api import expect
 
 from apps.rollouts.controller import step_rollout
 from apps.rollouts.models import Rollout
+from apps.web.rollout_panel import rollout_window
 from tests.rollouts.conftest import chat_rolling_out, meter
 from tests.web.conftest import browser_page  # noqa: F401 (the Chromium fixture)
 from tests.web.portal.page_checks import page_width, serious_axe_violations
@@ -88,3 +90,16 @@ def test_pause_and_resume_with_the_keyboard_and_see_them_on_the_timeline(browser
     width, wide = page_width(page)
     assert width <= 391, wide
     assert serious_axe_violations(page, "#rollout") == []
+
+
+def test_the_rollout_window_in_words_names_the_day_once_unless_it_ends_on_another():
+    start = datetime(2026, 12, 6, 23, 40, 12, tzinfo=UTC)
+    assert rollout_window(start, None) == "the rollout's window, 2026-12-06 23:40 UTC to now"
+    assert rollout_window(start, datetime(2026, 12, 6, 23, 58, tzinfo=UTC)) == \
+        "the rollout's window, 2026-12-06 23:40 to 23:58 UTC"
+    assert rollout_window(start, datetime(2026, 12, 7, 0, 20, tzinfo=UTC)) == \
+        "the rollout's window, 2026-12-06 23:40 to 2026-12-07 00:20 UTC"
+    # Another zone's times are said in UTC.
+    paris = fixed_zone(timedelta(hours=1))
+    assert rollout_window(datetime(2026, 12, 7, 0, 40, tzinfo=paris), None) == \
+        "the rollout's window, 2026-12-06 23:40 UTC to now"

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from apps.serving.choices import ReconcileResult
 from apps.serving.models import InferenceService
-from workers.kube import ClusterError
+from workers.kubeerrors import ClusterError
 from workers.reconcile import reconcile
 
 
