@@ -13,17 +13,26 @@ from capacity.startup import size
 from enginevocab.labels import MODEL_HELD_PREFIX, model_held_label
 
 
-def _held_bytes(node, weights_of: dict[str, int]) -> int:
-    """Bytes of the model copies a node's labels say it holds (models the catalog no longer has count nothing)."""
+def held_models(node, weights_of: dict[str, int]) -> list[tuple[str, int]]:
+    """(model, bytes) of the copies a node's labels say it holds, by name (a model the catalog no longer has counts
+    0 bytes)."""
     prefix = MODEL_HELD_PREFIX + "/"
-    return sum(weights_of.get(key[len(prefix):], 0) for key, value in (node.labels or {}).items()
-               if key.startswith(prefix) and value == "true")
+    names = [key[len(prefix):] for key, value in (node.labels or {}).items()
+             if key.startswith(prefix) and value == "true"]
+    return sorted((name, weights_of.get(name, 0)) for name in names)
+
+
+def platform_weights() -> dict[str, int]:
+    """Every platform-wide model's weights in bytes, by name (what a node's copies weigh)."""
+    from apps.catalog.models import Model
+    from apps.serving.rendering.spec import model_spec
+
+    return {m.name: model_spec(m).weights_bytes for m in Model.objects.filter(tenant__isnull=True)}
 
 
 def prefetch_plan(service) -> dict | None:
     """{wanted, held, targets, short, model_bytes, budget_gb, words} for the service's engine pool; None when the
     platform does not cache its model on the service's cluster."""
-    from apps.catalog.models import Model
     from apps.clusters.models import GpuNode
     from apps.serving.models import ModelCache
     from apps.serving.rendering.spec import model_spec
@@ -41,9 +50,9 @@ def prefetch_plan(service) -> dict | None:
              if n.gpu_count >= per_node]
     label = model_held_label(service.model.name)
     held = sorted(n.name for n in nodes if (n.labels or {}).get(label) == "true")
-    weights_of = {m.name: model_spec(m).weights_bytes for m in Model.objects.filter(tenant__isnull=True)}
+    weights_of = platform_weights()
     budget = cache.node_budget_gb * 10**9
-    free = [(n.name, budget - _held_bytes(n, weights_of)) for n in nodes if n.name not in held]
+    free = [(n.name, budget - sum(b for _, b in held_models(n, weights_of))) for n in nodes if n.name not in held]
     targets = prefetch_nodes(free, wanted - len(held), nbytes) if wanted > len(held) else []
     short = max(0, wanted - len(held) - len(targets))
     if not wanted:
