@@ -6,11 +6,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.clusters.models import Cluster, GpuNode
+from capacity.modelcache import COMPONENT
 from workers import status as st
 from workers.kube import Kube
 
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
-AGENT_COMPONENT = "model-agent"  # the model agent's Events' source (its copies, evictions and refusals)
 AGENT_EVENTS_KEPT = 10
 
 
@@ -19,7 +19,7 @@ def agent_events(kube: Kube) -> dict[str, list[dict]]:
     by_node: dict[str, list[dict]] = {}
     for event in kube.list("v1", "Event", field_selector="involvedObject.kind=Node"):
         source = event.get("source") or {}
-        if AGENT_COMPONENT not in (source.get("component"), event.get("reportingComponent")):
+        if COMPONENT not in (source.get("component"), event.get("reportingComponent")):
             continue
         time = event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")
         by_node.setdefault((event.get("involvedObject") or {}).get("name") or "", []).append({

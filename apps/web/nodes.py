@@ -11,6 +11,7 @@ from django.shortcuts import render
 from apps.clusters.models import Cluster, GpuNode
 from apps.core.access import is_platform_staff
 from apps.serving.prefetch import cluster_plan, held_models, platform_weights
+from capacity.modelcache import COPYING
 from capacity.startup import size
 
 
@@ -26,7 +27,7 @@ def node_row(node, weights_of: dict[str, int], planned: list[dict], budget: int)
     latest = node.agent_events[0] if node.agent_events else {}
 
     def copying(model: str) -> bool:  # the agent's newest Event is "copying <model> (<size>) …"
-        return latest.get("reason") == "ModelCopying" and latest.get("message", "").startswith(f"copying {model} ")
+        return latest.get("reason") == COPYING and latest.get("message", "").startswith(f"copying {model} ")
 
     pending = [{"model": p["model"], "size": size(int(p.get("bytes") or 0)),
                 "state": "copying" if copying(p["model"]) else "to copy"}
