@@ -122,3 +122,25 @@ def test_the_model_agent_reads_the_same_volume_through_its_own_claim():
     assert pod["serviceAccountName"] == "model-agent"
     with pytest.raises(ValueError, match="set PLATFORM_MODEL_CACHE"):
         agent_objects("registry.example/controlplane:0.1.0", "")
+
+
+def test_the_manifest_command_prints_the_agents_objects_and_refuses_without_a_shared_cache(settings):
+    from io import StringIO
+
+    import yaml
+    from django.core.management import CommandError, call_command
+
+    settings.PLATFORM_MODEL_CACHE = "nfs://nfs.example.internal/exports/models"
+    out = StringIO()
+    call_command("model_agent_manifest", "--image", "registry.example.com/controlplane:0.1.0", stdout=out)
+    docs = [d for d in yaml.safe_load_all(out.getvalue()) if d]
+    assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [
+        ("ServiceAccount", "model-agent"), ("ClusterRole", "model-agent"), ("ClusterRoleBinding", "model-agent"),
+        ("PersistentVolume", "controlplane-model-agent-cluster-cache"),
+        ("PersistentVolumeClaim", "model-agent-cluster-cache"), ("DaemonSet", "model-agent")]
+    assert docs[-1]["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example.com/controlplane:0.1.0"
+    with pytest.raises(CommandError, match="is not a pinned image"):
+        call_command("model_agent_manifest", "--image", "controlplane:latest", stdout=StringIO())
+    settings.PLATFORM_MODEL_CACHE = ""
+    with pytest.raises(CommandError, match="set PLATFORM_MODEL_CACHE"):
+        call_command("model_agent_manifest", "--image", "registry.example.com/controlplane:0.1.0", stdout=StringIO())

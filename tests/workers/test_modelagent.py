@@ -75,15 +75,24 @@ def test_the_agent_copies_labels_and_reports_on_the_node(node_disk):
     assert len(agent_events(sim, node)) == 4
 
 
-def test_the_least_recently_used_model_no_longer_planned_is_evicted(node_disk):
+def last_used(models, **seconds_ago: float) -> None:
+    now = time.time()
+    for model, ago in seconds_ago.items():
+        os.utime(models / model.replace("_", "-") / ".complete", (now - ago, now - ago))
+
+
+def llama_and_qwen_held(node_disk) -> NodeAgent:
     sim, node, cache, models, plan = node_disk
     agent = NodeAgent(sim.core, node, plan, cache, models)
     write_plan(plan, node, [("llama-8b", 16 * GB), ("qwen-7b", 15 * GB)], budget=40 * GB)
     agent.sync()
-    # qwen was copied last but llama was read since: llama is the more recently used.
-    now = time.time()
-    os.utime(models / "qwen-7b" / ".complete", (now - 600, now - 600))
-    os.utime(models / "llama-8b" / ".complete", (now - 60, now - 60))
+    return agent
+
+
+def test_the_least_recently_used_model_no_longer_planned_is_evicted(node_disk):
+    sim, node, _cache, models, plan = node_disk
+    agent = llama_and_qwen_held(node_disk)
+    last_used(models, qwen_7b=600, llama_8b=60)  # qwen was copied last but llama was read since
 
     # Neither is planned now; mistral's 16 GB needs 7 GB more than the 9 GB left: one model goes, qwen.
     write_plan(plan, node, [("mistral-7b", 16 * GB)], budget=40 * GB)
@@ -99,12 +108,8 @@ def test_the_least_recently_used_model_no_longer_planned_is_evicted(node_disk):
 
 def test_a_model_a_pod_reads_is_never_evicted_and_what_cannot_fit_is_refused(node_disk):
     sim, node, cache, models, plan = node_disk
-    agent = NodeAgent(sim.core, node, plan, cache, models)
-    write_plan(plan, node, [("llama-8b", 16 * GB), ("qwen-7b", 15 * GB)], budget=40 * GB)
-    agent.sync()
-    # An engine pod on the node reads qwen, the least recently used of the two.
-    now = time.time()
-    os.utime(models / "qwen-7b" / ".complete", (now - 600, now - 600))
+    agent = llama_and_qwen_held(node_disk)
+    last_used(models, qwen_7b=600)  # an engine pod on the node reads qwen, the least recently used of the two
     sim.core.create_namespace({"metadata": {"name": "tenant-alpha"}})
     sim.core.create_namespaced_pod("tenant-alpha", {
         "metadata": {"name": "engine", "annotations": {WEIGHTS_ANNOTATION: json.dumps({"model": "qwen-7b"})}},
