@@ -167,3 +167,41 @@ def test_the_program_runs_from_a_kubeconfig_without_django(node_disk, tmp_path):
     assert done.returncode == 0, done.stderr
     assert held_labels(sim, node) == {"qwen-7b"}
     assert (models / "qwen-7b" / "model.safetensors").read_text() == "Q" * 900
+
+
+def test_the_agents_cluster_role_is_enough_for_it_and_without_its_binding_it_is_refused(tmp_path, make_cluster):
+    """Under RBAC, the agent acting as its ServiceAccount with the rendered ClusterRole copies, labels, lists the pods
+    of its node and records Events; with the binding removed the API server refuses it (403)."""
+    from kubernetes import client
+
+    from apps.serving.rendering.modelagent import agent_objects
+
+    sim = make_cluster(nodes="l4-24gb:1x1", authorization="rbac")  # the test's own client is the admin
+    node = sim.core.list_node(label_selector="nvidia.com/gpu.product=NVIDIA-L4").items[0].metadata.name
+    sim.core.create_namespace({"metadata": {"name": "controlplane"}})
+    rbac = client.RbacAuthorizationV1Api(sim.api_client)
+    account, role, binding = agent_objects("registry.example/controlplane:0.1.0", "nfs://nfs.example/models")[:3]
+    sim.core.create_namespaced_service_account("controlplane", account)
+    rbac.create_cluster_role(role)
+    rbac.create_cluster_role_binding(binding)
+    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600))
+    token = sim.core.create_namespaced_service_account_token("model-agent", "controlplane", request).status.token
+    config = client.Configuration()
+    config.host, config.api_key = sim.url, {"authorization": f"Bearer {token}"}
+    as_agent = client.CoreV1Api(client.ApiClient(config))
+
+    cache, models = tmp_path / "cache", tmp_path / "models"
+    (cache / "model-qwen" / "weights").mkdir(parents=True)
+    (cache / "model-qwen" / "weights" / "model.safetensors").write_text("Q")
+    (cache / "model-qwen" / "weights" / ".complete").touch()
+    models.mkdir()
+    plan = tmp_path / "plan"
+    write_plan(plan, node, [("qwen-7b", 15 * GB)], budget=40 * GB)
+    NodeAgent(as_agent, node, plan, cache, models).sync()
+    assert held_labels(sim, node) == {"qwen-7b"}
+    assert [e[1] for e in agent_events(sim, node)] == ["ModelCopying", "ModelCopied"]
+
+    rbac.delete_cluster_role_binding("model-agent")
+    with pytest.raises(client.ApiException) as refused:
+        NodeAgent(as_agent, node, plan, cache, models).sync()
+    assert refused.value.status == 403
