@@ -144,3 +144,33 @@ def test_the_manifest_command_prints_the_agents_objects_and_refuses_without_a_sh
     settings.PLATFORM_MODEL_CACHE = ""
     with pytest.raises(CommandError, match="set PLATFORM_MODEL_CACHE"):
         call_command("model_agent_manifest", "--image", "registry.example.com/controlplane:0.1.0", stdout=StringIO())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_reconciler_applies_each_tenants_volume_onto_the_shared_cache_in_kubesim(settings, make_cluster,
+                                                                                      tenant_a, tenant_b):
+    """Two tenants' services of one platform model on kubesim: each namespace's claim is bound by name to a volume of
+    its own, both volumes on the same NFS export; the engine pods mount the model's directory of it."""
+    from tests.factories import ClusterFactory, InferenceServiceFactory, ModelFactory
+    from workers.reconcile import reconcile
+
+    settings.PLATFORM_MODEL_CACHE = "nfs://nfs.example.internal/exports/models"
+    sim = make_cluster()
+    cluster = ClusterFactory(api_url=sim.url, insecure_simulator=True)
+    model = ModelFactory(name="llama-shared")  # platform-wide: no tenant
+    services = [InferenceServiceFactory(tenant=t, name="chat", cluster=cluster, model=model)
+                for t in (tenant_a, tenant_b)]
+    for service in services:
+        reconcile(service.pk)
+    volumes = {v.metadata.name: v for v in sim.core.list_persistent_volume().items}
+    claim = sim.core.list_namespaced_persistent_volume_claim("tenant-alpha").items[0].metadata.name
+    assert sorted(volumes) == [f"tenant-alpha-{claim}", f"tenant-bravo-{claim}"]
+    for tenant in ("alpha", "bravo"):
+        volume = volumes[f"tenant-{tenant}-{claim}"]
+        assert (volume.spec.nfs.server, volume.spec.nfs.path) == ("nfs.example.internal", "/exports/models")
+        assert (volume.spec.claim_ref.namespace, volume.spec.claim_ref.name) == (f"tenant-{tenant}", claim)
+        bound = sim.core.read_namespaced_persistent_volume_claim(claim, f"tenant-{tenant}")
+        assert bound.spec.volume_name == f"tenant-{tenant}-{claim}"
+    deployment = sim.apps.read_namespaced_deployment("chat", "tenant-bravo")
+    engine = deployment.spec.template.spec.containers[0]
+    assert [m.sub_path for m in engine.volume_mounts if m.name == "model-cache"] == [claim]
