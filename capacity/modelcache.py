@@ -9,6 +9,25 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from capacity.startup import size
+
+# The model agent's Event reasons on a Node, and their messages: one spelling for kubesim's agent, the agent that runs
+# on real clusters (workers/modelagent.py) and the node page that reads them back.
+COMPONENT = "model-agent"
+COPYING, COPIED, EVICTED, NOT_COPIED = "ModelCopying", "ModelCopied", "ModelEvicted", "ModelNotCopied"
+
+
+def copying_message(model: str, nbytes: int) -> str:
+    return f"copying {model} ({size(nbytes)}) to the node's disk"
+
+
+def copied_message(model: str, nbytes: int, used: int, budget: int) -> str:
+    return f"{model} ({size(nbytes)}) held on the node; {size(used)} of {size(budget)} used"
+
+
+def evicted_message(old: str, model: str) -> str:
+    return f"evicted {old} (least recently used) to make room for {model}"
+
 
 class BudgetError(ValueError):
     """A budget or a model that cannot fit; `field` names the input at fault."""

@@ -17,6 +17,7 @@ from csp import constants as csp_constants
 from django.core.exceptions import ImproperlyConfigured
 
 from apps.catalog.registries import parse_pinned_image, parse_prefixes
+from apps.serving.sharedcache import parse_shared_cache
 from controlplane import tasknames
 from controlplane.logcontext import logging_config
 
@@ -83,6 +84,10 @@ try:
         os.environ.get("EPP_IMAGE", "registry.k8s.io/gateway-api-inference-extension/epp:v1.0.0"), "EPP_IMAGE")
     MODEL_FETCH_IMAGE = parse_pinned_image(
         os.environ.get("MODEL_FETCH_IMAGE", "amazon/aws-cli:2.27.0"), "MODEL_FETCH_IMAGE")
+    # The cluster cache of platform-wide models on real clusters (docs/cold-start.md): one backing volume that every
+    # tenant namespace reaches through a PersistentVolume of its own, `nfs://<server>/<export path>` or
+    # `csi://<driver>/<volume handle>`; empty: each namespace's cache claim is provisioned by its storage class.
+    PLATFORM_MODEL_CACHE = parse_shared_cache(os.environ.get("PLATFORM_MODEL_CACHE", ""), "PLATFORM_MODEL_CACHE")
 except ValueError as exc:
     raise ImproperlyConfigured(str(exc)) from exc
 # Fernet key(s) for secrets at rest (cluster credentials). Comma-separated: the first encrypts,

@@ -121,7 +121,20 @@ SWITCHES = [
     "enable-multimodal",
     "disable-overlap-schedule",
     "show-time-cost",
+    "enable-memory-saver",
+    "enable-weights-cpu-backup",
 ]
+
+# Releasing and resuming the GPU memory (SGLang's equivalent of vLLM's sleep mode; not in reference/engines.md: from
+# SGLang's server (`/release_memory_occupation`, `/resume_memory_occupation`, a JSON body with optional `tags`,
+# "weights" and "kv_cache") and its server arguments; docs/sleep-mode.md says what is uncertain). The memory saver
+# lets the engine give back the weights' and the KV cache's memory; the CPU backup keeps a copy of the weights in host
+# memory so that a resume brings them back (vLLM's level 1). Without it the weights' memory comes back empty.
+MEMORY_SAVER_FLAG = "--enable-memory-saver"
+WEIGHTS_CPU_BACKUP_FLAG = "--enable-weights-cpu-backup"
+RELEASE_MEMORY_PATH = "/release_memory_occupation"  # POST {"tags": ["weights", "kv_cache"]} (optional: all)
+RESUME_MEMORY_PATH = "/resume_memory_occupation"  # POST {"tags": [...]} (optional: all)
+MEMORY_TAGS = ("weights", "kv_cache")
 
 # The versions that have a flag, canonical spelling -> Span(since, until) (enginevocab/versions.py).
 # reference/engines.md documents 0.5.23 only (it says --attn-dp-size replaces the deprecated
@@ -148,7 +161,7 @@ OWNED: dict[str, tuple[str, ...]] = {
         "--model-path", "--served-model-name", "--host", "--port", "--enable-metrics", "--enable-lora",
         "--lora-paths", "--disaggregation-mode", "--disaggregation-bootstrap-port",
         "--disaggregation-transfer-backend", "--dist-init-addr", "--nnodes", "--node-rank", "--dp-size",
-        "--api-key",
+        "--api-key", MEMORY_SAVER_FLAG, WEIGHTS_CPU_BACKUP_FLAG,
     ),
 }
 _FILE = "it reads a file or path inside the pod"

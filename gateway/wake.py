@@ -1,8 +1,9 @@
 """Waking a sleeping service on the data path: before a request of a service the snapshot says is asleep
-(`sleeping`: {level, engines}) goes on, its engines are woken, once, with vLLM's dev-mode endpoints:
+(`sleeping`: {level, engine, engines}) goes on, its engines are woken, once, with vLLM's dev-mode endpoints:
 - after level 1: `POST /wake_up` (the weights come back from host memory);
 - after level 2: `POST /wake_up?tags=weights`, `POST /collective_rpc {"method": "reload_weights"}`,
-  `POST /wake_up?tags=kv_cache` (the weights were discarded and are loaded again).
+  `POST /wake_up?tags=kv_cache` (the weights were discarded and are loaded again);
+or SGLang's: `POST /resume_memory_occupation {}` (level 1 only: the weights come back from their CPU backup).
 Requests that arrive during a wake wait for the same wake. An engine that is already awake answers "awake",
 so a snapshot a little behind costs one round trip per engine, not a wrong answer.
 """
@@ -15,6 +16,7 @@ import time
 
 import aiohttp
 
+from enginevocab import sglang as sglang_vocab
 from enginevocab import vllm as vllm_vocab
 
 log = logging.getLogger("gateway.wake")
@@ -43,7 +45,8 @@ class Waker:
     async def _wake(self, sleeping: dict) -> None:
         started = time.monotonic()
         async with aiohttp.ClientSession(timeout=self.timeout) as session:
-            results = await asyncio.gather(*(self._wake_one(session, address, sleeping["level"])
+            results = await asyncio.gather(*(self._wake_one(session, address, sleeping["level"],
+                                                            sleeping.get("engine", "vllm"))
                                              for address in sleeping["engines"]), return_exceptions=True)
         for address, result in zip(sleeping["engines"], results, strict=True):
             if isinstance(result, BaseException):
@@ -52,9 +55,11 @@ class Waker:
                 self.woken += 1
         self.seconds += time.monotonic() - started
 
-    async def _wake_one(self, session: aiohttp.ClientSession, address: str, level: int) -> None:
+    async def _wake_one(self, session: aiohttp.ClientSession, address: str, level: int, engine: str) -> None:
         base = f"http://{address}"
-        if level == 2:
+        if engine == "sglang":
+            calls = [(sglang_vocab.RESUME_MEMORY_PATH, None, {})]
+        elif level == 2:
             calls = [(vllm_vocab.WAKE_UP_PATH, {"tags": "weights"}, None),
                      (vllm_vocab.COLLECTIVE_RPC_PATH, None, vllm_vocab.RELOAD_WEIGHTS_RPC),
                      (vllm_vocab.WAKE_UP_PATH, {"tags": "kv_cache"}, None)]

@@ -6,10 +6,27 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.clusters.models import Cluster, GpuNode
+from capacity.modelcache import COMPONENT
 from workers import status as st
 from workers.kube import Kube
 
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
+AGENT_EVENTS_KEPT = 10
+
+
+def agent_events(kube: Kube) -> dict[str, list[dict]]:
+    """The model agent's Events on each node, newest first, at most AGENT_EVENTS_KEPT per node."""
+    by_node: dict[str, list[dict]] = {}
+    for event in kube.list("v1", "Event", field_selector="involvedObject.kind=Node"):
+        source = event.get("source") or {}
+        if COMPONENT not in (source.get("component"), event.get("reportingComponent")):
+            continue
+        time = event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")
+        by_node.setdefault((event.get("involvedObject") or {}).get("name") or "", []).append({
+            "reason": event.get("reason") or "", "message": event.get("message") or "",
+            "type": event.get("type") or "Normal", "time": str(time or ""), "count": int(event.get("count") or 1)})
+    return {name: sorted(events, key=lambda e: e["time"], reverse=True)[:AGENT_EVENTS_KEPT]
+            for name, events in by_node.items()}
 
 
 def observe_nodes(kube: Kube) -> list[dict]:
@@ -30,6 +47,9 @@ def observe_nodes(kube: Kube) -> list[dict]:
         node_name = (pod.get("spec") or {}).get("nodeName")
         if node_name in nodes and (pod.get("status") or {}).get("phase") not in {"Succeeded", "Failed"}:
             nodes[node_name]["allocated"] += st.pod_view(pod).gpus
+    events = agent_events(kube)
+    for name, node in nodes.items():
+        node["agent_events"] = events.get(name, [])
     return sorted(nodes.values(), key=lambda n: n["name"])
 
 
@@ -44,7 +64,7 @@ def sync_inventory(cluster: Cluster, kube: Kube) -> int:
             GpuNode.objects.update_or_create(
                 cluster=cluster, name=node["name"],
                 defaults={k: node[k] for k in ("gpu_product", "gpu_count", "allocatable", "allocated", "labels",
-                                               "ready")} | {"observed_at": now},
+                                               "ready", "agent_events")} | {"observed_at": now},
             )
         GpuNode.objects.filter(cluster=cluster).exclude(name__in=names).delete()
         Cluster.objects.filter(pk=cluster.pk).update(last_seen_at=now)

@@ -199,7 +199,9 @@ def _converge(service, look: bool = False) -> Outcome:
         "pools", "pods", "events", "drift", "autoscalers", "startups", "adapters").first()
     unchanged = (current is not None and current["pods"] == [vars(p) for p in view.pods]
                  and not any(p.phase == "Pending" and not p.node for p in view.pods) and not view.crashing)
-    steady = (view.all_ready or unchanged) and not result.applied and not result.pruned
+    # All ready is no reason to skip a look whose pods moved on: a replica that started between two passes has its
+    # start-up phases in its events (apps/serving/startup.py), read then or never.
+    steady = unchanged and not result.applied and not result.pruned
     # Nor is there anything to tell yet in the pass that has just applied a service's objects and sees none of
     # its pods: the look that finds them (the pods moved on) reads the events.
     quiet = steady or (bool(result.applied) and not view.pods)

@@ -33,7 +33,7 @@ from apps.serving.actions import ServiceDeleting, scale_pool
 from apps.serving.admission import after_scale_up
 from apps.serving.capacity import arch_of, service_pool_plan
 from apps.serving.models import InferenceService, Pool, ServiceObservation
-from apps.serving.quota import covered_services, entry_words, held, queue_for
+from apps.serving.quota import quota_room as quota_room_of
 from apps.serving.scaling_policy import METRIC_FIGURES, pool_policy
 from apps.serving.startup import cold_start_estimate
 from apps.telemetry.choices import Resolution
@@ -192,19 +192,6 @@ def _track_cold_start(state: PoolAutoscalerState, replicas: int, latest: dict) -
 # --- bounds: tenant quota and free GPUs of the type -------------------------------------------------------
 
 
-def _quota_room(service: InferenceService, pool: Pool, gpus_per: int, other_gpus: int = 0) -> tuple[int, str]:
-    """Replicas the tenant's queue still allows for the pool's GPU type (its ceiling: nominal plus what it may
-    borrow; `other_gpus`: used by no Pool row, counted against the same entry), and the figures."""
-    queue = queue_for(service.tenant_id, service.cluster_id)
-    if queue is None:
-        return 0, f"tenant {service.tenant.slug} has no GPU quota on cluster {service.cluster.name}"
-    key = queue.bucket(pool.gpu_type)
-    covered = Pool.objects.filter(service__in=covered_services(queue))
-    used = other_gpus + held(queue, covered, lambda p: p.replicas * p.gpus_per_replica * p.nodes_per_replica)[key]
-    quota = queue.ceiling(key)
-    return max((quota - used) // gpus_per, 0), f"tenant {service.tenant.slug} uses {used} of {quota} {entry_words(key)}"
-
-
 def _capacity_room(service: InferenceService, pool: Pool) -> tuple[int | None, str]:
     """Replicas the free GPUs of the pool's type can place (None when the inventory is unknown)."""
     product = gpu_for(pool.gpu_type).product
@@ -231,7 +218,7 @@ def _bound(service, target: Target, current: int, desired: int) -> tuple[int, st
     """(allowed desired, rule that bounded it or "", words, figures) for a scale-up."""
     pool = target.pool
     gpus_per = pool.gpus_per_replica * pool.nodes_per_replica
-    quota_room, quota_words = _quota_room(service, pool, gpus_per, target.other_gpus())
+    quota_room, quota_words = quota_room_of(service, pool, gpus_per, target.other_gpus())
     capacity_room, capacity_words = _capacity_room(service, pool)
     figures = {"quota": quota_words, "capacity": capacity_words, "gpus_per_replica": gpus_per}
     allowed, rule, words = desired, "", ""

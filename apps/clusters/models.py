@@ -190,6 +190,9 @@ class GpuNode(models.Model):
     labels = models.JSONField(default=dict, blank=True)
     ready = models.BooleanField(default=True)
     observed_at = models.DateTimeField(null=True, blank=True)
+    agent_events = models.JSONField(
+        default=list, blank=True,
+        help_text="The model agent's latest Events on the node, newest first: {reason, message, type, time, count}.")
 
     # Nodes are observed infrastructure like their cluster; they have no tenant of their own to filter on.
     objects = restricted(staff_only("observed platform infrastructure, the nodes of a staff-only cluster"))

@@ -46,7 +46,7 @@ def max_outstanding(service, ready_engines: int) -> int | None:
     return ready_engines * seqs if seqs else None
 
 
-def sleeping(upstream: Upstream | None) -> dict | None:
+def sleeping(upstream: Upstream | None, engine: str = "vllm") -> dict | None:
     """The engines the gateway wakes before it forwards (gateway/wake.py): those of a service put to sleep with
     no prompt served since (a request that came meanwhile woke them, and woke them for good)."""
     if upstream is None or not upstream.sleep_level or upstream.slept_at is None:
@@ -54,7 +54,7 @@ def sleeping(upstream: Upstream | None) -> dict | None:
     if SeriesPoint.objects.filter(service_id=upstream.service_id, resolution=Resolution.RAW,
                                   time__gt=upstream.slept_at, prompt_tps__gt=0).exists():
         return None
-    return {"level": upstream.sleep_level, "since": upstream.slept_at.isoformat(),
+    return {"level": upstream.sleep_level, "since": upstream.slept_at.isoformat(), "engine": engine,
             "engines": [e["address"] for e in upstream.engines]}
 
 
@@ -95,7 +95,8 @@ def build_snapshot() -> dict:
     now = timezone.now()
     upstreams = {u.service_id: u for u in Upstream.objects.all()}
     signals = engine_signals(now)
-    services = InferenceService.objects.select_related("tenant", "model").prefetch_related("adapters", "pools")
+    services = (InferenceService.objects.select_related("tenant", "model", "runtime")
+                .prefetch_related("adapters", "pools"))
     # What the builtin autoscaler wakes from zero (workers/activation.py): the gateway holds their requests.
     wakes = set(services.filter(deployment_mode=DeploymentMode.SERVERLESS, autoscaling__autoscaler="builtin",
                                 deletion_requested_at__isnull=True).values_list("pk", flat=True))
@@ -116,7 +117,7 @@ def build_snapshot() -> dict:
             if s.pk in upstreams else [],
             "ready_engines": upstreams[s.pk].ready_engines if s.pk in upstreams else 0, "wakes": s.pk in wakes,
             "max_outstanding": max_outstanding(s, upstreams[s.pk].ready_engines if s.pk in upstreams else 0),
-            "sleeping": sleeping(upstreams.get(s.pk)),
+            "sleeping": sleeping(upstreams.get(s.pk), s.runtime.engine),
             **signals.get(s.pk, {"engine_waiting": None, "kv_usage": None}),
         } for s in services],
         "keys": {k.key_hash: {

@@ -20,6 +20,7 @@ from apps.catalog.choices import EngineKind
 from apps.serving.choices import Autoscaler
 from apps.serving.scaling_policy import MAX_WINDOW_S
 from capacity.sleep import LEVELS
+from enginevocab import sglang as sglang_vocab
 from enginevocab import vllm as vllm_vocab
 
 
@@ -77,17 +78,26 @@ def idle_errors(spec: dict, *, serverless: bool) -> list[str]:
 
 
 def idle_engine_errors(spec: Any, engine: str | None) -> list[str]:
-    """Sleep is vLLM's: kubesim's SGLang does not model SGLang's release/resume_memory_occupation."""
+    """vLLM sleeps at level 1 or 2 (sleep mode); SGLang at level 1 only: it releases its memory with a CPU backup
+    of the weights and resumes from it (release/resume_memory_occupation). Its level 2 (no backup) would need the
+    weights loaded again from disk after the resume, which the control plane does not do."""
     if not isinstance(spec, dict) or spec.get("when_idle") not in (WhenIdle.SLEEP, WhenIdle.AUTO):
         return []
-    if engine is not None and engine != EngineKind.VLLM:
-        return [f"when_idle {spec['when_idle']} needs a vLLM runtime (sleep mode); this runtime is {engine}."]
+    if engine == EngineKind.SGLANG and spec.get("sleep_level") == 2:
+        return ["sleep_level 2 needs a vLLM runtime: SGLang sleeps at level 1 only (its weights kept in host "
+                "memory and resumed from there)."]
+    if engine is not None and engine not in (EngineKind.VLLM, EngineKind.SGLANG):
+        return [f"when_idle {spec['when_idle']} needs a vLLM or SGLang runtime; this runtime is {engine}."]
     return []
 
 
 def sleep_mode_args(when_idle: str, engine: str) -> tuple[list[str], dict[str, str]]:
-    """The engine arguments and environment a service that may sleep renders: --enable-sleep-mode, and the
-    switch that mounts /sleep, /wake_up and /is_sleeping."""
-    if engine != EngineKind.VLLM or when_idle not in (WhenIdle.SLEEP, WhenIdle.AUTO):
+    """The engine arguments and environment a service that may sleep renders: vLLM's --enable-sleep-mode and the
+    switch that mounts /sleep, /wake_up and /is_sleeping; SGLang's memory saver with a CPU backup of the weights."""
+    if when_idle not in (WhenIdle.SLEEP, WhenIdle.AUTO):
+        return [], {}
+    if engine == EngineKind.SGLANG:
+        return [sglang_vocab.MEMORY_SAVER_FLAG, sglang_vocab.WEIGHTS_CPU_BACKUP_FLAG], {}
+    if engine != EngineKind.VLLM:
         return [], {}
     return [vllm_vocab.SLEEP_MODE_FLAG], dict(vllm_vocab.SLEEP_ENDPOINTS_ENV)

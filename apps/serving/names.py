@@ -131,7 +131,12 @@ def _unit_labels(spec) -> dict[str, str]:
 
 def cache_claim_name(spec) -> str:
     """The per-model cache PVC: one per model source in the tenant namespace, shared by services."""
-    return f"model-{dns_label(spec.model.name)[:45]}-{short_hash(spec.model.source_uri)}"
+    return model_claim_name(spec.model)
+
+
+def model_claim_name(model) -> str:
+    """The cache PVC of a model (anything with `name` and `source_uri`)."""
+    return f"model-{dns_label(model.name)[:45]}-{short_hash(model.source_uri)}"
 
 
 # The cluster cache of a platform-wide model is one per cluster; this prefix marks its key.

@@ -37,3 +37,17 @@ def held(queue: TenantQueue, pools: Iterable, gpus: Callable = lambda p: p.gpus_
 def entry_words(key: str) -> str:
     """How a message names one quota entry: "GPUs" for the any-type entry, "l4-24gb GPUs" otherwise."""
     return "GPUs" if key == ANY_GPU_TYPE else f"{key} GPUs"
+
+
+def quota_room(service, pool, gpus_per: int, other_gpus: int = 0) -> tuple[int, str]:
+    """Replicas the tenant's queue still allows the pool beyond its current ones, for the pool's GPU type (its
+    ceiling: nominal plus what it may borrow, less what the tenant's services hold now; `other_gpus`: used by no Pool
+    row, counted against the same entry), and the figures. The autoscaler's bound and the prefetch plan's."""
+    queue = queue_for(service.tenant_id, service.cluster_id)
+    if queue is None:
+        return 0, f"tenant {service.tenant.slug} has no GPU quota on cluster {service.cluster.name}"
+    key = queue.bucket(pool.gpu_type)
+    covered = [p for s in covered_services(queue).prefetch_related("pools") for p in s.pools.all()]
+    used = other_gpus + held(queue, covered, lambda p: p.replicas * p.gpus_per_replica * p.nodes_per_replica)[key]
+    quota = queue.ceiling(key)
+    return max((quota - used) // gpus_per, 0), f"tenant {service.tenant.slug} uses {used} of {quota} {entry_words(key)}"

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from apps.web import scaling, services, views
+from apps.web import nodes, scaling, services, views
 from apps.web.portal import (
     batches,
     catalog,
@@ -29,6 +29,7 @@ urlpatterns = [
     path("services/<int:pk>/", services.service_redirect, name="service-by-id"),
     path("services/<int:pk>/series/", services.service_series, name="service-series-by-id"),
     path("services/<int:pk>/scaling/", scaling.scaling_panel, name="scaling-panel"),
+    path("nodes/", nodes.node_page, name="nodes"),
     path("scaling/decisions/", scaling.fleet_decisions, name="fleet-decisions"),
     path("login/", auth_views.LoginView.as_view(template_name="web/login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(next_page="web:login"), name="logout"),

@@ -87,6 +87,8 @@ def builtin_types() -> list[ResourceType]:
         ResourceType("", "v1", "events", "Event", short_names=["ev"], required=("involvedObject",)),
         ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", short_names=["pvc"],
                      status=True),
+        ResourceType("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False, short_names=["pv"],
+                     status=True),
         ResourceType("", "v1", "resourcequotas", "ResourceQuota", short_names=["quota"], status=True),
         ResourceType("", "v1", "serviceaccounts", "ServiceAccount", short_names=["sa"]),
         ResourceType("apps", "v1", "deployments", "Deployment", short_names=["deploy"], categories=["all"],

@@ -13,14 +13,24 @@ import asyncio
 import json
 import logging
 
-from capacity.modelcache import BudgetError, NodeDisk
-from capacity.startup import CLUSTER_CACHE_BYTES_PER_S, size
+from capacity.modelcache import (
+    COMPONENT,
+    COPIED,
+    COPYING,
+    EVICTED,
+    NOT_COPIED,
+    BudgetError,
+    NodeDisk,
+    copied_message,
+    copying_message,
+    evicted_message,
+)
+from capacity.startup import CLUSTER_CACHE_BYTES_PER_S
 from enginevocab.labels import model_held_label
 
 log = logging.getLogger(__name__)
 
 NAMESPACE, NAME, KEY = "controlplane", "model-agent", "plan"
-COMPONENT = "model-agent"
 
 
 class ModelAgent:
@@ -70,21 +80,19 @@ class ModelAgent:
             try:
                 evicted = disk.plan(model, nbytes, pinned - {model})
             except BudgetError as refused:
-                await self.recorder.record(node, "ModelNotCopied", str(refused), "Warning", COMPONENT, node_name)
+                await self.recorder.record(node, NOT_COPIED, str(refused), "Warning", COMPONENT, node_name)
                 continue
             for old in evicted:
                 del disk.held[old]
                 await self._label(node_name, old, held=False)
-                await self.recorder.record(node, "ModelEvicted", f"evicted {old} (least recently used) to make "
-                                           f"room for {model}", "Normal", COMPONENT, node_name)
-            await self.recorder.record(node, "ModelCopying", f"copying {model} ({size(nbytes)}) to the node's disk",
-                                       "Normal", COMPONENT, node_name)
+                await self.recorder.record(node, EVICTED, evicted_message(old, model), "Normal", COMPONENT,
+                                           node_name)
+            await self.recorder.record(node, COPYING, copying_message(model, nbytes), "Normal", COMPONENT, node_name)
             await asyncio.sleep(self.copy_seconds(nbytes))
             disk.admit(model, nbytes)
             node = await self._label(node_name, model, held=True) or node
-            await self.recorder.record(node, "ModelCopied", f"{model} ({size(nbytes)}) held on the node; "
-                                       f"{size(disk.used_bytes)} of {size(budget)} used", "Normal", COMPONENT,
-                                       node_name)
+            await self.recorder.record(node, COPIED, copied_message(model, nbytes, disk.used_bytes, budget), "Normal",
+                                       COMPONENT, node_name)
 
     async def sync(self) -> None:
         plan = await self.plan()

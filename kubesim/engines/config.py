@@ -328,12 +328,16 @@ def vllm_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         runtime_lora=runtime and enable_lora, lora_modules=_lora_modules(ns.lora_modules or []),
         log_stats=not ns.disable_log_stats, pd_role=_pd(role), data_parallel=max(1, dp),
         cache_info=_vllm_cache_info(ns, core.prefix_caching, blocks, block_size, max_len), logs=logs,
-        sleep=sleep_config(ns.enable_sleep_mode, ctx.env, WakeFacts.for_gpu(
-            core.weight_bytes_rank, gpu, host_link_fraction=core.physics.host_link_fraction,
-            storage_bytes_per_s=core.physics.storage_bandwidth,
-            overhead_s=hw.float_setting(ctx, "wake-overhead-seconds", WAKE_OVERHEAD_S))),
+        sleep=sleep_config(ns.enable_sleep_mode, ctx.env, _wake_facts(ctx, core, gpu)),
         **_fields(ns, _VLLM_FIELDS),
     )
+
+
+def _wake_facts(ctx: PodContext, core, gpu: Gpu) -> WakeFacts:
+    """What a wake from sleep (vLLM) or a resume (SGLang) takes on this pod: its weights per GPU over its host link."""
+    return WakeFacts.for_gpu(core.weight_bytes_rank, gpu, host_link_fraction=core.physics.host_link_fraction,
+                             storage_bytes_per_s=core.physics.storage_bandwidth,
+                             overhead_s=hw.float_setting(ctx, "wake-overhead-seconds", WAKE_OVERHEAD_S))
 
 
 def _pd(role: str | None) -> str | None:
@@ -424,5 +428,7 @@ def sglang_spec(ns: argparse.Namespace, ctx: PodContext) -> EngineSpec:
         lora_modules=_lora_modules(ns.lora_paths or []), pd_role=_pd(role), max_total_tokens=tokens,
         page_size=ns.page_size or 1, mem_fraction=mem_fraction, logs=logs,
         sglang_buckets={key: getattr(ns, dest) for key, dest in _SGLANG_BUCKETS if getattr(ns, dest)},
+        sleep=SleepConfig(bool(ns.enable_memory_saver), True, _wake_facts(ctx, core, gpu),
+                          weights_backup=bool(ns.enable_weights_cpu_backup)),
         **_fields(ns, _SGLANG_FIELDS),
     )

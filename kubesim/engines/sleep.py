@@ -11,7 +11,13 @@ As vLLM 0.32.0 does (vllm/entrypoints/serve/dev/sleep/api_router.py, vllm/v1/eng
   copy over the host link after level 1 (`capacity.sleep`); after level 2 the weights must be reloaded
   (`/collective_rpc {"method": "reload_weights"}`: read from storage, then copied) between the two tags;
 - `/health` stays 200 while asleep, so the pod stays Ready and keeps its GPUs.
-Only vLLM is modelled; kubesim's SGLang does not implement SGLang's release/resume_memory_occupation.
+
+And SGLang's equivalent (`--enable-memory-saver`): `POST /release_memory_occupation` gives back the weights' and the
+KV cache's GPU memory (optional JSON `{"tags": [...]}`: "weights", "kv_cache"; all by default) and
+`POST /resume_memory_occupation` takes it again. With `--enable-weights-cpu-backup` the weights are kept in host
+memory and copied back on resume (as vLLM's level 1); without it they come back empty (as level 2 without a reload:
+a warning in the log). SGLang exposes no sleep state in its metrics, so kubesim exposes none either. What is
+uncertain about SGLang's own behaviour is in docs/sleep-mode.md.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from capacity.sleep import WakeFacts, copy_seconds, reload_seconds
+from enginevocab import sglang as sglang_vocab
 from enginevocab import vllm as vocab
 
 WEIGHTS, KV_CACHE = "weights", "kv_cache"
@@ -37,6 +44,7 @@ class SleepConfig:
     enabled: bool
     endpoints: bool
     facts: WakeFacts
+    weights_backup: bool = True  # SGLang: --enable-weights-cpu-backup (vLLM's level says it instead)
 
 
 def sleep_config(enabled: bool, env: dict[str, str], facts: WakeFacts) -> SleepConfig:
@@ -56,6 +64,10 @@ class SleepingEngine:
 
     def _sleep_routes(self, router: web.UrlDispatcher) -> None:
         sleep = self.spec.sleep
+        if self.spec.kind == "sglang" and sleep is not None:
+            router.add_post(sglang_vocab.RELEASE_MEMORY_PATH, self._release_memory)
+            router.add_post(sglang_vocab.RESUME_MEMORY_PATH, self._resume_memory)
+            return
         if self.spec.kind != "vllm" or sleep is None or not sleep.endpoints:
             return
         router.add_post(vocab.SLEEP_PATH, self._sleep)
@@ -79,6 +91,8 @@ class SleepingEngine:
         self._held = []
 
     def _record_state(self) -> None:
+        if self.spec.kind != "vllm":
+            return  # SGLang has no sleep-state metric
         state = {0: "awake", 1: "weights_offloaded", 2: "discard_all"}[self.sleep_level if self.paused else 0]
         for metrics in self.engine_metrics:
             for label in vocab.SLEEP_STATES:
@@ -139,6 +153,61 @@ class SleepingEngine:
             self._release()
         self._record_state()
         return web.json_response({"status": "sleeping" if self.paused else "awake", "tags": tags})
+
+    async def _sglang_tags(self, request: web.Request) -> frozenset[str] | web.Response:
+        """The body's tags (all of SGLang's when absent), or a 400 for tags SGLang does not know."""
+        try:
+            body = await request.json() if request.can_read_body else {}
+        except ValueError:
+            return self._error(400, "kubesim: the body must be JSON")
+        tags = (body or {}).get("tags") if isinstance(body, dict) else None
+        if tags is None:
+            return frozenset(sglang_vocab.MEMORY_TAGS)
+        if not isinstance(tags, list) or not set(tags) <= set(sglang_vocab.MEMORY_TAGS):
+            return self._error(400, f"kubesim: tags must be a list of {', '.join(sglang_vocab.MEMORY_TAGS)}")
+        return frozenset(tags)
+
+    async def _release_memory(self, request: web.Request) -> web.Response:
+        """SGLang's release: pause, drop the KV cache, give back the weights' memory (backed up in host memory when
+        the engine keeps a CPU backup)."""
+        if not self.spec.sleep.enabled:
+            return self._error(400, "kubesim: the engine was started without --enable-memory-saver")
+        tags = await self._sglang_tags(request)
+        if isinstance(tags, web.Response):
+            return tags
+        if self.load():
+            return self._error(400, "kubesim: release_memory_occupation with requests in flight is not modelled")
+        self.paused = True
+        self.sleep_level = 1 if self.spec.sleep.weights_backup else 2
+        self._sleeping_tags = self._sleeping_tags | tags
+        if KV_CACHE in tags:
+            for core in self.cores:
+                core.pool = type(core.pool)(core.cfg.num_blocks, core.cfg.reserve_null_block)
+        self.asleep_since = time.time()
+        self._logs.append(f"[INFO] Release memory occupation: {', '.join(sorted(tags))}"
+                          + ("" if self.spec.sleep.weights_backup or WEIGHTS not in tags else
+                             " (no CPU backup of the weights)"))
+        return web.json_response(None)
+
+    async def _resume_memory(self, request: web.Request) -> web.Response:
+        """SGLang's resume: the weights copied back from their CPU backup over the host link, the KV cache given
+        back; requests held meanwhile run once nothing is released any more."""
+        tags = await self._sglang_tags(request)
+        if isinstance(tags, web.Response):
+            return tags
+        wanted = tags & self._sleeping_tags
+        facts = self.spec.sleep.facts
+        seconds = (copy_seconds(facts) if WEIGHTS in wanted and self.spec.sleep.weights_backup else 0.0) + (
+            facts.overhead_s if KV_CACHE in wanted else 0.0)
+        await asyncio.sleep(seconds / self.spec.time_scale)
+        if WEIGHTS in wanted and not self.spec.sleep.weights_backup:
+            self.weights_stale = True
+            self._logs.append("WARNING kubesim: weights resumed without a CPU backup: their memory is empty")
+        self._sleeping_tags -= wanted
+        if not self._sleeping_tags:
+            self.paused, self.sleep_level, self.asleep_since = False, 0, None
+            self._release()
+        return web.json_response(None)
 
     async def _is_sleeping(self, request: web.Request) -> web.Response:
         return web.json_response({"is_sleeping": self.paused})

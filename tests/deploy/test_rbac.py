@@ -27,7 +27,8 @@ pytestmark = pytest.mark.integration
 Call = tuple[str, str, str]  # (verb, apiGroup, resource or resource/subresource)
 TEST_CLIENT_HEADER = "X-Test-Client"
 # Rendered without the service label (shared by a tenant's services): read by name, applied, never pruned.
-SHARED_RESOURCES = ("namespaces", "resourcequotas", "persistentvolumeclaims")
+# persistentvolumes: with PLATFORM_MODEL_CACHE, each namespace's own volume onto the shared cluster cache.
+SHARED_RESOURCES = ("namespaces", "resourcequotas", "persistentvolumeclaims", "persistentvolumes")
 
 
 @pytest.fixture

@@ -47,6 +47,29 @@ def test_a_level_2_engine_is_woken_with_its_weights_reloaded():
     assert asyncio.run(_wake_round(2)) == (False, 1, False)
 
 
+def test_a_released_sglang_engine_is_resumed_once_for_all_requests():
+    async def wake_round():
+        args = ["--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--context-length", "4096",
+                "--enable-memory-saver", "--enable-weights-cpu-backup"]
+        ctx = pod_context("lmsysorg/sglang:v0.5.23", args, command=["python3", "-m", "sglang.launch_server"],
+                          gpu_key="l4-24gb", annotations={"kubesim.io/time-scale": "20"})
+        engine = await start(ctx)
+        try:
+            async with aiohttp.ClientSession(base_url=engine.base_url) as s:
+                async with s.post("/release_memory_occupation", json={}) as r:
+                    assert r.status == 200
+                released = engine.paused
+                address = engine.base_url.removeprefix("http://")
+                service = {"id": 1, "sleeping": {"level": 1, "engine": "sglang", "since": "t0", "engines": [address]}}
+                waker = Waker()
+                await asyncio.gather(*(waker.wake_if_asleep(service) for _ in range(3)))
+                return released, engine.paused, waker.woken
+        finally:
+            await engine.stop()
+
+    assert asyncio.run(wake_round()) == (True, False, 1)
+
+
 def test_the_snapshot_names_the_sleeping_engines_until_a_prompt_is_served(db, tenant_a):
     service = InferenceServiceFactory(tenant=tenant_a)
     slept = timezone.now() - timedelta(minutes=5)
@@ -57,7 +80,7 @@ def test_the_snapshot_names_the_sleeping_engines_until_a_prompt_is_served(db, te
     def entry():
         return next(s for s in build_snapshot()["services"] if s["id"] == service.pk)["sleeping"]
 
-    assert entry() == {"level": 2, "since": slept.isoformat(), "engines": ["10.0.0.7:8000"]}
+    assert entry() == {"level": 2, "since": slept.isoformat(), "engine": "vllm", "engines": ["10.0.0.7:8000"]}
     SeriesPoint.objects.create(service=service, role="", time=slept - timedelta(seconds=1), prompt_tps=10)
     assert entry() is not None  # traffic before the sleep does not wake it
     SeriesPoint.objects.create(service=service, role="", time=slept + timedelta(seconds=30), prompt_tps=10)

@@ -1,5 +1,6 @@
 """`when_idle` (delete, sleep, auto): bad values are refused through the API with the field and the reason and
-write nothing; a service that may sleep renders vLLM's sleep mode (its flag and the endpoints' switch)."""
+write nothing; a service that may sleep renders vLLM's sleep mode (its flag and the endpoints' switch), or SGLang's
+memory saver with the weights' CPU backup."""
 
 from __future__ import annotations
 
@@ -38,7 +39,9 @@ REFUSALS = [
                                     "cheaper of sleeping and deleting that wakes within it."),
     ({"when_idle": "auto", "wake_objective_seconds": 0}, "vllm",
      "wake_objective_seconds must be a number of seconds above 0 and at most 3600."),
-    ({"when_idle": "sleep"}, "sglang", "when_idle sleep needs a vLLM runtime (sleep mode); this runtime is sglang."),
+    ({"when_idle": "sleep", "sleep_level": 2}, "sglang",
+     "sleep_level 2 needs a vLLM runtime: SGLang sleeps at level 1 only (its weights kept in host memory and resumed "
+     "from there)."),
     ({"when_idle": "sleep", "autoscaler": "keda"}, "vllm",
      "when_idle sleep needs the builtin autoscaler: it is the one that puts replicas to sleep."),
 ]
@@ -85,3 +88,17 @@ def test_a_service_that_may_sleep_renders_sleep_mode_and_one_that_deletes_does_n
     container = _engine(deleting.json()["id"])
     assert "--enable-sleep-mode" not in container["args"]
     assert "VLLM_SERVER_DEV_MODE" not in [e["name"] for e in container.get("env", [])]
+
+
+def test_an_sglang_service_that_may_sleep_renders_the_memory_saver_with_a_cpu_backup(api, owner_a,
+                                                                                     catalog_serverless):
+    created = api("owner_a").post("/api/v1/services/", serverless(catalog_serverless, "sglang", when_idle="sleep"),
+                                  format="json")
+    assert created.status_code == 201, created.content
+    args = _engine(created.json()["id"])["args"]
+    assert args.count("--enable-memory-saver") == 1 and args.count("--enable-weights-cpu-backup") == 1
+    assert "--enable-sleep-mode" not in args
+    deleting = api("owner_a").post("/api/v1/services/", {**serverless(catalog_serverless, "sglang"), "name": "plain"},
+                                   format="json")
+    assert deleting.status_code == 201, deleting.content
+    assert "--enable-memory-saver" not in _engine(deleting.json()["id"])["args"]

@@ -96,7 +96,7 @@ def test_the_startups_command_prints_the_modelled_and_recorded_start_ups(service
     lines = out.getvalue().splitlines()
     assert lines[0] == (f"{service.tenant.slug}/chat on L4: cold 1 m 49 s (download 16 GB at 200 MB/s), warm 29 s "
                         "(read 16 GB at 2 GB/s, init 20 s); from a node holding the weights 24 s (read 16 GB at 5 GB/s)")
-    assert lines[1] == ("  chat-a: weights from downloaded from the source, ready in 1 m 49 s "
+    assert lines[1] == ("  chat-a: weights downloaded from the source, ready in 1 m 49 s "
                         "(download 1 m 20 s, read 8.0 s, load 0.6 s, init 20.0 s)")
     with pytest.raises(CommandError, match="service: no service 'nobody/chat'"):
         call_command("startups", "nobody/chat")

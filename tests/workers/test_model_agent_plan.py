@@ -7,6 +7,7 @@ import json
 import pytest
 
 from apps.serving.models import ModelCache
+from apps.serving.names import model_claim_name
 from apps.serving.prefetch import prefetch_plan
 from enginevocab.labels import model_held_label
 from tests.factories import ClusterFactory, InferenceServiceFactory, PoolFactory
@@ -28,9 +29,10 @@ def test_the_agent_prefetches_a_services_weights_onto_the_nodes_it_may_scale_to(
     plan = json.loads(sim.core.read_namespaced_config_map("model-agent", "controlplane").data["plan"])
     # Two replicas at most, one L4 each: two of the three L4 nodes (equal room, so by name); 100 GB per node.
     l4 = sorted(n.metadata.name for n in sim.core.list_node(label_selector="nvidia.com/gpu.product=NVIDIA-L4").items)
-    assert plan == {"budget_bytes": 100 * 10**9, "nodes": {
-        l4[0]: [{"model": service.model.name, "bytes": 16_060_000_000}],
-        l4[1]: [{"model": service.model.name, "bytes": 16_060_000_000}]}}
+    # The weights lie in the cluster cache under the model's claim and the source's own directory name.
+    item = {"model": service.model.name, "bytes": 16_060_000_000,
+            "source": f"{model_claim_name(service.model)}/Llama-3.1-8B-Instruct"}
+    assert plan == {"budget_bytes": 100 * 10**9, "nodes": {l4[0]: [item], l4[1]: [item]}}
 
     label = model_held_label(service.model.name)
     wait_for(lambda: all((sim.core.read_node(n).metadata.labels or {}).get(label) == "true" for n in l4[:2]),

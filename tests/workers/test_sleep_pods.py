@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from apps.serving.names import COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, SERVICE_UID_LABEL
 from tests.polling import wait_for
 from workers.enginepods import engine_pods, is_ready
-from workers.sleep import sleep_pods
+from workers.sleep import proxy_post, sleep_pods
 
 UID = "0c0ffee0-0000-4000-8000-000000000001"
 
@@ -68,4 +70,38 @@ def test_the_worker_puts_the_pool_s_pods_to_sleep_through_the_pod_proxy(make_clu
     assert _state(core, "sleepy") == {"awake": 0.0, "weights_offloaded": 1.0, "discard_all": 0.0}
     assert _proxy_json(core, "no-flag", "is_sleeping") == {"is_sleeping": False}
     pod = core.read_namespaced_pod("sleepy", "default").to_dict()
+    assert any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"]["conditions"])
+
+
+def _sglang_pod(name: str, saver: bool) -> dict:
+    pod = _pod(name, sleep_mode=False)
+    pod["spec"]["containers"][0] |= {
+        "image": "lmsysorg/sglang:v0.5.23", "command": ["python3", "-m", "sglang.launch_server"], "env": [],
+        "args": ["--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--context-length", "4096", "--port", "8000",
+                 *(["--enable-memory-saver", "--enable-weights-cpu-backup"] if saver else [])]}
+    return pod
+
+
+def test_the_worker_releases_sglang_pods_memory_through_the_pod_proxy(make_cluster):
+    cluster = make_cluster(nodes="l4-24gb:2x1")
+    core = cluster.core
+    core.create_namespaced_pod("default", _sglang_pod("saver", saver=True))
+    core.create_namespaced_pod("default", _sglang_pod("no-saver", saver=False))
+
+    def listed():
+        pods = json.loads(core.list_namespaced_pod("default", _preload_content=False).data)["items"]
+        return pods if len(pods) == 2 and all(is_ready(p) for p in pods) else None
+
+    pods = engine_pods(wait_for(listed, timeout=60, message="engine pods ready"), {UID: 7})
+    result = sleep_pods(core, pods, level=1, engine="sglang")
+    assert result["saver"] == "sleeping"
+    assert result["no-saver"].startswith("sleep failed:") and "--enable-memory-saver" in result["no-saver"]
+    # Released: the engine holds a request until it is resumed (a short timeout shows it waiting), then serves it.
+    saver = next(p for p in pods if p.name == "saver")
+    prompt = {"model": "meta-llama/Llama-3.1-8B-Instruct", "prompt": "hi", "max_tokens": 2}
+    with pytest.raises(Exception, match="timed out"):
+        proxy_post(core, saver, "/v1/completions", [], timeout=1.5, body=prompt)
+    assert proxy_post(core, saver, "/resume_memory_occupation", [], body={}) == b"null"
+    assert json.loads(proxy_post(core, saver, "/v1/completions", [], timeout=10, body=prompt))["choices"]
+    pod = core.read_namespaced_pod("saver", "default").to_dict()
     assert any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"]["conditions"])

@@ -23,11 +23,14 @@ from apps.serving.rendering.spec import (
     ServiceSpec,
     spec_from_service,
 )
+from apps.serving.rendering.weights import shared_cache
 from apps.serving.rendering.workloads import engine_objects
+from apps.serving.sharedcache import shared_claim
 
 # Apply order: what others refer to comes first (namespace, quota, storage, RBAC, then workloads).
 KIND_ORDER = (
-    "Namespace", *KUEUE_KINDS, "ResourceQuota", "NetworkPolicy", "PersistentVolumeClaim", "ConfigMap",
+    "Namespace", *KUEUE_KINDS, "ResourceQuota", "NetworkPolicy", "PersistentVolume", "PersistentVolumeClaim",
+    "ConfigMap",
     "ServiceAccount", "Role", "RoleBinding",
     "Deployment", "LeaderWorkerSet", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler",
     "ScaledObject", "InferencePool", "HTTPRoute",
@@ -46,7 +49,8 @@ def render_service(spec: ServiceSpec) -> list[dict]:
     if spec.kueue is not None:
         objects += kueue_objects(spec.kueue, spec.tenant, spec.namespace)
     if needs_cache(spec):
-        objects.append(model_cache_claim(spec))
+        claim = model_cache_claim(spec)
+        objects += shared_claim(shared_cache(spec), claim) if shared_cache(spec) else [claim]
     objects += engine_objects(spec, has_router)
     if spec.canary is not None:
         # The new revision's own unit (P/D pairs and multi-node groups whole); the router and the route split

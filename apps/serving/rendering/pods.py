@@ -22,13 +22,21 @@ from apps.catalog import kvoffload
 from apps.catalog.engines import EngineAdapter, LoraAdapter, MultiNode, get_adapter
 from apps.serving import cpureal
 from apps.serving.idle_spec import sleep_mode_args
-from apps.serving.names import HF_TOKEN_KEY, TEMPLATE_HASH_ANNOTATION, cache_claim_name, dns_label, labels
+from apps.serving.names import (
+    HF_TOKEN_KEY,
+    TEMPLATE_HASH_ANNOTATION,
+    cache_claim_name,
+    dns_label,
+    labels,
+    model_claim_name,
+)
 from apps.serving.rendering.localsource import is_local, local_path, local_volume
 from apps.serving.rendering.loras import loaded_at_run_time
 from apps.serving.rendering.spec import PoolSpec, ServiceSpec
 from apps.serving.rendering.weights import (
     cached,
     select_container,
+    share_mounts,
     warm_node_affinity,
     weights_annotations,
     weights_volumes,
@@ -120,6 +128,12 @@ def _weights_path(model, source_dir: str) -> str:
         return f"{source_dir}/{path}".rstrip("/")
     tail = uri.split("://", 1)[-1].split("@", 1)[0].rstrip("/").rsplit("/", 1)[-1]
     return f"{MODELS_DIR}/{_PATH_UNSAFE.sub('-', tail) or dns_label(model.name)}"
+
+
+def cluster_cache_path(model) -> str:
+    """Where a cached model's weights lie inside its cluster cache volume: `<claim>/<source dir>` (what the model
+    agent copies from)."""
+    return f"{model_claim_name(model)}/{_weights_path(model, SOURCE_DIR).rsplit('/', 1)[-1]}"
 
 
 def engine_settings(spec: ServiceSpec):
@@ -427,6 +441,7 @@ def engine_pod_template(spec: ServiceSpec, pool: PoolSpec, role: PodRole) -> dic
     if get_adapter(spec.engine).non_root_uid is not None:
         vols = [*vols, {"name": "home", "emptyDir": {}}]
     pod_spec["volumes"] = vols
+    share_mounts(spec, pod_spec)
     meta = {"labels": pod_labels}
     if annotations:
         meta["annotations"] = annotations

@@ -13,9 +13,12 @@ from __future__ import annotations
 import json
 import shlex
 
+from django.conf import settings
+
 from apps.serving.names import cache_claim_name, cluster_cache_key
 from apps.serving.rendering.localsource import is_local
 from apps.serving.rendering.spec import ServiceSpec
+from apps.serving.sharedcache import source_words
 from enginevocab.labels import WEIGHTS_ANNOTATION, model_held_label
 
 MODELS_DIR = "/models"  # what the engine reads: links chosen by the select-weights container
@@ -32,6 +35,29 @@ def cached(spec: ServiceSpec) -> bool:
     return not spec.model.source_uri.startswith("pvc://") and not is_local(spec.model.source_uri)
 
 
+def shared_cache(spec: ServiceSpec) -> str:
+    """The shared backing volume a platform model's cluster cache lives on (`settings.PLATFORM_MODEL_CACHE`,
+    apps/serving/sharedcache.py), or "" when the namespace's claim is provisioned on its own."""
+    return settings.PLATFORM_MODEL_CACHE if cached(spec) and spec.model.platform_wide else ""
+
+
+def cache_source(spec: ServiceSpec) -> str:
+    """Where the pod's cluster cache is, in words: the shared volume's directory, or the namespace's claim."""
+    shared = shared_cache(spec)
+    claim = cache_claim_name(spec)
+    return source_words(shared, claim) if shared else f"claim {spec.namespace}/{claim}"
+
+
+def share_mounts(spec: ServiceSpec, pod_spec: dict) -> None:
+    """On the shared volume, every container mounts the model's own directory (`subPath: <claim>`)."""
+    if not shared_cache(spec):
+        return
+    for container in [*pod_spec.get("initContainers", []), *pod_spec.get("containers", [])]:
+        for mount in container.get("volumeMounts", []):
+            if mount["name"] == "model-cache":
+                mount["subPath"] = cache_claim_name(spec)
+
+
 def node_copy_path(spec: ServiceSpec) -> str:
     """Where the model agent keeps the model's copy on a node."""
     return f"{NODE_MODELS_PATH}/{spec.model.name}"
@@ -43,6 +69,8 @@ def weights_annotations(spec: ServiceSpec) -> dict[str, str]:
         return {}
     value = {"model": spec.model.name, "bytes": spec.model.weights_bytes, "node_path": node_copy_path(spec),
              "cluster_cache": cluster_cache_key(spec)}
+    if shared_cache(spec):
+        value["cluster_cache_volume"] = cache_source(spec)
     return {WEIGHTS_ANNOTATION: json.dumps(value, sort_keys=True)}
 
 
@@ -55,10 +83,11 @@ def warm_node_affinity(spec: ServiceSpec) -> dict:
         {"weight": WARM_NODE_WEIGHT, "preference": term}]}}
 
 
-def select_script(model_dir: str) -> str:
+def select_script(model_dir: str, cache_words: str = "") -> str:
     """POSIX sh: link every entry of the cluster cache under /models, then the model's own directory to the node's
-    copy when that copy is complete; says which."""
+    copy when that copy is complete; says which (and, given `cache_words`, where the cluster cache is)."""
     name = shlex.quote(model_dir)
+    cache_said = shlex.quote(f"weights: cluster cache ({cache_words})") if cache_words else '"weights: cluster cache"'
     return "\n".join([
         "set -eu",
         f"for entry in {CLUSTER_CACHE_DIR}/* {CLUSTER_CACHE_DIR}/.[!.]*; do",
@@ -67,7 +96,7 @@ def select_script(model_dir: str) -> str:
         f"if [ -f {NODE_CACHE_DIR}/.complete ]; then",
         f'  ln -sfn {NODE_CACHE_DIR} {MODELS_DIR}/{name}; echo "weights: node-local copy"',
         "else",
-        '  echo "weights: cluster cache"',
+        f"  echo {cache_said}",
         "fi",
     ])
 
@@ -77,7 +106,7 @@ def select_container(spec: ServiceSpec, image: str, model_dir: str) -> dict:
     return {
         "name": "select-weights",
         "image": image,
-        "command": ["sh", "-c", select_script(model_dir)],
+        "command": ["sh", "-c", select_script(model_dir, cache_source(spec) if shared_cache(spec) else "")],
         "volumeMounts": [{"name": "weights", "mountPath": MODELS_DIR},
                          {"name": "model-cache", "mountPath": CLUSTER_CACHE_DIR, "readOnly": True},
                          {"name": "node-model", "mountPath": NODE_CACHE_DIR, "readOnly": True}],

@@ -36,7 +36,8 @@ class Command(BaseCommand):
         self.stdout.write(f"{service} on {figures['gpu']}: {figures['sentence']}; from a node holding the weights "
                           f"{figures['node_text']} ({figures['node_read']})")
         for row in figures["recorded"]:
-            self.stdout.write(f"  {row['pod']}: weights from {row['cache_text']}, ready in {row['total_text']} "
+            source = row["cache_text"] if row.get("cache") == "none" else f"from {row['cache_text']}"
+            self.stdout.write(f"  {row['pod']}: weights {source}, ready in {row['total_text']} "
                               f"({row['phases_text']})")
         if not figures["recorded"]:
             self.stdout.write("  no replica start-up recorded yet")
