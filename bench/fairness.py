@@ -53,6 +53,7 @@ PREFILL_S, DECODE_S = 0.01, 0.005  # the engine: first token after this, then th
 PROMPT_TOKENS = 64  # 4 characters a token, as the gateway estimates
 OUTPUTS = (16, 64)  # output tokens of the fairness flows' requests, drawn uniformly
 KEY_NAMES = ("flood", "steady", "interactive", "batch", "best-effort")
+ORDER_DECISIONS = ("looks", "holds", "overridden", "lent", "borrowed")  # gateway_order_decisions' labels
 
 
 # --- the engine -------------------------------------------------------------------------------------------------
@@ -72,9 +73,11 @@ def serve_engine(port: int, slots: int) -> None:
         prompt, output = len(body.get("prompt") or "") // 4, int(body.get("max_tokens") or 16)
         usage = {"prompt_tokens": prompt, "completion_tokens": output, "total_tokens": prompt + output}
         async with gate:  # FIFO: the engine's own waiting queue
-            log.append({"user": body.get("user"), "at": time.monotonic(), "cost": cost(prompt, output)})
+            entry = {"user": body.get("user"), "at": time.monotonic(), "cost": cost(prompt, output)}
+            log.append(entry)
             if not body.get("stream"):
                 await asyncio.sleep(PREFILL_S + output * DECODE_S)
+                entry["busy_s"] = time.monotonic() - entry["at"]
                 return web.json_response({"id": "f", "object": "text_completion", "usage": usage,
                                           "choices": [{"index": 0, "text": "a", "finish_reason": "length"}]})
             response = web.StreamResponse(headers={"content-type": "text/event-stream"})
@@ -86,6 +89,7 @@ def serve_engine(port: int, slots: int) -> None:
             await response.write(event({"id": "f", "object": "text_completion", "choices": [], "usage": usage}))
             await response.write(b"data: [DONE]\n\n")
             await response.write_eof()
+            entry["busy_s"] = time.monotonic() - entry["at"]
             return response
 
     async def take_log(request: web.Request) -> web.Response:
@@ -237,7 +241,18 @@ async def _fairness(bases, keys, slots: int, seconds: float, steady: int, seed: 
     return clients.sent
 
 
-def fairness(engine: str, workdir: Path, args, *, queue: bool, replicas: int = 1) -> int:
+def metric(base: str, name: str) -> float:
+    """The sum of a /metrics family's samples (0 when the gateway has none)."""
+    from urllib.request import urlopen
+
+    with urlopen(f"{base}/metrics", timeout=5) as response:
+        lines = response.read().decode().splitlines()
+    return sum(float(line.split()[-1]) for line in lines if line.startswith((name + " ", name + "{")))
+
+
+def fairness(engine: str, workdir: Path, args, *, queue: bool, replicas: int = 1) -> dict:
+    """The served-cost gap, and what it took: requests the engine started (both flows), the replicas' Redis
+    round trips (the requests' own and the shared order's) and the order's holds."""
     snap = workdir / f"fair-{queue}-{replicas}.json"
     keys = write_snapshot(snap, engine, args.slots)
     extra = ("--replicas", str(replicas)) if queue else ("--no-queue",)
@@ -247,7 +262,15 @@ def fairness(engine: str, workdir: Path, args, *, queue: bool, replicas: int = 1
     try:
         sent = asyncio.run(_fairness([base for _, base in procs], keys, args.slots, args.seconds, args.steady,
                                      args.seed))
-        return max_gap(engine_log(engine), sent, "flood", "steady")
+        log = engine_log(engine)
+        return {"gap": max_gap(log, sent, "flood", "steady"), "started": len(log),
+                # The engine's sequences busy on average over the run (of --slots): how much of it the order used.
+                "busy_slots": round(sum(entry.get("busy_s", 0) for entry in log) / args.seconds, 2),
+                "served_cost": {name: sum(e["cost"] for e in log if e["user"] == name) for name in ("flood", "steady")},
+                "round_trips": sum(metric(base, "gateway_redis_round_trips") for _, base in procs),
+                "order_round_trips": sum(metric(base, "gateway_order_round_trips") for _, base in procs),
+                "held": {decision: sum(metric(base, f'gateway_order_decisions{{decision="{decision}"}}')
+                                       for _, base in procs) for decision in ORDER_DECISIONS}}
     finally:
         for proc, _ in procs:
             gw.stop(proc)
@@ -379,11 +402,12 @@ def main() -> int:
     try:
         # An engine each: one left with a backlog (aiohttp runs a handler whose client left) would skew the next.
         with engine_process(args.slots) as engine:
-            fcfs_gap = fairness(engine, workdir, args, queue=False)
+            fcfs = fairness(engine, workdir, args, queue=False)
         with engine_process(args.slots) as engine:
-            vtc_gap = fairness(engine, workdir, args, queue=True, replicas=args.replicas)
+            vtc = fairness(engine, workdir, args, queue=True, replicas=args.replicas)
         with engine_process(args.slots) as engine:
-            one_gap = fairness(engine, workdir, args, queue=True)
+            one = fairness(engine, workdir, args, queue=True)
+        fcfs_gap, vtc_gap, one_gap = fcfs["gap"], vtc["gap"], one["gap"]
         with engine_process(args.priority_slots) as engine:
             bands = priority(engine, workdir, args)
         added, trips = cost_of_queue(workdir, args.cost_seconds)
@@ -395,6 +419,11 @@ def main() -> int:
            "gateway_replicas": args.replicas}
     print(f"fairness: served cost gap {vtc_gap} through {args.replicas} replicas, {one_gap} through one (VTC's bound "
           f"{2 * largest}); FCFS {fcfs_gap}")
+    for name, run in ((f"{args.replicas} replicas", vtc), ("1 replica", one), ("FCFS", fcfs)):
+        answered = max(run["started"], 1)
+        print(f"  {name}: {run['started']} requests started ({run['started'] / args.seconds:.1f}/s), served cost "
+              f"{run['served_cost']}; Redis round trips per request started: {run['round_trips'] / answered:.2f} "
+              f"the requests' own, {run['order_round_trips'] / answered:.2f} the shared order's; order {run['held']}")
     print(f"priority: interactive TTFT p95 {bands['interactive_ttft_p95_s']} s beside the batch and the flood, "
           f"{bands['idle_ttft_p95_s']} s idle; batch {bands['batch_completed']}/{bands['batch_lines']} lines done")
     print(f"cost: p50 {added:+} ms with the queue at no load; {trips} Redis round trips per request")
