@@ -69,6 +69,7 @@ def serve_engine(port: int, slots: int) -> None:
         return b"data: " + json.dumps(payload).encode() + b"\n\n"
 
     async def complete(request: web.Request) -> web.StreamResponse:
+        received = time.monotonic()
         body = await request.json()
         prompt, output = len(body.get("prompt") or "") // 4, int(body.get("max_tokens") or 16)
         usage = {"prompt_tokens": prompt, "completion_tokens": output, "total_tokens": prompt + output}
@@ -85,6 +86,7 @@ def serve_engine(port: int, slots: int) -> None:
             await asyncio.sleep(PREFILL_S)
             first = {"id": "f", "object": "text_completion", "choices": [{"index": 0, "text": "a"}]}
             await response.write(event(first))
+            entry["first_s"] = time.monotonic() - received  # the engine's own TTFT, its queue included
             await asyncio.sleep(output * DECODE_S)
             await response.write(event({"id": "f", "object": "text_completion", "choices": [], "usage": usage}))
             await response.write(b"data: [DONE]\n\n")
@@ -296,10 +298,36 @@ async def _interactive(clients: Clients, rate: float, seconds: float) -> list[fl
     return ttfts
 
 
-async def _priority(base: str, keys, args) -> dict:
+def measure_interactive(base: str, key: str, rate: float, seconds: float) -> None:
+    """The interactive client as a process of its own: its TTFTs as one JSON list on stdout."""
+    async def run():
+        async with session() as http:
+            return await _interactive(Clients(http, [base], {"interactive": key}), rate, seconds)
+
+    print(json.dumps(asyncio.run(run())))
+
+
+async def _interactive_process(base: str, key: str, args) -> list[float]:
+    """TTFTs measured by a client process of its own, idle and loaded alike: the batch's and the flood's client,
+    in this process, does not delay the interactive client's reads."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "--measure-interactive", base, key, "--interactive-rate", str(args.interactive_rate),
+        "--seconds", str(args.seconds), cwd=ROOT, stdout=asyncio.subprocess.PIPE)
+    out, _ = await proc.communicate()
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
+def engine_ttft_p95(log: list[dict]) -> float | None:
+    """The engine's own TTFT p95 for the interactive requests of `log`: from receiving one to its first event."""
+    return p95([entry["first_s"] for entry in log if entry["user"] == "interactive" and "first_s" in entry])
+
+
+async def _priority(base: str, engine: str, keys, args) -> tuple[dict, dict]:
     async with session() as http:
         clients = Clients(http, [base], keys)
-        idle = await _interactive(clients, args.interactive_rate, args.seconds)
+        await asyncio.to_thread(engine_log, engine)
+        idle = await _interactive_process(base, keys["interactive"], args)
+        idle_engine = engine_ttft_p95(await asyncio.to_thread(engine_log, engine))
         lines = list(range(args.batch_lines))
         done = 0
         window_ends = time.monotonic() + args.batch_window
@@ -318,19 +346,20 @@ async def _priority(base: str, keys, args) -> dict:
         batch = asyncio.gather(*(runner() for _ in range(16)))
         flood = asyncio.ensure_future(open_loop(args.flood_rate, args.seconds, lambda: clients.send(
             "best-effort", 8, priority="best-effort")))
-        busy = await _interactive(clients, args.interactive_rate, args.seconds)
+        busy = await _interactive_process(base, keys["interactive"], args)
+        busy_engine = engine_ttft_p95(await asyncio.to_thread(engine_log, engine))
         await flood
         await batch
-    return {"interactive_ttft_p95_s": p95(busy), "idle_ttft_p95_s": p95(idle), "batch_lines": args.batch_lines,
-            "batch_completed": done}
+    return ({"interactive_ttft_p95_s": p95(busy), "idle_ttft_p95_s": p95(idle), "batch_lines": args.batch_lines,
+             "batch_completed": done}, {"engine_idle_ttft_p95_s": idle_engine, "engine_busy_ttft_p95_s": busy_engine})
 
 
-def priority(engine: str, workdir: Path, args) -> dict:
+def priority(engine: str, workdir: Path, args) -> tuple[dict, dict]:
     snap = workdir / "priority.json"
     keys = write_snapshot(snap, engine, args.priority_slots)
     proc, base = gw.start_gateway(snap, f"bench:{uuid.uuid4().hex}:", None, "--queue-cap", "1000")
     try:
-        return asyncio.run(_priority(base, keys, args))
+        return asyncio.run(_priority(base, engine, keys, args))
     finally:
         gw.stop(proc)
 
@@ -391,9 +420,13 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", action="store_true", help="one JSON object as the last line")
     parser.add_argument("--serve-engine", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--measure-interactive", nargs=2, metavar=("BASE", "KEY"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_engine:
         serve_engine(args.serve_engine, args.slots)
+        return 0
+    if args.measure_interactive:
+        measure_interactive(*args.measure_interactive, args.interactive_rate, args.seconds)
         return 0
     if min(args.seconds, args.slots, args.replicas, args.steady, args.batch_lines, args.batch_window,
            args.interactive_rate, args.flood_rate, args.cost_seconds) <= 0:
@@ -409,7 +442,7 @@ def main() -> int:
             one = fairness(engine, workdir, args, queue=True)
         fcfs_gap, vtc_gap, one_gap = fcfs["gap"], vtc["gap"], one["gap"]
         with engine_process(args.priority_slots) as engine:
-            bands = priority(engine, workdir, args)
+            bands, inside = priority(engine, workdir, args)
         added, trips = cost_of_queue(workdir, args.cost_seconds)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -426,6 +459,8 @@ def main() -> int:
               f"the requests' own, {run['order_round_trips'] / answered:.2f} the shared order's; order {run['held']}")
     print(f"priority: interactive TTFT p95 {bands['interactive_ttft_p95_s']} s beside the batch and the flood, "
           f"{bands['idle_ttft_p95_s']} s idle; batch {bands['batch_completed']}/{bands['batch_lines']} lines done")
+    print(f"  of which the engine's own (request received to first event) p95: {inside['engine_busy_ttft_p95_s']} s "
+          f"beside the batch and the flood, {inside['engine_idle_ttft_p95_s']} s idle")
     print(f"cost: p50 {added:+} ms with the queue at no load; {trips} Redis round trips per request")
     if args.json:
         print(json.dumps(out))

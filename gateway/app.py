@@ -22,7 +22,7 @@ from gateway.batch_vocab import BATCH_PRIORITY, PRIORITY_HEADER
 from gateway.door import QUEUE_FULL, Door
 from gateway.door_report import report_loop
 from gateway.errors import error_body
-from gateway.fairness import DEFAULT_BAND, DEFAULT_WEIGHT, band_of
+from gateway.fairness import DEFAULT_BAND, DEFAULT_WEIGHT, LOWEST_BAND, band_of
 from gateway.gauges import queue_families, usage_gauges
 from gateway.limits import Decision, Flow, RequestLimiter, completion_tokens, estimate_tokens
 from gateway.metering import UsageWriter
@@ -252,8 +252,14 @@ class Gateway:
             return CLIENT_GONE, JSON, b""
         return answer
 
+    def _prefilled(self, meter: dict) -> None:
+        if meter.pop("prefilled", None) is not None:
+            meter["usage"].on_first = None
+            self.door.prefilled(meter["door"][0])
+
     def _record(self, key: dict, meter: dict, status: int, started: float) -> None:
         usage: Usage = meter["usage"]
+        self._prefilled(meter)  # ended without a first token (not streamed, refused, gone): counted as come
         if meter.get("door") is not None:
             self.door.leave(*meter["door"])  # its place at the service goes to the next in line
         if "in_flight" in meter:
@@ -341,6 +347,9 @@ class Gateway:
         if shed is not None:
             return self._shed(shed, band, meter, limit_headers)
         meter["door"] = service["id"], band, meter.pop("borrowed", False)
+        if band > LOWEST_BAND:  # the lowest band waits for this request's first token (gateway/door.py)
+            self.door.prefill(service["id"])
+            meter["usage"].on_first = meter["prefilled"] = lambda: self._prefilled(meter)
         if "queued_s" in meter:
             self.queue_seconds.observe(meter["queued_s"])
         return await self.upstreams.forward(service, scope["path"], request, dict(scope["headers"]), meter["usage"],

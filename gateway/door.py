@@ -31,8 +31,9 @@ UNCHARGED = Tags(2**62, 2**62)
 HEADROOM_FRACTION = 4
 KV_FULL = 0.9
 # Nor while this replica's event loop runs late (its CPU taken): every request it carries would wait for it, the
-# interactive ones included. The loop's lateness is looked at every LOOK_S; a late look counts at once, and its
-# memory fades by half each look.
+# interactive ones included. Nor while a higher-band request let through here waits for its first token: a batch
+# line started then would share the engine's next steps, and this replica's CPU, with that request's prefill.
+# The loop's lateness is looked at every LOOK_S; a late look counts at once, and its memory fades by half each look.
 LOOK_S = 0.01
 LATE_S = 0.003
 HOLD_MAX_S = 2.0
@@ -53,6 +54,7 @@ class _Service:
     lent: int = 0  # seats of this replica's share lent to the other replicas (gateway/order.py)
     borrowed: int = 0  # of those outstanding, on seats borrowed from another replica
     offered: bool = False  # another replica lent or gave back seats since this one last tried to borrow
+    prefilling: int = 0  # higher-band requests let through whose first token has not come back yet
 
     def room(self, band: int) -> bool:
         """Whether one more request of `band` may go on now."""
@@ -63,7 +65,7 @@ class _Service:
         used = self.outstanding - self.borrowed + self.lent  # this replica's own seats in use or lent
         if band > LOWEST_BAND:
             return used < self.bound
-        return (not self.busy_engines and not self.busy_gateway
+        return (not self.busy_engines and not self.busy_gateway and not self.prefilling
                 and used < self.bound - self.bound // HEADROOM_FRACTION)
 
     def free(self, band: int) -> int:
@@ -175,6 +177,18 @@ class Door:
         finally:
             meter["queued_s"] = time.monotonic() - started
         return None
+
+    def prefill(self, service_id: int) -> None:
+        """A higher-band request let through is waiting for its first token: nothing starts in the lowest band
+        until it comes (`prefilled`)."""
+        if (state := self.services.get(service_id)) is not None:
+            state.prefilling += 1
+
+    def prefilled(self, service_id: int) -> None:
+        """Its first token came (or it ended without one)."""
+        if (state := self.services.get(service_id)) is not None:
+            state.prefilling = max(0, state.prefilling - 1)
+            self._fill(state)
 
     def leave(self, service_id: int, band: int, borrowed: bool = False) -> None:
         """A request of `band` let through has ended: its place goes to the next in line (a borrowed seat back to
