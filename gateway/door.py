@@ -246,6 +246,9 @@ class Door:
         lent by another replica, or takes back the seats this one lent, if the order lets it go."""
         if state.looking:
             return False
+        if state.lent and state.held_since and time.monotonic() - state.held_since >= HOLD_MAX_S:
+            self.order.move(state.sid, -state.lent)  # held too long: the seats lent come back, free or not
+            state.lent = 0
         room = state.room(band)
         verdict = self.order.allows(place, tags) if room else None
         if verdict is True:
