@@ -15,9 +15,14 @@ whose `max_outstanding` is those slots.
    (`--replicas`), through one (printed, not in the JSON), and with the queue off (`--no-queue`: FCFS, the order
    of arrival).
    The two flows are two keys of one tenant: a service belongs to one tenant, so keys are what share it.
+   Printed beside the gaps, not in the JSON: requests sent and started, the engine's sequences busy on average
+   (how much of the engine the order used), served cost per flow, and the replicas' Redis round trips per
+   request sent, the requests' own apart from the shared order's (gateway/order.py), with its decisions.
 2. Priority. An interactive key (streamed, its usual load) alone, then beside a batch of `--batch-lines` lines
    (`x-priority: batch`, a runner keeping 16 in flight and sending again on 429) and a best-effort flood:
-   TTFT p95 both times, and how many batch lines completed.
+   TTFT p95 both times, and how many batch lines completed. The interactive client runs in a process of its
+   own both times, so the batch's and the flood's client (this process) does not delay its reads. Printed, not
+   in the JSON: the engine's own TTFT p95 (from receiving a request to writing its first event), both times.
 3. Cost. bench/gateway.py's instant engine and load at 20 requests/s, through a gateway with the queue on (a
    bound the load never reaches) and off, in turn twice: the p50 difference, and Redis round trips per request.
 
@@ -266,6 +271,7 @@ def fairness(engine: str, workdir: Path, args, *, queue: bool, replicas: int = 1
                                      args.seed))
         log = engine_log(engine)
         return {"gap": max_gap(log, sent, "flood", "steady"), "started": len(log),
+                "sent": sum(len(times) for times in sent.values()),
                 # The engine's sequences busy on average over the run (of --slots): how much of it the order used.
                 "busy_slots": round(sum(entry.get("busy_s", 0) for entry in log) / args.seconds, 2),
                 "served_cost": {name: sum(e["cost"] for e in log if e["user"] == name) for name in ("flood", "steady")},
@@ -453,10 +459,12 @@ def main() -> int:
     print(f"fairness: served cost gap {vtc_gap} through {args.replicas} replicas, {one_gap} through one (VTC's bound "
           f"{2 * largest}); FCFS {fcfs_gap}")
     for name, run in ((f"{args.replicas} replicas", vtc), ("1 replica", one), ("FCFS", fcfs)):
-        answered = max(run["started"], 1)
-        print(f"  {name}: {run['started']} requests started ({run['started'] / args.seconds:.1f}/s), served cost "
-              f"{run['served_cost']}; Redis round trips per request started: {run['round_trips'] / answered:.2f} "
-              f"the requests' own, {run['order_round_trips'] / answered:.2f} the shared order's; order {run['held']}")
+        sent = max(run["sent"], 1)
+        print(f"  {name}: {run['sent']} requests sent, {run['started']} started "
+              f"({run['started'] / args.seconds:.1f}/s, "
+              f"{run['busy_slots']} of the engine's {args.slots} sequences busy on average), served cost "
+              f"{run['served_cost']}; Redis round trips per request sent: {run['round_trips'] / sent:.2f} the "
+              f"requests' own, {run['order_round_trips'] / sent:.2f} the shared order's; order {run['held']}")
     print(f"priority: interactive TTFT p95 {bands['interactive_ttft_p95_s']} s beside the batch and the flood, "
           f"{bands['idle_ttft_p95_s']} s idle; batch {bands['batch_completed']}/{bands['batch_lines']} lines done")
     print(f"  of which the engine's own (request received to first event) p95: {inside['engine_busy_ttft_p95_s']} s "
