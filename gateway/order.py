@@ -1,22 +1,23 @@
 """The shared order of a band across gateway replicas. Each replica holds its own queue (gateway/door.py), but
-with more than one replica a queue's head may go on only when no other flow of its band waits anywhere with a
-smaller tag: its tenant's tag is at most the least tenant tag of every other tenant waiting in the band, and its
-key's tag the least of every other key of its tenant. That is VTC's rule (serve the least-served backlogged
-flow) across replicas.
+with more than one replica a queue's head may go on only when no other flow of its band waits anywhere before
+it: its tenant's least waiting tenant tag is the band's least, and its own key tag is at most the least key tag
+of every other key of its tenant waiting anywhere (ties go). That is VTC's rule (serve the least-served
+backlogged flow) across replicas.
 
 What waits where is in Redis (gateway/order_lua.py): CHECK adds a charged request, and what a replica learns
 comes back on round trips it makes anyway: the request's own CHECK, and the pipeline of settles, which also
-carries the requests let go (`forget`) and the looks (`look`) the door asks for. A replica looks before each
-decision it takes from its queue (a view is `FRESH_S` old at most), so the request that ends and the look at
-who goes next share one round trip. A head that may not go yet waits for a message: a replica that lets a
-request go publishes its band on `<prefix>order`, and a replica waiting on that band looks again; at the
-latest after `POLL_S`. Those looks, and a pipeline that carries nothing but the order, are this module's own
-round trips (`trips`), counted apart from the requests' two.
+carries the requests let go (`forget`), seats moved (`move`) and the looks (`look`) the door asks for. A replica
+looks before each decision it takes from its queue (a view is `FRESH_S` old at most), so the request that ends
+and the look at who goes next share one round trip. A head that may not go yet waits for a message: a replica
+that lets a request go, or lends or gives back seats, publishes the band or the service on `<prefix>order`, and
+a replica waiting on it looks again; at the latest after `POLL_S`. Those looks, and a pipeline that carries
+nothing but the order, are this module's own round trips (`trips`), counted apart from the requests' two.
 
-Work-conserving: a replica whose head waits keeps its place free only while another flow's request, with a
-smaller tag, waits at another replica. That request goes on as soon as its replica has room, or it is shed or
-its client leaves; each of these takes it out of the sets, so a replica never waits for a flow that is not
-backlogged. Lost messages are covered by `POLL_S`, a replica gone by the members' deadlines.
+Work-conserving: a replica whose head may not go lends its free seats (its share of the service's bound) to a
+pool in Redis, in the same look, and a replica whose head may go but has no seat borrows one; a seat moves only
+to a head that may go, decided in the script. The borrower gives it back when its request ends, and the lender
+takes its seats back once its own head may go. So the engines stay busy while the order is kept. Lost messages
+are covered by `POLL_S`, a replica gone by the members' deadlines and the door's longest hold.
 """
 
 from __future__ import annotations
