@@ -107,12 +107,13 @@ class Door:
         return math.ceil(bound / self.replicas)
 
     def saturated(self, service: dict, band: int = LOWEST_BAND + 1) -> bool:
-        """Whether a request of `band` would wait: the service has requests waiting, or no room for the band."""
+        """Whether a request of `band` would wait: requests of its band or a higher one wait, or it has no room. Lower
+        bands waiting do not make it wait: it goes into the room they leave (and costs no fair-share charge)."""
         state = self.services.get(service["id"])
         if state is None or self.share(service) is None:
             return False
         self._observe(state, service)
-        return bool(state.queue) or not state.room(band)
+        return state.queue.waits_from(band) or not state.room(band)
 
     def spare(self, service: dict) -> bool:
         """Whether the service has spare capacity at this replica: room for a lowest-band request."""
@@ -144,7 +145,7 @@ class Door:
         self._fill(state)
         if self.order is None:
             place = None
-        if not state.queue and state.room(band) and place is None:
+        if not state.queue.waits_from(band) and state.room(band) and place is None:
             self._take(state, band)
             return None
         if state.queue.waiting(band) >= (self.lowest_cap if band <= LOWEST_BAND else self.cap):

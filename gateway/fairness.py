@@ -134,6 +134,10 @@ class FairQueue:
     def waiting(self, band: int) -> int:
         return sum(len(t.requests) for t in self._bands.get(band, {}).values())
 
+    def waits_from(self, band: int) -> bool:
+        """Whether a request of `band` or a higher band waits."""
+        return any(waiting >= band for waiting in self._bands)
+
     def counts(self) -> dict[tuple[int, str], int]:
         """Requests waiting per (band, tenant)."""
         return {(b, name): len(t.requests) for b, tenants in self._bands.items() for name, t in tenants.items()}
