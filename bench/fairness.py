@@ -15,9 +15,14 @@ whose `max_outstanding` is those slots.
    (`--replicas`), through one (printed, not in the JSON), and with the queue off (`--no-queue`: FCFS, the order
    of arrival).
    The two flows are two keys of one tenant: a service belongs to one tenant, so keys are what share it.
+   Printed beside the gaps, not in the JSON: requests sent and started, the engine's sequences busy on average
+   (how much of the engine the order used), served cost per flow, and the replicas' Redis round trips per
+   request sent, the requests' own apart from the shared order's (gateway/order.py), with its decisions.
 2. Priority. An interactive key (streamed, its usual load) alone, then beside a batch of `--batch-lines` lines
    (`x-priority: batch`, a runner keeping 16 in flight and sending again on 429) and a best-effort flood:
-   TTFT p95 both times, and how many batch lines completed.
+   TTFT p95 both times, and how many batch lines completed. The interactive client runs in a process of its
+   own both times, so the batch's and the flood's client (this process) does not delay its reads. Printed, not
+   in the JSON: the engine's own TTFT p95 (from receiving a request to writing its first event), both times.
 3. Cost. bench/gateway.py's instant engine and load at 20 requests/s, through a gateway with the queue on (a
    bound the load never reaches) and off, in turn twice: the p50 difference, and Redis round trips per request.
 
@@ -53,6 +58,7 @@ PREFILL_S, DECODE_S = 0.01, 0.005  # the engine: first token after this, then th
 PROMPT_TOKENS = 64  # 4 characters a token, as the gateway estimates
 OUTPUTS = (16, 64)  # output tokens of the fairness flows' requests, drawn uniformly
 KEY_NAMES = ("flood", "steady", "interactive", "batch", "best-effort")
+ORDER_DECISIONS = ("looks", "holds", "overridden", "lent", "borrowed")  # gateway_order_decisions' labels
 
 
 # --- the engine -------------------------------------------------------------------------------------------------
@@ -68,13 +74,16 @@ def serve_engine(port: int, slots: int) -> None:
         return b"data: " + json.dumps(payload).encode() + b"\n\n"
 
     async def complete(request: web.Request) -> web.StreamResponse:
+        received = time.monotonic()
         body = await request.json()
         prompt, output = len(body.get("prompt") or "") // 4, int(body.get("max_tokens") or 16)
         usage = {"prompt_tokens": prompt, "completion_tokens": output, "total_tokens": prompt + output}
         async with gate:  # FIFO: the engine's own waiting queue
-            log.append({"user": body.get("user"), "at": time.monotonic(), "cost": cost(prompt, output)})
+            entry = {"user": body.get("user"), "at": time.monotonic(), "cost": cost(prompt, output)}
+            log.append(entry)
             if not body.get("stream"):
                 await asyncio.sleep(PREFILL_S + output * DECODE_S)
+                entry["busy_s"] = time.monotonic() - entry["at"]
                 return web.json_response({"id": "f", "object": "text_completion", "usage": usage,
                                           "choices": [{"index": 0, "text": "a", "finish_reason": "length"}]})
             response = web.StreamResponse(headers={"content-type": "text/event-stream"})
@@ -82,10 +91,12 @@ def serve_engine(port: int, slots: int) -> None:
             await asyncio.sleep(PREFILL_S)
             first = {"id": "f", "object": "text_completion", "choices": [{"index": 0, "text": "a"}]}
             await response.write(event(first))
+            entry["first_s"] = time.monotonic() - received  # the engine's own TTFT, its queue included
             await asyncio.sleep(output * DECODE_S)
             await response.write(event({"id": "f", "object": "text_completion", "choices": [], "usage": usage}))
             await response.write(b"data: [DONE]\n\n")
             await response.write_eof()
+            entry["busy_s"] = time.monotonic() - entry["at"]
             return response
 
     async def take_log(request: web.Request) -> web.Response:
@@ -237,7 +248,18 @@ async def _fairness(bases, keys, slots: int, seconds: float, steady: int, seed: 
     return clients.sent
 
 
-def fairness(engine: str, workdir: Path, args, *, queue: bool, replicas: int = 1) -> int:
+def metric(base: str, name: str) -> float:
+    """The sum of a /metrics family's samples (0 when the gateway has none)."""
+    from urllib.request import urlopen
+
+    with urlopen(f"{base}/metrics", timeout=5) as response:
+        lines = response.read().decode().splitlines()
+    return sum(float(line.split()[-1]) for line in lines if line.startswith((name + " ", name + "{")))
+
+
+def fairness(engine: str, workdir: Path, args, *, queue: bool, replicas: int = 1) -> dict:
+    """The served-cost gap, and what it took: requests the engine started (both flows), the replicas' Redis
+    round trips (the requests' own and the shared order's) and the order's holds."""
     snap = workdir / f"fair-{queue}-{replicas}.json"
     keys = write_snapshot(snap, engine, args.slots)
     extra = ("--replicas", str(replicas)) if queue else ("--no-queue",)
@@ -247,7 +269,16 @@ def fairness(engine: str, workdir: Path, args, *, queue: bool, replicas: int = 1
     try:
         sent = asyncio.run(_fairness([base for _, base in procs], keys, args.slots, args.seconds, args.steady,
                                      args.seed))
-        return max_gap(engine_log(engine), sent, "flood", "steady")
+        log = engine_log(engine)
+        return {"gap": max_gap(log, sent, "flood", "steady"), "started": len(log),
+                "sent": sum(len(times) for times in sent.values()),
+                # The engine's sequences busy on average over the run (of --slots): how much of it the order used.
+                "busy_slots": round(sum(entry.get("busy_s", 0) for entry in log) / args.seconds, 2),
+                "served_cost": {name: sum(e["cost"] for e in log if e["user"] == name) for name in ("flood", "steady")},
+                "round_trips": sum(metric(base, "gateway_redis_round_trips") for _, base in procs),
+                "order_round_trips": sum(metric(base, "gateway_order_round_trips") for _, base in procs),
+                "held": {decision: sum(metric(base, f'gateway_order_decisions{{decision="{decision}"}}')
+                                       for _, base in procs) for decision in ORDER_DECISIONS}}
     finally:
         for proc, _ in procs:
             gw.stop(proc)
@@ -273,10 +304,36 @@ async def _interactive(clients: Clients, rate: float, seconds: float) -> list[fl
     return ttfts
 
 
-async def _priority(base: str, keys, args) -> dict:
+def measure_interactive(base: str, key: str, rate: float, seconds: float) -> None:
+    """The interactive client as a process of its own: its TTFTs as one JSON list on stdout."""
+    async def run():
+        async with session() as http:
+            return await _interactive(Clients(http, [base], {"interactive": key}), rate, seconds)
+
+    print(json.dumps(asyncio.run(run())))
+
+
+async def _interactive_process(base: str, key: str, args) -> list[float]:
+    """TTFTs measured by a client process of its own, idle and loaded alike: the batch's and the flood's client,
+    in this process, does not delay the interactive client's reads."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "--measure-interactive", base, key, "--interactive-rate", str(args.interactive_rate),
+        "--seconds", str(args.seconds), cwd=ROOT, stdout=asyncio.subprocess.PIPE)
+    out, _ = await proc.communicate()
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
+def engine_ttft_p95(log: list[dict]) -> float | None:
+    """The engine's own TTFT p95 for the interactive requests of `log`: from receiving one to its first event."""
+    return p95([entry["first_s"] for entry in log if entry["user"] == "interactive" and "first_s" in entry])
+
+
+async def _priority(base: str, engine: str, keys, args) -> tuple[dict, dict]:
     async with session() as http:
         clients = Clients(http, [base], keys)
-        idle = await _interactive(clients, args.interactive_rate, args.seconds)
+        await asyncio.to_thread(engine_log, engine)
+        idle = await _interactive_process(base, keys["interactive"], args)
+        idle_engine = engine_ttft_p95(await asyncio.to_thread(engine_log, engine))
         lines = list(range(args.batch_lines))
         done = 0
         window_ends = time.monotonic() + args.batch_window
@@ -295,19 +352,20 @@ async def _priority(base: str, keys, args) -> dict:
         batch = asyncio.gather(*(runner() for _ in range(16)))
         flood = asyncio.ensure_future(open_loop(args.flood_rate, args.seconds, lambda: clients.send(
             "best-effort", 8, priority="best-effort")))
-        busy = await _interactive(clients, args.interactive_rate, args.seconds)
+        busy = await _interactive_process(base, keys["interactive"], args)
+        busy_engine = engine_ttft_p95(await asyncio.to_thread(engine_log, engine))
         await flood
         await batch
-    return {"interactive_ttft_p95_s": p95(busy), "idle_ttft_p95_s": p95(idle), "batch_lines": args.batch_lines,
-            "batch_completed": done}
+    return ({"interactive_ttft_p95_s": p95(busy), "idle_ttft_p95_s": p95(idle), "batch_lines": args.batch_lines,
+             "batch_completed": done}, {"engine_idle_ttft_p95_s": idle_engine, "engine_busy_ttft_p95_s": busy_engine})
 
 
-def priority(engine: str, workdir: Path, args) -> dict:
+def priority(engine: str, workdir: Path, args) -> tuple[dict, dict]:
     snap = workdir / "priority.json"
     keys = write_snapshot(snap, engine, args.priority_slots)
     proc, base = gw.start_gateway(snap, f"bench:{uuid.uuid4().hex}:", None, "--queue-cap", "1000")
     try:
-        return asyncio.run(_priority(base, keys, args))
+        return asyncio.run(_priority(base, engine, keys, args))
     finally:
         gw.stop(proc)
 
@@ -368,9 +426,13 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", action="store_true", help="one JSON object as the last line")
     parser.add_argument("--serve-engine", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--measure-interactive", nargs=2, metavar=("BASE", "KEY"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_engine:
         serve_engine(args.serve_engine, args.slots)
+        return 0
+    if args.measure_interactive:
+        measure_interactive(*args.measure_interactive, args.interactive_rate, args.seconds)
         return 0
     if min(args.seconds, args.slots, args.replicas, args.steady, args.batch_lines, args.batch_window,
            args.interactive_rate, args.flood_rate, args.cost_seconds) <= 0:
@@ -379,13 +441,14 @@ def main() -> int:
     try:
         # An engine each: one left with a backlog (aiohttp runs a handler whose client left) would skew the next.
         with engine_process(args.slots) as engine:
-            fcfs_gap = fairness(engine, workdir, args, queue=False)
+            fcfs = fairness(engine, workdir, args, queue=False)
         with engine_process(args.slots) as engine:
-            vtc_gap = fairness(engine, workdir, args, queue=True, replicas=args.replicas)
+            vtc = fairness(engine, workdir, args, queue=True, replicas=args.replicas)
         with engine_process(args.slots) as engine:
-            one_gap = fairness(engine, workdir, args, queue=True)
+            one = fairness(engine, workdir, args, queue=True)
+        fcfs_gap, vtc_gap, one_gap = fcfs["gap"], vtc["gap"], one["gap"]
         with engine_process(args.priority_slots) as engine:
-            bands = priority(engine, workdir, args)
+            bands, inside = priority(engine, workdir, args)
         added, trips = cost_of_queue(workdir, args.cost_seconds)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -395,8 +458,17 @@ def main() -> int:
            "gateway_replicas": args.replicas}
     print(f"fairness: served cost gap {vtc_gap} through {args.replicas} replicas, {one_gap} through one (VTC's bound "
           f"{2 * largest}); FCFS {fcfs_gap}")
+    for name, run in ((f"{args.replicas} replicas", vtc), ("1 replica", one), ("FCFS", fcfs)):
+        sent = max(run["sent"], 1)
+        print(f"  {name}: {run['sent']} requests sent, {run['started']} started "
+              f"({run['started'] / args.seconds:.1f}/s, "
+              f"{run['busy_slots']} of the engine's {args.slots} sequences busy on average), served cost "
+              f"{run['served_cost']}; Redis round trips per request sent: {run['round_trips'] / sent:.2f} the "
+              f"requests' own, {run['order_round_trips'] / sent:.2f} the shared order's; order {run['held']}")
     print(f"priority: interactive TTFT p95 {bands['interactive_ttft_p95_s']} s beside the batch and the flood, "
           f"{bands['idle_ttft_p95_s']} s idle; batch {bands['batch_completed']}/{bands['batch_lines']} lines done")
+    print(f"  of which the engine's own (request received to first event) p95: {inside['engine_busy_ttft_p95_s']} s "
+          f"beside the batch and the flood, {inside['engine_idle_ttft_p95_s']} s idle")
     print(f"cost: p50 {added:+} ms with the queue at no load; {trips} Redis round trips per request")
     if args.json:
         print(json.dumps(out))

@@ -22,11 +22,12 @@ from gateway.batch_vocab import BATCH_PRIORITY, PRIORITY_HEADER
 from gateway.door import QUEUE_FULL, Door
 from gateway.door_report import report_loop
 from gateway.errors import error_body
-from gateway.fairness import DEFAULT_BAND, DEFAULT_WEIGHT, band_of
+from gateway.fairness import DEFAULT_BAND, DEFAULT_WEIGHT, LOWEST_BAND, band_of
 from gateway.gauges import queue_families, usage_gauges
 from gateway.limits import Decision, Flow, RequestLimiter, completion_tokens, estimate_tokens
 from gateway.metering import UsageWriter
 from gateway.names import answer_headers, choose
+from gateway.order import DEADLINE_MARGIN_S
 from gateway.prefix import Prompt
 from gateway.snapshot import SnapshotFile
 from gateway.upstream import Upstreams, Usage
@@ -47,6 +48,8 @@ class Gateway:
                  door: Door | None = None):
         self.snapshot = snapshot
         self.door = door or Door(enabled=False)
+        if self.door.enabled and self.door.replicas > 1 and limiter.order is not None:
+            self.door.share_order(limiter.order)  # one order for the replicas' queues
         self.usage = usage
         self.upstreams = upstreams or Upstreams()
         self.activator = activator or Activator(None)
@@ -124,6 +127,8 @@ class Gateway:
                     self.runner.start()
                 loop = asyncio.get_running_loop()
                 watching = [loop.create_task(self.door.watch_loop())]
+                if self.door.order is not None:
+                    watching.append(loop.create_task(self.door.order.listen()))
                 if self.activator.redis is not None:
                     watching.append(loop.create_task(report_loop(self.door, self.activator.redis,
                                                                  self.activator.replica)))
@@ -247,8 +252,14 @@ class Gateway:
             return CLIENT_GONE, JSON, b""
         return answer
 
+    def _prefilled(self, meter: dict) -> None:
+        if meter.pop("prefilled", None) is not None:
+            meter["usage"].on_first = None
+            self.door.prefilled(meter["door"][0])
+
     def _record(self, key: dict, meter: dict, status: int, started: float) -> None:
         usage: Usage = meter["usage"]
+        self._prefilled(meter)  # ended without a first token (not streamed, refused, gone): counted as come
         if meter.get("door") is not None:
             self.door.leave(*meter["door"])  # its place at the service goes to the next in line
         if "in_flight" in meter:
@@ -304,9 +315,13 @@ class Gateway:
             # the request costs the round trips it did before (none for a key and tenant without limits). A
             # flow's counter is lifted to the band's virtual time when it next waits, so nothing is banked.
             # VTC's cost: the prompt once and the output twice (estimate_tokens counts the output once).
+            # With more than one replica the request also waits in the band's shared order, at most as long as
+            # it may wait at the door.
+            wait_s = max(self.door.band_ttl(band), self.activator.max_wait) + DEADLINE_MARGIN_S
             flow = Flow(f"fair:{service['id']}:{band}", str(key["tenant_id"]), str(key["id"]),
                         int((tenant or {}).get("weight") or DEFAULT_WEIGHT),
-                        tokens + completion_tokens(demand, self.limiter.default_max_tokens))
+                        tokens + completion_tokens(demand, self.limiter.default_max_tokens),
+                        int(wait_s * 1000) if self.door.order is not None else 0)
         decision = await self.limiter.check({f"key:{key['id']}": key, f"tenant:{key['tenant_id']}": tenant},
                                             tokens, flow)
         limit_headers = [*ratelimit_headers(decision), *answer_headers(service, rule)]
@@ -321,17 +336,20 @@ class Gateway:
         # hashed by the usage writer's thread off the request path.
         meter["prompt"] = Prompt(request, endpoint.required)
         await self.waker.wake_if_asleep(service)  # a service put to sleep instead of zero (gateway/wake.py)
-        tags = decision.tags if flow else None
+        tags, place = (decision.tags, decision.place) if flow else (None, None)
         if self.activator.should_hold(service):  # the waiting room: the same queue, its own time-to-live
             waiting = self.door.enter(service, band, str(key["tenant_id"]), tags, meter,
-                                      wake_ttl=self.activator.max_wait)
+                                      wake_ttl=self.activator.max_wait, place=place)
             shed = await self.activator.hold(service["id"], waiting, lambda: self.door.tick(self.routing().service))
             service = self.routing().service(service["id"]) or service
         else:
-            shed = await self.door.enter(service, band, str(key["tenant_id"]), tags, meter)
+            shed = await self.door.enter(service, band, str(key["tenant_id"]), tags, meter, place=place)
         if shed is not None:
             return self._shed(shed, band, meter, limit_headers)
-        meter["door"] = service["id"], band
+        meter["door"] = service["id"], band, meter.pop("borrowed", False)
+        if band > LOWEST_BAND:  # the lowest band waits for this request's first token (gateway/door.py)
+            self.door.prefill(service["id"])
+            meter["usage"].on_first = meter["prefilled"] = lambda: self._prefilled(meter)
         if "queued_s" in meter:
             self.queue_seconds.observe(meter["queued_s"])
         return await self.upstreams.forward(service, scope["path"], request, dict(scope["headers"]), meter["usage"],

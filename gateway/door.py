@@ -6,6 +6,10 @@ share of the service's bound: the snapshot's `max_outstanding` (its ready engine
 engine runs at once, `max_num_seqs`) over the gateway replicas. A service without a bound is never
 saturated: its requests go straight on, as they always did. A request that ends hands its place to the
 next in line, so the order of service is the queue's, not the order of arrival.
+
+With more than one replica, a head charged in Redis goes on only when the band's shared order allows it
+(gateway/order.py): no other flow waits at another replica with a smaller tag. A head held so waits at most
+HOLD_MAX_S, then goes anyway: a replica gone without taking its requests out of the order cannot stop the others.
 """
 
 from __future__ import annotations
@@ -27,10 +31,12 @@ UNCHARGED = Tags(2**62, 2**62)
 HEADROOM_FRACTION = 4
 KV_FULL = 0.9
 # Nor while this replica's event loop runs late (its CPU taken): every request it carries would wait for it, the
-# interactive ones included. The loop's lateness is looked at every LOOK_S; a late look counts at once, and its
-# memory fades by half each look.
+# interactive ones included. Nor while a higher-band request let through here waits for its first token: a batch
+# line started then would share the engine's next steps, and this replica's CPU, with that request's prefill.
+# The loop's lateness is looked at every LOOK_S; a late look counts at once, and its memory fades by half each look.
 LOOK_S = 0.01
 LATE_S = 0.003
+HOLD_MAX_S = 2.0
 
 
 @dataclass
@@ -42,6 +48,13 @@ class _Service:
     busy_gateway: bool = False  # this replica's event loop runs late
     asleep: bool = False  # a service to wake, with no ready engine: its requests wait in the waiting room
     queue: FairQueue = field(default_factory=FairQueue)
+    sid: int = 0
+    looking: bool = False  # the shared order is being looked at for the head
+    held_since: float | None = None  # when the shared order first held the present head back
+    lent: int = 0  # seats of this replica's share lent to the other replicas (gateway/order.py)
+    borrowed: int = 0  # of those outstanding, on seats borrowed from another replica
+    offered: bool = False  # another replica lent or gave back seats since this one last tried to borrow
+    prefilling: int = 0  # higher-band requests let through whose first token has not come back yet
 
     def room(self, band: int) -> bool:
         """Whether one more request of `band` may go on now."""
@@ -49,10 +62,18 @@ class _Service:
             return False
         if self.bound is None:
             return True
+        used = self.outstanding - self.borrowed + self.lent  # this replica's own seats in use or lent
         if band > LOWEST_BAND:
-            return self.outstanding < self.bound
-        return (not self.busy_engines and not self.busy_gateway
-                and self.outstanding < self.bound - self.bound // HEADROOM_FRACTION)
+            return used < self.bound
+        return (not self.busy_engines and not self.busy_gateway and not self.prefilling
+                and used < self.bound - self.bound // HEADROOM_FRACTION)
+
+    def free(self, band: int) -> int:
+        """Seats of this replica's share a request of `band` could take now."""
+        if not self.room(band):
+            return 0
+        top = self.bound if band > LOWEST_BAND else self.bound - self.bound // HEADROOM_FRACTION
+        return top - (self.outstanding - self.borrowed + self.lent)
 
 
 class Door:
@@ -62,6 +83,21 @@ class Door:
         self.cap, self.ttl, self.lowest_ttl, self.lowest_cap, self.enabled = cap, ttl, lowest_ttl, lowest_cap, enabled
         self.services: dict[int, _Service] = {}
         self.shed: dict[str, int] = {QUEUE_FULL: 0, QUEUE_TIMEOUT: 0}  # only grow
+        self.order = None  # gateway.order.SharedOrder, with more than one replica and Redis (`share_order`)
+        # The shared order's decisions here (only grow): heads looked at, held back, let go after HOLD_MAX_S; seats
+        # lent and borrowed.
+        self.held = {"looks": 0, "holds": 0, "overridden": 0, "lent": 0, "borrowed": 0}
+
+    def share_order(self, order) -> None:
+        """Hold the queues' heads to `order`, the band's order across the replicas."""
+        self.order = order
+        order.on_seats = self._offered
+
+    def _offered(self, service_id: int) -> None:
+        state = self.services.get(service_id)
+        if state is not None and state.queue:
+            state.offered = True
+            self._fill(state)
 
     def share(self, service: dict) -> int | None:
         """This replica's share of the service's bound, or None when it has none (or the queue is off)."""
@@ -71,12 +107,13 @@ class Door:
         return math.ceil(bound / self.replicas)
 
     def saturated(self, service: dict, band: int = LOWEST_BAND + 1) -> bool:
-        """Whether a request of `band` would wait: the service has requests waiting, or no room for the band."""
+        """Whether a request of `band` would wait: requests of its band or a higher one wait, or it has no room. Lower
+        bands waiting do not make it wait: it goes into the room they leave (and costs no fair-share charge)."""
         state = self.services.get(service["id"])
         if state is None or self.share(service) is None:
             return False
         self._observe(state, service)
-        return bool(state.queue) or not state.room(band)
+        return state.queue.waits_from(band) or not state.room(band)
 
     def spare(self, service: dict) -> bool:
         """Whether the service has spare capacity at this replica: room for a lowest-band request."""
@@ -96,65 +133,163 @@ class Door:
         return self.lowest_ttl if band <= LOWEST_BAND else self.ttl
 
     async def enter(self, service: dict, band: int, tenant: str, tags: Tags | None, meter: dict, *,
-                    wake_ttl: float | None = None) -> str | None:
+                    wake_ttl: float | None = None, place=None) -> str | None:
         """Wait for the service's turn: None once the request may go on (it then holds a place until `leave`),
         else why it was shed. Cancelled (its client left), it leaves the queue. With `wake_ttl` the service is
         asleep (gateway/activation.py): the request waits in the same queue until a snapshot shows it ready
-        (`tick`), for at most `wake_ttl` seconds, the waiting room's time-to-live."""
-        state = self.services.setdefault(service["id"], _Service())
+        (`tick`), for at most `wake_ttl` seconds, the waiting room's time-to-live. `place`: the request's member in
+        its band's shared order (gateway/order.py), which it leaves however it leaves the queue."""
+        state = self.services.setdefault(service["id"], _Service(sid=service["id"]))
         state.asleep = state.asleep or wake_ttl is not None
         self._observe(state, service)
         self._fill(state)
-        if not state.queue and state.room(band):
+        if self.order is None:
+            place = None
+        if not state.queue.waits_from(band) and state.room(band) and place is None:
             self._take(state, band)
             return None
         if state.queue.waiting(band) >= (self.lowest_cap if band <= LOWEST_BAND else self.cap):
             self.shed[QUEUE_FULL] += 1
+            self._forget(place)
             return QUEUE_FULL
         turn = asyncio.get_running_loop().create_future()
         # A request checked before the service saturated carries no tags: it waits behind those that do.
-        state.queue.push(turn, band, tenant, tags if tags is not None else UNCHARGED)
+        state.queue.push(turn, band, tenant, tags if tags is not None else UNCHARGED, place)
         self._fill(state)  # a higher band than the lowest waiting may go on into the headroom at once
+        if place is not None and state.looking and state.queue.peek()[0] is turn:
+            self.order.hurry(place.counters)  # a look held for the head before this one: this one may go
         if turn.done():
+            meter["borrowed"] = turn.result()
             return None
         started = time.monotonic()
         try:
-            await asyncio.wait_for(turn, wake_ttl if wake_ttl is not None else self.band_ttl(band))
+            meter["borrowed"] = await asyncio.wait_for(turn, wake_ttl if wake_ttl is not None else self.band_ttl(band))
         except TimeoutError:
-            state.queue.remove(turn)
+            if state.queue.remove(turn):
+                self._forget(place)
             self.shed[QUEUE_TIMEOUT] += 1
             return QUEUE_TIMEOUT
         except asyncio.CancelledError:
-            if not state.queue.remove(turn) and turn.done() and not turn.cancelled():
-                self.leave(service["id"], band)  # its place was handed over as it left: passed on
+            if state.queue.remove(turn):
+                self._forget(place)
+            elif turn.done() and not turn.cancelled():
+                self.leave(service["id"], band, turn.result())  # its place was handed over as it left: passed on
             raise
         finally:
             meter["queued_s"] = time.monotonic() - started
         return None
 
-    def leave(self, service_id: int, band: int) -> None:
-        """A request of `band` let through has ended: its place goes to the next in line."""
+    def prefill(self, service_id: int) -> None:
+        """A higher-band request let through is waiting for its first token: nothing starts in the lowest band
+        until it comes (`prefilled`)."""
+        if (state := self.services.get(service_id)) is not None:
+            state.prefilling += 1
+
+    def prefilled(self, service_id: int) -> None:
+        """Its first token came (or it ended without one)."""
+        if (state := self.services.get(service_id)) is not None:
+            state.prefilling = max(0, state.prefilling - 1)
+            self._fill(state)
+
+    def leave(self, service_id: int, band: int, borrowed: bool = False) -> None:
+        """A request of `band` let through has ended: its place goes to the next in line (a borrowed seat back to
+        the replicas)."""
         state = self.services.get(service_id)
         if state is None:
             return
         state.outstanding = max(0, state.outstanding - 1)
+        if borrowed and state.borrowed > 0:
+            state.borrowed -= 1
+            self.order.move(service_id, 1)
         if band <= LOWEST_BAND:
             state.lowest = max(0, state.lowest - 1)
         self._fill(state)
 
     @staticmethod
-    def _take(state: _Service, band: int) -> None:
+    def _take(state: _Service, band: int, borrowed: bool = False) -> None:
         state.outstanding += 1
+        state.borrowed += borrowed
         if band <= LOWEST_BAND:
             state.lowest += 1
 
+    def _forget(self, place) -> None:
+        if place is not None and self.order is not None:
+            self.order.forget(place)
+
     def _fill(self, state: _Service) -> None:
-        # The highest band waiting goes first; the lowest band only onto spare capacity.
-        while state.queue and state.room(state.queue.top_band()):
-            band, turn = state.queue.top_band(), state.queue.pop()
-            if not turn.done():
-                self._take(state, band)
-                turn.set_result(True)
+        # The highest band waiting goes first; the lowest band only onto spare capacity; with more than one
+        # replica, a charged head only when the band's shared order allows it.
+        while state.queue:
+            band = state.queue.top_band()
+            turn, tags, place = state.queue.peek()
+            if place is not None and not turn.done():
+                if not self._may_go(state, band, place, tags):
+                    return
+            elif not state.room(band):
+                return
+            self._go(state, band)
+
+    def _go(self, state: _Service, band: int, borrowed: bool = False) -> None:
+        turn, _, place = state.queue.peek()
+        state.queue.pop()
+        state.held_since = None
+        self._forget(place)
+        if not turn.done():
+            self._take(state, band, borrowed)
+            turn.set_result(borrowed)
+        elif borrowed:
+            self.order.move(state.sid, 1)  # the head left as its seat came: the seat goes back
+
+    def _may_go(self, state: _Service, band: int, place, tags: Tags) -> bool:
+        """Whether the shared order lets the head go on a seat of this replica's share. When it cannot say, the
+        head is looked at; when it says wait, this replica lends its free seats and the head is looked at
+        again once another replica moves (a message) or after POLL_S; with no free seat, the head borrows one
+        lent by another replica, or takes back the seats this one lent, if the order lets it go."""
+        if state.looking:
+            return False
+        if state.lent and state.held_since and time.monotonic() - state.held_since >= HOLD_MAX_S:
+            self.order.move(state.sid, -state.lent)  # held too long: the seats lent come back, free or not
+            state.lent = 0
+        room = state.room(band)
+        verdict = self.order.allows(place, tags) if room else None
+        if verdict is True:
+            return True
+        held = verdict is False or (not room and state.lent > 0)
+        if verdict is False:
+            now = time.monotonic()
+            state.held_since = state.held_since or now
+            if now - state.held_since >= HOLD_MAX_S:
+                self.held["overridden"] += 1
+                return True
+            self.held["holds"] += 1
+            if (free := state.free(band)) > 0 and band > LOWEST_BAND:
+                state.lent += free
+                self.held["lent"] += free
+                self.order.move(state.sid, free)
+        elif not room and not held:
+            if not state.offered or band <= LOWEST_BAND or state.asleep or state.bound is None:
+                return False
+            state.offered = False
+        self.held["looks"] += 1
+
+        def looked(answer) -> None:
+            state.looking = False
+            state.lent += answer.lent - answer.taken
+            self.held["lent"] += answer.lent
+            if answer.borrowed:
+                self.held["borrowed"] += 1
+                if state.queue:
+                    self._go(state, state.queue.top_band(), borrowed=True)
+                else:
+                    self.order.move(state.sid, 1)
+            self._fill(state)
+
+        state.looking = True
+        room = state.room(band)  # after any seats lent
+        self.order.look(place, tags, looked, held=held, borrow=not room and state.lent == 0,
+                        reclaim=state.lent if not room else 0,
+                        lend=state.free(band) if room and band > LOWEST_BAND else 0)
+        return False
 
     async def watch_loop(self) -> None:
         """Runs for the app's life: how late the event loop is, and the lowest band held while it is late."""

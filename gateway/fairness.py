@@ -134,14 +134,19 @@ class FairQueue:
     def waiting(self, band: int) -> int:
         return sum(len(t.requests) for t in self._bands.get(band, {}).values())
 
+    def waits_from(self, band: int) -> bool:
+        """Whether a request of `band` or a higher band waits."""
+        return any(waiting >= band for waiting in self._bands)
+
     def counts(self) -> dict[tuple[int, str], int]:
         """Requests waiting per (band, tenant)."""
         return {(b, name): len(t.requests) for b, tenants in self._bands.items() for name, t in tenants.items()}
 
-    def push(self, item, band: int, tenant: str, tags: Tags) -> None:
+    def push(self, item, band: int, tenant: str, tags: Tags, place=None) -> None:
+        """`place`: anything the caller wants back with the item from `peek` (its member in the shared order)."""
         arrival = next(self._arrival)
         flow = self._bands.setdefault(band, {}).setdefault(tenant, _Tenant())
-        entry = (tags.key, arrival, id(item), item)
+        entry = (tags.key, arrival, id(item), item, place)
         bisect.insort(flow.tags, (tags.tenant, arrival))
         bisect.insort(flow.requests, entry)
         self._where[id(item)] = (band, tenant, entry)
@@ -150,14 +155,27 @@ class FairQueue:
         """The band served next, or None when nothing waits."""
         return max(self._bands) if self._bands else None
 
+    def _next(self) -> tuple[int, str]:
+        band = max(self._bands)
+        tenants = self._bands[band]
+        return band, min(tenants, key=lambda name: tenants[name].tags[0])
+
+    def peek(self) -> tuple | None:
+        """The next request to serve as (item, its tags, its place), or None. Its tenant tag is its tenant's least
+        waiting one here: the tenant's place in line, which a request that leaves passes on."""
+        if not self._bands:
+            return None
+        band, tenant = self._next()
+        flow = self._bands[band][tenant]
+        entry = flow.requests[0]
+        return entry[3], Tags(flow.tags[0][0], entry[0]), entry[4]
+
     def pop(self):
         """The next request to serve, or None."""
         if not self._bands:
             return None
-        band = max(self._bands)
-        tenants = self._bands[band]
-        tenant = min(tenants, key=lambda name: tenants[name].tags[0])
-        flow = tenants[tenant]
+        band, tenant = self._next()
+        flow = self._bands[band][tenant]
         flow.tags.pop(0)
         entry = flow.requests.pop(0)
         del self._where[id(entry[3])]

@@ -18,6 +18,14 @@ def queue_families(registry: CollectorRegistry, door) -> tuple[Gauge, Histogram,
     Gauge("gateway_queue_saturated_services", "Services at this replica's share of their bound.",
           registry=registry).set_function(
         lambda: sum(1 for s in door.services.values() if s.bound is not None and s.outstanding >= s.bound))
+    Gauge("gateway_order_round_trips", "Redis round trips of the shared order's own since start: looks at a band "
+          "for a head, and pipelines that carried only requests let go (only grows).", registry=registry,
+          ).set_function(lambda: door.order.trips if door.order is not None else 0)
+    decisions = Gauge("gateway_order_decisions", "Heads the shared order looked at before they went, held back for "
+                      "another replica's flow, or let go after the longest hold, since start (only grow).",
+                      ["decision"], registry=registry)
+    for decision in door.held:
+        decisions.labels(decision).set_function(lambda decision=decision: door.held[decision])
     return waiting, seconds, shed
 
 

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 import redis
 import redis.asyncio
 
-from gateway import limits_lua
+from gateway import limits_lua, order_lua
 from gateway.fairness import SCALE, Tags, VirtualCounters
 from gateway.fairness import cost as vtc_cost
 from gateway.limits_local import LocalLimits
+from gateway.order import Place, SharedOrder
 from gateway.validation import Demand
 
 log = logging.getLogger("gateway.limits")
@@ -54,6 +55,7 @@ class Flow:
     key: str
     weight: int
     cost: int
+    wait_ms: int = 0  # > 0: the request may wait that long, in its band's shared order (gateway/order.py)
 
 
 @dataclass
@@ -79,6 +81,7 @@ class Decision:
     shared: bool  # False when the answer came from this replica's own fallback
     budget_left: dict = field(default_factory=dict)  # scope → tokens left this month, for scopes with a budget
     tags: Tags = field(default_factory=Tags)  # the request's start tags in its flow's counters (zeros without a flow)
+    place: Place | None = None  # its member in the band's shared order, when its flow has a wait_ms
 
 
 def estimate_tokens(request: dict, demand: Demand, default_max_tokens: int) -> int:
@@ -129,6 +132,7 @@ class RequestLimiter:
             socket_connect_timeout=1.0)) if url else None
         self._check = self.client.register_script(limits_lua.CHECK) if self.client else None
         self._settle = self.client.register_script(limits_lua.SETTLE) if self.client else None
+        self._look = self.client.register_script(order_lua.LOOK) if self.client else None
         self.local = LocalLimits(WINDOW_MS)
         self.redis_ok = self.client is not None
         self.round_trips = 0
@@ -137,6 +141,9 @@ class RequestLimiter:
         self._settles: list = []  # (keys, args, future) waiting for the next pipeline
         self._unsettled: set[asyncio.Future] = set()  # settles queued or sent, not yet answered
         self._counters: dict[str, VirtualCounters] = {}  # fair-share counters while Redis is away
+        self._sending = False  # a pipeline is scheduled and has not taken what is queued yet
+        # Who goes next across replicas (gateway/order.py), riding on the pipeline of settles.
+        self.order = SharedOrder(self.client, prefix, self.trip) if self.client else None
 
     async def check(self, scopes: dict[str, dict | None], tokens: int, flow: Flow | None = None) -> Decision:
         """Take one request, `tokens` reserved tokens and one lease from every limit of every scope (name →
@@ -157,13 +164,18 @@ class RequestLimiter:
         budget_left = {name: left for name, left in zip(limits, answer[9:9 + len(limits)], strict=True) if left >= 0}
         if shared:
             self._last_budget_left.update(budget_left)
-        tags = Tags()
+        tags, place, at = Tags(), None, 9 + len(limits)
         if allowed and flow is not None:
-            tags = Tags(*(int(tag) for tag in answer[-2:])) if shared else self._local_counters(flow).charge(
+            tags = Tags(*(int(tag) for tag in answer[at:at + 2])) if shared else self._local_counters(flow).charge(
                 flow.tenant, flow.key, flow.cost, flow.weight)
+            if shared and flow.wait_ms > 0 and self.order is not None:
+                member = answer[at + 2]
+                place = Place(flow.counters, flow.tenant, flow.key,
+                              member.decode() if isinstance(member, bytes) else str(member))
+                self.order.saw(place, answer[at + 3:at + 11])
         reservation = Reservation(rid, tokens, month, limits, shared, flow=flow, tags=tags) if allowed else None
         return Decision(bool(allowed), limits_lua.REASONS[reason], retry, _window(*windows[:3]),
-                        _window(*windows[3:]), reservation, shared, budget_left, tags)
+                        _window(*windows[3:]), reservation, shared, budget_left, tags, place)
 
     def _local_counters(self, flow: Flow) -> VirtualCounters:
         return self._counters.setdefault(flow.counters, VirtualCounters())
@@ -204,9 +216,14 @@ class RequestLimiter:
         self._settles.append((keys, args, done))
         self._unsettled.add(done)
         done.add_done_callback(self._unsettled.discard)
-        if len(self._settles) == 1:
-            asyncio.get_running_loop().create_task(self._send_settles())
+        self.trip()
         return done
+
+    def trip(self) -> None:
+        """A pipeline soon, for what is queued by the end of this turn of the event loop."""
+        if not self._sending:
+            self._sending = True
+            asyncio.get_running_loop().create_task(self._send_settles())
 
     async def drain(self) -> None:
         """Wait for every settle queued so far."""
@@ -217,13 +234,23 @@ class RequestLimiter:
         """Every settle queued by the time this runs, in one pipeline: one round trip for all the requests
         that ended in the same turn of the event loop."""
         await asyncio.sleep(0)
+        self._sending = False
         batch, self._settles = self._settles, []
+        boarding = self.order.board() if self.order is not None else None
+        if not batch and boarding is None:
+            return
+        answers = None
         try:
             async with self.client.pipeline(transaction=False) as pipe:
                 for keys, args, _ in batch:
                     await self._settle(keys=keys, args=args, client=pipe)
-                self.round_trips += 1
-                await pipe.execute()
+                if boarding is not None:
+                    await self._look(keys=boarding[0], args=boarding[1], client=pipe)
+                if batch:
+                    self.round_trips += 1
+                else:
+                    self.order.trips += 1
+                answers = await pipe.execute()
         except redis.RedisError as exc:
             # The leases lapse by themselves; the reservations stay counted in their windows and budgets.
             log.warning("redis unreachable at settle (%s): %d reservations kept as reserved", exc, len(batch))
@@ -231,6 +258,8 @@ class RequestLimiter:
             for *_, done in batch:
                 if not done.done():
                     done.set_result(None)
+            if boarding is not None:
+                self.order.landed(boarding[2], answers[-1] if answers else None)
 
     async def close(self) -> None:
         if self.client is not None:
@@ -247,6 +276,9 @@ class RequestLimiter:
         if flow is not None:
             keys.append(self.prefix + flow.counters)
             args += [flow.tenant, flow.key, flow.cost * SCALE, flow.weight, FAIR_TTL_S]
+            if flow.wait_ms > 0 and self.order is not None:
+                keys += self.order.sets(flow.counters, flow.tenant)
+                args.append(flow.wait_ms)
         try:
             self.round_trips += 1
             answer = await self._check(keys=keys, args=args)

@@ -19,6 +19,8 @@ virtual times up to the tags: fair share costs no round trip of its own.
 
 from __future__ import annotations
 
+from gateway.order_lua import TOP
+
 KEYS_PER_SCOPE = 5
 SETTLE_KEYS_PER_SCOPE = 4  # t, th, c, b
 REASONS = {0: None, 1: "requests", 2: "tokens", 3: "concurrency", 4: "budget"}
@@ -28,8 +30,10 @@ REASONS = {0: None, 1: "requests", 2: "tokens", 3: "concurrency", 4: "budget"}
 # Returns {allowed, reason, retry ms, rpm limit, rpm remaining, rpm reset ms, tpm limit, tpm remaining,
 # tpm reset ms, budget left per scope (-1 = none)...}; a limit of -1 means no such limit applies.
 # With the counters' key: ARGV then ends with tenant, key, cost x SCALE, tenant weight, counters' ttl s, and the
-# answer with the tenant tag and the key tag (0, 0 when refused).
-CHECK = """
+# answer with the tenant tag and the key tag (0, 0 when refused). After the counters' key may come the band's
+# two waiting sets (gateway/order_lua.py) and after the counters' ttl a wait in ms: the request, charged, then
+# waits in both sets until that deadline, and the answer ends with its member and the sets' TOP (8 values).
+CHECK = TOP + """
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local window, id, cost = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
@@ -154,11 +158,26 @@ if reason == 0 and fair then
   tags[2] = advance('k:' .. ARGV[a + 2], tonumber(redis.call('HGET', fair, 'v:' .. ARGV[a + 1]) or 0), 1)
   redis.call('EXPIRE', fair, tonumber(ARGV[a + 5]))
 end
+local place = {}
+local waiting = KEYS[scopes * 5 + 2]
+if reason == 0 and waiting then
+  local a = 5 + scopes * 4
+  local tenant_set, ttl = KEYS[scopes * 5 + 3], tonumber(ARGV[a + 5])
+  local member = ARGV[a + 1] .. ' ' .. ARGV[a + 2] .. ' ' .. (now + tonumber(ARGV[a + 6])) .. ' ' .. id
+  redis.call('ZADD', waiting, tags[1], member)
+  redis.call('ZADD', tenant_set, tags[2], member)
+  redis.call('EXPIRE', waiting, ttl)
+  redis.call('EXPIRE', tenant_set, ttl)
+  place = {member}
+  for _, value in ipairs(top(waiting, 1, now)) do place[#place + 1] = value end
+  for _, value in ipairs(top(tenant_set, 2, now)) do place[#place + 1] = value end
+end
 if req[2] < 0 then req[2] = 0 end
 if tok[2] < 0 then tok[2] = 0 end
 local out = {reason == 0 and 1 or 0, reason, retry, req[1], req[2], req[3], tok[1], tok[2], tok[3]}
 for s = 1, scopes do out[#out + 1] = left[s] end
 if fair then out[#out + 1] = tags[1]; out[#out + 1] = tags[2] end
+for _, value in ipairs(place) do out[#out + 1] = value end
 return out
 """
 

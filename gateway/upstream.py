@@ -44,6 +44,7 @@ class Usage:
     upstream_s: float = 0.0  # waiting on the upstream before the answer could start (a whole body if not streamed)
     streamed: bool = False
     disconnected: bool = False
+    on_first: Callable[[], None] | None = None  # called once, when the first bytes of a stream come back
 
     def read(self, usage: dict | None) -> None:
         if not isinstance(usage, dict):
@@ -207,6 +208,8 @@ class Stream:
             async for chunk in self.response.content.iter_any():
                 if usage.ttft_ms is None:
                     usage.ttft_ms = (time.monotonic() - self.started) * 1000
+                    if usage.on_first is not None:
+                        usage.on_first()
                 pending += chunk
                 end = pending.rfind(b"\n\n")
                 if end < 0:

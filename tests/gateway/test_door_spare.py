@@ -25,8 +25,9 @@ def test_the_lowest_band_leaves_a_quarter_of_the_share_to_the_higher_bands():
         seventh = asyncio.ensure_future(door.enter(service, LOWEST_BAND, "t", None, {}))
         await settle_loop()
         assert not seventh.done()  # waits: the last two places are the higher bands'
-        # An interactive request arriving now does not wait behind it: it goes on at once, into the headroom.
-        assert door.saturated(service, 0)  # something waits, so a new request is charged and queued in order
+        # An interactive request arriving now does not wait behind it: it goes on at once, into the headroom. Only
+        # the lowest band waits, so the service is not saturated for band 0: the request is not charged either.
+        assert not door.saturated(service, 0)
         interactive = asyncio.ensure_future(door.enter(service, 0, "t", None, {}))
         await settle_loop()
         assert interactive.done() and interactive.result() is None
@@ -61,3 +62,21 @@ def test_nothing_starts_in_the_lowest_band_while_the_engines_queue():
         return line.done() and line.result() is None
 
     assert asyncio.run(run())
+
+
+def test_nothing_starts_in_the_lowest_band_while_a_higher_band_request_waits_for_its_first_token():
+    door = Door()
+    service = {"id": 1, "max_outstanding": 8}
+
+    async def run():
+        assert await door.enter(service, 0, "t", None, {}) is None
+        door.prefill(1)  # the interactive request is sent: its first token has not come back
+        assert door.saturated(service, LOWEST_BAND) and not door.saturated(service, 0)
+        line = asyncio.ensure_future(door.enter(service, LOWEST_BAND, "t", None, {}))
+        await settle_loop()
+        assert not line.done()  # 1 of 8 places taken, 6 free below the headroom: held only by the prefill
+        door.prefilled(1)
+        await settle_loop()
+        return line.done() and line.result() is None, door.services[1].outstanding
+
+    assert asyncio.run(run()) == (True, 2)
