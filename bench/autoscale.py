@@ -48,8 +48,13 @@ prefill time on an idle replica: `slo_attainment`) and the absolute 2 s (`ttft_a
 `cheapest_fixed_meeting_aims`); `--windows M` adds the attainment per M minutes of arrival time (builtin and the
 fixed fleets). `--json` prints one object:
 {"policies": {name: {"gpu_hours", "slo_attainment", "ttft_abs_attainment", "ttft_p95_s", "scale_events", ...}},
- "keda_sweep": [{"threshold", "gpu_hours", "slo_attainment", "ttft_abs_attainment"}],
- "fixed_sweep": [{"replicas", "gpu_hours", "slo_attainment", "itl_slo_attainment"}], ...}.
+ "keda_sweep": [{"threshold", "gpu_hours", "slo_attainment", "ttft_abs_attainment", "itl_slo_attainment"}],
+ "fixed_sweep": [{"replicas", "gpu_hours", "slo_attainment", "itl_slo_attainment"}],
+ "aims": {..., "fixed_fleet_aim_met", "keda_reaching_threshold", "keda_aim_met"}, ...}.
+The run ends with the aims in words (`aim_lines`): builtin and builtin_reactive beside the cheapest fixed fleet
+meeting TTFT budget >= 95 % and ITL >= 90 % (or none), whether builtin meets both with no more GPU-hours, the
+floor, and the cheapest KEDA threshold reaching builtin's TTFT-budget and ITL attainment with builtin at most
+0.8x its GPU-hours (or "none reaches" it).
 """
 
 from __future__ import annotations
