@@ -22,6 +22,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from apps.autoscaling.binds import what_would_meet
 from apps.autoscaling.choices import ScalingAction, ScalingRule
 from apps.autoscaling.models import ActivationSignal, PoolAutoscalerState, ScalingDecision
 from apps.autoscaling.rules import History, Observation, PodSample, evaluate, record_scale
@@ -348,6 +349,8 @@ def evaluate_target(service: InferenceService, key: str, load: Callable[[], Targ
         else:
             ev = evaluate(policy, obs, History.from_dict(state.history))
         act = _Act(ev.desired, None, ev.rule, ev.reason, ev.history)
+        if ev.binds and (answer := what_would_meet(service)):
+            act.reason = f"{act.reason}; {answer}"
         # Sleep instead of zero (apps/autoscaling/sleeping.py): a sleeping pool keeps its replicas.
         step = None if between else idle_step(service, pool, ev, obs, obs.cold_start_s, now,
                                                target.revision is not None)

@@ -110,6 +110,7 @@ class Evaluation:
     history: History = field(default_factory=History)
     held: bool = False  # a change within min..max was recommended but a window or a policy kept the count
     forecast: object | None = None  # the load forecast of this evaluation (forecast.Forecast), if any
+    binds: bool = False  # the rules asked more than the pool's maximum, and the pool goes to it
 
     @property
     def changes(self) -> bool:
@@ -491,6 +492,6 @@ def evaluate(policy: PoolPolicy, obs: Observation, history: History) -> Evaluati
     if obs.rates is not None:
         ev = _with_floor(policy, obs, history, ev)
     if ev.desired == policy.max_replicas and ev.raw > policy.max_replicas:
-        ev = replace(ev, reason=f"{ev.reason}; the maximum binds: the rules ask {replica_count(ev.raw)} for the SLO, "
-                                f"the pool's maximum is {policy.max_replicas}")
+        ev = replace(ev, binds=True, reason=f"{ev.reason}; the maximum binds: the rules ask {replica_count(ev.raw)} "
+                                            f"for the SLO, the pool's maximum is {policy.max_replicas}")
     return ev

@@ -39,6 +39,7 @@ BURST_DISPERSION = 3.0  # ... that is, when the recent intervals' arrival counts
 # replica asked now could start (`Outcome.drains`). Running sequences are not in it: a replica that comes after the
 # queue is gone still takes new arrivals' prefills off the decodes, which is what ITL needs.
 QUEUED = ("queue_time_p95_s", "waiting_requests_per_replica")
+STEP_FACTOR = 2.0  # arrivals at this many times their smoothed rate are a step in the load (Knative's panic: 200 %)
 BAND_POINTS = 240  # forecast band points kept for the replicas chart (an hour at 15 s)
 
 
@@ -178,6 +179,18 @@ def _backlog_signal(obs, n: int, rate: float, allowance: float) -> tuple[Signal 
     return Signal("prefill_backlog_s", w / (n * rate), allowance / 2, wanted, words), drains
 
 
+def step_running(running: float, arrivals_per_s: float, smoothed_rps: float | None, d: float | None) -> float:
+    """The running sequences to plan ITL for: those running now, or after a step in arrivals (at least
+    `STEP_FACTOR` × their smoothed rate, in arrivals that have come smoothly so far: dispersion at most
+    `BURST_DISPERSION`, or not yet known) what the step brings once its requests decode. By Little's law running
+    sequences are arrivals/s × the time a request runs, so they grow with the arrival rate; right after a step the
+    engines still show the old load's. In bursts shorter than the period a burst's requests finish before a replica
+    asked now could start, so there it is the running sequences alone."""
+    if not smoothed_rps or arrivals_per_s < STEP_FACTOR * smoothed_rps or (d is not None and d > BURST_DISPERSION):
+        return running
+    return running * arrivals_per_s / smoothed_rps
+
+
 def _load_signals(policy, obs, state: dict, period_s: float, running: float, plan: float,
                   d: float | None) -> tuple[list[Signal], dict, fc.Forecast | None]:
     """Prefill load (up on this interval's load, down only where the smoothed load fits fewer replicas with a
@@ -195,14 +208,18 @@ def _load_signals(policy, obs, state: dict, period_s: float, running: float, pla
         return out, state, None
     tps, rps = obs.prompt_tokens_per_s, obs.arrivals_per_s or 0.0
     horizon = (obs.cold_start_s or 0.0) + period_s
+    # A step is judged against the arrivals before this interval (as the surge check judges it).
+    stepped = step_running(running, rps, state.get("rlevel"), dispersion(state.get("counts", [])))
     state, forecast = fc.update(state, obs.t, tps, rps, period_s, horizon)
-    up = _ceil(replicas_for(policy, rates, tps, running, rps, plan))
+    up = _ceil(replicas_for(policy, rates, tps, stepped, rps, plan))
     down = _ceil(replicas_for(policy, rates, max(state["level"], 0.0), running, max(state["rlevel"], 0.0),
                               plan) / DOWN_MARGIN)
     u = prefill_utilisation(policy, rates, running / max(_pods_sum(obs, "running_requests_per_replica")[1], 1), plan)
     out.append(Signal("prefill_utilisation", tps / (n * rate), u, up if up > n else min(n, max(down, up)),
                       f"{tps:.0f} prompt tokens/s = {tps / (n * rate):.0%} of {n} replica(s)' prefill rate "
-                      f"(target {u:.0%})" + (f"; arrivals in bursts (dispersion {d:.1f}): ITL planned at "
+                      f"(target {u:.0%})" + (f"; a step to {rps:.1f} arrivals/s: {stepped:.0f} running expected"
+                                             if stepped > running else "")
+                      + (f"; arrivals in bursts (dispersion {d:.1f}): ITL planned at "
                                              f"{plan:.0%} of its target" if plan < 1 else "")))
     band = forecast_band(policy, rates, forecast, running, plan)
     state["band"] = [*state.get("band", []), [round(obs.t + horizon, 3), *band, forecast.trusted]][-BAND_POINTS:]

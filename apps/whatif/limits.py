@@ -29,6 +29,16 @@ def answer_words(run: Run) -> str:
             f"at {chosen['gpu_hours']:.2f} GPU-h{today}")
 
 
+def search_answer(service) -> str:
+    """What a decision of the autoscaler says where the service's maximum binds: its latest search's answer, or
+    how to run one."""
+    run = latest_searches([service.pk]).get(service.pk)
+    if run is None:
+        return (f"the what-if lab has not searched this service yet (manage.py whatif --service "
+                f"{service.tenant.slug}/{service.name} --search answers what would meet the SLO)")
+    return f"the what-if lab's search (run #{run.pk}) answers: {answer_words(run)}"
+
+
 def missing(attainment: dict | None) -> str | None:
     """The figure under its aim, in words ('TTFT budget met by 0.4 %, aim 95 %'), or None when none is."""
     if attainment is None:

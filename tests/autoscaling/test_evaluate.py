@@ -269,7 +269,9 @@ def test_a_step_between_evaluations_is_met_at_once_at_the_panic_rate_and_kept_as
     assert decision.reason.startswith("surge between evaluations (scale-up at +1000% / 15 s): ")
     # The rules ask more than the maximum: the pool goes to it, and the decision says that it binds.
     assert "limited by max 8 → 8; the maximum binds: the rules ask " in decision.reason
-    assert decision.reason.endswith(" replicas for the SLO, the pool's maximum is 8")
+    assert decision.reason.endswith(" replicas for the SLO, the pool's maximum is 8; the what-if lab has not searched "
+                                    f"this service yet (manage.py whatif --service alpha/{service.name} --search "
+                                    "answers what would meet the SLO)")
     assert decision.raw_recommendation >= 15
     state.refresh_from_db()
     assert state.evaluations == evaluations and state.history["forecast"] == forecast

@@ -251,3 +251,25 @@ def test_arrivals_in_bursts_plan_the_itl_tighter():
     assert (ev.desired, ev.rule) == (6, "prefill_load")
     assert ev.reason.startswith("8000 prompt tokens/s = 100% of 2 replica(s)' prefill rate (target 26%); arrivals "
                                 "in bursts (dispersion 32.1): ITL planned at 95% of its target")
+
+
+def test_a_step_in_smooth_arrivals_plans_itl_for_the_running_sequences_it_brings():
+    # Arrivals came smoothly at 1/s (15 per interval, dispersion 0) and step to 6/s; 3 replicas run 10 each (30).
+    # By Little's law the running sequences grow with the arrival rate: 30 × 6 / 1 = 180 once the step's requests
+    # decode. The step itself makes this interval's counts dispersed ([15] × 8 + [90]: 75² / 16 / 23.3 = 15.1 > 3),
+    # so ITL is planned at 95 % of 0.1 s = 0.095 s. 2,000 prompt tokens/s: at n replicas a token takes
+    # 1 / ((1 − 2,000 / (4,000·n)) / (0.05 + 0.001·180 / n) + 6 / n); n = 3.8: 1 / (0.8684 / 0.09737 + 1.579) =
+    # 0.0953 s > 0.095; n = 3.9: 1 / (0.8718 / 0.09615 + 1.538) = 0.0943 s ≤ 0.095 → 4 replicas (the scale-up policy
+    # allows 3 → 7). Planned for the 30 running now it would be 2,000 / (4,000 × 0.4) = 1.25 → 2, as the
+    # forecast (1,635 prompt tokens/s, 4.2 arrivals/s, 30 running) asks.
+    history = History(forecast={"level": 1000.0, "rlevel": 1.0, "counts": [15.0] * 8})
+    ev = evaluate(policy(itl_p95_s=0.1), obs(running=10, prompt_tokens_per_s=2000, arrivals_per_s=6.0), history)
+    assert (ev.desired, ev.rule) == (4, "prefill_load")
+    assert "a step to 6.0 arrivals/s: 180 running expected; arrivals in bursts (dispersion 15.1)" in ev.reason
+    assert names(ev)["forecast_prompt_tps"].replicas == 2
+    assert signals.step_running(30, 6.0, 1.0, 0.0) == 180
+    assert signals.step_running(30, 1.9, 1.0, 0.0) == 30  # under 2 × the smoothed rate: no step
+    # Arrivals in bursts so far ([0, 30] × 4: (7 × 30²) / 14 / 15 = 30 > 3): a burst's requests finish before a
+    # replica asked now could start, so the running sequences alone.
+    assert signals.step_running(30, 6.0, 1.0, signals.dispersion([0.0, 30.0] * 4)) == 30
+    assert signals.step_running(30, 6.0, None, None) == 30  # no smoothed rate yet
