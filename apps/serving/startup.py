@@ -55,9 +55,11 @@ def modelled(service, pool, cache: str, readers: int = 1) -> startup.Phases:
 def landing_cache(service, pool, recorded: list[dict]) -> str:
     """Where a new replica of the pool would find its weights: the node-local copy when a node of its GPU with
     room for it holds the model (the scheduler prefers those nodes), else the cluster cache once a replica filled
-    it, else nowhere yet."""
+    it, else nowhere yet. Never the node's copy on a cluster whose pods read none (node model volume "none")."""
     from apps.clusters.models import GpuNode
 
+    if service.cluster.node_model_volume == "none":
+        return "cluster" if recorded else "none"
     gpu = gpu_for(pool.gpu_type)
     label = model_held_label(service.model.name)
     for node in GpuNode.objects.filter(cluster_id=service.cluster_id, gpu_product=gpu.product, ready=True):
