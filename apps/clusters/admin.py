@@ -23,8 +23,8 @@ class ClusterAdminForm(forms.ModelForm):
     class Meta:
         model = Cluster
         fields = ["name", "description", "api_url", *CREDENTIALS, "in_cluster", "insecure_simulator", "has_gateway",
-                  "kueue_installed",
-                  "prometheus_url", "api_server_cidrs", "model_egress_cidrs", "node_model_volume", "open_to_all_tenants", "tenants"]
+                  "kueue_installed", "node_model_volume",
+                  "prometheus_url", "api_server_cidrs", "model_egress_cidrs", "open_to_all_tenants", "tenants"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -30,7 +30,7 @@ MODELS_DIR = "/models"  # what the engine reads: links chosen by the select-weig
 CLUSTER_CACHE_DIR = "/cluster-models"  # the cluster cache claim
 NODE_CACHE_DIR = "/node-model"  # the node's copy of the model (empty when the node holds none)
 NODE_MODELS_PATH = "/var/lib/controlplane/models"  # on the node: where the model agent keeps its copies
-MODEL_AGENT_CSI_DRIVER = "models.controlplane.io"  # the model agent's CSI node plugin: a model's copy on the node
+MODEL_AGENT_CSI_DRIVER = "models.controlplane.io"  # "csi": a node plugin for it publishes the copy (none ships here)
 WARM_NODE_WEIGHT = 100  # the preferred affinity's weight (1-100): the strongest preference, never a requirement
 
 
