@@ -81,7 +81,7 @@ def publish_agent_plan(cluster: Cluster, kube: Kube) -> None:
     from apps.serving.prefetch import cluster_plan
     from apps.serving.rendering.modelagent import plan_config_map
 
-    if cluster.node_model_volume == "none" or not ModelCache.objects.filter(cluster=cluster).exists():
+    if not cluster.reads_node_copies or not ModelCache.objects.filter(cluster=cluster).exists():
         return
     config_map = plan_config_map(cluster_plan(cluster))
     kube.apply({"apiVersion": "v1", "kind": "Namespace",

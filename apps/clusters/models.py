@@ -179,6 +179,12 @@ class Cluster(TimestampedModel):
         if errors:
             raise ValidationError(errors)
 
+    @property
+    def reads_node_copies(self) -> bool:
+        """Whether engine pods here mount the model agent's node-local copies (node model volume hostPath or csi):
+        without it no model cache, prefetch plan or agent plan is offered."""
+        return self.node_model_volume != NodeModelVolume.NONE
+
     def credentials(self) -> ClusterCredentials:
         """Decrypted credentials for the workers that talk to this cluster."""
         return ClusterCredentials(

@@ -42,7 +42,7 @@ def prefetch_plan(service) -> dict | None:
     from apps.serving.rendering.spec import model_spec
     from capacity.modelcache import prefetch_nodes
 
-    if service.cluster.node_model_volume == "none":
+    if not service.cluster.reads_node_copies:
         return None
     pool = engine_pool(service)
     cache = ModelCache.objects.filter(cluster_id=service.cluster_id, model_id=service.model_id).first()

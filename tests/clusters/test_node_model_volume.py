@@ -108,3 +108,20 @@ def test_the_inventory_pass_gives_no_agent_plan_on_none(make_cluster, tenant_a):
     cluster.refresh_from_db()
     publish_agent_plan(cluster, kube_for(cluster))  # the same cluster with a node volume gets its plan
     assert sim.core.read_namespaced_config_map("model-agent", "controlplane").data["plan"]
+
+
+@pytest.mark.django_db
+def test_the_agent_manifest_is_refused_for_a_cluster_on_none(settings):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    settings.PLATFORM_MODEL_CACHE = "nfs://nfs.example.internal/exports/models"
+    ClusterFactory(name="east", node_model_volume="none")
+    ClusterFactory(name="west", node_model_volume="hostPath")
+    image = "registry.example.com/controlplane:0.1.0"
+    with pytest.raises(CommandError, match="east's node model volume is \"none\": its engine pods read no node"):
+        call_command("model_agent_manifest", "--image", image, "--cluster", "east", stdout=StringIO())
+    out = StringIO()
+    call_command("model_agent_manifest", "--image", image, "--cluster", "west", stdout=out)
+    assert "kind: DaemonSet" in out.getvalue()
