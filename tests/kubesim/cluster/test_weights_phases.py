@@ -73,3 +73,22 @@ def test_a_pod_that_mounts_no_node_copy_reads_the_cluster_cache_on_a_node_holdin
     # pod downloads into the empty cluster cache although the node holds the weights.
     assert start(cluster, "first", node, phases=4, node_copy=False)[0] == (
         "WeightsDownloaded", "download 16 GB at 200 MB/s in 80.3 s from none")
+
+
+def test_kubesim_runs_a_pod_mounting_the_node_copy_by_hostpath(make_cluster):
+    from apps.serving.rendering.weights import NODE_CACHE_DIR
+
+    cluster = make_cluster(nodes="l4-24gb:1x1")
+    node = cluster.core.list_node(label_selector="nvidia.com/gpu.product=NVIDIA-L4").items[0].metadata.name
+    cluster.core.patch_node(node, {"metadata": {"labels": {model_held_label("llama-8b"): "true"}}})
+    pod = engine_pod("hostpath", node)
+    # The node model volume "hostPath", as the renderer writes it for this model.
+    pod["spec"]["volumes"] = [{"name": "node-model", "hostPath": {"path": "/var/lib/models/llama-8b",
+                                                                  "type": "DirectoryOrCreate"}}]
+    pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "node-model", "mountPath": NODE_CACHE_DIR,
+                                                     "readOnly": True}]
+    cluster.core.create_namespaced_pod(NS, pod)
+    wait_for(lambda: is_ready(cluster.core.read_namespaced_pod("hostpath", NS)), message="hostpath Ready")
+    events = wait_for(lambda: len(phase_events(cluster, "hostpath")) >= 3 and phase_events(cluster, "hostpath"),
+                      message="its phase events")
+    assert events[0] == ("WeightsRead", "read 16 GB at 5 GB/s in 3.2 s from node")
