@@ -46,7 +46,8 @@ def model_held_label(model: str) -> str:
 
 
 # On an engine pod: where it reads its weights, as JSON {"model", "bytes", "node_path", "cluster_cache"}: the
-# node-local copy at `node_path` when the node is labelled as holding the model, else the cluster cache named by
+# node-local copy at `node_path` when the node is labelled as holding the model (no `node_path`: the pod mounts no
+# node copy, its cluster's node model volume being "none"), else the cluster cache named by
 # `cluster_cache` (one per cluster for a platform-wide model, "<namespace>/<claim>" for a private one; empty for
 # weights on a claim of their own). kubesim times the pod's start-up phases from it.
 WEIGHTS_ANNOTATION = f"{FIELD_PREFIX}/weights"

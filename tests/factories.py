@@ -115,6 +115,7 @@ class ClusterFactory(factory.django.DjangoModelFactory):
     name = factory.Sequence(lambda n: f"cluster-{n}")
     api_url = "http://127.0.0.1:6443"
     insecure_simulator = True
+    node_model_volume = "csi"  # kubesim's kubelet mounts any volume; real clusters default to "none"
     # Tests about something else deploy anywhere; tests of cluster access set it to False.
     open_to_all_tenants = True
 

@@ -73,14 +73,15 @@ def sync_inventory(cluster: Cluster, kube: Kube) -> int:
 
 
 def publish_agent_plan(cluster: Cluster, kube: Kube) -> None:
-    """Give the cluster's model agent its plan (from the nodes just observed), when the platform caches models there;
+    """Give the cluster's model agent its plan (from the nodes just observed), when the platform caches models there
+    and the cluster's pods read node copies (its node model volume is not "none");
     the platform namespace is applied first, as the agent's ConfigMap lives in it."""
     from apps.serving.models import ModelCache
     from apps.serving.names import GATEWAY_NAMESPACE, MANAGED_BY, MANAGED_BY_LABEL
     from apps.serving.prefetch import cluster_plan
     from apps.serving.rendering.modelagent import plan_config_map
 
-    if not ModelCache.objects.filter(cluster=cluster).exists():
+    if not cluster.reads_node_copies or not ModelCache.objects.filter(cluster=cluster).exists():
         return
     config_map = plan_config_map(cluster_plan(cluster))
     kube.apply({"apiVersion": "v1", "kind": "Namespace",

@@ -23,7 +23,7 @@ class ClusterAdminForm(forms.ModelForm):
     class Meta:
         model = Cluster
         fields = ["name", "description", "api_url", *CREDENTIALS, "in_cluster", "insecure_simulator", "has_gateway",
-                  "kueue_installed",
+                  "kueue_installed", "node_model_volume",
                   "prometheus_url", "api_server_cidrs", "model_egress_cidrs", "open_to_all_tenants", "tenants"]
 
     def __init__(self, *args, **kwargs):
@@ -59,7 +59,8 @@ class GpuNodeInline(admin.TabularInline):
 @admin.register(Cluster)
 class ClusterAdmin(AuditedModelAdmin):
     form = ClusterAdminForm
-    list_display = ["name", "api_url", "in_cluster", "insecure_simulator", "has_gateway", "last_seen_at"]
+    list_display = ["name", "api_url", "in_cluster", "insecure_simulator", "has_gateway", "node_model_volume",
+                    "last_seen_at"]
     list_filter = ["insecure_simulator", "has_gateway"]
     search_fields = ["name", "api_url", "description"]
     readonly_fields = ["last_seen_at", "created", "updated"]

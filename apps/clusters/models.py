@@ -42,6 +42,14 @@ def _is_cidr(text: str) -> bool:
     return "/" in text
 
 
+class NodeModelVolume(models.TextChoices):
+    """How an engine pod reaches the model agent's copy of its weights on its node (docs/cold-start.md)."""
+
+    NONE = "none", "none: no node-local copies; pods read the cluster cache"
+    HOST_PATH = "hostPath", "hostPath: the agent's directory on the node, read-only (needs Pod Security privileged)"
+    CSI = "csi", "csi: an inline volume of a node plugin for models.controlplane.io (none ships; install one)"
+
+
 class HttpsURLField(models.URLField):
     """A URLField whose form field assumes https for scheme-less input (Django 6's default, today)."""
 
@@ -118,6 +126,12 @@ class Cluster(TimestampedModel):
         help_text="Where tenant pods may connect outside their namespace to fetch models (CIDRs of the model "
         "sources or of an egress proxy, comma-separated). Link-local addresses (cloud metadata) stay blocked.",
     )
+    node_model_volume = models.CharField(
+        max_length=8, choices=NodeModelVolume.choices, default=NodeModelVolume.NONE,
+        help_text="How engine pods reach the model agent's node-local copy of their weights: none (no model agent: "
+        "the cluster cache only), hostPath (the agent's directory; tenant namespaces get Pod Security "
+        "privileged) or csi (a node plugin for the driver models.controlplane.io, which you install).",
+    )
     open_to_all_tenants = models.BooleanField(
         default=False, help_text="Every tenant may deploy here. Otherwise only the tenants listed below may."
     )
@@ -164,6 +178,12 @@ class Cluster(TimestampedModel):
                                             "tenant pods; list the model sources' own addresses."]
         if errors:
             raise ValidationError(errors)
+
+    @property
+    def reads_node_copies(self) -> bool:
+        """Whether engine pods here mount the model agent's node-local copies (node model volume hostPath or csi):
+        without it no model cache, prefetch plan or agent plan is offered."""
+        return self.node_model_volume != NodeModelVolume.NONE
 
     def credentials(self) -> ClusterCredentials:
         """Decrypted credentials for the workers that talk to this cluster."""

@@ -381,5 +381,8 @@ class ModelCache(TimestampedModel):
             except BudgetError:
                 errors["node_budget_gb"] = [f"{self.node_budget_gb:,} GB is more than a node's disk "
                                             f"({NODE_DISK_BYTES // 10**9:,} GB)."]
+        if self.cluster_id and not self.cluster.reads_node_copies:
+            errors["cluster"] = [f"Engine pods on {self.cluster.name} read no node-local copies (node model volume "
+                                 "\"none\"): set it to hostPath or csi first, or there is nothing to cache on nodes."]
         if errors:
             raise ValidationError(errors)

@@ -35,12 +35,15 @@ def platform_weights() -> dict[str, int]:
 
 def prefetch_plan(service) -> dict | None:
     """{wanted, held, targets, short, model_bytes, budget_gb, words} for the service's engine pool; None when the
-    platform does not cache its model on the service's cluster."""
+    platform does not cache its model on the service's cluster, or when the cluster's pods read no node copies
+    (its node model volume is "none")."""
     from apps.clusters.models import GpuNode
     from apps.serving.models import ModelCache
     from apps.serving.rendering.spec import model_spec
     from capacity.modelcache import prefetch_nodes
 
+    if not service.cluster.reads_node_copies:
+        return None
     pool = engine_pool(service)
     cache = ModelCache.objects.filter(cluster_id=service.cluster_id, model_id=service.model_id).first()
     if pool is None or cache is None:
@@ -88,7 +91,8 @@ def cluster_plan(cluster) -> dict:
     caches = list(ModelCache.objects.filter(cluster=cluster).select_related("model"))
     nodes: dict[str, list[dict]] = {}
     services = InferenceService.objects.filter(cluster=cluster, model_id__in=[c.model_id for c in caches],
-                                               deletion_requested_at__isnull=True).select_related("model", "runtime")
+                                               deletion_requested_at__isnull=True)
+    services = services.select_related("model", "runtime", "cluster")
     for service in services.order_by("pk"):
         plan = prefetch_plan(service)
         if plan is None:

@@ -55,9 +55,11 @@ def modelled(service, pool, cache: str, readers: int = 1) -> startup.Phases:
 def landing_cache(service, pool, recorded: list[dict]) -> str:
     """Where a new replica of the pool would find its weights: the node-local copy when a node of its GPU with
     room for it holds the model (the scheduler prefers those nodes), else the cluster cache once a replica filled
-    it, else nowhere yet."""
+    it, else nowhere yet. Never the node's copy on a cluster whose pods read none (node model volume "none")."""
     from apps.clusters.models import GpuNode
 
+    if not service.cluster.reads_node_copies:
+        return "cluster" if recorded else "none"
     gpu = gpu_for(pool.gpu_type)
     label = model_held_label(service.model.name)
     for node in GpuNode.objects.filter(cluster_id=service.cluster_id, gpu_product=gpu.product, ready=True):
@@ -89,8 +91,9 @@ def _seconds(seconds: float) -> str:
 
 
 def panel(service) -> dict | None:
-    """The service page's start-up figures: the modelled sentence (cold, warm, from the node's copy) and the
-    recorded start-ups. None for a service without an engine pool."""
+    """The service page's start-up figures: the modelled sentence (cold, warm, from the node's copy, or that the
+    cluster keeps none: node model volume "none") and the recorded start-ups. None for a service without an engine
+    pool."""
     pool = engine_pool(service)
     if pool is None:
         return None
@@ -99,6 +102,8 @@ def panel(service) -> dict | None:
              "phases_text": ", ".join(f"{name} {_seconds(r['phases'][name])}"  # in phase order (jsonb sorts keys)
                                       for name in startup.PHASE_REASONS if name in r["phases"]),
              "total_text": _seconds(r["total_s"])} for r in _recorded(service)]
-    return {"sentence": startup.sentence(cold, warm), "node_text": startup.duration(local.total_s),
-            "node_read": f"read {startup.size(local.weights_bytes)} at {startup.rate(local.read_bytes_per_s)}",
+    node_words = (f"; from a node holding the weights {startup.duration(local.total_s)} (read "
+                  f"{startup.size(local.weights_bytes)} at {startup.rate(local.read_bytes_per_s)})"
+                  if service.cluster.reads_node_copies else "; its cluster keeps no node-local copies")
+    return {"sentence": startup.sentence(cold, warm) + node_words,
             "gpu": gpu_for(pool.gpu_type).short, "recorded": rows}

@@ -33,13 +33,14 @@ class FilledCaches:
 
     def cache_for(self, pod: dict, node: dict) -> str | None:
         """"node", "cluster" or "none" for a pod with a weights annotation on `node`; None without one. A pod whose
-        weights are on a claim of their own (a pvc:// source, no `cluster_cache`) finds them there already."""
+        weights are on a claim of their own (a pvc:// source, no `cluster_cache`) finds them there already; one
+        without `node_path` mounts no node copy (its cluster's node model volume is "none") and never reads it."""
         weights = weights_of(pod)
         if weights is None:
             return None
         key = weights.get("cluster_cache")
         filled = not key or key in self.keys
-        labels = (node.get("metadata") or {}).get("labels") or {}
+        labels = ((node.get("metadata") or {}).get("labels") or {}) if weights.get("node_path") else {}
         return cache_on_node(labels, model_held_label(weights["model"]), filled)
 
     def fill(self, pod: dict) -> None:

@@ -3,7 +3,7 @@ new replica would land on (the autoscaler's cold start). Figures worked by hand 
 
 import pytest
 
-from apps.clusters.models import GpuNode
+from apps.clusters.models import Cluster, GpuNode
 from apps.serving.models import ServiceObservation
 from apps.serving.startup import cold_start_estimate, landing_cache, panel, record
 from enginevocab.labels import model_held_label
@@ -79,9 +79,17 @@ def test_the_page_states_cold_warm_and_node_local_start_ups(service):
     figures = panel(service)
     # Cold: 80.3 s download + 8.03 s read + 0.637 s load + 20 s init = 108.97 s; warm 28.67 s; node-local 23.85 s.
     assert figures["sentence"] == ("cold 1 m 49 s (download 16 GB at 200 MB/s), "
-                                   "warm 29 s (read 16 GB at 2 GB/s, init 20 s)")
-    assert figures["node_text"] == "24 s" and figures["node_read"] == "read 16 GB at 5 GB/s"
+                                   "warm 29 s (read 16 GB at 2 GB/s, init 20 s); "
+                                   "from a node holding the weights 24 s (read 16 GB at 5 GB/s)")
     assert figures["gpu"] == "L4" and figures["recorded"] == []
+
+
+def test_on_a_cluster_without_node_copies_the_page_offers_no_node_local_figure(service):
+    Cluster.objects.filter(pk=service.cluster_id).update(node_model_volume="none")
+    service.refresh_from_db()
+    assert panel(service)["sentence"] == ("cold 1 m 49 s (download 16 GB at 200 MB/s), "
+                                          "warm 29 s (read 16 GB at 2 GB/s, init 20 s); "
+                                          "its cluster keeps no node-local copies")
 
 
 def test_the_startups_command_prints_the_modelled_and_recorded_start_ups(service):

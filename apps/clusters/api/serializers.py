@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from apps.clusters.models import Cluster, GpuNode
+from apps.clusters.models import Cluster, GpuNode, NodeModelVolume
 from apps.core.api.serializers import ValidatedModelSerializer
 from apps.tenancy.models import Tenant
 
 CREDENTIAL_FIELDS = ("bearer_token", "kubeconfig", "ca_bundle")
+NODE_MODEL_VOLUME_REFUSAL = ('"{input}" is not a way to reach the node\'s model copy: choose '
+                             + ", ".join(NodeModelVolume.values) + ".")
 
 
 class ClusterSerializer(ValidatedModelSerializer):
@@ -44,6 +46,7 @@ class ClusterSerializer(ValidatedModelSerializer):
             "prometheus_url",
             "api_server_cidrs",
             "model_egress_cidrs",
+            "node_model_volume",
             "open_to_all_tenants",
             "tenants",
             "last_seen_at",
@@ -51,6 +54,7 @@ class ClusterSerializer(ValidatedModelSerializer):
             "updated",
         ]
         read_only_fields = ["last_seen_at", "created", "updated"]
+        extra_kwargs = {"node_model_volume": {"error_messages": {"invalid_choice": NODE_MODEL_VOLUME_REFUSAL}}}
 
     def get_has_bearer_token(self, obj: Cluster) -> bool:
         return bool(obj.bearer_token)

@@ -23,7 +23,7 @@ from apps.serving.rendering.spec import (
     ServiceSpec,
     spec_from_service,
 )
-from apps.serving.rendering.weights import shared_cache
+from apps.serving.rendering.weights import pod_security_labels, shared_cache
 from apps.serving.rendering.workloads import engine_objects
 from apps.serving.sharedcache import shared_claim
 
@@ -45,7 +45,7 @@ def render_service(spec: ServiceSpec) -> list[dict]:
     """Every object the service needs on its cluster, tenant Namespace and ResourceQuota included."""
     has_router = needs_router(spec)
     objects = tenant_objects(spec.tenant, spec.namespace, spec.tenant_gpu_quota, spec.api_server_cidrs,
-                             spec.model_egress_cidrs)
+                             spec.model_egress_cidrs, pod_security_labels(spec.node_model_volume))
     if spec.kueue is not None:
         objects += kueue_objects(spec.kueue, spec.tenant, spec.namespace)
     if needs_cache(spec):

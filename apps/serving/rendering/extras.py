@@ -28,12 +28,12 @@ from apps.serving.rendering.spec import PoolSpec, ServiceSpec
 
 
 def tenant_objects(tenant: str, namespace: str, gpu_quota: int, api_server_cidrs: tuple[str, ...] = (),
-                   model_egress_cidrs: tuple[str, ...] = ()) -> list[dict]:
-    """The tenant's Namespace on a cluster (Pod Security labels), its quota on requested NVIDIA GPUs, and
-    its default-deny ingress and egress NetworkPolicies."""
+                   model_egress_cidrs: tuple[str, ...] = (), pod_security: dict[str, str] | None = None) -> list[dict]:
+    """The tenant's Namespace on a cluster (Pod Security labels: `pod_security`, else POD_SECURITY_LABELS), its
+    quota on requested NVIDIA GPUs, and its default-deny ingress and egress NetworkPolicies."""
     return [
         {"apiVersion": "v1", "kind": "Namespace",
-         "metadata": {"name": namespace, "labels": {**tenant_labels(tenant), **POD_SECURITY_LABELS}}},
+         "metadata": {"name": namespace, "labels": {**tenant_labels(tenant), **(pod_security or POD_SECURITY_LABELS)}}},
         {
             "apiVersion": "v1",
             "kind": "ResourceQuota",

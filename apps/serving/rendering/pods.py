@@ -430,7 +430,7 @@ def engine_pod_template(spec: ServiceSpec, pool: PoolSpec, role: PodRole) -> dic
             "nodeSelector": {gpu.product_label: gpu.product},
             "tolerations": [{"key": gpu.resource, "operator": "Exists", "effect": "NoSchedule"}]}),
         "terminationGracePeriodSeconds": 60,
-        **({"affinity": warm_node_affinity(spec)} if cached(spec) else {}),
+        **({"affinity": affinity} if (affinity := warm_node_affinity(spec)) else {}),
     }
     if spec.kueue is not None and spec.kueue.running is not None:
         pod_spec["priorityClassName"] = spec.kueue.running.name  # the pod PriorityClass of rendering/kueue.py

@@ -20,6 +20,8 @@ from apps.serving.rendering.kueue import ClassSpec, FlavorQuota, KueueSpec, Queu
 MODES = ("standard", "pd_disaggregated", "multi_node", "serverless")
 ROUTING_POLICIES = ("round_robin", "session", "prefix_aware", "kv_aware", "cache_aware")
 AUTOSCALERS = ("none", "builtin", "hpa", "keda")
+# How an engine pod reaches the model agent's node-local copy (the cluster's `node_model_volume`, rendering/weights.py).
+NODE_MODEL_VOLUMES = ("none", "hostPath", "csi")
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -137,6 +139,8 @@ class ServiceSpec:
     canary: CanarySpec | None = None
     # On a cluster with Kueue: the tenant's queue and the classes (rendering/kueue.py); None without Kueue.
     kueue: KueueSpec | None = None
+    # How pods reach the node-local copy of cached weights: "none" (the cluster cache only), "hostPath" or "csi".
+    node_model_volume: str = "none"
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -145,6 +149,8 @@ class ServiceSpec:
             raise ValueError(f"unknown routing policy {self.routing!r}")
         if self.autoscaling.autoscaler not in AUTOSCALERS:
             raise ValueError(f"unknown autoscaler {self.autoscaling.autoscaler!r}")
+        if self.node_model_volume not in NODE_MODEL_VOLUMES:
+            raise ValueError(f"unknown node model volume {self.node_model_volume!r}")
 
     def pool(self, role: str) -> PoolSpec:
         for pool in self.pools:
@@ -235,6 +241,7 @@ def _spec(service, model, runtime, adapters: list, pools: list) -> ServiceSpec:
         api_server_cidrs=tuple(service.cluster.api_server_cidrs or ()),
         model_egress_cidrs=tuple(service.cluster.model_egress_cidrs or ()),
         kueue=kueue_spec(service) if service.cluster.kueue_installed else None,
+        node_model_volume=service.cluster.node_model_volume,
         # The tenant's Hugging Face token, applied by the reconciler as this Secret (workers/tenantsecrets.py).
         model_token_secret=HF_TOKEN_SECRET if service.tenant.hf_token else None,
     )

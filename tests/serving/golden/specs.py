@@ -21,8 +21,10 @@ MISTRAL_7B = ModelSpec("mistral-7b", "hf://mistralai/Mistral-7B-Instruct-v0.3", 
 
 
 def _spec(**overrides) -> ServiceSpec:
+    # node_model_volume "csi": the choice of the kubesim clusters (seed_demo, tests' ClusterFactory); the renders of
+    # "none" and "hostPath" are checked in tests/serving/test_node_model_volume.py.
     base = dict(tenant="acme", tenant_gpu_quota=32, name="chat", uid=UID, namespace="tenant-acme",
-                generation=4)
+                generation=4, node_model_volume="csi")
     base.update(overrides)
     return ServiceSpec(**base)
 

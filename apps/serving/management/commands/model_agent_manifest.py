@@ -1,7 +1,8 @@
 """`manage.py model_agent_manifest --image IMAGE [--format yaml|json]`: print the model agent's objects for real
 clusters (ServiceAccount, ClusterRole and binding, its claim on the shared cluster cache, the DaemonSet running
 `python -m workers.modelagent` in IMAGE, the control plane's own image) to apply with `kubectl apply -f -`. Its plan
-(the ConfigMap `controlplane/model-agent`) is written by the control plane's inventory pass."""
+(the ConfigMap `controlplane/model-agent`) is written by the control plane's inventory pass. With `--cluster NAME`,
+refused for a cluster whose node model volume is "none": its engine pods read no node copies."""
 
 from __future__ import annotations
 
@@ -19,8 +20,19 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--image", required=True, help="the control plane's image, pinned (name:tag or @digest)")
         parser.add_argument("--format", choices=("yaml", "json"), default="yaml")
+        parser.add_argument("--cluster", default="", help="the registered cluster it is for (checks its node model "
+                                                          "volume)")
 
-    def handle(self, *args, image: str, format: str = "yaml", **options):
+    def handle(self, *args, image: str, format: str = "yaml", cluster: str = "", **options):
+        from apps.clusters.models import Cluster
+
+        if cluster:
+            found = Cluster.objects.filter(name=cluster).first()
+            if found is None:
+                raise CommandError(f"No cluster named {cluster}.")
+            if not found.reads_node_copies:
+                raise CommandError(f"{cluster}'s node model volume is \"none\": its engine pods read no node copies, "
+                                   "so the agent would copy for nothing. Set it to hostPath or csi first.")
         try:
             objects = agent_objects(parse_pinned_image(image, "--image"), settings.PLATFORM_MODEL_CACHE)
         except ValueError as exc:

@@ -292,6 +292,7 @@ class Command(BaseCommand):
                 api_url=os.environ.get("KUBESIM_URL", "http://127.0.0.1:6443"),
                 insecure_simulator=True,
                 open_to_all_tenants=True,
+                node_model_volume="csi",  # kubesim mounts any volume; its model agent copies to the nodes
                 description="The embedded simulated GPU cluster.",
             ),
         )

@@ -33,8 +33,7 @@ class Command(BaseCommand):
             if figures["recorded"] or time.monotonic() >= deadline:
                 break
             time.sleep(5)
-        self.stdout.write(f"{service} on {figures['gpu']}: {figures['sentence']}; from a node holding the weights "
-                          f"{figures['node_text']} ({figures['node_read']})")
+        self.stdout.write(f"{service} on {figures['gpu']}: {figures['sentence']}")
         for row in figures["recorded"]:
             source = row["cache_text"] if row.get("cache") == "none" else f"from {row['cache_text']}"
             self.stdout.write(f"  {row['pod']}: weights {source}, ready in {row['total_text']} "
