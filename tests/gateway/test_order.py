@@ -109,8 +109,8 @@ def test_a_tenant_whose_least_tag_waits_elsewhere_goes_once_on_it_not_on_every_h
     tags, first, second, other, scores = run(prefix, body)
     assert tags == [0, 100_000, 200_000, 0, 50_000]
     # t1's first (which held 0) now holds 100 000, the tag t1's head left; 200 000 > 50 000: t1's next waits.
-    assert scores == [100_000, None, 200_000, 50_000]
     assert (first, second, other) == (True, False, True)
+    assert scores == [100_000, None, 200_000, 50_000]
 
 
 def test_a_request_dropped_gives_up_its_tenants_greatest_tag():
