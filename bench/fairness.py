@@ -8,13 +8,14 @@ the rest after a time per output token; each request's start is logged) stands f
 gateway (`python -m gateway`, limits and fair-share counters in Redis) sees it through a routing snapshot
 whose `max_outstanding` is those slots.
 
-1. Fairness. Two flows with equal weights on one service: one floods at 10x its share (open loop), the other
-   keeps a steady `--steady` requests in flight (closed loop). From the engine's log of starts and the
+1. Fairness. Two tenants with equal weights on one service, a key each: one floods at 10x its share (open loop),
+   the other keeps a steady `--steady` requests in flight (closed loop). From the engine's log of starts and the
    clients' send times: while both have requests waiting, the largest difference of the cost (prompt + 2 x
    output tokens) the engine started for each over any window. Through three gateway replicas sharing Redis
    (`--replicas`), through one (printed, not in the JSON), and with the queue off (`--no-queue`: FCFS, the order
    of arrival).
-   The two flows are two keys of one tenant: a service belongs to one tenant, so keys are what share it.
+   The control plane gives a service to one tenant; the bench's snapshot lists the one service under both
+   tenants, so that the door's order between tenants is what is measured.
    Printed beside the gaps, not in the JSON: requests sent and started, the engine's sequences busy on average
    (how much of the engine the order used), served cost per flow, and the replicas' Redis round trips per
    request sent, the requests' own apart from the shared order's (gateway/order.py), with its decisions.
@@ -58,6 +59,7 @@ PREFILL_S, DECODE_S = 0.01, 0.005  # the engine: first token after this, then th
 PROMPT_TOKENS = 64  # 4 characters a token, as the gateway estimates
 OUTPUTS = (16, 64)  # output tokens of the fairness flows' requests, drawn uniformly
 KEY_NAMES = ("flood", "steady", "interactive", "batch", "best-effort")
+TENANTS = {"flood": 1, "steady": 2}  # the fairness flows' tenants (equal weights); the other keys are tenant 1's
 ORDER_DECISIONS = ("looks", "holds", "overridden", "lent", "borrowed")  # gateway_order_decisions' labels
 
 
@@ -134,17 +136,21 @@ def engine_log(engine: str) -> list[dict]:
 
 
 def write_snapshot(path: Path, engine: str, max_outstanding: int | None) -> dict[str, str]:
-    """One service at the engine, one tenant, a key per flow (all band 0: a request lowers its own); the keys'
-    plaintexts by name."""
+    """One service at the engine, a key per flow (all band 0: a request lowers its own), two tenants of equal
+    weights: the steady key is tenant 2's, every other tenant 1's. The keys' plaintexts by name.
+
+    The control plane gives a service to one tenant; the bench lists the one service (one id, so one door and one
+    band's counters) under each tenant, so that two tenants share it as the fairness aim asks."""
     keys = {name: f"sk-fair-{name}-{uuid.uuid4().hex}" for name in KEY_NAMES}
     service = {"id": 1, "tenant_id": 1, "name": "svc", "served_model": "llama-8b", "adapters": [],
                "routing_policy": "round_robin", "routed": False, "wakes": False, "ready_engines": 1,
                "endpoints": [{"pod": "engine-0", "address": engine}], "max_outstanding": max_outstanding}
-    data = {"format": 1, "built_at": "bench", "tenants": {"1": {"weight": 1}}, "services": [service],
+    data = {"format": 1, "built_at": "bench", "tenants": {str(t): {"weight": 1} for t in TENANTS.values()},
+            "services": [{**service, "tenant_id": t} for t in sorted(set(TENANTS.values()))],
             "keys": {hashlib.sha256(plain.encode()).hexdigest(): {
-                "id": i + 1, "tenant_id": 1, "services": None, "expires_at": time.time() + 86400, "priority": 0,
-                "rpm": None, "tpm": None, "concurrency": None, "monthly_token_budget": None}
-                for i, plain in enumerate(keys.values())}}
+                "id": i + 1, "tenant_id": TENANTS.get(name, 1), "services": None, "expires_at": time.time() + 86400,
+                "priority": 0, "rpm": None, "tpm": None, "concurrency": None, "monthly_token_budget": None}
+                for i, (name, plain) in enumerate(keys.items())}}
     path.write_text(json.dumps(data))
     return keys
 

@@ -212,28 +212,29 @@ class Door:
         if band <= LOWEST_BAND:
             state.lowest += 1
 
-    def _forget(self, place) -> None:
+    def _forget(self, place, went: bool = False) -> None:
         if place is not None and self.order is not None:
-            self.order.forget(place)
+            self.order.forget(place, went=went)
 
     def _fill(self, state: _Service) -> None:
         # The highest band waiting goes first; the lowest band only onto spare capacity; with more than one
         # replica, a charged head only when the band's shared order allows it.
         while state.queue:
             band = state.queue.top_band()
-            turn, tags, place = state.queue.peek()
+            first = self.order.first(state.sid, band) if self.order is not None else None
+            turn, tags, place = state.queue.peek(first)
             if place is not None and not turn.done():
                 if not self._may_go(state, band, place, tags):
                     return
             elif not state.room(band):
                 return
-            self._go(state, band)
+            self._go(state, band, first=first)
 
-    def _go(self, state: _Service, band: int, borrowed: bool = False) -> None:
-        turn, _, place = state.queue.peek()
-        state.queue.pop()
+    def _go(self, state: _Service, band: int, borrowed: bool = False, first: str | None = None) -> None:
+        turn, _, place = state.queue.peek(first)
+        state.queue.pop(first)
         state.held_since = None
-        self._forget(place)
+        self._forget(place, went=not turn.done())
         if not turn.done():
             self._take(state, band, borrowed)
             turn.set_result(borrowed)
@@ -279,7 +280,7 @@ class Door:
             if answer.borrowed:
                 self.held["borrowed"] += 1
                 if state.queue:
-                    self._go(state, state.queue.top_band(), borrowed=True)
+                    self._go(state, state.queue.top_band(), borrowed=True, first=place.tenant)
                 else:
                     self.order.move(state.sid, 1)
             self._fill(state)

@@ -155,26 +155,29 @@ class FairQueue:
         """The band served next, or None when nothing waits."""
         return max(self._bands) if self._bands else None
 
-    def _next(self) -> tuple[int, str]:
+    def _next(self, first: str | None) -> tuple[int, str]:
         band = max(self._bands)
         tenants = self._bands[band]
+        if first in tenants:
+            return band, first
         return band, min(tenants, key=lambda name: tenants[name].tags[0])
 
-    def peek(self) -> tuple | None:
-        """The next request to serve as (item, its tags, its place), or None. Its tenant tag is its tenant's least
-        waiting one here: the tenant's place in line, which a request that leaves passes on."""
+    def peek(self, first: str | None = None) -> tuple | None:
+        """The next request to serve as (item, its tags, its place), or None: `first`'s if that tenant waits in the
+        highest band (the band's first across replicas, gateway/order.py), else by the tags here. Its tenant tag is
+        its tenant's least waiting one here: the tenant's place in line, which a request that leaves passes on."""
         if not self._bands:
             return None
-        band, tenant = self._next()
+        band, tenant = self._next(first)
         flow = self._bands[band][tenant]
         entry = flow.requests[0]
         return entry[3], Tags(flow.tags[0][0], entry[0]), entry[4]
 
-    def pop(self):
-        """The next request to serve, or None."""
+    def pop(self, first: str | None = None):
+        """The next request to serve (as `peek`), or None."""
         if not self._bands:
             return None
-        band, tenant = self._next()
+        band, tenant = self._next(first)
         flow = self._bands[band][tenant]
         flow.tags.pop(0)
         entry = flow.requests.pop(0)

@@ -1,8 +1,9 @@
 """The shared order of a band across gateway replicas. Each replica holds its own queue (gateway/door.py), but
 with more than one replica a queue's head may go on only when no other flow of its band waits anywhere before
-it: its tenant's least waiting tenant tag is the band's least, and its own key tag is at most the least key tag
-of every other key of its tenant waiting anywhere (ties go). That is VTC's rule (serve the least-served
-backlogged flow) across replicas.
+it: the tenant tag it would carry, its tenant's least waiting one (a tenant's tags are its places in line, and a
+request that goes on takes the least, wherever it waits: order_lua.LOOK), is the band's least, and its own key
+tag is at most the least key tag of every other key of its tenant waiting anywhere (ties go). That is VTC's rule
+(serve the least-served backlogged flow) across replicas.
 
 What waits where is in Redis (gateway/order_lua.py): CHECK adds a charged request, and what a replica learns
 comes back on round trips it makes anyway: the request's own CHECK, and the pipeline of settles, which also
@@ -111,7 +112,8 @@ class SharedOrder:
         self.channel = f"{prefix}order"
         self._trip = trip  # asks the limiter for a pipeline soon (gateway/limits.py)
         self.views: dict[tuple[str, str], View] = {}  # (counters, tenant) → what Redis last said
-        self._forgets: list[Place] = []
+        self.firsts: dict[str, str] = {}  # counters → the band's first tenant (least waiting tag), as last seen
+        self._forgets: list[tuple[Place, bool]] = []  # (place, went on)
         self._moves: list[tuple[int, int]] = []  # (service, seats lent or given back)
         self._looks: list[_Look] = []
         self._held: dict[str, _Look] = {}  # counters → the look held for a message or POLL_S
@@ -120,7 +122,19 @@ class SharedOrder:
 
     def saw(self, place: Place, values: list) -> None:
         """CHECK's answer for a request it charged: the band as it stood then."""
-        self.views[(place.counters, place.tenant)] = view_of(values, time.monotonic())
+        self._saw(place.counters, place.tenant, view_of(values, time.monotonic()))
+
+    def _saw(self, counters: str, tenant: str, view: View) -> None:
+        self.views[(counters, tenant)] = view
+        if view.tenants:
+            self.firsts[counters] = view.tenants[0][0]
+        else:
+            self.firsts.pop(counters, None)
+
+    def first(self, service_id: int, band: int) -> str | None:
+        """The band's first tenant across the replicas as last seen: the door serves it first if it waits here, so
+        that a head the order holds does not keep the band's first tenant waiting behind it."""
+        return self.firsts.get(f"fair:{service_id}:{band}")
 
     def allows(self, place: Place, tags: Tags) -> bool | None:
         """Whether the request at `place` may go on now; None when the view is too old to say."""
@@ -129,9 +143,13 @@ class SharedOrder:
             return None
         return may_go(view, place, tags)
 
-    def forget(self, place: Place) -> None:
-        """The request has gone on, been shed or lost its client: out of the sets with the next pipeline."""
-        self._forgets.append(place)
+    def forget(self, place: Place, *, went: bool) -> None:
+        """The request has gone on (`went`: it takes its tenant's least tag, order_lua.LOOK), been shed or lost its
+        client (it gives up its tenant's greatest): out of the sets with the next pipeline. Once one has gone on,
+        its tenant's view here is stale: the next head of that tenant is looked at, after this forget."""
+        self._forgets.append((place, went))
+        if went:
+            self.views.pop((place.counters, place.tenant), None)
         self._trip()
 
     def move(self, service_id: int, seats: int) -> None:
@@ -173,9 +191,9 @@ class SharedOrder:
         forgets, moves, looks = self._forgets, self._moves, self._looks
         self._forgets, self._moves, self._looks = [], [], []
         keys, args = [], [self.channel, len(forgets), len(moves)]
-        for place in forgets:
+        for place, went in forgets:
             keys += self.sets(place.counters, place.tenant)
-            args.append(place.member)
+            args += [place.member, int(went)]
         for service_id, seats in moves:
             keys.append(self.seats(service_id))
             args.append(seats)
@@ -191,8 +209,8 @@ class SharedOrder:
         verdicts = []
         for i, look in enumerate(looks):
             values = answer[12 * i:12 * i + 12] if answer is not None else None
-            flow = (look.place.counters, look.place.tenant)
-            self.views[flow] = view_of(values, seen) if values is not None else View((), (), seen)
+            self._saw(look.place.counters, look.place.tenant,
+                      view_of(values, seen) if values is not None else View((), (), seen))
             verdicts.append(Verdict(*(int(v) for v in values[8:12])) if values is not None else Verdict(True))
         for look, verdict in zip(looks, verdicts, strict=True):
             look.then(verdict)

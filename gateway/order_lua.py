@@ -5,8 +5,11 @@ Per (service, band), beside the fair-share counters' hash `<counters>`, two sort
   <counters>:w:<tenant>  the same tenant's, score = its key tag
 A member is "<tenant> <key> <deadline ms> <reservation id>". CHECK adds a request to both when it charges it
 (limits_lua.CHECK, the request's own round trip); LOOK takes it out when its replica lets it go on, sheds it or
-loses its client, riding on the next pipeline of settles. A member past its deadline (its replica gone without
-a word) is dropped by whichever script next reads the set.
+loses its client, riding on the next pipeline of settles. A tenant's tags in `:w` are its places in line: a
+request that goes on takes its tenant's least (the tag it carries, as in the door's own queue, gateway/fairness.py)
+and hands its own score to the member that held that one; a request shed or lost gives up its tenant's greatest.
+So a tenant's least waiting tag moves on with every request of it served, at whichever replica. A member past its
+deadline (its replica gone without a word) is dropped by whichever script next reads the set.
 
 What a replica reads (TOP): the two least flows of a set, each with its least waiting tag: the first two
 distinct tenants of `:w`, the first two distinct keys of `:w:<tenant>`. A flow's least other is then the
@@ -49,12 +52,13 @@ end
 # whose head may go but has no seat of its own.
 # KEYS: per forget its band's and its tenant's sets; per move the service's seats; per look its band's and its
 # tenant's sets and its service's seats. ARGV: the channel told what moved, how many forgets and moves, each
-# forget's member, each move's change (> 0: seats lent or given back), and per look its head's tenant, key,
-# tenant tag, key tag, whether it would borrow a seat (1/0), how many seats its replica has lent to take back, and
-# how many free seats it lends if the head may not go. Answers per look the band's TOP, the tenant's TOP, whether
-# the head may go (1/0), seats borrowed (0/1), seats taken back and seats lent: a seat moves only to a head that
-# may go, and a replica whose head may not go lends its free seats in the same round trip.
-LOOK = TOP + """
+# forget's member and whether it went on (1) or was dropped (0), each move's change (> 0: seats lent or given
+# back), and per look its head's tenant, key, tenant tag, key tag, whether it would borrow a seat (1/0), how many
+# seats its replica has lent to take back, and how many free seats it lends if the head may not go. Answers per
+# look the band's TOP, the tenant's TOP, whether the head may go (1/0), seats borrowed (0/1), seats taken back
+# and seats lent: a seat moves only to a head that may go, and a replica whose head may not go lends its free seats
+# in the same round trip.
+LOOK = TOP + f"local SCAN = {SCAN}\n" + """
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local forgets, moves = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -65,13 +69,37 @@ local function tell(name)
     redis.call('PUBLISH', ARGV[1], name)
   end
 end
+-- A tenant's tags in the band are its places in line, whichever of its requests holds them. A request that went
+-- on takes its tenant's least (the tag it carries, as in the door's own queue) and leaves its own to the request
+-- that held that one; a request dropped gives up its tenant's greatest. Searched among SCAN members.
+local function pass_on(band, member, score, went)
+  local tenant = string.match(member, '^(%S+) ')
+  local range
+  if went then
+    range = redis.call('ZRANGEBYSCORE', band, '-inf', '(' .. score, 'LIMIT', 0, SCAN)
+  else
+    range = redis.call('ZREVRANGEBYSCORE', band, '+inf', '(' .. score, 'LIMIT', 0, SCAN)
+  end
+  for _, other in ipairs(range) do
+    local flow, deadline = string.match(other, '^(%S+) %S+ (%d+) ')
+    if flow == tenant and tonumber(deadline) >= now then
+      redis.call('ZADD', band, score, other)
+      return
+    end
+  end
+end
 for i = 1, forgets do
-  local band, member = KEYS[2 * i - 1], ARGV[3 + i]
+  local band, member, went = KEYS[2 * i - 1], ARGV[2 + 2 * i], ARGV[3 + 2 * i] == '1'
   redis.call('ZREM', KEYS[2 * i], member)
-  if redis.call('ZREM', band, member) > 0 then tell(band) end
+  local score = redis.call('ZSCORE', band, member)
+  if score then
+    redis.call('ZREM', band, member)
+    pass_on(band, member, score, went)
+    tell(band)
+  end
 end
 for i = 1, moves do
-  local seats, change = KEYS[2 * forgets + i], tonumber(ARGV[3 + forgets + i])
+  local seats, change = KEYS[2 * forgets + i], tonumber(ARGV[3 + 2 * forgets + i])
   if redis.call('INCRBY', seats, change) < 0 then redis.call('SET', seats, 0) end
   if change > 0 then tell(seats) end
 end
@@ -82,7 +110,7 @@ local function least_other(view, first, me)
   return view[first + 3]
 end
 local out = {}
-local k, a = 2 * forgets + moves, 3 + forgets + moves
+local k, a = 2 * forgets + moves, 3 + 2 * forgets + moves
 while k < #KEYS do
   local band, tenant = top(KEYS[k + 1], 1, now), top(KEYS[k + 2], 2, now)
   -- Between tenants, the tenant's least waiting tag against the others'; within it, the head's key tag.

@@ -116,3 +116,15 @@ def test_a_request_that_leaves_takes_its_tenants_last_place():
     # a keeps its first place in line (tag 0) for a2: it still goes before b.
     assert "a1" not in queue and queue.counts() == {(0, "a"): 1, (0, "b"): 1}
     assert [queue.pop(), queue.pop()] == ["a2", "b1"]
+
+
+def test_the_bands_first_tenant_across_replicas_is_served_first_when_it_waits_here():
+    queue = FairQueue()
+    queue.push("a1", 0, "a", Tags(0, 0))
+    queue.push("b1", 0, "b", Tags(200_000, 0))
+    queue.push("batch", -20, "c", Tags(0, 0))
+    # Here a's tag is the least, but across the replicas b is the band's first: b's head is served first, with
+    # its tenant's tag here; a tenant that does not wait here, or waits only in a lower band, changes nothing.
+    assert queue.peek("b")[:2] == ("b1", Tags(200_000, 0))
+    assert queue.peek("c")[0] == "a1" and queue.peek("d")[0] == "a1"
+    assert [queue.pop("b"), queue.pop("b"), queue.pop("c")] == ["b1", "a1", "batch"]

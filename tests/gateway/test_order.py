@@ -57,8 +57,8 @@ def test_a_key_goes_only_when_no_other_key_of_its_tenant_waits_with_a_smaller_ta
         assert not may_go(view, a2.place, a2.tags)
         assert may_go(view, b1.place, b1.tags) and may_go(view, a1.place, a1.tags)
         # a1 and b1 go on (taken out with the next pipeline): nothing else waits, a2 may go.
-        limiter.order.forget(a1.place)
-        limiter.order.forget(b1.place)
+        limiter.order.forget(a1.place, went=True)
+        limiter.order.forget(b1.place, went=True)
         verdict = await look(limiter, a2.place, a2.tags)
         view = limiter.order.views[("fair:1:0", "t")]
         await limiter.close()
@@ -78,12 +78,59 @@ def test_between_tenants_a_tenant_goes_while_its_least_waiting_tag_is_the_bands_
         t2 = await limiter.check({}, 0, flow("t2", "k2", 100))
         # Tenant tags: t1 0 then 100 000; t2 0. Both tenants' least is 0: both may go.
         both = [(await look(limiter, d.place, d.tags)).go for d in (t1[1], t2)]
-        limiter.order.forget(t1[0].place)  # t1's first goes on: t1's least is now 100 000, t2's still 0
+        limiter.order.forget(t1[0].place, went=True)  # t1's first goes on: t1's least is now 100 000, t2's still 0
         after = [(await look(limiter, d.place, d.tags)).go for d in (t1[1], t2)]
         await limiter.close()
         return both, after
 
     assert run(prefix, body) == ([True, True], [False, True])
+
+
+def test_a_tenant_whose_least_tag_waits_elsewhere_goes_once_on_it_not_on_every_head():
+    """t1's least tag (0) waits at one replica; its heads at another carry 100 000 and 200 000; t2 waits with
+    50 000. A head of t1 may go while t1's least is the band's; going on, it takes t1's least (0), so t1's least is
+    then 100 000 (now held by the request that held 0) and t1's next head waits behind t2's 50 000."""
+    prefix = f"test:{uuid.uuid4().hex}:"
+    limiter = RequestLimiter(REDIS_URL, prefix=prefix)
+    client = redis.Redis.from_url(REDIS_URL)
+
+    async def body():
+        t1 = [await limiter.check({}, 0, flow("t1", "k1", 100)) for _ in range(3)]  # tenant tags 0, 100 000, 200 000
+        t2 = [await limiter.check({}, 0, flow("t2", "k2", 50)) for _ in range(2)]  # 0, 50 000
+        limiter.order.forget(t2[0].place, went=True)  # t2's least is now 50 000
+        first = await look(limiter, t1[1].place, t1[1].tags)  # t1's least, 0, is below 50 000: it goes
+        limiter.order.forget(t1[1].place, went=True)
+        second = await look(limiter, t1[2].place, t1[2].tags)
+        other = await look(limiter, t2[1].place, t2[1].tags)
+        scores = [client.zscore(f"{prefix}fair:1:0:w", d.place.member) for d in (*t1, t2[1])]
+        await limiter.close()
+        return [d.tags.tenant for d in (*t1, *t2)], first.go, second.go, other.go, scores
+
+    tags, first, second, other, scores = run(prefix, body)
+    assert tags == [0, 100_000, 200_000, 0, 50_000]
+    # t1's first (which held 0) now holds 100 000, the tag t1's head left; 200 000 > 50 000: t1's next waits.
+    assert (first, second, other) == (True, False, True)
+    assert scores == [100_000, None, 200_000, 50_000]
+
+
+def test_a_request_dropped_gives_up_its_tenants_greatest_tag():
+    prefix = f"test:{uuid.uuid4().hex}:"
+    limiter = RequestLimiter(REDIS_URL, prefix=prefix)
+    client = redis.Redis.from_url(REDIS_URL)
+
+    async def body():
+        t1 = [await limiter.check({}, 0, flow("t1", "k1", 100)) for _ in range(3)]  # 0, 100 000, 200 000
+        t2 = await limiter.check({}, 0, flow("t2", "k2", 150))  # 0
+        limiter.order.forget(t2.place, went=True)
+        limiter.order.forget(t1[0].place, went=False)  # shed: t1 keeps 0 and 100 000, gives up 200 000
+        verdict = await look(limiter, t1[1].place, t1[1].tags)
+        scores = [client.zscore(f"{prefix}fair:1:0:w", d.place.member) for d in t1]
+        await limiter.close()
+        return scores, verdict.go
+
+    scores, go = run(prefix, body)
+    assert scores == [None, 100_000, 0]  # t1's last now holds the 0 its first left
+    assert go  # nothing else waits
 
 
 def test_a_member_past_its_deadline_is_dropped_and_the_scan_reads_at_most_scan_members():
@@ -95,7 +142,7 @@ def test_a_member_past_its_deadline_is_dropped_and_the_scan_reads_at_most_scan_m
         gone = await limiter.check({}, 0, flow("t", "x", 10, wait_ms=1))  # its replica never takes it out
         await asyncio.sleep(0.01)
         many = [await limiter.check({}, 0, flow("t", "a", 10)) for _ in range(SCAN + 6)]
-        limiter.order.forget(many[-1].place)  # a's last goes on and ends: its tenant's keys' time is its tag
+        limiter.order.forget(many[-1].place, went=True)  # a's last goes on and ends: its tenant's keys' time is its tag
         await limiter.settle(many[-1].reservation, 10, 0)
         late = await limiter.check({}, 0, flow("t", "b", 10))
         view = limiter.order.views[("fair:1:0", "t")]
@@ -127,8 +174,8 @@ def test_seats_are_lent_by_a_head_that_may_not_go_and_move_only_to_a_head_that_m
         pool = int(client.get(f"{prefix}seats:1"))
         refused = await look(limiter, a[1].place, a[1].tags, borrow=True)  # still behind b: no seat for it
         borrowed = await look(limiter, b.place, b.tags, borrow=True)  # b may go: it takes one
-        limiter.order.forget(b.place)
-        limiter.order.forget(a[0].place)
+        limiter.order.forget(b.place, went=True)
+        limiter.order.forget(a[0].place, went=True)
         back = await look(limiter, a[1].place, a[1].tags, reclaim=2)  # nothing waits before a now: 1 seat is left
         await limiter.close()
         return held, pool, refused, borrowed, back, int(client.get(f"{prefix}seats:1"))
