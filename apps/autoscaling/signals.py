@@ -29,7 +29,7 @@ from apps.autoscaling import forecast as fc
 
 PREFILL_UTILISATION = 0.4  # of a replica's prefill rate, for TTFT alone (queueing grows as u / (1 − u))
 KV_TARGET = 0.9  # KV-cache usage above this preempts soon
-DOWN_MARGIN = 0.8  # a scale-down needs the load to fit in fewer replicas at this share of the target
+DOWN_MARGIN = 0.95  # a scale-down needs the load to fit in fewer replicas at this share of the target
 DECAY_WINDOW_S = 60  # the scale-down window once forecast and queue agree a burst is over
 DECAY_SHARE = 0.3  # ... that is, the forecast is under this share of the recent peak, falling, and nothing waits
 DECAY_LOOKBACK = 20  # evaluations the recent peak is taken over (5 minutes at 15 s)
@@ -156,19 +156,22 @@ def _queue_signal(obs, n: int, allowance: float) -> Signal | None:
 def _backlog_signal(obs, n: int, rate: float, allowance: float) -> tuple[Signal | None, str]:
     """Prompt tokens waiting against the replicas' prefill rate, and why the queue asks for no replica ("": it may).
 
-    Replicas asked now serve a cold start later: only the backlog the current replicas' spare rate has not drained
+    Replicas asked now serve a cold start later: only the backlog the ready replicas' spare rate has not drained
     by then asks for any, enough for all of them to drain it within half the allowance."""
     if obs.waiting_prompt_tokens is None:
         return None, ""
     w, cold = obs.waiting_prompt_tokens, obs.cold_start_s or 0.0
-    left = w - max(n * rate - (obs.prompt_tokens_per_s or 0.0), 0.0) * cold
+    # Only ready replicas prefill until a replica asked now could serve: one still starting serves for an unknown
+    # part of that cold start, so it is not counted as draining the backlog.
+    ready = sum(1 for p in obs.pods if p.ready) if obs.pods else n
+    left = w - max(ready * rate - (obs.prompt_tokens_per_s or 0.0), 0.0) * cold
     wanted = _ceil(left / (rate * allowance / 2)) if left > 0 else 1
     words = (f"{w:.0f} prompt tokens waiting = {w / (n * rate):.2f} s of prefill at {n} replica(s), "
              f"{max(left, 0):.0f} left after a {cold:.0f} s cold start (drain within {allowance / 2:.2f} s)")
     drains = ""
     if left <= 0 and obs.cold_start_s is not None:
         # A queue (or a TTFT p95 made in one) that is gone before a new replica serves asks for none.
-        drains = (f"the {n} replica(s) drain the {w:.0f} prompt tokens waiting before a replica asked now "
+        drains = (f"the {ready} ready replica(s) drain the {w:.0f} prompt tokens waiting before a replica asked now "
                   f"would serve ({cold:.0f} s cold start)")
     elif obs.cold_start_s is None and any(not p.ready for p in obs.pods):
         # No cold start measured yet and replicas still starting: they come up before any asked now, so the

@@ -45,7 +45,7 @@ def test_a_bursty_queue_that_the_replicas_drain_between_bursts_still_scales_the_
     assert seen[0][1] == seen[2][1] == "reactive_floor"
     assert "the maximum binds: the rules ask 36 replicas for the SLO, the pool's maximum is 20" in ev.reason
     # The signals alone said 2, then (their own scale-down window holding their highest) no more than the pool had.
-    assert "the reactive rules' ask is the floor (the signals ask 2 replicas: the 2 replica(s) drain the 20000" in \
+    assert "the reactive rules' ask is the floor (the signals ask 2 replicas: the 2 ready replica(s) drain the 20000" in \
         evaluate(policy, observe(0.0, 2, 12.0, 20000.0), History()).reason
 
 

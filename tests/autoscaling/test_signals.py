@@ -39,6 +39,40 @@ def test_a_prefill_backlog_asks_for_the_replicas_that_drain_it_within_half_the_a
     assert ev.reason.startswith("18000 prompt tokens waiting = 2.25 s of prefill at 2 replica(s)")
 
 
+def test_a_backlog_drains_on_the_ready_replicas_rate_only():
+    # 3 replicas, 150,000 prompt tokens waiting, 1,000 arriving per second, a 28 s cold start. A replica still
+    # starting serves for an unknown part of those 28 s, so only the ready ones count. 1 ready: it spares
+    # 4,000 − 1,000 = 3,000 tokens/s, 84,000 in 28 s; 150,000 − 84,000 = 66,000 are left when a replica asked now
+    # serves, drained within half the 2 s allowance by ceil(66,000 / (4,000 × 1)) = 17 replicas. (All 3 counted
+    # would spare 11,000/s, 308,000 tokens: no replica asked.) 2 ready: 7,000/s, 196,000 ≥ 150,000: drained.
+    def pods(ready):
+        return tuple(PodSample(i < ready, {R: 10.0} if i < ready else {}) for i in range(3))
+
+    load = {"waiting_prompt_tokens": 150000, "prompt_tokens_per_s": 1000, "cold_start_s": 28.0}
+    one = signals.evaluate_signals(policy(), obs(pods=pods(1), **load), None, 15.0)
+    backlog = {s.name: s for s in one.signals}["prefill_backlog_s"]
+    assert (backlog.replicas, one.drains) == (17, "")
+    assert backlog.words.startswith("150000 prompt tokens waiting = 12.50 s of prefill at 3 replica(s), 66000 left "
+                                    "after a 28 s cold start")
+    two = signals.evaluate_signals(policy(), obs(pods=pods(2), **load), None, 15.0)
+    assert {s.name: s for s in two.signals}["prefill_backlog_s"].replicas == 1
+    assert two.drains == ("the 2 ready replica(s) drain the 150000 prompt tokens waiting before a replica asked now "
+                          "would serve (28 s cold start)")
+
+
+def test_a_scale_down_needs_the_smoothed_load_to_fit_at_95_percent_of_the_target():
+    # 5 replicas, a steady load (smoothed level = the load), TTFT only: a replica carries 40 % of 4,000 = 1,600
+    # prompt tokens/s. 5,900/s: 3.6875 replicas, / 0.95 = 3.88 → 4, so the load signal asks 4. 6,200/s: 3.875,
+    # / 0.95 = 4.08 → 5: held at 5, though 4 carry it at the target (3.875 → 4).
+    for tps, wanted in ((5900.0, 4), (6200.0, 5)):
+        state = None
+        for i in range(4):
+            out = signals.evaluate_signals(policy(), obs(t=15.0 * i, replicas=5, prompt_tokens_per_s=tps,
+                                                         arrivals_per_s=1.0), state, 15.0)
+            state = out.forecast_state
+        assert {s.name: s for s in out.signals}["prefill_utilisation"].replicas == wanted
+
+
 def test_prefill_load_with_an_itl_target_leaves_the_decodes_their_share_of_time():
     # 3 replicas running 20 each (60), 6,000 prompt tokens/s, no arrivals counted. At n replicas a token takes
     # step / (1 − share): step = 0.05 + 0.001·60 / n, share = 6,000 / (4,000·n). n = 4: 0.065 / 0.625 = 0.104 s
@@ -64,8 +98,8 @@ def test_queue_time_over_half_the_allowance_scales_up_to_double():
 
 
 def test_a_ttft_miss_at_the_prefill_floor_asks_the_signals_for_none_and_the_reactive_floor_scales():
-    # Load 4,000 tokens/s at 3 replicas: up = ceil(4,000 / 1,600) = 3; down needs ceil(4,000 / 1,280) = 4 > 3,
-    # so the signals hold 3. TTFT p95 3.1 s with a floor of 2.9 s: 0.2 s above it, within the allowance, and they
+    # Load 4,000 tokens/s at 3 replicas: up = ceil(4,000 / 1,600) = 3, down ceil(4,000 / 1,520) = 3, so the
+    # signals hold 3. TTFT p95 3.1 s with a floor of 2.9 s: 0.2 s above it, within the allowance, and they
     # say so. The reactive rules, the floor, judge TTFT as an absolute p95 as before the signals: 3.1 s against 2 s
     # (×1.55) asks max(3 + 1, ceil(3 × 1.55)) = 5, which the scale-up policy allows (max(3 × 2, 3 + 4) = 7).
     ev = evaluate(policy(), obs(prompt_tokens_per_s=4000, ttft_p95_s=3.1, ttft_floor_p95_s=2.9), History())
@@ -132,7 +166,7 @@ def test_the_forecast_leads_a_ramp_by_the_cold_start():
 def test_no_flapping_after_a_spike_and_the_decay_shortens_the_wait():
     # 20 periods at 6,000 prompt tokens/s on 4 replicas (ceil(6,000 / 1,600) = 4), then 1,000, 900, 1,200 over
     # and over with no queue: each ≤ 1,600, so the interval's load asks for 1, and a scale-down goes as far as
-    # the smoothed level fits at 80 % (1,280 a replica). The forecast made 60 s before at 6,000 is off by 83 %
+    # the smoothed level fits at 95 % (1,520 a replica). The forecast made 60 s before at 6,000 is off by 83 %
     # when the drop comes: ignored, so the decay reads the level. t=300: 0.5·1,000 + 0.5·6,000 = 3,500 (→ 3),
     # trend −750; t=315: 450 + 0.5·(3,500 − 675) = 1,862.5 (→ 2), trend −491.25 − 472.5 = −963.75; t=330:
     # 600 + 0.5·(1,862.5 − 867.375) = 1,097.6 (→ 1) ≤ 30 % of the 6,000 peak and falling: the burst is over,

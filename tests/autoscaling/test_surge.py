@@ -36,7 +36,7 @@ def test_a_queue_the_replicas_drain_first_asks_the_signals_for_none_but_the_reac
     assert (ev.raw, ev.desired, ev.rule, ev.held) == (15, 6, "reactive_floor", False)
     assert ev.reason.startswith("waiting 30.0 per replica > target 4 (×7.50) → 15 replicas; limited by scale-up "
                                 "policy +4 pods / 15 s → 6; ")
-    assert ("the reactive rules' ask is the floor (the signals ask 2 replicas: the 2 replica(s) drain the 20000 "
+    assert ("the reactive rules' ask is the floor (the signals ask 2 replicas: the 2 ready replica(s) drain the 20000 "
             "prompt tokens waiting before a replica asked now would serve (28 s cold start), so the queue asks for "
             "no replica: waiting 30") in ev.reason
     # The floor keeps its own recommendations (15, at t = 0) beside the pool's (the signals' 2).
@@ -54,11 +54,14 @@ def test_before_a_cold_start_is_measured_the_backlog_waits_for_the_replicas_star
     ev = evaluate(policy(metrics=()), obs(replicas=1, ready=False, waiting_prompt_tokens=30000), History())
     assert ev.desired == 1
     assert "waiting for the 1 replica(s) starting (no cold start measured yet" in ev.reason
-    # Once a cold start is measured (28 s), the replica is counted on for it: it prefills 112,000 tokens in that
-    # time. Of 200,000 waiting, 88,000 are left for replicas asked now: ceil(88,000 / 4,000) = 22, and the scale-up
-    # policy allows max(1 × 2, 1 + 4) = 5.
+    # Once a cold start is measured (28 s), a replica still starting is not counted on to drain the backlog: it
+    # serves for an unknown part of those 28 s. All 200,000 waiting are left for replicas asked now:
+    # ceil(200,000 / 4,000) = 50, and the scale-up policy allows max(1 × 2, 1 + 4) = 5.
     ev = evaluate(policy(metrics=()), obs(replicas=1, ready=False, waiting_prompt_tokens=200000, cold_start_s=28),
                   History())
+    assert (ev.raw, ev.desired) == (50, 5)
+    # Ready, it prefills 112,000 tokens in that time: 88,000 are left, ceil(88,000 / 4,000) = 22.
+    ev = evaluate(policy(metrics=()), obs(replicas=1, waiting_prompt_tokens=200000, cold_start_s=28), History())
     assert (ev.raw, ev.desired) == (22, 5)
 
 
