@@ -176,13 +176,14 @@ SERVICES = [
     (
         # The real vLLM (CPU build) on kubesim's cpu-real node, with both adapters loaded at run time; the Procfile's
         # `tiny` load calls the two adapters and the base model through the gateway. Its pool counts one GPU of the
-        # tenant's quota though the pod asks none (docs/real-engines.md, "The demo's real engine").
+        # tenant's quota though the pod asks none (docs/real-engines.md, "The demo's real engine"). Four sequences at
+        # once make the gateway's bound 4, so the `tiny` load's bursts wait at the door: its queue card moves.
         "acme",
         "tiny-real",
         "tiny-llama",
         "vllm",
         DeploymentMode.STANDARD,
-        {"max_model_len": 1024},
+        {"max_model_len": 1024, "max_num_seqs": 4},
         "round_robin",
         {"autoscaler": "none"},
         [PoolSpec("engine", replicas=1, min_replicas=1, max_replicas=1, gpus_per_replica=1, gpu_type="h100-sxm-80gb")],
