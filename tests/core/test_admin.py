@@ -157,6 +157,7 @@ def test_cluster_credentials_are_write_only_in_the_admin(browser):
             "kubeconfig": "",
             "ca_bundle": "",
             "description": "edited",
+            "node_model_volume": cluster.node_model_volume,
             "gpu_nodes-TOTAL_FORMS": 0,
             "gpu_nodes-INITIAL_FORMS": 0,
         },
