@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEVENV := $(PY) -m controlplane.devenv
 
-.PHONY: demo test lint layers check venv clean-data compose-secrets browser kubectl docs docs-serve docs-check
+.PHONY: demo test lint layers check venv clean-data compose-secrets browser kubectl docs docs-serve docs-check durations
 
 venv: $(STAMP)
 
@@ -47,12 +47,15 @@ check: $(STAMP)
 	$(DEVENV) test python manage.py makemigrations --check --dry-run
 	$(DEVENV) test python manage.py spectacular --validate --fail-on-warn --file /dev/null
 
-# `make test PYTEST_WORKERS=4` runs the suite on 4 pytest-xdist workers (docs/tests.md), each with its own test
-# database, ports, kubesim and Celery queues; `--dist loadgroup` keeps the real-engine tests on one of them.
-# Serial (one process) stays the default until whole parallel runs come out green again and again: each of
-# the first three met a different test that depended on order or timing (docs/tests.md).
-PYTEST_WORKERS ?=
+# `make test` runs the suite on 4 pytest-xdist workers (docs/tests.md), each with its own test database (made from
+# one migrated template), ports, kubesim and Celery queues; `--dist loadgroup` keeps the real-engine tests on one of
+# them, and the longest tests (tests/durations.json) start first. `make test PYTEST_WORKERS=` runs serially.
+PYTEST_WORKERS ?= 4
 PYTEST_PARALLEL := $(if $(strip $(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup)
+
+# tests/durations.json again, from a whole parallel run (what `make test` reads to start the longest tests first).
+durations: $(STAMP)
+	$(DEVENV) test python -m pytest -n 4 --dist loadgroup --store-durations tests/durations.json $(PYTEST_ARGS)
 
 test: lint layers check docs-check browser kubectl
 	$(DEVENV) test python -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)

@@ -55,6 +55,41 @@ def pytest_collection_modifyitems(config, items):
             item._id = coerce_node_id(item.nodeid + suffix)
 
 
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, django_db_blocker):
+    """Under xdist, every worker's test database is created from one migrated template (tests/template_db.py)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    from tests.template_db import template_for
+
+    default = django_settings.DATABASES["default"]  # the dict the connection reads (pytest-django's suffix is set)
+    with django_db_blocker.unblock():
+        default.setdefault("TEST", {})["TEMPLATE"] = template_for(default)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def seeded_rows_outlive_a_flush():
+    """A transactional test ends by flushing the database, which also removes the rows the migrations seed (the
+    platform's priority classes). Django sends `post_migrate` after a flush to put back content types and
+    permissions; the seeded classes are put back the same way here, so a test does not see a different database
+    for having run after a transactional test on the same worker."""
+    from django.db.models.signals import post_migrate
+
+    def reseed(sender, using="default", **kwargs):
+        if sender.label != "tenancy":
+            return
+        from apps.tenancy.choices import DEFAULT_PRIORITY_CLASSES
+        from apps.tenancy.models import PriorityClass
+
+        for name, value, description in DEFAULT_PRIORITY_CLASSES:
+            PriorityClass.objects.using(using).get_or_create(
+                name=name, defaults={"value": value, "description": description})
+
+    post_migrate.connect(reseed, dispatch_uid="tests-reseed-priority-classes")
+    yield
+    post_migrate.disconnect(dispatch_uid="tests-reseed-priority-classes")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def xdist_celery_queues():
     """Under xdist, this worker's Celery queues carry its id as a prefix (`gw0-reconcile`, ...), in the test
@@ -135,14 +170,11 @@ def tenant_b(db):
 
 @pytest.fixture
 def classes(db):
-    """The platform's priority classes as issue 40 names them, by name. The migration seeds them; a database
-    flushed by a transactional test may not have them, so they are made here when missing."""
+    """The platform's priority classes as issue 40 names them, by name: seeded by the migration, and again after
+    every flush (`seeded_rows_outlive_a_flush`)."""
     from apps.tenancy.models import PriorityClass
 
-    found = {}
-    for name, value in (("production", 1000), ("standard", 100), ("best-effort", 0), ("batch", -10)):
-        found[name], _ = PriorityClass.objects.get_or_create(name=name, defaults={"value": value})
-    return found
+    return {name: PriorityClass.objects.get(name=name) for name in ("production", "standard", "best-effort", "batch")}
 
 
 def _member(tenant, username, role):

@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+# One worker runs the whole module under `--dist loadgroup`: its module fixture writes tiny models with torch in
+# subprocesses, once per worker that takes one of its tests.
+pytestmark = pytest.mark.xdist_group("tiny-model")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -24,6 +24,10 @@ from kubesim.engines.flags import command_line, parse_vllm
 from kubesim.workload import WorkloadExit
 from tests.serving.test_commands import seed
 
+# One worker runs the whole module under `--dist loadgroup`: its module fixture imports vLLM in a subprocess
+# (most of a minute on a busy machine), once per worker that takes one of its tests.
+pytestmark = pytest.mark.xdist_group("vllm-parser")
+
 ROOT = Path(__file__).resolve().parents[2]
 # What LeaderWorkerSet gives a worker pod, for the $(VAR) references of multi-node arguments.
 LWS_ENV = {"LWS_WORKER_INDEX": "1", "LWS_LEADER_ADDRESS": "chat-0.chat", "LWS_GROUP_SIZE": "2"}
