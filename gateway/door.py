@@ -249,11 +249,13 @@ class Door:
         elif borrowed:
             self.order.move(state.sid, 1)  # the head left as its seat came: the seat goes back
 
-    def _claimed(self, state: _Service, band: int, turn, borrowed: bool) -> None:
+    def _claimed(self, state: _Service, band: int, turn, borrowed: bool, place=None) -> None:
         """The shared order claimed the request `turn` (gateway/order.py): it goes on, on a seat of this replica's or
-        on one borrowed. Out of the order already, it is not forgotten; one that left meanwhile gives the seat back."""
+        on one borrowed. Out of the order already, it is not forgotten (unless `place`: let go while Redis failed,
+        it is taken out once Redis has it); one that left meanwhile gives the seat back."""
         if state.queue.take(turn):
             state.held_since = None
+            self._forget(place, went=not turn.done())
             if not turn.done():
                 self._take(state, band, borrowed)
                 turn.set_result(borrowed)
@@ -303,7 +305,7 @@ class Door:
             self.held["lent"] += answer.lent
             self.held["borrowed"] += answer.borrowed
             if answer.claimed:
-                self._claimed(state, band, turn, bool(answer.borrowed))
+                self._claimed(state, band, turn, bool(answer.borrowed), place if answer.unordered else None)
             elif answer.borrowed:
                 self.order.move(state.sid, 1)
             self._fill(state)
