@@ -276,3 +276,25 @@ def test_a_replica_with_a_seat_free_charges_its_requests_while_another_replicas_
 
     before, tenants, after, placed = run(prefix, body)
     assert (before, tenants, after, placed) == (False, (("t1", 0), ("t2", 0)), True, True)  # served 0 each: a tie
+
+
+def test_a_look_redis_fails_is_tried_again_and_only_after_the_longest_hold_goes_without_the_order():
+    """Nothing listens where this limiter's Redis would be: every pipeline fails. A look with a seat free is not
+    answered "go" at the first failure (its head would go out of turn, charged nothing): it is sent again, with
+    the request taken out before it, until it has failed for HOLD_MAX_S; then its head goes without the order,
+    marked so that the door takes it out of the order once Redis answers."""
+    limiter = RequestLimiter("redis://127.0.0.1:9/0", prefix="test:down:")
+    place = Place("fair:1:0", "t", "k", "t k 0 r1", 100_000)
+    gone = Place("fair:1:0", "t", "k", "t k 0 r0", 100_000)
+
+    async def body():
+        limiter.order.forget(gone, went=True)
+        verdict = await look(limiter, place, Tags(), room=True)
+        trips, pending = limiter.order.trips, limiter.order.pending()
+        await limiter.close()
+        return verdict, trips, pending
+
+    verdict, trips, pending = asyncio.run(body())
+    assert (verdict.go, verdict.claimed, verdict.unordered) == (True, 1, 1)
+    assert trips > 1  # sent again after the first failure
+    assert pending  # the forget is kept for when Redis answers
