@@ -346,6 +346,8 @@ class Gateway:
             shed = await self.door.enter(service, band, str(key["tenant_id"]), tags, meter, place=place)
         if shed is not None:
             return self._shed(shed, band, meter, limit_headers)
+        if place is not None:  # it went on through the band's shared order, which counted its cost as served
+            decision.reservation.ordered = True
         meter["door"] = service["id"], band, meter.pop("borrowed", False)
         if band > LOWEST_BAND:  # the lowest band waits for this request's first token (gateway/door.py)
             self.door.prefill(service["id"])

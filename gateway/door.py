@@ -7,9 +7,11 @@ engine runs at once, `max_num_seqs`) over the gateway replicas. A service withou
 saturated: its requests go straight on, as they always did. A request that ends hands its place to the
 next in line, so the order of service is the queue's, not the order of arrival.
 
-With more than one replica, a head charged in Redis goes on only when the band's shared order allows it
-(gateway/order.py): no other flow waits at another replica with a smaller tag. A head held so waits at most
-HOLD_MAX_S, then goes anyway: a replica gone without taking its requests out of the order cannot stop the others.
+With more than one replica, a head charged in Redis goes on only when the band's shared order claims it
+(gateway/order.py): its tenant is the least served of those waiting at any replica, and it has a seat. While a
+request of the band waits at another replica, a request here is charged and waits its turn too, even with a seat
+free. A head held so waits at most HOLD_MAX_S, then goes anyway: a replica gone without taking its requests out of
+the order cannot stop the others.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 
 from gateway.fairness import LOWEST_BAND, FairQueue, Tags
+from gateway.order import HOLD_MAX_S, Seats
 
 QUEUE_FULL, QUEUE_TIMEOUT = "queue_full", "queue_timeout"
 UNCHARGED = Tags(2**62, 2**62)
@@ -36,7 +39,6 @@ KV_FULL = 0.9
 # The loop's lateness is looked at every LOOK_S; a late look counts at once, and its memory fades by half each look.
 LOOK_S = 0.01
 LATE_S = 0.003
-HOLD_MAX_S = 2.0
 
 
 @dataclass
@@ -107,13 +109,19 @@ class Door:
         return math.ceil(bound / self.replicas)
 
     def saturated(self, service: dict, band: int = LOWEST_BAND + 1) -> bool:
-        """Whether a request of `band` would wait: requests of its band or a higher one wait, or it has no room. Lower
-        bands waiting do not make it wait: it goes into the room they leave (and costs no fair-share charge)."""
+        """Whether a request of `band` would wait: requests of its band or a higher one wait (here, or at another
+        replica in the band's shared order), or it has no room. Lower bands waiting do not make it wait: it goes into
+        the room they leave (and costs no fair-share charge)."""
         state = self.services.get(service["id"])
         if state is None or self.share(service) is None:
             return False
         self._observe(state, service)
-        return state.queue.waits_from(band) or not state.room(band)
+        return state.queue.waits_from(band) or not state.room(band) or self._waits_elsewhere(state, band)
+
+    def _waits_elsewhere(self, state: _Service, band: int) -> bool:
+        """Whether a request of the band waits at another replica, as this one last saw the shared order: a request
+        here then takes its turn in the order too, rather than a seat this replica happens to have free."""
+        return self.order is not None and self.order.first(state.sid, band) is not None
 
     def spare(self, service: dict) -> bool:
         """Whether the service has spare capacity at this replica: room for a lowest-band request."""
@@ -218,13 +226,13 @@ class Door:
 
     def _fill(self, state: _Service) -> None:
         # The highest band waiting goes first; the lowest band only onto spare capacity; with more than one
-        # replica, a charged head only when the band's shared order allows it.
+        # replica, a charged head only when the band's shared order claims it (`_may_go`).
         while state.queue:
             band = state.queue.top_band()
             first = self.order.first(state.sid, band) if self.order is not None else None
             turn, tags, place = state.queue.peek(first)
             if place is not None and not turn.done():
-                if not self._may_go(state, band, place, tags):
+                if not self._may_go(state, band, turn, place, tags):
                     return
             elif not state.room(band):
                 return
@@ -241,11 +249,26 @@ class Door:
         elif borrowed:
             self.order.move(state.sid, 1)  # the head left as its seat came: the seat goes back
 
-    def _may_go(self, state: _Service, band: int, place, tags: Tags) -> bool:
-        """Whether the shared order lets the head go on a seat of this replica's share. When it cannot say, the
-        head is looked at; when it says wait, this replica lends its free seats and the head is looked at
-        again once another replica moves (a message) or after POLL_S; with no free seat, the head borrows one
-        lent by another replica, or takes back the seats this one lent, if the order lets it go."""
+    def _claimed(self, state: _Service, band: int, turn, borrowed: bool, place=None) -> None:
+        """The shared order claimed the request `turn` (gateway/order.py): it goes on, on a seat of this replica's or
+        on one borrowed. Out of the order already, it is not forgotten (unless `place`: let go while Redis failed,
+        it is taken out once Redis has it); one that left meanwhile gives the seat back."""
+        if state.queue.take(turn):
+            state.held_since = None
+            self._forget(place, went=not turn.done())
+            if not turn.done():
+                self._take(state, band, borrowed)
+                turn.set_result(borrowed)
+                return
+        if borrowed:
+            self.order.move(state.sid, 1)
+
+    def _may_go(self, state: _Service, band: int, turn, place, tags: Tags) -> bool:
+        """Whether the head goes on now without the shared order: only once it has been held back HOLD_MAX_S.
+        Otherwise it is looked at, and goes on when the look claims it (it may go and has a seat: this replica's,
+        or one borrowed or taken back). A view that says wait holds it without a look: this replica lends its free
+        seats and the head is looked at again once another replica moves (a message) or after POLL_S; with no
+        free seat, the look borrows one lent by another replica, or takes back the seats this one lent."""
         if state.looking:
             return False
         if state.lent and state.held_since and time.monotonic() - state.held_since >= HOLD_MAX_S:
@@ -253,8 +276,6 @@ class Door:
             state.lent = 0
         room = state.room(band)
         verdict = self.order.allows(place, tags) if room else None
-        if verdict is True:
-            return True
         held = verdict is False or (not room and state.lent > 0)
         if verdict is False:
             now = time.monotonic()
@@ -273,23 +294,24 @@ class Door:
             state.offered = False
         self.held["looks"] += 1
 
+        def seats() -> Seats:  # asked as the look is sent: the replica as it stands then
+            room = state.room(band)
+            return Seats(borrow=not room and state.lent == 0, reclaim=state.lent if not room else 0,
+                         lend=state.free(band) if room and band > LOWEST_BAND else 0, room=room)
+
         def looked(answer) -> None:
             state.looking = False
             state.lent += answer.lent - answer.taken
             self.held["lent"] += answer.lent
-            if answer.borrowed:
-                self.held["borrowed"] += 1
-                if state.queue:
-                    self._go(state, state.queue.top_band(), borrowed=True, first=place.tenant)
-                else:
-                    self.order.move(state.sid, 1)
+            self.held["borrowed"] += answer.borrowed
+            if answer.claimed:
+                self._claimed(state, band, turn, bool(answer.borrowed), place if answer.unordered else None)
+            elif answer.borrowed:
+                self.order.move(state.sid, 1)
             self._fill(state)
 
         state.looking = True
-        room = state.room(band)  # after any seats lent
-        self.order.look(place, tags, looked, held=held, borrow=not room and state.lent == 0,
-                        reclaim=state.lent if not room else 0,
-                        lend=state.free(band) if room and band > LOWEST_BAND else 0)
+        self.order.look(place, tags, looked, held=held, seats=seats)
         return False
 
     async def watch_loop(self) -> None:

@@ -187,13 +187,21 @@ class FairQueue:
 
     def remove(self, item) -> bool:
         """Take `item` out (timed out, or its client left); its tenant gives up its last place in line."""
+        return self._out(item, -1)
+
+    def take(self, item) -> bool:
+        """Take `item` out as it goes on out of turn here (the shared order chose it, gateway/order.py); its tenant's
+        first place in line goes with it, as with `pop`."""
+        return self._out(item, 0)
+
+    def _out(self, item, place: int) -> bool:
         where = self._where.pop(id(item), None)
         if where is None:
             return False
         band, tenant, entry = where
         flow = self._bands[band][tenant]
         flow.requests.remove(entry)
-        flow.tags.pop()
+        flow.tags.pop(place)
         self._prune(band, tenant)
         return True
 

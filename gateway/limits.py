@@ -68,6 +68,7 @@ class Reservation:
     settled: bool = False
     flow: Flow | None = None
     tags: Tags = field(default_factory=Tags)
+    ordered: bool = False  # it went on through the band's shared order: its served counter is corrected at settle
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,8 @@ class RequestLimiter:
             if shared and flow.wait_ms > 0 and self.order is not None:
                 member = answer[at + 2]
                 place = Place(flow.counters, flow.tenant, flow.key,
-                              member.decode() if isinstance(member, bytes) else str(member))
+                              member.decode() if isinstance(member, bytes) else str(member),
+                              flow.cost * SCALE // max(1, flow.weight))
                 self.order.saw(place, answer[at + 3:at + 11])
         reservation = Reservation(rid, tokens, month, limits, shared, flow=flow, tags=tags) if allowed else None
         return Decision(bool(allowed), limits_lua.REASONS[reason], retry, _window(*windows[:3]),
@@ -212,6 +214,8 @@ class RequestLimiter:
         if flow is not None:
             keys.append(self.prefix + flow.counters)
             args += [flow.tenant, flow.key, delta * SCALE, flow.weight, reservation.tags.tenant, reservation.tags.key]
+            if reservation.ordered and self.order is not None:
+                keys.append(self.order.sets(flow.counters, flow.tenant)[1])  # its served counter is corrected too
         done = asyncio.get_running_loop().create_future()
         self._settles.append((keys, args, done))
         self._unsettled.add(done)
@@ -259,7 +263,7 @@ class RequestLimiter:
                 if not done.done():
                     done.set_result(None)
             if boarding is not None:
-                self.order.landed(boarding[2], answers[-1] if answers else None)
+                self.order.landed(boarding[2], answers[-1] if answers else None, boarding[3])
 
     async def close(self) -> None:
         if self.client is not None:
@@ -277,7 +281,7 @@ class RequestLimiter:
             keys.append(self.prefix + flow.counters)
             args += [flow.tenant, flow.key, flow.cost * SCALE, flow.weight, FAIR_TTL_S]
             if flow.wait_ms > 0 and self.order is not None:
-                keys += self.order.sets(flow.counters, flow.tenant)
+                keys += self.order.sets(flow.counters, flow.tenant)[1:]
                 args.append(flow.wait_ms)
         try:
             self.round_trips += 1

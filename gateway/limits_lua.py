@@ -31,8 +31,9 @@ REASONS = {0: None, 1: "requests", 2: "tokens", 3: "concurrency", 4: "budget"}
 # tpm reset ms, budget left per scope (-1 = none)...}; a limit of -1 means no such limit applies.
 # With the counters' key: ARGV then ends with tenant, key, cost x SCALE, tenant weight, counters' ttl s, and the
 # answer with the tenant tag and the key tag (0, 0 when refused). After the counters' key may come the band's
-# two waiting sets (gateway/order_lua.py) and after the counters' ttl a wait in ms: the request, charged, then
-# waits in both sets until that deadline, and the answer ends with its member and the sets' TOP (8 values).
+# waiting tenants and the tenant's waiting set (gateway/order_lua.py), and after the counters' ttl a wait in ms:
+# the request, charged, then waits in its tenant's set until that deadline, its tenant among the waiting ones,
+# and the answer ends with its member, the band's FIRSTS and the tenant's TOP (8 values).
 CHECK = TOP + """
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
@@ -159,18 +160,27 @@ if reason == 0 and fair then
   redis.call('EXPIRE', fair, tonumber(ARGV[a + 5]))
 end
 local place = {}
-local waiting = KEYS[scopes * 5 + 2]
-if reason == 0 and waiting then
+local q = KEYS[scopes * 5 + 2]
+if reason == 0 and q then
   local a = 5 + scopes * 4
-  local tenant_set, ttl = KEYS[scopes * 5 + 3], tonumber(ARGV[a + 5])
-  local member = ARGV[a + 1] .. ' ' .. ARGV[a + 2] .. ' ' .. (now + tonumber(ARGV[a + 6])) .. ' ' .. id
-  redis.call('ZADD', waiting, tags[1], member)
-  redis.call('ZADD', tenant_set, tags[2], member)
-  redis.call('EXPIRE', waiting, ttl)
-  redis.call('EXPIRE', tenant_set, ttl)
+  local tenant, set, ttl = ARGV[a + 1], KEYS[scopes * 5 + 3], tonumber(ARGV[a + 5])
+  local member = tenant .. ' ' .. ARGV[a + 2] .. ' ' .. (now + tonumber(ARGV[a + 6])) .. ' ' .. id
+  -- A tenant that joins the band's waiting tenants is lifted to the least served counter waiting there (to the
+  -- last served start when none waits): one that was not waiting banks no credit (gateway/order_lua.py).
+  if not live(set, now) or not redis.call('ZSCORE', q, tenant) then
+    local others = firsts(q, now)
+    local floor = others[2] >= 0 and others[2] or tonumber(redis.call('HGET', fair, '_s') or 0)
+    if others[1] == tenant then floor = others[4] >= 0 and others[4] or floor end
+    local counter = math.max(tonumber(redis.call('HGET', fair, 's:' .. tenant) or 0), floor)
+    redis.call('HSET', fair, 's:' .. tenant, counter)
+    redis.call('ZADD', q, counter, tenant)
+  end
+  redis.call('ZADD', set, tags[2], member)
+  redis.call('EXPIRE', q, ttl)
+  redis.call('EXPIRE', set, ttl)
   place = {member}
-  for _, value in ipairs(top(waiting, 1, now)) do place[#place + 1] = value end
-  for _, value in ipairs(top(tenant_set, 2, now)) do place[#place + 1] = value end
+  for _, value in ipairs(firsts(q, now)) do place[#place + 1] = value end
+  for _, value in ipairs(top(set, 2, now)) do place[#place + 1] = value end
 end
 if req[2] < 0 then req[2] = 0 end
 if tok[2] < 0 then tok[2] = 0 end
@@ -185,7 +195,9 @@ return out
 # has tpm, has concurrency, has budget (1/0). The window entry is corrected only while it is still in
 # the window (a request longer than the window was counted once, at its reservation); the budget is
 # always corrected, so a month's count is exact; the lease is released. With the fair-share counters' key
-# last, ARGV ends with tenant, key, (cost used - cost estimated) x SCALE, tenant weight, tenant tag, key tag.
+# last, ARGV ends with tenant, key, (cost used - cost estimated) x SCALE, tenant weight, tenant tag, key tag; with
+# the band's waiting tenants after it (a request that waited in the shared order), its tenant's served counter is
+# corrected too.
 SETTLE = """
 local id, reserved, used = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local scopes = math.floor(#KEYS / 4)
@@ -209,6 +221,12 @@ if fair then
   redis.call('HINCRBY', fair, 'k:' .. ARGV[a + 2], delta)
   for _, field in ipairs({'n:t:' .. tenant, 'n:k:' .. ARGV[a + 2]}) do
     if redis.call('HINCRBY', fair, field, -1) <= 0 then redis.call('HDEL', fair, field) end
+  end
+  -- The served counter too, for a request that waited in the shared order (its band's waiting tenants next).
+  local q = KEYS[scopes * 4 + 2]
+  if q and redis.call('HEXISTS', fair, 's:' .. tenant) == 1 then
+    local counter = redis.call('HINCRBY', fair, 's:' .. tenant, math.floor(delta / weight))
+    if redis.call('ZSCORE', q, tenant) then redis.call('ZADD', q, counter, tenant) end
   end
   local tenant_tag, key_tag = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
   if tenant_tag > tonumber(redis.call('HGET', fair, '_v') or 0) then redis.call('HSET', fair, '_v', tenant_tag) end

@@ -1,18 +1,20 @@
 """The shared order of a band across gateway replicas. Each replica holds its own queue (gateway/door.py), but
-with more than one replica a queue's head may go on only when no other flow of its band waits anywhere before
-it: the tenant tag it would carry, its tenant's least waiting one (a tenant's tags are its places in line, and a
-request that goes on takes the least, wherever it waits: order_lua.LOOK), is the band's least, and its own key
-tag is at most the least key tag of every other key of its tenant waiting anywhere (ties go). That is VTC's rule
-(serve the least-served backlogged flow) across replicas.
+with more than one replica a queue's head goes on only when the band's order in Redis lets it: its tenant's served
+counter (VTC's: the cost served to the tenant, at every replica, over its weight) is the least of the tenants
+waiting anywhere, and its own key tag is at most the least key tag of every other key of its tenant waiting
+anywhere (ties go). That is VTC's rule (serve the least-served backlogged flow) across replicas. The decision and
+its charge are one script (order_lua.LOOK): a head that may go and has a seat is claimed there, out of the order
+with its tenant's counter advanced, before any other replica looks.
 
 What waits where is in Redis (gateway/order_lua.py): CHECK adds a charged request, and what a replica learns
 comes back on round trips it makes anyway: the request's own CHECK, and the pipeline of settles, which also
-carries the requests let go (`forget`), seats moved (`move`) and the looks (`look`) the door asks for. A replica
-looks before each decision it takes from its queue (a view is `FRESH_S` old at most), so the request that ends
-and the look at who goes next share one round trip. A head that may not go yet waits for a message: a replica
-that lets a request go, or lends or gives back seats, publishes the band or the service on `<prefix>order`, and
-a replica waiting on it looks again; at the latest after `POLL_S`. Those looks, and a pipeline that carries
-nothing but the order, are this module's own round trips (`trips`), counted apart from the requests' two.
+carries the requests let go without a claim or dropped (`forget`), seats moved (`move`) and the looks (`look`)
+the door asks for. A replica looks before each head it lets go, so the request that ends and the claim of the
+next share one round trip. A head that may not go yet waits for a message: a replica that lets a request go, or
+lends or gives back seats, publishes the band or the service on `<prefix>order`, and a replica waiting on it looks
+again; at the latest after `POLL_S`. A view at most `FRESH_S` old that says wait holds a head without a look.
+Those looks, and a pipeline that carries nothing but the order, are this module's own round trips (`trips`),
+counted apart from the requests' two.
 
 Work-conserving: a replica whose head may not go lends its free seats (its share of the service's bound) to a
 pool in Redis, in the same look, and a replica whose head may go but has no seat borrows one; a seat moves only
@@ -37,6 +39,7 @@ log = logging.getLogger("gateway.order")
 FRESH_S = 0.005  # a view older than this is looked at again before the door decides by it
 POLL_S = 0.05  # a head that may not go yet is looked at again at least this often
 DEADLINE_MARGIN_S = 5.0  # a member outlives its request's time-to-live by this much before anyone drops it
+HOLD_MAX_S = 2.0  # the longest a head waits for the order (gateway/door.py); a look Redis fails is retried that long
 
 
 @dataclass(frozen=True)
@@ -47,12 +50,13 @@ class Place:
     tenant: str
     key: str
     member: str
+    amount: int = 0  # its estimated cost over its tenant's weight (SCALE units): what its tenant is served going on
 
 
 @dataclass(frozen=True)
 class View:
-    """The two least tenants of a band and the two least keys of one tenant, each (flow, least tag); a flow of
-    '' is "every other flow is at least here"; no entry, no such flow."""
+    """The two least tenants of a band, each (tenant, served counter), and the two least keys of one tenant, each
+    (key, least key tag); a flow of '' is "every other flow is at least here"; no entry, no such flow."""
 
     tenants: tuple
     keys: tuple
@@ -60,7 +64,7 @@ class View:
 
 
 def view_of(values: list, seen: float) -> View:
-    """A View from a TOP pair's 8 values (order_lua.TOP, twice)."""
+    """A View from 8 values: the band's FIRSTS and the tenant's TOP (order_lua)."""
     def pairs(four):
         flows = [(_text(four[i]), int(four[i + 1])) for i in (0, 2)]
         return tuple((flow, tag) for flow, tag in flows if tag >= 0)
@@ -73,8 +77,8 @@ def least_other(pairs: tuple, me: str) -> int | None:
 
 
 def may_go(view: View, place: Place, tags: Tags) -> bool:
-    """Whether a request may go on: its tenant's least waiting tag is the band's least (no other tenant waits
-    with a smaller one), and no other key of its tenant waits with a key tag smaller than its own."""
+    """Whether a request may go on: its tenant's served counter is the band's least (no other tenant waits with a
+    smaller one), and no other key of its tenant waits with a key tag smaller than its own."""
     tenants = view.tenants
     first = not tenants or tenants[0][0] == place.tenant or any(
         flow == place.tenant and tag <= tenants[0][1] for flow, tag in tenants[1:])
@@ -86,24 +90,38 @@ def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+@dataclass(frozen=True)
+class Seats:
+    """What a look asks of the service's seats, as its replica stands when the look is sent: borrow a lent seat if
+    the head may go, take back up to `reclaim` seats it lent, lend `lend` free seats if the head may not go;
+    `room`: the replica has a seat of its own free for the head."""
+
+    borrow: bool = False
+    reclaim: int = 0
+    lend: int = 0
+    room: bool = False
+
+
 @dataclass
 class _Look:
     place: Place
     tags: Tags
     then: Callable  # called with a Verdict
-    borrow: bool
-    reclaim: int
-    lend: int
+    seats: Callable[[], Seats]  # asked when the look is sent
+    failed: float | None = None  # when Redis first failed to answer it
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """A look's answer for a head: whether it may go, and seats moved to its replica (borrowed, taken back)."""
+    """A look's answer for a head: whether it may go, seats moved to its replica (borrowed, taken back, lent), and
+    whether it was claimed (it may go and has a seat: it is out of the order, its tenant charged; it goes on)."""
 
     go: bool
     borrowed: int = 0
     taken: int = 0
     lent: int = 0
+    claimed: int = 0
+    unordered: int = 0  # Redis failed the look for HOLD_MAX_S: the head goes without the order, forgotten after
 
 
 class SharedOrder:
@@ -144,9 +162,10 @@ class SharedOrder:
         return may_go(view, place, tags)
 
     def forget(self, place: Place, *, went: bool) -> None:
-        """The request has gone on (`went`: it takes its tenant's least tag, order_lua.LOOK), been shed or lost its
-        client (it gives up its tenant's greatest): out of the sets with the next pipeline. Once one has gone on,
-        its tenant's view here is stale: the next head of that tenant is looked at, after this forget."""
+        """The request has gone on without a claim (`went`: let go after the door's longest hold; its tenant's
+        served counter advances), been shed or lost its client: out of the sets with the next pipeline. Once one
+        has gone on, its tenant's view here is stale: the next head of that tenant is looked at, after this
+        forget."""
         self._forgets.append((place, went))
         if went:
             self.views.pop((place.counters, place.tenant), None)
@@ -157,13 +176,13 @@ class SharedOrder:
         self._moves.append((service_id, seats))
         self._trip()
 
-    def look(self, place: Place, tags: Tags, then: Callable, *, held: bool, borrow: bool = False,
-             reclaim: int = 0, lend: int = 0) -> None:
+    def look(self, place: Place, tags: Tags, then: Callable, *, held: bool,
+             seats: Callable[[], Seats] = Seats) -> None:
         """Call `then(Verdict)` once the head at `place` has been looked at: at once, or, `held` (it was told to
-        wait), when another replica lets a request of the band go or gives seats back, or after POLL_S. With
-        `borrow` the head takes a lent seat if it may go and one is free; with `reclaim` its replica takes back
-        up to that many of the seats it lent; with `lend` it lends that many free seats if the head may not go."""
-        look = _Look(place, tags, then, borrow, reclaim, lend)
+        wait), when another replica lets a request of the band go or gives seats back, or after POLL_S. `seats()`,
+        asked when the look is sent, says what it asks of the seats (`Seats`); a head that may go and has a seat
+        then is claimed."""
+        look = _Look(place, tags, then, seats)
         if not held:
             self._looks.append(look)
             self._trip()
@@ -184,8 +203,9 @@ class SharedOrder:
     def pending(self) -> bool:
         return bool(self._forgets or self._moves or self._looks)
 
-    def board(self) -> tuple[list, list, list] | None:
-        """The LOOK script's keys and args for what is pending, and the looks it answers (taken off the list)."""
+    def board(self) -> tuple[list, list, list, list] | None:
+        """The LOOK script's keys and args for what is pending, the looks it answers and the forgets it carries (taken
+        off the lists)."""
         if not self.pending():
             return None
         forgets, moves, looks = self._forgets, self._moves, self._looks
@@ -193,37 +213,54 @@ class SharedOrder:
         keys, args = [], [self.channel, len(forgets), len(moves)]
         for place, went in forgets:
             keys += self.sets(place.counters, place.tenant)
-            args += [place.member, int(went)]
+            args += [place.member, int(went), place.amount]
         for service_id, seats in moves:
             keys.append(self.seats(service_id))
             args.append(seats)
         for look in looks:
-            keys += [*self.sets(look.place.counters, look.place.tenant), self.seats(service_of(look.place))]
-            args += [look.place.tenant, look.place.key, look.tags.tenant, look.tags.key, int(look.borrow),
-                     look.reclaim, look.lend]
-        return keys, args, looks
+            place, seats = look.place, look.seats()
+            keys += [*self.sets(place.counters, place.tenant), self.seats(service_of(place))]
+            args += [place.tenant, place.key, look.tags.key, place.member, place.amount, int(seats.borrow),
+                     seats.reclaim, seats.lend, int(seats.room)]
+        return keys, args, looks, forgets
 
-    def landed(self, looks: list, answer: list | None) -> None:
-        """The LOOK script's answer (None when Redis failed: the order is then not held, as with no Redis)."""
+    def landed(self, looks: list, answer: list | None, forgets: tuple | list = ()) -> None:
+        """The LOOK script's answer. None: Redis failed. Its `forgets` are sent again (a member already out is charged
+        nothing twice), and each look is tried again after POLL_S; once Redis has failed a look for HOLD_MAX_S the
+        order is not held for it, as with no Redis (its head goes on its replica's seat, if it has one). A head let
+        go unordered at a passing failure would be served out of turn, and its tenant charged nothing for it."""
         seen = time.monotonic()
+        if answer is None:
+            if forgets:
+                self._forgets[:0] = forgets
+                asyncio.get_running_loop().call_later(POLL_S, self._trip)
+            for look in looks:
+                look.failed = look.failed or seen
+                if seen - look.failed < HOLD_MAX_S:
+                    self._held[look.place.counters] = look
+                    asyncio.get_running_loop().call_later(POLL_S, self._wake, look.place.counters, look)
+                else:
+                    self._saw(look.place.counters, look.place.tenant, View((), (), seen))
+                    look.then(Verdict(True, claimed=int(look.seats().room), unordered=1))
+            return
         verdicts = []
         for i, look in enumerate(looks):
-            values = answer[12 * i:12 * i + 12] if answer is not None else None
-            self._saw(look.place.counters, look.place.tenant,
-                      view_of(values, seen) if values is not None else View((), (), seen))
-            verdicts.append(Verdict(*(int(v) for v in values[8:12])) if values is not None else Verdict(True))
+            values = answer[13 * i:13 * i + 13]
+            self._saw(look.place.counters, look.place.tenant, view_of(values, seen))
+            verdicts.append(Verdict(*(int(v) for v in values[8:13])))
         for look, verdict in zip(looks, verdicts, strict=True):
             look.then(verdict)
 
     def sets(self, counters: str, tenant: str) -> list[str]:
-        base = f"{self.prefix}{counters}:w"
-        return [base, f"{base}:{tenant}"]
+        """The band's counters' hash, its waiting tenants and the tenant's waiting set (order_lua)."""
+        base = f"{self.prefix}{counters}"
+        return [base, f"{base}:q", f"{base}:q:{tenant}"]
 
     def seats(self, service_id: int) -> str:
         return f"{self.prefix}seats:{service_id}"
 
     def _moved(self, name: str) -> None:
-        """Another replica let a band's request go (`<counters>:w`) or lent or gave back a service's seats."""
+        """Another replica let a band's request go (`<counters>:q`) or lent or gave back a service's seats."""
         name = name[len(self.prefix):]
         if name.startswith("seats:"):
             service = name.removeprefix("seats:")
@@ -231,8 +268,8 @@ class SharedOrder:
                 self._wake(counters)
             if self.on_seats is not None:
                 self.on_seats(int(service))
-        elif name.removesuffix(":w") in self._held:
-            self._wake(name.removesuffix(":w"))
+        elif name.removesuffix(":q") in self._held:
+            self._wake(name.removesuffix(":q"))
 
     async def listen(self) -> None:
         """Runs for the app's life: what other replicas moved wakes the heads held here."""

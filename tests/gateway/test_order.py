@@ -1,8 +1,9 @@
 """The shared order across gateway replicas, worked by hand against real Redis: the waiting sets CHECK fills and
-the pipeline's LOOK empties, which head may go (its tenant first in the band, its key tag at most every other
-key's), members past their deadline dropped, the scan's bound, seats lent, borrowed and taken back, and two
-doors (two replicas) where the one holding only a flooding key's requests waits and lends its seat to the one
-holding the other key's."""
+the pipeline's LOOK empties, which head may go (its tenant's served counter the band's least, its key tag at most
+every other key's), the served counters (what goes on is charged its own cost, a tenant that joins is lifted),
+members past their deadline dropped, the scan's bound, seats lent, borrowed and taken back with the head claimed,
+and two doors (two replicas) where the one holding only a flooding key's requests waits and lends its seat to the
+one holding the other key's."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import redis
 from gateway.door import Door
 from gateway.fairness import Tags
 from gateway.limits import Flow, RequestLimiter
-from gateway.order import Place, may_go
+from gateway.order import Place, Seats, may_go
 from gateway.order_lua import SCAN
 from tests.gateway.test_limits import REDIS_URL, forget
 
@@ -28,7 +29,7 @@ def flow(tenant: str, key: str, cost: int, wait_ms: int = WAIT_MS) -> Flow:
 async def look(limiter: RequestLimiter, place: Place, tags: Tags, **seats):
     """One LOOK for the head at `place`, as the door asks it: its Verdict."""
     answers = []
-    limiter.order.look(place, tags, answers.append, held=False, **seats)
+    limiter.order.look(place, tags, answers.append, held=False, seats=lambda: Seats(**seats))
     while not answers:
         await asyncio.sleep(0.001)
     return answers[0]
@@ -69,16 +70,16 @@ def test_a_key_goes_only_when_no_other_key_of_its_tenant_waits_with_a_smaller_ta
     assert trips == 1  # the forgets and the look: one round trip of the order's own
 
 
-def test_between_tenants_a_tenant_goes_while_its_least_waiting_tag_is_the_bands_least():
+def test_between_tenants_a_tenant_goes_while_its_served_counter_is_the_bands_least():
     prefix = f"test:{uuid.uuid4().hex}:"
     limiter = RequestLimiter(REDIS_URL, prefix=prefix)
 
     async def body():
         t1 = [await limiter.check({}, 0, flow("t1", "k1", 100)) for _ in range(2)]
         t2 = await limiter.check({}, 0, flow("t2", "k2", 100))
-        # Tenant tags: t1 0 then 100 000; t2 0. Both tenants' least is 0: both may go.
+        # Nothing served yet: both tenants' counters are 0, both may go.
         both = [(await look(limiter, d.place, d.tags)).go for d in (t1[1], t2)]
-        limiter.order.forget(t1[0].place, went=True)  # t1's first goes on: t1's least is now 100 000, t2's still 0
+        limiter.order.forget(t1[0].place, went=True)  # t1's first goes on: t1 served 100 000, t2 still 0
         after = [(await look(limiter, d.place, d.tags)).go for d in (t1[1], t2)]
         await limiter.close()
         return both, after
@@ -86,51 +87,59 @@ def test_between_tenants_a_tenant_goes_while_its_least_waiting_tag_is_the_bands_
     assert run(prefix, body) == ([True, True], [False, True])
 
 
-def test_a_tenant_whose_least_tag_waits_elsewhere_goes_once_on_it_not_on_every_head():
-    """t1's least tag (0) waits at one replica; its heads at another carry 100 000 and 200 000; t2 waits with
-    50 000. A head of t1 may go while t1's least is the band's; going on, it takes t1's least (0), so t1's least is
-    then 100 000 (now held by the request that held 0) and t1's next head waits behind t2's 50 000."""
+def test_a_tenant_is_charged_the_cost_of_the_request_that_goes_not_of_the_one_charged_first():
+    """Tenant A's requests: a1 costs 10 (tenant tag 0), a2 costs 100 (tag 10 000), on two keys (key tags 0, 0), as
+    if waiting at two replicas. B's: b1 and b2 cost 50 each (tags 0 and 50 000). b1 goes: B has been served 50.
+    a2 goes (its replica had a seat first): A has been served 100, so B's b2 goes next, not a1. By the tags A had
+    been served only through a1's place (10), so a1 would have gone before b2 and A got 110 against B's 50: with
+    three replicas that difference, request after request, took the served-cost gap past VTC's bound."""
     prefix = f"test:{uuid.uuid4().hex}:"
     limiter = RequestLimiter(REDIS_URL, prefix=prefix)
     client = redis.Redis.from_url(REDIS_URL)
 
     async def body():
-        t1 = [await limiter.check({}, 0, flow("t1", "k1", 100)) for _ in range(3)]  # tenant tags 0, 100 000, 200 000
-        t2 = [await limiter.check({}, 0, flow("t2", "k2", 50)) for _ in range(2)]  # 0, 50 000
-        limiter.order.forget(t2[0].place, went=True)  # t2's least is now 50 000
-        first = await look(limiter, t1[1].place, t1[1].tags)  # t1's least, 0, is below 50 000: it goes
-        limiter.order.forget(t1[1].place, went=True)
-        second = await look(limiter, t1[2].place, t1[2].tags)
-        other = await look(limiter, t2[1].place, t2[1].tags)
-        scores = [client.zscore(f"{prefix}fair:1:0:w", d.place.member) for d in (*t1, t2[1])]
+        a1 = await limiter.check({}, 0, flow("A", "ka1", 10))
+        a2 = await limiter.check({}, 0, flow("A", "ka2", 100))
+        b1, b2 = [await limiter.check({}, 0, flow("B", "kb", 50)) for _ in range(2)]
+        limiter.order.forget(b1.place, went=True)
+        second = await look(limiter, a2.place, a2.tags)  # A 0 against B 50 000
+        limiter.order.forget(a2.place, went=True)
+        after = [(await look(limiter, d.place, d.tags)).go for d in (a1, b2)]
+        served = [int(client.hget(f"{prefix}fair:1:0", f"s:{t}")) for t in ("A", "B")]
         await limiter.close()
-        return [d.tags.tenant for d in (*t1, *t2)], first.go, second.go, other.go, scores
+        return [d.tags.tenant for d in (a1, a2, b1, b2)], second.go, after, served
 
-    tags, first, second, other, scores = run(prefix, body)
-    assert tags == [0, 100_000, 200_000, 0, 50_000]
-    # t1's first (which held 0) now holds 100 000, the tag t1's head left; 200 000 > 50 000: t1's next waits.
-    assert (first, second, other) == (True, False, True)
-    assert scores == [100_000, None, 200_000, 50_000]
+    tags, second, after, served = run(prefix, body)
+    assert tags == [0, 10_000, 0, 50_000]
+    assert second and after == [False, True]  # a1 waits: A 100 000 against B 50 000
+    assert served == [100_000, 50_000]
 
 
-def test_a_request_dropped_gives_up_its_tenants_greatest_tag():
+def test_a_request_dropped_is_not_charged_and_a_tenant_that_joins_is_lifted_to_the_least_waiting():
     prefix = f"test:{uuid.uuid4().hex}:"
     limiter = RequestLimiter(REDIS_URL, prefix=prefix)
     client = redis.Redis.from_url(REDIS_URL)
+    waiting = f"{prefix}fair:1:0:q"
 
     async def body():
-        t1 = [await limiter.check({}, 0, flow("t1", "k1", 100)) for _ in range(3)]  # 0, 100 000, 200 000
-        t2 = await limiter.check({}, 0, flow("t2", "k2", 150))  # 0
-        limiter.order.forget(t2.place, went=True)
-        limiter.order.forget(t1[0].place, went=False)  # shed: t1 keeps 0 and 100 000, gives up 200 000
-        verdict = await look(limiter, t1[1].place, t1[1].tags)
-        scores = [client.zscore(f"{prefix}fair:1:0:w", d.place.member) for d in t1]
+        t1 = [await limiter.check({}, 0, flow("t1", "k1", 100)) for _ in range(5)]
+        t2 = await limiter.check({}, 0, flow("t2", "k2", 100))
+        limiter.order.forget(t2.place, went=True)  # t2 served 100, and nothing of it waits: it leaves the band
+        limiter.order.forget(t1[0].place, went=False)  # shed: t1 is charged nothing
+        for d in t1[1:4]:  # t1 alone: three go on, served 300
+            limiter.order.forget(d.place, went=True)
+        await look(limiter, t1[4].place, t1[4].tags)
+        counters = {name: client.zscore(waiting, name) for name in ("t1", "t2")}
+        # t2 comes back at 100 000, behind t1's 300 000: it is lifted to 300 000, and both may go (ties go).
+        back = await limiter.check({}, 0, flow("t2", "k2", 100))
+        go = [(await look(limiter, d.place, d.tags)).go for d in (t1[4], back)]
+        lifted = client.zscore(waiting, "t2")
         await limiter.close()
-        return scores, verdict.go
+        return counters, lifted, go
 
-    scores, go = run(prefix, body)
-    assert scores == [None, 100_000, 0]  # t1's last now holds the 0 its first left
-    assert go  # nothing else waits
+    counters, lifted, go = run(prefix, body)
+    assert counters == {"t1": 300_000, "t2": None}
+    assert lifted == 300_000 and go == [True, True]
 
 
 def test_a_member_past_its_deadline_is_dropped_and_the_scan_reads_at_most_scan_members():
@@ -153,7 +162,7 @@ def test_a_member_past_its_deadline_is_dropped_and_the_scan_reads_at_most_scan_m
     # x (key tag 0) passed its deadline: the first read dropped it. a's 70 requests have key tags 0, 10 000, ...,
     # 690 000; the last went on. b, idle, starts at the keys' time, 690 000. The scan reads a's first 64 (0 to
     # 630 000) and stops: every other key is at least at 630 000, which is all a replica is told.
-    assert client.zscore(f"{prefix}fair:1:0:w:t", gone.place.member) is None
+    assert client.zscore(f"{prefix}fair:1:0:q:t", gone.place.member) is None
     assert [d.tags.key for d in many[:2]] == [0, 10_000] and many[-1].tags.key == 690_000
     assert late.tags.key == 690_000
     assert view.keys == (("a", 0), ("", 630_000))
@@ -162,7 +171,7 @@ def test_a_member_past_its_deadline_is_dropped_and_the_scan_reads_at_most_scan_m
     assert not may_go(view, many[64].place, many[64].tags)  # 640 000: maybe behind b, so it waits
 
 
-def test_seats_are_lent_by_a_head_that_may_not_go_and_move_only_to_a_head_that_may():
+def test_seats_are_lent_by_a_head_that_may_not_go_and_move_only_to_a_head_that_may_which_is_claimed():
     prefix = f"test:{uuid.uuid4().hex}:"
     limiter = RequestLimiter(REDIS_URL, prefix=prefix)
     client = redis.Redis.from_url(REDIS_URL)
@@ -173,18 +182,22 @@ def test_seats_are_lent_by_a_head_that_may_not_go_and_move_only_to_a_head_that_m
         held = await look(limiter, a[1].place, a[1].tags, lend=2)  # behind b: its replica lends its 2 free seats
         pool = int(client.get(f"{prefix}seats:1"))
         refused = await look(limiter, a[1].place, a[1].tags, borrow=True)  # still behind b: no seat for it
-        borrowed = await look(limiter, b.place, b.tags, borrow=True)  # b may go: it takes one
-        limiter.order.forget(b.place, went=True)
+        borrowed = await look(limiter, b.place, b.tags, borrow=True)  # b may go: it takes one, and is claimed
+        b_out = client.zscore(f"{prefix}fair:1:0:q:t", b.place.member)
         limiter.order.forget(a[0].place, went=True)
         back = await look(limiter, a[1].place, a[1].tags, reclaim=2)  # nothing waits before a now: 1 seat is left
+        room = await look(limiter, a[1].place, a[1].tags, room=True)  # a[1] was claimed: its place is gone
+        served = int(client.hget(f"{prefix}fair:1:0", "s:t"))
         await limiter.close()
-        return held, pool, refused, borrowed, back, int(client.get(f"{prefix}seats:1"))
+        return held, pool, refused, borrowed, b_out, back, int(client.get(f"{prefix}seats:1")), room, served
 
-    held, pool, refused, borrowed, back, left = run(prefix, body)
-    assert (held.go, held.lent, pool) == (False, 2, 2)
-    assert (refused.go, refused.borrowed) == (False, 0)
-    assert (borrowed.go, borrowed.borrowed) == (True, 1)
-    assert (back.go, back.taken, left) == (True, 1, 0)
+    held, pool, refused, borrowed, b_out, back, left, room, served = run(prefix, body)
+    assert (held.go, held.lent, held.claimed, pool) == (False, 2, 0, 2)
+    assert (refused.go, refused.borrowed, refused.claimed) == (False, 0, 0)
+    assert (borrowed.go, borrowed.borrowed, borrowed.claimed, b_out) == (True, 1, 1, None)
+    assert (back.go, back.taken, back.claimed, left) == (True, 1, 1, 0)
+    assert served == 300_000  # b, a[0] and a[1], 100 each
+    assert room.go and room.claimed  # a place already taken out: let go, and charged nothing more (served above)
 
 
 def test_two_replicas_the_one_holding_only_the_flood_waits_and_lends_its_seat():
@@ -235,3 +248,53 @@ def test_two_replicas_the_one_holding_only_the_flood_waits_and_lends_its_seat():
     lent_then, f_waited, borrowed, lent_after, outstanding = run(prefix, body)
     assert (lent_then, f_waited, borrowed) == (1, True, True)
     assert (lent_after, outstanding) == (0, 1)  # f's next went, on A's seat taken back
+
+
+def test_a_replica_with_a_seat_free_charges_its_requests_while_another_replicas_wait():
+    """A service bound of 2 over 2 replicas: a seat each. t2's request waits at replica B (its seat taken). Replica A
+    has its seat free and nothing waiting, so a request there went straight on, out of the order, ahead of t2's.
+    Once A has seen t2 waiting (the answer to a CHECK of its own), its next request is charged and waits its turn
+    in the order instead; with nothing seen waiting, A's requests go straight on, as with one replica."""
+    prefix = f"test:{uuid.uuid4().hex}:"
+    service = {"id": 1, "max_outstanding": 2}
+
+    async def body():
+        limiters = [RequestLimiter(REDIS_URL, prefix=prefix, replicas=2) for _ in range(2)]
+        a = Door(replicas=2)
+        a.share_order(limiters[0].order)
+        try:
+            assert await a.enter(service, 0, "t1", None, {}) is None  # A's seat, nothing seen waiting
+            a.leave(1, 0)
+            before = a.saturated(service, 0)
+            await limiters[1].check({}, 0, flow("t2", "k2", 100))  # t2 waits at B
+            seen = await limiters[0].check({}, 0, flow("t1", "k1", 100))  # A's CHECK answers the band as it stands
+            view = limiters[0].order.views[("fair:1:0", "t1")]
+            return before, view.tenants, a.saturated(service, 0), seen.place is not None
+        finally:
+            for limiter in limiters:
+                await limiter.close()
+
+    before, tenants, after, placed = run(prefix, body)
+    assert (before, tenants, after, placed) == (False, (("t1", 0), ("t2", 0)), True, True)  # served 0 each: a tie
+
+
+def test_a_look_redis_fails_is_tried_again_and_only_after_the_longest_hold_goes_without_the_order():
+    """Nothing listens where this limiter's Redis would be: every pipeline fails. A look with a seat free is not
+    answered "go" at the first failure (its head would go out of turn, charged nothing): it is sent again, with
+    the request taken out before it, until it has failed for HOLD_MAX_S; then its head goes without the order,
+    marked so that the door takes it out of the order once Redis answers."""
+    limiter = RequestLimiter("redis://127.0.0.1:9/0", prefix="test:down:")
+    place = Place("fair:1:0", "t", "k", "t k 0 r1", 100_000)
+    gone = Place("fair:1:0", "t", "k", "t k 0 r0", 100_000)
+
+    async def body():
+        limiter.order.forget(gone, went=True)
+        verdict = await look(limiter, place, Tags(), room=True)
+        trips, pending = limiter.order.trips, limiter.order.pending()
+        await limiter.close()
+        return verdict, trips, pending
+
+    verdict, trips, pending = asyncio.run(body())
+    assert (verdict.go, verdict.claimed, verdict.unordered) == (True, 1, 1)
+    assert trips > 1  # sent again after the first failure
+    assert pending  # the forget is kept for when Redis answers
