@@ -3,7 +3,7 @@ kubesim's engine cores on a simulated clock (no real-time waiting).
 
     .venv/bin/python bench/autoscale.py [--trace bursty|diurnal|spike|steady|coding|conversation|prod_conversation|
         prod_coding] [--hours H]
-        [--seed S] [--windows MINUTES] [--json]
+        [--seed S] [--windows MINUTES] [--where] [--json]
     .venv/bin/python bench/autoscale.py --trace-file FILE [--format azure|burstgpt|jsonl] [--hours H] [--json]
 
 `--trace-file` replays a recorded trace (the formats of `capacity.traces`: the Azure LLM inference CSV,
@@ -46,7 +46,10 @@ prefill time on an idle replica: `slo_attainment`) and the absolute 2 s (`ttft_a
 (mean inter-token latency per request ≤ 0.1 s), the scale events, and KEDA at every threshold 1-10
 (`keda_sweep`), and fixed fleets of 1-16 replicas (`fixed_sweep`, with the fewest meeting both attainment aims:
 `cheapest_fixed_meeting_aims`); `--windows M` adds the attainment per M minutes of arrival time (builtin and the
-fixed fleets). `--json` prints one object:
+fixed fleets). `--where` adds where builtin's and builtin_reactive's replica-hours go, from their replica count
+after each evaluation: in all, in the first 5 minutes (the activation from zero), above and below the cheapest
+fixed fleet meeting both aims, the mean replicas per 5 minutes, and for builtin how many evaluations the
+reactive floor decided (JSON: `where`). `--json` prints one object:
 {"policies": {name: {"gpu_hours", "slo_attainment", "ttft_abs_attainment", "ttft_p95_s", "scale_events", ...}},
  "keda_sweep": [{"threshold", "gpu_hours", "slo_attainment", "ttft_abs_attainment", "itl_slo_attainment"}],
  "fixed_sweep": [{"replicas", "gpu_hours", "slo_attainment", "itl_slo_attainment"}],
@@ -70,6 +73,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from apps.autoscaling.choices import ScalingRule
 from apps.serving.scaling_policy import PoolPolicy, normalized_builtin, pool_policy
 from apps.whatif import fleet
 from apps.whatif.fleet import BUILTIN_TARGETS, DEFAULT_SLO, ITL_AIM, TTFT_AIM
@@ -207,8 +211,44 @@ def keda(threshold: int):
     return keda_queue(threshold, max_replicas=MAX_REPLICAS)
 
 
-def simulate(decide, arrivals, lengths, spec, hours, start_replicas=1, name="", window_s=None) -> dict:
-    return fleet.simulate(decide, arrivals, lengths, spec, hours, start_replicas, name, slo=SLO, window_s=window_s)
+def simulate(decide, arrivals, lengths, spec, hours, start_replicas=1, name="", window_s=None, timeline=None) -> dict:
+    """One policy's replay summary; `timeline`, when given, receives (t, replicas, TTFT p95) per evaluation."""
+    sim = fleet.Simulation(decide, arrivals, lengths, spec, hours, start_replicas, slo=SLO, window_s=window_s)
+    return sim.run(name, timeline=timeline).summary(len(arrivals))
+
+
+class RuledBuiltin(Builtin):
+    """The built-in autoscaler, counting the evaluations each rule decided (`--where`: how often the reactive
+    floor set the count)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.rules: dict[str, int] = {}
+
+    def _made(self, ev) -> int:
+        self.rules[ev.rule] = self.rules.get(ev.rule, 0) + 1
+        return super()._made(ev)
+
+
+def where_the_hours_go(timeline, fleet_size: int | None, period_s: float = fleet.PERIOD_S, head_s: float = 300.0,
+                       window_s: float = 300.0) -> dict:
+    """Where a policy's replica-hours go, from its replica count after each evaluation (`timeline`: (t, replicas,
+    ...) every `period_s`, each count held for that period): in all, in the first `head_s` (the activation from
+    zero and its backlog), above and below a fixed fleet of `fleet_size` replicas (the cheapest meeting both aims;
+    None: none does, so nothing is compared), and the mean replicas per `window_s`. Replicas draining after a
+    scale-down also hold GPUs, so the policy's GPU-hours can be a little more than `replica_hours`."""
+    hours = period_s / 3600
+    counts = [(t, n) for t, n, *_ in timeline]
+    by_window: dict[int, list[int]] = {}
+    for t, n in counts:
+        by_window.setdefault(int((t - period_s) // window_s), []).append(n)
+    out = {"replica_hours": round(sum(n for _, n in counts) * hours, 2),
+           "first_replica_hours": round(sum(n for t, n in counts if t <= head_s) * hours, 2),
+           "mean_replicas_per_window": [round(sum(v) / len(v), 1) for _, v in sorted(by_window.items())]}
+    if fleet_size is not None:
+        out["above_fleet_replica_hours"] = round(sum(max(n - fleet_size, 0) for _, n in counts) * hours, 2)
+        out["below_fleet_replica_hours"] = round(sum(max(fleet_size - n, 0) for _, n in counts) * hours, 2)
+    return out
 
 
 def fixed_fleets(arrivals, lengths, spec, hours, window_s=None) -> dict[int, dict]:
@@ -235,6 +275,9 @@ def main(argv=None) -> int:
     parser.add_argument("--format", choices=FORMATS, help="the trace file's format (default azure; with --trace-file)")
     parser.add_argument("--windows", type=float, metavar="MINUTES",
                         help="also report attainment per window of arrival time (builtin and the fixed fleets)")
+    parser.add_argument("--where", action="store_true",
+                        help="also say where builtin's and builtin_reactive's replica-hours go (per 5 minutes, the "
+                             "first 5 minutes, above and below the cheapest fixed fleet, the floor's evaluations)")
     parser.add_argument("--json", action="store_true", help="one JSON object and nothing else")
     args = parser.parse_args(argv)
     if args.hours is not None and args.hours <= 0:
@@ -259,14 +302,16 @@ def main(argv=None) -> int:
         over_context = len(arrivals) - len(fits)
         arrivals, lengths = [arrivals[i] for i in fits], [lengths[i] for i in fits]
     spec = engine_spec()
-    builtin = Builtin(builtin_policy(BUILTIN_ITL_SPEC), rates=spec_rates(spec))
-    results = {"builtin": simulate(builtin, arrivals, lengths, spec, args.hours, 0, "builtin", window_s)}
+    builtin = RuledBuiltin(builtin_policy(BUILTIN_ITL_SPEC), rates=spec_rates(spec))
+    timelines = {"builtin": [], "builtin_reactive": []}
+    results = {"builtin": simulate(builtin, arrivals, lengths, spec, args.hours, 0, "builtin", window_s,
+                                   timelines["builtin"])}
     results["keda_queue"] = simulate(keda(5), arrivals, lengths, spec, args.hours, name="keda_queue")
     results["hpa_kv"] = simulate(hpa_kv(max_replicas=MAX_REPLICAS), arrivals, lengths, spec, args.hours, name="hpa_kv")
     fleets = fixed_fleets(arrivals, lengths, spec, args.hours, window_s)
     results["fixed_peak"] = fleets[results["builtin"]["peak_replicas"] or 1]
     results["builtin_reactive"] = simulate(Builtin(builtin_policy()), arrivals, lengths, spec, args.hours, 0,
-                                           "builtin_reactive")
+                                           "builtin_reactive", timeline=timelines["builtin_reactive"])
     goal = results["builtin"]["slo_attainment"]
     sweep = {5: results["keda_queue"]}
     for threshold in range(1, 11):
@@ -303,6 +348,11 @@ def main(argv=None) -> int:
                         0.7 if reaching else 1.0) * results["keda_queue_matched"]["gpu_hours"],
                     **judged(results["builtin"], meeting, sweep)},
            "wall_s": round(time.monotonic() - started, 1)}
+    if args.where:
+        out["where"] = {name: where_the_hours_go(timelines[name], out["cheapest_fixed_meeting_aims"])
+                        for name in timelines}
+        total = sum(builtin.rules.values())
+        out["where"]["builtin"]["floor_set_evaluations"] = [builtin.rules.get(ScalingRule.REACTIVE_FLOOR, 0), total]
     if args.json:
         print(json.dumps(out))
         return 0
@@ -326,8 +376,23 @@ def main(argv=None) -> int:
     for w in results["builtin"].get("windows", []):
         print(f"  builtin, from minute {w['start_min']:g}: {w['requests']} requests, budget "
               f"{w['slo_attainment']:.1%}, ITL {w['itl_slo_attainment']:.1%}")
-    print("\n".join(aim_lines(out)) + f"\n{out['wall_s']} s")
+    print("\n".join(aim_lines(out) + where_lines(out)) + f"\n{out['wall_s']} s")
     return 0
+
+
+def where_lines(out: dict) -> list[str]:
+    """`--where` in words (nothing without it)."""
+    lines = []
+    for name, w in out.get("where", {}).items():
+        fleet_words = (f", above the {out['cheapest_fixed_meeting_aims']}-replica fleet "
+                       f"{w['above_fleet_replica_hours']:.2f}, below it {w['below_fleet_replica_hours']:.2f}"
+                       if "above_fleet_replica_hours" in w else "")
+        floor = w.get("floor_set_evaluations")
+        floor_words = f"; the reactive floor set the count in {floor[0]} of {floor[1]} evaluations" if floor else ""
+        lines.append(f"where {name}'s replica-hours go: {w['replica_hours']:.2f} in all, "
+                     f"{w['first_replica_hours']:.2f} in the first 5 minutes{fleet_words}{floor_words}; "
+                     f"mean replicas per 5 minutes: {' '.join(f'{m:g}' for m in w['mean_replicas_per_window'])}")
+    return lines
 
 
 def _row(r: dict) -> str:

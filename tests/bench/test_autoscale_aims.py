@@ -3,7 +3,7 @@ attainment aims, and the cheapest KEDA threshold whose TTFT-budget and ITL attai
 
 from __future__ import annotations
 
-from bench.autoscale import aim_lines, judged
+from bench.autoscale import aim_lines, judged, where_lines, where_the_hours_go
 
 
 def row(gpu_hours, ttft, itl, **extra):
@@ -45,3 +45,20 @@ def test_nothing_to_judge_is_said_in_words():
         "floor (builtin >= builtin_reactive): TTFT budget met, ITL met",
         "cheapest KEDA threshold reaching builtin's attainment: none reaches builtin's TTFT budget and ITL "
         "attainment (threshold 1-10)"]
+
+
+def test_where_the_replica_hours_go_against_the_fixed_fleet():
+    # Evaluations every 360 s (0.1 h each) with 2, 6, 4, 5 replicas after them: 17 × 0.1 = 1.7 replica-hours; the
+    # first 720 s hold 2 + 6 = 8 → 0.8. Against 4 fixed replicas: above by 0 + 2 + 0 + 1 = 3 → 0.3, below by
+    # 2 + 0 + 0 + 0 → 0.2. Windows of 720 s: the counts after t = 360 and 720 (mean 4), after 1,080 and 1,440 (4.5).
+    timeline = [(360.0, 2, None), (720.0, 6, 1.0), (1080.0, 4, 0.5), (1440.0, 5, 0.4)]
+    w = where_the_hours_go(timeline, 4, period_s=360.0, head_s=720.0, window_s=720.0)
+    assert w == {"replica_hours": 1.7, "first_replica_hours": 0.8, "mean_replicas_per_window": [4.0, 4.5],
+                 "above_fleet_replica_hours": 0.3, "below_fleet_replica_hours": 0.2}
+    # No fleet meets the aims: nothing to compare against.
+    assert "above_fleet_replica_hours" not in where_the_hours_go(timeline, None, period_s=360.0)
+    out = {"cheapest_fixed_meeting_aims": 4, "where": {"builtin": {**w, "floor_set_evaluations": [1, 4]}}}
+    assert where_lines(out) == [
+        "where builtin's replica-hours go: 1.70 in all, 0.80 in the first 5 minutes, above the 4-replica fleet 0.30, "
+        "below it 0.20; the reactive floor set the count in 1 of 4 evaluations; mean replicas per 5 minutes: 4 4.5"]
+    assert where_lines({"cheapest_fixed_meeting_aims": 4}) == []
