@@ -12,7 +12,9 @@ import json
 import logging
 import os
 import random
+import tempfile
 import threading
+import uuid
 import time
 from collections.abc import Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from kubernetes import client as k8s
 from kubernetes import dynamic
+from kubernetes.dynamic.discovery import LazyDiscoverer
 
 from apps.clusters import kubeclient
 from apps.clusters.incluster import InClusterCredentialsMissing
@@ -84,6 +87,19 @@ class SyncResult:
     @property
     def writes(self) -> int:
         return len(self.applied) + len(self.pruned)
+
+
+class InMemoryDiscoverer(LazyDiscoverer):
+    """The dynamic client's discovery, kept in memory only. The library's own keeps it in a file in the temporary
+    directory named by the API server's URL, read by every later client of that URL in any process: an API
+    server at that address again (upgraded, or another cluster on a reused address) would be taken for the old
+    one. Here the cache file's name is new for each client and is never written, so nothing is read back."""
+
+    def __init__(self, client, cache_file):
+        super().__init__(client, os.path.join(tempfile.gettempdir(), f"controlplane-discovery-{uuid.uuid4().hex}"))
+
+    def _write_cache(self):
+        pass
 
 
 class Kube:
@@ -229,7 +245,7 @@ class Kube:
             self._timeout()  # discovery too respects the pass deadline
             try:
                 if self._dyn is None:
-                    self._dyn = dynamic.DynamicClient(self._api)
+                    self._dyn = dynamic.DynamicClient(self._api, discoverer=InMemoryDiscoverer)
                 self._resources[key] = self._dyn.resources.get(api_version=api_version, kind=kind)
             except Exception as exc:
                 raise classify(exc) from exc

@@ -57,6 +57,17 @@ def test_discovery_against_a_slow_api_server_times_out(db, make_cluster):
     assert box["elapsed"] < 8
 
 
+def test_a_new_client_discovers_on_the_wire_and_reads_nothing_an_earlier_one_left(db, make_cluster):
+    """An API server at an address an earlier client discovered (upgraded, or another cluster on a reused
+    address) is discovered again: the library's own discovery file, named by the URL, would answer instead."""
+    handle = make_cluster()
+    creds = ClusterFactory(api_url=handle.url).credentials()
+    assert Kube(creds).resource("apps/v1", "Deployment").kind == "Deployment"
+    handle.faults("PUT", {"latency_ms": 8000, "path_contains": "/apis"})  # discovery now answers too late
+    box = finishes_within(30, Kube(creds, timeout_seconds=1.0).resource, "apps/v1", "Deployment")
+    assert isinstance(box.get("error"), TransientClusterError), box
+
+
 def test_a_reconcile_pass_has_a_total_deadline(transactional_db, make_cluster, settings):
     settings.RECONCILE_PASS_DEADLINE_SECONDS = 2
     settings.KUBE_WATCH_CACHE = False  # every read on the wire: a steady pass from the caches sends almost nothing
