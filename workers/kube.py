@@ -14,8 +14,8 @@ import os
 import random
 import tempfile
 import threading
-import uuid
 import time
+import uuid
 from collections.abc import Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
