@@ -13,11 +13,11 @@ pytestmark = pytest.mark.integration
 
 
 def test_the_whatif_bench_prints_speed_memory_and_fidelity():
-    # A short run: 3 minutes of 5 requests/s, 6 s of load per kubesim configuration, without the search (its
-    # hour of load and 10 minutes in kubesim; tests/whatif/test_search.py tests the search). The bench makes its own
-    # throwaway database from DATABASE_URL's server.
+    # A short run: 3 minutes of 5 requests/s, 6 s of load per kubesim configuration (all three at once), without the
+    # search (its hour of load and 10 minutes in kubesim; tests/whatif/test_search.py tests the search). The bench
+    # makes its own throwaway database from DATABASE_URL's server.
     run = subprocess.run([sys.executable, "bench/whatif.py", "--hours", "0.05", "--fidelity-seconds", "6", "--no-search",
-                          "--json"],
+                          "--fidelity-at-once", "--json"],
                          capture_output=True, text=True, timeout=600, env=dict(os.environ))
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout.strip().splitlines()[-1])
