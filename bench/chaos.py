@@ -1,7 +1,7 @@
 """Chaos campaign: services under kubesim faults survive a worker killed with -9 mid-pass, a broker restart and
 a PostgreSQL restart; at the end every service converges, every change is applied, and nothing loops.
 
-    python bench/chaos.py [--services 20] [--workers 2] [--budget 900]
+    python bench/chaos.py [--services 20] [--workers 2] [--budget 900] [--resync 10]
 
 Everything it disturbs is its own, started here and stopped at the end: an embedded PostgreSQL in a
 temporary directory (never the machine's shared server), a redis-server on a free port (never the shared
@@ -11,8 +11,8 @@ workers. The script plays beat too (a resync every RESYNC_TICK_SECONDS, skipped 
 Phases: create the services and wait until Ready; change half of them and kill a worker with -9 while it
 holds a reconcile claim; change and scale services while the broker is down, then restart it; stop
 PostgreSQL (writes are refused meanwhile and made again once it is back), restart it; wait for convergence;
-watch a quiet window of three resyncs. Prints the counts; exits 1 when anything failed to converge, was lost
-or kept being re-applied."""
+watch a quiet window of three resyncs (`--resync` seconds apart). Prints the counts; exits 1 when anything
+failed to converge, was lost or kept being re-applied."""
 
 from __future__ import annotations
 
@@ -200,7 +200,7 @@ class Campaign:
             "DATABASE_URL": database_url, "CELERY_BROKER_URL": self.redis.url, "CELERY_QUEUE_PREFIX": "chaos-",
             "FIELD_ENCRYPTION_KEY": __import__("cryptography.fernet").fernet.Fernet.generate_key().decode(),
             "SECRET_KEY": secrets.token_urlsafe(32), "DEBUG": "false", "IMAGE_REGISTRIES": "mirror.local/vllm",
-            "RESYNC_TICK_SECONDS": str(RESYNC_TICK), "RECONCILE_RESYNC_SECONDS": "10",
+            "RESYNC_TICK_SECONDS": str(RESYNC_TICK), "RECONCILE_RESYNC_SECONDS": str(self.args.resync),
             "RECONCILE_QUEUED_EXPIRY_SECONDS": "15", "RECONCILE_PASS_DEADLINE_SECONDS": "20",
             "DJANGO_SETTINGS_MODULE": "controlplane.settings",
         }
@@ -293,7 +293,7 @@ class Campaign:
         decisions_before = ScalingDecision.objects.count()
         writes_before = reconcile_writes()
         generations_before = generations()
-        time.sleep(3 * 10)
+        time.sleep(3 * self.args.resync)
         close_old_connections()
         return {"writes": reconcile_writes() - writes_before,
                 "decisions": ScalingDecision.objects.count() - decisions_before,
@@ -376,6 +376,8 @@ def main() -> int:
     parser.add_argument("--services", type=int, default=20)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--budget", type=float, default=900, help="seconds before the campaign gives up")
+    parser.add_argument("--resync", type=int, default=10, help="seconds between resyncs of a service (the quiet "
+                        "window is three of them)")
     parser.add_argument("--keep", action="store_true", help="keep the logs and data directory")
     return run(parser.parse_args())
 

@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_short_chaos_campaign_converges_and_loses_nothing():
-    run = subprocess.run([sys.executable, "bench/chaos.py", "--services", "4", "--workers", "2", "--budget", "300"],
+    run = subprocess.run([sys.executable, "bench/chaos.py", "--services", "4", "--workers", "2", "--budget", "300",
+                          "--resync", "5"],
                          cwd=ROOT, capture_output=True, text=True, timeout=480)
     report = run.stdout
     assert run.returncode == 0, report + run.stderr[-3000:]
