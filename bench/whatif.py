@@ -415,9 +415,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--fidelity-seconds", type=float, default=180.0)
     parser.add_argument("--fidelity-at-once", action="store_true",
-                        help="drive the 3 kubesim configurations at the same time: a third of the wall time, but "
-                        "their engines share kubesim's event loop and the client, which added 11 %% to the measured "
-                        "TTFT p95 of 1 L4 (0.372 s against 0.335 s); the figures are taken one after another")
+                        help="drive the 3 kubesim configurations at the same time (a third of the wall time); their "
+                        "engines then share kubesim's event loop and the client, so the figures are taken one after "
+                        "another")
     parser.add_argument("--search-rate", type=float, default=5.4)
     parser.add_argument("--chosen-seconds", type=float, default=600.0)
     parser.add_argument("--search-only", action="store_true")
