@@ -6,11 +6,6 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEVENV := $(PY) -m controlplane.devenv
 
-# Python keeps its bytecode (__pycache__/, ignored by git) even where the environment says not to: the tests start
-# hundreds of Python processes (kubesim, Celery workers, gateways, benches), and each would compile the project's
-# modules again (about 0.3 s of CPU for one that sets up Django, measured here).
-unexport PYTHONDONTWRITEBYTECODE
-
 .PHONY: demo test lint layers check venv clean-data compose-secrets browser kubectl docs docs-serve docs-check durations
 
 venv: $(STAMP)
