@@ -23,21 +23,21 @@ def test_the_scaling_panel_updates_without_a_reload(browser_page, live_server, v
     decide(service, 50, current=1, desired=2, reason="waiting 9.0 per replica > target 4 (×2.25) → 2 replicas")
     page = browser_page(viewer_a)
     page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]) + "?tab=scaling")
-    expect(page.locator("#scaling-timeline li")).to_have_count(1, timeout=15000)
+    expect(page.locator("#scaling-timeline li")).to_have_count(1, timeout=30000)
     page.evaluate("window.loadedOnce = true")
 
     decide(service, 20, action="held", current=2, desired=2, reason="held at 2")
     decide(service, 10, action="held", current=2, desired=2, reason="held at 2")
     decide(service, 2, current=2, desired=4, reason="TTFT p95 3 s > target 2 s (×1.50) → 4 replicas")
 
-    expect(page.locator("#scaling-timeline li")).to_have_count(3, timeout=15000)
+    expect(page.locator("#scaling-timeline li")).to_have_count(3, timeout=30000)
     expect(page.locator("#scaling-timeline li").nth(0)).to_contain_text("2 → 4")
     expect(page.locator("#scaling-timeline li").nth(1)).to_contain_text("held ×2")
     assert page.evaluate("window.loadedOnce") is True  # the same document: no reload happened
     # The replica chart picks the two scaling decisions up as markers at the counts they asked for.
     page.wait_for_function(
         "() => { const d = document.getElementById('chart-replicas').data;"
-        " return d && d.length === 2 && d[1].y.length === 2; }", timeout=15000)
+        " return d && d.length === 2 && d[1].y.length === 2; }", timeout=30000)
     assert page.evaluate("document.getElementById('chart-replicas').data[1].y") == [2, 4]
 
 
@@ -57,7 +57,7 @@ def test_the_replica_chart_shows_the_forecast_band_ahead_of_the_ready_replicas(b
     page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]) + "?tab=scaling")
     page.wait_for_function(
         "() => { const d = document.getElementById('chart-replicas').data;"
-        " return d && d.some((t) => t.name === 'forecast (engine)'); }", timeout=15000)
+        " return d && d.some((t) => t.name === 'forecast (engine)'); }", timeout=30000)
     traces = page.evaluate("document.getElementById('chart-replicas').data.map((t) => [t.name, t.y, t.fill || ''])")
     by_name = {}
     for name, y, fill in traces:
@@ -71,7 +71,7 @@ def test_the_replica_chart_shows_the_forecast_band_ahead_of_the_ready_replicas(b
     UsageRow.objects.create(tenant=tenant_a, at=timezone.now(), service_id=service.pk, model="chat", status=200,
                             ttft_ms=400, duration_ms=1400, prompt_tokens=200, completion_tokens=11)
     expect(page.locator("#scaling-attainment")).to_contain_text(
-        "SLO attainment, last hour at the gateway (1 request): TTFT within the budget", timeout=15000)
+        "SLO attainment, last hour at the gateway (1 request): TTFT within the budget", timeout=30000)
     # The forecast runs ahead of the replicas: its last point is later than the newest ready-replicas row.
     latest = page.evaluate("(() => { const d = document.getElementById('chart-replicas').data;"
                            " const f = d.find((t) => t.name === 'forecast (engine)');"
