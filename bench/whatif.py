@@ -11,18 +11,18 @@ a machine shared with other work the wall clock also counts the time other proce
 `speedup` is all 8 together (8 x the load's length over the total CPU time; the aim, 60 s for all 8, is 480x),
 `speedup_wall` the same by the wall clock. `rss_mb` is the process's peak resident memory.
 
-Fidelity: 3 fixed-fleet configurations of that service (1 L4, 2 L4s, 1 L4 with fp8 KV) deployed side by side in one
-kubesim (the simulated cluster, its engines behind the API server's service proxy) and driven one after another
-(`--fidelity-at-once` drives them together: faster, less faithful), each under the same seeded load (`kubesim
-load`'s generator, 2 requests/s for `--fidelity-seconds`, 180 by default: about 360 requests, so the p95 is not one
-request's; prompts sharing half their tokens per session as the demo's load does); the requests the client sent
-(arrival, prompt and output tokens) and the prefix-cache hit rate it saw are then replayed by the lab. Errors are
-(predicted - measured) / measured in percent for TTFT p95 (the client's TTFT, which includes the proxy hop) and
-GPU-hours (replicas x GPUs x the load's span; for fixed fleets both sides count the same replicas over the same
-span, so this error is near zero by construction and says nothing of the engine model). The engine model and
-kubesim's engines are the same code, so this measures the lab's fleet, router, load reconstruction and clock
-against a real-time cluster, not against hardware: Vidur (under 9 % latency error) and BLIS (about 10 % median
-error) are measured against real GPUs, which this bench cannot do.
+Fidelity: 3 fixed-fleet configurations of that service (1 L4, 2 L4s, 1 L4 with fp8 KV) run in kubesim one after
+another (the simulated cluster, its engines behind the API server's service proxy; `--fidelity-at-once` deploys and
+drives the three side by side: faster, less faithful), each under the same seeded load (`kubesim load`'s generator,
+2 requests/s for `--fidelity-seconds`, 180 by default: about 360 requests, so the p95 is not one request's; prompts
+sharing half their tokens per session as the demo's load does); the requests the client sent (arrival, prompt and
+output tokens) and the prefix-cache hit rate it saw are then replayed by the lab. Errors are (predicted - measured)
+/ measured in percent for TTFT p95 (the client's TTFT, which includes the proxy hop) and GPU-hours (replicas x GPUs
+x the load's span; for fixed fleets both sides count the same replicas over the same span, so this error is near
+zero by construction and says nothing of the engine model). The engine model and kubesim's engines are the same
+code, so this measures the lab's fleet, router, load reconstruction and clock against a real-time cluster, not
+against hardware: Vidur (under 9 % latency error) and BLIS (about 10 % median error) are measured against real
+GPUs, which this bench cannot do.
 
 Search (`--search-only` runs this part alone): the lab's search (`apps.whatif.search`) on one hour of the demo's
 recorded-style load (Poisson, 5.4 requests/s, the demo's lengths) and on a production-shaped one (the same mean rate

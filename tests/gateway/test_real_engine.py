@@ -114,7 +114,7 @@ def test_a_client_that_goes_away_aborts_the_real_engines_request(gateway, served
     for attempt in range(1, 7):
         before = engine(served)
         _stream_and_go_away(gateway, served)
-        wait_for(lambda: not any(engine(served)[f"vllm:num_requests_{state}"] for state in ("running", "waiting")),
+        wait_for(lambda: (now := engine(served))["vllm:num_requests_running"] + now["vllm:num_requests_waiting"] == 0,
                  timeout=60, message="nothing running or waiting")
         row = rows(attempt)[-1]
         after = engine(served)
