@@ -4,6 +4,7 @@ actor (`browser_page`)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 from datetime import timedelta
@@ -44,24 +45,61 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
+@pytest.fixture(scope="session")
+def chromium(live_server):
+    """One Playwright driver and one headless Chromium per test process (each xdist worker), started when a test
+    first asks for a page: (browser, Playwright's event loop). Each test gets browser contexts of its own
+    (`browser_contexts`), so no cookie, storage or cache passes from one test to the next; starting the driver and
+    the browser once instead of per test saves about a second of CPU per browser test (docs/tests.md)."""
+    playwright = sync_playwright().start()
+    loop = asyncio.get_running_loop()  # Playwright's sync API marks its loop as running in this thread
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    # Between browser tests the loop is marked idle again, so the tests that follow on this worker see the thread
+    # as Playwright-free (no running loop: Django's async-unsafe guard and asyncio.run() behave as without it).
+    asyncio._set_running_loop(None)
+    yield browser, loop
+    # Torn down before the live server (set up first, as this fixture asks for it), so no connection of the
+    # browser keeps one of the server's threads, and its database connection, alive at the end of the run.
+    asyncio._set_running_loop(loop)
+    browser.close()
+    playwright.stop()
+
+
 @pytest.fixture
-def browser_page(live_server, monkeypatch):
+def browser_contexts(chromium, live_server, monkeypatch):
+    """new_context(**options) → a new browser context of the worker's Chromium, closed when the test ends."""
+    browser, loop = chromium
     # Playwright's sync API runs an event loop in this thread; the test still writes rows through the ORM.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    asyncio._set_running_loop(loop)  # as inside `with sync_playwright()`, which the sync calls expect
+    contexts = []
 
-        def as_user(user, **context_options):
-            """A new page signed in as `user`, in its own browser context (its own cookies)."""
-            context = browser.new_context(**context_options)
-            client = Client()
-            assert client.login(username=user.username, password=PASSWORD)
-            cookie = client.cookies[settings.SESSION_COOKIE_NAME]
-            context.add_cookies([{"name": cookie.key, "value": cookie.value, "url": live_server.url}])
-            return context.new_page()
+    def new_context(**context_options):
+        context = browser.new_context(**context_options)
+        contexts.append(context)
+        return context
 
-        yield as_user
-        browser.close()
-        # Work done while Playwright's loop runs may open its own database connection; close it so the
+    try:
+        yield new_context
+        for context in contexts:
+            context.close()
+    finally:
+        # Database work done while Playwright's loop is marked running has connections of its own (Django keeps
+        # them apart from the thread's in async code); close them while they are still the ones seen, so the
         # test database can be dropped at the end of the run.
         connections.close_all()
+        asyncio._set_running_loop(None)
+
+
+@pytest.fixture
+def browser_page(browser_contexts, live_server):
+    def as_user(user, **context_options):
+        """A new page signed in as `user`, in its own browser context (its own cookies)."""
+        context = browser_contexts(**context_options)
+        client = Client()
+        assert client.login(username=user.username, password=PASSWORD)
+        cookie = client.cookies[settings.SESSION_COOKIE_NAME]
+        context.add_cookies([{"name": cookie.key, "value": cookie.value, "url": live_server.url}])
+        return context.new_page()
+
+    return as_user

@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connections
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from tests.factories import PASSWORD
-from tests.web.conftest import CHROMIUM, CHROMIUM_ARGS
 
 
 @pytest.fixture
-def page(live_server, monkeypatch):
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser.new_context(viewport={"width": 390, "height": 844}).new_page()
-        browser.close()
-        connections.close_all()
+def page(browser_contexts):
+    """A signed-out page at 390 px."""
+    return browser_contexts(viewport={"width": 390, "height": 844}).new_page()
 
 
 def sign_in(page, url: str, username: str, password: str) -> None:
