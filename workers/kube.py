@@ -248,7 +248,18 @@ class Kube:
                     self._dyn = dynamic.DynamicClient(self._api, discoverer=InMemoryDiscoverer)
                 self._resources[key] = self._dyn.resources.get(api_version=api_version, kind=kind)
             except Exception as exc:
-                raise classify(exc) from exc
+                error = classify(exc)
+                if isinstance(error, KindNotServed):
+                    raise error from exc
+                # A lookup the library's discovery cannot answer from memory makes it throw its cache away and
+                # read the server's again; a failed read there (a 503) leaves that cache without its resources,
+                # and every later lookup of a kind not yet resolved then fails with KeyError('resources') for
+                # the life of the client. So a failed discovery starts again from nothing at the next lookup,
+                # and one that failed without an HTTP answer is worth that retry.
+                self._dyn = None
+                if error.status is None and not isinstance(error, TransientClusterError):
+                    error = TransientClusterError(f"discovery failed: {error.message}")
+                raise error from exc
         return self._resources[key]
 
     def apply(self, obj: dict, *, force: bool = True) -> dict:

@@ -68,6 +68,22 @@ def test_a_new_client_discovers_on_the_wire_and_reads_nothing_an_earlier_one_lef
     assert isinstance(box.get("error"), TransientClusterError), box
 
 
+def test_a_failed_discovery_read_does_not_break_the_client_for_good(db, make_cluster):
+    """A kind the cluster does not serve makes the library read discovery again; a 503 on that read left its cache
+    without resources, and every later lookup of a kind not yet resolved failed with KeyError('resources') for the
+    life of the client (a chaos run's worker failed every pass that way). The next lookup starts again instead."""
+    handle = make_cluster()
+    kube = Kube(ClusterFactory(api_url=handle.url).credentials())
+    assert kube.resource("apps/v1", "Deployment").kind == "Deployment"
+    handle.faults("PUT", {"error_count": 1, "error_codes": [503], "path_contains": "/version"})
+    with pytest.raises(TransientClusterError):
+        kube.resource("example.com/v1", "Nothing")  # not served: discovery is read again, and that read fails
+    assert handle.faults()["error_count"] == 0  # the 503 was served
+
+    assert kube.resource("policy/v1", "PodDisruptionBudget").kind == "PodDisruptionBudget"
+    assert kube.resource("apps/v1", "Deployment").kind == "Deployment"
+
+
 def test_a_reconcile_pass_has_a_total_deadline(transactional_db, make_cluster, settings):
     settings.RECONCILE_PASS_DEADLINE_SECONDS = 2
     settings.KUBE_WATCH_CACHE = False  # every read on the wire: a steady pass from the caches sends almost nothing
