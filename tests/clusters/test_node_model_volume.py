@@ -125,3 +125,21 @@ def test_the_agent_manifest_is_refused_for_a_cluster_on_none(settings):
     out = StringIO()
     call_command("model_agent_manifest", "--image", image, "--cluster", "west", stdout=out)
     assert "kind: DaemonSet" in out.getvalue()
+
+
+@pytest.mark.django_db
+def test_model_caches_list_in_one_order_page_after_page(api, staff):
+    from tests.factories import ModelFactory
+
+    east, west = ClusterFactory(name="east"), ClusterFactory(name="west")
+    a, b = ModelFactory(name="a-model"), ModelFactory(name="b-model")
+    for cluster, model in ((west, b), (east, a), (west, a), (east, b)):
+        ModelCache.objects.create(cluster=cluster, model=model, node_budget_gb=100)
+    expected = [("east", a.pk), ("east", b.pk), ("west", a.pk), ("west", b.pk)]
+    for first in ("/api/v1/model-caches/?page_size=1", "/api/v1/model-caches/?page_size=1&cursor="):
+        seen, url = [], first
+        while url:
+            body = api("staff").get(url).json()
+            seen += [(row["cluster"], row["model"]) for row in body["results"]]
+            url = body["next"]
+        assert seen == expected, first

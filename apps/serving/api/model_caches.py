@@ -30,7 +30,7 @@ class ModelCacheSerializer(ValidatedModelSerializer):
 class ModelCacheViewSet(ScopedModelViewSet):
     """Model caches: platform staff only."""
 
-    queryset = ModelCache.objects.select_related("cluster", "model")
+    queryset = ModelCache.objects.select_related("cluster", "model").order_by("cluster_id", "model_id")
     serializer_class = ModelCacheSerializer
     permission_classes = [*ScopedModelViewSet.permission_classes, IsPlatformStaff]
     ordering_fields = ["created"]
