@@ -112,6 +112,7 @@ class Kube:
         self._api = api_client(creds, pool_size, timeout_seconds)
         self._deadline = threading.local()  # per thread: the scraper shares one Kube across its pool
         self._dyn: dynamic.DynamicClient | None = None
+        self._rediscover = False  # the discovery of `_dyn` failed: the next lookup makes a new client
         self._resources: dict[tuple[str, str], object] = {}
         self._api_server_cidrs: tuple[str, ...] | None = None
         # Shared objects found as desired: ref -> (the desired object's canonical JSON, monotonic time).
@@ -244,8 +245,11 @@ class Kube:
         if key not in self._resources:
             self._timeout()  # discovery too respects the pass deadline
             try:
-                if self._dyn is None:
+                if self._dyn is None or self._rediscover:
+                    # A new client, swapped in whole: calls in flight keep the one they hold (its resources
+                    # stay valid; only its discovery cache is in doubt).
                     self._dyn = dynamic.DynamicClient(self._api, discoverer=InMemoryDiscoverer)
+                    self._rediscover = False
                 self._resources[key] = self._dyn.resources.get(api_version=api_version, kind=kind)
             except Exception as exc:
                 error = classify(exc)
@@ -254,9 +258,9 @@ class Kube:
                 # A lookup the library's discovery cannot answer from memory makes it throw its cache away and
                 # read the server's again; a failed read there (a 503) leaves that cache without its resources,
                 # and every later lookup of a kind not yet resolved then fails with KeyError('resources') for
-                # the life of the client. So a failed discovery starts again from nothing at the next lookup,
-                # and one that failed without an HTTP answer is worth that retry.
-                self._dyn = None
+                # the life of the client. So after a failed discovery the next lookup starts a new client, and
+                # one that failed without an HTTP answer is worth that retry.
+                self._rediscover = True
                 if error.status is None and not isinstance(error, TransientClusterError):
                     error = TransientClusterError(f"discovery failed: {error.message}")
                 raise error from exc

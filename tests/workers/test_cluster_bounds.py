@@ -80,6 +80,7 @@ def test_a_failed_discovery_read_does_not_break_the_client_for_good(db, make_clu
         kube.resource("example.com/v1", "Nothing")  # not served: discovery is read again, and that read fails
     assert handle.faults()["error_count"] == 0  # the 503 was served
 
+    assert kube.list("apps/v1", "Deployment", namespace="default") == []  # a kind resolved before still answers
     assert kube.resource("policy/v1", "PodDisruptionBudget").kind == "PodDisruptionBudget"
     assert kube.resource("apps/v1", "Deployment").kind == "Deployment"
 
