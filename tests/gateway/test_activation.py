@@ -130,8 +130,13 @@ def test_a_client_that_leaves_the_waiting_room_leaves_the_queue_and_its_wait_is_
         held = [asyncio.ensure_future(activator.hold(
             SERVICE_ID, door.enter(asleep, band, "1", None, meter, wake_ttl=30),
             lambda: door.tick(snapshot.get))) for band, meter in zip((0, LOWEST_BAND), meters, strict=True)]
-        await asyncio.sleep(0.05)
-        assert door.waiting() == {(SERVICE_ID, 0, "1"): 1, (SERVICE_ID, LOWEST_BAND, "1"): 1}
+        both = {(SERVICE_ID, 0, "1"): 1, (SERVICE_ID, LOWEST_BAND, "1"): 1}
+        for _ in range(1000):  # until both have entered the door (each a few turns of the loop after it was held)
+            if door.waiting() == both:
+                break
+            await asyncio.sleep(0)
+        await asyncio.sleep(0.05)  # so each has waited at least 0.05 s in the queue
+        assert door.waiting() == both
         held[0].cancel()  # its client leaves
         await asyncio.gather(held[0], return_exceptions=True)
         after_leaving = (door.waiting(), activator.held[SERVICE_ID])
