@@ -68,8 +68,9 @@ def test_each_revision_gets_its_own_series_while_a_canary_runs(sim_cluster, tena
     # ... and each revision's histogram increments for the rollout's analysis: the 16 requests sent, each once.
     kept = RevisionIncrement.objects.filter(service=service)
     assert {r.role for r in kept} == {"stable", "canary"}
-    # (Merging pods scales counters to the pods' mean interval, a few milliseconds apart: hence approx.)
-    assert sum(r.finished for r in kept) == pytest.approx(16, abs=0.01)
+    # (Merging pods scales counters to the pods' mean interval, whose scrapes lie milliseconds apart, tens of them on a
+    # loaded machine: 16.03 in one run. A request missed or counted twice is off by one.)
+    assert sum(r.finished for r in kept) == pytest.approx(16, abs=0.3)
     assert sum(dict(map(tuple, r.ttft_buckets))["+Inf"] for r in kept) == 16
     # The prompt-length histogram too (vllm:request_prompt_tokens), which the analysis pairs with TTFT by rank.
     assert sum(dict(map(tuple, r.prompt_buckets)).get("+Inf", 0) for r in kept) == pytest.approx(16, abs=0.01)

@@ -1,6 +1,7 @@
 """Fixtures for the dashboard and portal tests: kubesim-backed services (from the telemetry fixtures), series
 rows written at chosen times, a logged-in test client per actor, and a logged-in headless Chromium page per
-actor (`browser_page`)."""
+actor (`browser_page`), in a browser context of its own (`browser_contexts`) on the worker's one Chromium
+(`chromium`)."""
 
 from __future__ import annotations
 
