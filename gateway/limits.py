@@ -31,6 +31,7 @@ WINDOW_MS = 60_000
 LIMIT_NAMES = ("rpm", "tpm", "concurrency", "monthly_token_budget")
 BUDGET_TTL_S = 40 * 86400  # a month's counter outlives its month, then goes
 REDIS_CONNECTIONS = 32  # per gateway process
+REDIS_ANSWER_S = 2.0  # the longest wait for Redis's answer (or a free connection) before it counts as gone
 REDIS_RETRY_S = 1.0  # while Redis is down, try it again at most this often (a refused connect costs time)
 CHARS_PER_TOKEN = 4  # the estimate before the engine counts: about 4 characters a token in English
 FAIR_TTL_S = 86400  # a (service, band)'s fair-share counters go after a day without a request
@@ -127,9 +128,12 @@ class RequestLimiter:
         self.default_max_tokens = default_max_tokens
         # A bounded pool: a burst of requests shares REDIS_CONNECTIONS connections (waiting its turn for
         # one) instead of opening a connection each. The timeouts tell a Redis that is gone from a process
-        # that is merely busy: a refused connection fails at once, a silent one after a second at most.
+        # that is merely busy: a refused connection fails at once, a silent one after REDIS_ANSWER_S. A
+        # replica whose loop did not run for a while (a loaded host, a throttled container) reads its answer
+        # late; with a shorter wait it took that for Redis gone and let requests through on its own share
+        # besides what Redis had counted (26 through a concurrency limit of 13 on a loaded test run).
         self.client = redis.asyncio.Redis.from_pool(redis.asyncio.BlockingConnectionPool.from_url(
-            url, max_connections=REDIS_CONNECTIONS, timeout=1.0, socket_timeout=0.5,
+            url, max_connections=REDIS_CONNECTIONS, timeout=REDIS_ANSWER_S, socket_timeout=REDIS_ANSWER_S,
             socket_connect_timeout=1.0)) if url else None
         self._check = self.client.register_script(limits_lua.CHECK) if self.client else None
         self._settle = self.client.register_script(limits_lua.SETTLE) if self.client else None

@@ -59,7 +59,7 @@ from kubesim.cluster.kueue_crds import (
 from kubesim.cluster.model_agent import ModelAgent
 from kubesim.cluster.netpol import api_server_objects
 from kubesim.cluster.nodes import build_nodes
-from kubesim.cluster.podnet import OVERLAY, POD_NETWORKS, PodListeners, pod_prefix
+from kubesim.cluster.podnet import OVERLAY, POD_NETWORKS, PodListeners, pod_prefix, release_prefix
 from kubesim.cluster.resource_metrics import ResourceMetrics
 from kubesim.engines.real import admission_refusal
 from kubesim.engines.routing import service_proxy_policies
@@ -119,7 +119,12 @@ class Cluster:
         """`routing_policies` adds service-proxy policies by name to the engines' own (tests use it)."""
         self.server = server
         self.config = config or ClusterConfig()
-        self.nodes = build_nodes(self.config.nodes, pod_prefix(self.config.pod_network))  # fails fast on a bad --nodes
+        self.pod_prefix = pod_prefix(self.config.pod_network)
+        try:
+            self.nodes = build_nodes(self.config.nodes, self.pod_prefix)  # fails fast on a bad --nodes
+        except Exception:
+            release_prefix(self.pod_prefix)
+            raise
         self.rng = random.Random(self.config.seed)
         self.api = ClusterApi(server.store, access=server.access)  # components go through authorization too
         self.recorder = EventRecorder(self.api.as_manager("kubesim-events"))
@@ -308,6 +313,7 @@ class Cluster:
             await self.kubelet.shutdown()
             await self.proxies.close()
             await self.autoscaler.close()
+            release_prefix(self.pod_prefix)
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:

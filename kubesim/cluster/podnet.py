@@ -1,7 +1,7 @@
 """Pod addresses reachable from the host (`kubesim serve --pod-network loopback`).
 
-Pods then get their IPs in 127.<n>.<node>.0/24 (a random <n> per cluster that no other cluster of the
-process has and nothing on the host listens on, so parallel clusters do not collide), and the kubelet
+Pods then get their IPs in 127.<n>.<node>.0/24 (a random <n> per cluster that nothing on the host listens
+on, claimed while the cluster runs, so parallel clusters do not collide: `pod_prefix`), and the kubelet
 listens on `podIP:containerPort` for every port a container declares, relaying each connection byte for
 byte to the loopback port its simulated workload serves. A client such as the inference gateway connects to
 a pod exactly as it would on a real cluster's pod network, without the API server in the path; closing the
@@ -19,6 +19,7 @@ import asyncio
 import ipaddress
 import logging
 import random
+import socket
 
 from kubesim.cluster.netpol import Source, ingress_allowed
 
@@ -30,12 +31,13 @@ POD_NETWORKS = (OVERLAY, LOOPBACK)
 _CHUNK = 64 * 1024
 
 
-_TAKEN: set[int] = set()  # second octets this process gave its clusters
+_TAKEN: dict[int, socket.socket] = {}  # second octets this process's clusters hold, with their claims
+_CLAIM = (255, 254, 47)  # 127.<n>.255.254:47 (no node has ordinal 255): the listener that holds <n>
 
 
 def _listening_octets() -> set[int]:
     """Second octets of 127.x.y.z addresses something on this host listens on (Linux's /proc/net/tcp):
-    another kubesim's pods, in this process or another."""
+    another kubesim's pods or its claim, in this process or another."""
     octets = set()
     try:
         with open("/proc/net/tcp") as table:
@@ -51,17 +53,42 @@ def _listening_octets() -> set[int]:
     return octets
 
 
+def _claim(n: int) -> socket.socket | None:
+    """A listener on 127.<n>.255.254:47, or None if another process holds it: two kubesims that read the
+    host's table before either's pods listen would otherwise pick the same <n>, and a pod of one would reach
+    the other's engine (a gateway test met "model ... does not exist" from a parallel test's engine)."""
+    claim = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        claim.bind((f"127.{n}.{_CLAIM[0]}.{_CLAIM[1]}", _CLAIM[2]))
+        claim.listen(1)
+    except OSError:
+        claim.close()
+        return None
+    return claim
+
+
 def pod_prefix(network: str) -> str:
     """The first two octets of the cluster's pod addresses: on the loopback network a 127.<n> that no other
-    cluster of this process has and nothing on the host listens on, so parallel clusters never share a pod
-    address (a pod would otherwise reach another cluster's engine)."""
+    cluster on this host holds (a claim listener, `_claim`) and nothing on the host listens on, so parallel
+    clusters never share a pod address; `release_prefix` gives it back when the cluster stops."""
     if network != LOOPBACK:
         return "10.244"
-    taken = _TAKEN | _listening_octets()  # read once: the host's table has thousands of lines on a busy machine
+    taken = set(_TAKEN) | _listening_octets()  # read once: the host's table has thousands of lines on a busy machine
     free = [n for n in range(16, 250) if n not in taken]
-    n = random.SystemRandom().choice(free or list(range(16, 250)))
-    _TAKEN.add(n)
-    return f"127.{n}"
+    random.SystemRandom().shuffle(free)
+    for n in free:
+        claim = _claim(n)
+        if claim is not None:
+            _TAKEN[n] = claim
+            return f"127.{n}"
+    raise RuntimeError("no free 127.<n> prefix for a loopback pod network: every one from 16 to 249 is in use")
+
+
+def release_prefix(prefix: str) -> None:
+    """Give back a loopback prefix `pod_prefix` claimed (nothing for an overlay one)."""
+    first, _, second = prefix.partition(".")
+    if first == "127" and (claim := _TAKEN.pop(int(second), None)) is not None:
+        claim.close()
 
 
 def is_loopback(ip: str) -> bool:

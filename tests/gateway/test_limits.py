@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import socket
+import time
 import uuid
 
 import pytest
 import redis
 
-from gateway.limits import RequestLimiter, estimate_tokens
+from gateway.limits import REDIS_ANSWER_S, RequestLimiter, estimate_tokens
 from gateway.validation import ENDPOINTS, checked_demand
 from tests.polling import wait_for
 from tests.ports import closed_port
@@ -181,6 +183,38 @@ def test_redis_down_means_a_share_per_replica_never_no_limit():
         assert limiter.check({"key:4": {"monthly_token_budget": 400}}, 101).reason == "budget"
     assert not limiter.inner.redis_ok
     limiter.close()
+
+
+def test_a_replica_whose_loop_stalls_after_asking_still_counts_on_redis(limiter):
+    # A loaded host or a throttled container can leave the replica's loop idle after Redis has answered;
+    # reading the answer late is not Redis gone (the replica then let requests through twice: on Redis,
+    # which had counted them, and on its own share).
+    scope = {"key:1": {"concurrency": 5}}
+    assert limiter.check(scope, 0).shared  # the connection is open: the next check sends at once
+
+    async def stalled():
+        # Redis holds writes for 0.3 s, so the check is sent and waiting when the loop stops for 1 s; the
+        # answer (at 0.3 s) is read when the loop runs again.
+        redis.Redis.from_url(REDIS_URL).client_pause(300, all=False)
+        asyncio.get_running_loop().call_later(0.1, time.sleep, 1.0)
+        return await limiter.inner.check(scope, 0)
+
+    decision = limiter.loop.run_until_complete(stalled())
+    assert decision.shared and decision.allowed and limiter.inner.redis_ok
+
+
+def test_a_silent_redis_counts_as_gone_after_the_answer_timeout():
+    # Something accepts the connection and never answers (a hung Redis, a half-open link): the replica waits
+    # REDIS_ANSWER_S at most, then falls back to its share.
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+        limiter = Blocking(RequestLimiter(f"redis://127.0.0.1:{port}/11", replicas=4, prefix="unused:"))
+        started = time.monotonic()
+        decision = limiter.check({"key:1": {"rpm": 40}}, 0)
+        waited = time.monotonic() - started
+        limiter.close()
+    assert decision.allowed and not decision.shared and decision.requests.limit == 10
+    assert REDIS_ANSWER_S <= waited < REDIS_ANSWER_S + 5
 
 
 def test_a_budget_share_is_of_what_was_left_when_redis_went_away(limiter):

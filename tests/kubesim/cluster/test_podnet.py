@@ -5,6 +5,8 @@ import http.client
 import ipaddress
 import json
 
+import pytest
+
 from tests.kubesim.cluster_support import is_ready
 from tests.polling import wait_for
 
@@ -85,7 +87,35 @@ def test_a_loopback_prefix_reads_the_hosts_listeners_once_and_avoids_them(monkey
         return set(range(16, 200))  # everything below 200 is someone's
 
     monkeypatch.setattr(podnet, "_listening_octets", listening)
-    monkeypatch.setattr(podnet, "_TAKEN", set(range(200, 249)))
+    monkeypatch.setattr(podnet, "_TAKEN", dict.fromkeys(range(200, 249)))
     assert podnet.pod_prefix(podnet.LOOPBACK) == "127.249"
+    podnet.release_prefix("127.249")
     assert len(reads) == 1
     assert podnet.pod_prefix(podnet.OVERLAY) == "10.244" and len(reads) == 1
+
+
+def test_a_prefix_another_process_claimed_before_its_pods_listen_is_not_given_again(monkeypatch):
+    # Two test processes start loopback clusters at once: neither's pods listen yet, so the host's table shows
+    # neither; the claim listener is what keeps them apart (a gateway test once reached another test's engine).
+    import socket
+
+    from kubesim.cluster import podnet
+
+    monkeypatch.setattr(podnet, "_listening_octets", set)
+    monkeypatch.setattr(podnet, "_TAKEN", {})
+    others = []
+    for n in range(16, 249):  # "another process" holds every prefix but 249
+        claim = socket.socket()
+        claim.bind((f"127.{n}.255.254", 47))
+        claim.listen(1)
+        others.append(claim)
+    try:
+        assert podnet.pod_prefix(podnet.LOOPBACK) == "127.249"
+        with pytest.raises(RuntimeError, match="no free 127"):
+            podnet.pod_prefix(podnet.LOOPBACK)
+        podnet.release_prefix("127.249")
+        assert podnet.pod_prefix(podnet.LOOPBACK) == "127.249"  # given back, it can be claimed again
+        podnet.release_prefix("127.249")
+    finally:
+        for claim in others:
+            claim.close()
