@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import time
 from datetime import timedelta
 
 import pytest
@@ -84,12 +85,28 @@ def browser_contexts(chromium, live_server, monkeypatch):
         yield new_context
         for context in contexts:
             context.close()
+        settle_live_server_queries()
     finally:
         # Database work done while Playwright's loop is marked running has connections of its own (Django keeps
         # them apart from the thread's in async code); close them while they are still the ones seen, so the
         # test database can be dropped at the end of the run.
         connections.close_all()
         asyncio._set_running_loop(None)
+
+
+def settle_live_server_queries(timeout: float = 10.0) -> None:
+    """Wait (at most `timeout`) until no other connection to the test database runs a statement or holds a
+    transaction: a request the page sent just before its context closed (a chart's poll) goes on in a live-server
+    thread, and its query against the flush's TRUNCATE of every table once deadlocked, failing the flush and
+    leaving rows to the worker's next test."""
+    deadline = time.monotonic() + timeout
+    with connections["default"].cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                           "AND pid <> pg_backend_pid() AND state IN ('active', 'idle in transaction')")
+            if cursor.fetchone()[0] == 0:
+                return
+            time.sleep(0.05)
 
 
 @pytest.fixture

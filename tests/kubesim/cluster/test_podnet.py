@@ -9,6 +9,7 @@ import pytest
 
 from tests.kubesim.cluster_support import is_ready
 from tests.polling import wait_for
+from tests.ports import free_port
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
@@ -101,12 +102,14 @@ def test_a_prefix_another_process_claimed_before_its_pods_listen_is_not_given_ag
 
     from kubesim.cluster import podnet
 
+    port = free_port()  # claims on a port of this test's own: the other test processes' clusters claim on 47
+    monkeypatch.setattr(podnet, "_CLAIM", (255, 254, port))
     monkeypatch.setattr(podnet, "_listening_octets", set)
     monkeypatch.setattr(podnet, "_TAKEN", {})
     others = []
     for n in range(16, 249):  # "another process" holds every prefix but 249
         claim = socket.socket()
-        claim.bind((f"127.{n}.255.254", 47))
+        claim.bind((f"127.{n}.255.254", port))
         claim.listen(1)
         others.append(claim)
     try:
