@@ -246,8 +246,9 @@ class Kube:
             self._timeout()  # discovery too respects the pass deadline
             try:
                 if self._dyn is None or self._rediscover:
-                    # A new client, swapped in whole: calls in flight keep the one they hold (its resources
-                    # stay valid; only its discovery cache is in doubt).
+                    # A new client, swapped in whole: later calls on kinds already resolved go through it
+                    # with the resources the old one found (they stay valid; only its discovery cache was
+                    # in doubt), and a call already under way finishes on the old one.
                     self._dyn = dynamic.DynamicClient(self._api, discoverer=InMemoryDiscoverer)
                     self._rediscover = False
                 self._resources[key] = self._dyn.resources.get(api_version=api_version, kind=kind)
