@@ -31,6 +31,21 @@
     ChartRange.note(target.id, ChartRange.points(traces), data.span);
   }
 
-  document.addEventListener("DOMContentLoaded", draw);
-  document.addEventListener("htmx:afterSettle", draw);
+  // Plotly is on the rollout page already; on the service page it is loaded when the Changes tab is first shown
+  // (plotly-on-demand.js), and each refresh after that redraws at once.
+  let asked = false;
+
+  function start() {
+    const target = document.getElementById("chart-rollout-ttft");
+    if (!target) return;
+    if (typeof Plotly !== "undefined") {
+      draw();
+    } else if (!asked && typeof PlotlyOnDemand !== "undefined") {
+      asked = true;
+      PlotlyOnDemand.whenShown(target).then(draw, () => { asked = false; });  // the next refresh asks again
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", start);
+  document.addEventListener("htmx:afterSettle", start);
 })();

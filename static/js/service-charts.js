@@ -1,5 +1,6 @@
 // Live charts of one service (templates/portal/service_detail.html): fetch the series JSON every few
-// seconds and redraw with Plotly.react, so the page never reloads. The range and pool selectors change
+// seconds and redraw with Plotly.react, so the page never reloads; Plotly is loaded when the charts' tab is first
+// shown (plotly-on-demand.js), while the figures in words are kept current on every tab. The range and pool selectors change
 // the query; the server picks raw rows or one-minute rollups and the step. Each chart spans the chosen range
 // (chart-range.js), however few points it has.
 (function () {
@@ -97,6 +98,10 @@
       Plotly.react(chart.id, traces, layout, { displayModeBar: false, responsive: true });
       ChartRange.note(chart.id, ChartRange.points(traces.slice(0, chart.traces.length)), span);
     }
+  }
+
+  // The figures in words, on every tab (the Overview's among them), with or without the charts.
+  function words(data) {
     // Worded by the server from the same series (apps/web/services.py now_figure): never a figure the
     // chart does not show.
     const now = ((data.now || {}).ttft_p95 || {}).text || "no data";
@@ -108,11 +113,29 @@
 
   function start() {
     const root = document.getElementById("charts");
-    if (!root || typeof Plotly === "undefined" || typeof ChartRange === "undefined") return;
+    if (!root || typeof ChartRange === "undefined" || typeof PlotlyOnDemand === "undefined") return;
     const rangeSelect = document.getElementById("range");
     const roleSelect = document.getElementById("role");
     let timer = null;
     let inFlight = false;
+    let latest = null;  // the last series read and its range, drawn when Plotly arrives
+    let plotly = false;
+
+    function show(data, span) {
+      latest = [data, span];
+      words(data);
+      if (plotly) draw(data, span);
+    }
+
+    // The charts' tab (Traffic) loads Plotly the first time it is shown, and draws what was read so far; if the
+    // script cannot be fetched, the next tab shown tries again.
+    function arm() {
+      PlotlyOnDemand.whenShown(root).then(() => {
+        plotly = true;
+        if (latest) draw(...latest);
+      }, () => document.addEventListener("tab-shown", arm, { once: true }));
+    }
+    arm();
 
     async function refresh() {
       if (inFlight) return;
@@ -121,7 +144,7 @@
       if (roleSelect && roleSelect.value) params.set("role", roleSelect.value);
       try {
         const response = await fetch(`${root.dataset.seriesUrl}?${params}`, { credentials: "same-origin" });
-        if (response.ok) draw(await response.json(), `the last ${rangeSelect.value}`);
+        if (response.ok) show(await response.json(), `the last ${rangeSelect.value}`);
       } finally {
         inFlight = false;
       }

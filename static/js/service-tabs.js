@@ -19,11 +19,13 @@
       document.getElementById(tab.getAttribute("aria-controls")).hidden = !selected;
     }
     if (focus) chosen.focus();
+    const panel = document.getElementById(chosen.getAttribute("aria-controls"));
     // Charts drawn while their tab was hidden take the width of the tab now shown.
     if (typeof Plotly !== "undefined") {
-      const panel = document.getElementById(chosen.getAttribute("aria-controls"));
       for (const plot of panel.querySelectorAll(".js-plotly-plot")) Plotly.Plots.resize(plot);
     }
+    // Charts not drawn yet are drawn now (plotly-on-demand.js loads Plotly for the first tab that has one).
+    document.dispatchEvent(new CustomEvent("tab-shown", { detail: { panel: panel } }));
     return chosen.dataset.tab;
   }
 

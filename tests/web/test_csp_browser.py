@@ -74,7 +74,8 @@ def test_the_redoc_page_renders_its_operations_offline(browser_page, live_server
 
 
 def test_the_service_page_draws_its_charts_without_a_csp_violation(browser_page, live_server, viewer_a, tenant_a):
-    # Plotly builds its charts in the page (styles included); under the policy they must still draw, silently.
+    # Plotly builds its charts in the page (styles included), and the Traffic tab fetches it by script
+    # (plotly-on-demand.js); under the policy both must still work, silently.
     from django.urls import reverse
 
     from tests.factories import InferenceServiceFactory
@@ -85,7 +86,7 @@ def test_the_service_page_draws_its_charts_without_a_csp_violation(browser_page,
     page = browser_page(viewer_a)
     messages = watched(page, live_server)
 
-    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]))
+    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]) + "?tab=traffic")
     page.locator("#chart-ttft .main-svg").first.wait_for(state="attached", timeout=15000)
     page.wait_for_load_state("networkidle")
 

@@ -34,7 +34,8 @@ def test_the_scaling_panel_updates_without_a_reload(browser_page, live_server, v
     expect(page.locator("#scaling-timeline li").nth(0)).to_contain_text("2 → 4")
     expect(page.locator("#scaling-timeline li").nth(1)).to_contain_text("held ×2")
     assert page.evaluate("window.loadedOnce") is True  # the same document: no reload happened
-    # The replica chart picks the two scaling decisions up as markers at the counts they asked for.
+    # The replica chart (under Traffic) picks the two scaling decisions up as markers at the counts they asked for.
+    page.locator("#tab-traffic").click()
     page.wait_for_function(
         "() => { const d = document.getElementById('chart-replicas').data;"
         " return d && d.length === 2 && d[1].y.length === 2; }", timeout=30000)
@@ -54,7 +55,7 @@ def test_the_replica_chart_shows_the_forecast_band_ahead_of_the_ready_replicas(b
     decide(service, 15, current=2, desired=4, reason="forecast 6.2 req/s, 9000 prompt tokens/s in 30 s → 4 "
                                                      "replica(s) (cold start 28 s) → 4 replicas")
     page = browser_page(viewer_a)
-    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]) + "?tab=scaling")
+    page.goto(live_server.url + reverse("web:service", args=[service.tenant.slug, service.name]) + "?tab=traffic")
     page.wait_for_function(
         "() => { const d = document.getElementById('chart-replicas').data;"
         " return d && d.some((t) => t.name === 'forecast (engine)'); }", timeout=30000)

@@ -128,3 +128,23 @@ def test_each_tab_fits_the_screen(browser_page, live_server, owner_a, chat, widt
         if screens:
             page.wait_for_timeout(1500)  # the charts' first draw
             page.screenshot(path=os.path.join(screens, f"service-{slug}-{width}.png"), full_page=True)
+
+
+def test_the_first_screen_loads_no_chart_library_and_a_tab_with_charts_loads_it_once(browser_page, live_server,
+                                                                                      viewer_a, chat):
+    # Plotly is 4.6 MB of script: the Overview shows its figures in words without it; the Traffic tab fetches it when
+    # first shown and draws the series already read.
+    page = browser_page(viewer_a)
+    fetched = []
+    page.on("request", lambda request: fetched.append(request.url))
+    page.goto(live_server.url + reverse("web:service", args=["alpha", "chat"]))
+    expect(page.locator("#slo-glance [data-now=ttft_p95]")).to_have_text("600 ms", timeout=15000)  # the series, read
+    assert [url for url in fetched if "plotly.min.js" in url] == []
+    assert page.evaluate("typeof Plotly") == "undefined"
+
+    page.locator("#tab-traffic").click()
+    page.locator("#chart-ttft .main-svg").first.wait_for(state="attached", timeout=15000)
+    assert page.evaluate("document.getElementById('chart-ttft').data[1].y") == [300.0, 450.0, 600.0]  # p95, in ms
+    page.locator("#tab-changes").click()
+    page.locator("#tab-traffic").click()
+    assert len([url for url in fetched if "plotly.min.js" in url]) == 1
