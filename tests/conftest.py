@@ -67,6 +67,21 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, d
         default.setdefault("TEST", {})["TEMPLATE"] = template_for(default)
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """The test database, whose commits do not wait for the disk (`synchronous_commit = off` on the database, so
+    every connection to it has it, the processes a test starts too): a commit is visible to every other session
+    at once as before, only a crash of PostgreSQL could lose the last ones, which a test database never needs.
+    A commit took 0.6 to 2 ms on this machine's disk with the flush and 0.06 ms without."""
+    from django.db import connection
+
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        name = connection.ops.quote_name(connection.settings_dict["NAME"])
+        cursor.execute(f"ALTER DATABASE {name} SET synchronous_commit TO off")
+        cursor.execute("SET synchronous_commit TO off")  # this connection, opened before the ALTER
+    yield
+
+
 @pytest.fixture(scope="session", autouse=True)
 def seeded_rows_outlive_a_flush():
     """A transactional test ends by flushing the database, which also removes the rows the migrations seed (the
