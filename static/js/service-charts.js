@@ -1,8 +1,8 @@
 // Live charts of one service (templates/portal/service_detail.html): fetch the series JSON every few
-// seconds and redraw with Plotly.react, so the page never reloads; Plotly is loaded when the charts' tab is first
-// shown (plotly-on-demand.js), while the figures in words are kept current on every tab. The range and pool selectors change
-// the query; the server picks raw rows or one-minute rollups and the step. Each chart spans the chosen range
-// (chart-range.js), however few points it has.
+// seconds and redraw with Plotly.react, so the page never reloads. Plotly is loaded when the charts' tab is
+// first shown (plotly-on-demand.js); the figures in words are kept current on every tab. The range and pool
+// selectors change the query; the server picks raw rows or one-minute rollups and the step. Each chart spans
+// the chosen range (chart-range.js), however few points it has.
 (function () {
   "use strict";
 

@@ -40,7 +40,7 @@ def test_deleting_a_class_in_use_is_a_409_and_keeps_it(api, staff, tenant_a, cla
     InferenceServiceFactory(tenant=tenant_a, priority_class=classes["production"])
     response = api("staff").delete(f"{CLASSES}{classes['production'].pk}/")
     assert response.status_code == 409
-    assert "in use by 1 services" in str(response.json())
+    assert list(response.json()) == ["detail"] and "in use by 1 services" in response.json()["detail"]
     assert PriorityClass.objects.filter(name="production").exists()
 
 
@@ -105,7 +105,7 @@ def test_deleting_a_queue_in_use_is_a_409_and_keeps_it(api, staff, tenant_a):
     InferenceServiceFactory(tenant=tenant_a)
     response = api("staff").delete(f"{QUEUES}{queue_of(tenant_a).pk}/")
     assert response.status_code == 409
-    assert "in use by 1 service(s)" in str(response.json())
+    assert list(response.json()) == ["detail"] and "in use by 1 service(s)" in response.json()["detail"]
     assert TenantQueue.objects.filter(tenant=tenant_a).exists()
 
 

@@ -39,8 +39,11 @@ def _codes(error: DjangoValidationError) -> set[str]:
 
 def api_error(error: DjangoValidationError) -> APIException:
     """A 409 when the only problem is a name clash or an object in use, otherwise a 400 with the same field
-    errors."""
+    errors. An error of no field is `{"detail": "..."}`, the shape of every other error without a field (the
+    schema's; a bare list of sentences, as DRF would render it, broke it: the schema fuzz met one on a 409)."""
     detail = get_error_detail(error)
+    if not hasattr(error, "error_dict"):
+        detail = {"detail": " ".join(str(message) for message in detail)}
     if _codes(error) <= CONFLICT_CODES:
         conflict = Conflict(detail)
         conflict.detail = detail
