@@ -76,7 +76,17 @@ def test_network_policy_is_enforced_by_source_address(make_cluster):
     assert get(web, 8080, "/", source="127.0.0.1") is not None
 
 
-def test_a_loopback_prefix_reads_the_hosts_listeners_once_and_avoids_them(monkeypatch):
+@pytest.fixture
+def own_claim_port(monkeypatch) -> int:
+    """Prefix claims on a port of the test's own: the other test processes' clusters claim on 47."""
+    from kubesim.cluster import podnet
+
+    port = free_port()
+    monkeypatch.setattr(podnet, "_CLAIM", (255, 254, port))
+    return port
+
+
+def test_a_loopback_prefix_reads_the_hosts_listeners_once_and_avoids_them(monkeypatch, own_claim_port):
     # The host's listener table (/proc/net/tcp) has thousands of lines on a busy machine: reading it once per
     # candidate octet made every loopback cluster take seconds to start.
     from kubesim.cluster import podnet
@@ -89,22 +99,20 @@ def test_a_loopback_prefix_reads_the_hosts_listeners_once_and_avoids_them(monkey
 
     monkeypatch.setattr(podnet, "_listening_octets", listening)
     monkeypatch.setattr(podnet, "_TAKEN", dict.fromkeys(range(200, 249)))
-    monkeypatch.setattr(podnet, "_CLAIM", (255, 254, free_port()))  # the other test processes' clusters claim on 47
     assert podnet.pod_prefix(podnet.LOOPBACK) == "127.249"
     podnet.release_prefix("127.249")
     assert len(reads) == 1
     assert podnet.pod_prefix(podnet.OVERLAY) == "10.244" and len(reads) == 1
 
 
-def test_a_prefix_another_process_claimed_before_its_pods_listen_is_not_given_again(monkeypatch):
+def test_a_prefix_another_process_claimed_before_its_pods_listen_is_not_given_again(monkeypatch, own_claim_port):
     # Two test processes start loopback clusters at once: neither's pods listen yet, so the host's table shows
     # neither; the claim listener is what keeps them apart (a gateway test once reached another test's engine).
     import socket
 
     from kubesim.cluster import podnet
 
-    port = free_port()  # claims on a port of this test's own: the other test processes' clusters claim on 47
-    monkeypatch.setattr(podnet, "_CLAIM", (255, 254, port))
+    port = own_claim_port
     monkeypatch.setattr(podnet, "_listening_octets", set)
     monkeypatch.setattr(podnet, "_TAKEN", {})
     others = []
